@@ -1,0 +1,728 @@
+//! A command-line parser that behaves like Python 3.10's `argparse`, driven by a flag table.
+//!
+//! Why not `clap`: the original driver is an argparse program and its clients depend on
+//! argparse's exact behaviour — single-dash long options (`-lnc 2`), unique-prefix abbreviation
+//! across ~175 long options with argparse's `ambiguous option: ... could match ...` error (which
+//! also fires when two spellings of one option share the prefix, as `--cache_dir`/`--cache-dir`
+//! do), `-O1` short options with attached values next to `-o`, `nargs='+'` greediness, the
+//! "a token with a space is a value" rule, negative numbers as values, `--enable-X`/`--disable-X`
+//! and `--X`/`--no-X` companions, and argparse's error wording (`invalid choice: 'x' (choose from
+//! 'a', 'b')`, `ignored explicit argument '1'`, `expected one argument`). `clap` has no
+//! abbreviation errors in this form, no single-dash long options mixed with attached short values
+//! in argparse's precedence, and different messages. This module reproduces `_parse_optional`,
+//! `_get_option_tuples`, `consume_optional` and `consume_positionals` of argparse 3.10 (the
+//! version the original runs on), for the subset of nargs forms the tables use.
+
+use super::flags::{Action, Choices, Flag, Kind};
+use super::namespace::Value;
+
+/// How many values a positional takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nargs {
+    One,
+    Optional,
+    ZeroOrMore,
+    OneOrMore,
+}
+
+impl Nargs {
+    fn min(self) -> usize {
+        match self {
+            Nargs::One | Nargs::OneOrMore => 1,
+            Nargs::Optional | Nargs::ZeroOrMore => 0,
+        }
+    }
+    fn max(self) -> usize {
+        match self {
+            Nargs::One | Nargs::Optional => 1,
+            Nargs::ZeroOrMore | Nargs::OneOrMore => usize::MAX,
+        }
+    }
+}
+
+/// A positional argument.
+#[derive(Debug, Clone, Copy)]
+pub struct Positional {
+    pub metavar: &'static str,
+    pub nargs: Nargs,
+    pub help: &'static str,
+}
+
+/// One option string the parser recognises, and what it means.
+#[derive(Debug, Clone)]
+pub struct OptionEntry {
+    pub text: String,
+    pub flag: &'static Flag,
+    /// `--disable-X` / `--no-X`: sets the dest to `false`.
+    pub negated: bool,
+}
+
+/// A parser: a program name, its option strings (in declaration order) and its positionals.
+#[derive(Debug, Clone)]
+pub struct ArgParser {
+    pub prog: String,
+    pub entries: Vec<OptionEntry>,
+    pub positionals: Vec<Positional>,
+}
+
+/// One option as it occurred on the command line, with its converted value(s).
+#[derive(Debug, Clone)]
+pub struct Occurrence {
+    pub flag: &'static Flag,
+    pub option_string: String,
+    pub negated: bool,
+    /// The converted value: `Bool` for flags, a scalar for `store`, `List` for `nargs='+'`.
+    pub value: Value,
+}
+
+/// What a parse produced.
+#[derive(Debug, Clone, Default)]
+pub struct Parsed {
+    pub occurrences: Vec<Occurrence>,
+    /// The values of each positional, in declaration order (empty when not given).
+    pub positionals: Vec<Vec<String>>,
+    /// Arguments nobody recognised (`parse_known_args`'s extras), in command-line order.
+    pub extras: Vec<String>,
+    /// A help or version action was reached: parsing stopped there.
+    pub early_exit: Option<Action>,
+}
+
+impl Parsed {
+    /// The last occurrence for a dest.
+    pub fn last(&self, dest: &str) -> Option<&Occurrence> {
+        self.occurrences.iter().rev().find(|o| o.flag.dest == dest)
+    }
+    pub fn str(&self, dest: &str) -> Option<&str> {
+        self.last(dest).and_then(|o| o.value.as_str())
+    }
+    pub fn flag(&self, dest: &str) -> bool {
+        self.last(dest).is_some_and(|o| o.value.as_bool())
+    }
+    /// Every value given for a dest, in order (for `append` and repeated options).
+    pub fn all(&self, dest: &str) -> Vec<String> {
+        self.occurrences
+            .iter()
+            .filter(|o| o.flag.dest == dest)
+            .flat_map(|o| match &o.value {
+                Value::List(l) => l.clone(),
+                Value::Str(s) => vec![s.clone()],
+                v => vec![value_text(v)],
+            })
+            .collect()
+    }
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::None => String::new(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Str(s) => s.clone(),
+        Value::List(l) => l.join(" "),
+    }
+}
+
+/// A usage error in argparse's form: `argument --x: message`, or a bare message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError {
+    pub message: String,
+}
+
+impl ArgError {
+    fn argument(names: &str, message: impl std::fmt::Display) -> ArgError {
+        ArgError {
+            message: format!("argument {names}: {message}"),
+        }
+    }
+    pub fn plain(message: impl Into<String>) -> ArgError {
+        ArgError {
+            message: message.into(),
+        }
+    }
+}
+
+/// Python's `repr()` of a string, as argparse prints values in errors.
+pub fn py_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c)
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// Python's `int()` on a string: surrounding whitespace, a sign, digits with single underscores
+/// between them.
+pub fn parse_python_int(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let (neg, digits) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+        || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+    {
+        return None;
+    }
+    let clean: String = digits.chars().filter(|c| *c != '_').collect();
+    let v: i64 = clean.parse().ok()?;
+    Some(if neg { -v } else { v })
+}
+
+/// Python's `float()` on a string (decimal, exponent, `inf`, `nan`, underscores between digits).
+pub fn parse_python_float(text: &str) -> Option<f64> {
+    let t = text.trim();
+    if t.is_empty() || t.contains("__") || t.starts_with('_') || t.ends_with('_') {
+        return None;
+    }
+    let clean: String = t.chars().filter(|c| *c != '_').collect();
+    clean.parse::<f64>().ok()
+}
+
+/// argparse's `_negative_number_matcher`: `^-\d+$|^-\d*\.\d+$`.
+fn looks_like_negative_number(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix('-') else {
+        return false;
+    };
+    if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
+        return true;
+    }
+    match rest.split_once('.') {
+        Some((a, b)) => {
+            a.bytes().all(|c| c.is_ascii_digit())
+                && !b.is_empty()
+                && b.bytes().all(|c| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// How a token is classified (argparse's pattern letters 'O' and 'A').
+#[derive(Debug, Clone)]
+enum Token {
+    /// A known option: entry index, the option string matched, and an attached value.
+    Option {
+        entry: usize,
+        option_string: String,
+        explicit: Option<String>,
+    },
+    /// Looks like an option but matches none: goes to the extras.
+    Unknown,
+    /// A value.
+    Arg,
+}
+
+impl ArgParser {
+    /// A parser over flags, with each flag's companion spelling added right after it.
+    pub fn new(
+        prog: impl Into<String>,
+        flags: &[&'static Flag],
+        positionals: &[Positional],
+    ) -> ArgParser {
+        let mut entries = Vec::with_capacity(flags.len() * 2);
+        for flag in flags {
+            for s in flag.option_strings() {
+                entries.push(OptionEntry {
+                    text: s.to_string(),
+                    flag,
+                    negated: false,
+                });
+            }
+            if let Some(neg) = flag.negation() {
+                entries.push(OptionEntry {
+                    text: neg,
+                    flag,
+                    negated: true,
+                });
+            }
+        }
+        ArgParser {
+            prog: prog.into(),
+            entries,
+            positionals: positionals.to_vec(),
+        }
+    }
+
+    fn exact(&self, s: &str) -> Option<usize> {
+        self.entries.iter().position(|e| e.text == s)
+    }
+
+    /// argparse's `_get_option_tuples`: every option string the token could abbreviate.
+    fn option_tuples(&self, token: &str) -> Vec<(usize, String, Option<String>)> {
+        let b = token.as_bytes();
+        let mut result = Vec::new();
+        if b.len() >= 2 && b[0] == b'-' && b[1] == b'-' {
+            let (prefix, explicit) = match token.split_once('=') {
+                Some((p, e)) => (p, Some(e.to_string())),
+                None => (token, None),
+            };
+            for (i, e) in self.entries.iter().enumerate() {
+                if e.text.starts_with(prefix) {
+                    result.push((i, e.text.clone(), explicit.clone()));
+                }
+            }
+        } else if b.len() >= 2 && b[0] == b'-' {
+            let short_prefix =
+                &token[..token.char_indices().nth(2).map_or(token.len(), |(i, _)| i)];
+            let short_explicit = &token[short_prefix.len()..];
+            for (i, e) in self.entries.iter().enumerate() {
+                if e.text == short_prefix {
+                    result.push((i, e.text.clone(), Some(short_explicit.to_string())));
+                } else if e.text.starts_with(token) {
+                    result.push((i, e.text.clone(), None));
+                }
+            }
+        }
+        result
+    }
+
+    /// argparse's `_parse_optional`.
+    fn classify(&self, token: &str) -> Result<Token, ArgError> {
+        if !token.starts_with('-') || token.len() == 1 {
+            return Ok(Token::Arg);
+        }
+        if let Some(i) = self.exact(token) {
+            return Ok(Token::Option {
+                entry: i,
+                option_string: token.to_string(),
+                explicit: None,
+            });
+        }
+        if let Some((opt, explicit)) = token.split_once('=') {
+            if let Some(i) = self.exact(opt) {
+                return Ok(Token::Option {
+                    entry: i,
+                    option_string: opt.to_string(),
+                    explicit: Some(explicit.to_string()),
+                });
+            }
+        }
+        let tuples = self.option_tuples(token);
+        if tuples.len() > 1 {
+            let matches: Vec<&str> = tuples.iter().map(|t| t.1.as_str()).collect();
+            return Err(ArgError::plain(format!(
+                "ambiguous option: {} could match {}",
+                token,
+                matches.join(", ")
+            )));
+        }
+        if let Some((entry, option_string, explicit)) = tuples.into_iter().next() {
+            return Ok(Token::Option {
+                entry,
+                option_string,
+                explicit,
+            });
+        }
+        // No option looks like a negative number, so negative numbers are values.
+        if looks_like_negative_number(token) {
+            return Ok(Token::Arg);
+        }
+        if token.contains(' ') {
+            return Ok(Token::Arg);
+        }
+        Ok(Token::Unknown)
+    }
+
+    /// Whether a token is a known option that takes its value from the next token (no `=VALUE`
+    /// attached).
+    pub fn needs_separate_value(&self, token: &str) -> bool {
+        match self.classify(token) {
+            Ok(Token::Option {
+                entry,
+                explicit: None,
+                ..
+            }) => self.entries[entry].flag.takes_value(),
+            _ => false,
+        }
+    }
+
+    /// The name argparse uses for an option in errors: its option strings joined by `/`.
+    pub fn action_name(&self, flag: &Flag) -> String {
+        flag.option_strings().collect::<Vec<_>>().join("/")
+    }
+
+    /// Parse a complete argument list (`parse_known_args`: unknown options land in `extras`).
+    pub fn parse(&self, args: &[String]) -> Result<Parsed, ArgError> {
+        // Classify every token up front, as argparse builds its pattern string.
+        let mut kinds = Vec::with_capacity(args.len());
+        let mut after_dashdash = false;
+        for a in args {
+            if after_dashdash {
+                kinds.push(Token::Arg);
+            } else if a == "--" {
+                after_dashdash = true;
+                kinds.push(Token::Arg);
+            } else {
+                kinds.push(self.classify(a)?);
+            }
+        }
+        let dashdash = args.iter().position(|a| a == "--");
+        let is_value = |i: usize| matches!(kinds[i], Token::Arg) && Some(i) != dashdash;
+
+        let mut out = Parsed {
+            positionals: vec![Vec::new(); self.positionals.len()],
+            ..Parsed::default()
+        };
+        let mut next_positional = 0usize;
+        let mut i = 0usize;
+        while i < args.len() {
+            match &kinds[i] {
+                Token::Arg => {
+                    // A chunk of consecutive values (argparse's consume_positionals).
+                    let start = i;
+                    let mut end = i;
+                    while end < args.len() && matches!(kinds[end], Token::Arg) {
+                        end += 1;
+                    }
+                    let chunk: Vec<String> = (start..end)
+                        .filter(|&j| Some(j) != dashdash)
+                        .map(|j| args[j].clone())
+                        .collect();
+                    let taken = self.consume_positionals(
+                        &chunk,
+                        &mut next_positional,
+                        &mut out,
+                        end == args.len(),
+                    );
+                    out.extras.extend(chunk[taken..].iter().cloned());
+                    i = end;
+                }
+                Token::Unknown => {
+                    out.extras.push(args[i].clone());
+                    i += 1;
+                }
+                Token::Option {
+                    entry,
+                    option_string,
+                    explicit,
+                } => {
+                    let e = &self.entries[*entry];
+                    let flag = e.flag;
+                    let name = self.action_name(flag);
+                    match flag.action {
+                        Action::Help
+                        | Action::HelpHidden
+                        | Action::HelpHiddenList
+                        | Action::Version => {
+                            if let Some(x) = explicit {
+                                return Err(ArgError::argument(
+                                    &name,
+                                    format!("ignored explicit argument {}", py_repr(x)),
+                                ));
+                            }
+                            out.early_exit = Some(flag.action);
+                            return Ok(out);
+                        }
+                        Action::StoreTrue
+                        | Action::DeprecatedStoreTrue { .. }
+                        | Action::EnableDisable
+                        | Action::Noable => {
+                            if let Some(x) = explicit {
+                                return Err(ArgError::argument(
+                                    &name,
+                                    format!("ignored explicit argument {}", py_repr(x)),
+                                ));
+                            }
+                            out.occurrences.push(Occurrence {
+                                flag,
+                                option_string: option_string.clone(),
+                                negated: e.negated,
+                                value: Value::Bool(!e.negated),
+                            });
+                            i += 1;
+                        }
+                        Action::StoreOptional { constant } => {
+                            let raw = if let Some(x) = explicit {
+                                i += 1;
+                                x.clone()
+                            } else if i + 1 < args.len()
+                                && is_value(i + 1)
+                                && self.optional_takes(flag, &args[i + 1])
+                            {
+                                i += 2;
+                                args[i - 1].clone()
+                            } else {
+                                i += 1;
+                                constant.to_string()
+                            };
+                            let value = convert(flag, &name, &raw)?;
+                            out.occurrences.push(Occurrence {
+                                flag,
+                                option_string: option_string.clone(),
+                                negated: false,
+                                value,
+                            });
+                        }
+                        Action::Store
+                        | Action::ExtendStr
+                        | Action::Append
+                        | Action::DeprecatedStore { .. } => {
+                            let raw = if let Some(x) = explicit {
+                                i += 1;
+                                x.clone()
+                            } else if i + 1 < args.len() && is_value(i + 1) {
+                                i += 2;
+                                args[i - 1].clone()
+                            } else {
+                                return Err(ArgError::argument(&name, "expected one argument"));
+                            };
+                            let value = convert(flag, &name, &raw)?;
+                            out.occurrences.push(Occurrence {
+                                flag,
+                                option_string: option_string.clone(),
+                                negated: false,
+                                value,
+                            });
+                        }
+                        Action::OneOrMore => {
+                            let mut raws = Vec::new();
+                            if let Some(x) = explicit {
+                                raws.push(x.clone());
+                                i += 1;
+                            } else {
+                                i += 1;
+                                while i < args.len() && is_value(i) {
+                                    raws.push(args[i].clone());
+                                    i += 1;
+                                }
+                                if raws.is_empty() {
+                                    return Err(ArgError::argument(
+                                        &name,
+                                        "expected at least one argument",
+                                    ));
+                                }
+                            }
+                            let mut items = Vec::with_capacity(raws.len());
+                            for r in &raws {
+                                match convert(flag, &name, r)? {
+                                    Value::Str(s) => items.push(s),
+                                    other => items.push(value_text(&other)),
+                                }
+                            }
+                            out.occurrences.push(Occurrence {
+                                flag,
+                                option_string: option_string.clone(),
+                                negated: false,
+                                value: Value::List(items),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        // Positionals never reached get an empty match if they allow it.
+        let missing: Vec<&str> = self.positionals[next_positional..]
+            .iter()
+            .filter(|p| p.nargs.min() > 0)
+            .map(|p| p.metavar)
+            .collect();
+        if !missing.is_empty() {
+            return Err(ArgError::plain(format!(
+                "the following arguments are required: {}",
+                missing.join(", ")
+            )));
+        }
+        Ok(out)
+    }
+
+    /// Whether an `nargs='?'` option takes the next value token. argparse takes any value; nxcc's
+    /// own optional-value options (`--dry-run`, `--timings`) take only an attached `=VALUE` or, for
+    /// `--dry-run`, a following exact choice — so `--dry-run model.pb` keeps the model positional.
+    fn optional_takes(&self, flag: &Flag, next: &str) -> bool {
+        if !flag.is_nxcc_own() {
+            return true;
+        }
+        match flag.choices {
+            Choices::OneOf(c) => c.contains(&next),
+            _ => false,
+        }
+    }
+
+    /// Hand a chunk of values to the positionals still waiting, as argparse's `match_partial`
+    /// does: as many positionals as can match, each greedy. Returns how many values were taken.
+    fn consume_positionals(
+        &self,
+        chunk: &[String],
+        next: &mut usize,
+        out: &mut Parsed,
+        at_end: bool,
+    ) -> usize {
+        let remaining = &self.positionals[*next..];
+        // The longest prefix of the remaining positionals whose minimums fit in the chunk.
+        let mut count = remaining.len();
+        while count > 0
+            && remaining[..count]
+                .iter()
+                .map(|p| p.nargs.min())
+                .sum::<usize>()
+                > chunk.len()
+        {
+            count -= 1;
+        }
+        if count == 0 || (chunk.is_empty() && !at_end) {
+            return 0;
+        }
+        let mut taken = 0usize;
+        for (k, p) in remaining[..count].iter().enumerate() {
+            let rest_min: usize = remaining[k + 1..count].iter().map(|q| q.nargs.min()).sum();
+            let avail = chunk.len() - taken - rest_min;
+            let n = avail.min(p.nargs.max()).max(p.nargs.min());
+            out.positionals[*next + k] = chunk[taken..taken + n].to_vec();
+            taken += n;
+        }
+        *next += count;
+        taken
+    }
+}
+
+/// Convert and check one raw value for a flag (argparse's `_get_values` + `_check_value`).
+pub fn convert(flag: &Flag, name: &str, raw: &str) -> Result<Value, ArgError> {
+    let value = match flag.kind {
+        Kind::Int => match parse_python_int(raw) {
+            Some(v) => Value::Int(v),
+            None => {
+                return Err(ArgError::argument(
+                    name,
+                    format!("invalid int value: {}", py_repr(raw)),
+                ))
+            }
+        },
+        Kind::Float => match parse_python_float(raw) {
+            Some(v) => Value::Float(v),
+            None => {
+                return Err(ArgError::argument(
+                    name,
+                    format!("invalid float value: {}", py_repr(raw)),
+                ))
+            }
+        },
+        Kind::Level => match super::level::parse(raw) {
+            Some(v) => Value::Int(v),
+            None => {
+                return Err(ArgError::argument(
+                    name,
+                    format!("invalid level value: {}", py_repr(raw)),
+                ))
+            }
+        },
+        Kind::Bool | Kind::Str | Kind::Path | Kind::Choice | Kind::List => {
+            Value::Str(raw.to_string())
+        }
+    };
+    check_choice(flag, name, value)
+}
+
+fn check_choice(flag: &Flag, name: &str, value: Value) -> Result<Value, ArgError> {
+    let invalid = |shown: &str, choices: &[&str]| {
+        let list: Vec<String> = choices.iter().map(|c| py_repr(c)).collect();
+        ArgError::argument(
+            name,
+            format!(
+                "invalid choice: {} (choose from {})",
+                py_repr(shown),
+                list.join(", ")
+            ),
+        )
+    };
+    match (&flag.choices, value) {
+        (Choices::OneOf(c), Value::Str(s)) => {
+            if c.contains(&s.as_str()) {
+                Ok(Value::Str(s))
+            } else {
+                Err(invalid(&s, c))
+            }
+        }
+        (Choices::OneOfIgnoreCase(c), Value::Str(s)) => {
+            let lower = s.to_lowercase();
+            if c.contains(&lower.as_str()) {
+                Ok(Value::Str(lower))
+            } else {
+                Err(invalid(&lower, c))
+            }
+        }
+        (Choices::IntegerDowncast, Value::Str(s)) => {
+            const OPS: &[&str] = &["dot", "scatter", "all_reduce", "reduce_scatter", "pow"];
+            let ok = matches!(s.as_str(), "default" | "all" | "none")
+                || (!s.is_empty() && s.split(',').all(|op| OPS.contains(&op.trim())));
+            if ok {
+                Ok(Value::Str(s))
+            } else {
+                Err(ArgError::argument(
+                    name,
+                    format!(
+                        "invalid value: {} (choose from 'default', 'all', 'none', or a comma list of {})",
+                        py_repr(&s),
+                        OPS.join(",")
+                    ),
+                ))
+            }
+        }
+        (_, v) => Ok(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_int_rules() {
+        assert_eq!(parse_python_int(" 12 "), Some(12));
+        assert_eq!(parse_python_int("-3"), Some(-3));
+        assert_eq!(parse_python_int("+3"), Some(3));
+        assert_eq!(parse_python_int("1_000"), Some(1000));
+        assert_eq!(parse_python_int("1__0"), None);
+        assert_eq!(parse_python_int("x"), None);
+        assert_eq!(parse_python_int(""), None);
+        assert_eq!(parse_python_int("1.5"), None);
+    }
+
+    #[test]
+    fn python_float_rules() {
+        assert_eq!(parse_python_float("-100000000.0"), Some(-1e8));
+        assert_eq!(parse_python_float("1e-3"), Some(1e-3));
+        assert!(parse_python_float("inf").unwrap().is_infinite());
+        assert_eq!(parse_python_float("x"), None);
+    }
+
+    #[test]
+    fn repr_quotes_like_python() {
+        assert_eq!(py_repr("fp8"), "'fp8'");
+        assert_eq!(py_repr("it's"), "\"it's\"");
+        assert_eq!(py_repr("a'\"b"), "'a\\'\"b'");
+    }
+
+    #[test]
+    fn negative_numbers() {
+        assert!(looks_like_negative_number("-3"));
+        assert!(looks_like_negative_number("-0.5"));
+        assert!(looks_like_negative_number("-.5"));
+        assert!(!looks_like_negative_number("-O1"));
+        assert!(!looks_like_negative_number("-"));
+        assert!(!looks_like_negative_number("-1e5"));
+    }
+}

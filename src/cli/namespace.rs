@@ -1,0 +1,169 @@
+//! The parsed namespace: one value per dest of the flag table (argparse's `Namespace`), plus
+//! whether the user set it (`<dest>_Used`).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use serde::Serialize;
+
+use super::flags::{self, Default};
+use super::level;
+
+/// A namespace value: what argparse would hold for the dest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    List(Vec<String>),
+}
+
+impl Value {
+    pub fn as_bool(&self) -> bool {
+        match self {
+            Value::None => false,
+            Value::Bool(b) => *b,
+            Value::Int(i) => *i != 0,
+            Value::Float(f) => *f != 0.0,
+            Value::Str(s) => !s.is_empty(),
+            Value::List(l) => !l.is_empty(),
+        }
+    }
+
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Bool(b) => Some(*b as i64),
+            _ => None,
+        }
+    }
+
+    pub fn as_float(&self) -> Option<f64> {
+        match self {
+            Value::Float(f) => Some(*f),
+            Value::Int(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_list(&self) -> &[String] {
+        match self {
+            Value::List(l) => l,
+            _ => &[],
+        }
+    }
+
+    /// The initial value of a dest, from its table default.
+    pub fn from_default(default: &Default) -> Value {
+        match default {
+            Default::None | Default::Derived(_) | Default::Required => Value::None,
+            Default::Bool(b) => Value::Bool(*b),
+            Default::Int(i) => Value::Int(*i),
+            Default::Float(f) => Value::Float(*f),
+            Default::Str(s) => Value::Str((*s).to_string()),
+            Default::List(l) => Value::List(l.iter().map(|s| (*s).to_string()).collect()),
+            Default::Level(name) => Value::Int(level::parse(name).expect("table level default")),
+        }
+    }
+}
+
+fn index() -> &'static (Vec<&'static str>, HashMap<&'static str, usize>) {
+    static INDEX: OnceLock<(Vec<&'static str>, HashMap<&'static str, usize>)> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let names: Vec<&'static str> = flags::dests().collect();
+        let map = names.iter().enumerate().map(|(i, d)| (*d, i)).collect();
+        (names, map)
+    })
+}
+
+fn slot(dest: &str) -> usize {
+    match index().1.get(dest) {
+        Some(i) => *i,
+        // A dest that is not in the table is a programming error, caught by every test.
+        None => panic!("no dest `{dest}` in the flag table"),
+    }
+}
+
+/// Every dest of the flag table with its value, and whether the user set it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Namespace {
+    values: Vec<Value>,
+    used: Vec<bool>,
+}
+
+impl std::default::Default for Namespace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Namespace {
+    /// A namespace holding every dest's table default.
+    pub fn new() -> Namespace {
+        let names = &index().0;
+        let values = names
+            .iter()
+            .map(|d| Value::from_default(&flags::by_dest(d).expect("dest").default))
+            .collect();
+        Namespace {
+            values,
+            used: vec![false; names.len()],
+        }
+    }
+
+    pub fn get(&self, dest: &str) -> &Value {
+        &self.values[slot(dest)]
+    }
+
+    /// Set a value as normalisation does (does not mark it user-set).
+    pub fn set(&mut self, dest: &str, value: Value) {
+        self.values[slot(dest)] = value;
+    }
+
+    /// Set a value the user gave on the command line (marks `<dest>_Used`).
+    pub fn set_by_user(&mut self, dest: &str, value: Value) {
+        let i = slot(dest);
+        self.values[i] = value;
+        self.used[i] = true;
+    }
+
+    pub fn mark_used(&mut self, dest: &str) {
+        self.used[slot(dest)] = true;
+    }
+
+    /// argparse-style `<dest>_Used`: whether the user set the dest.
+    pub fn used(&self, dest: &str) -> bool {
+        self.used[slot(dest)]
+    }
+
+    pub fn bool(&self, dest: &str) -> bool {
+        self.get(dest).as_bool()
+    }
+
+    pub fn int(&self, dest: &str) -> Option<i64> {
+        self.get(dest).as_int()
+    }
+
+    pub fn str(&self, dest: &str) -> Option<&str> {
+        self.get(dest).as_str()
+    }
+
+    pub fn list(&self, dest: &str) -> &[String] {
+        self.get(dest).as_list()
+    }
+
+    /// Every (dest, value) pair, in table order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Value)> {
+        index().0.iter().copied().zip(self.values.iter())
+    }
+}

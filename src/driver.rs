@@ -1,0 +1,147 @@
+//! The thin entry point: parse the command line, dispatch the subcommand, map every outcome to
+//! the original's messages and exit statuses (0, 2 usage, 70 compile failure, 130/143 signals).
+
+use std::ffi::OsString;
+use std::io::Write;
+
+use crate::cli::{self, CliError, Command};
+use crate::plan::{self, dryrun, PlanError, SystemProbe};
+
+/// Write to stdout, ignoring a closed pipe (`nxcc ... | head`).
+pub fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// Write to stderr, ignoring errors.
+pub fn err(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
+/// The `--version` text: nxcc's version, the driver version it reproduces, and the toolchain it
+/// would use.
+pub fn version_text(prog: &str) -> String {
+    let launch = std::env::current_dir().unwrap_or_default();
+    let request = crate::toolchain::Request::from(
+        None,
+        std::env::var(crate::recon::toolchain::TOOLCHAIN_ENV)
+            .ok()
+            .as_deref(),
+        &launch,
+    );
+    let tc = crate::toolchain::locate(&request);
+    let toolchain = match tc {
+        Some(t) => format!(
+            "{}{}",
+            t.bin.display(),
+            if t.simulated { " (simulated)" } else { "" }
+        ),
+        None => "none found (use --toolchain DIR, NXCC_TOOLCHAIN, or --toolchain sim)".to_string(),
+    };
+    format!(
+        "{prog} (nxcc) {}\nreproduces the {} compile driver\ntoolchain: {toolchain}\n",
+        crate::VERSION,
+        crate::ORIGINAL_VERSION
+    )
+}
+
+/// Run nxcc with a full argv (argv[0] first); returns the exit status.
+pub fn main(argv: Vec<OsString>) -> i32 {
+    let prog = cli::prog_name(
+        &argv
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    );
+    let mut args = Vec::with_capacity(argv.len());
+    for a in argv.iter().skip(1) {
+        match a.to_str() {
+            Some(s) => args.push(s.to_string()),
+            None => {
+                err(&format!(
+                    "{prog}: error: argument {:?} is not valid UTF-8\n",
+                    a
+                ));
+                return CliError::EXIT_STATUS;
+            }
+        }
+    }
+    let command = match cli::parse(&prog, &args) {
+        Ok(c) => c,
+        Err(e) => {
+            err(&e.render());
+            return CliError::EXIT_STATUS;
+        }
+    };
+    match command {
+        Command::Help(text) => {
+            out(&text);
+            0
+        }
+        Command::Version => {
+            out(&version_text(&prog));
+            0
+        }
+        Command::Compile(args) => compile(&args),
+        Command::Other { name, args } => other(&prog, &name, &args),
+    }
+}
+
+fn report_plan_error(e: &PlanError) -> i32 {
+    match e {
+        PlanError::Usage(u) => err(&u.render()),
+        PlanError::Compile(c) => err(&format!("{c}\n")),
+    }
+    e.exit_status()
+}
+
+fn compile(args: &cli::CompileArgs) -> i32 {
+    let probe = match SystemProbe::new() {
+        Ok(p) => p,
+        Err(e) => {
+            err(&format!("[ERROR] cannot read the current directory: {e}\n"));
+            return crate::error::EXIT_COMPILE_FAILED;
+        }
+    };
+    let plan = match plan::build(args, &probe) {
+        Ok(p) => p,
+        Err(e) => return report_plan_error(&e),
+    };
+    match plan.ns.str("dry_run") {
+        Some("json") => {
+            let mut text =
+                serde_json::to_string_pretty(&dryrun::to_json(&plan)).unwrap_or_default();
+            text.push('\n');
+            out(&text);
+            0
+        }
+        Some(_) => {
+            out(&dryrun::to_text(&plan));
+            0
+        }
+        None => {
+            err("[ERROR] [NCC_EDRV086] Running a compile is not available in this build - Use --dry-run to see the plan.\n");
+            crate::error::EXIT_COMPILE_FAILED
+        }
+    }
+}
+
+fn other(prog: &str, name: &str, _args: &[String]) -> i32 {
+    match name {
+        "list-operators" => {
+            err(&format!(
+                "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"
+            ));
+            CliError::EXIT_STATUS
+        }
+        _ => {
+            err(&format!(
+                "{prog} {name}: error: not available in this build\n"
+            ));
+            CliError::EXIT_STATUS
+        }
+    }
+}

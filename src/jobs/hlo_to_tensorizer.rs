@@ -1,0 +1,40 @@
+//! HLOToTensorizer — the `hlo2penguin` lowering, always the first job (SEED).
+//!
+//! Runs `hlo2penguin` in the work dir. Reads the model; writes `penguin.py`.
+//! Argv spellings are WIKI facts; which optional flags appear when is in
+//! [`crate::recon::jobs::hlo2penguin_optional_flags`].
+
+use super::{exec, shell_split, JobContext, Step};
+use crate::cli::level;
+use crate::error::NccError;
+
+pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
+    let ns = ctx.ns;
+    let console = level::console_threshold(ns.int("verbose").unwrap_or(level::USER));
+    let logfile_level = ns.int("logfile_verbose").unwrap_or(level::INFO);
+    let mut args = vec![
+        "--input".to_string(),
+        ctx.model.display().to_string(),
+        "--out-dir".to_string(),
+        "./".to_string(),
+        "--output".to_string(),
+        "penguin.py".to_string(),
+        format!("--target-instance={}", ctx.target()),
+        format!("--logical-nc-config={}", ctx.logical_nc_config()),
+        format!("--verbose={}", level::name(console)),
+        format!("--logfile={}", ctx.logfile.display()),
+        format!("--logfile-verbose={}", level::name(logfile_level)),
+    ];
+    args.extend(crate::recon::jobs::hlo2penguin_optional_flags(ns));
+    if let Some(extra) = ns.str("internal_hlo2tensorizer_options") {
+        args.extend(shell_split(extra, "internal_hlo2tensorizer_options")?);
+    }
+    Ok(vec![exec(
+        ctx,
+        "hlo2penguin",
+        args,
+        ".",
+        vec![ctx.model.display().to_string()],
+        vec!["penguin.py".into()],
+    )])
+}

@@ -1,0 +1,33 @@
+//! InferGoldens / MetaInferGoldens — in-process golden evaluators of the original for frameworks
+//! other than XLA. nxcc compiles only XLA models, so running either fails with a clear message
+//! (EDRV083). They are reachable only through `--pipeline`.
+
+use super::{in_process, JobContext, Step};
+use crate::error::NccError;
+
+/// The failure of running one of these jobs.
+pub fn unavailable(job: &str) -> NccError {
+    NccError::new(
+        "EDRV083",
+        format!("{job} is only available for non-XLA frameworks, which nxcc does not compile"),
+        "Remove it from --pipeline.",
+    )
+}
+
+pub fn steps_infer(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
+    Ok(vec![in_process(
+        "fails: InferGoldens is only available for non-XLA frameworks",
+        ".",
+        vec![],
+        vec![],
+    )])
+}
+
+pub fn steps_meta(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
+    Ok(vec![in_process(
+        "fails: MetaInferGoldens is only available for non-XLA frameworks",
+        ".",
+        vec![],
+        vec![],
+    )])
+}

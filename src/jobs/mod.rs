@@ -1,0 +1,372 @@
+//! Jobs: the registry (a name → job table, SEED's `job_factories`) and one module per job kind,
+//! each saying what it reads, writes and runs.
+//!
+//! A job describes itself as [`Step`]s — a native tool invocation (argv, cwd, files) or an
+//! in-process action. The same `steps` function serves the plan (with the predicted subgraphs, for
+//! the dry run) and the run (with the subgraphs the Frontend really wrote), so what a dry run
+//! prints is what a compile runs. The registry adds no ordering (SEED).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::cli::namespace::Namespace;
+use crate::error::NccError;
+use crate::toolchain::Toolchain;
+
+pub mod backend;
+pub mod bir_verifier;
+pub mod frontend;
+pub mod hlo_to_tensorizer;
+pub mod infer_goldens;
+pub mod kelper;
+pub mod neff_wrapper;
+pub mod save_temps;
+pub mod static_io_transpose;
+pub mod walrus_driver;
+pub mod watchpoint;
+pub mod xla_infer_goldens;
+
+/// How a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RunsAs {
+    /// A native tool in its own process (and process group).
+    #[serde(rename = "subprocess")]
+    Subprocess,
+    /// Inside the worker process.
+    #[serde(rename = "in-process")]
+    InProcess,
+    /// A native tool through `/bin/bash -c` (only the experimental Backend).
+    #[serde(rename = "shell")]
+    Shell,
+}
+
+/// The format of the model file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ModelFormat {
+    /// A binary `HloModuleProto`.
+    #[serde(rename = "proto")]
+    Proto,
+    /// HLO text (the file starts with `HloModule`).
+    #[serde(rename = "text")]
+    Text,
+}
+
+impl ModelFormat {
+    /// `--module-type` for `xla_infergoldens`: `text` when the file starts with `HloModule`.
+    pub fn detect(first_bytes: &[u8]) -> ModelFormat {
+        if first_bytes.starts_with(b"HloModule") {
+            ModelFormat::Text
+        } else {
+            ModelFormat::Proto
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelFormat::Proto => "proto",
+            ModelFormat::Text => "text",
+        }
+    }
+}
+
+/// Everything a job needs to describe (and later run) itself. Paths that come from the command
+/// line are absolute (WIKI `getAbsPath`); work-dir paths are relative to the step's `cwd`.
+#[derive(Debug, Clone, Copy)]
+pub struct JobContext<'a> {
+    pub ns: &'a Namespace,
+    /// The model file or directory, absolute.
+    pub model: &'a Path,
+    pub model_format: ModelFormat,
+    /// `--output`, absolute.
+    pub output: &'a Path,
+    /// `--logfile`, absolute.
+    pub logfile: &'a Path,
+    pub walrus_passes: &'a [&'static str],
+    /// Sorted.
+    pub dge_on_levels: &'a [String],
+    /// Subgraph directories relative to the work dir (`sg00`, ...), sorted.
+    pub subgraphs: &'a [String],
+    /// `value_input*.npy` files in the work dir, sorted.
+    pub value_inputs: &'a [String],
+    /// `W/gold-000.p` exists.
+    pub gold_exists: bool,
+    pub toolchain: Option<&'a Toolchain>,
+}
+
+impl JobContext<'_> {
+    /// The path of a native tool: resolved in the toolchain (private first), or, for a
+    /// simulated toolchain laid out at run time, where it will be.
+    pub fn tool_path(&self, tool: &str) -> Option<PathBuf> {
+        let tc = self.toolchain?;
+        tc.resolve(tool)
+            .or_else(|| tc.simulated.then(|| tc.expected(tool)))
+    }
+
+    pub fn logical_nc_config(&self) -> i64 {
+        self.ns.int("logical_nc_config").unwrap_or(1)
+    }
+
+    pub fn target(&self) -> &str {
+        self.ns.str("target").unwrap_or("")
+    }
+}
+
+/// What one step of a job does.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Run a native tool: `program` is `tool` resolved (or the tool name when not found).
+    Exec {
+        tool: &'static str,
+        program: Option<PathBuf>,
+        args: Vec<String>,
+    },
+    /// Run a native tool through `/bin/bash -c <script>`.
+    Shell {
+        tool: &'static str,
+        program: Option<PathBuf>,
+        script: String,
+    },
+    /// Call `run_backend_driver(argc, argv)` of a loaded library, in process.
+    Library {
+        library: PathBuf,
+        symbol: &'static str,
+        argv: Vec<String>,
+    },
+    /// Work done inside the worker; the text says what.
+    InProcess { what: String },
+    /// Nothing to do, for the reason given (logged).
+    Skip { reason: String },
+}
+
+/// One step of a job: an action, where it runs, and the files it reads and writes (relative to
+/// the work dir unless absolute).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub action: Action,
+    /// Relative to the work dir: `.` or `sgNN`.
+    pub cwd: String,
+    pub reads: Vec<String>,
+    pub writes: Vec<String>,
+}
+
+impl Step {
+    /// The full argv a subprocess gets (program first), or `None` for in-process steps.
+    pub fn argv(&self) -> Option<Vec<String>> {
+        match &self.action {
+            Action::Exec {
+                tool,
+                program,
+                args,
+            } => {
+                let mut v = vec![program_text(tool, program)];
+                v.extend(args.iter().cloned());
+                Some(v)
+            }
+            Action::Shell { script, .. } => {
+                Some(vec!["/bin/bash".into(), "-c".into(), script.clone()])
+            }
+            Action::Library { argv, .. } => Some(argv.clone()),
+            Action::InProcess { .. } | Action::Skip { .. } => None,
+        }
+    }
+
+    pub fn tool(&self) -> Option<&'static str> {
+        match &self.action {
+            Action::Exec { tool, .. } | Action::Shell { tool, .. } => Some(tool),
+            Action::Library { .. } => Some("walrus_driver"),
+            _ => None,
+        }
+    }
+
+    pub fn tool_path(&self) -> Option<&Path> {
+        match &self.action {
+            Action::Exec { program, .. } | Action::Shell { program, .. } => program.as_deref(),
+            Action::Library { library, .. } => Some(library),
+            _ => None,
+        }
+    }
+}
+
+fn program_text(tool: &str, program: &Option<PathBuf>) -> String {
+    program
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| tool.to_string())
+}
+
+/// Convenience: an exec step.
+pub(crate) fn exec(
+    ctx: &JobContext,
+    tool: &'static str,
+    args: Vec<String>,
+    cwd: &str,
+    reads: Vec<String>,
+    writes: Vec<String>,
+) -> Step {
+    Step {
+        action: Action::Exec {
+            tool,
+            program: ctx.tool_path(tool),
+            args,
+        },
+        cwd: cwd.to_string(),
+        reads,
+        writes,
+    }
+}
+
+/// Convenience: an in-process step.
+pub(crate) fn in_process(
+    what: impl Into<String>,
+    cwd: &str,
+    reads: Vec<String>,
+    writes: Vec<String>,
+) -> Step {
+    Step {
+        action: Action::InProcess { what: what.into() },
+        cwd: cwd.to_string(),
+        reads,
+        writes,
+    }
+}
+
+/// Split a user option string the way the original forwards it (shell rules).
+pub(crate) fn shell_split(option: &str, dest: &str) -> Result<Vec<String>, NccError> {
+    let text = option;
+    shell_words::split(text).map_err(|e| {
+        NccError::new(
+            "EDRV085",
+            format!(
+                "Could not split --{} value {:?}: {e}",
+                dest.replace('_', "-"),
+                text
+            ),
+            "Balance the quotes in the option's value.",
+        )
+    })
+}
+
+/// Describe a job's steps for the given context.
+pub type StepsFn = fn(&JobContext) -> Result<Vec<Step>, NccError>;
+
+/// One row of the registry.
+#[derive(Debug, Clone, Copy)]
+pub struct Job {
+    pub name: &'static str,
+    pub runs_as: RunsAs,
+    /// The native tool, for subprocess jobs.
+    pub tool: Option<&'static str>,
+    pub steps: StepsFn,
+}
+
+/// The registry: every job the original's `loadAllJobs` finds, by class name.
+pub static REGISTRY: &[Job] = &[
+    Job {
+        name: "HLOToTensorizer",
+        runs_as: RunsAs::Subprocess,
+        tool: Some("hlo2penguin"),
+        steps: hlo_to_tensorizer::steps,
+    },
+    Job {
+        name: "XLAInferGoldens",
+        runs_as: RunsAs::Subprocess,
+        tool: Some("xla_infergoldens"),
+        steps: xla_infer_goldens::steps,
+    },
+    Job {
+        name: "InferGoldens",
+        runs_as: RunsAs::InProcess,
+        tool: None,
+        steps: infer_goldens::steps_infer,
+    },
+    Job {
+        name: "MetaInferGoldens",
+        runs_as: RunsAs::InProcess,
+        tool: None,
+        steps: infer_goldens::steps_meta,
+    },
+    Job {
+        name: "Frontend",
+        runs_as: RunsAs::InProcess,
+        tool: None,
+        steps: frontend::steps,
+    },
+    Job {
+        name: "StaticIOTranspose",
+        runs_as: RunsAs::InProcess,
+        tool: None,
+        steps: static_io_transpose::steps,
+    },
+    Job {
+        name: "WalrusDriver",
+        runs_as: RunsAs::Subprocess,
+        tool: Some("walrus_driver"),
+        steps: walrus_driver::steps,
+    },
+    Job {
+        name: "Backend",
+        runs_as: RunsAs::Shell,
+        tool: Some("nn_executor"),
+        steps: backend::steps,
+    },
+    Job {
+        name: "Kelper",
+        runs_as: RunsAs::InProcess,
+        tool: None,
+        steps: kelper::steps,
+    },
+    Job {
+        name: "NeffWrapper",
+        runs_as: RunsAs::Subprocess,
+        tool: Some("hlo-neff-wrapper"),
+        steps: neff_wrapper::steps,
+    },
+    Job {
+        name: "BIRVerifier",
+        runs_as: RunsAs::Subprocess,
+        tool: Some("walrus_driver"),
+        steps: bir_verifier::steps_verify,
+    },
+    Job {
+        name: "BIRSim",
+        runs_as: RunsAs::Subprocess,
+        tool: Some("walrus_driver"),
+        steps: bir_verifier::steps_sim,
+    },
+    Job {
+        name: "SaveTemps",
+        runs_as: RunsAs::InProcess,
+        tool: None,
+        steps: save_temps::steps,
+    },
+    Job {
+        name: "Watchpoint",
+        runs_as: RunsAs::Subprocess,
+        tool: Some("watchpoint_insert"),
+        steps: watchpoint::steps,
+    },
+];
+
+/// Look a name up (SEED `__getJob`).
+pub fn lookup(name: &str) -> Option<&'static Job> {
+    REGISTRY.iter().find(|j| j.name == name)
+}
+
+/// Every job name, sorted (for the unknown-job error).
+pub fn known_names() -> Vec<&'static str> {
+    let mut v: Vec<&str> = REGISTRY.iter().map(|j| j.name).collect();
+    v.sort_unstable();
+    v
+}
+
+/// The unknown-job error (nxcc's code EDRV081; the original raises a keyed
+/// CompilerInvalidInputException).
+pub fn unknown_job(name: &str) -> NccError {
+    NccError::new(
+        "EDRV081",
+        format!("Unknown job '{name}'"),
+        format!("Known jobs: {}.", known_names().join(", ")),
+    )
+}

@@ -1,0 +1,28 @@
+//! Watchpoint — `watchpoint_insert` per subgraph (debug; kept by the name filter only with
+//! `--internal-compiler-debug-mode`).
+
+use super::{exec, JobContext, Step};
+use crate::error::NccError;
+
+pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
+    let mode = ctx
+        .ns
+        .str("internal_compiler_debug_mode")
+        .unwrap_or("all")
+        .to_string();
+    Ok(ctx
+        .subgraphs
+        .iter()
+        .map(|sg| {
+            let bir = format!("{sg}/bir.json");
+            exec(
+                ctx,
+                "watchpoint_insert",
+                vec!["--bir".into(), bir.clone(), "--mode".into(), mode.clone()],
+                ".",
+                vec![bir.clone()],
+                vec![bir],
+            )
+        })
+        .collect())
+}

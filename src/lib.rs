@@ -1,0 +1,28 @@
+//! nxcc — a compile driver for the AWS Neuron compiler.
+//!
+//! It accepts the `neuronx-cc` 2.24 command line, builds the compile plan exactly as the original
+//! driver's `buildPipeline` does (three collectors concatenated, the `--meta-module` collapse, the
+//! backend gate, the walrus pass list), prints it (`--dry-run`) or runs it under supervision.
+//!
+//! Layers, bottom to top (no module imports from a layer above it):
+//! - [`cli`], [`error`], [`provenance`], [`neff`], [`toolchain`];
+//! - [`jobs`]: the registry and one module per job kind;
+//! - [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
+//!   [`recon`]: every reconstructed rule, each in one named place;
+//! - [`sim`]: the simulated toolchain (a test instrument);
+//! - [`driver`]: the thin entry point `main` calls.
+
+pub mod cli;
+pub mod driver;
+pub mod error;
+pub mod jobs;
+pub mod plan;
+pub mod provenance;
+pub mod recon;
+pub mod shell;
+pub mod toolchain;
+
+/// nxcc's own version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The version of the original driver whose behaviour nxcc reproduces.
+pub const ORIGINAL_VERSION: &str = "neuronx-cc 2.24.5133.0";

@@ -1,0 +1,113 @@
+//! The three collectors (SEED, exact): `collectFrontendPipeline`, `collectWalrusPipeline`,
+//! `collectBackendPipeline`. Their results are concatenated, front + walrus + backend, with no
+//! sort, no dedup and no graph.
+
+use super::{Decision, Derived};
+use crate::cli::namespace::{Namespace, Value};
+use crate::provenance::Source;
+
+/// The front sub-list. With `meta_module != 0` it pins `logical_nc_config = 1` first, then
+/// collapses to `[HLOToTensorizer, Frontend]`.
+pub fn collect_frontend(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> Vec<&'static str> {
+    let meta = ns.int("meta_module").unwrap_or(0);
+    if meta != 0 {
+        ns.set("logical_nc_config", Value::Int(1));
+        decisions.push(Decision::new(
+            "meta-module collapse",
+            format!("applied (meta_module = {meta}): logical_nc_config pinned to 1; front = HLOToTensorizer, Frontend"),
+            Source::Seed,
+        ));
+        return vec!["HLOToTensorizer", "Frontend"];
+    }
+    decisions.push(Decision::new(
+        "meta-module collapse",
+        "not applied (meta_module = 0)",
+        Source::Seed,
+    ));
+    let xla = ns.str("framework") == Some("XLA");
+    let goldens = if xla {
+        "XLAInferGoldens"
+    } else {
+        "InferGoldens"
+    };
+    decisions.push(Decision::new(
+        "golden evaluator",
+        format!(
+            "{goldens} (framework {})",
+            ns.str("framework").unwrap_or("?")
+        ),
+        Source::Seed,
+    ));
+    vec!["HLOToTensorizer", goldens, "Frontend", "StaticIOTranspose"]
+}
+
+/// The walrus sub-list: always the one job `WalrusDriver`; the pass list goes to its process.
+pub fn collect_walrus(
+    ns: &Namespace,
+    bir_simulation: bool,
+    decisions: &mut Vec<Decision>,
+) -> (Vec<&'static str>, Vec<&'static str>) {
+    let optlevel = ns.str("optlevel").unwrap_or("2");
+    let passes = crate::recon::plan::walrus_passes(ns, optlevel, bir_simulation);
+    decisions.push(Decision::new(
+        "walrus sub-list",
+        "WalrusDriver (one job; passes forwarded as --pass)",
+        Source::Seed,
+    ));
+    decisions.push(Decision::new(
+        "walrus pass list",
+        passes.join(","),
+        Source::Recon,
+    ));
+    (vec!["WalrusDriver"], passes)
+}
+
+/// The backend sub-list, inside the four-condition gate.
+pub fn collect_backend(
+    ns: &Namespace,
+    derived: &Derived,
+    decisions: &mut Vec<Decision>,
+) -> Vec<&'static str> {
+    let modular = ns.bool("enable_internal_modular_compilation");
+    let linker = ns.bool("enable_internal_bir_linker");
+    let unroll = ns.int("layer_unroll_factor").unwrap_or(0);
+    let mut pipeline = Vec::new();
+    if !modular && !linker && unroll > 0 {
+        decisions.push(Decision::new(
+            "backend gate",
+            format!("open (not modular, not bir-linker, layer_unroll_factor = {unroll} > 0)"),
+            Source::Seed,
+        ));
+        if derived.internal_run_standalone_legacy_compilation {
+            pipeline.push("Backend");
+            decisions.push(Decision::new(
+                "Backend",
+                "scheduled (legacy standalone compilation)",
+                Source::Seed,
+            ));
+        }
+        pipeline.push("Kelper");
+        if ns.bool("enable_internal_neff_wrapper") {
+            pipeline.push("NeffWrapper");
+            decisions.push(Decision::new(
+                "NeffWrapper",
+                "scheduled (--enable-internal-neff-wrapper)",
+                Source::Seed,
+            ));
+        }
+    } else {
+        let why = if modular {
+            "enable_internal_modular_compilation".to_string()
+        } else if linker {
+            "enable_internal_bir_linker".to_string()
+        } else {
+            format!("layer_unroll_factor = {unroll} <= 0")
+        };
+        decisions.push(Decision::new(
+            "backend gate",
+            format!("closed ({why}): no Backend, Kelper or NeffWrapper"),
+            Source::Seed,
+        ));
+    }
+    pipeline
+}

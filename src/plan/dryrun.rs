@@ -1,0 +1,227 @@
+//! The dry run (`compile ... --dry-run[=text|json]`): the plan printed, nothing run — like clang's
+//! `-###`. The JSON keys are stable (tests depend on them); `nxcc_plan_version` versions them.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value as Json};
+
+use super::{Plan, PLAN_VERSION};
+use crate::jobs::{Action, Step};
+
+#[derive(Serialize)]
+struct JobJson<'a> {
+    name: &'a str,
+    runs_as: crate::jobs::RunsAs,
+    tool: Option<&'a str>,
+    tool_path: Option<String>,
+    argv: Option<Vec<String>>,
+    cwd: &'a str,
+    reads: &'a [String],
+    writes: &'a [String],
+    /// One entry per step when the job has several (one per subgraph).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    steps: Option<Vec<StepJson<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+#[derive(Serialize)]
+struct StepJson<'a> {
+    argv: Option<Vec<String>>,
+    cwd: &'a str,
+    reads: &'a [String],
+    writes: &'a [String],
+}
+
+fn note(step: &Step) -> Option<String> {
+    match &step.action {
+        Action::InProcess { what } => Some(what.clone()),
+        Action::Skip { reason } => Some(format!("skipped: {reason}")),
+        Action::Library {
+            library, symbol, ..
+        } => Some(format!("in process: {symbol}() of {}", library.display())),
+        _ => None,
+    }
+}
+
+/// The plan as the dry-run JSON object.
+pub fn to_json(plan: &Plan) -> Json {
+    let mut args = Map::new();
+    for (dest, value) in plan.ns.iter() {
+        args.insert(
+            dest.to_string(),
+            serde_json::to_value(value).unwrap_or(Json::Null),
+        );
+    }
+    let jobs: Vec<Json> = plan
+        .jobs
+        .iter()
+        .map(|job| {
+            let first = job.steps.first();
+            let empty: &[String] = &[];
+            let j = JobJson {
+                name: job.name,
+                runs_as: job.runs_as,
+                tool: job.tool,
+                tool_path: first
+                    .and_then(|s| s.tool_path())
+                    .map(|p| p.display().to_string()),
+                argv: first.and_then(Step::argv),
+                cwd: first.map_or(".", |s| s.cwd.as_str()),
+                reads: first.map_or(empty, |s| &s.reads),
+                writes: first.map_or(empty, |s| &s.writes),
+                steps: (job.steps.len() > 1).then(|| {
+                    job.steps
+                        .iter()
+                        .map(|s| StepJson {
+                            argv: s.argv(),
+                            cwd: &s.cwd,
+                            reads: &s.reads,
+                            writes: &s.writes,
+                        })
+                        .collect()
+                }),
+                note: first.and_then(note),
+            };
+            serde_json::to_value(j).unwrap_or(Json::Null)
+        })
+        .collect();
+    json!({
+        "nxcc_plan_version": PLAN_VERSION,
+        "pipeline": plan.pipeline,
+        "collected": plan.collected,
+        "walrus_passes": plan.walrus_passes,
+        "optlevel": plan.optlevel(),
+        "logical_nc_config": plan.logical_nc_config(),
+        "target": plan.target(),
+        "dge_on_levels": plan.derived.dge_on_levels,
+        "layer_unroll_factor": plan.layer_unroll_factor(),
+        "derived": plan.derived,
+        "model": plan.model.display().to_string(),
+        "model_format": plan.model_facts.format,
+        "subgraphs": plan.subgraphs,
+        "toolchain": plan.toolchain.as_ref().map(|t| json!({"bin": t.bin.display().to_string(), "simulated": t.simulated})),
+        "args": Json::Object(args),
+        "jobs": jobs,
+        "output": plan.output.display().to_string(),
+        "logfile": plan.logfile.display().to_string(),
+        "decisions": plan.decisions,
+        "warnings": plan.warnings,
+    })
+}
+
+/// The plan as human-readable text.
+pub fn to_text(plan: &Plan) -> String {
+    let mut o = String::new();
+    o.push_str("nxcc dry run: the plan below was built; nothing was run, written or created.\n\n");
+    o.push_str(&format!(
+        "model      {} ({})\n",
+        plan.model.display(),
+        if plan.model_facts.is_dir {
+            "directory".to_string()
+        } else {
+            format!("HLO {}", plan.model_facts.format.as_str())
+        }
+    ));
+    o.push_str(&format!("output     {}\n", plan.output.display()));
+    o.push_str(&format!(
+        "target     {} (arch {}), logical NeuronCore size {}\n",
+        plan.target(),
+        plan.ns.str("arch").unwrap_or("?"),
+        plan.logical_nc_config()
+    ));
+    o.push_str(&format!(
+        "optlevel   \"{}\"   layer_unroll_factor {}\n",
+        plan.optlevel(),
+        plan.layer_unroll_factor()
+    ));
+    let dge = if plan.derived.dge_on_levels.is_empty() {
+        "(none)".to_string()
+    } else {
+        plan.derived.dge_on_levels.join(", ")
+    };
+    o.push_str(&format!("DGE levels {dge}\n"));
+    o.push_str(&format!(
+        "toolchain  {}\n",
+        match &plan.toolchain {
+            Some(t) => format!(
+                "{}{}",
+                t.bin.display(),
+                if t.simulated { " (simulated)" } else { "" }
+            ),
+            None => "not resolved (an installed neuronxcc package is looked for at run time)"
+                .to_string(),
+        }
+    ));
+    let work = match plan.ns.str("temp_dir") {
+        Some(d) => super::absolute(&plan.launch_dir, d).display().to_string(),
+        None => format!(
+            "{}/neuronxcc-XXXXXXXX (generated at run time)",
+            plan.launch_dir.display()
+        ),
+    };
+    o.push_str(&format!("work dir   {work}\n"));
+    o.push_str(&format!("subgraphs  {}\n", plan.subgraphs.join(", ")));
+    o.push_str(&format!(
+        "\npipeline ({} jobs): {}\n",
+        plan.pipeline.len(),
+        plan.pipeline.join(" → ")
+    ));
+    for (i, job) in plan.jobs.iter().enumerate() {
+        let runs = serde_json::to_value(job.runs_as)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        o.push_str(&format!(
+            "\n{}. {}  [{}{}]\n",
+            i + 1,
+            job.name,
+            runs,
+            job.tool.map(|t| format!(", {t}")).unwrap_or_default()
+        ));
+        for step in &job.steps {
+            if let Some(argv) = step.argv() {
+                if let Some(t) = step.tool() {
+                    let path = step
+                        .tool_path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "<not found>".into());
+                    o.push_str(&format!("   tool    {t} = {path}\n"));
+                }
+                o.push_str(&format!(
+                    "   cwd     {}\n",
+                    if step.cwd == "." {
+                        "<work dir>".to_string()
+                    } else {
+                        format!("<work dir>/{}", step.cwd)
+                    }
+                ));
+                o.push_str(&format!("   $ {}\n", crate::shell::join(&argv)));
+            }
+            if let Some(n) = note(step) {
+                o.push_str(&format!("   {n}\n"));
+            }
+            if !step.reads.is_empty() {
+                o.push_str(&format!("   reads   {}\n", step.reads.join(" ")));
+            }
+            if !step.writes.is_empty() {
+                o.push_str(&format!("   writes  {}\n", step.writes.join(" ")));
+            }
+        }
+    }
+    o.push_str(&format!(
+        "\nwalrus passes ({}): {}\n",
+        plan.walrus_passes.len(),
+        plan.walrus_passes.join(",")
+    ));
+    o.push_str("\ndecisions:\n");
+    for d in &plan.decisions {
+        o.push_str(&format!("  [{}] {}: {}\n", d.source, d.rule, d.outcome));
+    }
+    if !plan.warnings.is_empty() {
+        o.push_str("\nwarnings:\n");
+        for w in &plan.warnings {
+            o.push_str(&format!("  {w}\n"));
+        }
+    }
+    o
+}

@@ -1,0 +1,412 @@
+//! Building the plan — the original's `CompileCommand.buildPipeline`, as a pure function of the
+//! parsed command line and a [`Probe`] (the only way it learns about the world; it spawns nothing
+//! and writes nothing).
+//!
+//! The steps, in the seed's firm order: parse (done by [`crate::cli`]) → `process_serial_tpb_opts`
+//! → `validate_args` → normalise → the three collectors concatenated → `--pipeline` / `--state` →
+//! the name filter → the registry. Then each job describes its steps.
+
+pub mod collectors;
+pub mod dryrun;
+pub mod normalise;
+pub mod probe;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::cli::namespace::{Namespace, Value};
+use crate::cli::{help, CliError, CompileArgs};
+use crate::error::NccError;
+use crate::jobs::{self, JobContext, RunsAs, Step};
+use crate::provenance::Source;
+use crate::recon::plan::{self as recon, FilterAction, StateError};
+use crate::toolchain::{Request, Toolchain};
+
+pub use normalise::Derived;
+pub use probe::{ModelFacts, Probe, SystemProbe};
+
+/// The environment variable that supplies `--target` when it is not given (the ecosystem's).
+pub const TARGET_OVERRIDE_ENV: &str = "NEURON_PLATFORM_TARGET_OVERRIDE";
+/// The simulated frontend's subgraph count override.
+pub const SIM_SUBGRAPHS_ENV: &str = "NXCC_SIM_SUBGRAPHS";
+/// The version of the plan format (dry-run JSON and cache keys).
+pub const PLAN_VERSION: u32 = 1;
+
+/// One rule's outcome, with where the rule comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub rule: String,
+    pub outcome: String,
+    pub source: Source,
+}
+
+impl Decision {
+    pub fn new(rule: impl Into<String>, outcome: impl Into<String>, source: Source) -> Decision {
+        Decision {
+            rule: rule.into(),
+            outcome: outcome.into(),
+            source,
+        }
+    }
+}
+
+/// Why a plan could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanError {
+    /// The command line is not usable (exit 2).
+    Usage(CliError),
+    /// The compile fails (exit 70).
+    Compile(NccError),
+}
+
+impl PlanError {
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            PlanError::Usage(_) => CliError::EXIT_STATUS,
+            PlanError::Compile(_) => crate::error::EXIT_COMPILE_FAILED,
+        }
+    }
+}
+
+/// A job of the plan: its registry row and its steps.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedJob {
+    pub name: &'static str,
+    pub runs_as: RunsAs,
+    pub tool: Option<&'static str>,
+    pub steps: Vec<Step>,
+}
+
+/// The plan: everything decided before anything runs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The normalised namespace.
+    pub ns: Namespace,
+    pub derived: Derived,
+    /// `<prog> compile`.
+    pub prog: String,
+    pub launch_dir: PathBuf,
+    /// Absolute.
+    pub model: PathBuf,
+    pub model_facts: ModelFacts,
+    /// Absolute.
+    pub output: PathBuf,
+    /// Absolute.
+    pub logfile: PathBuf,
+    /// The collectors' concatenation, before `--pipeline`.
+    pub collected: Vec<&'static str>,
+    /// The final job names, in run order.
+    pub pipeline: Vec<&'static str>,
+    pub walrus_passes: Vec<&'static str>,
+    /// The subgraph directories the plan expects the Frontend to write.
+    pub subgraphs: Vec<String>,
+    pub toolchain_request: Request,
+    pub toolchain: Option<Toolchain>,
+    pub jobs: Vec<PlannedJob>,
+    pub decisions: Vec<Decision>,
+    pub warnings: Vec<String>,
+    /// Lines the original prints at USER level while planning (the -O3 notice).
+    pub user_messages: Vec<String>,
+    /// The command line as given (after delegation), for records.
+    pub argv: Vec<String>,
+}
+
+impl Plan {
+    pub fn optlevel(&self) -> &str {
+        self.ns.str("optlevel").unwrap_or("2")
+    }
+    pub fn target(&self) -> &str {
+        self.ns.str("target").unwrap_or("")
+    }
+    pub fn logical_nc_config(&self) -> i64 {
+        self.ns.int("logical_nc_config").unwrap_or(1)
+    }
+    pub fn layer_unroll_factor(&self) -> i64 {
+        self.ns.int("layer_unroll_factor").unwrap_or(0)
+    }
+
+    /// A job context for the given run-time facts (the plan uses its predictions).
+    pub fn job_context<'a>(
+        &'a self,
+        subgraphs: &'a [String],
+        value_inputs: &'a [String],
+        gold_exists: bool,
+        toolchain: Option<&'a Toolchain>,
+    ) -> JobContext<'a> {
+        JobContext {
+            ns: &self.ns,
+            model: &self.model,
+            model_format: self.model_facts.format,
+            output: &self.output,
+            logfile: &self.logfile,
+            walrus_passes: &self.walrus_passes,
+            dge_on_levels: &self.derived.dge_on_levels,
+            subgraphs,
+            value_inputs,
+            gold_exists,
+            toolchain,
+        }
+    }
+}
+
+fn subgraph_names(n: usize) -> Vec<String> {
+    (0..n.max(1)).map(|i| format!("sg{i:02}")).collect()
+}
+
+/// Build the plan for a parsed `compile` command line.
+pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
+    let mut ns = args.ns.clone();
+    let mut decisions = Vec::new();
+    let mut warnings: Vec<String> = args.warnings.clone();
+    let mut user_messages = Vec::new();
+    let prog = args.prog.clone();
+    let usage = |message: String| {
+        let base = prog.trim_end_matches(" compile").to_string();
+        PlanError::Usage(CliError::Usage {
+            usage: help::usage(&crate::cli::compile_parser(&base)),
+            prog: prog.clone(),
+            message,
+        })
+    };
+
+    // 1. Parse (done) — what argparse would have required.
+    if ns.get("target") == &Value::None {
+        match probe.env(TARGET_OVERRIDE_ENV).filter(|t| !t.is_empty()) {
+            Some(t) => {
+                let flag = crate::cli::flags::by_dest("target").expect("target row");
+                let v = crate::cli::argparse::convert(flag, "--target", &t).map_err(|e| {
+                    usage(format!(
+                        "{TARGET_OVERRIDE_ENV}: {}",
+                        e.message.trim_start_matches("argument --target: ")
+                    ))
+                })?;
+                ns.set("target", v);
+                decisions.push(Decision::new(
+                    "target",
+                    format!("{t} (from {TARGET_OVERRIDE_ENV})"),
+                    Source::Clients,
+                ));
+            }
+            None => {
+                return Err(usage(
+                    "the following arguments are required: --target".into(),
+                ))
+            }
+        }
+    }
+    if args.model_files.len() > 1 {
+        return Err(PlanError::Compile(NccError::new(
+            "DRV017",
+            "XLA flow only takes 1 model file",
+            "Pass exactly one model file.",
+        )));
+    }
+    let model_arg = args.model_files.first().cloned().unwrap_or_default();
+
+    // 2. process_serial_tpb_opts.
+    normalise::process_serial_tpb_opts(&ns, &mut decisions).map_err(usage)?;
+
+    // 3. validate_args.
+    let launch_dir = probe.launch_dir().to_path_buf();
+    let model = absolute(&launch_dir, &model_arg);
+    let facts = probe.model(&model);
+    normalise::validate_args(&ns, &model_arg, facts.is_some(), &mut decisions)?;
+    let model_facts = facts.expect("checked by validate_args");
+
+    // 4. Normalise.
+    let derived = normalise::normalise(&mut ns, &mut decisions, &mut warnings, &mut user_messages);
+
+    // 5. The three collectors, concatenated.
+    let front = collectors::collect_frontend(&mut ns, &mut decisions);
+    let (walrus, walrus_passes) =
+        collectors::collect_walrus(&ns, derived.bir_simulation, &mut decisions);
+    let backend = collectors::collect_backend(&ns, &derived, &mut decisions);
+    let collected: Vec<&'static str> = front.into_iter().chain(walrus).chain(backend).collect();
+
+    // 6. --pipeline and --state.
+    let items = ns.list("pipeline").to_vec();
+    let mut names = recon::expand_pipeline(&items, &collected);
+    if items.iter().any(|i| i != "compile") {
+        decisions.push(Decision::new(
+            "--pipeline",
+            format!("{} → {}", items.join(" "), names.join(" ")),
+            Source::Recon,
+        ));
+    }
+    if let Some(state) = ns.str("state").map(str::to_string) {
+        match recon::apply_state(&state, &names) {
+            Ok(range) => {
+                names = names[range].to_vec();
+                decisions.push(Decision::new(
+                    "--state",
+                    format!("{state} → {}", names.join(" ")),
+                    Source::Wiki,
+                ));
+            }
+            Err(StateError::NotInPipeline(x)) => {
+                return Err(PlanError::Compile(NccError::plain(format!(
+                    "--state names {x}, which is not in the pipeline [{}]",
+                    names.join(", ")
+                ))))
+            }
+            Err(StateError::Malformed) => {
+                return Err(usage(format!(
+                    "argument --state: expected in:<job>:out:<job>, got {}",
+                    crate::cli::argparse::py_repr(&state)
+                )))
+            }
+        }
+    }
+
+    // 7. The name filter.
+    let mut filtered = Vec::with_capacity(names.len());
+    for name in names {
+        match recon::name_filter(&name, &ns, derived.bir_simulation) {
+            FilterAction::Keep => filtered.push(name),
+            FilterAction::Drop(w) => {
+                decisions.push(Decision::new(
+                    "name filter",
+                    format!("{name} dropped"),
+                    Source::Recon,
+                ));
+                warnings.push(w);
+            }
+            FilterAction::DropSilently(why) => decisions.push(Decision::new(
+                "name filter",
+                format!("{name} dropped ({why})"),
+                Source::Recon,
+            )),
+        }
+    }
+
+    // 8. The registry.
+    let mut pipeline = Vec::with_capacity(filtered.len());
+    for name in &filtered {
+        match jobs::lookup(name) {
+            Some(job) => pipeline.push(job.name),
+            None => return Err(PlanError::Compile(jobs::unknown_job(name))),
+        }
+    }
+
+    // The toolchain and each job's steps.
+    let toolchain_request = Request::from(
+        ns.str("toolchain"),
+        probe.env(crate::recon::toolchain::TOOLCHAIN_ENV).as_deref(),
+        &launch_dir,
+    );
+    let toolchain = probe.toolchain(&toolchain_request);
+    decisions.push(Decision::new(
+        "toolchain",
+        match (&toolchain_request, &toolchain) {
+            (Request::Auto, _) => {
+                "auto: an installed neuronxcc package is looked for when a tool is needed"
+                    .to_string()
+            }
+            (_, Some(tc)) => format!(
+                "{}{}",
+                tc.bin.display(),
+                if tc.simulated { " (simulated)" } else { "" }
+            ),
+            (_, None) => "none".to_string(),
+        },
+        Source::Recon,
+    ));
+    let subgraphs = predicted_subgraphs(&model_facts, toolchain.as_ref(), probe);
+    let output = absolute(&launch_dir, ns.str("output").unwrap_or("file.neff"));
+    let logfile = absolute(
+        &launch_dir,
+        ns.str("logfile").unwrap_or("log-neuron-cc.txt"),
+    );
+
+    let mut plan = Plan {
+        ns,
+        derived,
+        prog,
+        launch_dir,
+        model,
+        model_facts,
+        output,
+        logfile,
+        collected,
+        pipeline,
+        walrus_passes,
+        subgraphs,
+        toolchain_request,
+        toolchain,
+        jobs: Vec::new(),
+        decisions,
+        warnings,
+        user_messages,
+        argv: args.argv.clone(),
+    };
+    let mut planned = Vec::with_capacity(plan.pipeline.len());
+    {
+        let ctx = plan.job_context(&plan.subgraphs, &[], false, plan.toolchain.as_ref());
+        for name in &plan.pipeline {
+            let job = jobs::lookup(name).expect("looked up above");
+            let steps = (job.steps)(&ctx).map_err(PlanError::Compile)?;
+            planned.push(PlannedJob {
+                name: job.name,
+                runs_as: job.runs_as,
+                tool: job.tool,
+                steps,
+            });
+        }
+    }
+    for job in &planned {
+        for step in &job.steps {
+            if let (Some(tool), None) = (step.tool(), step.tool_path()) {
+                if tool != "python3" {
+                    let w = format!(
+                        "{}: tool {tool} not found (no toolchain resolved)",
+                        job.name
+                    );
+                    if !plan.warnings.contains(&w) {
+                        plan.warnings.push(w);
+                    }
+                }
+            }
+        }
+    }
+    plan.jobs = planned;
+    Ok(plan)
+}
+
+/// The subgraphs the Frontend is expected to write: the simulated frontend writes one per `*.pb`
+/// of a model directory, or `NXCC_SIM_SUBGRAPHS`; otherwise one.
+fn predicted_subgraphs(
+    facts: &ModelFacts,
+    toolchain: Option<&Toolchain>,
+    probe: &dyn Probe,
+) -> Vec<String> {
+    let simulated = toolchain.is_some_and(|t| t.simulated);
+    let from_env = probe
+        .env(SIM_SUBGRAPHS_ENV)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0);
+    let n = match (simulated, from_env) {
+        (true, Some(n)) => n,
+        _ if facts.is_dir => facts.pb_files.max(1),
+        _ => 1,
+    };
+    subgraph_names(n)
+}
+
+/// A command-line path made absolute against the launch directory and normalised lexically, as
+/// Python's `os.path.abspath` does (WIKI `getAbsPath`).
+pub fn absolute(launch_dir: &Path, p: &str) -> PathBuf {
+    use std::path::Component;
+    let joined = launch_dir.join(p);
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}

@@ -1,0 +1,290 @@
+//! Steps 2–4 of `buildPipeline`: `process_serial_tpb_opts`, `validate_args` (both before any
+//! collector sees the namespace — SEED), and the normalisation of flags, in the order 02-plan.md
+//! gives. Each rule records a decision with its provenance.
+
+use super::{Decision, PlanError};
+use crate::cli::namespace::{Namespace, Value};
+use crate::error::NccError;
+use crate::provenance::Source;
+use crate::recon::plan as recon;
+
+/// Targets whose Logical NeuronCore size may be 2 (and defaults to 2).
+pub const LNC2_TARGETS: &[&str] = &["trn2", "trn2n", "trn3"];
+
+/// Attributes normalisation derives that are not dests of the flag table.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Derived {
+    /// Sorted.
+    pub dge_on_levels: Vec<String>,
+    pub internal_run_standalone_legacy_compilation: bool,
+    pub bir_simulation: bool,
+}
+
+pub fn default_lnc(target: &str) -> i64 {
+    if LNC2_TARGETS.contains(&target) {
+        2
+    } else {
+        1
+    }
+}
+
+/// `process_serial_tpb_opts` (SEED names it; its content is RECON).
+pub fn process_serial_tpb_opts(
+    ns: &Namespace,
+    decisions: &mut Vec<Decision>,
+) -> Result<(), String> {
+    recon::process_serial_tpb_opts(ns)?;
+    decisions.push(Decision::new(
+        "process_serial_tpb_opts",
+        format!(
+            "--neuroncore-pipeline-cores = {} (must be >= 1)",
+            ns.int("neuroncore_pipeline_cores").unwrap_or(1)
+        ),
+        Source::Recon,
+    ));
+    Ok(())
+}
+
+/// `validate_args`: every check that fails a compile (exit 70) before the collectors run.
+pub fn validate_args(
+    ns: &Namespace,
+    model: &str,
+    model_exists: bool,
+    decisions: &mut Vec<Decision>,
+) -> Result<(), PlanError> {
+    if !model_exists {
+        return Err(PlanError::Compile(NccError::new(
+            "DRV068",
+            format!("HLO module {model} doesn't exist"),
+            "Check the path of the model file.",
+        )));
+    }
+    let allocator = ns.str("allocator").unwrap_or("coloring");
+    if !["coloring", "linear_scan"].contains(&allocator) {
+        return Err(PlanError::Compile(NccError::plain(format!(
+            "Unsupported allocator= {allocator}"
+        ))));
+    }
+    let scheduler = ns.str("scheduler").unwrap_or("none");
+    if ![
+        "none",
+        "experimental-loop-shift-left",
+        "experimental-loop-lsa",
+    ]
+    .contains(&scheduler)
+    {
+        return Err(PlanError::Compile(NccError::plain(format!(
+            "Unsupported scheduler= {scheduler}"
+        ))));
+    }
+    if ns.bool("static_weights") && ns.bool("enable_fast_loading_neuron_binaries") {
+        return Err(PlanError::Compile(NccError::plain(
+            "Option --enable-fast-loading-neuron-binaries cannot be used with --static-weights.",
+        )));
+    }
+    let target = ns.str("target").unwrap_or("");
+    let lnc = ns
+        .int("logical_nc_config")
+        .unwrap_or_else(|| default_lnc(target));
+    let allowed: &[i64] = if LNC2_TARGETS.contains(&target) {
+        &[1, 2]
+    } else {
+        &[1]
+    };
+    if !allowed.contains(&lnc) {
+        let supported = if allowed.len() == 2 { "1 or 2" } else { "1" };
+        return Err(PlanError::Compile(NccError::new(
+            "EARG001",
+            format!(
+                "Illegal argument(s) - Logical Neuron Core size {lnc} is not supported on {target}. The specified architecture only supports Logical Neuron Core size of {supported}."
+            ),
+            format!("Update the Logical Neuron Core size to {} or check that the target architecture is correct.", if allowed.len() == 2 { "1 or 2" } else { "1" }),
+        )));
+    }
+    let arch = ns.str("arch").unwrap_or(target);
+    if arch == "sunda" && lnc != 1 {
+        return Err(PlanError::Compile(NccError::new(
+            "EARG001",
+            format!("Illegal argument(s) - --arch sunda requires a Logical Neuron Core size of 1, not {lnc}."),
+            "Set --lnc 1 for --arch sunda.",
+        )));
+    }
+    decisions.push(Decision::new(
+        "validate_args",
+        format!("passed (logical NeuronCore size {lnc} on {target})"),
+        Source::Wiki,
+    ));
+    Ok(())
+}
+
+/// The normalisation steps 4.1–4.11, in order. Returns the derived attributes; appends warnings
+/// and USER-level messages.
+pub fn normalise(
+    ns: &mut Namespace,
+    decisions: &mut Vec<Decision>,
+    warnings: &mut Vec<String>,
+    user_messages: &mut Vec<String>,
+) -> Derived {
+    let mut d = Derived::default();
+    let target = ns.str("target").unwrap_or("").to_string();
+
+    // 4.1 arch and logical_nc_config defaults.
+    if ns.get("arch") == &Value::None {
+        let arch = recon::default_arch(&target);
+        decisions.push(Decision::new(
+            "arch default",
+            format!("arch = {arch} (the target's family)"),
+            Source::Recon,
+        ));
+        ns.set("arch", Value::Str(arch));
+    }
+    if ns.get("logical_nc_config") == &Value::None {
+        let lnc = default_lnc(&target);
+        decisions.push(Decision::new(
+            "logical_nc_config default",
+            format!("{lnc} on {target}"),
+            Source::Wiki,
+        ));
+        ns.set("logical_nc_config", Value::Int(lnc));
+    }
+
+    // 4.2 distribution strategy.
+    if ns.bool("distribution_type_llm_training") {
+        ns.set("distribution_strategy", Value::Str("llm-training".into()));
+        decisions.push(Decision::new(
+            "--distribution-type-llm-training",
+            "distribution_strategy = llm-training",
+            Source::Wiki,
+        ));
+    }
+
+    // 4.3 --enable-experimental-O1.
+    if recon::experimental_o1_sets_optlevel(ns) {
+        ns.set("optlevel", Value::Str("1".into()));
+        decisions.push(Decision::new(
+            "--enable-experimental-O1",
+            "optlevel = 1 (acts as -O1)",
+            Source::Recon,
+        ));
+    }
+
+    // 4.4 optlevel default (a string).
+    if ns.str("optlevel").is_none() {
+        ns.set("optlevel", Value::Str("2".into()));
+    }
+    let optlevel = ns.str("optlevel").unwrap_or("2").to_string();
+    decisions.push(Decision::new(
+        "optlevel",
+        if ns.used("optlevel") {
+            format!("\"{optlevel}\" (given)")
+        } else {
+            format!("\"{optlevel}\" (default)")
+        },
+        Source::Seed,
+    ));
+
+    // 4.5 DGE levels.
+    let mut enable: Vec<String> = ns.list("internal_enable_dge_levels").to_vec();
+    enable.push("io".into());
+    ns.set("internal_enable_dge_levels", Value::List(enable.clone()));
+    let disable = ns.list("internal_disable_dge_levels").to_vec();
+    let mut levels: Vec<String> = ["io".to_string(), "scalar_dynamic_offset".to_string()]
+        .into_iter()
+        .chain(enable)
+        .collect();
+    levels.retain(|l| !disable.contains(l));
+    levels.sort();
+    levels.dedup();
+    if !ns.bool("enable_dge") || optlevel == "0" {
+        levels.clear();
+        decisions.push(Decision::new(
+            "DGE levels",
+            "none (DGE disabled or -O0)",
+            Source::Wiki,
+        ));
+    } else {
+        decisions.push(Decision::new("DGE levels", levels.join(", "), Source::Wiki));
+    }
+    d.dge_on_levels = levels;
+
+    // 4.6 -O0 disables the new backend.
+    if optlevel == "0" {
+        ns.set("enable_internal_new_backend", Value::Bool(false));
+        decisions.push(Decision::new(
+            "-O0",
+            "enable_internal_new_backend = False",
+            Source::Seed,
+        ));
+    }
+
+    // 4.7 the tensorized scheduler selects the legacy standalone flow.
+    if ns.bool("enable_experimental_tensorized_scheduler") {
+        d.internal_run_standalone_legacy_compilation = true;
+        ns.set("enable_internal_new_backend", Value::Bool(false));
+        decisions.push(Decision::new(
+            "--enable-experimental-tensorized-scheduler",
+            "internal_run_standalone_legacy_compilation = True, enable_internal_new_backend = False",
+            Source::Wiki,
+        ));
+    }
+
+    // 4.8 fsdp unrolls by 4 unless the user set the factor.
+    if ns.str("distribution_strategy") == Some("fsdp") {
+        if ns.used("layer_unroll_factor") {
+            decisions.push(Decision::new(
+                "fsdp layer unroll",
+                "not applied (--layer-unroll-factor given)",
+                Source::Wiki,
+            ));
+        } else {
+            ns.set("layer_unroll_factor", Value::Int(4));
+            ns.mark_used("layer_unroll_factor");
+            decisions.push(Decision::new(
+                "fsdp layer unroll",
+                "layer_unroll_factor = 4",
+                Source::Wiki,
+            ));
+        }
+    }
+
+    // 4.9 -O3 is compiled as -O2 with no layer unrolling (and so no backend).
+    if optlevel == "3" {
+        ns.set("optlevel", Value::Str("2".into()));
+        ns.set("layer_unroll_factor", Value::Int(0));
+        ns.mark_used("layer_unroll_factor");
+        user_messages.push(
+            "The -O3 setting is not optimized for compilation time. Please refer to the neuron documentation for the recommended optimization level.".into(),
+        );
+        warnings.push("-O3 sets layer_unroll_factor=0: Backend, Kelper and NeffWrapper are not scheduled; no NEFF will be written".into());
+        decisions.push(Decision::new(
+            "-O3",
+            "optlevel = \"2\", layer_unroll_factor = 0",
+            Source::Wiki,
+        ));
+    }
+
+    // 4.10 BIR simulation.
+    d.bir_simulation = recon::bir_simulation(ns);
+    if ns.str("internal_tensorizer_opt_level") == Some("nki") {
+        decisions.push(Decision::new(
+            "BIR simulation",
+            if d.bir_simulation {
+                "on (tensorizer opt level nki)"
+            } else {
+                "off (--internal-disable-birsim-validation)"
+            },
+            Source::Recon,
+        ));
+    }
+
+    // 4.11 fp8_e4m3 is forwarded as fp8e4.
+    if ns.str("auto_cast_type") == Some("fp8_e4m3") {
+        ns.set("auto_cast_type", Value::Str("fp8e4".into()));
+        decisions.push(Decision::new(
+            "--auto-cast-type fp8_e4m3",
+            "forwarded as fp8e4",
+            Source::Wiki,
+        ));
+    }
+    d
+}

@@ -1,0 +1,107 @@
+//! What the plan builder may know about the world, behind a trait so the builder itself does no
+//! I/O: the launch directory, the environment, facts about the model path, and where the tools are.
+//! [`SystemProbe`] answers from the real system (stat and an 16-byte read, nothing else; no
+//! process is spawned); tests answer from tables.
+
+use std::path::{Path, PathBuf};
+
+use crate::jobs::ModelFormat;
+use crate::toolchain::{self, Request, Toolchain};
+
+/// What the plan needs to know about the model path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFacts {
+    pub is_dir: bool,
+    pub format: ModelFormat,
+    /// For a directory: how many `*.pb` files it holds (the simulated frontend writes one
+    /// subgraph per file).
+    pub pb_files: usize,
+    /// Size in bytes (a directory: the sum of its files).
+    pub size: u64,
+}
+
+/// The builder's view of the world.
+pub trait Probe {
+    fn launch_dir(&self) -> &Path;
+    fn env(&self, name: &str) -> Option<String>;
+    /// `None` when the path does not exist.
+    fn model(&self, path: &Path) -> Option<ModelFacts>;
+    /// The toolchain for a request, without spawning anything (`Auto` gives `None` here: the
+    /// `python3` probe runs only when a compile actually needs a tool).
+    fn toolchain(&self, request: &Request) -> Option<Toolchain>;
+    fn cpu_count(&self) -> usize;
+}
+
+/// The real system.
+#[derive(Debug, Clone)]
+pub struct SystemProbe {
+    pub launch_dir: PathBuf,
+}
+
+impl SystemProbe {
+    pub fn new() -> std::io::Result<SystemProbe> {
+        Ok(SystemProbe {
+            launch_dir: std::env::current_dir()?,
+        })
+    }
+}
+
+impl Probe for SystemProbe {
+    fn launch_dir(&self) -> &Path {
+        &self.launch_dir
+    }
+
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
+    fn model(&self, path: &Path) -> Option<ModelFacts> {
+        let meta = std::fs::metadata(path).ok()?;
+        if meta.is_dir() {
+            let mut pb_files = 0;
+            let mut size = 0;
+            for e in std::fs::read_dir(path).ok()?.flatten() {
+                if let Ok(m) = e.metadata() {
+                    if m.is_file() {
+                        size += m.len();
+                        if e.path().extension().is_some_and(|x| x == "pb") {
+                            pb_files += 1;
+                        }
+                    }
+                }
+            }
+            return Some(ModelFacts {
+                is_dir: true,
+                format: ModelFormat::Proto,
+                pb_files,
+                size,
+            });
+        }
+        let mut head = [0u8; 16];
+        let n = {
+            use std::io::Read;
+            std::fs::File::open(path)
+                .and_then(|mut f| f.read(&mut head))
+                .unwrap_or(0)
+        };
+        Some(ModelFacts {
+            is_dir: false,
+            format: ModelFormat::detect(&head[..n]),
+            pb_files: 0,
+            size: meta.len(),
+        })
+    }
+
+    fn toolchain(&self, request: &Request) -> Option<Toolchain> {
+        match request {
+            Request::Auto => None,
+            other => toolchain::locate(other),
+        }
+    }
+
+    fn cpu_count(&self) -> usize {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    }
+}

@@ -1,0 +1,15 @@
+//! Every rule nxcc reconstructed where all sources are silent (provenance tag RECON), each in one
+//! small, named, documented place, so that any of them can be corrected without touching anything
+//! else. Nothing outside this module decides a RECON question on its own: the plan builder, the
+//! jobs and the NEFF writer call these functions and constants.
+//!
+//! - [`plan`]: defaults and normalisation steps, `--pipeline`, the name filter, the walrus pass
+//!   list gates;
+//! - [`jobs`]: which optional tool flags appear when;
+//! - [`toolchain`]: where tools are looked for;
+//! - [`neff`]: header field placement, UUID and IR-signature derivation.
+
+pub mod jobs;
+pub mod neff;
+pub mod plan;
+pub mod toolchain;

@@ -1,0 +1,168 @@
+//! The toolchain: the directory holding the native tools (`hlo2penguin`, `walrus_driver`, ...),
+//! either a real Neuron compiler install (`<neuronxcc package>/starfish/bin`) or the simulated
+//! toolchain nxcc ships for tests and demos.
+//!
+//! Location order and the search rules are in [`crate::recon::toolchain`]; tool resolution is
+//! WIKI (HIGH): an absolute path is used as is, otherwise `<toolchain>/private` then
+//! `<toolchain>` — private first, so a tool placed there overrides the shipped one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::recon::toolchain as rules;
+
+/// The native tools a plan may run.
+pub const TOOLS: &[&str] = &[
+    "hlo2penguin",
+    "xla_infergoldens",
+    "walrus_driver",
+    "hlo-neff-wrapper",
+    "nn_executor",
+    "watchpoint_insert",
+];
+
+/// The file name of the backend library the fork-walrus path loads (`<bin>/../lib/`).
+pub const LIBWALRUS: &str = "libwalrus.so";
+
+/// What the command line (or environment) asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Nothing given: look for an installed `neuronxcc` package when a tool is needed.
+    Auto,
+    /// `--toolchain sim`.
+    Simulated,
+    /// `--toolchain DIR` or `NXCC_TOOLCHAIN=DIR` (absolute, resolved against the launch dir).
+    Dir(PathBuf),
+}
+
+impl Request {
+    /// From `--toolchain` (wins) and the environment variable.
+    pub fn from(option: Option<&str>, env: Option<&str>, launch_dir: &Path) -> Request {
+        match option.or(env).filter(|s| !s.is_empty()) {
+            None => Request::Auto,
+            Some("sim") => Request::Simulated,
+            Some(dir) => Request::Dir(launch_dir.join(dir)),
+        }
+    }
+}
+
+/// A located toolchain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toolchain {
+    /// The directory the tools are in (`.../starfish/bin`, or a simulated layout's `bin/`).
+    pub bin: PathBuf,
+    pub simulated: bool,
+}
+
+impl Toolchain {
+    /// Resolve a tool: absolute as is; else `<bin>/private/<tool>` then `<bin>/<tool>`.
+    pub fn resolve(&self, tool: &str) -> Option<PathBuf> {
+        let p = Path::new(tool);
+        if p.is_absolute() {
+            return is_executable(p).then(|| p.to_path_buf());
+        }
+        [self.bin.join("private").join(tool), self.bin.join(tool)]
+            .into_iter()
+            .find(|c| is_executable(c))
+    }
+
+    /// Where a tool would be, without checking it exists (for a simulated toolchain laid out at
+    /// run time).
+    pub fn expected(&self, tool: &str) -> PathBuf {
+        self.bin.join(tool)
+    }
+
+    /// The backend library of the fork-walrus path: `<bin>/../lib/libwalrus.so`.
+    pub fn libwalrus(&self) -> PathBuf {
+        self.bin
+            .parent()
+            .unwrap_or(&self.bin)
+            .join("lib")
+            .join(LIBWALRUS)
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+fn has_tools(dir: &Path) -> bool {
+    TOOLS
+        .iter()
+        .any(|t| is_executable(&dir.join(t)) || is_executable(&dir.join("private").join(t)))
+}
+
+/// A toolchain from a directory: the directory itself, or its `bin/` (a layout root).
+pub fn from_dir(dir: &Path) -> Toolchain {
+    let bin = dir.join("bin");
+    let use_bin = rules::prefer_bin_subdir(has_tools(dir), has_tools(&bin));
+    let bin = if use_bin { bin } else { dir.to_path_buf() };
+    let simulated = bin.join(rules::SIM_MARKER).exists();
+    Toolchain { bin, simulated }
+}
+
+/// The directory `--toolchain sim` lays the simulated toolchain out in (once): the user cache
+/// directory, per nxcc version.
+pub fn simulated_home() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("nxcc")
+        .join(format!("sim-toolchain-{}", crate::VERSION))
+}
+
+/// The simulated toolchain as `--toolchain sim` uses it (not laid out by this call).
+pub fn simulated() -> Toolchain {
+    Toolchain {
+        bin: simulated_home().join("bin"),
+        simulated: true,
+    }
+}
+
+/// Ask `python3` (once, bounded) where an installed `neuronxcc` package keeps its tools.
+pub fn probe_python_package() -> Option<PathBuf> {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(rules::PYTHON_PROBE)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + Duration::from_millis(rules::PYTHON_PROBE_TIMEOUT_MS);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) => return None,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.take()?.read_to_string(&mut out).ok()?;
+    let dir = PathBuf::from(out.trim());
+    dir.is_dir().then_some(dir)
+}
+
+/// Locate the toolchain for a run (may spawn the `python3` probe for [`Request::Auto`]).
+pub fn locate(request: &Request) -> Option<Toolchain> {
+    match request {
+        Request::Simulated => Some(simulated()),
+        Request::Dir(d) => Some(from_dir(d)),
+        Request::Auto => probe_python_package().map(|bin| Toolchain {
+            bin,
+            simulated: false,
+        }),
+    }
+}
