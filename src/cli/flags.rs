@@ -153,7 +153,7 @@ impl Flag {
 }
 
 #[allow(clippy::too_many_arguments)]
-const fn flag(
+pub const fn flag(
     spelling: &'static str,
     aliases: &'static [&'static str],
     dest: &'static str,
