@@ -61,7 +61,8 @@ pub struct OptionEntry {
 #[derive(Debug, Clone)]
 pub struct ArgParser {
     pub prog: String,
-    pub entries: Vec<OptionEntry>,
+    /// Shared: a parser for a fixed table is built once per process and cloned cheaply.
+    pub entries: std::sync::Arc<Vec<OptionEntry>>,
     pub positionals: Vec<Positional>,
 }
 
@@ -262,7 +263,7 @@ impl ArgParser {
         }
         ArgParser {
             prog: prog.into(),
-            entries,
+            entries: std::sync::Arc::new(entries),
             positionals: positionals.to_vec(),
         }
     }

@@ -95,7 +95,7 @@ fn usage_lines(prog: &str, parts: &[String]) -> String {
 pub fn usage(parser: &ArgParser) -> String {
     let mut parts = Vec::new();
     let mut seen: Vec<*const Flag> = Vec::new();
-    for e in &parser.entries {
+    for e in parser.entries.iter() {
         let ptr = e.flag as *const Flag;
         if e.negated || seen.contains(&ptr) || e.flag.visibility != Visibility::Public {
             continue;
@@ -208,7 +208,7 @@ pub fn compile_help(parser: &ArgParser, surface: Surface) -> String {
     }
     out.push_str("\noptions:\n");
     let mut seen: Vec<*const Flag> = Vec::new();
-    for e in &parser.entries {
+    for e in parser.entries.iter() {
         let ptr = e.flag as *const Flag;
         if seen.contains(&ptr) || !shown(e.flag, surface) {
             continue;

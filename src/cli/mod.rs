@@ -144,13 +144,20 @@ fn driver_flags() -> Vec<&'static Flag> {
 /// The parser for `compile`: `-h/--help` first (as argparse adds it), the driver flags (which may
 /// follow the subcommand), then every compile flag in table order.
 pub fn compile_parser(prog: &str) -> ArgParser {
-    let help = FLAGS
-        .iter()
-        .find(|f| f.action == Action::Help)
-        .expect("help row");
-    let mut list: Vec<&'static Flag> = vec![help];
-    list.extend(FLAGS.iter().filter(|f| f.action != Action::Help));
-    ArgParser::new(format!("{prog} compile"), &list, &COMPILE_POSITIONALS)
+    static ENTRIES: std::sync::OnceLock<ArgParser> = std::sync::OnceLock::new();
+    let template = ENTRIES.get_or_init(|| {
+        let help = FLAGS
+            .iter()
+            .find(|f| f.action == Action::Help)
+            .expect("help row");
+        let mut list: Vec<&'static Flag> = vec![help];
+        list.extend(FLAGS.iter().filter(|f| f.action != Action::Help));
+        ArgParser::new("", &list, &COMPILE_POSITIONALS)
+    });
+    ArgParser {
+        prog: format!("{prog} compile"),
+        ..template.clone()
+    }
 }
 
 /// `compile`'s positional: the model file (a file or a directory).

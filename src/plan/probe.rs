@@ -105,3 +105,66 @@ impl Probe for SystemProbe {
             .unwrap_or(1)
     }
 }
+
+/// A probe answering from fixed facts, with no I/O at all: every model path exists (as a
+/// protobuf file of `model_size` bytes) unless listed in `missing`; paths ending in `.hlo` are
+/// HLO text. For tests, benchmarks and plan previews.
+#[derive(Debug, Clone)]
+pub struct StaticProbe {
+    pub launch_dir: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub missing: Vec<PathBuf>,
+    pub model_size: u64,
+    pub toolchain: Option<Toolchain>,
+    pub cpus: usize,
+}
+
+impl StaticProbe {
+    pub fn new(launch_dir: impl Into<PathBuf>) -> StaticProbe {
+        StaticProbe {
+            launch_dir: launch_dir.into(),
+            env: Vec::new(),
+            missing: Vec::new(),
+            model_size: 1 << 20,
+            toolchain: None,
+            cpus: 2,
+        }
+    }
+}
+
+impl Probe for StaticProbe {
+    fn launch_dir(&self) -> &Path {
+        &self.launch_dir
+    }
+    fn env(&self, name: &str) -> Option<String> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn model(&self, path: &Path) -> Option<ModelFacts> {
+        if self.missing.iter().any(|m| m == path) {
+            return None;
+        }
+        let format = if path.extension().is_some_and(|e| e == "hlo") {
+            ModelFormat::Text
+        } else {
+            ModelFormat::Proto
+        };
+        Some(ModelFacts {
+            is_dir: false,
+            format,
+            pb_files: 0,
+            size: self.model_size,
+        })
+    }
+    fn toolchain(&self, request: &Request) -> Option<Toolchain> {
+        match request {
+            Request::Auto => None,
+            _ => self.toolchain.clone(),
+        }
+    }
+    fn cpu_count(&self) -> usize {
+        self.cpus
+    }
+}

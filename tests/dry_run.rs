@@ -1,0 +1,265 @@
+//! `--dry-run` builds the plan and stops: exit 0, no directory created, no file written, no
+//! process (or thread) spawned — checked for real: the binary runs under a seccomp filter that
+//! kills it on any clone/fork/vfork, in a directory (and HOME/TMPDIR/cache dirs) that must stay
+//! unchanged.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+/// Kill the process (SIGSYS) on clone, clone3, fork or vfork. Installed after fork, before exec,
+/// so exec of the binary itself is allowed.
+fn forbid_process_creation(cmd: &mut Command) {
+    unsafe {
+        cmd.pre_exec(|| {
+            const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
+            const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+            const BPF_LD_W_ABS: u16 = 0x20;
+            const BPF_JEQ_K: u16 = 0x15;
+            const BPF_RET_K: u16 = 0x06;
+            #[cfg(target_arch = "x86_64")]
+            const AUDIT_ARCH: u32 = 0xc000_003e;
+            #[cfg(target_arch = "aarch64")]
+            const AUDIT_ARCH: u32 = 0xc000_00b7;
+            let stmt = |code: u16, k: u32| libc::sock_filter {
+                code,
+                jt: 0,
+                jf: 0,
+                k,
+            };
+            let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+                code: BPF_JEQ_K,
+                jt,
+                jf,
+                k,
+            };
+            #[allow(unused_mut)]
+            let mut syscalls: Vec<u32> = vec![libc::SYS_clone as u32, libc::SYS_clone3 as u32];
+            #[cfg(target_arch = "x86_64")]
+            syscalls.extend([libc::SYS_fork as u32, libc::SYS_vfork as u32]);
+            let mut prog = vec![
+                stmt(BPF_LD_W_ABS, 4),
+                jeq(AUDIT_ARCH, 1, 0),
+                stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
+                stmt(BPF_LD_W_ABS, 0),
+            ];
+            let n = syscalls.len();
+            for (i, nr) in syscalls.iter().enumerate() {
+                // Jump to the kill instruction (after the remaining checks and the allow).
+                prog.push(jeq(*nr, (n - i) as u8, 0));
+            }
+            prog.push(stmt(BPF_RET_K, SECCOMP_RET_ALLOW));
+            prog.push(stmt(BPF_RET_K, SECCOMP_RET_KILL_PROCESS));
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_mut_ptr(),
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &fprog as *const _ as libc::c_ulong,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    for e in walk(dir) {
+        v.push(e.strip_prefix(dir).unwrap().display().to_string());
+    }
+    v.sort();
+    v
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            out.push(p.clone());
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+        }
+    }
+    out
+}
+
+fn dry_run(extra: &[&str], forbid: bool) -> (std::process::Output, Vec<String>, Vec<String>) {
+    let root = tempfile::tempdir().unwrap();
+    let launch = root.path().join("launch");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&launch).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(launch.join("m.pb"), b"\x0a\x01m").unwrap();
+    let before = listing(root.path());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nxcc"));
+    cmd.arg("compile")
+        .arg("m.pb")
+        .args(extra)
+        .current_dir(&launch);
+    cmd.env("HOME", &home)
+        .env("TMPDIR", &home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_RUNTIME_DIR", &home);
+    cmd.env_remove("NXCC_TOOLCHAIN");
+    if forbid {
+        forbid_process_creation(&mut cmd);
+    }
+    let out = cmd.output().unwrap();
+    let after = listing(root.path());
+    (out, before, after)
+}
+
+#[test]
+fn the_filter_really_kills_a_process_that_spawns() {
+    // The check must be able to fail: a real compile spawns tools (and `sh` forks at once).
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg("/bin/true; echo after");
+    forbid_process_creation(&mut cmd);
+    let out = cmd.output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGSYS), "{out:?}");
+}
+
+#[test]
+fn dry_run_text_spawns_nothing_and_writes_nothing() {
+    for extra in [
+        &["--target", "trn2", "--dry-run"][..],
+        &["--target", "trn1", "--dry-run=json"],
+        &["--target", "trn1", "--dry-run", "json"],
+        &[
+            "--target",
+            "trn1",
+            "--toolchain",
+            "sim",
+            "--dry-run=json",
+            "--keep-work-dir",
+            "--timings",
+            "--trace",
+            "t.json",
+        ],
+        &[
+            "--target",
+            "trn1",
+            "--temp-dir",
+            "work",
+            "--logfile",
+            "logs/l.txt",
+            "--dry-run",
+        ],
+        &[
+            "--target",
+            "trn1",
+            "--pipeline",
+            "compile",
+            "SaveTemps",
+            "--submit-metrics",
+            "--dry-run",
+        ],
+    ] {
+        let (out, before, after) = dry_run(extra, true);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            before, after,
+            "{extra:?}: the dry run changed the file system"
+        );
+        assert!(!out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn dry_run_json_is_one_object_with_the_plan() {
+    let (out, _, _) = dry_run(&["--target", "trn2", "--dry-run=json"], true);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["nxcc_plan_version"], 1);
+    assert_eq!(
+        j["pipeline"],
+        serde_json::json!([
+            "HLOToTensorizer",
+            "XLAInferGoldens",
+            "Frontend",
+            "StaticIOTranspose",
+            "WalrusDriver",
+            "Kelper"
+        ])
+    );
+    assert_eq!(j["logical_nc_config"], 2);
+    assert_eq!(j["optlevel"], "2");
+    assert_eq!(j["target"], "trn2");
+    assert_eq!(j["layer_unroll_factor"], 1);
+    assert_eq!(
+        j["dge_on_levels"],
+        serde_json::json!(["io", "scalar_dynamic_offset"])
+    );
+    assert!(j["output"].as_str().unwrap().ends_with("/launch/file.neff"));
+    // Every dest of the flag table is in args.
+    let args = j["args"].as_object().unwrap();
+    for dest in nxcc::cli::flags::dests() {
+        assert!(args.contains_key(dest), "args lacks {dest}");
+    }
+    let jobs = j["jobs"].as_array().unwrap();
+    assert_eq!(jobs[0]["name"], "HLOToTensorizer");
+    assert_eq!(jobs[0]["runs_as"], "subprocess");
+    assert_eq!(jobs[0]["tool"], "hlo2penguin");
+    assert_eq!(jobs[0]["tool_path"], serde_json::Value::Null);
+    assert_eq!(jobs[0]["writes"], serde_json::json!(["penguin.py"]));
+    assert_eq!(jobs[2]["argv"], serde_json::Value::Null);
+    assert_eq!(jobs[4]["cwd"], "sg00");
+    let sources: Vec<&str> = j["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["source"].as_str().unwrap())
+        .collect();
+    assert!(sources.contains(&"SEED") && sources.contains(&"RECON") && sources.contains(&"WIKI"));
+    // Missing tools are warnings in a dry run.
+    assert!(j["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("hlo2penguin not found")));
+}
+
+#[test]
+fn dry_run_fails_like_a_compile() {
+    let (out, before, after) = dry_run(&["--target", "trn1", "--lnc", "2", "--dry-run"], true);
+    assert_eq!(out.status.code(), Some(70));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[NCC_EARG001]"));
+    assert_eq!(before, after);
+    let (out, _, _) = dry_run(&["--dry-run"], true);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn dry_run_model_stays_positional() {
+    // `--dry-run` takes only text/json as a following value: the model after it stays the model.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("m.pb"), b"x").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args(["compile", "--target", "trn1", "--dry-run", "m.pb"])
+        .current_dir(root.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
