@@ -1,0 +1,132 @@
+//! The command line through the real binary: help surfaces, version, the `neuronx-cc` name, usage
+//! error format and exit statuses.
+
+use std::process::{Command, Output};
+
+fn nxcc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args(args)
+        .env_remove("NXCC_TOOLCHAIN")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn help_surfaces_show_the_right_options() {
+    let public = nxcc(&["compile", "--help"]);
+    assert_eq!(public.status.code(), Some(0));
+    let public = text(&public.stdout);
+    assert!(public.starts_with("usage: nxcc compile "), "{public}");
+    assert!(public.contains("--target {inf1,inf2,trn1,trn1n,trn2,trn2n,trn3,sunda}"));
+    assert!(public.contains("--enable-dge, --disable-dge"));
+    assert!(public.contains("-h, --help"));
+    // Hidden, experimental and internal options are not on the public surface.
+    assert!(!public.contains("--meta-module"));
+    assert!(!public.contains("--enable-experimental-spmd"));
+    assert!(!public.contains("--enable-internal-neff-wrapper"));
+
+    let hidden = text(&nxcc(&["compile", "--help-hidden"]).stdout);
+    assert!(hidden.contains("--meta-module"));
+    assert!(hidden.contains("--enable-experimental-spmd"));
+    assert!(hidden.contains("--target"));
+    assert!(!hidden.contains("--enable-internal-neff-wrapper"));
+
+    let list = nxcc(&["compile", "--help-hidden-list"]);
+    assert_eq!(list.status.code(), Some(0));
+    let list = text(&list.stdout);
+    assert!(
+        list.lines()
+            .any(|l| l == "--enable-internal-neff-wrapper (default: False)"),
+        "{list}"
+    );
+    assert!(list.lines().any(|l| l == "--model-type (default: generic)"));
+    assert!(list.lines().any(|l| l == "--no-internal-hlo-remat"));
+    assert!(!list.contains("--target"));
+
+    let top = nxcc(&["--help"]);
+    assert_eq!(top.status.code(), Some(0));
+    let top = text(&top.stdout);
+    let compile = top.find("compile").unwrap();
+    assert!(top.find("list-operators").unwrap() > compile);
+    assert!(top.find("neff-info").unwrap() > top.find("list-operators").unwrap());
+}
+
+#[test]
+fn version_names_both_versions_and_the_toolchain() {
+    for flag in ["--version", "-V"] {
+        let out = nxcc(&[flag]);
+        assert_eq!(out.status.code(), Some(0));
+        let t = text(&out.stdout);
+        assert!(
+            t.contains(&format!("(nxcc) {}", env!("CARGO_PKG_VERSION"))),
+            "{t}"
+        );
+        assert!(t.contains("neuronx-cc 2.24.5133.0"), "{t}");
+        assert!(t.contains("toolchain:"), "{t}");
+    }
+}
+
+#[test]
+fn answers_to_the_name_neuronx_cc() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("neuronx-cc");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_nxcc"), &link).unwrap();
+    let out = Command::new(&link)
+        .args(["compile", "--target", "trn1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.starts_with("usage: neuronx-cc compile "), "{err}");
+    assert!(
+        err.trim_end().ends_with(
+            "neuronx-cc compile: error: the following arguments are required: <model_file>"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_in_argparse_form() {
+    let out = nxcc(&["compile", "m.pb", "--target", "trn1", "--auto-cast", "fp8"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.starts_with("usage: nxcc compile"));
+    assert!(err.trim_end().ends_with("nxcc compile: error: argument --auto-cast: invalid choice: 'fp8' (choose from 'none', 'matmult', 'all')"));
+    assert!(out.stdout.is_empty());
+
+    let out = nxcc(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("nxcc: error: the following arguments are required: subcommand")
+    );
+
+    let out = nxcc(&["compile", "m.pb", "--target", "trn1", "--foo", "--bar"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).starts_with(
+        "[ERROR] [NCC_EARG002] Illegal argument(s) - the following argument(s) are unrecognized: --foo, --bar. - Check that only recognized arguments are used: usage: nxcc compile"
+    ));
+}
+
+#[test]
+fn list_operators_points_at_the_real_compiler() {
+    let out = nxcc(&["list-operators"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("the list comes from the real compiler"));
+}
+
+#[test]
+fn non_utf8_arguments_are_a_usage_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .arg("compile")
+        .arg(std::ffi::OsStr::from_bytes(b"m\xff.pb"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("is not valid UTF-8"));
+}
