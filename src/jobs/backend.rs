@@ -26,5 +26,6 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         cwd: ".".into(),
         reads: vec![format!("{sg}/bir.json"), format!("{sg}/tensor_map.json")],
         writes: vec!["backend.bir".into()],
+        also_write: Vec::new(),
     }])
 }

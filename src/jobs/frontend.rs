@@ -59,6 +59,7 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
                 cwd: ".".into(),
                 reads,
                 writes: writes(ctx),
+                also_write: Vec::new(),
             }])
         }
         Some(_) => Ok(vec![in_process(

@@ -31,3 +31,11 @@ pub fn steps_meta(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         vec![],
     )])
 }
+
+pub fn run_infer(_ctx: &super::RunContext) -> Result<(), NccError> {
+    Err(unavailable("InferGoldens"))
+}
+
+pub fn run_meta(_ctx: &super::RunContext) -> Result<(), NccError> {
+    Err(unavailable("MetaInferGoldens"))
+}

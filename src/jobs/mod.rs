@@ -92,6 +92,8 @@ pub struct JobContext<'a> {
     /// `W/gold-000.p` exists.
     pub gold_exists: bool,
     pub toolchain: Option<&'a Toolchain>,
+    /// The work dir when running (`None` while planning: paths stay relative).
+    pub work_dir: Option<&'a Path>,
 }
 
 impl JobContext<'_> {
@@ -149,6 +151,9 @@ pub struct Step {
     pub cwd: String,
     pub reads: Vec<String>,
     pub writes: Vec<String>,
+    /// Files written into `cwd` before the action runs: (name, content, executable).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also_write: Vec<(String, String, bool)>,
 }
 
 impl Step {
@@ -214,6 +219,7 @@ pub(crate) fn exec(
         cwd: cwd.to_string(),
         reads,
         writes,
+        also_write: Vec::new(),
     }
 }
 
@@ -229,6 +235,7 @@ pub(crate) fn in_process(
         cwd: cwd.to_string(),
         reads,
         writes,
+        also_write: Vec::new(),
     }
 }
 
@@ -251,6 +258,28 @@ pub(crate) fn shell_split(option: &str, dest: &str) -> Result<Vec<String>, NccEr
 /// Describe a job's steps for the given context.
 pub type StepsFn = fn(&JobContext) -> Result<Vec<Step>, NccError>;
 
+/// What an in-process job gets when it runs: the job context with the real subgraphs, the work
+/// and launch directories, a log function, and (for the job that writes `--output`) the temporary
+/// path to write it to before the executor renames it into place.
+pub struct RunContext<'a> {
+    pub job: JobContext<'a>,
+    pub work_dir: &'a Path,
+    pub launch_dir: &'a Path,
+    /// `log(level, message)` under the job's logger.
+    pub log: &'a dyn Fn(i64, &str),
+    /// Where the output is written first (same directory as `--output`).
+    pub output_partial: &'a Path,
+}
+
+impl RunContext<'_> {
+    pub fn info(&self, message: &str) {
+        (self.log)(crate::cli::level::INFO, message)
+    }
+}
+
+/// Run an in-process job.
+pub type RunFn = fn(&RunContext) -> Result<(), NccError>;
+
 /// One row of the registry.
 #[derive(Debug, Clone, Copy)]
 pub struct Job {
@@ -259,94 +288,28 @@ pub struct Job {
     /// The native tool, for subprocess jobs.
     pub tool: Option<&'static str>,
     pub steps: StepsFn,
+    /// The in-process work, for jobs that have some.
+    pub run: Option<RunFn>,
 }
 
 /// The registry: every job the original's `loadAllJobs` finds, by class name.
+#[rustfmt::skip]
 pub static REGISTRY: &[Job] = &[
-    Job {
-        name: "HLOToTensorizer",
-        runs_as: RunsAs::Subprocess,
-        tool: Some("hlo2penguin"),
-        steps: hlo_to_tensorizer::steps,
-    },
-    Job {
-        name: "XLAInferGoldens",
-        runs_as: RunsAs::Subprocess,
-        tool: Some("xla_infergoldens"),
-        steps: xla_infer_goldens::steps,
-    },
-    Job {
-        name: "InferGoldens",
-        runs_as: RunsAs::InProcess,
-        tool: None,
-        steps: infer_goldens::steps_infer,
-    },
-    Job {
-        name: "MetaInferGoldens",
-        runs_as: RunsAs::InProcess,
-        tool: None,
-        steps: infer_goldens::steps_meta,
-    },
-    Job {
-        name: "Frontend",
-        runs_as: RunsAs::InProcess,
-        tool: None,
-        steps: frontend::steps,
-    },
-    Job {
-        name: "StaticIOTranspose",
-        runs_as: RunsAs::InProcess,
-        tool: None,
-        steps: static_io_transpose::steps,
-    },
-    Job {
-        name: "WalrusDriver",
-        runs_as: RunsAs::Subprocess,
-        tool: Some("walrus_driver"),
-        steps: walrus_driver::steps,
-    },
-    Job {
-        name: "Backend",
-        runs_as: RunsAs::Shell,
-        tool: Some("nn_executor"),
-        steps: backend::steps,
-    },
-    Job {
-        name: "Kelper",
-        runs_as: RunsAs::InProcess,
-        tool: None,
-        steps: kelper::steps,
-    },
-    Job {
-        name: "NeffWrapper",
-        runs_as: RunsAs::Subprocess,
-        tool: Some("hlo-neff-wrapper"),
-        steps: neff_wrapper::steps,
-    },
-    Job {
-        name: "BIRVerifier",
-        runs_as: RunsAs::Subprocess,
-        tool: Some("walrus_driver"),
-        steps: bir_verifier::steps_verify,
-    },
-    Job {
-        name: "BIRSim",
-        runs_as: RunsAs::Subprocess,
-        tool: Some("walrus_driver"),
-        steps: bir_verifier::steps_sim,
-    },
-    Job {
-        name: "SaveTemps",
-        runs_as: RunsAs::InProcess,
-        tool: None,
-        steps: save_temps::steps,
-    },
-    Job {
-        name: "Watchpoint",
-        runs_as: RunsAs::Subprocess,
-        tool: Some("watchpoint_insert"),
-        steps: watchpoint::steps,
-    },
+    //    name                 runs as               native tool                 steps                            in-process work
+    Job { name: "HLOToTensorizer",   runs_as: RunsAs::Subprocess, tool: Some("hlo2penguin"),       steps: hlo_to_tensorizer::steps,    run: None },
+    Job { name: "XLAInferGoldens",   runs_as: RunsAs::Subprocess, tool: Some("xla_infergoldens"),  steps: xla_infer_goldens::steps,    run: None },
+    Job { name: "InferGoldens",      runs_as: RunsAs::InProcess,  tool: None,                      steps: infer_goldens::steps_infer,  run: Some(infer_goldens::run_infer) },
+    Job { name: "MetaInferGoldens",  runs_as: RunsAs::InProcess,  tool: None,                      steps: infer_goldens::steps_meta,   run: Some(infer_goldens::run_meta) },
+    Job { name: "Frontend",          runs_as: RunsAs::InProcess,  tool: None,                      steps: frontend::steps,             run: None },
+    Job { name: "StaticIOTranspose", runs_as: RunsAs::InProcess,  tool: None,                      steps: static_io_transpose::steps,  run: Some(static_io_transpose::run) },
+    Job { name: "WalrusDriver",      runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: walrus_driver::steps,        run: None },
+    Job { name: "Backend",           runs_as: RunsAs::Shell,      tool: Some("nn_executor"),       steps: backend::steps,              run: None },
+    Job { name: "Kelper",            runs_as: RunsAs::InProcess,  tool: None,                      steps: kelper::steps,               run: None },
+    Job { name: "NeffWrapper",       runs_as: RunsAs::Subprocess, tool: Some("hlo-neff-wrapper"),  steps: neff_wrapper::steps,         run: None },
+    Job { name: "BIRVerifier",       runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: bir_verifier::steps_verify,  run: None },
+    Job { name: "BIRSim",            runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: bir_verifier::steps_sim,     run: None },
+    Job { name: "SaveTemps",         runs_as: RunsAs::InProcess,  tool: None,                      steps: save_temps::steps,           run: Some(save_temps::run) },
+    Job { name: "Watchpoint",        runs_as: RunsAs::Subprocess, tool: Some("watchpoint_insert"), steps: watchpoint::steps,           run: None },
 ];
 
 /// Look a name up (SEED `__getJob`).

@@ -13,3 +13,55 @@ pub fn steps(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         vec!["<launch dir>/*".into()],
     )])
 }
+
+/// Copy the work dir tree into the launch directory (same-named files are overwritten; symbolic
+/// links are recreated as links). The executor keeps the work dir when SaveTemps is planned.
+pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
+    let fail = |e: std::io::Error, p: &std::path::Path| {
+        NccError::new(
+            "EDRV088",
+            format!("SaveTemps could not copy {}: {e}", p.display()),
+            "Check the launch directory is writable.",
+        )
+    };
+    let mut copied = 0usize;
+    copy_tree(ctx.work_dir, ctx.launch_dir, &mut copied).map_err(|(e, p)| fail(e, &p))?;
+    ctx.info(&format!(
+        "SaveTemps copied {copied} files from {} to {}",
+        ctx.work_dir.display(),
+        ctx.launch_dir.display()
+    ));
+    Ok(())
+}
+
+fn copy_tree(
+    from: &std::path::Path,
+    to: &std::path::Path,
+    copied: &mut usize,
+) -> Result<(), (std::io::Error, std::path::PathBuf)> {
+    let entries = std::fs::read_dir(from).map_err(|e| (e, from.to_path_buf()))?;
+    let mut names: Vec<_> = entries.flatten().collect();
+    names.sort_by_key(|e| e.file_name());
+    for entry in names {
+        let src = entry.path();
+        let dst = to.join(entry.file_name());
+        let kind = entry.file_type().map_err(|e| (e, src.clone()))?;
+        if kind.is_dir() {
+            if !dst.is_dir() {
+                std::fs::create_dir_all(&dst).map_err(|e| (e, dst.clone()))?;
+            }
+            copy_tree(&src, &dst, copied)?;
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(&src).map_err(|e| (e, src.clone()))?;
+            if dst.symlink_metadata().is_ok() {
+                std::fs::remove_file(&dst).map_err(|e| (e, dst.clone()))?;
+            }
+            std::os::unix::fs::symlink(&target, &dst).map_err(|e| (e, dst.clone()))?;
+            *copied += 1;
+        } else {
+            std::fs::copy(&src, &dst).map_err(|e| (e, dst.clone()))?;
+            *copied += 1;
+        }
+    }
+    Ok(())
+}

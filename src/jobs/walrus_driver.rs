@@ -1,10 +1,12 @@
 //! WalrusDriver — ONE `walrus_driver` process per subgraph directory, carrying the whole walrus
 //! pass list as `--pass` (SEED: one job, not one per pass; with one subgraph, exactly one
 //! process). With `--enable-internal-fork-walrus` the same argv goes to `run_backend_driver` of
-//! the toolchain's `libwalrus.so`, in process (SEED/WIKI).
+//! the toolchain's `libwalrus.so`, in process (SEED/WIKI); nxcc never changes its directory, so
+//! the library gets the input as an absolute path and writes its outputs beside it.
 //!
 //! Never `--optlevel` or `--allocator` together with `--pass` (WIKI DVR003, DVR005).
-//! Writes per subgraph: `def.json`, `tensor_map.json`, `neff.json` and the engine `.bin` files.
+//! Writes per subgraph: `def.json`, `tensor_map.json`, `neff.json` and the engine `.bin` files;
+//! with `--enable-internal-walrus-replay-script` also `replay_walrus.sh` (WIKI).
 
 use super::{exec, shell_split, Action, JobContext, Step};
 use crate::error::NccError;
@@ -12,10 +14,10 @@ use crate::error::NccError;
 /// The engines a backend may write a `.bin` for.
 pub const ENGINES: [&str; 5] = ["PE", "Pool", "Activation", "SP", "DVE"];
 
-/// The arguments after the program name (and the `bir.json` input).
-pub fn args(ctx: &JobContext) -> Result<Vec<String>, NccError> {
+/// The arguments after the program name, with the `bir.json` input as given.
+pub fn args(ctx: &JobContext, bir: &str) -> Result<Vec<String>, NccError> {
     let mut a = vec![
-        "bir.json".to_string(),
+        bir.to_string(),
         "--pass".to_string(),
         ctx.walrus_passes.join(","),
         "--memory-analysis-dump=memory-pressure".to_string(),
@@ -31,47 +33,62 @@ pub fn args(ctx: &JobContext) -> Result<Vec<String>, NccError> {
     Ok(a)
 }
 
+/// The replay script: `#!/bin/bash` and the exact invocation, run from the subgraph directory.
+pub fn replay_script(argv: &[String]) -> String {
+    format!("#!/bin/bash\n# Replays this subgraph's walrus_driver run.\ncd \"$(dirname \"$0\")\" || exit 1\nexec {}\n", crate::shell::join(argv))
+}
+
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
-    let args = args(ctx)?;
     let mut writes = vec![
         "def.json".to_string(),
         "tensor_map.json".to_string(),
         "neff.json".to_string(),
         "*.bin".to_string(),
     ];
-    if ctx.ns.bool("enable_internal_walrus_replay_script") {
+    let replay = ctx.ns.bool("enable_internal_walrus_replay_script");
+    if replay {
         writes.push("replay_walrus.sh".into());
     }
     let fork = ctx.ns.bool("enable_internal_fork_walrus");
-    Ok(ctx
-        .subgraphs
-        .iter()
-        .map(|sg| {
-            let reads = vec!["bir.json".to_string()];
-            match (fork, ctx.toolchain) {
-                (true, Some(tc)) => {
-                    let mut argv = vec!["walrus_driver".to_string()];
-                    argv.extend(args.iter().cloned());
-                    Step {
-                        action: Action::Library {
-                            library: tc.libwalrus(),
-                            symbol: "run_backend_driver",
-                            argv,
-                        },
-                        cwd: sg.clone(),
-                        reads,
-                        writes: writes.clone(),
-                    }
-                }
-                _ => exec(
-                    ctx,
-                    "walrus_driver",
-                    args.clone(),
-                    sg,
+    let mut steps = Vec::with_capacity(ctx.subgraphs.len());
+    for sg in ctx.subgraphs {
+        let reads = vec!["bir.json".to_string()];
+        let mut step = match (fork, ctx.toolchain) {
+            (true, Some(tc)) => {
+                let bir = match ctx.work_dir {
+                    Some(w) => w.join(sg).join("bir.json").display().to_string(),
+                    None => "bir.json".to_string(),
+                };
+                let mut argv = vec!["walrus_driver".to_string()];
+                argv.extend(args(ctx, &bir)?);
+                Step {
+                    action: Action::Library {
+                        library: tc.libwalrus(),
+                        symbol: "run_backend_driver",
+                        argv,
+                    },
+                    cwd: sg.clone(),
                     reads,
-                    writes.clone(),
-                ),
+                    writes: writes.clone(),
+                    also_write: Vec::new(),
+                }
             }
-        })
-        .collect())
+            _ => exec(
+                ctx,
+                "walrus_driver",
+                args(ctx, "bir.json")?,
+                sg,
+                reads,
+                writes.clone(),
+            ),
+        };
+        if replay {
+            if let Some(argv) = step.argv() {
+                step.also_write
+                    .push(("replay_walrus.sh".to_string(), replay_script(&argv), true));
+            }
+        }
+        steps.push(step);
+    }
+    Ok(steps)
 }

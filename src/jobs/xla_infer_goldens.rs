@@ -19,6 +19,7 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
             cwd: ".".into(),
             reads: vec!["gold-000.p".into()],
             writes: vec![],
+            also_write: Vec::new(),
         }]);
     }
     let mut args = vec![

@@ -126,13 +126,14 @@ impl Plan {
         self.ns.int("layer_unroll_factor").unwrap_or(0)
     }
 
-    /// A job context for the given run-time facts (the plan uses its predictions).
+    /// A job context for the given run-time facts (the plan uses its predictions and no work dir).
     pub fn job_context<'a>(
         &'a self,
         subgraphs: &'a [String],
         value_inputs: &'a [String],
         gold_exists: bool,
         toolchain: Option<&'a Toolchain>,
+        work_dir: Option<&'a Path>,
     ) -> JobContext<'a> {
         JobContext {
             ns: &self.ns,
@@ -146,6 +147,7 @@ impl Plan {
             value_inputs,
             gold_exists,
             toolchain,
+            work_dir,
         }
     }
 }
@@ -342,7 +344,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     };
     let mut planned = Vec::with_capacity(plan.pipeline.len());
     {
-        let ctx = plan.job_context(&plan.subgraphs, &[], false, plan.toolchain.as_ref());
+        let ctx = plan.job_context(&plan.subgraphs, &[], false, plan.toolchain.as_ref(), None);
         for name in &plan.pipeline {
             let job = jobs::lookup(name).expect("looked up above");
             let steps = (job.steps)(&ctx).map_err(PlanError::Compile)?;

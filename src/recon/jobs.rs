@@ -79,3 +79,38 @@ pub fn walrus_driver_optional_flags(ns: &Namespace, dge_on_levels: &[String]) ->
 /// The CPU-time limit (seconds) of the experimental Backend job's `ulimit -t` (WIKI gives the
 /// form; the value is ours).
 pub const BACKEND_CPU_LIMIT_S: u64 = 3600;
+
+/// StaticIOTranspose's simplification (a reconstruction of the original's
+/// `simplifyWeightTransform`): drop size-1 dims, then merge runs of axes that stay adjacent and in
+/// order under the permutation. `transpose[i]` is the input axis that becomes output axis `i`.
+/// The result moves every element to the same place as the original entry does.
+pub fn simplify_transpose(reshape: &[usize], transpose: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    // Drop size-1 dims, renumbering the remaining axes.
+    let keep: Vec<usize> = (0..reshape.len()).filter(|&a| reshape[a] != 1).collect();
+    let renumber = |a: usize| keep.iter().position(|&k| k == a);
+    let dims: Vec<usize> = keep.iter().map(|&a| reshape[a]).collect();
+    let perm: Vec<usize> = transpose.iter().filter_map(|&a| renumber(a)).collect();
+    if perm.is_empty() {
+        return (vec![], vec![]);
+    }
+    // Group consecutive output axes whose input axes are consecutive and increasing.
+    let mut groups: Vec<Vec<usize>> = vec![vec![perm[0]]];
+    for w in perm.windows(2) {
+        if w[1] == w[0] + 1 {
+            groups.last_mut().expect("non-empty").push(w[1]);
+        } else {
+            groups.push(vec![w[1]]);
+        }
+    }
+    // Input order of the groups gives the new reshape; output order gives the new permutation.
+    let mut by_input: Vec<usize> = (0..groups.len()).collect();
+    by_input.sort_by_key(|&g| groups[g][0]);
+    let new_reshape: Vec<usize> = by_input
+        .iter()
+        .map(|&g| groups[g].iter().map(|&a| dims[a]).product())
+        .collect();
+    let new_perm: Vec<usize> = (0..groups.len())
+        .map(|g| by_input.iter().position(|&x| x == g).expect("group"))
+        .collect();
+    (new_reshape, new_perm)
+}
