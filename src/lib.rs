@@ -5,7 +5,8 @@
 //! backend gate, the walrus pass list), prints it (`--dry-run`) or runs it under supervision.
 //!
 //! Layers, bottom to top (no module imports from a layer above it):
-//! - [`cli`], [`error`], [`provenance`], [`neff`], [`toolchain`];
+//! - [`cli`], [`error`], [`provenance`], [`neff`], [`toolchain`], [`run`] (running child
+//!   processes under supervision: process groups, timeouts, signals, measurements);
 //! - [`jobs`]: the registry and one module per job kind;
 //! - [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
 //!   [`recon`]: every reconstructed rule, each in one named place;
@@ -20,6 +21,7 @@ pub mod npy;
 pub mod plan;
 pub mod provenance;
 pub mod recon;
+pub mod run;
 pub mod shell;
 pub mod toolchain;
 
