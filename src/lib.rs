@@ -16,6 +16,7 @@ pub mod cli;
 pub mod driver;
 pub mod error;
 pub mod jobs;
+pub mod neff;
 pub mod plan;
 pub mod provenance;
 pub mod recon;
