@@ -276,7 +276,11 @@ pub fn render_text(s: &Value) -> String {
     let total: u64 = members.iter().filter_map(|m| m["size"].as_u64()).sum();
     t.push_str(&format!("members ({}, {total} bytes):\n", members.len()));
     for m in &members {
-        t.push_str(&format!("  {:>12}  {}\n", m["size"], text_of(&m["name"])));
+        t.push_str(&format!(
+            "  {:>12}  {}\n",
+            m["size"].to_string(),
+            text_of(&m["name"])
+        ));
     }
     if let Some(fields) = s["manifest"].as_object() {
         if !fields.is_empty() {

@@ -390,7 +390,8 @@ impl Neff {
             let keep = is_summary_member(&e.name);
             let mut kept = if keep && kept_total + e.size <= self.limits.max_kept_bytes {
                 kept_total += e.size;
-                Some(Vec::with_capacity(e.size as usize))
+                // Grown as data arrives: a declared size is not trusted for an allocation.
+                Some(Vec::with_capacity(e.size.min(1 << 20) as usize))
             } else {
                 if keep {
                     ins.not_kept.push(e.name.clone());
@@ -693,7 +694,6 @@ impl Scanner<'_> {
                     "member '{shown}' has a name that is not UTF-8"
                 )));
             }
-            let name = names::normalise(&raw_name).map_err(NeffError::Unsafe)?;
             self.entries += 1;
             if self.entries > self.limits.max_members {
                 return Err(NeffError::Limit(format!(
@@ -701,6 +701,17 @@ impl Scanner<'_> {
                     self.limits.max_members
                 )));
             }
+            // The archive's root directory (`./`, as `tar -C dir .` writes it): nothing to list.
+            if is_dir && raw_name.split('/').all(|p| p.is_empty() || p == ".") {
+                self.remaining = pax_size.unwrap_or(raw.size);
+                self.pad = tar::padded(self.remaining) - self.remaining;
+                self.finish_current()?;
+                pax_path = None;
+                pax_size = None;
+                gnu_name = None;
+                continue;
+            }
+            let name = names::normalise(&raw_name).map_err(NeffError::Unsafe)?;
             let size = pax_size.unwrap_or(raw.size);
             if size > self.limits.max_decompressed_bytes {
                 return Err(NeffError::Limit(format!(

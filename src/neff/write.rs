@@ -12,6 +12,8 @@ use std::path::Path;
 use md5::{Digest, Md5};
 use serde_json::json;
 
+use crate::cli::namespace::Namespace;
+
 use super::header::{self, Header, FORMAT_VERSION, HEADER_SIZE, VERSION_STRING};
 use super::{names, tar, NeffError};
 use crate::recon::neff::{engines_present, signature_covers, uuid_from_signature, ENGINE_ORDER};
@@ -50,6 +52,26 @@ impl Default for PackOptions {
             arch_mode: 0,
             version_major: 2,
             version_minor: 0,
+        }
+    }
+}
+
+impl PackOptions {
+    /// The options a compile packs with: the output file's name, gzip unless
+    /// `--enable-fast-loading-neuron-binaries`, the arch mode of `--arch` (normalisation defaults
+    /// it to the target), and the RECON feature flags and world size.
+    pub fn for_compile(ns: &Namespace, output: &Path) -> PackOptions {
+        let arch = ns.str("arch").or(ns.str("target")).unwrap_or_default();
+        PackOptions {
+            neff_filename: output
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            compress: !ns.bool("enable_fast_loading_neuron_binaries"),
+            feature_flags: crate::recon::neff::FEATURE_FLAGS,
+            world_size: crate::recon::neff::DEFAULT_WORLD_SIZE,
+            arch_mode: crate::recon::neff::arch_mode(arch),
+            ..PackOptions::default()
         }
     }
 }
@@ -189,9 +211,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             format!("{} does not name a file", path.display()),
         ));
     };
+    // `.<name>.<random>.tmp`, or `.nxcc.<random>.tmp` when that would be too long a name.
     let mut prefix = std::ffi::OsString::from(".");
-    prefix.push(file_name);
-    prefix.push(".");
+    if file_name.len() <= 200 {
+        prefix.push(file_name);
+        prefix.push(".");
+    } else {
+        prefix.push("nxcc.");
+    }
     let mut tmp = tempfile::Builder::new()
         .prefix(&prefix)
         .suffix(".tmp")
@@ -303,6 +330,30 @@ mod tests {
                 "producer"
             ]
         );
+    }
+
+    #[test]
+    fn compile_options_follow_the_namespace() {
+        use crate::cli::namespace::Value;
+        let mut ns = Namespace::new();
+        ns.set_by_user("target", Value::Str("trn2".into()));
+        let o = PackOptions::for_compile(&ns, Path::new("/out/dir/model.neff"));
+        assert_eq!(o.neff_filename, "model.neff");
+        assert!(o.compress);
+        assert_eq!(o.arch_mode, crate::recon::neff::arch_mode("trn2"));
+        ns.set_by_user("arch", Value::Str("inf1".into()));
+        ns.set_by_user("enable_fast_loading_neuron_binaries", Value::Bool(true));
+        let o = PackOptions::for_compile(&ns, Path::new("m.neff"));
+        assert!(!o.compress);
+        assert_eq!(o.arch_mode, 1);
+    }
+
+    #[test]
+    fn atomic_write_handles_long_file_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(format!("{}.neff", "n".repeat(250)));
+        write_atomically(&p, b"x").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"x");
     }
 
     #[test]

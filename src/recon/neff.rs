@@ -69,6 +69,10 @@ pub fn arch_mode(target: &str) -> u32 {
 /// rank. (The field's meaning is WIKI; the default is RECON.)
 pub const DEFAULT_WORLD_SIZE: u32 = 1;
 
+/// The header's feature-flag bitmask for a compile: the sources name the field but none of its
+/// bits, so nxcc sets none.
+pub const FEATURE_FLAGS: u64 = 0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
