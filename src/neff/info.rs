@@ -18,7 +18,20 @@ use super::{extract, summary, verify, NeffError};
 use crate::cli::argparse::{ArgParser, Nargs, Parsed, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility, FLAGS};
 use crate::cli::{help, CliError};
-use crate::driver::{err, out};
+
+/// Write to stdout, ignoring a closed pipe (`nxcc neff-info ... | head`).
+fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// Write to stderr, ignoring errors.
+fn err(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
 
 /// Exit status of a NEFF that is invalid, unreadable or not a NEFF.
 pub const EXIT_INVALID: i32 = 1;
@@ -52,11 +65,16 @@ fn shown_parser(prog: &str) -> ArgParser {
     ArgParser::new(format!("{prog} neff-info"), &OWN_FLAGS, &POSITIONALS)
 }
 
-/// The parser used: neff-info's options plus the driver options, which may have been given
-/// before the subcommand and are passed along with its arguments.
+/// The parser used: neff-info's options plus the driver options that carry a value (`--verbose`,
+/// `--logfile`, ...), which may have been given before the subcommand and are passed along with
+/// its arguments. (`--version` before the subcommand is answered by the top-level parser.)
 fn full_parser(prog: &str) -> ArgParser {
     let mut flags: Vec<&'static Flag> = OWN_FLAGS.to_vec();
-    flags.extend(FLAGS.iter().filter(|f| f.scope == Scope::Driver));
+    flags.extend(
+        FLAGS
+            .iter()
+            .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
+    );
     ArgParser::new(format!("{prog} neff-info"), &flags, &POSITIONALS)
 }
 
@@ -97,19 +115,13 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Ok(p) => p,
         Err(e) => return usage_error(prog, e.message),
     };
-    match parsed.early_exit {
-        Some(Action::Version) => {
-            out(&crate::driver::version_text(prog));
-            return 0;
-        }
-        Some(_) => {
-            out(&help::compile_help(
-                &shown_parser(prog),
-                help::Surface::Hidden,
-            ));
-            return 0;
-        }
-        None => {}
+    if parsed.early_exit.is_some() {
+        // The only early exit in the table is -h/--help.
+        out(&help::compile_help(
+            &shown_parser(prog),
+            help::Surface::Hidden,
+        ));
+        return 0;
     }
     if !parsed.extras.is_empty() {
         return usage_error(

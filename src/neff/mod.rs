@@ -4,7 +4,7 @@
 //! - [`header`]: the header's fields, encoded and decoded;
 //! - [`tar`]: the tar block format (ustar headers, PAX records) both sides share;
 //! - [`names`]: which member names are acceptable (relative, no `..`);
-//! - [`write`]: deterministic packing and the atomic file write;
+//! - [`write`](mod@write): deterministic packing and the atomic file write;
 //! - [`kelper`]: the Kelper job's packing of a work directory's subgraph outputs;
 //! - [`read`]: layout detection and a streaming, distrustful archive reader;
 //! - [`verify`]: the consistency check of a NEFF;
