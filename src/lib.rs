@@ -17,6 +17,7 @@ pub mod cli;
 pub mod driver;
 pub mod error;
 pub mod jobs;
+pub mod neff;
 pub mod npy;
 pub mod plan;
 pub mod provenance;

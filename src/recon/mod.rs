@@ -7,7 +7,7 @@
 //!   list gates;
 //! - [`jobs`]: which optional tool flags appear when;
 //! - [`toolchain`]: where tools are looked for;
-//! - [`neff`]: header field placement, UUID and IR-signature derivation.
+//! - [`neff`]: header field placement, UUID and IR-signature derivation, engine flags, arch mode.
 
 pub mod jobs;
 pub mod neff;

@@ -1,0 +1,390 @@
+//! `nxcc neff-info FILE [--json] [--extract MEMBER] [--extract-all DIR] [--verify]`: inspect,
+//! verify or unpack a NEFF.
+//!
+//! Default output: the layout, the header's fields, the member list, and the subgraphs from
+//! `neff.json` with a summary of each one's `def.json` and `tensor_map.json`; `--json` prints the
+//! same as one JSON object. `--extract` writes one member's bytes to stdout; `--extract-all`
+//! unpacks under a directory. `--verify` prints `OK` or the problems (exit 0 or 1). A file that is
+//! not a NEFF or cannot be read: a message on stderr, exit 1. Usage errors: argparse's form,
+//! exit 2.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::read::Neff;
+use super::{extract, summary, verify, NeffError};
+use crate::cli::argparse::{ArgParser, Nargs, Parsed, Positional};
+use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility, FLAGS};
+use crate::cli::{help, CliError};
+
+/// Write to stdout, ignoring a closed pipe (`nxcc neff-info ... | head`).
+fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// Write to stderr, ignoring errors.
+fn err(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
+/// Exit status of a NEFF that is invalid, unreadable or not a NEFF.
+pub const EXIT_INVALID: i32 = 1;
+
+#[rustfmt::skip]
+static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Show this help message and exit.");
+#[rustfmt::skip]
+static JSON: Flag = flag("--json", &[], "json", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Print the same information as one JSON object.");
+#[rustfmt::skip]
+static EXTRACT: Flag = flag("--extract", &[], "member", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Write the bytes of one member to stdout.");
+#[rustfmt::skip]
+static EXTRACT_ALL: Flag = flag("--extract-all", &[], "dir", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Unpack every member under DIR (created if missing); nothing is written outside it.");
+#[rustfmt::skip]
+static VERIFY: Flag = flag("--verify", &[], "verify", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Check the header, the archive length, the IR signature and the UUID; print OK or the problems; exit 1 when the NEFF is invalid.");
+
+static OWN_FLAGS: [&Flag; 5] = [&HELP, &JSON, &EXTRACT, &EXTRACT_ALL, &VERIFY];
+
+const POSITIONALS: [Positional; 1] = [Positional {
+    metavar: "FILE",
+    nargs: Nargs::One,
+    help: "The NEFF file.",
+}];
+
+/// The parser whose usage and help are shown: neff-info's own options.
+fn shown_parser(prog: &str) -> ArgParser {
+    ArgParser::new(format!("{prog} neff-info"), &OWN_FLAGS, &POSITIONALS)
+}
+
+/// The parser used: neff-info's options plus the driver options that carry a value (`--verbose`,
+/// `--logfile`, ...), which may have been given before the subcommand and are passed along with
+/// its arguments. (`--version` before the subcommand is answered by the top-level parser.)
+fn full_parser(prog: &str) -> ArgParser {
+    let mut flags: Vec<&'static Flag> = OWN_FLAGS.to_vec();
+    flags.extend(
+        FLAGS
+            .iter()
+            .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
+    );
+    ArgParser::new(format!("{prog} neff-info"), &flags, &POSITIONALS)
+}
+
+fn usage_error(prog: &str, message: String) -> i32 {
+    let e = CliError::Usage {
+        usage: help::usage(&shown_parser(prog)),
+        prog: format!("{prog} neff-info"),
+        message,
+    };
+    err(&e.render());
+    CliError::EXIT_STATUS
+}
+
+/// `--extract` and `--extract-all` stand alone; `--json` and `--verify` combine.
+fn conflicting_modes(p: &Parsed) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for occ in &p.occurrences {
+        let this = occ.flag.spelling;
+        if !matches!(this, "--json" | "--extract" | "--extract-all" | "--verify") {
+            continue;
+        }
+        for other in &seen {
+            let standalone = |s: &str| s == "--extract" || s == "--extract-all";
+            if *other != this && (standalone(this) || standalone(other)) {
+                return Some(format!(
+                    "argument {this}: not allowed with argument {other}"
+                ));
+            }
+        }
+        seen.push(this);
+    }
+    None
+}
+
+/// Run `neff-info` with its arguments; returns the exit status.
+pub fn main(prog: &str, args: &[String]) -> i32 {
+    let parsed = match full_parser(prog).parse(args) {
+        Ok(p) => p,
+        Err(e) => return usage_error(prog, e.message),
+    };
+    if parsed.early_exit.is_some() {
+        // The only early exit in the table is -h/--help.
+        out(&help::compile_help(
+            &shown_parser(prog),
+            help::Surface::Hidden,
+        ));
+        return 0;
+    }
+    if !parsed.extras.is_empty() {
+        return usage_error(
+            prog,
+            format!("unrecognized arguments: {}", parsed.extras.join(" ")),
+        );
+    }
+    if let Some(message) = conflicting_modes(&parsed) {
+        return usage_error(prog, message);
+    }
+    let file = parsed.positionals[0][0].clone();
+    let fail = |e: &NeffError| {
+        err(&format!("{prog} neff-info: error: {file}: {e}\n"));
+        EXIT_INVALID
+    };
+    let neff = match Neff::open(Path::new(&file)) {
+        Ok(n) => n,
+        Err(e) => return fail(&e),
+    };
+    if let Some(member) = parsed.str("member") {
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        let result = neff
+            .copy_member(member, &mut lock)
+            .and_then(|_| lock.flush().map_err(|e| NeffError::io("<stdout>", e)));
+        return match result {
+            Ok(()) => 0,
+            Err(NeffError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                EXIT_INVALID
+            }
+            Err(e) => fail(&e),
+        };
+    }
+    if let Some(dir) = parsed.str("dir") {
+        return match extract::extract_all(&neff, Path::new(dir)) {
+            Ok(members) => {
+                out(&format!(
+                    "extracted {} member(s) into {dir}\n",
+                    members.len()
+                ));
+                0
+            }
+            Err(e) => fail(&e),
+        };
+    }
+    let as_json = parsed.flag("json");
+    if parsed.flag("verify") {
+        let v = verify::verify(&neff);
+        if as_json {
+            let j = json!({
+                "file": file,
+                "ok": v.is_ok(),
+                "problems": v.problems,
+                "nxcc_written": v.nxcc_written,
+                "computed_ir_signature": v.computed_signature,
+            });
+            out(&format!("{}\n", pretty(&j)));
+        } else if v.is_ok() {
+            out("OK\n");
+        } else {
+            let mut text = String::new();
+            for p in &v.problems {
+                text.push_str(p);
+                text.push('\n');
+            }
+            text.push_str(&format!("INVALID ({} problem(s))\n", v.problems.len()));
+            out(&text);
+        }
+        return if v.is_ok() { 0 } else { EXIT_INVALID };
+    }
+    let ins = match neff.inspect() {
+        Ok(i) => i,
+        Err(e) => return fail(&e),
+    };
+    let s = summary::summary(&neff, &ins);
+    if as_json {
+        out(&format!("{}\n", pretty(&s)));
+    } else {
+        out(&render_text(&s));
+    }
+    0
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".to_string())
+}
+
+/// A value for a text line: strings bare (control characters escaped), briefs as
+/// `[n items]` / `{n keys}`, anything else as compact JSON.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => super::names::shown(s),
+        Value::Object(o) if o.len() == 1 && o.contains_key("items") => {
+            format!("[{} items]", o["items"])
+        }
+        Value::Object(o) if o.len() == 1 && o.contains_key("keys") => {
+            format!("{{{} keys}}", o["keys"])
+        }
+        other => other.to_string(),
+    }
+}
+
+fn fields_line(o: &serde_json::Map<String, Value>) -> String {
+    o.iter()
+        .map(|(k, v)| format!("{k} {}", text_of(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The default (text) output.
+pub fn render_text(s: &Value) -> String {
+    let mut t = String::new();
+    let file = s["file"].as_str().unwrap_or("<memory>");
+    t.push_str(&format!("file: {file} ({} bytes)\n", s["file_size"]));
+    let layout = &s["layout"];
+    let layout = super::read::Layout {
+        header: layout["header"].as_bool().unwrap_or(false),
+        compressed: layout["compressed"].as_bool().unwrap_or(false),
+    };
+    t.push_str(&format!("layout: {}\n", layout.describe()));
+    if let Some(h) = s["header"].as_object() {
+        t.push_str("header:\n");
+        let engines: Vec<&str> = h["engines"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, p)| p.as_bool() == Some(true))
+                    .map(|(n, _)| n.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let flags = h["feature_flags"].as_u64().unwrap_or(0);
+        let rows = [
+            ("format version", text_of(&h["format_version"])),
+            ("header size", text_of(&h["header_size"])),
+            ("archive length", text_of(&h["archive_length"])),
+            ("IR signature", text_of(&h["ir_signature"])),
+            ("version string", text_of(&h["version_string"])),
+            (
+                "version",
+                format!("{}.{}", h["version_major"], h["version_minor"]),
+            ),
+            ("feature flags", format!("{flags:#x}")),
+            ("UUID", text_of(&h["uuid"])),
+            ("NEFF file name", text_of(&h["neff_filename"])),
+            (
+                "engines",
+                if engines.is_empty() {
+                    "none".to_string()
+                } else {
+                    engines.join(", ")
+                },
+            ),
+            ("world size", text_of(&h["world_size"])),
+            ("arch mode", text_of(&h["arch_mode"])),
+        ];
+        for (k, v) in rows {
+            t.push_str(&format!("  {k:<16}{v}\n"));
+        }
+    }
+    let members = s["members"].as_array().cloned().unwrap_or_default();
+    let total: u64 = members.iter().filter_map(|m| m["size"].as_u64()).sum();
+    t.push_str(&format!("members ({}, {total} bytes):\n", members.len()));
+    for m in &members {
+        t.push_str(&format!(
+            "  {:>12}  {}\n",
+            m["size"].to_string(),
+            text_of(&m["name"])
+        ));
+    }
+    if let Some(fields) = s["manifest"].as_object() {
+        if !fields.is_empty() {
+            t.push_str(&format!("neff.json: {}\n", fields_line(fields)));
+        }
+    }
+    let subgraphs = s["subgraphs"].as_array().cloned().unwrap_or_default();
+    t.push_str(&format!("subgraphs ({}):\n", subgraphs.len()));
+    for g in &subgraphs {
+        let key = g["key"]
+            .as_str()
+            .map(super::names::shown)
+            .unwrap_or_else(|| "(not in neff.json)".to_string());
+        let mut line = format!("  {key}");
+        if !g["op"].is_null() {
+            line.push_str(&format!("  op {}", text_of(&g["op"])));
+        }
+        if !g["sg"].is_null() {
+            line.push_str(&format!("  sg {}", text_of(&g["sg"])));
+        }
+        t.push_str(&line);
+        t.push('\n');
+        if let Some(f) = g["fields"].as_object() {
+            if !f.is_empty() {
+                t.push_str(&format!("    fields: {}\n", fields_line(f)));
+            }
+        }
+        match g["def"].as_object() {
+            Some(d) => t.push_str(&format!("    def.json: {}\n", fields_line(d))),
+            None => t.push_str("    def.json: (none)\n"),
+        }
+        match g["tensor_map"].as_object() {
+            Some(tm) => t.push_str(&format!("    tensor_map.json: {}\n", tensor_map_line(tm))),
+            None => t.push_str("    tensor_map.json: (none)\n"),
+        }
+        if let Some(files) = g["files"].as_array() {
+            let list: Vec<String> = files
+                .iter()
+                .map(|f| format!("{} ({})", text_of(&f["name"]), f["size"]))
+                .collect();
+            t.push_str(&format!("    files: {}\n", list.join(", ")));
+        }
+    }
+    if let Some(notes) = s["notes"].as_array() {
+        for n in notes {
+            t.push_str(&format!("note: {}\n", text_of(n)));
+        }
+    }
+    t
+}
+
+fn tensor_map_line(tm: &serde_json::Map<String, Value>) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = tm.get("inputs") {
+        let names: Vec<String> = tm
+            .get("input_names")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(text_of).collect())
+            .unwrap_or_default();
+        if names.is_empty() {
+            parts.push(format!("{} input(s)", text_of(n)));
+        } else {
+            parts.push(format!("{} input(s) ({})", text_of(n), names.join(", ")));
+        }
+    }
+    if let Some(alias) = tm.get("alias_map") {
+        match alias.as_array() {
+            Some(list) if list.is_empty() => parts.push("no aliases".to_string()),
+            Some(list) => {
+                let items: Vec<String> = list
+                    .iter()
+                    .map(|a| {
+                        let must = match a.get("must_alias") {
+                            Some(Value::Bool(true)) => " (must alias)",
+                            _ => "",
+                        };
+                        format!(
+                            "{} -> {}{must}",
+                            a.get("input_name").map(text_of).unwrap_or_default(),
+                            a.get("output_name").map(text_of).unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                parts.push(format!("alias_map: {}", items.join(", ")));
+            }
+            None => parts.push(format!("alias_map {}", text_of(alias))),
+        }
+    }
+    for (k, v) in tm {
+        if !matches!(k.as_str(), "inputs" | "input_names" | "alias_map") {
+            parts.push(format!("{k} {}", text_of(v)));
+        }
+    }
+    parts.join("; ")
+}

@@ -1,0 +1,114 @@
+//! Member names: what a NEFF member may be called. A name is a relative `/`-separated path with no
+//! `..` component, no control character and no NUL; the reader normalises away `.` components,
+//! repeated and trailing slashes, and refuses everything else that could reach outside the
+//! directory it is unpacked into.
+
+/// The normal form of a member name read from an archive, or why it is refused.
+pub fn normalise(raw: &str) -> Result<String, String> {
+    if raw.is_empty() {
+        return Err("a member has an empty name".to_string());
+    }
+    if raw.starts_with('/') {
+        return Err(format!("member '{}' has an absolute name", shown(raw)));
+    }
+    if raw.chars().any(|c| c.is_control()) {
+        return Err(format!(
+            "member '{}' has a control character in its name",
+            shown(raw)
+        ));
+    }
+    let mut parts = Vec::new();
+    for part in raw.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(format!(
+                    "member '{}' has a '..' component in its name",
+                    shown(raw)
+                ))
+            }
+            p => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!("member '{}' names no file", shown(raw)));
+    }
+    Ok(parts.join("/"))
+}
+
+/// Check a name given to the packer: it must already be in normal form.
+pub fn check_for_pack(name: &str) -> Result<(), String> {
+    let normal = normalise(name)?;
+    if normal != name {
+        return Err(format!(
+            "member '{}' is not in normal form (expected '{normal}')",
+            shown(name)
+        ));
+    }
+    Ok(())
+}
+
+/// A name as it may be shown in a message: control characters escaped, long names shortened.
+pub fn shown(raw: &str) -> String {
+    const MAX: usize = 200;
+    let mut out = String::new();
+    for (count, c) in raw.chars().enumerate() {
+        if count == MAX {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_names_are_normalised() {
+        assert_eq!(normalise("info.json").unwrap(), "info.json");
+        assert_eq!(normalise("./sg00//def.json").unwrap(), "sg00/def.json");
+        assert_eq!(normalise("sg00/").unwrap(), "sg00");
+        assert_eq!(normalise("a/./b").unwrap(), "a/b");
+    }
+
+    #[test]
+    fn hostile_names_are_refused() {
+        for bad in [
+            "",
+            "/tmp/x",
+            "../evil",
+            "a/../../b",
+            "a/..",
+            ".",
+            "./",
+            "a\0b",
+            "a\nb",
+            "//x",
+        ] {
+            assert!(normalise(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(normalise("../evil").unwrap_err().contains("'..'"));
+        assert!(normalise("/tmp/x").unwrap_err().contains("absolute"));
+    }
+
+    #[test]
+    fn pack_names_must_be_normal() {
+        assert!(check_for_pack("sg00/PE.bin").is_ok());
+        assert!(check_for_pack("./sg00/PE.bin").is_err());
+        assert!(check_for_pack("sg00/").is_err());
+        assert!(check_for_pack("../x").is_err());
+    }
+
+    #[test]
+    fn shown_escapes_and_shortens() {
+        assert_eq!(shown("a\nb"), "a\\nb");
+        assert_eq!(shown(&"x".repeat(500)).len(), 203);
+    }
+}
