@@ -129,8 +129,9 @@ fn compile(args: &cli::CompileArgs) -> i32 {
     }
 }
 
-fn other(prog: &str, name: &str, _args: &[String]) -> i32 {
+fn other(prog: &str, name: &str, args: &[String]) -> i32 {
     match name {
+        "toolchain" => crate::sim::layout::main(prog, args),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

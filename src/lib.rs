@@ -20,6 +20,7 @@ pub mod plan;
 pub mod provenance;
 pub mod recon;
 pub mod shell;
+pub mod sim;
 pub mod toolchain;
 
 /// nxcc's own version.
