@@ -226,3 +226,188 @@ fn write_json(path: &Path, value: &Value) -> Result<(), String> {
     b.push(b'\n');
     write(path, &b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// Run the simulated hlo2penguin in-process on `model` with `work` as the work dir.
+    fn penguin(model: &Path, work: &Path) {
+        let args: Vec<String> = [
+            "--input",
+            &model.display().to_string(),
+            "--out-dir",
+            "./",
+            "--output",
+            "penguin.py",
+            "--target-instance=trn1",
+            "--logical-nc-config=1",
+            "--verbose=user",
+            "--logfile=/tmp/log-neuron-cc.txt",
+            "--logfile-verbose=info",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(crate::sim::run_tool("hlo2penguin", &args, work), 0);
+    }
+
+    fn read_json(p: PathBuf) -> Value {
+        serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+    }
+
+    const RANKS: &str = "HloModule ranks, input_output_alias={ {}: (1, {}, must-alias) }
+
+ENTRY main {
+  a = f32[16]{0} parameter(0)
+  b = f32[4,8]{1,0} parameter(1)
+  c = bf16[2,3,5]{2,1,0} parameter(2)
+  s = f32[] parameter(3)
+  ROOT r = f32[4,8]{1,0} add(b, b)
+}
+";
+
+    #[test]
+    fn hlo_text_parameters_of_rank_two_or_more_get_transposes() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("ranks.hlo");
+        std::fs::write(&model, RANKS).unwrap();
+        let work = dir.path().join("w");
+        std::fs::create_dir(&work).unwrap();
+        penguin(&model, &work);
+        let sgs = run(&model, &work, None).unwrap();
+        assert_eq!(sgs, vec!["sg00"]);
+        let t = read_json(work.join("sg00/io_transposes.json"));
+        assert_eq!(
+            t,
+            json!([
+                {"input_name": "b", "reshape": [4, 8], "transpose": [1, 0]},
+                {"input_name": "c", "reshape": [2, 3, 5], "transpose": [0, 2, 1]},
+            ])
+        );
+        let tm = read_json(work.join("sg00/tensor_map.json"));
+        let names: Vec<&str> = tm["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b", "c", "s"]);
+        assert_eq!(
+            tm["alias_map"],
+            json!([{"input_name": "b", "output_name": "r", "must_alias": true}])
+        );
+        let netlist = read_json(work.join(NETLIST));
+        assert_eq!(netlist["subgraphs"][0]["outputs"], json!(["r"]));
+        let bir = crate::sim::bir::Bir::check(&std::fs::read(work.join("sg00/bir.json")).unwrap())
+            .unwrap();
+        assert_eq!(bir.sg, "sg00");
+        assert!(bir.engines().contains(&"PE"));
+    }
+
+    #[test]
+    fn the_tiny_example_has_one_transposed_input() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/tiny.hlo");
+        let work = tempfile::tempdir().unwrap();
+        penguin(&example, work.path());
+        run(&example, work.path(), None).unwrap();
+        assert_eq!(
+            read_json(work.path().join("sg00/io_transposes.json")),
+            json!([{"input_name": "p0", "reshape": [8, 16], "transpose": [1, 0]}])
+        );
+    }
+
+    #[test]
+    fn a_directory_of_three_pb_files_gives_three_subgraphs() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("graphs");
+        std::fs::create_dir(&model).unwrap();
+        std::fs::write(model.join("a.pb"), vec![1u8; 100]).unwrap();
+        std::fs::write(model.join("b.pb"), vec![2u8; 40_000]).unwrap();
+        std::fs::write(model.join("c.pb"), vec![3u8; 300]).unwrap();
+        std::fs::write(model.join("README"), b"not a graph").unwrap();
+        let work = dir.path().join("w");
+        std::fs::create_dir(&work).unwrap();
+        penguin(&model, &work);
+        let sgs = run(&model, &work, None).unwrap();
+        assert_eq!(sgs, vec!["sg00", "sg01", "sg02"]);
+        let size = |sg: &str| {
+            std::fs::metadata(work.join(sg).join("bir.json"))
+                .unwrap()
+                .len()
+        };
+        assert!(
+            size("sg01") > 10 * size("sg00"),
+            "bir.json scales with its graph"
+        );
+        for sg in &sgs {
+            assert_eq!(
+                read_json(work.join(sg).join("io_transposes.json")),
+                json!([])
+            );
+            assert!(work.join(sg).join("tensor_map.json").is_file());
+        }
+        let netlist = read_json(work.join(NETLIST));
+        assert_eq!(netlist["subgraphs"].as_array().unwrap().len(), 3);
+        assert_eq!(netlist["subgraphs"][1]["inputs"], json!(["sg00_output0"]));
+    }
+
+    #[test]
+    fn the_override_sets_the_subgraph_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.pb");
+        std::fs::write(&model, vec![9u8; 5000]).unwrap();
+        penguin(&model, dir.path());
+        let sgs = run(&model, dir.path(), Some(4)).unwrap();
+        assert_eq!(sgs, vec!["sg00", "sg01", "sg02", "sg03"]);
+        assert!(dir.path().join("sg03/bir.json").is_file());
+        assert!(run(&model, dir.path(), Some(0)).is_err());
+    }
+
+    #[test]
+    fn penguin_py_must_exist_and_match_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.pb");
+        std::fs::write(&model, b"model one").unwrap();
+        let e = run(&model, dir.path(), None).unwrap_err();
+        assert!(
+            e.contains("penguin.py does not exist") && e.contains("hlo2penguin"),
+            "{e}"
+        );
+        let other = dir.path().join("other.pb");
+        std::fs::write(&other, b"model two").unwrap();
+        penguin(&other, dir.path());
+        let e = run(&model, dir.path(), None).unwrap_err();
+        assert!(e.contains("was not written for the model"), "{e}");
+        assert!(!dir.path().join("sg00").exists());
+    }
+
+    #[test]
+    fn outputs_do_not_depend_on_where_the_work_dir_is() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let mut trees = Vec::new();
+        for d in [a.path(), b.path()] {
+            let model = d.join("model.hlo");
+            std::fs::write(&model, RANKS).unwrap();
+            let work = d.join("some").join("work");
+            std::fs::create_dir_all(&work).unwrap();
+            penguin(&model, &work);
+            run(&model, &work, Some(2)).unwrap();
+            let mut files = Vec::new();
+            for f in [
+                "penguin.py",
+                "hlo_netlist.json",
+                "sg00/bir.json",
+                "sg01/bir.json",
+                "sg00/tensor_map.json",
+                "sg01/io_transposes.json",
+            ] {
+                files.push(std::fs::read(work.join(f)).unwrap());
+            }
+            trees.push(files);
+        }
+        assert_eq!(trees[0], trees[1]);
+    }
+}

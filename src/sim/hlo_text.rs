@@ -148,8 +148,9 @@ fn parse_aliases(text: &str) -> Vec<Alias> {
     };
     let mut rest = &header[start + "input_output_alias={".len()..];
     let mut out = Vec::new();
-    // Each entry: `{<indices>}: (<param>, {<indices>}, <kind>)`.
-    while let Some(open) = rest.find('{') {
+    // Each entry: `{<indices>}: (<param>, {<indices>}, <kind>)`, until the closing brace.
+    while !rest.trim_start().starts_with('}') {
+        let Some(open) = rest.find('{') else { break };
         let Some(close) = rest[open..].find('}').map(|c| c + open) else {
             break;
         };
@@ -178,10 +179,7 @@ fn parse_aliases(text: &str) -> Vec<Alias> {
                 must_alias: inner.contains("must-alias"),
             });
         }
-        rest = &after[end + 1..];
-        if rest.trim_start().starts_with('}') {
-            break;
-        }
+        rest = after[end + 1..].trim_start().trim_start_matches(',');
     }
     out
 }
@@ -288,5 +286,7 @@ ENTRY %main.9 (x: f32[8,16], y: f32[8]) -> f32[8] {
         assert_eq!(sig.parameters[0].shape, Some(vec![]));
         assert!(entry_signature("HloModule none\n").parameters.is_empty());
         assert!(entry_signature("HloModule none\n").aliases.is_empty());
+        let empty = "HloModule e, input_output_alias={}, entry_computation_layout={(f32[2]{0})->f32[2]{0}}\n";
+        assert!(entry_signature(empty).aliases.is_empty());
     }
 }

@@ -7,8 +7,9 @@
 //! - `DIR/lib/libwalrus.so`: a link to the crate's `cdylib` (`libnxcc.so`), whose
 //!   `run_backend_driver` serves `--enable-internal-fork-walrus`.
 //!
-//! Both executables are looked for next to the current executable, then in its parent directory
-//! (where they are for test binaries in `target/<profile>/deps`). Without `libnxcc.so` (an
+//! Both are looked for next to the current executable, in its `deps/` directory and in its
+//! parent directory (where they are for test binaries in `target/<profile>/deps`); the most
+//! recently built copy wins. Without `libnxcc.so` (an
 //! install that ships only the binaries) the layout has no `lib/libwalrus.so` and says so.
 //!
 //! Laying out is idempotent and safe under concurrency: each entry is created under a unique
@@ -47,23 +48,31 @@ fn search_dirs() -> io::Result<Vec<PathBuf>> {
         .parent()
         .map(Path::to_path_buf)
         .ok_or_else(|| io::Error::other("the current executable has no directory"))?;
-    let mut dirs = vec![dir.clone()];
+    let mut dirs = vec![dir.clone(), dir.join("deps")];
     if let Some(parent) = dir.parent() {
         dirs.push(parent.to_path_buf());
     }
     Ok(dirs)
 }
 
-/// Find `nxcc-sim` and `libnxcc.so` next to the current executable (or in its parent directory).
+/// The most recently modified `name` among `dirs` (a cargo target directory keeps a copy of the
+/// library in `deps/` that is newer than the one beside the binaries after `cargo test`).
+fn newest(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
+    dirs.iter()
+        .map(|d| d.join(name))
+        .filter_map(|p| {
+            let m = std::fs::metadata(&p).ok().filter(|m| m.is_file())?;
+            Some((m.modified().ok(), p))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, p)| p.canonicalize().unwrap_or(p))
+}
+
+/// Find `nxcc-sim` and `libnxcc.so` next to the current executable (or in its `deps/` or parent
+/// directory; the most recently built copy wins).
 pub fn sources() -> io::Result<Sources> {
     let dirs = search_dirs()?;
-    let find = |name: &str| {
-        dirs.iter()
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-            .map(|p| p.canonicalize().unwrap_or(p))
-    };
-    let sim = find(SIM_EXE).ok_or_else(|| {
+    let sim = newest(&dirs, SIM_EXE).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
             format!(
@@ -77,7 +86,7 @@ pub fn sources() -> io::Result<Sources> {
     })?;
     Ok(Sources {
         sim,
-        lib: find(LIB_FILE),
+        lib: newest(&dirs, LIB_FILE),
     })
 }
 
@@ -167,15 +176,18 @@ pub fn is_complete(dir: &Path, src: &Sources) -> bool {
 /// The toolchain `--toolchain sim` uses: [`toolchain::simulated_home`], laid out unless it is
 /// already complete and points at the current executables.
 pub fn ensure_default() -> io::Result<Toolchain> {
-    let home = toolchain::simulated_home();
-    let src = sources()?;
-    if is_complete(&home, &src) {
+    ensure_at(&toolchain::simulated_home(), &sources()?)
+}
+
+/// Lay out `dir` linking to `src` unless it is already complete and points there.
+pub fn ensure_at(dir: &Path, src: &Sources) -> io::Result<Toolchain> {
+    if is_complete(dir, src) {
         return Ok(Toolchain {
-            bin: home.join("bin"),
+            bin: std::path::absolute(dir)?.join("bin"),
             simulated: true,
         });
     }
-    lay_out_from(&home, &src)
+    lay_out_from(dir, src)
 }
 
 // ---- `nxcc toolchain` ----

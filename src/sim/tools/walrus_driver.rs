@@ -310,3 +310,138 @@ impl Prepared for Job {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A work dir with the simulated frontend's output for a small model.
+    fn work_dir(model_bytes: &[u8]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.pb");
+        std::fs::write(&model, model_bytes).unwrap();
+        let args: Vec<String> = [
+            "--input",
+            &model.display().to_string(),
+            "--out-dir",
+            "./",
+            "--output",
+            "penguin.py",
+            "--target-instance=trn2",
+            "--logical-nc-config=2",
+            "--verbose=user",
+            "--logfile=/tmp/log",
+            "--logfile-verbose=info",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(crate::sim::run_tool("hlo2penguin", &args, dir.path()), 0);
+        crate::sim::frontend::run(&model, dir.path(), None).unwrap();
+        dir
+    }
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn outputs_go_next_to_an_absolute_input_not_into_cwd() {
+        let w = work_dir(&[5u8; 3000]);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let bir = w.path().join("sg00/bir.json").display().to_string();
+        let status = crate::sim::run_tool(
+            "walrus_driver",
+            &s(&[&bir, "--pass", "unroll,coloring_allocator,birverifier"]),
+            elsewhere.path(),
+        );
+        assert_eq!(status, 0);
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+        let def: Value =
+            serde_json::from_slice(&std::fs::read(w.path().join("sg00/def.json")).unwrap())
+                .unwrap();
+        assert_eq!(def["schema_version"], "0.6");
+        let neff: Value =
+            serde_json::from_slice(&std::fs::read(w.path().join("sg00/neff.json")).unwrap())
+                .unwrap();
+        assert_eq!(neff["schema_version"], "0.5");
+        assert_eq!(neff["sg"], "sg00");
+        for e in neff["engines"].as_array().unwrap() {
+            let bin = w
+                .path()
+                .join("sg00")
+                .join(format!("{}.bin", e.as_str().unwrap()));
+            let n = def["engines"][e.as_str().unwrap()]["instructions"]
+                .as_u64()
+                .unwrap() as usize;
+            assert_eq!(
+                std::fs::metadata(bin).unwrap().len() as usize,
+                BIN_BASE + BIN_PER_INSTRUCTION * n
+            );
+        }
+    }
+
+    #[test]
+    fn check_only_pass_lists_write_nothing() {
+        let w = work_dir(b"small");
+        let sg = w.path().join("sg00");
+        let before: Vec<_> = std::fs::read_dir(&sg).unwrap().collect();
+        for pass in ["birverifier", "bir_sim", "birverifier,bir_sim"] {
+            assert_eq!(
+                crate::sim::run_tool("walrus_driver", &s(&["bir.json", "--pass", pass]), &sg),
+                0
+            );
+        }
+        assert_eq!(std::fs::read_dir(&sg).unwrap().count(), before.len());
+        std::fs::write(sg.join("bir.json"), b"{\"format\": \"other\"}").unwrap();
+        assert_eq!(
+            crate::sim::run_tool(
+                "walrus_driver",
+                &s(&["bir.json", "--pass", "birverifier"]),
+                &sg
+            ),
+            1
+        );
+    }
+
+    #[test]
+    fn optlevel_and_allocator_are_rejected_with_pass() {
+        let w = work_dir(b"small");
+        let sg = w.path().join("sg00");
+        for extra in [
+            &["--optlevel", "2"][..],
+            &["--optlevel=1"][..],
+            &["--allocator", "coloring"][..],
+            &["--foo", "--allocator=lsa"][..],
+        ] {
+            let mut a = s(&["bir.json", "--pass", "unroll"]);
+            a.extend(s(extra));
+            assert_eq!(
+                crate::sim::run_tool("walrus_driver", &a, &sg),
+                2,
+                "{extra:?}"
+            );
+        }
+        assert!(!sg.join("def.json").exists());
+    }
+
+    #[test]
+    fn larger_bir_gives_larger_engine_binaries() {
+        let small = work_dir(&[1u8; 1000]);
+        let large = work_dir(&[1u8; 100_000]);
+        let total = |w: &tempfile::TempDir| {
+            let sg = w.path().join("sg00");
+            assert_eq!(
+                crate::sim::run_tool("walrus_driver", &s(&["bir.json", "--pass", "unroll"]), &sg),
+                0
+            );
+            std::fs::read_dir(&sg)
+                .unwrap()
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "bin"))
+                .map(|e| e.metadata().unwrap().len())
+                .sum::<u64>()
+        };
+        assert!(total(&large) > 20 * total(&small));
+    }
+}
