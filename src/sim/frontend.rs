@@ -17,6 +17,8 @@
 //!
 //! The fault and cost injection of the simulated tools does not apply here: the frontend runs
 //! inside the driver's own process.
+//!
+//! Its output is a test instrument's: it cannot run on Neuron hardware.
 
 use std::path::Path;
 

@@ -11,6 +11,14 @@
 //! Exit statuses: 0 success; 1 an input that is there but unusable (bad JSON, not a NEFF, ...);
 //! 2 a usage error (unknown option, missing value, missing input file, a rejected combination);
 //! an injected `exit=N` gives N.
+//!
+//! The `@first` settings are keyed on the blake3 of what the tool reads: the model for
+//! `hlo2penguin`, `xla_infergoldens` and `hlo-neff-wrapper`; the subgraph's `bir.json` for
+//! `walrus_driver`, `nn_executor` and `watchpoint_insert` (so with several subgraphs, the first
+//! run for each subgraph is a first run).
+//!
+//! Like everything in [`crate::sim`], these tools are a test instrument: their outputs cannot run
+//! on Neuron hardware.
 
 use std::path::Path;
 
