@@ -259,7 +259,7 @@ fn help_text(p: &ArgParser) -> String {
 pub fn main(prog: &str, args: &[String]) -> i32 {
     let p = parser(prog);
     let usage_error = |message: &str| {
-        crate::driver::err(&format!(
+        crate::sim::err(&format!(
             "{}\n{prog} toolchain: error: {message}\n",
             crate::cli::help::usage(&p).trim_end()
         ));
@@ -270,7 +270,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Err(e) => return usage_error(&e.message),
     };
     if parsed.early_exit.is_some() {
-        crate::driver::out(&help_text(&p));
+        crate::sim::out(&help_text(&p));
         return 0;
     }
     if !parsed.extras.is_empty() {
@@ -305,7 +305,7 @@ fn sim(dir: &str) -> i32 {
     let src = match sources() {
         Ok(s) => s,
         Err(e) => {
-            crate::driver::err(&format!(
+            crate::sim::err(&format!(
                 "[ERROR] cannot lay out a simulated toolchain: {e}\n"
             ));
             return 1;
@@ -334,11 +334,11 @@ fn sim(dir: &str) -> i32 {
                 "Use it with --toolchain {root} (or {TOOLCHAIN_ENV}={root}). {}\n",
                 crate::sim::TEST_INSTRUMENT
             ));
-            crate::driver::out(&text);
+            crate::sim::out(&text);
             0
         }
         Err(e) => {
-            crate::driver::err(&format!(
+            crate::sim::err(&format!(
                 "[ERROR] cannot lay out a simulated toolchain in {dir}: {e}\n"
             ));
             1
@@ -362,7 +362,7 @@ fn show(option: Option<&str>) -> i32 {
             text.push_str(
                 "toolchain: none found (use --toolchain DIR, NXCC_TOOLCHAIN, or --toolchain sim)\n",
             );
-            crate::driver::out(&text);
+            crate::sim::out(&text);
             return 1;
         }
         Some(tc) => {
@@ -393,6 +393,6 @@ fn show(option: Option<&str>) -> i32 {
             }
         }
     }
-    crate::driver::out(&text);
+    crate::sim::out(&text);
     0
 }

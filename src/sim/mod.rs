@@ -42,6 +42,22 @@ pub const NOT_FOR_HARDWARE: &str =
 pub const TEST_INSTRUMENT: &str =
     "The simulated toolchain is a test instrument: its outputs cannot run on Neuron hardware.";
 
+/// Write to stdout, ignoring a closed pipe.
+pub(crate) fn out(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// Write to stderr, ignoring errors.
+pub(crate) fn err(text: &str) {
+    use std::io::Write;
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
 /// The `nxcc-sim --help` text.
 pub fn help_text() -> String {
     format!(
@@ -97,11 +113,11 @@ pub fn binary_main(argv: Vec<std::ffi::OsString>) -> i32 {
     }
     match args.get(1).map(String::as_str) {
         Some("--help") | Some("-h") => {
-            crate::driver::out(&help_text());
+            out(&help_text());
             0
         }
         Some("--version") | Some("-V") => {
-            crate::driver::out(&format!(
+            out(&format!(
                 "nxcc-sim (nxcc) {}: the simulated toolchain of {}. {TEST_INSTRUMENT}\n",
                 crate::VERSION,
                 crate::ORIGINAL_VERSION
