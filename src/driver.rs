@@ -132,6 +132,7 @@ fn compile(args: &cli::CompileArgs) -> i32 {
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
     match name {
         "neff-info" => crate::neff::info::main(prog, args),
+        "toolchain" => crate::sim::layout::main(prog, args),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

@@ -24,6 +24,7 @@ pub mod provenance;
 pub mod recon;
 pub mod run;
 pub mod shell;
+pub mod sim;
 pub mod toolchain;
 
 /// nxcc's own version.

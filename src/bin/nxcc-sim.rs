@@ -1,7 +1,9 @@
 //! `nxcc-sim`: the simulated Neuron toolchain, one binary acting as every native tool by the name
-//! it is invoked under. A test instrument: its outputs cannot run on Neuron hardware.
+//! it is invoked under (`hlo2penguin`, `xla_infergoldens`, `walrus_driver`, `hlo-neff-wrapper`,
+//! `nn_executor`, `watchpoint_insert`), or as `nxcc-sim <tool> args...`. A test instrument: its
+//! outputs cannot run on Neuron hardware. See [`nxcc::sim`].
 
 fn main() {
-    eprintln!("nxcc-sim: not available in this build");
-    std::process::exit(2);
+    let status = nxcc::sim::binary_main(std::env::args_os().collect());
+    std::process::exit(status);
 }

@@ -1,0 +1,188 @@
+//! File handling shared by the simulated tools and frontend: paths resolved against an explicit
+//! working directory (nothing here changes the process's current directory), atomic writes
+//! (a temporary name in the same directory, then a rename), and reading a model — a file, or a
+//! directory of files — with its blake3 digest.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `p` as given when absolute, else relative to `cwd`.
+pub fn resolve(cwd: &Path, p: &str) -> PathBuf {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    }
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory and a rename, so a
+/// reader never sees a half-written file. The file gets mode 0644.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A model as the tools see it.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub is_dir: bool,
+    /// A file: one part named after the file. A directory: its regular files, by name.
+    pub parts: Vec<(String, Vec<u8>)>,
+    /// A file: blake3 of its bytes. A directory: blake3 over every part (name, length, bytes).
+    pub digest: blake3::Hash,
+}
+
+impl Model {
+    /// Read a model file or directory.
+    pub fn read(path: &Path) -> std::io::Result<Model> {
+        let meta = std::fs::metadata(path)?;
+        if !meta.is_dir() {
+            let bytes = std::fs::read(path)?;
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            return Ok(Model {
+                is_dir: false,
+                digest: blake3::hash(&bytes),
+                parts: vec![(name, bytes)],
+            });
+        }
+        let mut names: Vec<(String, PathBuf)> = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() || entry.path().is_file() {
+                names.push((
+                    entry.file_name().to_string_lossy().into_owned(),
+                    entry.path(),
+                ));
+            }
+        }
+        names.sort();
+        let mut hasher = blake3::Hasher::new();
+        let mut parts = Vec::with_capacity(names.len());
+        for (name, p) in names {
+            let bytes = std::fs::read(&p)?;
+            hasher.update(name.as_bytes());
+            hasher.update(&[0]);
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
+            parts.push((name, bytes));
+        }
+        Ok(Model {
+            is_dir: true,
+            digest: hasher.finalize(),
+            parts,
+        })
+    }
+
+    /// Every byte of the model, parts in name order.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.parts
+            .iter()
+            .flat_map(|(_, b)| b.iter().copied())
+            .collect()
+    }
+
+    /// Total size in bytes.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|(_, b)| b.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes of an HLO text model (a file starting with `HloModule`), if it is one.
+    pub fn hlo_text(&self) -> Option<&str> {
+        match (self.is_dir, self.parts.first()) {
+            (false, Some((_, b))) if b.starts_with(b"HloModule") => std::str::from_utf8(b).ok(),
+            _ => None,
+        }
+    }
+
+    /// The parts that are `*.pb` files, in name order.
+    pub fn pb_parts(&self) -> Vec<&(String, Vec<u8>)> {
+        self.parts
+            .iter()
+            .filter(|(n, _)| n.ends_with(".pb"))
+            .collect()
+    }
+}
+
+/// `Some(hex)` of the blake3 of a file's bytes.
+pub fn digest_file(path: &Path) -> std::io::Result<blake3::Hash> {
+    Ok(blake3::hash(&std::fs::read(path)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temporaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.json");
+        atomic_write(&p, b"one").unwrap();
+        atomic_write(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+    }
+
+    #[test]
+    fn model_file_and_directory_digests() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("m.hlo");
+        std::fs::write(&f, b"HloModule m\n").unwrap();
+        let m = Model::read(&f).unwrap();
+        assert_eq!(m.digest, blake3::hash(b"HloModule m\n"));
+        assert!(m.hlo_text().is_some());
+        let d = dir.path().join("graphs");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("b.pb"), b"bb").unwrap();
+        std::fs::write(d.join("a.pb"), b"a").unwrap();
+        std::fs::write(d.join("notes.txt"), b"n").unwrap();
+        let md = Model::read(&d).unwrap();
+        assert!(md.is_dir);
+        assert_eq!(md.pb_parts().len(), 2);
+        assert_eq!(md.parts[0].0, "a.pb");
+        assert_eq!(md.bytes(), b"abbn");
+        assert!(md.hlo_text().is_none());
+        // The digest covers names: renaming a file changes it.
+        std::fs::rename(d.join("notes.txt"), d.join("other.txt")).unwrap();
+        assert_ne!(Model::read(&d).unwrap().digest, md.digest);
+    }
+
+    #[test]
+    fn resolve_keeps_absolute_paths() {
+        let cwd = Path::new("/w");
+        assert_eq!(resolve(cwd, "/a/b"), PathBuf::from("/a/b"));
+        assert_eq!(
+            resolve(cwd, "sg00/bir.json"),
+            PathBuf::from("/w/sg00/bir.json")
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! The simulated Neuron toolchain — a test instrument. Its outputs cannot run on Neuron
+//! hardware.
+//!
+//! nxcc's tests and demos cannot use the real compiler, so the project ships a simulated one
+//! (03-jobs.md, "The simulated toolchain"):
+//! - [`tools`]: every native tool the driver runs (`hlo2penguin`, `xla_infergoldens`,
+//!   `walrus_driver`, `hlo-neff-wrapper`, `nn_executor`, `watchpoint_insert`), callable
+//!   in-process through [`run_tool`] with an explicit working directory, and as the `nxcc-sim`
+//!   binary, which acts as the tool it is invoked as;
+//! - [`frontend`]: the simulated Frontend, run in-process by the driver;
+//! - [`ffi`]: `run_backend_driver(argc, argv)`, the `libwalrus.so` entry point of the
+//!   fork-walrus path (the crate's `cdylib`);
+//! - [`layout`]: `nxcc toolchain sim DIR` and the automatic layout behind `--toolchain sim`.
+//!
+//! The tools are strict so that they test the driver: each parses exactly the argv 03-jobs.md
+//! gives it ([`argv`]); an unknown option, a missing value or a missing input is an error with
+//! exit status 2. Their outputs are deterministic functions of the input bytes and the argv
+//! (never of time, process id or the absolute work-dir path), written through a temporary name
+//! and a rename. Faults and costs are injected through the environment ([`inject`],
+//! [`effects`]): `NXCC_SIM_FAULT`, `NXCC_SIM_WORK_MS`, `NXCC_SIM_RSS_MB`, `NXCC_SIM_RECORD`,
+//! `NXCC_SIM_STATE`.
+
+pub mod argv;
+pub mod bir;
+pub mod effects;
+pub mod ffi;
+pub mod files;
+pub mod formats;
+pub mod frontend;
+pub mod hlo_text;
+pub mod inject;
+pub mod layout;
+pub mod tools;
+
+pub use tools::run_tool;
+
+/// The note every simulated output file carries.
+pub const NOT_FOR_HARDWARE: &str =
+    "Written by the simulated Neuron toolchain (nxcc-sim), a test instrument: it cannot run on Neuron hardware.";
+
+/// What the documentation and messages of the simulated toolchain say about it.
+pub const TEST_INSTRUMENT: &str =
+    "The simulated toolchain is a test instrument: its outputs cannot run on Neuron hardware.";
+
+/// Write to stdout, ignoring a closed pipe.
+pub(crate) fn out(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+/// Write to stderr, ignoring errors.
+pub(crate) fn err(text: &str) {
+    use std::io::Write;
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
+/// The `nxcc-sim --help` text.
+pub fn help_text() -> String {
+    format!(
+        "usage: nxcc-sim <tool> [args...]\n       <tool> [args...]   (invoked through a link named after the tool)\n       nxcc-sim --help | --version\n\n\
+         The simulated Neuron toolchain: one executable acting as every native tool of the\n\
+         compile pipeline, by the name it is invoked under. {TEST_INSTRUMENT}\n\n\
+         tools:\n{tools}\n\n\
+         Each tool accepts exactly the command line the nxcc driver writes for it; an unknown\n\
+         option, a missing value or a missing input file exits with status 2. Only hlo2penguin\n\
+         and walrus_driver accept further --flag or --flag=value options, after their required\n\
+         ones (the user's --internal-hlo2tensorizer-options / --internal-backend-options); those\n\
+         are recorded in the outputs, not interpreted.\n\n\
+         environment (each a comma list of <tool>:<setting>, '*' for every tool; a setting\n\
+         ending in @first applies only to the first run of that tool for a model):\n\
+         \x20 NXCC_SIM_FAULT    segv | abort | kill | exit=N | hang | stderr=TEXT\n\
+         \x20 NXCC_SIM_WORK_MS  milliseconds of CPU-bound work before writing outputs\n\
+         \x20 NXCC_SIM_RSS_MB   MiB of memory to touch and hold until exit\n\
+         \x20 NXCC_SIM_RECORD   a file to append one JSON line per invocation to\n\
+         \x20 NXCC_SIM_STATE    where @first remembers runs (default $TMPDIR/nxcc-sim-state)\n\n\
+         Lay out a toolchain directory with: nxcc toolchain sim DIR\n",
+        tools = tools::usage_lines().join("\n"),
+    )
+}
+
+/// The `nxcc-sim` binary: act as the tool named by argv[0]'s file name, or, invoked as
+/// `nxcc-sim`, as the tool named by the first argument. Returns the exit status.
+pub fn binary_main(argv: Vec<std::ffi::OsString>) -> i32 {
+    let mut args: Vec<String> = Vec::with_capacity(argv.len());
+    for a in &argv {
+        match a.to_str() {
+            Some(s) => args.push(s.to_string()),
+            None => {
+                eprintln!("nxcc-sim: error: argument {a:?} is not valid UTF-8");
+                return 2;
+            }
+        }
+    }
+    let argv0 = args.first().cloned().unwrap_or_else(|| "nxcc-sim".into());
+    let name = std::path::Path::new(&argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("")
+        .to_string();
+    let cwd = match std::env::current_dir() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{name}: error: cannot read the current directory: {e}");
+            return 2;
+        }
+    };
+    if tools::find(&name).is_some() {
+        return tools::run_invocation(&name, &argv0, &args[1..], &cwd);
+    }
+    match args.get(1).map(String::as_str) {
+        Some("--help") | Some("-h") => {
+            out(&help_text());
+            0
+        }
+        Some("--version") | Some("-V") => {
+            out(&format!(
+                "nxcc-sim (nxcc) {}: the simulated toolchain of {}. {TEST_INSTRUMENT}\n",
+                crate::VERSION,
+                crate::ORIGINAL_VERSION
+            ));
+            0
+        }
+        Some(tool) if tools::find(tool).is_some() => {
+            tools::run_invocation(tool, &args[1], &args[2..], &cwd)
+        }
+        Some(other) => {
+            eprintln!(
+                "nxcc-sim: error: unknown tool {other:?} (one of {}); see nxcc-sim --help",
+                crate::toolchain::TOOLS.join(", ")
+            );
+            2
+        }
+        None => {
+            eprintln!("nxcc-sim: error: no tool given; see nxcc-sim --help");
+            2
+        }
+    }
+}
