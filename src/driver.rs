@@ -50,6 +50,12 @@ pub fn version_text(prog: &str) -> String {
 
 /// Run nxcc with a full argv (argv[0] first); returns the exit status.
 pub fn main(argv: Vec<OsString>) -> i32 {
+    if argv
+        .get(1)
+        .is_some_and(|a| a == crate::run::pipeline::WORKER_ARG)
+    {
+        return crate::run::worker::main();
+    }
     let prog = cli::prog_name(
         &argv
             .first()
@@ -122,11 +128,28 @@ fn compile(args: &cli::CompileArgs) -> i32 {
             out(&dryrun::to_text(&plan));
             0
         }
-        None => {
-            err("[ERROR] [NCC_EDRV086] Running a compile is not available in this build - Use --dry-run to see the plan.\n");
-            crate::error::EXIT_COMPILE_FAILED
-        }
+        None => run_compile(&plan),
     }
+}
+
+/// A real compile from the command line: signals cancel it (exit 130/143).
+fn run_compile(plan: &plan::Plan) -> i32 {
+    use crate::run::pipeline::{run_pipeline, Options};
+    let opts = Options::terminal();
+    let signals = crate::run::signals::install();
+    if let Ok(s) = &signals {
+        let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
+        s.on_signal(move |sig| {
+            let _ = which.compare_exchange(
+                0,
+                sig,
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+            );
+            cancel.cancel();
+        });
+    }
+    run_pipeline(plan, &opts).exit_status
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {

@@ -76,3 +76,32 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         )]),
     }
 }
+
+/// The in-process frontend: the simulated one (a real toolchain's frontend runs as the bridge
+/// subprocess above, so this is reached only with the simulated toolchain, or with none).
+pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
+    if !ctx.job.toolchain.is_some_and(|t| t.simulated) {
+        return Err(NccError::new(
+            "EDRV082",
+            "Could not find a toolchain for the Frontend",
+            "Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.",
+        ));
+    }
+    let override_n = std::env::var(crate::plan::SIM_SUBGRAPHS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let subgraphs =
+        crate::sim::frontend::run(ctx.job.model, ctx.work_dir, override_n).map_err(|e| {
+            NccError::new(
+                "EDRV092",
+                format!("The simulated frontend failed: {e}"),
+                "Check the model file.",
+            )
+        })?;
+    ctx.info(&format!(
+        "simulated frontend wrote {} subgraph(s): {}",
+        subgraphs.len(),
+        subgraphs.join(", ")
+    ));
+    Ok(())
+}

@@ -19,3 +19,40 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         vec![ctx.output.display().to_string()],
     )])
 }
+
+/// Pack the NEFF and publish it at `--output`: written to the partial path beside it, then
+/// renamed, so the output is either absent or complete.
+pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
+    let opts = crate::neff::write::PackOptions::for_compile(ctx.job.ns, ctx.job.output);
+    let bytes = crate::neff::kelper::pack_work_dir(ctx.work_dir, ctx.job.subgraphs, &opts)
+        .map_err(|e| {
+            NccError::new(
+                "EDRV087",
+                format!("Kelper could not pack the NEFF: {e}"),
+                "Check the backend's outputs in the work directory.",
+            )
+        })?;
+    let out = ctx.job.output;
+    let publish = || -> std::io::Result<()> {
+        if let Some(dir) = out.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(ctx.output_partial)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(ctx.output_partial, out)
+    };
+    if let Err(e) = publish() {
+        let _ = std::fs::remove_file(ctx.output_partial);
+        return Err(NccError::new(
+            "EDRV087",
+            format!("Kelper could not write {}: {e}", out.display()),
+            "Check that the output directory is writable.",
+        ));
+    }
+    ctx.info(&format!("wrote {} ({} bytes)", out.display(), bytes.len()));
+    Ok(())
+}

@@ -43,6 +43,17 @@ fn note(step: &Step) -> Option<String> {
     }
 }
 
+/// The plan's warnings plus one per tool no toolchain provides.
+fn warnings(plan: &Plan) -> Vec<String> {
+    let mut w = plan.warnings.clone();
+    for (job, tool) in &plan.missing_tools {
+        w.push(format!(
+            "{job}: tool {tool} not found (no toolchain resolved)"
+        ));
+    }
+    w
+}
+
 /// The plan as the dry-run JSON object.
 pub fn to_json(plan: &Plan) -> Json {
     let mut args = Map::new();
@@ -105,7 +116,7 @@ pub fn to_json(plan: &Plan) -> Json {
         "output": plan.output.display().to_string(),
         "logfile": plan.logfile.display().to_string(),
         "decisions": plan.decisions,
-        "warnings": plan.warnings,
+        "warnings": warnings(plan),
     })
 }
 
@@ -217,9 +228,10 @@ pub fn to_text(plan: &Plan) -> String {
     for d in &plan.decisions {
         o.push_str(&format!("  [{}] {}: {}\n", d.source, d.rule, d.outcome));
     }
-    if !plan.warnings.is_empty() {
+    let warnings = warnings(plan);
+    if !warnings.is_empty() {
         o.push_str("\nwarnings:\n");
-        for w in &plan.warnings {
+        for w in &warnings {
             o.push_str(&format!("  {w}\n"));
         }
     }

@@ -106,6 +106,9 @@ pub struct Plan {
     pub jobs: Vec<PlannedJob>,
     pub decisions: Vec<Decision>,
     pub warnings: Vec<String>,
+    /// Tools the plan's jobs need that no toolchain provides yet: (job, tool). A dry run warns
+    /// about each; a compile fails at the job (NCC_EDRV082) if the tool is still missing then.
+    pub missing_tools: Vec<(&'static str, &'static str)>,
     /// Lines the original prints at USER level while planning (the -O3 notice).
     pub user_messages: Vec<String>,
     /// The command line as given (after delegation), for records.
@@ -339,6 +342,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         jobs: Vec::new(),
         decisions,
         warnings,
+        missing_tools: Vec::new(),
         user_messages,
         argv: args.argv.clone(),
     };
@@ -359,14 +363,8 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     for job in &planned {
         for step in &job.steps {
             if let (Some(tool), None) = (step.tool(), step.tool_path()) {
-                if tool != "python3" {
-                    let w = format!(
-                        "{}: tool {tool} not found (no toolchain resolved)",
-                        job.name
-                    );
-                    if !plan.warnings.contains(&w) {
-                        plan.warnings.push(w);
-                    }
+                if tool != "python3" && !plan.missing_tools.contains(&(job.name, tool)) {
+                    plan.missing_tools.push((job.name, tool));
                 }
             }
         }

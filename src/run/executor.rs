@@ -1,0 +1,522 @@
+//! The executor: runs the plan's jobs strictly in plan order (SEED: there is no scheduler), in the
+//! worker process. It knows nothing about particular jobs: each job describes its steps (from the
+//! registry), and the executor runs them — native tools through [`super::process`], in-process
+//! work through the job's own function, the fork-walrus library through `libloading` — measuring
+//! each job and reporting failures in the original's words.
+
+use std::ffi::CString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::events::{Event, EventWriter};
+use super::failure;
+use super::log::{self, Logger};
+use super::metrics::{JobMetrics, JobStatus};
+use super::process::{self, Cancel, Spec, Stream, Termination};
+use super::progress::Progress;
+use crate::error::NccError;
+use crate::jobs::{self, Action, RunContext, Step};
+use crate::plan::Plan;
+use crate::toolchain::Toolchain;
+
+/// Why the pipeline stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// A job failed; its error lines were printed.
+    Failed,
+    /// Cancelled (a signal, or the daemon's client went away).
+    Cancelled,
+}
+
+/// Everything the executor needs.
+pub struct Executor<'a> {
+    pub plan: &'a Plan,
+    pub toolchain: Option<&'a Toolchain>,
+    pub work_dir: &'a Path,
+    pub logger: &'a Logger,
+    pub events: Option<&'a EventWriter>,
+    pub cancel: &'a Cancel,
+    /// `--job-timeout`: per job.
+    pub job_timeout: Option<Duration>,
+    /// Where the job that writes `--output` writes it first.
+    pub output_partial: &'a Path,
+    /// Show dots (`--verbose 35`) or a status line while running.
+    pub progress: bool,
+}
+
+/// The subgraph directories (`sgNN`) in a work dir, sorted.
+pub fn subgraph_dirs(work_dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(work_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| {
+            n.len() > 2 && n.starts_with("sg") && n[2..].bytes().all(|b| b.is_ascii_digit())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The `value_input*.npy` files in a work dir, sorted.
+pub fn value_inputs(work_dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(work_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with("value_input") && n.ends_with(".npy"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// This process's user and system CPU time and peak RSS (KiB).
+fn self_usage() -> (Duration, Duration, u64) {
+    // SAFETY: getrusage fills the zeroed struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    (tv(u.ru_utime), tv(u.ru_stime), u.ru_maxrss.max(0) as u64)
+}
+
+struct JobRun {
+    metrics: JobMetrics,
+    result: Result<(), Failure>,
+}
+
+impl Executor<'_> {
+    fn error(&self, logger: &str, line: &str) {
+        self.logger.error(logger, line);
+        if let Some(ev) = self.events {
+            ev.send(&Event::Error {
+                line: line.to_string(),
+            });
+        }
+    }
+
+    /// Run every job; returns the figures of the jobs that ran and how the pipeline ended.
+    pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Failure>) {
+        let names: Vec<String> = self.plan.pipeline.iter().map(|s| s.to_string()).collect();
+        if let Some(ev) = self.events {
+            ev.send(&Event::Pipeline {
+                jobs: names.clone(),
+            });
+        }
+        let dots = self.plan.ns.int("verbose") == Some(crate::cli::level::DOTS);
+        let progress = self.progress.then(|| Progress::start(self.logger, dots));
+        self.logger
+            .info(log::PIPELINE, "Running pipeline compile 0");
+        let start = Instant::now();
+        let mut all = Vec::with_capacity(names.len());
+        let total = names.len();
+        for (i, name) in self.plan.pipeline.iter().enumerate() {
+            if self.cancel.is_cancelled() {
+                return (all, Err(Failure::Cancelled));
+            }
+            if let Some(p) = &progress {
+                p.job(i + 1, total, name);
+            }
+            if let Some(ev) = self.events {
+                ev.send(&Event::JobStarted {
+                    job: name.to_string(),
+                    index: i,
+                    total,
+                });
+            }
+            self.logger
+                .info(log::PIPELINE, &format!("Starting job {name}"));
+            let run = self.run_job(name, start);
+            self.logger.info(
+                log::PIPELINE,
+                &format!("Finished job {name} in {:.3}s", run.metrics.wall_s),
+            );
+            if let Some(ev) = self.events {
+                ev.send(&Event::JobFinished(run.metrics.clone()));
+            }
+            all.push(run.metrics);
+            if let Err(f) = run.result {
+                return (all, Err(f));
+            }
+        }
+        drop(progress);
+        self.logger.info(log::PIPELINE, "Finished pipeline compile");
+        (all, Ok(()))
+    }
+
+    fn run_job(&self, name: &'static str, pipeline_start: Instant) -> JobRun {
+        let job = jobs::lookup(name).expect("planned jobs are in the registry");
+        let logger_name = log::job_logger(name);
+        let started = Instant::now();
+        let (u0, s0, _) = self.self_usage_if_in_process(job.runs_as);
+        let mut m = JobMetrics {
+            job: name.to_string(),
+            status: JobStatus::Ok,
+            start_s: (started - pipeline_start).as_secs_f64(),
+            wall_s: 0.0,
+            user_s: 0.0,
+            sys_s: 0.0,
+            max_rss_kb: 0,
+            exit_status: None,
+            signal: None,
+            processes: 0,
+        };
+        let actual = subgraph_dirs(self.work_dir);
+        let subgraphs = if actual.is_empty() {
+            self.plan.subgraphs.clone()
+        } else {
+            actual
+        };
+        let inputs = value_inputs(self.work_dir);
+        let gold = self.work_dir.join("gold-000.p").exists();
+        let ctx = self.plan.job_context(
+            &subgraphs,
+            &inputs,
+            gold,
+            self.toolchain,
+            Some(self.work_dir),
+        );
+        let mut result = match (job.steps)(&ctx) {
+            Ok(steps) => {
+                let mut r = Ok(());
+                for step in &steps {
+                    r = self.run_step(name, &logger_name, job.run, &ctx, step, &mut m);
+                    if r.is_err() || self.cancel.is_cancelled() {
+                        break;
+                    }
+                }
+                r
+            }
+            Err(e) => {
+                self.error(&logger_name, &e.to_string());
+                Err(Failure::Failed)
+            }
+        };
+        if result.is_ok() && self.cancel.is_cancelled() {
+            result = Err(Failure::Cancelled);
+        }
+        m.wall_s = started.elapsed().as_secs_f64();
+        if job.runs_as == jobs::RunsAs::InProcess {
+            let (u1, s1, rss) = self_usage();
+            m.user_s = (u1.saturating_sub(u0)).as_secs_f64();
+            m.sys_s = (s1.saturating_sub(s0)).as_secs_f64();
+            m.max_rss_kb = m.max_rss_kb.max(rss);
+        }
+        match (&result, m.status) {
+            (Err(Failure::Cancelled), _) => m.status = JobStatus::Cancelled,
+            (Err(Failure::Failed), JobStatus::Ok) => m.status = JobStatus::Failed,
+            _ => {}
+        }
+        JobRun { metrics: m, result }
+    }
+
+    fn self_usage_if_in_process(&self, runs_as: jobs::RunsAs) -> (Duration, Duration, u64) {
+        if runs_as == jobs::RunsAs::InProcess {
+            self_usage()
+        } else {
+            (Duration::ZERO, Duration::ZERO, 0)
+        }
+    }
+
+    fn run_step(
+        &self,
+        job: &str,
+        logger_name: &str,
+        run: Option<jobs::RunFn>,
+        ctx: &jobs::JobContext,
+        step: &Step,
+        m: &mut JobMetrics,
+    ) -> Result<(), Failure> {
+        let cwd = if step.cwd == "." {
+            self.work_dir.to_path_buf()
+        } else {
+            self.work_dir.join(&step.cwd)
+        };
+        for (file, content, executable) in &step.also_write {
+            let path = cwd.join(file);
+            let written = std::fs::create_dir_all(&cwd)
+                .and_then(|_| std::fs::write(&path, content))
+                .and_then(|_| {
+                    if *executable {
+                        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                    } else {
+                        Ok(())
+                    }
+                });
+            if let Err(e) = written {
+                self.error(
+                    logger_name,
+                    &NccError::new(
+                        "EDRV090",
+                        format!("Could not write {}: {e}", path.display()),
+                        "Check the work directory.",
+                    )
+                    .to_string(),
+                );
+                return Err(Failure::Failed);
+            }
+        }
+        match &step.action {
+            Action::Skip { reason } => {
+                self.logger.info(logger_name, reason);
+                m.status = JobStatus::Skipped;
+                Ok(())
+            }
+            Action::InProcess { .. } => {
+                let Some(run) = run else {
+                    self.error(
+                        logger_name,
+                        &NccError::new(
+                            "EDRV090",
+                            format!("{job} has no in-process implementation"),
+                            "Remove it from --pipeline.",
+                        )
+                        .to_string(),
+                    );
+                    return Err(Failure::Failed);
+                };
+                let log_fn = |lvl: i64, msg: &str| self.logger.log(logger_name, lvl, msg);
+                let rc = RunContext {
+                    job: *ctx,
+                    work_dir: self.work_dir,
+                    launch_dir: &self.plan.launch_dir,
+                    log: &log_fn,
+                    output_partial: self.output_partial,
+                };
+                run(&rc).map_err(|e| {
+                    self.error(logger_name, &e.to_string());
+                    Failure::Failed
+                })
+            }
+            Action::Exec {
+                tool,
+                program,
+                args,
+            } => {
+                let Some(program) = program else {
+                    return Err(self.missing_tool(logger_name, tool));
+                };
+                self.run_process(
+                    job,
+                    logger_name,
+                    program,
+                    args.iter().map(String::as_str).collect(),
+                    &cwd,
+                    m,
+                )
+            }
+            Action::Shell {
+                tool,
+                program,
+                script,
+            } => {
+                if program.is_none() {
+                    return Err(self.missing_tool(logger_name, tool));
+                }
+                self.run_process(
+                    job,
+                    logger_name,
+                    Path::new("/bin/bash"),
+                    vec!["-c", script],
+                    &cwd,
+                    m,
+                )
+            }
+            Action::Library {
+                library,
+                symbol,
+                argv,
+            } => self.run_library(job, logger_name, library, symbol, argv, m),
+        }
+    }
+
+    fn missing_tool(&self, logger_name: &str, tool: &str) -> Failure {
+        let e = NccError::new(
+            "EDRV082",
+            format!("Could not find {tool}"),
+            "Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.",
+        );
+        self.error(logger_name, &e.to_string());
+        Failure::Failed
+    }
+
+    fn run_process(
+        &self,
+        job: &str,
+        logger_name: &str,
+        program: &Path,
+        args: Vec<&str>,
+        cwd: &Path,
+        m: &mut JobMetrics,
+    ) -> Result<(), Failure> {
+        let mut argv = vec![program.display().to_string()];
+        argv.extend(args.iter().map(|s| s.to_string()));
+        self.logger
+            .info(logger_name, &format!("Executing {}", argv.join(" ")));
+        self.logger.info(
+            logger_name,
+            &format!("Working directory is {}", cwd.display()),
+        );
+        self.logger.debug(
+            logger_name,
+            &format!("Replay this job by calling: {}", crate::shell::join(&argv)),
+        );
+        let spec = Spec::new(program, cwd)
+            .args(args.iter().copied())
+            .timeout(self.job_timeout);
+        let logger = self.logger.clone();
+        let mut on_line = |_stream: Stream, line: &str| logger.info(logger_name, line);
+        let outcome = match process::run(&spec, &mut on_line, self.cancel) {
+            Ok(o) => o,
+            Err(e) => {
+                let err = if matches!(e, process::SpawnError::ProgramNotFound { .. }) {
+                    NccError::new("EDRV082", format!("Could not find {}", program.display()), "Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.")
+                } else {
+                    NccError::new(
+                        "EDRV090",
+                        format!("Could not start {}: {e}", program.display()),
+                        "Check the toolchain and the work directory.",
+                    )
+                };
+                self.error(logger_name, &err.to_string());
+                return Err(Failure::Failed);
+            }
+        };
+        m.processes += 1;
+        m.user_s += outcome.user.as_secs_f64();
+        m.sys_s += outcome.sys.as_secs_f64();
+        m.max_rss_kb = m.max_rss_kb.max(outcome.max_rss_kb);
+        if outcome.cancelled {
+            m.signal = outcome.termination.signal();
+            return Err(Failure::Cancelled);
+        }
+        if outcome.timed_out {
+            m.status = JobStatus::TimedOut;
+            m.signal = outcome.termination.signal();
+            self.error(
+                logger_name,
+                &failure::timed_out(job, self.job_timeout.unwrap_or_default().as_secs_f64()),
+            );
+            return Err(Failure::Failed);
+        }
+        match outcome.termination {
+            Termination::Exited(0) => Ok(()),
+            Termination::Exited(code) => {
+                m.exit_status = Some(code);
+                self.error(
+                    logger_name,
+                    &failure::exited_abnormally(job, &format!("Exit status {code}.")),
+                );
+                self.stderr_tail(logger_name, &outcome.stderr_tail);
+                if let Some(sig) = failure::signal_of_status(code) {
+                    self.banner(logger_name, sig);
+                }
+                Err(Failure::Failed)
+            }
+            Termination::Signaled(sig) => {
+                m.signal = Some(sig);
+                self.error(
+                    logger_name,
+                    &failure::exited_abnormally(
+                        job,
+                        &format!("Killed by signal {sig} ({}).", failure::signal_name(sig)),
+                    ),
+                );
+                self.stderr_tail(logger_name, &outcome.stderr_tail);
+                self.banner(logger_name, sig);
+                Err(Failure::Failed)
+            }
+        }
+    }
+
+    fn stderr_tail(&self, logger_name: &str, tail: &[String]) {
+        if tail.is_empty() {
+            return;
+        }
+        self.error(
+            logger_name,
+            &format!("Last {} lines of the tool's stderr:", tail.len()),
+        );
+        for line in tail {
+            self.error(logger_name, &format!("  {line}"));
+        }
+    }
+
+    fn banner(&self, logger_name: &str, sig: i32) {
+        self.error(logger_name, &failure::banner(sig));
+        if sig == libc::SIGKILL {
+            let (me, children) = process::memory_report();
+            self.error(logger_name, &failure::memory_line(me, children));
+        }
+    }
+
+    fn run_library(
+        &self,
+        job: &str,
+        logger_name: &str,
+        library: &Path,
+        symbol: &str,
+        argv: &[String],
+        m: &mut JobMetrics,
+    ) -> Result<(), Failure> {
+        self.logger.info(
+            logger_name,
+            &format!(
+                "Calling {symbol} of {} with {}",
+                library.display(),
+                argv.join(" ")
+            ),
+        );
+        let fail = |what: String| {
+            self.error(logger_name, &NccError::new("EDRV090", what, "Check the toolchain's lib/libwalrus.so, or run without --enable-internal-fork-walrus.").to_string());
+            Failure::Failed
+        };
+        let c_args: Vec<CString> = match argv.iter().map(|a| CString::new(a.as_str())).collect() {
+            Ok(v) => v,
+            Err(_) => return Err(fail("an argument holds a NUL byte".into())),
+        };
+        let mut ptrs: Vec<*const libc::c_char> = c_args.iter().map(|c| c.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        // SAFETY: loading the toolchain's backend library and calling its documented entry point
+        // `int run_backend_driver(int argc, char **argv)` with a NUL-terminated argv that outlives
+        // the call. A crash inside it takes the worker down, which the supervisor reports.
+        let rc = unsafe {
+            let lib = match libloading::Library::new(library) {
+                Ok(l) => l,
+                Err(e) => return Err(fail(format!("Could not load {}: {e}", library.display()))),
+            };
+            let f: libloading::Symbol<
+                unsafe extern "C" fn(libc::c_int, *const *const libc::c_char) -> libc::c_int,
+            > = match lib.get(symbol.as_bytes()) {
+                Ok(f) => f,
+                Err(e) => return Err(fail(format!("{} has no {symbol}: {e}", library.display()))),
+            };
+            f(c_args.len() as libc::c_int, ptrs.as_ptr())
+        };
+        m.processes += 0;
+        if rc != 0 {
+            m.exit_status = Some(rc);
+            self.error(
+                logger_name,
+                &failure::exited_abnormally(job, &format!("{symbol} returned {rc}.")),
+            );
+            return Err(Failure::Failed);
+        }
+        Ok(())
+    }
+}
+
+/// The temporary name `--output` is written under before it is renamed into place: beside the
+/// output, named after the worker's pid so the supervisor can remove it if the worker dies.
+pub fn partial_output(output: &Path, worker_pid: u32) -> PathBuf {
+    let name = output
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file.neff");
+    output.with_file_name(format!(".{name}.nxcc-partial-{worker_pid}"))
+}

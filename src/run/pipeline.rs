@@ -1,0 +1,425 @@
+//! `runPipeline`: one compile, end to end, as the supervising process runs it (04-run.md).
+//!
+//! It prepares the work dir and the log, makes sure the toolchain is there, runs the plan in a
+//! worker (see [`super::supervisor`]; the worker runs [`super::executor`]), then reports: `Compiler
+//! status PASS`, or the failure with `Artifacts stored in` and `Diagnostic logs stored in`; the
+//! F-code banner when the worker itself was killed; exit 130/143 after an interrupt. It removes
+//! a partial output, removes or keeps the work dir, and writes the metrics (the log's table,
+//! `--submit-metrics`, `--timings`, `--trace`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::events::Event;
+use super::executor::partial_output;
+use super::failure;
+use super::log::{self, Console, Logger};
+use super::metrics::{self, JobMetrics};
+use super::process::{Cancel, Termination};
+use super::supervisor::{self, Output, WorkerSpec};
+use super::timeline::{self, Span};
+use super::workdir;
+use crate::cli::level;
+use crate::error::{NccError, EXIT_COMPILE_FAILED};
+use crate::plan::Plan;
+use crate::toolchain::Request;
+
+/// The hidden first argument that makes the binary a worker.
+pub const WORKER_ARG: &str = "__nxcc_worker";
+/// Environment of the worker: the compile's argv (JSON), and its work dir.
+pub const WORKER_ARGV_ENV: &str = "NXCC_WORKER_ARGV";
+pub const WORKER_WORK_DIR_ENV: &str = "NXCC_WORKER_WORK_DIR";
+
+/// How to run.
+pub struct Options<'a> {
+    pub console: Console,
+    pub cancel: Cancel,
+    /// The signal that cancelled the compile, set by the caller's handler (0: none).
+    pub interrupted: Arc<AtomicI32>,
+    /// Extra environment for the worker (and so for the tools).
+    pub worker_env: Vec<(String, String)>,
+    /// Called with every worker event (the daemon streams them).
+    pub on_event: Option<&'a (dyn Fn(&Event) + Sync)>,
+    /// The executable to re-run as the worker (default: this one).
+    pub worker_program: Option<PathBuf>,
+}
+
+impl Options<'_> {
+    /// Terminal console, no cancellation source yet.
+    pub fn terminal() -> Options<'static> {
+        Options {
+            console: Console::Terminal,
+            cancel: Cancel::new(),
+            interrupted: Arc::new(AtomicI32::new(0)),
+            worker_env: Vec::new(),
+            on_event: None,
+            worker_program: None,
+        }
+    }
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub exit_status: i32,
+    /// Every error line printed (for a daemon's answer, a cached failure).
+    pub error_lines: Vec<String>,
+    pub jobs: Vec<JobMetrics>,
+    pub work_dir: Option<PathBuf>,
+    /// The work dir was kept.
+    pub kept: bool,
+}
+
+fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outcome {
+    let line = e.to_string();
+    match (logger, console) {
+        (Some(l), _) => l.error(log::DRIVER, &line),
+        (None, Console::Terminal) => eprintln!("{line}"),
+        (None, Console::Sink(s)) => s(&line, true),
+    }
+    Outcome {
+        exit_status: EXIT_COMPILE_FAILED,
+        error_lines: vec![line],
+        jobs: Vec::new(),
+        work_dir: None,
+        kept: false,
+    }
+}
+
+/// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
+pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
+    let ns = &plan.ns;
+    let console_level = ns.int("verbose").unwrap_or(level::USER);
+    let file_level = ns.int("logfile_verbose").unwrap_or(level::INFO);
+    let logger = match Logger::open(
+        Some(&plan.logfile),
+        file_level,
+        console_level,
+        opts.console.clone(),
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            let err = NccError::new(
+                "EDRV091",
+                format!("Cannot open the log file {}: {e}", plan.logfile.display()),
+                "Check --logfile.",
+            );
+            return fail_early(None, &err, &opts.console);
+        }
+    };
+    for w in &plan.warnings {
+        logger.warning(log::DRIVER, w);
+    }
+    for m in &plan.user_messages {
+        logger.user(m);
+    }
+    logger.info(
+        log::DRIVER,
+        &format!("Command line: {}", crate::shell::join(&plan.argv)),
+    );
+
+    let work = match workdir::prepare(&plan.launch_dir, ns.str("temp_dir")) {
+        Ok(w) => w,
+        Err(e) => return fail_early(Some(&logger), &e, &opts.console),
+    };
+    logger.info(
+        log::DRIVER,
+        &format!(
+            "Intermediate files stored in {}, output in {}",
+            work.path.display(),
+            plan.output.display()
+        ),
+    );
+
+    // The toolchain, resolved once for the worker.
+    let mut worker_env = opts.worker_env.clone();
+    match &plan.toolchain_request {
+        Request::Simulated => {
+            if let Err(e) = crate::sim::layout::ensure_default() {
+                let err = NccError::new(
+                    "EDRV082",
+                    format!("Could not lay out the simulated toolchain: {e}"),
+                    "Check that nxcc-sim is installed next to nxcc.",
+                );
+                return fail_early(Some(&logger), &err, &opts.console);
+            }
+        }
+        Request::Auto => {
+            if let Some(bin) = crate::toolchain::probe_python_package() {
+                logger.info(
+                    log::DRIVER,
+                    &format!(
+                        "Using the toolchain of the installed neuronxcc package: {}",
+                        bin.display()
+                    ),
+                );
+                worker_env.push((
+                    crate::recon::toolchain::TOOLCHAIN_ENV.to_string(),
+                    bin.display().to_string(),
+                ));
+            }
+        }
+        Request::Dir(_) => {}
+    }
+    let mut argv = vec!["compile".to_string()];
+    argv.extend(plan.argv.iter().cloned());
+    worker_env.push((
+        WORKER_ARGV_ENV.to_string(),
+        serde_json::to_string(&argv).unwrap_or_default(),
+    ));
+    worker_env.push((
+        WORKER_WORK_DIR_ENV.to_string(),
+        work.path.display().to_string(),
+    ));
+
+    let program = match opts
+        .worker_program
+        .clone()
+        .map(Ok)
+        .unwrap_or_else(std::env::current_exe)
+    {
+        Ok(p) => p,
+        Err(e) => {
+            return fail_early(
+                Some(&logger),
+                &NccError::new(
+                    "EDRV090",
+                    format!("Cannot find nxcc's own executable: {e}"),
+                    "",
+                ),
+                &opts.console,
+            )
+        }
+    };
+    let sink = match &opts.console {
+        Console::Sink(s) => Some(s.clone()),
+        Console::Terminal => None,
+    };
+    let forward = |line: &str, is_err: bool| {
+        if let Some(s) = &sink {
+            s(line, is_err)
+        }
+    };
+    let spec = WorkerSpec {
+        program,
+        args: vec![WORKER_ARG.to_string()],
+        cwd: &plan.launch_dir,
+        env: worker_env,
+        output: if sink.is_some() {
+            Output::Lines(&forward)
+        } else {
+            Output::Inherit
+        },
+    };
+    let mut jobs: Vec<JobMetrics> = Vec::new();
+    let mut error_lines: Vec<String> = Vec::new();
+    let mut on_event = |ev: Event| {
+        if let Some(f) = opts.on_event {
+            f(&ev);
+        }
+        match ev {
+            Event::JobFinished(m) => jobs.push(m),
+            Event::Error { line } => error_lines.push(line),
+            _ => {}
+        }
+    };
+    let outcome = match supervisor::run(&spec, &opts.cancel, &mut on_event) {
+        Ok(o) => o,
+        Err(e) => {
+            let err = NccError::new(
+                "EDRV090",
+                e.to_string(),
+                "Check that the nxcc executable is intact.",
+            );
+            return fail_early(Some(&logger), &err, &opts.console);
+        }
+    };
+    let partial = partial_output(&plan.output, outcome.pid);
+    if partial.exists() {
+        let _ = std::fs::remove_file(&partial);
+    }
+
+    let interrupted = opts.interrupted.load(Ordering::SeqCst);
+    let exit_status = if outcome.cancelled || interrupted != 0 {
+        if interrupted != 0 {
+            super::signals::exit_status_for(interrupted)
+        } else {
+            super::signals::exit_status_for(libc::SIGTERM)
+        }
+    } else {
+        match outcome.termination {
+            Termination::Exited(0) => 0,
+            Termination::Exited(_) => EXIT_COMPILE_FAILED,
+            Termination::Signaled(sig) => {
+                let banner = failure::banner(sig);
+                logger.error(log::DRIVER, &banner);
+                error_lines.push(banner);
+                if sig == libc::SIGKILL {
+                    let (me, children) = super::process::memory_report();
+                    let line = failure::memory_line(me, children);
+                    logger.error(log::DRIVER, &line);
+                    error_lines.push(line);
+                }
+                EXIT_COMPILE_FAILED
+            }
+        }
+    };
+
+    let keep = !work.generated
+        || ns.bool("keep_work_dir")
+        || plan.pipeline.contains(&"SaveTemps")
+        || exit_status != 0;
+    if exit_status == 0 {
+        if !keep {
+            if let Err(e) = work.remove() {
+                logger.warning(
+                    log::DRIVER,
+                    &format!(
+                        "Could not remove the work directory {}: {e}",
+                        work.path.display()
+                    ),
+                );
+            }
+        }
+        logger.user("Compiler status PASS");
+    } else {
+        if interrupted != 0 {
+            logger.error(
+                log::DRIVER,
+                &format!(
+                    "[ERROR] Compilation interrupted by {}",
+                    failure::signal_name(interrupted)
+                ),
+            );
+        }
+        logger.user(&format!("Artifacts stored in: {}", work.path.display()));
+        logger.user(&format!(
+            "Diagnostic logs stored in {}",
+            plan.logfile.display()
+        ));
+    }
+    write_metrics(plan, &logger, &jobs, exit_status);
+    Outcome {
+        exit_status,
+        error_lines,
+        jobs,
+        work_dir: Some(work.path.clone()),
+        kept: keep,
+    }
+}
+
+/// The per-job table (log), `--submit-metrics`, `--timings` and `--trace`.
+fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
+    logger.file_only(&metrics::table(jobs));
+    let ns = &plan.ns;
+    if ns.bool("submit_metrics") {
+        let run_id = ns
+            .str("run_id")
+            .map(str::to_string)
+            .unwrap_or_else(metrics::generated_run_id);
+        let stamp = ns
+            .str("metrics_timestamp")
+            .map(str::to_string)
+            .unwrap_or_else(log::now);
+        let record = metrics::Record {
+            run_id: &run_id,
+            metrics_timestamp: &stamp,
+            target: plan.target(),
+            optlevel: plan.optlevel(),
+            logical_nc_config: plan.logical_nc_config(),
+            exit_status,
+            jobs,
+        };
+        if let Err(e) = metrics::submit(&plan.launch_dir, &record) {
+            logger.warning(log::DRIVER, &format!("Could not submit metrics: {e}"));
+        }
+    }
+    let spans: Vec<Span> = jobs
+        .iter()
+        .map(|j| Span {
+            lane: "compile".to_string(),
+            label: j.job.clone(),
+            start_s: j.start_s,
+            end_s: j.start_s + j.wall_s,
+            status: serde_json::to_value(j.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            details: vec![
+                ("user s".into(), format!("{:.3}", j.user_s)),
+                ("sys s".into(), format!("{:.3}", j.sys_s)),
+                ("peak RSS KB".into(), j.max_rss_kb.to_string()),
+                ("processes".into(), j.processes.to_string()),
+                (
+                    "exit status".into(),
+                    j.exit_status.map(|c| c.to_string()).unwrap_or_default(),
+                ),
+                (
+                    "signal".into(),
+                    j.signal.map(failure::signal_name).unwrap_or_default(),
+                ),
+            ],
+        })
+        .collect();
+    let title = format!(
+        "nxcc compile {}",
+        plan.model
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+    );
+    if let Some(path) = ns.str("timings") {
+        write_report(
+            logger,
+            &crate::plan::absolute(&plan.launch_dir, path),
+            &timeline::html(&title, &spans),
+            "timings",
+        );
+    }
+    if let Some(path) = ns.str("trace") {
+        write_report(
+            logger,
+            &crate::plan::absolute(&plan.launch_dir, path),
+            &timeline::chrome_trace(&spans),
+            "trace",
+        );
+    }
+}
+
+fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
+    let tmp = path.with_file_name(format!(
+        ".{}.nxcc-tmp",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("report")
+    ));
+    let r = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| std::fs::write(&tmp, text))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    match r {
+        Ok(()) => logger.info(
+            log::DRIVER,
+            &format!("Wrote the {what} to {}", path.display()),
+        ),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            logger.warning(
+                log::DRIVER,
+                &format!("Could not write the {what} to {}: {e}", path.display()),
+            );
+        }
+    }
+}
+
+/// `--job-timeout` as a duration.
+pub fn job_timeout(plan: &Plan) -> Option<Duration> {
+    plan.ns
+        .get("job_timeout")
+        .as_float()
+        .filter(|s| *s > 0.0 && s.is_finite())
+        .map(Duration::from_secs_f64)
+}

@@ -1,0 +1,291 @@
+//! The supervisor: runs one worker child (this same binary, re-executed) and survives whatever
+//! happens to it. It knows nothing about compiling.
+//!
+//! - The worker leads its own session (`setsid`), so every process it starts — tools in their own
+//!   process groups, and anything they spawn — stays in that session, and the supervisor can end
+//!   all of them by session id even if the worker was killed (the OOM killer, a crash in
+//!   in-process work). The worker also dies with the supervisor (`PR_SET_PDEATHSIG`).
+//! - The worker reports structured events on a pipe (see [`super::events`]); its stdout and stderr
+//!   are either inherited (a terminal user sees them directly, status line included) or captured
+//!   line by line for a sink (the daemon).
+//! - Cancellation (a signal to nxcc, a daemon client gone): SIGTERM to the worker, which stops its
+//!   running tool (SIGTERM, then SIGKILL after the grace); after [`WORKER_GRACE`], SIGKILL to the
+//!   whole session. Within 6 s of the cancellation nothing of the run remains.
+
+use std::io::{BufRead, BufReader};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::events::{self, Event, EVENTS_FD_ENV};
+use super::process::{Cancel, Termination};
+
+/// How long a cancelled worker gets to stop its tool and exit before its session is killed.
+pub const WORKER_GRACE: Duration = Duration::from_millis(5500);
+
+/// Where the worker's stdout and stderr go.
+pub enum Output<'a> {
+    Inherit,
+    /// Each line, with whether it came from stderr.
+    Lines(&'a (dyn Fn(&str, bool) + Sync)),
+}
+
+/// What to run.
+pub struct WorkerSpec<'a> {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub cwd: &'a Path,
+    pub env: Vec<(String, String)>,
+    pub output: Output<'a>,
+}
+
+/// How the worker ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerOutcome {
+    pub pid: u32,
+    pub termination: Termination,
+    pub cancelled: bool,
+    pub wall: Duration,
+}
+
+/// Why the worker could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the worker {program}: {source}")]
+pub struct StartError {
+    pub program: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// SIGKILL every process of a session (scanning `/proc`), until none is left or `rounds` scans
+/// found nothing new. Returns how many were signalled.
+pub fn kill_session(sid: u32) -> usize {
+    let mut killed = 0;
+    for _ in 0..20 {
+        let members = session_members(sid);
+        if members.is_empty() {
+            break;
+        }
+        for pid in members {
+            // SAFETY: kill(2) with a pid read from /proc; at worst the pid is gone (ESRCH).
+            if unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) } == 0 {
+                killed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    killed
+}
+
+/// The live (non-zombie) processes whose session id is `sid`.
+pub fn session_members(sid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name (which may hold spaces) — state, ppid, pgrp, session.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 3 && f[0] != "Z" && f[3].parse::<u32>().ok() == Some(sid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Run the worker to its end, feeding every event to `on_event`.
+pub fn run(
+    spec: &WorkerSpec,
+    cancel: &Cancel,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<WorkerOutcome, StartError> {
+    let start_err = |source| StartError {
+        program: spec.program.display().to_string(),
+        source,
+    };
+    let (events_r, events_w) = pipe().map_err(start_err)?;
+    let events_fd = events_w.as_raw_fd();
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(spec.cwd)
+        .stdin(Stdio::null());
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    cmd.env(EVENTS_FD_ENV, events_fd.to_string());
+    match spec.output {
+        Output::Inherit => {
+            cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
+        }
+        Output::Lines(_) => {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+    }
+    let parent = std::process::id();
+    // SAFETY: only async-signal-safe calls between fork and exec: setsid, prctl, getppid, fcntl.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            // Let the events pipe's writing end survive exec.
+            if libc::fcntl(events_fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(start_err)?;
+    drop(events_w);
+    let pid = child.id();
+
+    // Readers: events, and captured output.
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let mut readers = Vec::new();
+    {
+        let tx = tx.clone();
+        let file = std::fs::File::from(events_r);
+        readers.push(std::thread::spawn(move || {
+            for line in BufReader::new(file).lines().map_while(Result::ok) {
+                if let Some(ev) = events::parse(&line) {
+                    let _ = tx.send(Msg::Event(ev));
+                }
+            }
+        }));
+    }
+    if let Output::Lines(_) = spec.output {
+        for (stream, is_err) in [
+            (
+                child
+                    .stdout
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                false,
+            ),
+            (
+                child
+                    .stderr
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                true,
+            ),
+        ] {
+            if let Some(s) = stream {
+                let tx = tx.clone();
+                readers.push(std::thread::spawn(move || {
+                    for line in BufReader::new(s).lines().map_while(Result::ok) {
+                        let _ = tx.send(Msg::Line(line, is_err));
+                    }
+                }));
+            }
+        }
+    }
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let status = child.wait();
+            let _ = tx.send(Msg::Exited(status.map(|s| s.into_raw()).unwrap_or(0)));
+        });
+    }
+    drop(tx);
+
+    let mut term_sent: Option<Instant> = None;
+    let mut killed = false;
+    let mut exited: Option<i32> = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(25)) {
+            Ok(Msg::Event(ev)) => on_event(ev),
+            Ok(Msg::Line(line, is_err)) => {
+                if let Output::Lines(f) = spec.output {
+                    f(&line, is_err);
+                }
+            }
+            Ok(Msg::Exited(raw)) => {
+                exited = Some(raw);
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if cancel.is_cancelled() {
+            match term_sent {
+                None => {
+                    // SAFETY: signalling our own child, which has not been reaped yet.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                    term_sent = Some(Instant::now());
+                }
+                Some(t) if !killed && t.elapsed() >= WORKER_GRACE => {
+                    kill_session(pid);
+                    killed = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    // Whatever the worker left in its session goes now; then drain the remaining messages (a
+    // process that escaped the session may hold a pipe open: stop waiting after a bound).
+    kill_session(pid);
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(Msg::Event(ev)) => on_event(ev),
+            Ok(Msg::Line(line, is_err)) => {
+                if let Output::Lines(f) = spec.output {
+                    f(&line, is_err);
+                }
+            }
+            Ok(Msg::Exited(raw)) => exited = Some(raw),
+            Err(_) => break,
+        }
+    }
+    drop(readers);
+    Ok(WorkerOutcome {
+        pid,
+        termination: Termination::from_wait_status(exited.unwrap_or(0)),
+        cancelled: term_sent.is_some(),
+        wall: started.elapsed(),
+    })
+}
+
+/// A pipe, both ends close-on-exec.
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two new descriptors into the array on success; we own them.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    use std::os::fd::FromRawFd;
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+enum Msg {
+    Event(Event),
+    Line(String, bool),
+    Exited(i32),
+}
