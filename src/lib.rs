@@ -13,6 +13,7 @@
 //! - [`sim`]: the simulated toolchain (a test instrument);
 //! - [`driver`]: the thin entry point `main` calls.
 
+pub mod admission;
 pub mod cli;
 pub mod driver;
 pub mod error;

@@ -70,6 +70,10 @@ pub struct Outcome {
     pub work_dir: Option<PathBuf>,
     /// The work dir was kept.
     pub kept: bool,
+    /// The worker's pid (its lines in the shared log file carry it), if it ran.
+    pub worker_pid: Option<u32>,
+    /// This (supervising) process's pid, as its log lines carry it.
+    pub supervisor_pid: u32,
 }
 
 fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outcome {
@@ -85,6 +89,8 @@ fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outco
         jobs: Vec::new(),
         work_dir: None,
         kept: false,
+        worker_pid: None,
+        supervisor_pid: std::process::id(),
     }
 }
 
@@ -307,6 +313,8 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         jobs,
         work_dir: Some(work.path.clone()),
         kept: keep,
+        worker_pid: Some(outcome.pid),
+        supervisor_pid: std::process::id(),
     }
 }
 

@@ -177,7 +177,13 @@ pub fn run_plan(fx: &Fixture, plan: &Plan) -> Vec<Ran> {
             _ => {}
         }
         let gold = fx.work.join("gold-000.p").exists();
-        let ctx = plan.job_context(&subgraphs, &value_inputs, gold, plan.toolchain.as_ref(), Some(&fx.work));
+        let ctx = plan.job_context(
+            &subgraphs,
+            &value_inputs,
+            gold,
+            plan.toolchain.as_ref(),
+            Some(&fx.work),
+        );
         let steps: Vec<Step> = (nxcc::jobs::lookup(job.name).unwrap().steps)(&ctx).unwrap();
         for step in steps {
             if !matches!(step.action, Action::Exec { .. } | Action::Shell { .. }) {
