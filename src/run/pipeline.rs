@@ -169,6 +169,12 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         }
         Request::Dir(_) => {}
     }
+    // What is at the outputs now, so a failed compile removes only what it wrote itself.
+    let outputs = [
+        plan.output.clone(),
+        crate::jobs::neff_wrapper::wrapped_path(&plan.output),
+    ];
+    let before: Vec<Option<(u64, u64)>> = outputs.iter().map(|p| file_identity(p)).collect();
     let mut argv = vec!["compile".to_string()];
     argv.extend(plan.argv.iter().cloned());
     worker_env.push((
@@ -273,6 +279,23 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         }
     };
 
+    if exit_status != 0 {
+        for (path, was) in outputs.iter().zip(&before) {
+            let now = file_identity(path);
+            if now.is_some() && now != *was {
+                match std::fs::remove_file(path) {
+                    Ok(()) => logger.info(
+                        log::DRIVER,
+                        &format!("Removed {} written by the failed compile", path.display()),
+                    ),
+                    Err(e) => logger.warning(
+                        log::DRIVER,
+                        &format!("Could not remove {}: {e}", path.display()),
+                    ),
+                }
+            }
+        }
+    }
     let keep = !work.generated
         || ns.bool("keep_work_dir")
         || plan.pipeline.contains(&"SaveTemps")
@@ -421,6 +444,16 @@ fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
             );
         }
     }
+}
+
+/// A file's (device, inode) and modification time, to tell whether a compile replaced it.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((
+        m.ino(),
+        m.mtime_nsec() as u64 ^ (m.mtime() as u64).rotate_left(32),
+    ))
 }
 
 /// `--job-timeout` as a duration.

@@ -1,0 +1,130 @@
+//! Shared helpers of the compile tests: a scratch launch directory with the example model, the
+//! simulated toolchain laid out under a private cache dir, and runs of the built `nxcc`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
+
+/// A scratch launch directory with the example models, and a private environment.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+        for m in ["mlp.hlo_module.pb", "mlp.hlo"] {
+            std::fs::copy(models.join(m), dir.path().join(m)).unwrap();
+        }
+        for d in [".cache", ".state"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        Scratch { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    pub fn record(&self) -> PathBuf {
+        self.join("record.jsonl")
+    }
+
+    /// A `nxcc` command in the launch dir with the private environment.
+    pub fn nxcc(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(NXCC);
+        c.args(args)
+            .current_dir(self.path())
+            .env("XDG_CACHE_HOME", self.join(".cache"))
+            .env("NXCC_SIM_STATE", self.join(".state"))
+            .env("NXCC_SIM_RECORD", self.record())
+            .env_remove("NXCC_SIM_FAULT")
+            .env_remove("NXCC_SIM_WORK_MS")
+            .env_remove("NXCC_SIM_RSS_MB")
+            .env_remove("NXCC_SIM_SUBGRAPHS")
+            .env_remove("NXCC_TOOLCHAIN")
+            .env_remove("NEURON_PLATFORM_TARGET_OVERRIDE");
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.nxcc(args).output().unwrap()
+    }
+
+    /// The tool invocations recorded so far.
+    pub fn records(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.record())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Directories of the launch dir named `neuronxcc-*`.
+    pub fn work_dirs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .starts_with("neuronxcc-")
+            })
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `nxcc neff-info --verify FILE` succeeds.
+pub fn verifies(neff: &Path) -> bool {
+    Command::new(NXCC)
+        .args(["neff-info", "--verify"])
+        .arg(neff)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// Every live process whose environment holds `KEY=value`.
+pub fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
+    let needle = format!("{key}={value}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+                    .unwrap_or(false)
+            })
+            .unwrap_or(true);
+        if !zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
