@@ -132,9 +132,10 @@ fn compile(args: &cli::CompileArgs) -> i32 {
     }
 }
 
-/// A real compile from the command line: signals cancel it (exit 130/143).
+/// A real compile from the command line, through the cache when `--cache_dir` is given: signals
+/// cancel it (exit 130/143).
 fn run_compile(plan: &plan::Plan) -> i32 {
-    use crate::run::pipeline::{run_pipeline, Options};
+    use crate::run::pipeline::Options;
     let opts = Options::terminal();
     let signals = crate::run::signals::install();
     if let Ok(s) = &signals {
@@ -149,13 +150,25 @@ fn run_compile(plan: &plan::Plan) -> i32 {
             cancel.cancel();
         });
     }
-    run_pipeline(plan, &opts).exit_status
+    // The cache (off unless --cache_dir): the logic is in `cache::compile_cached`.
+    let cfg = match crate::cache::CacheConfig::from_plan(plan, None) {
+        Ok(c) => c,
+        Err(e) => {
+            err(&format!("{e}\n"));
+            return crate::error::EXIT_COMPILE_FAILED;
+        }
+    };
+    crate::cache::compile_cached(plan, &opts, &cfg, &crate::engine::Engine::Pipeline)
+        .outcome
+        .exit_status
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
     match name {
         "neff-info" => crate::neff::info::main(prog, args),
         "toolchain" => crate::sim::layout::main(prog, args),
+        "cache" => crate::cache::command::main(prog, args),
+        "parallel-compile" => crate::parallel::command::main(prog, args),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

@@ -6,20 +6,26 @@
 //!
 //! Layers, bottom to top (no module imports from a layer above it):
 //! - [`cli`], [`error`], [`provenance`], [`neff`], [`toolchain`], [`run`] (running child
-//!   processes under supervision: process groups, timeouts, signals, measurements);
+//!   processes under supervision: process groups, timeouts, signals, measurements),
+//!   [`admission`] (how many compiles run at once, within a memory budget);
 //! - [`jobs`]: the registry and one module per job kind;
 //! - [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
 //!   [`recon`]: every reconstructed rule, each in one named place;
+//! - [`engine`]: what runs a compile (nxcc's pipeline, or an external compiler as one job);
+//!   [`cache`]: the compile cache and the memory estimates; [`parallel`]: many compiles at once;
 //! - [`sim`]: the simulated toolchain (a test instrument);
 //! - [`driver`]: the thin entry point `main` calls.
 
 pub mod admission;
+pub mod cache;
 pub mod cli;
 pub mod driver;
+pub mod engine;
 pub mod error;
 pub mod jobs;
 pub mod neff;
 pub mod npy;
+pub mod parallel;
 pub mod plan;
 pub mod provenance;
 pub mod recon;

@@ -7,8 +7,10 @@
 //!   list gates;
 //! - [`jobs`]: which optional tool flags appear when;
 //! - [`toolchain`]: where tools are looked for;
-//! - [`neff`]: header field placement, UUID and IR-signature derivation, engine flags, arch mode.
+//! - [`neff`]: header field placement, UUID and IR-signature derivation, engine flags, arch mode;
+//! - [`cache`]: which failed compiles the compile cache remembers.
 
+pub mod cache;
 pub mod jobs;
 pub mod neff;
 pub mod plan;

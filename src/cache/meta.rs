@@ -1,0 +1,91 @@
+//! The files of a cache entry besides the NEFF: `meta.json` (the key's inputs in clear, the NEFF's
+//! blake3 and size, the compile's figures, the model's size, creation and last use) and, for a
+//! failed compile, `failed.json` (its error lines and exit status).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::run::metrics::JobMetrics;
+
+/// `meta.json`'s format version.
+pub const META_FORMAT: u32 = 1;
+/// The NEFF of an entry.
+pub const NEFF_FILE: &str = "model.neff";
+/// The entry's description.
+pub const META_FILE: &str = "meta.json";
+/// The compile's log lines.
+pub const LOG_FILE: &str = "log.txt";
+/// A failed compile's error lines and status.
+pub const FAILED_FILE: &str = "failed.json";
+
+/// The NEFF of an entry: its blake3 (hex) and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeffInfo {
+    pub blake3: String,
+    pub size: u64,
+}
+
+/// `meta.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub format: u32,
+    pub key: String,
+    /// The key without the model ("the same arguments").
+    pub args_key: String,
+    /// The args key's inputs in clear (plan version, arguments, plan facts, toolchain identity).
+    pub inputs: Value,
+    /// The model as compiled: its path then (informational), blake3 and size.
+    pub model_path: String,
+    pub model_blake3: String,
+    pub model_size: u64,
+    /// `ok` or `failed`.
+    pub status: String,
+    pub exit_status: i32,
+    /// `None` for a failed compile.
+    pub neff: Option<NeffInfo>,
+    /// The engine that compiled it (`pipeline` or `external`).
+    pub engine: String,
+    pub jobs: Vec<JobMetrics>,
+    /// The largest peak RSS of any job, KiB.
+    pub peak_rss_kb: u64,
+    /// The compile's wall time, seconds (the sum of its jobs').
+    pub wall_s: f64,
+    pub nxcc_version: String,
+    /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub created: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// Milliseconds since the Unix epoch; updated on every hit.
+    pub last_used_ms: u64,
+}
+
+/// `failed.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failed {
+    pub exit_status: i32,
+    pub error_lines: Vec<String>,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Read and parse a JSON file.
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> std::io::Result<T> {
+    let bytes = std::fs::read(path)?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Write JSON to a file (pretty, newline-terminated).
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    std::fs::write(path, text)
+}

@@ -1,0 +1,300 @@
+//! The external-compiler engine (07): the compile runs as ONE supervised job
+//! `PATH compile <args> --output <partial>` ([`crate::run::process::run`]: its own process group,
+//! `--job-timeout`, cancellation, `wait4` figures), in the launch directory, instead of nxcc's own
+//! pipeline. The output is written to a temporary name beside `--output` and renamed into place
+//! only when the compiler succeeded (the last `--output` wins in the compiler's argparse).
+//!
+//! Reporting is nxcc's: a non-zero exit is `Child process job "ExternalCompiler" exited
+//! abnormally!` with the stderr tail; a signal (or the shell-style status 128 + signal) adds the
+//! F-code banner (`[F137]` and the memory line for SIGKILL); a timeout is `Job ExternalCompiler
+//! timed out after N s`. The figures are one pseudo-job, [`JOB_NAME`], with the process's peak
+//! RSS. The compiler's stdout and stderr lines go to the console as they come and to the log file
+//! at INFO under `job.ExternalCompiler.0`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::ExternalCompiler;
+use crate::cli::level;
+use crate::error::{NccError, EXIT_COMPILE_FAILED};
+use crate::plan::Plan;
+use crate::run::events::Event;
+use crate::run::failure;
+use crate::run::log::{self, Console, Logger};
+use crate::run::metrics::{self, JobMetrics, JobStatus};
+use crate::run::pipeline::{job_timeout, Options, Outcome};
+use crate::run::process::{self, Spec, Stream, Termination};
+
+/// The pseudo-job's name in metrics, events and error lines.
+pub const JOB_NAME: &str = "ExternalCompiler";
+
+fn outcome(exit_status: i32, error_lines: Vec<String>, jobs: Vec<JobMetrics>) -> Outcome {
+    Outcome {
+        exit_status,
+        error_lines,
+        jobs,
+        work_dir: None,
+        kept: false,
+        worker_pid: None,
+        supervisor_pid: std::process::id(),
+    }
+}
+
+/// Run `plan` through the external compiler.
+pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let ns = &plan.ns;
+    let console_level = ns.int("verbose").unwrap_or(level::USER);
+    let file_level = ns.int("logfile_verbose").unwrap_or(level::INFO);
+    let emit = |ev: Event| {
+        if let Some(f) = opts.on_event {
+            f(&ev);
+        }
+    };
+    let fail = |logger: Option<&Logger>, e: NccError| {
+        let line = e.to_string();
+        match (logger, &opts.console) {
+            (Some(l), _) => l.error(log::DRIVER, &line),
+            (None, Console::Terminal) => eprintln!("{line}"),
+            (None, Console::Sink(s)) => s(&line, true),
+        }
+        emit(Event::Error { line: line.clone() });
+        emit(Event::Done {
+            exit_status: EXIT_COMPILE_FAILED,
+        });
+        outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new())
+    };
+    let logger = match Logger::open(
+        Some(&plan.logfile),
+        file_level,
+        console_level,
+        opts.console.clone(),
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            return fail(
+                None,
+                NccError::new(
+                    "EDRV091",
+                    format!("Cannot open the log file {}: {e}", plan.logfile.display()),
+                    "Check --logfile.",
+                ),
+            )
+        }
+    };
+    // The compiler's own lines: the log file only (the console gets them raw, below).
+    let file_log = Logger::open(
+        Some(&plan.logfile),
+        file_level,
+        level::OFF,
+        Console::Terminal,
+    )
+    .unwrap_or_else(|_| logger.clone());
+    let program = super::resolve_program(&ext.program);
+    let name = plan
+        .output
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file.neff");
+    let partial = plan.output.with_file_name(format!(
+        ".{name}.nxcc-partial-ext-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut args: Vec<String> = vec!["compile".into()];
+    args.extend(plan.argv.iter().cloned());
+    args.push("--output".into());
+    args.push(partial.display().to_string());
+    let job_logger = log::job_logger(JOB_NAME);
+    logger.info(
+        log::DRIVER,
+        &format!("Command line: {}", crate::shell::join(&plan.argv)),
+    );
+    let mut shown = vec![program.display().to_string()];
+    shown.extend(args.iter().cloned());
+    logger.info(
+        &job_logger,
+        &format!("Executing {}", crate::shell::join(&shown)),
+    );
+    logger.info(
+        &job_logger,
+        &format!("Working directory is {}", plan.launch_dir.display()),
+    );
+    let timeout = job_timeout(plan);
+    let mut spec = Spec::new(&program, &plan.launch_dir)
+        .args(args.iter())
+        .timeout(timeout);
+    for (k, v) in &opts.worker_env {
+        spec = spec.env(k.clone(), v.clone());
+    }
+    emit(Event::Pipeline {
+        jobs: vec![JOB_NAME.to_string()],
+    });
+    emit(Event::JobStarted {
+        job: JOB_NAME.to_string(),
+        index: 1,
+        total: 1,
+    });
+    let console = opts.console.clone();
+    let quiet = console_level >= level::OFF;
+    let mut on_line = |stream: Stream, line: &str| {
+        file_log.info(&job_logger, line);
+        if quiet {
+            return;
+        }
+        let is_err = stream == Stream::Stderr;
+        match &console {
+            Console::Sink(s) => s(line, is_err),
+            Console::Terminal => write_line(is_err, line),
+        }
+    };
+    let run = process::run(&spec, &mut on_line, &opts.cancel);
+    let out = match run {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            let code = if matches!(e, process::SpawnError::ProgramNotFound { .. }) {
+                "EDRV082"
+            } else {
+                "EDRV090"
+            };
+            return fail(
+                Some(&logger),
+                NccError::new(
+                    code,
+                    format!("Could not run the compiler: {e}"),
+                    "Check --compiler.",
+                ),
+            );
+        }
+    };
+    let mut m = JobMetrics {
+        job: JOB_NAME.to_string(),
+        status: JobStatus::Ok,
+        start_s: 0.0,
+        wall_s: out.wall.as_secs_f64(),
+        user_s: out.user.as_secs_f64(),
+        sys_s: out.sys.as_secs_f64(),
+        max_rss_kb: out.max_rss_kb,
+        exit_status: match out.termination {
+            Termination::Exited(c) => Some(c),
+            Termination::Signaled(_) => None,
+        },
+        signal: out.termination.signal(),
+        processes: 1,
+    };
+    let mut errors: Vec<String> = Vec::new();
+    let mut error = |line: String| {
+        logger.error(&job_logger, &line);
+        emit(Event::Error { line: line.clone() });
+        errors.push(line);
+    };
+    let tail = |error: &mut dyn FnMut(String)| {
+        if !out.stderr_tail.is_empty() {
+            error(format!(
+                "Last {} lines of the tool's stderr:",
+                out.stderr_tail.len()
+            ));
+            for l in &out.stderr_tail {
+                error(format!("  {l}"));
+            }
+        }
+    };
+    let banner = |error: &mut dyn FnMut(String), sig: i32| {
+        error(failure::banner(sig));
+        if sig == libc::SIGKILL {
+            let (me, _) = process::memory_report();
+            error(failure::memory_line(me, out.max_rss_kb / 1024));
+        }
+    };
+    let interrupted = opts.interrupted.load(Ordering::SeqCst);
+    let exit_status = if out.cancelled || interrupted != 0 {
+        m.status = JobStatus::Cancelled;
+        let sig = if interrupted != 0 {
+            interrupted
+        } else {
+            libc::SIGTERM
+        };
+        error(format!(
+            "[ERROR] Compilation interrupted by {}",
+            failure::signal_name(sig)
+        ));
+        crate::run::signals::exit_status_for(sig)
+    } else if out.timed_out {
+        m.status = JobStatus::TimedOut;
+        error(failure::timed_out(
+            JOB_NAME,
+            timeout.unwrap_or_default().as_secs_f64(),
+        ));
+        EXIT_COMPILE_FAILED
+    } else {
+        match out.termination {
+            Termination::Exited(0) => match std::fs::rename(&partial, &plan.output) {
+                Ok(()) => 0,
+                Err(e) => {
+                    m.status = JobStatus::Failed;
+                    error(
+                        NccError::new(
+                            "EDRV092",
+                            format!(
+                                "The compiler succeeded but its output {} could not be moved to {}: {e}",
+                                partial.display(),
+                                plan.output.display()
+                            ),
+                            "Check that the compiler writes --output, and the output directory.",
+                        )
+                        .to_string(),
+                    );
+                    EXIT_COMPILE_FAILED
+                }
+            },
+            Termination::Exited(code) => {
+                m.status = JobStatus::Failed;
+                error(failure::exited_abnormally(
+                    JOB_NAME,
+                    &format!("Exit status {code}."),
+                ));
+                tail(&mut error);
+                if let Some(sig) = failure::signal_of_status(code) {
+                    banner(&mut error, sig);
+                }
+                EXIT_COMPILE_FAILED
+            }
+            Termination::Signaled(sig) => {
+                m.status = JobStatus::Failed;
+                error(failure::exited_abnormally(
+                    JOB_NAME,
+                    &format!("Killed by signal {sig} ({}).", failure::signal_name(sig)),
+                ));
+                tail(&mut error);
+                banner(&mut error, sig);
+                EXIT_COMPILE_FAILED
+            }
+        }
+    };
+    let _ = std::fs::remove_file(&partial);
+    emit(Event::JobFinished(m.clone()));
+    if exit_status != 0 {
+        logger.user(&format!(
+            "Diagnostic logs stored in {}",
+            plan.logfile.display()
+        ));
+    }
+    logger.file_only(&metrics::table(std::slice::from_ref(&m)));
+    emit(Event::Done { exit_status });
+    let mut o = outcome(exit_status, errors, vec![m]);
+    o.worker_pid = Some(out.pid);
+    o
+}
+
+/// A line on this process's stderr or stdout (a closed pipe is ignored).
+fn write_line(to_stderr: bool, line: &str) {
+    use std::io::Write;
+    let text = format!("{line}\n");
+    if to_stderr {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    } else {
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(text.as_bytes());
+        let _ = o.flush();
+    }
+}

@@ -1,0 +1,96 @@
+//! What runs a compile once the cache decided it must run (07): nxcc's own pipeline
+//! ([`crate::run::pipeline::run_pipeline`]: the worker, the jobs, the native tools), or an
+//! external compiler run as one supervised job (`--compiler PATH`, see [`external`]). Both give the
+//! same [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
+//! cache, the memory-aware scheduling and the reports work the same with either.
+
+pub mod external;
+
+use std::path::{Path, PathBuf};
+
+use crate::plan::Plan;
+use crate::run::pipeline::{run_pipeline, Options, Outcome};
+
+/// The engine a compile runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// nxcc's own pipeline.
+    #[default]
+    Pipeline,
+    /// `PATH compile <args> --output <out>`, one supervised job.
+    External(ExternalCompiler),
+}
+
+/// An external compiler (an installed `neuronx-cc`, or anything that takes its command line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalCompiler {
+    /// A path, or a bare name looked up in `PATH`.
+    pub program: PathBuf,
+}
+
+impl Engine {
+    /// The external-compiler engine for `program`.
+    pub fn external(program: impl Into<PathBuf>) -> Engine {
+        Engine::External(ExternalCompiler {
+            program: program.into(),
+        })
+    }
+
+    /// `pipeline` or `external` (for reports and `meta.json`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Engine::Pipeline => "pipeline",
+            Engine::External(_) => "external",
+        }
+    }
+}
+
+/// Run a compile of `plan` on `engine` (no cache involved).
+pub fn run(plan: &Plan, opts: &Options, engine: &Engine) -> Outcome {
+    match engine {
+        Engine::Pipeline => run_pipeline(plan, opts),
+        Engine::External(ext) => external::run(plan, opts, ext),
+    }
+}
+
+/// A program as `execvp` would find it: a path with a `/` as is (made absolute against the
+/// current directory), a bare name through `PATH`; the name itself if nothing is found.
+pub fn resolve_program(program: &Path) -> PathBuf {
+    if program.components().count() > 1 || program.is_absolute() {
+        return std::env::current_dir()
+            .map(|d| d.join(program))
+            .unwrap_or_else(|_| program.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(program))
+        .find(|c| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| program.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_resolve_like_execvp() {
+        let sh = resolve_program(Path::new("sh"));
+        assert!(sh.is_absolute() && sh.ends_with("sh"), "{}", sh.display());
+        assert_eq!(
+            resolve_program(Path::new("/bin/true")),
+            PathBuf::from("/bin/true")
+        );
+        let rel = resolve_program(Path::new("./x/y"));
+        assert!(rel.is_absolute() && rel.ends_with("x/y"));
+        assert_eq!(
+            resolve_program(Path::new("no-such-program-anywhere")),
+            PathBuf::from("no-such-program-anywhere")
+        );
+        assert_eq!(Engine::default().name(), "pipeline");
+        assert_eq!(Engine::external("x").name(), "external");
+    }
+}

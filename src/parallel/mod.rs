@@ -1,0 +1,560 @@
+//! Many compiles at once (07, `nxcc parallel-compile`): each input compiled with the same
+//! arguments into `<output dir>/<stem>.neff`, with its own work dir and its own log file
+//! (`<output dir>/<stem>.log`), through the cache, on nxcc's pipeline or an external compiler.
+//!
+//! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
+//! ([`crate::cache::estimate`]: the peak recorded for the same key, else for the same arguments
+//! and the nearest model size, else 4 × the model size + 256 MiB); then the largest estimate
+//! goes first. A dispatcher admits compiles through [`crate::admission::Admission`] — at most
+//! `jobs` at once and, with a memory budget, only while the running estimates plus the next one
+//! fit — and runs each in its own thread (its console output goes nowhere but its log file).
+//! A compile that ends with `[F137]` (a process killed by SIGKILL, most often the out-of-memory
+//! killer) is retried once *alone* before it counts as failed; other failures are retried
+//! `retries` times (a retry compiles again even if the cache remembers the failure).
+//!
+//! - [`command`]: the command line; [`report`]: the final table, the JSON report and the HTML
+//!   timeline; [`progress`]: the live count on a terminal, one line per compile elsewhere.
+
+pub mod command;
+pub mod progress;
+pub mod report;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicI32;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::admission::Admission;
+use crate::cache::{self, CacheConfig, CacheStatus, Estimate, Key};
+use crate::cli::{self, CliError, Command};
+use crate::engine::Engine;
+use crate::error::EXIT_COMPILE_FAILED;
+use crate::plan::{self, Plan, PlanError, SystemProbe};
+use crate::run::log::Console;
+use crate::run::pipeline::Options;
+use crate::run::process::Cancel;
+
+pub use progress::ProgressMode;
+
+/// How to run the batch.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `prog` as the compiles' messages name it (`nxcc`).
+    pub prog: String,
+    /// At most this many compiles at once (at least 1).
+    pub jobs: usize,
+    /// Bytes of estimated peak memory the running compiles may take together.
+    pub memory_budget: Option<u64>,
+    /// Where `<stem>.neff` and `<stem>.log` go (absolute).
+    pub output_dir: PathBuf,
+    /// Retries of a failure other than `[F137]`.
+    pub retries: u32,
+    pub engine: Engine,
+    /// The cache directory (`None`: off); each compile's `--retry_failed_compilation` applies.
+    pub cache_dir: Option<PathBuf>,
+    /// Where the compiles are launched (relative paths in the arguments are against it).
+    pub launch_dir: PathBuf,
+    /// The executable run as the pipeline's worker (default: this one).
+    pub worker_program: Option<PathBuf>,
+    pub progress: ProgressMode,
+}
+
+/// One input: a model and the stem its outputs are named after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// As given (or found in a directory given), absolute.
+    pub model: PathBuf,
+    pub stem: String,
+}
+
+/// The inputs a list of INPUT arguments stands for: files as they are, directories by their
+/// `*.pb` and `*.hlo` files (sorted). Errors: a directory without such files, two inputs with one
+/// stem (their outputs would collide).
+pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, String> {
+    let mut out: Vec<Input> = Vec::new();
+    for a in args {
+        let path = plan::absolute(launch_dir, a);
+        let mut models = Vec::new();
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
+                .map_err(|e| format!("cannot read the directory {a}: {e}"))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "pb" || x == "hlo"))
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                return Err(format!("the directory {a} holds no *.pb or *.hlo file"));
+            }
+            models.extend(found);
+        } else {
+            models.push(path);
+        }
+        for model in models {
+            let stem = model
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("model")
+                .to_string();
+            if let Some(other) = out.iter().find(|i| i.stem == stem) {
+                return Err(format!(
+                    "{} and {} would both be compiled to {stem}.neff",
+                    other.model.display(),
+                    model.display()
+                ));
+            }
+            out.push(Input { model, stem });
+        }
+    }
+    Ok(out)
+}
+
+/// One run of one compile.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub exit_status: i32,
+    pub cache: CacheStatus,
+    /// Run with nothing else running (the `[F137]` retry).
+    pub alone: bool,
+    /// The worker slot it ran in (0-based; a lane of the timeline).
+    pub slot: usize,
+    /// The largest peak RSS of its jobs, KiB (`None` when nothing ran).
+    pub peak_rss_kb: Option<u64>,
+    pub error_lines: Vec<String>,
+}
+
+/// The final state of one input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Failed,
+    /// Not run, or stopped, because the batch was interrupted.
+    Cancelled,
+}
+
+/// What happened to one input.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompileResult {
+    pub input: String,
+    pub stem: String,
+    pub output: String,
+    pub log: String,
+    pub status: Status,
+    pub exit_status: i32,
+    /// The last attempt's cache status.
+    pub cache: CacheStatus,
+    pub estimate: Option<Estimate>,
+    pub key: Option<String>,
+    /// Wall time of every attempt together.
+    pub wall_s: f64,
+    pub peak_rss_kb: Option<u64>,
+    /// The last attempt's error lines (a planning error if it never ran).
+    pub error_lines: Vec<String>,
+    pub attempts: Vec<Attempt>,
+}
+
+/// The whole batch.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub nxcc_version: String,
+    pub jobs: usize,
+    pub memory_budget: Option<u64>,
+    pub engine: String,
+    pub cache_dir: Option<String>,
+    pub output_dir: String,
+    pub makespan_s: f64,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub cancelled: usize,
+    pub compiles: Vec<CompileResult>,
+}
+
+impl Report {
+    /// 0 when every compile succeeded, else 70.
+    pub fn exit_status(&self) -> i32 {
+        if self.failed == 0 && self.cancelled == 0 {
+            0
+        } else {
+            EXIT_COMPILE_FAILED
+        }
+    }
+}
+
+/// A compile ready to run.
+struct Task {
+    index: usize,
+    plan: Arc<Plan>,
+    key: Option<Key>,
+    cache: CacheConfig,
+    estimate: u64,
+    alone: bool,
+    /// The `[F137]` retry was used.
+    alone_retry_used: bool,
+    retries_used: u32,
+    /// Compile again even if the cache remembers a failure (a retry).
+    force: bool,
+}
+
+struct Finished {
+    task: Task,
+    attempt: Attempt,
+}
+
+fn is_f137(lines: &[String]) -> bool {
+    lines.iter().any(|l| l.starts_with("[F137]"))
+}
+
+/// Plan one input: `compile <args> <model> --output <dir>/<stem>.neff --logfile <dir>/<stem>.log`.
+fn plan_input(
+    cfg: &Config,
+    input: &Input,
+    compile_args: &[String],
+) -> Result<Result<Plan, String>, CliError> {
+    let mut argv: Vec<String> = vec!["compile".into()];
+    argv.extend(compile_args.iter().cloned());
+    argv.push(input.model.display().to_string());
+    argv.push("--output".into());
+    argv.push(output_path(cfg, input).display().to_string());
+    argv.push("--logfile".into());
+    argv.push(log_path(cfg, input).display().to_string());
+    let args = match cli::parse(&cfg.prog, &argv)? {
+        Command::Compile(a) => a,
+        _ => {
+            return Err(CliError::Usage {
+                usage: String::new(),
+                prog: format!("{} parallel-compile", cfg.prog),
+                message: "the compile arguments ask for help or the version".into(),
+            })
+        }
+    };
+    for (dest, why) in [
+        ("dry_run", "--dry-run"),
+        (
+            "temp_dir",
+            "--temp-dir (each compile gets its own work dir)",
+        ),
+        ("daemon", "--daemon"),
+    ] {
+        if args.ns.used(dest) {
+            return Err(CliError::Usage {
+                usage: String::new(),
+                prog: format!("{} parallel-compile", cfg.prog),
+                message: format!("the compile arguments may not use {why}"),
+            });
+        }
+    }
+    let probe = SystemProbe {
+        launch_dir: cfg.launch_dir.clone(),
+    };
+    match plan::build(&args, &probe) {
+        Ok(p) => Ok(Ok(p)),
+        Err(PlanError::Usage(u)) => Err(u),
+        Err(PlanError::Compile(e)) => Ok(Err(e.to_string())),
+    }
+}
+
+/// `<output dir>/<stem>.neff`.
+pub fn output_path(cfg: &Config, input: &Input) -> PathBuf {
+    cfg.output_dir.join(format!("{}.neff", input.stem))
+}
+
+/// `<output dir>/<stem>.log`.
+pub fn log_path(cfg: &Config, input: &Input) -> PathBuf {
+    cfg.output_dir.join(format!("{}.log", input.stem))
+}
+
+/// Compile every input (see the module documentation). `Err` is a usage error in the compile
+/// arguments, found before anything ran. `interrupted` holds the signal that cancelled the
+/// batch, if any.
+pub fn run(
+    cfg: &Config,
+    inputs: &[Input],
+    compile_args: &[String],
+    cancel: &Cancel,
+    interrupted: &Arc<AtomicI32>,
+) -> Result<Report, CliError> {
+    let started = Instant::now();
+    let mut results: Vec<CompileResult> = inputs
+        .iter()
+        .map(|i| CompileResult {
+            input: i.model.display().to_string(),
+            stem: i.stem.clone(),
+            output: output_path(cfg, i).display().to_string(),
+            log: log_path(cfg, i).display().to_string(),
+            status: Status::Cancelled,
+            exit_status: 0,
+            cache: CacheStatus::Off,
+            estimate: None,
+            key: None,
+            wall_s: 0.0,
+            peak_rss_kb: None,
+            error_lines: Vec::new(),
+            attempts: Vec::new(),
+        })
+        .collect();
+
+    // Plan, key and estimate every input; largest estimate first.
+    let mut tasks: Vec<Task> = Vec::new();
+    for (index, input) in inputs.iter().enumerate() {
+        let plan = match plan_input(cfg, input, compile_args)? {
+            Ok(p) => p,
+            Err(line) => {
+                let r = &mut results[index];
+                r.status = Status::Failed;
+                r.exit_status = EXIT_COMPILE_FAILED;
+                r.error_lines = vec![line];
+                continue;
+            }
+        };
+        let mut cache_cfg = CacheConfig {
+            dir: cfg.cache_dir.clone(),
+            retry_failed: plan.ns.bool("retry_failed_compilation"),
+        };
+        if plan.ns.bool("no_cache") {
+            cache_cfg.dir = None;
+        }
+        let key = cache_cfg
+            .dir
+            .as_ref()
+            .and_then(|_| Key::compute(&plan, &cfg.engine).ok());
+        let estimate = match &key {
+            Some(k) => cache::estimate(cache_cfg.cache().as_ref(), k),
+            None => Estimate {
+                bytes: cache::estimate::default_estimate(plan.model_facts.size),
+                basis: cache::Basis::Default,
+            },
+        };
+        results[index].key = key.as_ref().map(|k| k.key.clone());
+        results[index].estimate = Some(estimate.clone());
+        tasks.push(Task {
+            index,
+            plan: Arc::new(plan),
+            key,
+            cache: cache_cfg,
+            estimate: estimate.bytes,
+            alone: false,
+            alone_retry_used: false,
+            retries_used: 0,
+            force: false,
+        });
+    }
+    tasks.sort_by_key(|t| std::cmp::Reverse(t.estimate));
+
+    let jobs = cfg.jobs.max(1);
+    let admission = Admission::new(jobs, cfg.memory_budget);
+    let progress = progress::Progress::start(
+        cfg.progress,
+        inputs.len(),
+        results
+            .iter()
+            .filter(|r| r.status == Status::Failed)
+            .count(),
+    );
+    for r in results.iter().filter(|r| r.status == Status::Failed) {
+        progress.finished(r);
+    }
+    let mut queue: VecDeque<Task> = tasks.into();
+    let mut retries: VecDeque<Task> = VecDeque::new();
+    let mut slots = vec![false; jobs];
+    let mut running = 0usize;
+    let (tx, rx) = mpsc::channel::<Finished>();
+
+    std::thread::scope(|scope| {
+        let mut handle = |f: Finished,
+                          slots: &mut Vec<bool>,
+                          running: &mut usize,
+                          retries: &mut VecDeque<Task>| {
+            *running -= 1;
+            slots[f.attempt.slot] = false;
+            let mut task = f.task;
+            let a = f.attempt;
+            let r = &mut results[task.index];
+            r.wall_s += a.end_s - a.start_s;
+            r.exit_status = a.exit_status;
+            r.cache = a.cache;
+            r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
+            r.error_lines = a.error_lines.clone();
+            let failed = a.exit_status != 0;
+            let cancelled = cancel.is_cancelled();
+            r.attempts.push(a);
+            progress.set_running(*running);
+            if !failed {
+                r.status = Status::Ok;
+                progress.finished(r);
+                return;
+            }
+            if cancelled {
+                r.status = Status::Cancelled;
+                progress.finished(r);
+                return;
+            }
+            // A remembered failure is the cache's answer, not an accident: no retry.
+            let from_cache = r.cache == CacheStatus::Hit;
+            let f137 = is_f137(&r.error_lines);
+            if !from_cache && f137 && !task.alone_retry_used {
+                task.alone_retry_used = true;
+                task.alone = true;
+            } else if !from_cache && task.retries_used < cfg.retries {
+                task.retries_used += 1;
+                task.alone = f137;
+            } else {
+                r.status = Status::Failed;
+                progress.finished(r);
+                return;
+            }
+            task.force = true;
+            progress.retrying(r, task.alone);
+            retries.push_back(task);
+        };
+
+        loop {
+            while let Ok(f) = rx.try_recv() {
+                handle(f, &mut slots, &mut running, &mut retries);
+            }
+            if cancel.is_cancelled() {
+                break;
+            }
+            let next = retries.pop_front().or_else(|| queue.pop_front());
+            let Some(task) = next else {
+                if running == 0 {
+                    break;
+                }
+                if let Ok(f) = rx.recv() {
+                    handle(f, &mut slots, &mut running, &mut retries);
+                }
+                continue;
+            };
+            progress.set_queued(queue.len() + retries.len() + 1);
+            let permit = if task.alone {
+                admission.acquire_alone(task.estimate, Some(cancel))
+            } else {
+                admission.acquire(task.estimate, Some(cancel))
+            };
+            let Some(permit) = permit else {
+                queue.push_front(task);
+                break;
+            };
+            // The permit was granted, so a slot is free: the finished compile that freed it may
+            // still be in the channel.
+            let slot = loop {
+                if let Some(s) = slots.iter().position(|t| !*t) {
+                    break s;
+                }
+                match rx.recv() {
+                    Ok(f) => handle(f, &mut slots, &mut running, &mut retries),
+                    Err(_) => break 0,
+                }
+            };
+            slots[slot] = true;
+            running += 1;
+            progress.set_running(running);
+            progress.set_queued(queue.len() + retries.len());
+            let tx = tx.clone();
+            let engine = &cfg.engine;
+            let worker_program = cfg.worker_program.clone();
+            let interrupted = interrupted.clone();
+            scope.spawn(move || {
+                let mut cache_cfg = task.cache.clone();
+                if task.force {
+                    cache_cfg.retry_failed = true;
+                }
+                let opts = Options {
+                    console: Console::Sink(Arc::new(|_: &str, _: bool| {})),
+                    cancel: cancel.clone(),
+                    interrupted,
+                    worker_env: Vec::new(),
+                    on_event: None,
+                    worker_program,
+                };
+                let start_s = started.elapsed().as_secs_f64();
+                let done = cache::compile_cached_keyed(
+                    &task.plan,
+                    task.key.clone(),
+                    &opts,
+                    &cache_cfg,
+                    engine,
+                );
+                let end_s = started.elapsed().as_secs_f64();
+                drop(permit);
+                let o = &done.outcome;
+                let attempt = Attempt {
+                    start_s,
+                    end_s,
+                    exit_status: o.exit_status,
+                    cache: done.cache,
+                    alone: task.alone,
+                    slot,
+                    peak_rss_kb: o.jobs.iter().map(|j| j.max_rss_kb).max(),
+                    error_lines: o.error_lines.clone(),
+                };
+                let _ = tx.send(Finished { task, attempt });
+            });
+        }
+        // Interrupted: wait for the compiles in flight (they were cancelled too).
+        while running > 0 {
+            match rx.recv() {
+                Ok(f) => handle(f, &mut slots, &mut running, &mut retries),
+                Err(_) => break,
+            }
+        }
+    });
+    drop(progress);
+
+    let count = |s: Status| results.iter().filter(|r| r.status == s).count();
+    Ok(Report {
+        nxcc_version: crate::VERSION.to_string(),
+        jobs,
+        memory_budget: cfg.memory_budget,
+        engine: cfg.engine.name().to_string(),
+        cache_dir: cfg.cache_dir.as_ref().map(|d| d.display().to_string()),
+        output_dir: cfg.output_dir.display().to_string(),
+        makespan_s: started.elapsed().as_secs_f64(),
+        succeeded: count(Status::Ok),
+        failed: count(Status::Failed),
+        cancelled: count(Status::Cancelled),
+        compiles: results,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_expand_and_stems_must_be_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("graphs/nested")).unwrap();
+        for f in [
+            "graphs/b.pb",
+            "graphs/a.hlo",
+            "graphs/notes.txt",
+            "graphs/nested/c.pb",
+            "x.pb",
+        ] {
+            std::fs::write(d.join(f), b"m").unwrap();
+        }
+        let got = expand_inputs(&["graphs".into(), "x.pb".into()], d).unwrap();
+        let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
+        assert_eq!(stems, ["a", "b", "x"]);
+        assert_eq!(got[0].model, d.join("graphs/a.hlo"));
+        let e = expand_inputs(&["graphs".into(), "graphs/b.pb".into()], d).unwrap_err();
+        assert!(e.contains("b.neff"), "{e}");
+        std::fs::create_dir(d.join("empty")).unwrap();
+        assert!(expand_inputs(&["empty".into()], d)
+            .unwrap_err()
+            .contains("no *.pb or *.hlo"));
+        // A missing file is kept: its compile fails like `nxcc compile` would.
+        assert_eq!(
+            expand_inputs(&["nope.pb".into()], d).unwrap()[0].stem,
+            "nope"
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! Progress of a batch on stderr: on a terminal a live count — done / running / queued / failed —
+//! redrawn in place and cleared at the end; elsewhere one line per finished compile (and per
+//! retry), so logs of CI jobs stay readable.
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{CompileResult, Status};
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// A live count, redrawn in place (stderr is a terminal).
+    Live,
+    /// One line per finished compile.
+    Lines,
+    /// Nothing.
+    Quiet,
+}
+
+impl ProgressMode {
+    /// [`ProgressMode::Live`] when stderr is a terminal, else [`ProgressMode::Lines`].
+    pub fn detect() -> ProgressMode {
+        if std::io::stderr().is_terminal() {
+            ProgressMode::Live
+        } else {
+            ProgressMode::Lines
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    total: usize,
+    done: usize,
+    failed: usize,
+    running: usize,
+    queued: usize,
+    stop: bool,
+}
+
+/// A running progress display; cleared when dropped.
+pub struct Progress {
+    mode: ProgressMode,
+    state: Arc<(Mutex<State>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn err(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
+/// The live line's text.
+fn live_text(s: &State) -> String {
+    format!(
+        "parallel-compile: {}/{} done, {} running, {} queued, {} failed",
+        s.done, s.total, s.running, s.queued, s.failed
+    )
+}
+
+/// `1.23 s`, `312.5 MiB`: a finished compile's line.
+pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
+    let status = match r.status {
+        Status::Ok => "ok",
+        Status::Failed => "failed",
+        Status::Cancelled => "cancelled",
+    };
+    let mut t = format!(
+        "[{done:>w$}/{total}] {status:<9} {}  {:.2} s",
+        r.stem,
+        r.wall_s,
+        w = total.to_string().len()
+    );
+    if let Some(kb) = r.peak_rss_kb {
+        t.push_str(&format!("  peak {:.1} MiB", kb as f64 / 1024.0));
+    }
+    if r.status != Status::Ok {
+        t.push_str(&format!("  exit {}", r.exit_status));
+    }
+    t.push_str(&format!("  cache {}", r.cache.as_str()));
+    if r.attempts.len() > 1 {
+        t.push_str(&format!("  ({} attempts)", r.attempts.len()));
+    }
+    t
+}
+
+impl Progress {
+    /// Start showing a batch of `total` compiles.
+    pub fn start(mode: ProgressMode, total: usize, queued_failed: usize) -> Progress {
+        let state = Arc::new((
+            Mutex::new(State {
+                total,
+                queued: total.saturating_sub(queued_failed),
+                ..State::default()
+            }),
+            Condvar::new(),
+        ));
+        let thread = (mode == ProgressMode::Live).then(|| {
+            let state = state.clone();
+            std::thread::spawn(move || {
+                let (m, cv) = &*state;
+                let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if g.stop {
+                        err("\r\x1b[K");
+                        return;
+                    }
+                    err(&format!("\r\x1b[K{}", live_text(&g)));
+                    g = cv
+                        .wait_timeout(g, Duration::from_millis(250))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|p| p.into_inner().0);
+                }
+            })
+        });
+        Progress {
+            mode,
+            state,
+            thread,
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut State)) {
+        let (m, cv) = &*self.state;
+        let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut g);
+        cv.notify_all();
+    }
+
+    pub fn set_running(&self, n: usize) {
+        self.update(|s| s.running = n);
+    }
+
+    pub fn set_queued(&self, n: usize) {
+        self.update(|s| s.queued = n);
+    }
+
+    /// A compile reached its final state.
+    pub fn finished(&self, r: &CompileResult) {
+        let mut done = 0;
+        let mut total = 0;
+        self.update(|s| {
+            s.done += 1;
+            if r.status != Status::Ok {
+                s.failed += 1;
+            }
+            done = s.done;
+            total = s.total;
+        });
+        if self.mode == ProgressMode::Lines {
+            err(&format!("{}\n", line(done, total, r)));
+        }
+    }
+
+    /// A compile is queued again.
+    pub fn retrying(&self, r: &CompileResult, alone: bool) {
+        if self.mode == ProgressMode::Lines {
+            let why = r
+                .error_lines
+                .iter()
+                .find(|l| l.starts_with("[F"))
+                .map(|l| l.split(' ').next().unwrap_or("").to_string())
+                .unwrap_or_else(|| format!("exit {}", r.exit_status));
+            err(&format!(
+                "retrying {}{} after {why}\n",
+                r.stem,
+                if alone { " alone" } else { "" }
+            ));
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.update(|s| s.stop = true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

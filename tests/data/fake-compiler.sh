@@ -1,0 +1,59 @@
+#!/bin/sh
+# A stand-in for an installed `neuronx-cc`, for the tests of nxcc's external-compiler engine
+# (`parallel-compile --compiler PATH`). It takes the compiler's command line,
+#
+#     fake-compiler.sh compile [ARGS...] --output OUT
+#
+# (the last --output wins, as in argparse) and writes OUT: a header and the checksum of every
+# `*.pb` / `*.hlo` argument, so the same model gives the same bytes. Driven by the environment:
+#
+#   FAKE_COMPILER_CRASH=segv|abort|kill|exit=N   die by that signal (or exit N) instead
+#   FAKE_COMPILER_HOLD_MB=N                      hold N MiB (through python3) while working
+#   FAKE_COMPILER_SLEEP=SECONDS                  work this long (default with HOLD_MB: 0.2)
+#   FAKE_COMPILER_RECORD=FILE                    append "<pid> <start ns> <end ns>" per run
+set -eu
+if [ "${1:-}" != compile ]; then
+    echo "usage: $0 compile [ARGS...] --output OUT" >&2
+    exit 2
+fi
+shift
+out=""
+prev=""
+for a in "$@"; do
+    case "$prev" in --output | -o) out=$a ;; esac
+    case "$a" in --output=*) out=${a#--output=} ;; esac
+    prev=$a
+done
+if [ -z "$out" ]; then
+    echo "fake-compiler: error: the following arguments are required: --output" >&2
+    exit 2
+fi
+start=$(date +%s%N)
+echo "fake-compiler: compiling into $out"
+if [ -n "${FAKE_COMPILER_HOLD_MB:-}" ]; then
+    python3 -c '
+import sys, time
+b = bytearray(int(sys.argv[1]) << 20)
+for i in range(0, len(b), 4096):
+    b[i] = 1
+time.sleep(float(sys.argv[2]))
+' "$FAKE_COMPILER_HOLD_MB" "${FAKE_COMPILER_SLEEP:-0.2}"
+elif [ -n "${FAKE_COMPILER_SLEEP:-}" ]; then
+    sleep "$FAKE_COMPILER_SLEEP"
+fi
+if [ -n "${FAKE_COMPILER_RECORD:-}" ]; then
+    echo "$$ $start $(date +%s%N)" >>"$FAKE_COMPILER_RECORD"
+fi
+case "${FAKE_COMPILER_CRASH:-}" in
+    segv) echo "fake-compiler: crashing" >&2; kill -SEGV $$ ;;
+    abort) echo "fake-compiler: aborting" >&2; kill -ABRT $$ ;;
+    kill) kill -KILL $$ ;;
+    exit=*) echo "fake-compiler: error: failing on purpose" >&2; exit "${FAKE_COMPILER_CRASH#exit=}" ;;
+esac
+{
+    echo "FAKE-NEFF 1"
+    for a in "$@"; do
+        case "$a" in *.pb | *.hlo) [ -f "$a" ] && cksum <"$a" ;; esac
+    done
+} >"$out"
+echo "Compiler status PASS"
