@@ -1,0 +1,414 @@
+//! The compile cache, through the built `nxcc` and the simulated toolchain: concurrent identical
+//! compiles, a lock holder killed mid-compile, corruption, remembered failures, which flags
+//! matter to the key, `cache gc`/`verify`/`stats`, remote URLs.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{text, verifies, Scratch};
+
+const MODEL: &str = "mlp.hlo_module.pb";
+
+fn compile_args<'a>(output: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "compile",
+        MODEL,
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--cache_dir",
+        "cache",
+        "--output",
+        output,
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+fn tool_runs(s: &Scratch, tool: &str) -> usize {
+    s.records().iter().filter(|r| r["tool"] == tool).count()
+}
+
+fn stats(s: &Scratch) -> serde_json::Value {
+    let o = s.run(&["cache", "stats", "--cache_dir", "cache", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+const HIT: &str = "Using a cached neff at ";
+
+#[test]
+fn eight_identical_compiles_at_once_run_the_tools_once() {
+    let s = Scratch::new();
+    let children: Vec<Child> = (0..8)
+        .map(|i| {
+            let out = format!("out{i}.neff");
+            s.nxcc(&compile_args(&out, &[]))
+                .env("NXCC_SIM_WORK_MS", "walrus_driver:300")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for o in &outputs {
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    assert_eq!(tool_runs(&s, "walrus_driver"), 1, "{:?}", s.records());
+    assert_eq!(tool_runs(&s, "hlo2penguin"), 1);
+    let hits = outputs
+        .iter()
+        .filter(|o| text(&o.stdout).contains(HIT))
+        .count();
+    assert_eq!(hits, 7);
+    let first = std::fs::read(s.join("out0.neff")).unwrap();
+    assert!(verifies(&s.join("out0.neff")));
+    for i in 1..8 {
+        assert_eq!(
+            std::fs::read(s.join(&format!("out{i}.neff"))).unwrap(),
+            first
+        );
+    }
+    let st = stats(&s);
+    assert_eq!(st["entries"], 1);
+    assert_eq!(st["temporary"], 0);
+}
+
+/// Processes whose command line mentions `needle` and whose environment holds `tag`.
+fn tagged_processes(tag: &str, needle: &str) -> Vec<u32> {
+    common::processes_with_env("NXCC_TEST_TAG", tag)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(needle))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn a_lock_holder_killed_mid_compile_leaves_no_stale_lock_and_no_entry() {
+    let s = Scratch::new();
+    let tag = format!("lock-holder-{}", std::process::id());
+    let mut holder = s
+        .nxcc(&compile_args("a.neff", &[]))
+        .env("NXCC_SIM_WORK_MS", "walrus_driver:10000")
+        .env("NXCC_TEST_TAG", &tag)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tagged_processes(&tag, "walrus_driver").is_empty() {
+        assert!(Instant::now() < deadline, "walrus_driver never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: killing the process group of the child we started.
+    unsafe { libc::killpg(holder.id() as i32, libc::SIGKILL) };
+    holder.wait().unwrap();
+    // No entry (and nothing but perhaps a temporary directory) for the key.
+    let st = stats(&s);
+    assert_eq!(st["entries"], 0, "{st}");
+    assert_eq!(st["failed"], 0, "{st}");
+    let t = Instant::now();
+    let o = s.run(&compile_args("b.neff", &[]));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "waited {:?} for a dead holder's lock",
+        t.elapsed()
+    );
+    assert!(!text(&o.stdout).contains(HIT));
+    assert!(verifies(&s.join("b.neff")));
+    assert!(!s.join("a.neff").exists());
+    assert_eq!(stats(&s)["entries"], 1);
+    let v = s.run(&["cache", "verify", "--cache_dir", "cache"]);
+    assert!(v.status.success(), "{}", text(&v.stdout));
+    // Whatever the killed compile left behind is gone once nothing holds it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tagged_processes(&tag, "").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the killed compile's processes linger"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn entry_neff(s: &Scratch) -> std::path::PathBuf {
+    let v1 = s.join("cache/nxcc-v1");
+    for shard in std::fs::read_dir(&v1).unwrap().flatten() {
+        if shard.file_name().len() != 2 {
+            continue;
+        }
+        for e in std::fs::read_dir(shard.path()).unwrap().flatten() {
+            let p = e.path().join("model.neff");
+            if p.exists() {
+                return p;
+            }
+        }
+    }
+    panic!("no entry in {}", v1.display());
+}
+
+#[test]
+fn a_corrupt_entry_is_evicted_and_compiled_again() {
+    let s = Scratch::new();
+    assert!(s.run(&compile_args("a.neff", &[])).status.success());
+    assert_eq!(tool_runs(&s, "walrus_driver"), 1);
+    let neff = entry_neff(&s);
+    let mut bytes = std::fs::read(&neff).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&neff, &bytes).unwrap();
+
+    let o = s.run(&compile_args("b.neff", &[]));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("is corrupt") && !out.contains(HIT), "{out}");
+    assert_eq!(tool_runs(&s, "walrus_driver"), 2, "the tools ran again");
+    assert!(verifies(&s.join("b.neff")));
+    // The entry was replaced by a sound one: the next compile hits, with the new compile's bytes.
+    let o = s.run(&compile_args("c.neff", &[]));
+    assert!(text(&o.stdout).contains(HIT));
+    assert_eq!(tool_runs(&s, "walrus_driver"), 2);
+    assert_eq!(
+        std::fs::read(s.join("c.neff")).unwrap(),
+        std::fs::read(s.join("b.neff")).unwrap()
+    );
+
+    // `cache verify` finds corruption too, and evicts it.
+    std::fs::write(entry_neff(&s), b"not a neff").unwrap();
+    let v = s.run(&["cache", "verify", "--cache_dir", "cache"]);
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v.stdout));
+    assert!(text(&v.stdout).contains("corrupt: "), "{}", text(&v.stdout));
+    assert_eq!(stats(&s)["entries"], 0);
+    let v = s.run(&["cache", "verify", "--cache_dir", "cache"]);
+    assert_eq!(v.status.code(), Some(0));
+}
+
+fn error_lines(stderr: &[u8]) -> Vec<String> {
+    text(stderr)
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_failed_compile_is_remembered_until_retried() {
+    let s = Scratch::new();
+    let fault = ("NXCC_SIM_FAULT", "walrus_driver:exit=3");
+    let first = s
+        .nxcc(&compile_args("a.neff", &[]))
+        .env(fault.0, fault.1)
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(70));
+    let lines = error_lines(&first.stderr);
+    assert!(
+        lines.iter().any(|l| l.contains("exited abnormally")),
+        "{lines:?}"
+    );
+    assert_eq!(tool_runs(&s, "walrus_driver"), 1);
+    assert_eq!(stats(&s)["failed"], 1);
+
+    // The same compile fails at once, with the same error lines, running nothing.
+    let again = s
+        .nxcc(&compile_args("a.neff", &[]))
+        .env(fault.0, fault.1)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(70));
+    assert_eq!(error_lines(&again.stderr), lines);
+    assert!(text(&again.stdout).contains("--retry_failed_compilation"));
+    assert_eq!(tool_runs(&s, "walrus_driver"), 1);
+    assert_eq!(tool_runs(&s, "hlo2penguin"), 1);
+    // Even without the fault: the cache answers (the key does not include the environment).
+    let o = s.run(&compile_args("a.neff", &[]));
+    assert_eq!(o.status.code(), Some(70));
+    assert_eq!(tool_runs(&s, "walrus_driver"), 1);
+
+    // --retry_failed_compilation compiles again: still failing, then fixed.
+    let retried = s
+        .nxcc(&compile_args("a.neff", &["--retry_failed_compilation"]))
+        .env(fault.0, fault.1)
+        .output()
+        .unwrap();
+    assert_eq!(retried.status.code(), Some(70));
+    assert_eq!(tool_runs(&s, "walrus_driver"), 2);
+    let fixed = s.run(&compile_args("a.neff", &["--retry_failed_compilation"]));
+    assert!(fixed.status.success(), "{}", text(&fixed.stderr));
+    assert_eq!(tool_runs(&s, "walrus_driver"), 3);
+    assert!(verifies(&s.join("a.neff")));
+    let st = stats(&s);
+    assert_eq!(
+        (st["entries"].as_u64(), st["failed"].as_u64()),
+        (Some(1), Some(0))
+    );
+    let hit = s.run(&compile_args("b.neff", &[]));
+    assert!(text(&hit.stdout).contains(HIT));
+}
+
+#[test]
+fn only_flags_that_can_change_the_output_change_the_key() {
+    let s = Scratch::new();
+    assert!(s.run(&compile_args("base.neff", &[])).status.success());
+    let runs = || tool_runs(&s, "hlo2penguin");
+    assert_eq!(runs(), 1);
+    std::fs::create_dir(s.join("fresh")).unwrap();
+    let neutral: [&[&str]; 4] = [
+        &["--verbose", "info"],
+        &["--temp-dir", "fresh/work"],
+        &["--logfile", "other-log.txt"],
+        &["--job-timeout", "100"],
+    ];
+    for (i, extra) in neutral.iter().enumerate() {
+        let out = format!("neutral{i}.neff");
+        let o = s.run(&compile_args(&out, extra));
+        assert!(o.status.success(), "{extra:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stdout).contains(HIT),
+            "{extra:?}: {}",
+            text(&o.stdout)
+        );
+        assert_eq!(runs(), 1, "{extra:?} ran the tools");
+        assert_eq!(
+            std::fs::read(s.join(&out)).unwrap(),
+            std::fs::read(s.join("base.neff")).unwrap()
+        );
+    }
+    assert!(!s.join("fresh/work").exists(), "a hit lays nothing out");
+    let relevant: [&[&str]; 4] = [
+        &["-O1"],
+        &["--lnc", "1"],
+        &["--model-type", "transformer"],
+        &["--tensorizer-options=--fuse-all"],
+    ];
+    for (i, extra) in relevant.iter().enumerate() {
+        let o = s.run(&compile_args("relevant.neff", extra));
+        assert!(o.status.success(), "{extra:?}: {}", text(&o.stderr));
+        assert!(!text(&o.stdout).contains(HIT), "{extra:?} hit");
+        assert_eq!(runs(), 2 + i, "{extra:?} did not run the tools");
+    }
+    assert_eq!(stats(&s)["entries"], 5);
+}
+
+/// A copy of the example model with distinct trailing bytes (so its key differs).
+fn model_variant(s: &Scratch, name: &str) {
+    let mut bytes = std::fs::read(s.join(MODEL)).unwrap();
+    bytes.extend_from_slice(name.as_bytes());
+    std::fs::write(s.join(name), bytes).unwrap();
+}
+
+fn compile_model<'a>(model: &'a str, output: &'a str) -> Vec<&'a str> {
+    let mut v = compile_args(output, &[]);
+    v[1] = model;
+    v
+}
+
+#[test]
+fn gc_evicts_least_recently_used_first_and_leaves_a_consistent_cache() {
+    let s = Scratch::new();
+    let models = ["m0.pb", "m1.pb", "m2.pb", "m3.pb"];
+    for m in models {
+        model_variant(&s, m);
+        assert!(s.run(&compile_model(m, "out.neff")).status.success());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Use m0 and m1 again: they become the most recently used.
+    for m in ["m1.pb", "m0.pb"] {
+        let o = s.run(&compile_model(m, "out.neff"));
+        assert!(text(&o.stdout).contains(HIT));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A leftover of a compile killed while publishing: ignored by stats, removed by gc.
+    let leftover = s.join(&format!("cache/nxcc-v1/ab/.tmp-{}-1-2-3", "ab".repeat(32)));
+    std::fs::create_dir_all(&leftover).unwrap();
+    std::fs::write(leftover.join("model.neff"), b"half").unwrap();
+    let st = stats(&s);
+    assert_eq!(st["entries"], 4);
+    let total = st["bytes"].as_u64().unwrap();
+    let limit = (total / 2 + total / 8).to_string();
+    let o = s.run(&[
+        "cache",
+        "gc",
+        "--max-size",
+        &limit,
+        "--cache_dir",
+        "cache",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["evicted"], 2, "{report}");
+    assert!(report["bytes_left"].as_u64().unwrap() <= limit.parse().unwrap());
+    assert!(!leftover.exists());
+    let v = s.run(&["cache", "verify", "--cache_dir", "cache"]);
+    assert!(v.status.success(), "{}", text(&v.stdout));
+    assert_eq!(stats(&s)["entries"], 2);
+    let runs_before = tool_runs(&s, "walrus_driver");
+    for m in ["m0.pb", "m1.pb"] {
+        let o = s.run(&compile_model(m, "out.neff"));
+        assert!(text(&o.stdout).contains(HIT), "{m} was evicted");
+    }
+    assert_eq!(tool_runs(&s, "walrus_driver"), runs_before);
+    let o = s.run(&compile_model("m2.pb", "out.neff"));
+    assert!(!text(&o.stdout).contains(HIT), "m2 was kept");
+    // clear empties it.
+    let o = s.run(&["cache", "clear", "--cache_dir", "cache"]);
+    assert!(o.status.success());
+    assert_eq!(stats(&s)["entries"], 0);
+}
+
+#[test]
+fn remote_caches_and_bad_cache_commands_are_refused() {
+    let s = Scratch::new();
+    let mut args = compile_args("a.neff", &[]);
+    args[7] = "s3://bucket/prefix";
+    let o = s.run(&args);
+    assert_eq!(o.status.code(), Some(70));
+    assert!(
+        text(&o.stderr).contains(
+            "[ERROR] [NCC_EDRV110] Remote compile caches are not supported: s3://bucket/prefix"
+        ),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(s.records().is_empty());
+    for (args, needle) in [
+        (
+            vec!["cache", "stats", "--cache_dir", "gs://x"],
+            "remote compile caches are not supported",
+        ),
+        (vec!["cache", "gc", "--cache_dir", "c"], "--max-size"),
+        (vec!["cache", "shrink"], "invalid choice: 'shrink'"),
+        (
+            vec!["cache", "gc", "--max-size", "lots", "--cache_dir", "c"],
+            "invalid size",
+        ),
+    ] {
+        let o = s.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&o.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    // An empty or missing cache directory has nothing in it.
+    let st = stats(&s);
+    assert_eq!(
+        (st["entries"].as_u64(), st["bytes"].as_u64()),
+        (Some(0), Some(0))
+    );
+}

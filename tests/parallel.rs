@@ -1,0 +1,508 @@
+//! `nxcc parallel-compile` through the built binary: learned memory estimates keep overlapping
+//! compiles within the budget, the `[F137]` retry runs alone, failures and `--retries`, the JSON
+//! report and the timeline, and the external-compiler engine with a script that behaves like a
+//! compiler (`tests/data/fake-compiler.sh`).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::{text, verifies, Scratch};
+use serde_json::Value;
+
+const MODEL: &str = "mlp.hlo_module.pb";
+
+fn fake_compiler() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh")
+}
+
+/// `n` copies of the example model with distinct trailing bytes, in `dir`.
+fn variants(s: &Scratch, dir: &str, n: usize) {
+    std::fs::create_dir_all(s.join(dir)).unwrap();
+    let base = std::fs::read(s.join(MODEL)).unwrap();
+    for i in 0..n {
+        let mut b = base.clone();
+        b.extend_from_slice(format!("variant {dir} {i:02}").as_bytes());
+        std::fs::write(s.join(&format!("{dir}/g{i:02}.pb")), b).unwrap();
+    }
+}
+
+fn report(s: &Scratch, file: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(s.join(file)).unwrap()).unwrap()
+}
+
+/// Each compile's interval (first tool start, last tool end), by work dir.
+fn compile_intervals(s: &Scratch) -> Vec<(u64, u64)> {
+    let mut by_dir: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for r in s.records() {
+        let cwd = r["cwd"].as_str().unwrap();
+        let work = cwd
+            .split('/')
+            .find(|c| c.starts_with("neuronxcc-"))
+            .unwrap()
+            .to_string();
+        let (a, b) = (
+            r["start_ms"].as_u64().unwrap(),
+            r["end_ms"].as_u64().unwrap(),
+        );
+        let e = by_dir.entry(work).or_insert((a, b));
+        e.0 = e.0.min(a);
+        e.1 = e.1.max(b);
+    }
+    by_dir.into_values().collect()
+}
+
+/// The largest number of intervals open at one instant.
+fn max_overlap(intervals: &[(f64, f64)]) -> usize {
+    let mut events: Vec<(f64, i32)> = Vec::new();
+    for (a, b) in intervals {
+        events.push((*a, 1));
+        events.push((*b, -1));
+    }
+    // Ends before starts at the same instant.
+    events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    let (mut now, mut max) = (0i32, 0i32);
+    for (_, d) in events {
+        now += d;
+        max = max.max(now);
+    }
+    max as usize
+}
+
+#[test]
+fn learned_estimates_keep_the_compiles_within_the_memory_budget() {
+    let s = Scratch::new();
+    // One compile teaches the cache what these arguments need: ~300 MiB.
+    let o = s
+        .nxcc(&[
+            "compile",
+            MODEL,
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+            "--cache_dir",
+            "cache",
+            "--output",
+            "first.neff",
+        ])
+        .env("NXCC_SIM_RSS_MB", "*:300")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::fs::remove_file(s.record()).unwrap();
+    variants(&s, "graphs", 12);
+    let o = s
+        .nxcc(&[
+            "parallel-compile",
+            "graphs",
+            "--memory-budget",
+            "1G",
+            "--jobs",
+            "8",
+            "--cache_dir",
+            "cache",
+            "--output-dir",
+            "out",
+            "--report",
+            "report.json",
+            "--",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+        ])
+        .env("NXCC_SIM_RSS_MB", "*:300")
+        .env("NXCC_SIM_WORK_MS", "*:40")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let r = report(&s, "report.json");
+    assert_eq!(r["succeeded"], 12);
+    for c in r["compiles"].as_array().unwrap() {
+        assert_eq!(c["estimate"]["basis"], "similar", "{c}");
+        let est = c["estimate"]["bytes"].as_u64().unwrap();
+        assert!((300 << 20..340 << 20).contains(&est), "{est}");
+        assert!(c["peak_rss_kb"].as_u64().unwrap() >= 300 << 10);
+        assert!(verifies(Path::new(c["output"].as_str().unwrap())));
+    }
+    let intervals: Vec<(f64, f64)> = compile_intervals(&s)
+        .into_iter()
+        .map(|(a, b)| (a as f64, b as f64))
+        .collect();
+    assert_eq!(intervals.len(), 12);
+    let overlap = max_overlap(&intervals);
+    assert!(
+        overlap <= 3,
+        "{overlap} compiles overlapped within a 1G budget"
+    );
+    assert!(overlap >= 2, "the compiles did not run in parallel at all");
+}
+
+#[test]
+fn a_compile_killed_by_sigkill_is_retried_alone() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 3);
+    let o = s
+        .nxcc(&[
+            "parallel-compile",
+            "graphs",
+            "--jobs",
+            "3",
+            "--cache_dir",
+            "cache",
+            "--output-dir",
+            "out",
+            "--report",
+            "report.json",
+            "--timings",
+            "timeline.html",
+            "--",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+        ])
+        .env("NXCC_SIM_FAULT", "walrus_driver:kill@first")
+        .env("NXCC_SIM_WORK_MS", "*:30")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("alone after [F137]"),
+        "{}",
+        text(&o.stderr)
+    );
+    let r = report(&s, "report.json");
+    let mut all: Vec<(f64, f64, bool)> = Vec::new();
+    for c in r["compiles"].as_array().unwrap() {
+        assert_eq!(c["status"], "ok");
+        let attempts = c["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 2, "{c}");
+        assert!(attempts[0]["error_lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l
+                .as_str()
+                .unwrap()
+                .starts_with("[F137] neuronx-cc was forcibly killed")));
+        assert_eq!(attempts[0]["alone"], false);
+        assert_eq!(attempts[1]["alone"], true);
+        assert_eq!(attempts[1]["exit_status"], 0);
+        for a in attempts {
+            all.push((
+                a["start_s"].as_f64().unwrap(),
+                a["end_s"].as_f64().unwrap(),
+                a["alone"].as_bool().unwrap(),
+            ));
+        }
+    }
+    // Nothing else ran while a retry ran alone.
+    for (i, (a0, a1, alone)) in all.iter().enumerate() {
+        if !alone {
+            continue;
+        }
+        for (j, (b0, b1, _)) in all.iter().enumerate() {
+            if i != j {
+                assert!(b1 <= a0 || b0 >= a1, "{:?} overlaps {:?}", all[j], all[i]);
+            }
+        }
+    }
+    let html = std::fs::read_to_string(s.join("timeline.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("slot 1") && html.contains("g00 (retry 1)"));
+}
+
+#[test]
+fn failures_retries_exit_status_and_the_report() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 2);
+    let args = |retries: &str, report: &str| -> Vec<String> {
+        [
+            "parallel-compile",
+            "graphs/g00.pb",
+            "graphs/g01.pb",
+            "missing.pb",
+            "--jobs",
+            "2",
+            "--retries",
+            retries,
+            "--cache_dir",
+            "cache",
+            "--output-dir",
+            "out",
+            "--report",
+            report,
+            "--",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let run = |a: Vec<String>, fault: &str| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        s.nxcc(&a).env("NXCC_SIM_FAULT", fault).output().unwrap()
+    };
+    // The first run of walrus_driver per graph fails; no retries: those fail, and the missing
+    // input fails at planning.
+    let o = run(args("0", "r0.json"), "walrus_driver:exit=3@first");
+    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    let r = report(&s, "r0.json");
+    assert_eq!(
+        (r["succeeded"].as_u64(), r["failed"].as_u64()),
+        (Some(0), Some(3))
+    );
+    assert_eq!(r["jobs"], 2);
+    assert_eq!(r["engine"], "pipeline");
+    let c = &r["compiles"][0];
+    for field in [
+        "input",
+        "stem",
+        "output",
+        "log",
+        "status",
+        "exit_status",
+        "cache",
+        "estimate",
+        "key",
+        "wall_s",
+        "peak_rss_kb",
+        "error_lines",
+        "attempts",
+    ] {
+        assert!(c.get(field).is_some(), "no {field} in {c}");
+    }
+    assert_eq!(c["status"], "failed");
+    assert_eq!(c["exit_status"], 70);
+    assert!(c["error_lines"][0]
+        .as_str()
+        .unwrap()
+        .contains("Child process job \"WalrusDriver\" exited abnormally"));
+    assert!(Path::new(c["log"].as_str().unwrap()).exists());
+    let missing = &r["compiles"][2];
+    assert_eq!(missing["status"], "failed");
+    assert!(missing["attempts"].as_array().unwrap().is_empty());
+    assert!(missing["error_lines"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("[ERROR]"));
+    assert!(text(&o.stdout).contains("3 compiles: 0 succeeded, 3 failed"));
+
+    // A remembered failure is not retried: the same batch fails at once.
+    let o = run(args("1", "r1.json"), "");
+    assert_eq!(o.status.code(), Some(70));
+    let r = report(&s, "r1.json");
+    assert_eq!(r["compiles"][0]["cache"], "hit");
+    assert_eq!(r["compiles"][0]["attempts"].as_array().unwrap().len(), 1);
+
+    // With fresh graphs, --retries 1 retries the failed first runs, which then succeed.
+    variants(&s, "graphs2", 2);
+    let mut a = args("1", "r2.json");
+    a[1] = "graphs2".into();
+    a.remove(2);
+    a.remove(2);
+    let o = run(a, "walrus_driver:exit=3@first");
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let r = report(&s, "r2.json");
+    assert_eq!(r["succeeded"], 2);
+    for c in r["compiles"].as_array().unwrap() {
+        let attempts = c["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 2);
+        assert_eq!(attempts[0]["exit_status"], 70);
+        assert_eq!(attempts[1]["alone"], false);
+        assert!(verifies(Path::new(c["output"].as_str().unwrap())));
+    }
+}
+
+#[test]
+fn usage_errors_compile_nothing() {
+    let s = Scratch::new();
+    for (args, needle) in [
+        (
+            vec!["parallel-compile", MODEL, "--", "--toolchain", "sim"],
+            "required: --target",
+        ),
+        (
+            vec![
+                "parallel-compile",
+                MODEL,
+                "--",
+                "--target",
+                "trn2",
+                "--dry-run",
+            ],
+            "may not use --dry-run",
+        ),
+        (
+            vec![
+                "parallel-compile",
+                MODEL,
+                "--cache_dir",
+                "s3://b/c",
+                "--",
+                "--target",
+                "trn2",
+            ],
+            "remote compile caches are not supported",
+        ),
+        (
+            vec![
+                "parallel-compile",
+                MODEL,
+                "--jobs",
+                "0",
+                "--",
+                "--target",
+                "trn2",
+            ],
+            "must be at least 1",
+        ),
+        (
+            vec![
+                "parallel-compile",
+                MODEL,
+                "mlp.hlo_module.pb",
+                "--",
+                "--target",
+                "trn2",
+            ],
+            "would both be compiled to",
+        ),
+    ] {
+        let o = s.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    assert!(s.records().is_empty());
+}
+
+#[test]
+fn the_external_compiler_engine() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 2);
+    let compiler = fake_compiler();
+    let record = s.join("fake-record.txt");
+    let run = |input: &str, report: &str, out: &str, env: &[(&str, &str)]| {
+        let mut c = s.nxcc(&[
+            "parallel-compile",
+            input,
+            "--compiler",
+            compiler.to_str().unwrap(),
+            "--cache_dir",
+            "cache",
+            "--output-dir",
+            out,
+            "--report",
+            report,
+            "--",
+            "--target",
+            "trn2",
+        ]);
+        c.env("FAKE_COMPILER_RECORD", &record);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let runs = || {
+        std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    // Success: the compiler's output lands at <stem>.neff; its peak memory is measured.
+    let o = run(
+        "graphs",
+        "r1.json",
+        "out",
+        &[("FAKE_COMPILER_HOLD_MB", "64")],
+    );
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(runs(), 2);
+    let r = report(&s, "r1.json");
+    assert_eq!(r["engine"], "external");
+    for c in r["compiles"].as_array().unwrap() {
+        assert_eq!(c["cache"], "miss");
+        assert!(c["peak_rss_kb"].as_u64().unwrap() >= 64 << 10, "{c}");
+        let neff = std::fs::read_to_string(c["output"].as_str().unwrap()).unwrap();
+        assert!(neff.starts_with("FAKE-NEFF 1\n"), "{neff}");
+        let log = std::fs::read_to_string(c["log"].as_str().unwrap()).unwrap();
+        assert!(
+            log.contains("[job.ExternalCompiler.0]: Executing "),
+            "{log}"
+        );
+        assert!(log.contains("Compiler status PASS"));
+    }
+    // No partial output is left beside the outputs.
+    let names: Vec<String> = std::fs::read_dir(s.join("out"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+
+    // The second run is served from the cache: the compiler does not run.
+    let o = run("graphs", "r2.json", "out2", &[]);
+    assert!(o.status.success());
+    assert_eq!(runs(), 2);
+    let r = report(&s, "r2.json");
+    assert!(r["compiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["cache"] == "hit"));
+    assert_eq!(
+        std::fs::read(s.join("out2/g00.neff")).unwrap(),
+        std::fs::read(s.join("out/g00.neff")).unwrap()
+    );
+
+    // A crash is reported with the F-code banner; a SIGKILL is retried alone first.
+    variants(&s, "crashing", 1);
+    let o = run(
+        "crashing",
+        "r3.json",
+        "out3",
+        &[("FAKE_COMPILER_CRASH", "segv")],
+    );
+    assert_eq!(o.status.code(), Some(70));
+    let r = report(&s, "r3.json");
+    let lines: Vec<&str> = r["compiles"][0]["error_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(lines[0].starts_with("[ERROR] Child process job \"ExternalCompiler\" exited abnormally! Killed by signal 11 (SIGSEGV)."), "{lines:?}");
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("[F139] neuronx-cc terminated abnormally")));
+    assert!(lines.iter().any(|l| l.contains("fake-compiler: crashing")));
+    assert!(!s.join("out3/g00.neff").exists());
+
+    variants(&s, "killed", 1);
+    let o = run(
+        "killed",
+        "r4.json",
+        "out4",
+        &[("FAKE_COMPILER_CRASH", "kill")],
+    );
+    assert_eq!(o.status.code(), Some(70));
+    let r = report(&s, "r4.json");
+    let c = &r["compiles"][0];
+    assert_eq!(c["attempts"].as_array().unwrap().len(), 2);
+    assert_eq!(c["attempts"][1]["alone"], true);
+    assert!(c["error_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l.as_str().unwrap().starts_with("[F137] ")));
+}
