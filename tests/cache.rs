@@ -371,6 +371,18 @@ fn gc_evicts_least_recently_used_first_and_leaves_a_consistent_cache() {
 }
 
 #[test]
+fn a_plan_whose_product_is_not_just_the_neff_compiles_without_the_cache() {
+    let s = Scratch::new();
+    for round in 1..=2 {
+        // -O3 runs no backend: it writes no NEFF.
+        let o = s.run(&compile_args("o3.neff", &["-O3"]));
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(tool_runs(&s, "hlo2penguin"), round);
+    }
+    assert_eq!(stats(&s)["entries"], 0);
+}
+
+#[test]
 fn remote_caches_and_bad_cache_commands_are_refused() {
     let s = Scratch::new();
     let mut args = compile_args("a.neff", &[]);

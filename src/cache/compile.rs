@@ -1,10 +1,12 @@
 //! A compile through the cache (07): [`compile_cached`], what `nxcc compile --cache_dir`,
 //! `parallel-compile` and the daemon call.
 //!
+//! 0. Only a plan whose one product is the NEFF at `--output` uses the cache
+//!    ([`crate::recon::cache::plan_is_cacheable`]); others compile as without it.
 //! 1. Compute the key (the model read once, streaming).
 //! 2. Without any lock, look the key up: a good entry is a *hit* — its NEFF is copied to
 //!    `--output` (verified against its blake3 on the way), `Using a cached neff at {path}` is
-//!    printed at USER level, nothing is run or laid out; a failed entry fails at once with its
+//!    printed at USER level, nothing is run or laid out (event consumers get `Done`); a failed entry fails at once with its
 //!    error lines and status (unless `--retry_failed_compilation`); a corrupt entry is evicted,
 //!    with a warning, and compiled again.
 //! 3. Otherwise take the key's lock (waiting for another compile of the same key), look again
@@ -28,6 +30,7 @@ use crate::cli::level;
 use crate::engine::{self, Engine};
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
+use crate::run::events::Event;
 use crate::run::log::{self, Logger};
 use crate::run::metrics;
 use crate::run::pipeline::{Options, Outcome};
@@ -198,6 +201,15 @@ pub fn compile_cached_keyed(
         return uncached();
     };
     let logger = open_logger(plan, opts);
+    if !crate::recon::cache::plan_is_cacheable(&plan.pipeline) {
+        if let Some(l) = &logger {
+            l.info(
+                log::DRIVER,
+                "Compiling without the cache: the plan's product is not just the NEFF at --output",
+            );
+        }
+        return uncached();
+    }
     let key = match key.map(Ok).unwrap_or_else(|| Key::compute(plan, engine)) {
         Ok(k) => k,
         Err(e) => {
@@ -213,6 +225,7 @@ pub fn compile_cached_keyed(
     };
     let ctx = Ctx {
         plan,
+        opts,
         cache: &cache,
         key: &key,
         cfg,
@@ -289,6 +302,7 @@ pub fn compile_cached_keyed(
 
 struct Ctx<'a> {
     plan: &'a Plan,
+    opts: &'a Options<'a>,
     cache: &'a Cache,
     key: &'a Key,
     cfg: &'a CacheConfig,
@@ -296,11 +310,32 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Serve the key from the cache if it holds a usable result.
+    /// What a compile says before it runs anything: the plan's warnings and USER-level lines.
+    fn announce(&self) {
+        if let Some(l) = self.logger {
+            for w in &self.plan.warnings {
+                l.warning(log::DRIVER, w);
+            }
+            for m in &self.plan.user_messages {
+                l.user(m);
+            }
+        }
+    }
+
+    /// Serve the key from the cache if it holds a usable result. Event consumers get the error
+    /// lines and `Done`, as from a compile that ran.
     fn serve_from_cache(&self) -> Option<CachedOutcome> {
         let key = &self.key.key;
         let dir = self.cache.entry_dir(key);
         let done = |outcome: Outcome| {
+            if let Some(f) = self.opts.on_event {
+                for line in &outcome.error_lines {
+                    f(&Event::Error { line: line.clone() });
+                }
+                f(&Event::Done {
+                    exit_status: outcome.exit_status,
+                });
+            }
             Some(CachedOutcome {
                 outcome,
                 cache: CacheStatus::Hit,
@@ -317,7 +352,8 @@ impl Ctx<'_> {
                 });
                 match self.cache.serve(key, &neff, &self.plan.output) {
                     Ok(()) => {
-                        self.cache.touch(&m);
+                        self.cache.touch(key);
+                        self.announce();
                         if let Some(l) = self.logger {
                             l.user(&format!(
                                 "Using a cached neff at {}",
@@ -348,6 +384,7 @@ impl Ctx<'_> {
                 }
             }
             Lookup::Failed(_, failed) if !self.cfg.retry_failed => {
+                self.announce();
                 if let Some(l) = self.logger {
                     for line in &failed.error_lines {
                         l.error(log::DRIVER, line);

@@ -15,7 +15,6 @@
 //! went into them is kept in clear ([`Key::inputs`]) for `meta.json`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -51,8 +50,8 @@ pub const EXCLUDED_ARGS: &[&str] = &[
     "toolchain",
 ];
 
-/// The buffer model files are read through while hashing.
-pub const HASH_BUFFER: usize = 1 << 20;
+/// The chunk size model files are read in while hashing.
+pub const HASH_BUFFER: usize = super::chunks::CHUNK;
 
 /// A compile's cache key, with its inputs in clear.
 #[derive(Debug, Clone, PartialEq)]
@@ -225,22 +224,14 @@ pub fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
     Ok((h.finalize(), total))
 }
 
-/// Stream a file into a hasher; returns the number of bytes read.
+/// Stream a file into a hasher (reads overlapped with hashing, see [`super::chunks`]); returns
+/// the number of bytes read.
 pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    let mut f = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; HASH_BUFFER];
-    let mut n = 0u64;
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => return Ok(n),
-            Ok(k) => {
-                h.update(&buf[..k]);
-                n += k as u64;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    let f = std::fs::File::open(path)?;
+    super::chunks::for_each_chunk(&f, &mut |c| {
+        h.update(c);
+        Ok(())
+    })
 }
 
 fn collect_files(
@@ -353,7 +344,7 @@ mod tests {
     fn a_file_digest_is_the_plain_blake3_of_its_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("big");
-        let data: Vec<u8> = (0..3 * HASH_BUFFER + 17).map(|i| (i * 7) as u8).collect();
+        let data: Vec<u8> = (0..9 * HASH_BUFFER + 17).map(|i| (i * 7) as u8).collect();
         std::fs::write(&p, &data).unwrap();
         let (d, n) = hash_model(&p).unwrap();
         assert_eq!(d, blake3::hash(&data));

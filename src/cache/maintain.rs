@@ -141,7 +141,7 @@ pub fn verify(cache: &Cache) -> VerifyReport {
 pub fn gc(cache: &Cache, max_bytes: u64) -> GcReport {
     let (mut entries, left) = cache.scan();
     let leftovers_removed = cache.clean_leftovers(&left);
-    entries.sort_by_key(|e| (e.meta.as_ref().map_or(0, |m| m.last_used_ms), e.key.clone()));
+    entries.sort_by_key(|e| (e.last_used_ms, e.key.clone()));
     let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
     let mut report = GcReport {
         max_bytes,

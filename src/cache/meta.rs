@@ -57,7 +57,9 @@ pub struct Meta {
     pub created: String,
     /// Milliseconds since the Unix epoch.
     pub created_ms: u64,
-    /// Milliseconds since the Unix epoch; updated on every hit.
+    /// Milliseconds since the Unix epoch, when the entry was written; a hit records its use as
+    /// this file's modification time instead of rewriting it (the last use is the later of the
+    /// two, see [`super::store::Cache::last_used_ms`]).
     pub last_used_ms: u64,
 }
 

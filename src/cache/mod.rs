@@ -9,7 +9,8 @@
 //! - [`compile`]: [`compile_cached`] — a compile through the cache, what `nxcc compile
 //!   --cache_dir`, `parallel-compile` and the daemon call;
 //! - [`estimate`]: the memory estimate of a compile, learned from earlier compiles;
-//! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...`.
+//! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...`;
+//! - [`chunks`]: large files read with the reads overlapped with hashing.
 //!
 //! ```no_run
 //! use nxcc::cache::{compile_cached, CacheConfig};
@@ -22,6 +23,7 @@
 //! println!("exit {} cache {}", done.outcome.exit_status, done.cache.as_str());
 //! ```
 
+pub mod chunks;
 pub mod command;
 pub mod compile;
 pub mod estimate;

@@ -17,7 +17,7 @@
 //! half-evicted ones.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -73,6 +73,8 @@ pub struct Listed {
     pub failed: bool,
     /// The apparent size of its files.
     pub bytes: u64,
+    /// See [`Cache::last_used_ms`].
+    pub last_used_ms: u64,
 }
 
 /// What a scan found besides entries: temporary and half-evicted directories, lock files.
@@ -233,18 +235,25 @@ impl Cache {
         Ok(())
     }
 
-    /// Record a use of the entry (`last_used_ms` in its `meta.json`, replaced atomically).
-    /// Best effort: an entry evicted meanwhile is left alone.
-    pub fn touch(&self, meta: &Meta) {
-        let dir = self.entry_dir(&meta.key);
-        let mut m = meta.clone();
-        m.last_used_ms = meta::now_ms();
-        let tmp = dir.join(format!(".{META_FILE}.{}", unique_suffix()));
-        if meta::write_json(&tmp, &m).is_err()
-            || std::fs::rename(&tmp, dir.join(META_FILE)).is_err()
-        {
-            let _ = std::fs::remove_file(&tmp);
+    /// Record a use of the entry: its `meta.json`'s modification time becomes now (a metadata
+    /// update, no rewrite). Best effort: a read-only cache or an entry evicted meanwhile is left
+    /// alone.
+    pub fn touch(&self, key: &str) {
+        let path = self.entry_dir(key).join(META_FILE);
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) {
+            let _ = f.set_modified(std::time::SystemTime::now());
         }
+    }
+
+    /// When the entry was last used, ms since the Unix epoch: the later of `meta.json`'s
+    /// `last_used_ms` (its creation) and the file's modification time (its last hit).
+    pub fn last_used_ms(&self, key: &str, meta: Option<&Meta>) -> u64 {
+        let mtime = std::fs::metadata(self.entry_dir(key).join(META_FILE))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64);
+        mtime.max(meta.map_or(0, |m| m.last_used_ms))
     }
 
     /// Take the lock of `key`, waiting for another holder; `on_wait` is called once if it has
@@ -389,6 +398,7 @@ impl Cache {
                         Lookup::Absent | Lookup::Corrupt(_) => (None, false),
                     };
                     entries.push(Listed {
+                        last_used_ms: self.last_used_ms(&name, meta.as_ref()),
                         key: name,
                         bytes: dir_bytes(&path),
                         dir: path,
@@ -442,7 +452,7 @@ enum CopyError {
 const FICLONE: libc::c_ulong = 0x4004_9409;
 
 /// Copy `src` into `dst` (a reflink when possible) and return the blake3 and size of what `dst`
-/// now holds.
+/// now holds: the bytes written are the bytes hashed.
 fn copy_hashing(src: &File, dst: &File, dst_path: &Path) -> Result<(blake3::Hash, u64), CopyError> {
     // SAFETY: ioctl(FICLONE) with two descriptors we own; on failure nothing was changed.
     let cloned = unsafe { libc::ioctl(dst.as_raw_fd(), FICLONE as _, src.as_raw_fd()) } == 0;
@@ -451,21 +461,21 @@ fn copy_hashing(src: &File, dst: &File, dst_path: &Path) -> Result<(blake3::Hash
         let n = super::key::hash_file_into(dst_path, &mut h).map_err(CopyError::Read)?;
         return Ok((h.finalize(), n));
     }
-    let mut buf = vec![0u8; super::key::HASH_BUFFER];
-    let (mut r, mut w) = (src, dst);
-    let mut n = 0u64;
-    loop {
-        let k = match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(k) => k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(CopyError::Read(e)),
-        };
-        h.update(&buf[..k]);
-        w.write_all(&buf[..k]).map_err(CopyError::Write)?;
-        n += k as u64;
+    let mut w = dst;
+    let mut write_error: Option<std::io::Error> = None;
+    let read = super::chunks::for_each_chunk(src, &mut |c| {
+        h.update(c);
+        w.write_all(c).map_err(|e| {
+            let kind = e.kind();
+            write_error = Some(e);
+            std::io::Error::from(kind)
+        })
+    });
+    match (read, write_error) {
+        (_, Some(e)) => Err(CopyError::Write(e)),
+        (Err(e), None) => Err(CopyError::Read(e)),
+        (Ok(n), None) => Ok((h.finalize(), n)),
     }
-    Ok((h.finalize(), n))
 }
 
 /// Copy a file into a directory while hashing it: (blake3, size) of the bytes written.
@@ -570,11 +580,16 @@ mod tests {
             panic!()
         };
         assert_eq!(m.neff.as_ref().unwrap().size, 3);
-        cache.touch(&m);
-        let Lookup::Hit(m2) = cache.lookup(&key) else {
-            panic!()
-        };
-        assert!(m2.last_used_ms > m.last_used_ms);
+        let old = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(cache.entry_dir(&key).join(META_FILE))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(cache.last_used_ms(&key, Some(&m)), 1_000_000_000);
+        cache.touch(&key);
+        assert!(cache.last_used_ms(&key, Some(&m)) >= meta::now_ms() - 1000);
         let (entries, _) = cache.scan();
         assert_eq!(entries.len(), 1);
         assert!(entries[0].bytes > 3);

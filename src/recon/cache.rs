@@ -4,6 +4,18 @@
 
 use crate::run::metrics::{JobMetrics, JobStatus};
 
+/// Whether a plan's compile can be served from the cache: its one product must be the NEFF at
+/// `--output` — the pipeline runs Kelper (which writes it), and neither NeffWrapper (which also
+/// writes `<stem>.wrapped.hlo.pb`) nor SaveTemps (which copies the work dir into the launch
+/// directory). A `--pipeline` that stops earlier, `-O3` (no backend), or one of those two compile
+/// without the cache.
+pub fn plan_is_cacheable(pipeline: &[&str]) -> bool {
+    pipeline.contains(&"Kelper")
+        && !pipeline
+            .iter()
+            .any(|j| matches!(*j, "NeffWrapper" | "SaveTemps"))
+}
+
 /// Whether a failed compile is remembered as a failed entry: only a failure the inputs caused —
 /// the compile ran (a worker or compiler process existed and at least one job finished) and ended
 /// with status 70 — and not one the moment caused: an interrupt or cancellation, a job timeout
@@ -44,6 +56,21 @@ mod tests {
             signal,
             processes: 1,
         }
+    }
+
+    #[test]
+    fn only_plans_whose_product_is_the_neff_are_cached() {
+        let full = [
+            "HLOToTensorizer",
+            "XLAInferGoldens",
+            "Frontend",
+            "WalrusDriver",
+            "Kelper",
+        ];
+        assert!(plan_is_cacheable(&full));
+        assert!(!plan_is_cacheable(&full[..4]));
+        assert!(!plan_is_cacheable(&["Frontend", "Kelper", "NeffWrapper"]));
+        assert!(!plan_is_cacheable(&["Frontend", "Kelper", "SaveTemps"]));
     }
 
     #[test]

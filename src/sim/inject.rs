@@ -1,14 +1,18 @@
 //! Fault and cost injection settings of the simulated tools, read from the environment:
-//! `NXCC_SIM_FAULT`, `NXCC_SIM_WORK_MS`, `NXCC_SIM_RSS_MB`, `NXCC_SIM_RECORD` and
-//! `NXCC_SIM_STATE`. This module only parses and selects; [`super::effects`] carries them out.
+//! `NXCC_SIM_FAULT`, `NXCC_SIM_WORK_MS`, `NXCC_SIM_WORK_MS_PER_MB`, `NXCC_SIM_RSS_MB`,
+//! `NXCC_SIM_RECORD` and `NXCC_SIM_STATE`. This module only parses and selects; [`super::effects`] carries them out.
 //!
-//! Each of the three setting variables is a comma list of `<tool>:<setting>` entries, where
+//! Each of the four setting variables is a comma list of `<tool>:<setting>` entries, where
 //! `<tool>` is one of the native tool names (`hlo2penguin`, `walrus_driver`, ...) or `*` for every
 //! tool. A setting may end in `@first`: it then applies only to the first run of that tool for a
 //! given model (see [`super::effects::first_run`]).
 //!
 //! - `NXCC_SIM_FAULT`: `segv` | `abort` | `kill` | `exit=N` (0–255) | `hang` | `stderr=<text>`;
 //! - `NXCC_SIM_WORK_MS`: milliseconds of CPU-bound work before the outputs are written;
+//! - `NXCC_SIM_WORK_MS_PER_MB`: more CPU-bound work, this many milliseconds per MiB of the model
+//!   the tool reads (`hlo2penguin`, `xla_infergoldens`, `hlo-neff-wrapper`; the other tools read
+//!   no model and get none) — so compiles of models of different sizes cost differently under one
+//!   setting;
 //! - `NXCC_SIM_RSS_MB`: MiB of memory to touch and hold until the tool returns.
 //!
 //! Rules:
@@ -25,6 +29,8 @@ use std::path::PathBuf;
 pub const FAULT_ENV: &str = "NXCC_SIM_FAULT";
 /// The CPU-work variable.
 pub const WORK_ENV: &str = "NXCC_SIM_WORK_MS";
+/// The per-MiB CPU-work variable.
+pub const WORK_PER_MB_ENV: &str = "NXCC_SIM_WORK_MS_PER_MB";
 /// The memory variable.
 pub const RSS_ENV: &str = "NXCC_SIM_RSS_MB";
 /// The invocation-record variable (a file path; relative to the tool's working directory).
@@ -115,6 +121,7 @@ pub struct Chosen<T> {
 pub struct Inject {
     pub faults: Vec<Entry<Fault>>,
     pub work_ms: Vec<Entry<u64>>,
+    pub work_ms_per_mb: Vec<Entry<u64>>,
     pub rss_mb: Vec<Entry<u64>>,
     /// `NXCC_SIM_RECORD`, as given.
     pub record: Option<PathBuf>,
@@ -127,6 +134,7 @@ pub struct Inject {
 pub struct ForTool {
     pub fault: Option<Chosen<Fault>>,
     pub work_ms: Option<Chosen<u64>>,
+    pub work_ms_per_mb: Option<Chosen<u64>>,
     pub rss_mb: Option<Chosen<u64>>,
 }
 
@@ -135,6 +143,7 @@ impl ForTool {
     pub fn needs_first(&self) -> bool {
         self.fault.as_ref().is_some_and(|c| c.first_only)
             || self.work_ms.as_ref().is_some_and(|c| c.first_only)
+            || self.work_ms_per_mb.as_ref().is_some_and(|c| c.first_only)
             || self.rss_mb.as_ref().is_some_and(|c| c.first_only)
     }
 
@@ -143,6 +152,7 @@ impl ForTool {
         ForTool {
             fault: self.fault.filter(|c| !c.first_only),
             work_ms: self.work_ms.filter(|c| !c.first_only),
+            work_ms_per_mb: self.work_ms_per_mb.filter(|c| !c.first_only),
             rss_mb: self.rss_mb.filter(|c| !c.first_only),
         }
     }
@@ -163,6 +173,9 @@ impl Inject {
         }
         if let Some(v) = var(WORK_ENV) {
             inject.work_ms = parse_list(WORK_ENV, &v, parse_count)?;
+        }
+        if let Some(v) = var(WORK_PER_MB_ENV) {
+            inject.work_ms_per_mb = parse_list(WORK_PER_MB_ENV, &v, parse_count)?;
         }
         if let Some(v) = var(RSS_ENV) {
             inject.rss_mb = parse_list(RSS_ENV, &v, parse_count)?;
@@ -191,6 +204,7 @@ impl Inject {
         ForTool {
             fault: choose(&self.faults, tool),
             work_ms: choose(&self.work_ms, tool),
+            work_ms_per_mb: choose(&self.work_ms_per_mb, tool),
             rss_mb: choose(&self.rss_mb, tool),
         }
     }
@@ -352,6 +366,23 @@ mod tests {
         assert_eq!(later.work_ms.map(|c| c.value), Some(250));
         assert_eq!(i.for_tool("hlo2penguin").rss_mb.unwrap().value, 64);
         assert!(!i.for_tool("nn_executor").needs_first());
+    }
+
+    #[test]
+    fn work_per_mib_is_a_setting_of_its_own() {
+        let i = from(&[
+            (WORK_ENV, "*:5"),
+            (WORK_PER_MB_ENV, "hlo2penguin:40,*:2@first"),
+        ])
+        .unwrap();
+        let h = i.for_tool("hlo2penguin");
+        assert_eq!(h.work_ms.map(|c| c.value), Some(5));
+        assert_eq!(h.work_ms_per_mb.as_ref().map(|c| c.value), Some(40));
+        let w = i.for_tool("walrus_driver");
+        assert!(w.needs_first());
+        assert_eq!(w.without_first_only().work_ms_per_mb, None);
+        let e = from(&[(WORK_PER_MB_ENV, "hlo2penguin:lots")]).unwrap_err();
+        assert!(e.starts_with(WORK_PER_MB_ENV), "{e}");
     }
 
     #[test]

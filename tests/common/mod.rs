@@ -47,6 +47,7 @@ impl Scratch {
             .env("NXCC_SIM_RECORD", self.record())
             .env_remove("NXCC_SIM_FAULT")
             .env_remove("NXCC_SIM_WORK_MS")
+            .env_remove("NXCC_SIM_WORK_MS_PER_MB")
             .env_remove("NXCC_SIM_RSS_MB")
             .env_remove("NXCC_SIM_SUBGRAPHS")
             .env_remove("NXCC_TOOLCHAIN")

@@ -9,9 +9,10 @@ use nxcc::jobs::{Action, Step};
 use nxcc::plan::{Plan, SystemProbe};
 use nxcc::sim::layout::{lay_out_from, Sources};
 
-pub const SIM_VARS: [&str; 6] = [
+pub const SIM_VARS: [&str; 7] = [
     "NXCC_SIM_FAULT",
     "NXCC_SIM_WORK_MS",
+    "NXCC_SIM_WORK_MS_PER_MB",
     "NXCC_SIM_RSS_MB",
     "NXCC_SIM_RECORD",
     "NXCC_SIM_STATE",

@@ -244,6 +244,31 @@ fn work_ms_spends_cpu_time() {
     assert!(cpu_ms >= 150, "only {cpu_ms} ms of CPU");
 }
 
+#[test]
+fn work_per_mib_scales_with_the_model() {
+    let cpu_ms = |model: &[u8], per_mb: &str| {
+        let (fx, argv) = penguin_fixture(model);
+        let child = fx
+            .command(&argv, ".")
+            .env("NXCC_SIM_WORK_MS_PER_MB", per_mb)
+            .spawn()
+            .unwrap();
+        let (status, usage) = wait4(child);
+        assert!(status.success());
+        (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000
+            + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
+    };
+    let mut big = tiny_hlo();
+    big.resize(big.len() + (3 << 20), b' ');
+    // 3 MiB at 100 ms per MiB: about 300 ms; the tiny model alone costs (almost) nothing.
+    let spent = cpu_ms(&big, "hlo2penguin:100");
+    assert!(spent >= 200, "only {spent} ms of CPU for 3 MiB");
+    let small = cpu_ms(&tiny_hlo(), "hlo2penguin:100");
+    assert!(small < 100, "{small} ms of CPU for a tiny model");
+    // Another tool's setting does not apply.
+    assert!(cpu_ms(&big, "walrus_driver:100") < 150);
+}
+
 /// The library entry point under injected faults: a child process (this test binary, running
 /// [`lib_host_child`]) loads `libwalrus.so` and calls `run_backend_driver`.
 #[test]

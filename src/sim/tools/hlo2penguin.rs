@@ -131,6 +131,10 @@ impl Prepared for Job {
         self.model.digest
     }
 
+    fn model_bytes(&self) -> u64 {
+        self.model.parts.iter().map(|(_, b)| b.len() as u64).sum()
+    }
+
     fn execute(&self) -> Result<(), ToolError> {
         let hex = self.model.digest.to_hex();
         let text = format!(

@@ -117,6 +117,10 @@ impl Prepared for Job {
         self.model.digest
     }
 
+    fn model_bytes(&self) -> u64 {
+        self.model.parts.iter().map(|(_, b)| b.len() as u64).sum()
+    }
+
     fn execute(&self) -> Result<(), ToolError> {
         let mut out = self.model.bytes();
         out.extend_from_slice(

@@ -79,6 +79,11 @@ pub trait Prepared {
     /// The blake3 the `@first` settings are keyed on: the model, or the input file the tool
     /// reads when it has no model argument.
     fn key(&self) -> blake3::Hash;
+    /// The size of the model the tool reads (0 for tools that read none), for
+    /// `NXCC_SIM_WORK_MS_PER_MB`.
+    fn model_bytes(&self) -> u64 {
+        0
+    }
     /// Write the outputs.
     fn execute(&self) -> Result<(), ToolError>;
 }
@@ -212,8 +217,15 @@ fn run_checked(tool: &str, args: &[String], cwd: &Path, inject: &Inject, record:
     }
     // Held until this function returns (for the binary: until exit).
     let memory = settings.rss_mb.map(|c| effects::touch_memory(c.value));
-    if let Some(w) = &settings.work_ms {
-        effects::burn_cpu(w.value);
+    let per_mb = settings
+        .work_ms_per_mb
+        .map_or(0, |c| c.value.saturating_mul(job.model_bytes()) >> 20);
+    let work = settings
+        .work_ms
+        .map_or(0, |c| c.value)
+        .saturating_add(per_mb);
+    if work > 0 {
+        effects::burn_cpu(work);
     }
     if let Some(fault) = settings.fault.map(|c| c.value) {
         match fault {

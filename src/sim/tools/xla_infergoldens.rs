@@ -145,6 +145,10 @@ impl Prepared for Job {
         self.model.digest
     }
 
+    fn model_bytes(&self) -> u64 {
+        self.model.parts.iter().map(|(_, b)| b.len() as u64).sum()
+    }
+
     fn execute(&self) -> Result<(), ToolError> {
         let npy = formats::npy_f32(&[2, 4], &golden_values(self));
         let gold = formats::pickle_str(&format!(
