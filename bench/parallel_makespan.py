@@ -23,7 +23,7 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-NXCC = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
+NXCC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
 JOBS = int(sys.argv[2]) if len(sys.argv) > 2 else os.cpu_count()
 MS_PER_MB = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 REPS = int(sys.argv[4]) if len(sys.argv) > 4 else 3

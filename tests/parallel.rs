@@ -505,4 +505,43 @@ fn the_external_compiler_engine() {
         .unwrap()
         .iter()
         .any(|l| l.as_str().unwrap().starts_with("[F137] ")));
+
+    // A compiler that succeeds without writing its output, and one that cannot be run.
+    variants(&s, "odd", 1);
+    for (compiler, needle) in [
+        (
+            "/bin/true",
+            "[ERROR] [NCC_EDRV112] The compiler succeeded but its output ",
+        ),
+        (
+            "/no/such/compiler",
+            "[ERROR] [NCC_EDRV082] Could not run the compiler: ",
+        ),
+    ] {
+        let o = s
+            .nxcc(&[
+                "parallel-compile",
+                "odd",
+                "--compiler",
+                compiler,
+                "--no_cache",
+                "--output-dir",
+                "out5",
+                "--report",
+                "r5.json",
+                "--",
+                "--target",
+                "trn2",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(70), "{compiler}");
+        let r = report(&s, "r5.json");
+        let line = r["compiles"][0]["error_lines"][0]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(line.starts_with(needle), "{compiler}: {line}");
+        assert!(!s.join("out5/g00.neff").exists());
+    }
 }

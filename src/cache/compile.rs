@@ -363,7 +363,7 @@ impl Ctx<'_> {
                         done(plain_outcome(0, Vec::new()))
                     }
                     Err(ServeError::Corrupt(reason)) => {
-                        self.evict_corrupt(&reason);
+                        self.evict_corrupt(&reason, Some(&m));
                         None
                     }
                     Err(ServeError::Output(e)) => {
@@ -404,14 +404,22 @@ impl Ctx<'_> {
             }
             Lookup::Failed(..) => None,
             Lookup::Corrupt(reason) => {
-                self.evict_corrupt(&reason);
+                self.evict_corrupt(&reason, None);
                 None
             }
         }
     }
 
-    fn evict_corrupt(&self, reason: &str) {
+    /// Evict the entry found corrupt — unless it changed meanwhile (evicted by maintenance, or
+    /// replaced by another compile): then there is nothing to warn about.
+    fn evict_corrupt(&self, reason: &str, seen: Option<&Meta>) {
         let dir = self.cache.entry_dir(&self.key.key);
+        if let Some(seen) = seen {
+            match self.cache.lookup(&self.key.key) {
+                Lookup::Hit(now) if now.created_ms == seen.created_ms => {}
+                _ => return,
+            }
+        }
         let evicted = self.cache.evict(&self.key.key);
         warn(
             self.logger,

@@ -12,15 +12,28 @@
 //! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...`;
 //! - [`chunks`]: large files read with the reads overlapped with hashing.
 //!
+//! A scheduler (the daemon, `parallel-compile`) keys the compile once, estimates its memory from
+//! the key, admits it, and compiles with the same key:
+//!
 //! ```no_run
-//! use nxcc::cache::{compile_cached, CacheConfig};
+//! use std::path::Path;
+//! use nxcc::cache::{self, CacheConfig, Key};
 //! use nxcc::engine::Engine;
 //! use nxcc::run::pipeline::Options;
 //! # fn plan() -> nxcc::plan::Plan { unimplemented!() }
 //! let plan = plan();
-//! let cfg = CacheConfig::at("/var/tmp/neuron-compile-cache");
-//! let done = compile_cached(&plan, &Options::terminal(), &cfg, &Engine::Pipeline);
+//! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.
+//! let cfg = CacheConfig::from_plan(&plan, Some(Path::new(cache::DEFAULT_DIR))).unwrap();
+//! let engine = Engine::Pipeline; // or Engine::external("/opt/venv/bin/neuronx-cc")
+//! let key = Key::compute(&plan, &engine).ok();
+//! let bytes = match &key {
+//!     Some(k) => cache::estimate(cfg.cache().as_ref(), k).bytes,
+//!     None => cache::estimate::default_estimate(plan.model_facts.size),
+//! };
+//! // ... admission.acquire(bytes, ...) ...
+//! let done = cache::compile_cached_keyed(&plan, key, &Options::terminal(), &cfg, &engine);
 //! println!("exit {} cache {}", done.outcome.exit_status, done.cache.as_str());
+//! # let _ = bytes;
 //! ```
 
 pub mod chunks;

@@ -234,7 +234,7 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
                     m.status = JobStatus::Failed;
                     error(
                         NccError::new(
-                            "EDRV092",
+                            "EDRV112",
                             format!(
                                 "The compiler succeeded but its output {} could not be moved to {}: {e}",
                                 partial.display(),

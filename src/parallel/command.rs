@@ -32,7 +32,7 @@ static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default
     "Show this help message and exit.");
 #[rustfmt::skip]
 static JOBS: Flag = flag("--jobs", &["-j"], "jobs", Action::Store, Kind::Int, Default::Derived("the number of CPUs"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "At most this many compiles at once (default: the number of CPUs).");
+    "At most this many compiles at once.");
 #[rustfmt::skip]
 static BUDGET: Flag = flag("--memory-budget", &[], "memory_budget", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Start a compile only while the estimated peak memory of the running ones plus its own fits (512M, 16G, ...; auto = 80% of MemAvailable).");
