@@ -182,3 +182,51 @@ impl Drop for Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::CacheStatus;
+
+    #[test]
+    fn a_finished_compile_in_one_line() {
+        let mut r = CompileResult {
+            input: "/m/g07.pb".into(),
+            stem: "g07".into(),
+            output: String::new(),
+            log: String::new(),
+            status: Status::Ok,
+            exit_status: 0,
+            cache: CacheStatus::Miss,
+            estimate: None,
+            key: None,
+            wall_s: 1.234,
+            peak_rss_kb: Some(3 << 10),
+            error_lines: Vec::new(),
+            attempts: Vec::new(),
+        };
+        assert_eq!(
+            line(3, 12, &r),
+            "[ 3/12] ok        g07  1.23 s  peak 3.0 MiB  cache miss"
+        );
+        r.status = Status::Failed;
+        r.exit_status = 70;
+        r.peak_rss_kb = None;
+        r.cache = CacheStatus::Hit;
+        assert_eq!(
+            line(12, 12, &r),
+            "[12/12] failed    g07  1.23 s  exit 70  cache hit"
+        );
+        assert_eq!(
+            live_text(&State {
+                total: 4,
+                done: 1,
+                running: 2,
+                queued: 1,
+                failed: 0,
+                stop: false
+            }),
+            "parallel-compile: 1/4 done, 2 running, 1 queued, 0 failed"
+        );
+    }
+}
