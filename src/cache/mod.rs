@@ -8,7 +8,7 @@
 //! - [`meta`]: `meta.json` and `failed.json`;
 //! - [`compile`]: [`compile_cached`] — a compile through the cache, what `nxcc compile
 //!   --cache_dir`, `parallel-compile` and the daemon call;
-//! - [`estimate`]: the memory estimate of a compile, learned from earlier compiles;
+//! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
 //! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...`;
 //! - [`chunks`]: large files read with the reads overlapped with hashing.
 //!

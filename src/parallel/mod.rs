@@ -3,7 +3,7 @@
 //! (`<output dir>/<stem>.log`), through the cache, on nxcc's pipeline or an external compiler.
 //!
 //! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
-//! ([`crate::cache::estimate`]: the peak recorded for the same key, else for the same arguments
+//! ([`crate::cache::estimate()`]: the peak recorded for the same key, else for the same arguments
 //! and the nearest model size, else 4 × the model size + 256 MiB); then the largest estimate
 //! goes first. A dispatcher admits compiles through [`crate::admission::Admission`] — at most
 //! `jobs` at once and, with a memory budget, only while the running estimates plus the next one
