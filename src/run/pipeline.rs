@@ -330,6 +330,10 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         ));
     }
     write_metrics(plan, &logger, &jobs, exit_status);
+    logger.info(
+        log::DRIVER,
+        &format!("nxcc supervisor peak RSS {} KB", metrics::own_peak_rss_kb()),
+    );
     Outcome {
         exit_status,
         error_lines,
