@@ -531,3 +531,64 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
         .unwrap();
     assert!(!text(&out.stderr).contains("\x1b[K"));
 }
+
+#[test]
+fn verify_and_simulate_jobs_and_the_goldens_jobs_nxcc_cannot_run() {
+    let s = Scratch::new();
+    let out = s.run(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn1",
+        "--toolchain",
+        "sim",
+        "--output",
+        "v.neff",
+        "--internal-tensorizer-opt-level",
+        "nki",
+        "--pipeline",
+        "compile",
+        "BIRVerifier",
+        "BIRSim",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let passes: Vec<String> = s
+        .records()
+        .iter()
+        .filter(|r| r["tool"] == "walrus_driver")
+        .map(|r| {
+            let argv = r["argv"].as_array().unwrap();
+            argv[argv.iter().position(|a| a == "--pass").unwrap() + 1]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(passes.len(), 3, "{passes:?}");
+    assert!(
+        passes[0].ends_with(",birverifier,bir_sim"),
+        "nki turns the simulator pass on: {}",
+        passes[0]
+    );
+    assert_eq!(&passes[1..], ["birverifier", "bir_sim"]);
+    for job in ["InferGoldens", "MetaInferGoldens"] {
+        let out = s.run(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn1",
+            "--toolchain",
+            "sim",
+            "--pipeline",
+            job,
+        ]);
+        assert_eq!(out.status.code(), Some(70));
+        assert!(
+            text(&out.stderr).contains(&format!(
+                "[ERROR] [NCC_EDRV083] {job} is only available for non-XLA frameworks, which nxcc does not compile - Remove it from --pipeline."
+            )),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
