@@ -135,7 +135,9 @@ fn compile(args: &cli::CompileArgs) -> i32 {
 /// A real compile from the command line: signals cancel it (exit 130/143).
 fn run_compile(plan: &plan::Plan) -> i32 {
     use crate::run::pipeline::{run_pipeline, Options};
-    let opts = Options::terminal();
+    let mut opts = Options::terminal();
+    // This process runs one compile: as a subreaper it inherits whatever the compile leaves.
+    opts.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
     let signals = crate::run::signals::install();
     if let Ok(s) = &signals {
         let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());

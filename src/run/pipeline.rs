@@ -44,6 +44,9 @@ pub struct Options<'a> {
     pub on_event: Option<&'a (dyn Fn(&Event) + Sync)>,
     /// The executable to re-run as the worker (default: this one).
     pub worker_program: Option<PathBuf>,
+    /// This process runs this one compile and is a child subreaper
+    /// ([`super::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan.
+    pub sole_compile: bool,
 }
 
 impl Options<'_> {
@@ -56,6 +59,7 @@ impl Options<'_> {
             worker_env: Vec::new(),
             on_event: None,
             worker_program: None,
+            sole_compile: false,
         }
     }
 }
@@ -224,6 +228,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         } else {
             Output::Inherit
         },
+        sole_child: opts.sole_compile,
     };
     let mut jobs: Vec<JobMetrics> = Vec::new();
     let mut error_lines: Vec<String> = Vec::new();
