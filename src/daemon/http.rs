@@ -1,0 +1,669 @@
+//! The daemon's HTTP/1.1 surface (hyper): routes, limits and answers (06-daemon.md).
+//!
+//! | request | answer |
+//! |---|---|
+//! | `POST /compile?working_directory=<abs dir>`, body = shell-quoted compile arguments | `200`, empty body, or `400` + the error lines; `X-Nxcc-Exit-Status` on both |
+//! | `POST /v1/compile`, JSON `{"argv", "working_directory", "env"?}` | `200`, newline-delimited JSON events, ending with `done` |
+//! | `GET /v1/status` | JSON |
+//! | `POST /exit` | `200`, then the daemon stops |
+//! | another path | `404`, `Unrecognized command <path>` |
+//! | another method on a known path | `405` |
+//!
+//! Every request of a peer whose uid is not served gets `403`. A request head over
+//! [`HEAD_LIMIT`] or a body over [`BODY_LIMIT`] gets `413`; a malformed request, bad JSON, a body
+//! that does not split into arguments, invalid UTF-8 or a relative `working_directory` gets `400`
+//! with the reason; a body that does not arrive within [`BODY_TIMEOUT`] gets `408`.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::job::{self, Emit, Ended};
+use super::server::{Daemon, Peer};
+use crate::run::events::Event;
+
+/// The largest request head served (request line and headers), bytes.
+pub const HEAD_LIMIT: usize = 16 << 10;
+/// The largest head hyper reads at all; a larger one gets hyper's `431` and the connection closes.
+pub const HARD_HEAD_LIMIT: usize = 64 << 10;
+/// The largest request body, bytes.
+pub const BODY_LIMIT: usize = 1 << 20;
+/// How long a request head may take to arrive (also how long an idle connection is kept).
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request body may take to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Event bytes a `/v1/compile` client may leave unread before it counts as gone.
+pub const STREAM_BACKLOG_LIMIT: usize = 16 << 20;
+/// The exit-status header of `/compile` answers.
+pub const EXIT_STATUS_HEADER: &str = "x-nxcc-exit-status";
+
+/// A response body: a whole text, or a stream of events.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+fn full(text: impl Into<Bytes>) -> Body {
+    Full::new(text.into()).boxed()
+}
+
+/// A `text/plain` answer.
+pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// A `400`-family answer that also closes the connection (the rest of the request may be unread).
+fn refuse(status: StatusCode, reason: &str) -> Response<Body> {
+    let mut r = text(status, format!("{reason}\n"));
+    r.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+    let mut body = serde_json::to_vec_pretty(v).unwrap_or_default();
+    body.push(b'\n');
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// The size of a request head as sent: request line, headers, blank line.
+pub fn head_size<B>(req: &Request<B>) -> usize {
+    let target = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().len())
+        .unwrap_or(1);
+    let line = req.method().as_str().len() + 1 + target + 1 + "HTTP/1.1".len() + 2;
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    line + headers + 2
+}
+
+/// Decode one `application/x-www-form-urlencoded` component (`+` is a space, `%XX` a byte).
+pub fn form_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = b
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| format!("invalid percent-encoding in the query: {s:?}"))?;
+                out.push(hex);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| "the query is not valid UTF-8".to_string())
+}
+
+/// A query parameter (the last occurrence wins, as the original's `dict(parse_qsl(...))`).
+pub fn query_param(query: Option<&str>, name: &str) -> Result<Option<String>, String> {
+    let mut found = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if form_decode(k)? == name {
+            found = Some(form_decode(v)?);
+        }
+    }
+    Ok(found)
+}
+
+/// A `working_directory` as the daemon accepts it: absolute, without NUL bytes.
+pub fn working_directory(raw: &str) -> Result<PathBuf, String> {
+    if raw.contains('\0') {
+        return Err("working_directory holds a NUL byte".to_string());
+    }
+    let p = PathBuf::from(raw);
+    if !p.is_absolute() {
+        return Err(format!(
+            "working_directory must be an absolute path, not {raw:?}"
+        ));
+    }
+    Ok(p)
+}
+
+/// Read the whole body: at most [`BODY_LIMIT`] bytes of UTF-8, within [`BODY_TIMEOUT`].
+async fn read_body(req: Request<Incoming>) -> Result<String, Response<Body>> {
+    let too_large = || {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request body is larger than {BODY_LIMIT} bytes"),
+        )
+    };
+    if let Some(len) = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        if len > BODY_LIMIT as u64 {
+            return Err(too_large());
+        }
+    }
+    let body = Limited::new(req.into_body(), BODY_LIMIT);
+    let collected = match tokio::time::timeout(BODY_TIMEOUT, body.collect()).await {
+        Err(_) => {
+            return Err(refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the request body did not arrive within {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            ))
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+        Ok(Err(e)) => {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the request body: {e}"),
+            ))
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    String::from_utf8(collected.to_vec()).map_err(|e| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "the request body is not valid UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut r = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("use {allow} for this path\n"),
+    );
+    r.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// Answer one request.
+pub async fn handle(
+    daemon: Arc<Daemon>,
+    peer: Peer,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let _activity = daemon.activity();
+    if !daemon.allowed(peer.uid) {
+        daemon.log.warning(&format!(
+            "refused {} {} from uid {} (pid {}): only uid {}{} may use this daemon",
+            req.method(),
+            req.uri().path(),
+            peer.uid,
+            peer.pid_text(),
+            daemon.uid,
+            daemon.allow_list_text(),
+        ));
+        return Ok(refuse(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "uid {} may not use this nxcc daemon (it serves uid {}{}; see --allow-uid)",
+                peer.uid,
+                daemon.uid,
+                daemon.allow_list_text()
+            ),
+        ));
+    }
+    if head_size(&req) > HEAD_LIMIT {
+        return Ok(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request head is larger than {HEAD_LIMIT} bytes"),
+        ));
+    }
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let answer = match (path.as_str(), method) {
+        ("/compile", Method::POST) => compile(daemon.clone(), peer, req).await,
+        ("/compile", _) => method_not_allowed("POST"),
+        ("/v1/compile", Method::POST) => compile_v1(daemon.clone(), peer, req).await,
+        ("/v1/compile", _) => method_not_allowed("POST"),
+        ("/v1/status", Method::GET) => json_response(StatusCode::OK, &daemon.status()),
+        ("/v1/status", _) => method_not_allowed("GET"),
+        ("/exit", Method::POST) => {
+            daemon.request_stop(&format!(
+                "POST /exit from uid {} (pid {})",
+                peer.uid,
+                peer.pid_text()
+            ));
+            text(StatusCode::OK, "")
+        }
+        ("/exit", _) => method_not_allowed("POST"),
+        (other, _) => text(
+            StatusCode::NOT_FOUND,
+            format!("Unrecognized command {other}"),
+        ),
+    };
+    Ok(answer)
+}
+
+fn stopping() -> Response<Body> {
+    refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the nxcc daemon is stopping; send the compile again to start a new one",
+    )
+}
+
+/// Cancels a compile whose client went away (the guard is dropped with the request's future or
+/// its response body) unless disarmed first.
+struct CancelOnDrop {
+    daemon: Arc<Daemon>,
+    id: u64,
+    control: Arc<job::Control>,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed && !self.control.is_cancelled() && self.daemon.is_registered(self.id) {
+            self.daemon.log.info(&format!(
+                "compile #{}: the client went away; cancelling it",
+                self.id
+            ));
+            self.control.cancel(0);
+        }
+    }
+}
+
+/// `POST /compile?working_directory=...`: the original's protocol.
+async fn compile(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Response<Body> {
+    let wd = match query_param(req.uri().query(), "working_directory") {
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
+        Ok(None) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "missing the working_directory query parameter (POST /compile?working_directory=<absolute dir>)",
+            )
+        }
+        Ok(Some(raw)) => match working_directory(&raw) {
+            Ok(p) => p,
+            Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
+        },
+    };
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let argv = match shell_words::split(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot split the request body into arguments: {e}"),
+            )
+        }
+    };
+    if daemon.stopping() {
+        return stopping();
+    }
+    let request = job::Request {
+        argv,
+        working_directory: wd,
+        env: Vec::new(),
+    };
+    let Some((id, control, handle)) =
+        daemon.spawn_compile(request, Arc::new(job::Discard), &peer, "/compile")
+    else {
+        return stopping();
+    };
+    let mut guard = CancelOnDrop {
+        daemon: daemon.clone(),
+        id,
+        control,
+        armed: true,
+    };
+    let ended = Daemon::join(handle).await;
+    guard.armed = false;
+    let (status, body) = if ended.exit_status == 0 {
+        (StatusCode::OK, String::new())
+    } else {
+        let mut t = ended.error_lines.join("\n");
+        if t.is_empty() {
+            t = format!("the compile failed with exit status {}", ended.exit_status);
+        }
+        t.push('\n');
+        (StatusCode::BAD_REQUEST, t)
+    };
+    let mut r = text(status, body);
+    r.headers_mut()
+        .insert(EXIT_STATUS_HEADER, HeaderValue::from(ended.exit_status));
+    r
+}
+
+/// The JSON body of `POST /v1/compile`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct V1Request {
+    argv: Vec<String>,
+    working_directory: String,
+    #[serde(default)]
+    env: Option<serde_json::Map<String, Value>>,
+}
+
+/// Check the request's environment: names without `=` or NUL, string values without NUL. The
+/// worker's own variables (`NXCC_WORKER_*`) cannot be set.
+pub fn request_env(
+    env: Option<serde_json::Map<String, Value>>,
+) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (k, v) in env.unwrap_or_default() {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(format!("invalid environment variable name {k:?}"));
+        }
+        let Value::String(v) = v else {
+            return Err(format!(
+                "the value of the environment variable {k} is not a string"
+            ));
+        };
+        if v.contains('\0') {
+            return Err(format!(
+                "the value of the environment variable {k} holds a NUL byte"
+            ));
+        }
+        if k.starts_with("NXCC_WORKER_") {
+            return Err(format!(
+                "the environment variable {k} is nxcc's own and cannot be set"
+            ));
+        }
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+/// `POST /v1/compile`: the compile's events, streamed as it runs.
+async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Response<Body> {
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let parsed: V1Request = match serde_json::from_str(&body) {
+        Ok(p) => p,
+        Err(e) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                &format!("invalid JSON request: {e}"),
+            )
+        }
+    };
+    let wd = match working_directory(&parsed.working_directory) {
+        Ok(p) => p,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
+    };
+    let env = match request_env(parsed.env) {
+        Ok(e) => e,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
+    };
+    if daemon.stopping() {
+        return stopping();
+    }
+    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+    let backlog = Arc::new(AtomicUsize::new(0));
+    let control_slot: Arc<std::sync::OnceLock<Arc<job::Control>>> = Arc::default();
+    let emit = Arc::new(StreamEmit {
+        tx: tx.clone(),
+        backlog: backlog.clone(),
+        overflowed: AtomicBool::new(false),
+        control: control_slot.clone(),
+    });
+    let request = job::Request {
+        argv: parsed.argv,
+        working_directory: wd,
+        env,
+    };
+    let Some((id, control, handle)) =
+        daemon.spawn_compile(request, emit.clone(), &peer, "/v1/compile")
+    else {
+        return stopping();
+    };
+    let _ = control_slot.set(control.clone());
+    let guard = CancelOnDrop {
+        daemon: daemon.clone(),
+        id,
+        control,
+        armed: true,
+    };
+    tokio::spawn(async move {
+        let ended = Daemon::join(handle).await;
+        emit.send(&done_event(&ended));
+        drop(emit);
+        drop(tx);
+    });
+    let stream = EventStream {
+        rx,
+        backlog,
+        _cancel: guard,
+        _activity: daemon.activity(),
+    };
+    let mut r = Response::new(stream.boxed());
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    r.headers_mut()
+        .insert("x-nxcc-compile-id", HeaderValue::from(id));
+    r
+}
+
+/// The last event of a `/v1/compile` stream.
+pub fn done_event(e: &Ended) -> Value {
+    json!({
+        "event": "done",
+        "exit_status": e.exit_status,
+        "output": e.output.as_ref().map(|p| p.display().to_string()),
+        "cache": e.cache.as_str(),
+        "error_lines": e.error_lines,
+        "wall_s": e.wall.as_secs_f64(),
+    })
+}
+
+/// A worker event as a stream event (`None`: not forwarded — the worker's own `done`).
+pub fn event_json(ev: &Event) -> Option<Value> {
+    match ev {
+        Event::Done { .. } => None,
+        other => serde_json::to_value(other).ok(),
+    }
+}
+
+/// Feeds a `/v1/compile` stream from the compile's thread.
+struct StreamEmit {
+    tx: mpsc::UnboundedSender<Bytes>,
+    backlog: Arc<AtomicUsize>,
+    overflowed: AtomicBool,
+    control: Arc<std::sync::OnceLock<Arc<job::Control>>>,
+}
+
+impl StreamEmit {
+    fn send(&self, v: &Value) {
+        if self.overflowed.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut line = serde_json::to_vec(v).unwrap_or_default();
+        line.push(b'\n');
+        let n = line.len();
+        if self.backlog.fetch_add(n, Ordering::SeqCst) + n > STREAM_BACKLOG_LIMIT {
+            // The client does not read its stream: treat it as gone.
+            self.overflowed.store(true, Ordering::SeqCst);
+            if let Some(c) = self.control.get() {
+                c.cancel(0);
+            }
+            return;
+        }
+        let _ = self.tx.send(Bytes::from(line));
+    }
+}
+
+impl Emit for StreamEmit {
+    fn log(&self, line: &str, stderr: bool) {
+        self.send(&json!({
+            "event": "log",
+            "line": line,
+            "stream": if stderr { "stderr" } else { "stdout" },
+        }));
+    }
+    fn event(&self, event: &Event) {
+        if let Some(v) = event_json(event) {
+            self.send(&v);
+        }
+    }
+}
+
+/// The response body of `/v1/compile`: event lines as they come. Dropping it (the client went
+/// away) cancels the compile.
+struct EventStream {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    backlog: Arc<AtomicUsize>,
+    _cancel: CancelOnDrop,
+    _activity: super::server::ActivityGuard,
+}
+
+impl hyper::body::Body for EventStream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(b)) => {
+                this.backlog.fetch_sub(b.len(), Ordering::SeqCst);
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            Poll::Ready(None) => {
+                // Everything was sent: the compile is over.
+                this._cancel.armed = false;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_decode_like_parse_qsl() {
+        assert_eq!(
+            query_param(
+                Some("working_directory=%2Fwork%2Fjob-7"),
+                "working_directory"
+            )
+            .unwrap(),
+            Some("/work/job-7".to_string())
+        );
+        assert_eq!(
+            query_param(
+                Some("a=1&working_directory=/x+y&working_directory=/z%20w"),
+                "working_directory"
+            )
+            .unwrap(),
+            Some("/z w".to_string())
+        );
+        assert_eq!(query_param(Some("a=1"), "working_directory").unwrap(), None);
+        assert_eq!(query_param(None, "working_directory").unwrap(), None);
+        assert!(query_param(Some("working_directory=%zz"), "working_directory").is_err());
+        assert!(query_param(Some("working_directory=%ff"), "working_directory").is_err());
+        assert_eq!(
+            query_param(Some("working_directory=%E2%82%AC"), "working_directory").unwrap(),
+            Some("€".to_string())
+        );
+    }
+
+    #[test]
+    fn working_directories_must_be_absolute() {
+        assert_eq!(working_directory("/a/b").unwrap(), PathBuf::from("/a/b"));
+        assert!(working_directory("a/b").unwrap_err().contains("absolute"));
+        assert!(working_directory("/a\0b").is_err());
+    }
+
+    #[test]
+    fn environments() {
+        let m = |v: Value| v.as_object().cloned();
+        assert_eq!(
+            request_env(m(json!({"A": "1", "NXCC_SIM_FAULT": "x"}))).unwrap(),
+            vec![
+                ("A".into(), "1".into()),
+                ("NXCC_SIM_FAULT".into(), "x".into())
+            ]
+        );
+        assert!(request_env(m(json!({"A=B": "1"}))).is_err());
+        assert!(request_env(m(json!({"A": 1}))).is_err());
+        assert!(request_env(m(json!({"NXCC_WORKER_ARGV": "[]"}))).is_err());
+        assert_eq!(request_env(None).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn head_size_counts_the_request_line_and_headers() {
+        let req = Request::post("/compile?working_directory=/x")
+            .header("host", "h")
+            .header("content-length", "3")
+            .body(())
+            .unwrap();
+        let expected =
+            "POST /compile?working_directory=/x HTTP/1.1\r\nhost: h\r\ncontent-length: 3\r\n\r\n"
+                .len();
+        assert_eq!(head_size(&req), expected);
+    }
+
+    #[test]
+    fn events() {
+        assert_eq!(event_json(&Event::Done { exit_status: 0 }), None);
+        let v = event_json(&Event::JobStarted {
+            job: "Frontend".into(),
+            index: 2,
+            total: 6,
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"event": "job_started", "job": "Frontend", "index": 2, "total": 6})
+        );
+        let d = done_event(&Ended {
+            exit_status: 70,
+            error_lines: vec!["[ERROR] x".into()],
+            output: Some("/w/m.neff".into()),
+            cache: super::super::engine::CacheUse::Off,
+            wall: Duration::from_millis(1500),
+        });
+        assert_eq!(d["event"], "done");
+        assert_eq!(d["exit_status"], 70);
+        assert_eq!(d["output"], "/w/m.neff");
+        assert_eq!(d["cache"], "off");
+        assert_eq!(d["error_lines"][0], "[ERROR] x");
+    }
+}
