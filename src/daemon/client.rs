@@ -67,6 +67,15 @@ fn fail(text: &str) -> i32 {
 /// Send a compile to the daemon; returns its exit status.
 pub fn compile(args: &CompileArgs) -> i32 {
     let socket = socket_path();
+    // The default place may be in /tmp: talk only to a daemon in this user's private directory.
+    if socket == config::default_socket() {
+        let dir = config::default_dir();
+        if dir.exists() {
+            if let Err(e) = super::listen::check_private_dir(&dir) {
+                return fail(&e.to_string());
+            }
+        }
+    }
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => return fail(&format!("cannot read the current directory: {e}")),

@@ -77,19 +77,19 @@ pub fn log_file_for(socket: &Path) -> PathBuf {
 static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Show this help message and exit.");
 #[rustfmt::skip]
-static SOCKET: Flag = flag("--socket", &[], "socket", Action::Store, Kind::Path, Default::Derived("$XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+static SOCKET: Flag = flag("--socket", &[], "socket", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The Unix socket to listen on (its directory is created 0700; the socket is made 0600). Default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock.");
 #[rustfmt::skip]
 static ABSTRACT: Flag = flag("--abstract", &[], "abstract", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Listen on the original daemon's abstract address \\0com.amazon.neuronxcc.<pid> instead of a socket file (its client finds it through --pid-file).");
 #[rustfmt::skip]
-static PID_FILE: Flag = flag("--pid-file", &[], "pid_file", Action::Store, Kind::Path, Default::Derived("next to the socket"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+static PID_FILE: Flag = flag("--pid-file", &[], "pid_file", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The pid file, held under an exclusive lock while the daemon runs (default: next to the socket, daemon.pid).");
 #[rustfmt::skip]
-static INACTIVITY: Flag = flag("--inactivity-timeout", &[], "inactivity_timeout", Action::Store, Kind::Float, Default::Float(DEFAULT_INACTIVITY_S), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+static INACTIVITY: Flag = flag("--inactivity-timeout", &[], "inactivity_timeout", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Exit after this many seconds without a request, counted from the last request finished (0: never). Default 300.");
 #[rustfmt::skip]
-static MAX_CONCURRENT: Flag = flag("--max-concurrent", &[], "max_concurrent", Action::Store, Kind::Int, Default::Derived("the number of CPUs"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+static MAX_CONCURRENT: Flag = flag("--max-concurrent", &[], "max_concurrent", Action::Store, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Run at most N compiles at once; more wait in arrival order. Default: the number of CPUs.");
 #[rustfmt::skip]
 static MEMORY_BUDGET: Flag = flag("--memory-budget", &[], "memory_budget", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -98,10 +98,10 @@ static MEMORY_BUDGET: Flag = flag("--memory-budget", &[], "memory_budget", Actio
 static ALLOW_UID: Flag = flag("--allow-uid", &[], "allow_uid", Action::Append, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Also serve this user id (repeatable). Only the daemon's own uid is served otherwise; compiles run as the daemon's user.");
 #[rustfmt::skip]
-static SOCKET_MODE: Flag = flag("--socket-mode", &[], "socket_mode", Action::Store, Kind::Str, Default::Str("0600"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+static SOCKET_MODE: Flag = flag("--socket-mode", &[], "socket_mode", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Permission bits of the socket file, octal (default 0600). Another user allowed with --allow-uid must be able to reach the socket.");
 #[rustfmt::skip]
-static SHUTDOWN_GRACE: Flag = flag("--shutdown-grace", &[], "shutdown_grace", Action::Store, Kind::Float, Default::Float(DEFAULT_SHUTDOWN_GRACE_S), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+static SHUTDOWN_GRACE: Flag = flag("--shutdown-grace", &[], "shutdown_grace", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "On exit (POST /exit, SIGTERM, SIGINT, inactivity), let running compiles finish for at most this many seconds, then cancel them. Default 30.");
 #[rustfmt::skip]
 static LOG_FILE: Flag = flag("--log-file", &[], "log_file", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -196,10 +196,12 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
         .parse(args)
         .map_err(|e| usage_error(prog, e.message))?;
     if parsed.early_exit.is_some() {
-        return Ok(Parse::Help(help::compile_help(
-            &shown_parser(prog),
-            help::Surface::Hidden,
-        )));
+        let text = help::compile_help(&shown_parser(prog), help::Surface::Hidden).replacen(
+            "\n\npositional arguments:\n",
+            "\n\nServe compiles over HTTP/1.1 on a Unix socket: the original daemon's protocol\n(POST /compile?working_directory=DIR, body = the shell-quoted compile arguments),\nPOST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.\n",
+            1,
+        );
+        return Ok(Parse::Help(text));
     }
     if !parsed.extras.is_empty() {
         return Err(usage_error(
@@ -408,6 +410,24 @@ mod tests {
             );
         }
         assert_eq!(run(&["--help"]).unwrap_err(), "help");
+    }
+
+    #[test]
+    fn help_lists_every_option_once() {
+        let Ok(Parse::Help(text)) = parse("nxcc", &["-h".to_string()]) else {
+            panic!("no help")
+        };
+        assert!(text.starts_with("usage: nxcc daemon [-h] [--socket SOCKET] [--abstract]"));
+        assert!(!text.contains("positional arguments"));
+        assert!(text.contains("  -h, --help "));
+        for f in OWN_FLAGS.iter().filter(|f| f.action != Action::Help) {
+            assert_eq!(
+                text.matches(&format!("\n  {} ", f.spelling)).count(),
+                1,
+                "{}",
+                f.spelling
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::config::ABSTRACT_PREFIX;
 use super::pidfile::create_private_dir;
@@ -62,11 +62,33 @@ pub fn check_private_dir(dir: &Path) -> Result<(), BindError> {
     }
 }
 
+/// A socket file this process bound, removed only while it is still the same file.
+#[derive(Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    id: (u64, u64),
+}
+
+impl SocketFile {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Remove the socket file, unless it is gone or another socket has taken its place.
+    pub fn remove(&self) {
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if (m.dev(), m.ino()) == self.id {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
 /// Bind a socket file at `path` with permission bits `mode`.
 ///
 /// The process umask is narrowed to 0177 for the duration of the `bind` so the socket is never
 /// reachable with wider permissions: call this before starting any thread.
-pub fn bind_path(path: &Path, mode: u32) -> Result<UnixListener, BindError> {
+pub fn bind_path(path: &Path, mode: u32) -> Result<(UnixListener, SocketFile), BindError> {
     if let Some(dir) = path.parent() {
         create_private_dir(dir).map_err(io_err(dir))?;
     }
@@ -84,8 +106,17 @@ pub fn bind_path(path: &Path, mode: u32) -> Result<UnixListener, BindError> {
     let bound = UnixListener::bind(path);
     rustix::process::umask(old);
     let listener = bound.map_err(io_err(path))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io_err(path))?;
-    Ok(listener)
+    let file = std::fs::symlink_metadata(path)
+        .map(|m| SocketFile {
+            path: path.to_path_buf(),
+            id: (m.dev(), m.ino()),
+        })
+        .map_err(io_err(path))?;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+        file.remove();
+        return Err(io_err(path)(e));
+    }
+    Ok((listener, file))
 }
 
 /// The original's abstract name for a daemon pid: `com.amazon.neuronxcc.<pid>` (bound with a

@@ -524,7 +524,11 @@ async fn watch_inactivity(daemon: Arc<Daemon>, timeout: Duration) {
     }
 }
 
-async fn serve(daemon: Arc<Daemon>, listener: tokio::net::UnixListener) {
+async fn serve(
+    daemon: Arc<Daemon>,
+    listener: tokio::net::UnixListener,
+    socket: Option<&listen::SocketFile>,
+) {
     tokio::spawn(watch_signals(daemon.clone()));
     if let Some(t) = daemon.config.inactivity_timeout {
         tokio::spawn(watch_inactivity(daemon.clone(), t));
@@ -549,8 +553,8 @@ async fn serve(daemon: Arc<Daemon>, listener: tokio::net::UnixListener) {
         }
     }
     drop(listener);
-    if let Endpoint::Path(p) = &daemon.config.endpoint {
-        let _ = std::fs::remove_file(p);
+    if let Some(s) = socket {
+        s.remove();
     }
     let queued = daemon.cancel_queued();
     let (running, _) = daemon.counts();
@@ -582,12 +586,29 @@ async fn serve(daemon: Arc<Daemon>, listener: tokio::net::UnixListener) {
     }
 }
 
-fn start_error(log: &DaemonLog, text: &str) -> i32 {
-    if log.to_file() {
-        log.error(text);
+fn start_error(log: Option<&DaemonLog>, text: &str) -> i32 {
+    if let Some(l) = log.filter(|l| l.to_file()) {
+        l.error(text);
     }
     super::err(&format!("nxcc daemon: error: {text}\n"));
     EXIT_START_FAILED
+}
+
+/// Make sure the default directory, when used, is this user's and private before anything is
+/// opened in it: without `XDG_RUNTIME_DIR` it lives in `/tmp`, where another user could have made
+/// it first.
+fn check_default_dir(config: &Config) -> Result<(), String> {
+    let dir = config::default_dir();
+    let in_dir = |p: &std::path::Path| p.parent() == Some(dir.as_path());
+    let used = matches!(&config.endpoint, Endpoint::Path(p) if in_dir(p))
+        || in_dir(&config.pid_file)
+        || config.log_file.as_deref().is_some_and(in_dir);
+    if !used {
+        return Ok(());
+    }
+    pidfile::create_private_dir(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    listen::check_private_dir(&dir).map_err(|e| e.to_string())
 }
 
 /// Run the daemon until it stops; returns the exit status.
@@ -599,40 +620,30 @@ pub fn run(config: Config) -> i32 {
             return crate::cli::CliError::EXIT_STATUS;
         }
     };
+    if let Err(e) = check_default_dir(&config) {
+        return start_error(None, &e);
+    }
     let log = match DaemonLog::open(config.log_file.as_deref()) {
         Ok(l) => l,
         Err(e) => {
-            super::err(&format!(
-                "nxcc daemon: error: cannot open the log file {}: {e}\n",
-                config
-                    .log_file
-                    .as_deref()
-                    .unwrap_or(std::path::Path::new(""))
-                    .display()
-            ));
-            return EXIT_START_FAILED;
+            return start_error(
+                None,
+                &format!(
+                    "cannot open the log file {}: {e}",
+                    config
+                        .log_file
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display()
+                ),
+            )
         }
     };
-    // The default directory lives in a shared place when XDG_RUNTIME_DIR is unset: make sure it
-    // is ours and private before anything goes in it.
-    let dir = config::default_dir();
-    let uses_default_dir = match &config.endpoint {
-        Endpoint::Path(p) => p.parent() == Some(dir.as_path()),
-        Endpoint::Abstract => config.pid_file.parent() == Some(dir.as_path()),
-    } || config.pid_file.parent() == Some(dir.as_path());
-    if uses_default_dir {
-        if let Err(e) = pidfile::create_private_dir(&dir)
-            .map_err(|e| e.to_string())
-            .and_then(|_| listen::check_private_dir(&dir).map_err(|e| e.to_string()))
-        {
-            return start_error(&log, &e);
-        }
-    }
     let mut pid_file: PidFile = match pidfile::lock(&config.pid_file) {
         Ok(Lock::Acquired(p)) => p,
         Ok(Lock::Held(h)) => {
             return start_error(
-                &log,
+                Some(&log),
                 &format!(
                     "another nxcc daemon (pid {}) is running on {}: it holds the pid file {}; stop it first (POST /exit, or kill {})",
                     h.pid.map_or("unknown".to_string(), |p| p.to_string()),
@@ -644,49 +655,44 @@ pub fn run(config: Config) -> i32 {
         }
         Err(e) => {
             return start_error(
-                &log,
+                Some(&log),
                 &format!("cannot take the pid file {}: {e}", config.pid_file.display()),
             )
         }
     };
     let pid = std::process::id();
-    let (std_listener, endpoint) = match &config.endpoint {
-        Endpoint::Path(p) => (
-            listen::bind_path(p, config.socket_mode),
-            p.display().to_string(),
-        ),
+    let bound = match &config.endpoint {
+        Endpoint::Path(p) => listen::bind_path(p, config.socket_mode)
+            .map(|(l, f)| (l, Some(f), p.display().to_string())),
         Endpoint::Abstract => {
             let name = listen::abstract_name(pid);
-            (listen::bind_abstract(&name), format!("@{name}"))
+            listen::bind_abstract(&name).map(|l| (l, None, format!("@{name}")))
         }
     };
-    let std_listener = match std_listener {
-        Ok(l) => l,
+    let (std_listener, socket_file, endpoint) = match bound {
+        Ok(b) => b,
         Err(e @ BindError::InUse(_)) => {
             return start_error(
-                &log,
+                Some(&log),
                 &format!(
                     "{e} (not the daemon of the pid file {})",
                     config.pid_file.display()
                 ),
             )
         }
-        Err(e) => return start_error(&log, &e.to_string()),
+        Err(e) => return start_error(Some(&log), &e.to_string()),
     };
-    let remove_socket = || {
-        if let Endpoint::Path(p) = &config.endpoint {
-            let _ = std::fs::remove_file(p);
+    let give_up = |text: String| {
+        if let Some(s) = &socket_file {
+            s.remove();
         }
+        start_error(Some(&log), &text)
     };
     if let Err(e) = pid_file.publish(pid, &endpoint) {
-        remove_socket();
-        return start_error(
-            &log,
-            &format!(
-                "cannot write the pid file {}: {e}",
-                config.pid_file.display()
-            ),
-        );
+        return give_up(format!(
+            "cannot write the pid file {}: {e}",
+            config.pid_file.display()
+        ));
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -695,42 +701,31 @@ pub fn run(config: Config) -> i32 {
         .build()
     {
         Ok(r) => r,
-        Err(e) => {
-            remove_socket();
-            return start_error(&log, &format!("cannot start the runtime: {e}"));
-        }
+        Err(e) => return give_up(format!("cannot start the runtime: {e}")),
     };
-    let budget = config
-        .memory_budget
-        .map_or("none".to_string(), |b| format!("{} MiB", b >> 20));
+    let uid = rustix::process::getuid().as_raw();
+    let served_uids: Vec<String> = std::iter::once(uid)
+        .chain(config.allow_uids.iter().copied())
+        .map(|u| u.to_string())
+        .collect();
     log.info(&format!(
-        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {budget}; inactivity timeout {}; uids served: {}{}; engine: {}",
+        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {}; inactivity timeout {}; uids served: {}; engine: {}",
         crate::VERSION,
         pid_file.path().display(),
         config.max_concurrent,
         config
+            .memory_budget
+            .map_or("none".to_string(), |b| format!("{} MiB", b >> 20)),
+        config
             .inactivity_timeout
             .map_or("none".to_string(), |d| format!("{} s", d.as_secs_f64())),
-        rustix::process::getuid().as_raw(),
-        if config.allow_uids.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ", {}",
-                config
-                    .allow_uids
-                    .iter()
-                    .map(|u| u.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        },
+        served_uids.join(", "),
         engine.describe()
     ));
     let (stop, _) = watch::channel(None);
     let daemon = Arc::new(Daemon {
         admission: Admission::new(config.max_concurrent, config.memory_budget),
-        uid: rustix::process::getuid().as_raw(),
+        uid,
         endpoint,
         started: Instant::now(),
         activity: Mutex::new(Activity {
@@ -749,12 +744,13 @@ pub fn run(config: Config) -> i32 {
     let served = runtime.block_on(async {
         std_listener.set_nonblocking(true)?;
         let listener = tokio::net::UnixListener::from_std(std_listener)?;
-        serve(daemon.clone(), listener).await;
+        serve(daemon.clone(), listener, socket_file.as_ref()).await;
         Ok::<(), io::Error>(())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
-    if let Endpoint::Path(p) = &daemon.config.endpoint {
-        let _ = std::fs::remove_file(p);
+    if let Some(s) = &socket_file {
+        // Already gone when serving stopped normally.
+        s.remove();
     }
     drop(pid_file);
     match served {

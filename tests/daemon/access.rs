@@ -127,3 +127,36 @@ fn other_users_get_403_unless_allowed() {
         .log_text()
         .contains(&format!("(/v1/compile, uid {OTHER_UID},")));
 }
+
+#[test]
+fn a_default_directory_open_to_others_is_refused_by_daemon_and_client() {
+    let world = World::new();
+    // Someone made the default directory first, readable by all.
+    let dir = world.runtime.join("nxcc");
+    std::fs::create_dir_all(&dir).unwrap();
+    chmod(&dir, 0o755);
+    let expected = format!(
+        "refusing to use the directory {}: its mode is 0755",
+        dir.display()
+    );
+    let out = world.nxcc().arg("daemon").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing made in it"
+    );
+    let wd = world.mkdir("w");
+    let out = world
+        .nxcc()
+        .args(["compile", "--daemon", "m.pb", "--target", "trn2"])
+        .current_dir(&wd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
