@@ -9,10 +9,12 @@ Modes (the same compile each time: the example model, --target trn2, the simulat
   client    a fresh `nxcc compile --daemon ...` process (client + daemon)
 
 Latency: RUNS compiles per mode, one at a time (p50, p90). Throughput: CLIENTS concurrent clients
-doing TOTAL compiles per mode (compiles per second). Each client compiles in its own directory.
+doing TOTAL compiles per mode (compiles per second), in ROUNDS rounds with the modes alternating.
+Each client compiles in its own directory.
 
-Usage: bench/daemon_latency.py [--nxcc PATH] [--runs N] [--clients N] [--total N]
+Usage: bench/daemon_latency.py [--nxcc PATH] [--runs N] [--clients N] [--total N] [--rounds N]
                                [--max-concurrent N] [--cache_dir DIR]
+--runs 0 skips the latency part.
 --cache_dir is given to the daemon (and to the fresh processes), for the cache-hit figures.
 Build first: cargo build --release
 """
@@ -112,6 +114,7 @@ def main():
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--total", type=int, default=400)
+    ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--max-concurrent", type=int, default=None)
     ap.add_argument("--cache_dir", default=None)
     o = ap.parse_args()
@@ -140,46 +143,52 @@ def main():
         os.makedirs(wd)
         for _, f in modes:  # warm up: lays out the simulated toolchain, fills the page cache
             f(wd)
-        times = {name: [] for name, _ in modes}
-        for _ in range(o.runs):
-            for name, f in modes:
-                t = time.perf_counter()
-                f(wd)
-                times[name].append(time.perf_counter() - t)
-        print(f"Latency, one compile at a time, {o.runs} runs per mode (alternating):\n")
-        print("| mode | p50 | p90 |")
-        print("|---|---|---|")
-        for name, _ in modes:
-            xs = times[name]
-            print(f"| {name} | {statistics.median(xs) * 1e3:.1f} ms | {pct(xs, 0.9) * 1e3:.1f} ms |")
-
-        print(f"\nThroughput, {o.clients} concurrent clients, {o.total} compiles per mode:\n")
+        if o.runs > 0:
+            times = {name: [] for name, _ in modes}
+            for _ in range(o.runs):
+                for name, f in modes:
+                    t = time.perf_counter()
+                    f(wd)
+                    times[name].append(time.perf_counter() - t)
+            print(f"Latency, one compile at a time, {o.runs} runs per mode (alternating):\n")
+            print("| mode | p50 | p90 |")
+            print("|---|---|---|")
+            for name, _ in modes:
+                xs = times[name]
+                print(f"| {name} | {statistics.median(xs) * 1e3:.1f} ms | {pct(xs, 0.9) * 1e3:.1f} ms |")
+        print(f"\nThroughput, {o.clients} concurrent clients, {o.total} compiles per mode "
+              f"(in {o.rounds} rounds, the modes alternating):\n")
         print("| mode | compiles/s | wall |")
         print("|---|---|---|")
-        for name, f in modes:
-            dirs = []
-            for c in range(o.clients):
-                d = os.path.join(tmp, "tput", name.split()[0].strip("`,"), f"c{c}")
-                os.makedirs(d, exist_ok=True)
-                dirs.append(d)
-            counter = iter(range(o.total))
-            lock = threading.Lock()
+        walls = {name: 0.0 for name, _ in modes}
+        per_round = max(1, o.total // o.rounds)
+        for _ in range(o.rounds):
+            for k, (name, f) in enumerate(modes):
+                dirs = []
+                for c in range(o.clients):
+                    d = os.path.join(tmp, "throughput", f"mode{k}", f"client{c}")
+                    os.makedirs(d, exist_ok=True)
+                    dirs.append(d)
+                counter = iter(range(per_round))
+                lock = threading.Lock()
 
-            def worker(d):
-                while True:
-                    with lock:
-                        if next(counter, None) is None:
-                            return
-                    f(d)
+                def worker(d, f=f, counter=counter, lock=lock):
+                    while True:
+                        with lock:
+                            if next(counter, None) is None:
+                                return
+                        f(d)
 
-            t = time.perf_counter()
-            threads = [threading.Thread(target=worker, args=(d,)) for d in dirs]
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            wall = time.perf_counter() - t
-            print(f"| {name} | {o.total / wall:.1f} | {wall:.2f} s |")
+                t = time.perf_counter()
+                threads = [threading.Thread(target=worker, args=(d,)) for d in dirs]
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join()
+                walls[name] += time.perf_counter() - t
+        for name, _ in modes:
+            n = per_round * o.rounds
+            print(f"| {name} | {n / walls[name]:.1f} | {walls[name]:.2f} s |")
         status = json.loads(m.request(b"GET /v1/status HTTP/1.1\r\nHost: nxcc\r\nConnection: close\r\n\r\n")[1])
         print(f"\ndaemon: max_concurrent {status['max_concurrent']}, {status['compiles']['finished']} compiles, "
               f"{status['compiles']['failed']} failed; engine: {status['engine']}")

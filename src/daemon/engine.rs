@@ -41,7 +41,7 @@ impl CacheUse {
 /// What the daemon's command line says about engines.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineConfig {
-    /// `--cache_dir DIR`.
+    /// `--cache_dir DIR` (`None`: not given; the engine applies its default).
     pub cache_dir: Option<PathBuf>,
     /// `--compiler PATH`: an external compiler run as one supervised job per compile.
     pub compiler: Option<PathBuf>,

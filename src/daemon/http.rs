@@ -16,23 +16,19 @@
 
 use std::convert::Infallible;
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Frame, Incoming};
+use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
-use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use serde_json::Value;
 
-use super::job::{self, Emit, Ended};
-use super::server::{Daemon, Peer};
-use crate::run::events::Event;
+use super::events::{self, CancelOnDrop};
+use super::job;
+use super::state::{Daemon, Peer};
 
 /// The largest request head served (request line and headers), bytes.
 pub const HEAD_LIMIT: usize = 16 << 10;
@@ -44,8 +40,6 @@ pub const BODY_LIMIT: usize = 1 << 20;
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request body may take to arrive.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Event bytes a `/v1/compile` client may leave unread before it counts as gone.
-pub const STREAM_BACKLOG_LIMIT: usize = 16 << 20;
 /// The exit-status header of `/compile` answers.
 pub const EXIT_STATUS_HEADER: &str = "x-nxcc-exit-status";
 
@@ -276,27 +270,6 @@ fn stopping() -> Response<Body> {
     )
 }
 
-/// Cancels a compile whose client went away (the guard is dropped with the request's future or
-/// its response body) unless disarmed first.
-struct CancelOnDrop {
-    daemon: Arc<Daemon>,
-    id: u64,
-    control: Arc<job::Control>,
-    armed: bool,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if self.armed && !self.control.is_cancelled() && self.daemon.is_registered(self.id) {
-            self.daemon.log.info(&format!(
-                "compile #{}: the client went away; cancelling it",
-                self.id
-            ));
-            self.control.cancel(0);
-        }
-    }
-}
-
 /// `POST /compile?working_directory=...`: the original's protocol.
 async fn compile(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Response<Body> {
     let wd = match query_param(req.uri().query(), "working_directory") {
@@ -338,14 +311,9 @@ async fn compile(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Res
     else {
         return stopping();
     };
-    let mut guard = CancelOnDrop {
-        daemon: daemon.clone(),
-        id,
-        control,
-        armed: true,
-    };
+    let mut guard = CancelOnDrop::new(daemon.clone(), id, control);
     let ended = Daemon::join(handle).await;
-    guard.armed = false;
+    guard.disarm();
     let (status, body) = if ended.exit_status == 0 {
         (StatusCode::OK, String::new())
     } else {
@@ -428,43 +396,13 @@ async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> 
     if daemon.stopping() {
         return stopping();
     }
-    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
-    let backlog = Arc::new(AtomicUsize::new(0));
-    let control_slot: Arc<std::sync::OnceLock<Arc<job::Control>>> = Arc::default();
-    let emit = Arc::new(StreamEmit {
-        tx: tx.clone(),
-        backlog: backlog.clone(),
-        overflowed: AtomicBool::new(false),
-        control: control_slot.clone(),
-    });
     let request = job::Request {
         argv: parsed.argv,
         working_directory: wd,
         env,
     };
-    let Some((id, control, handle)) =
-        daemon.spawn_compile(request, emit.clone(), &peer, "/v1/compile")
-    else {
+    let Some((id, stream)) = events::stream_compile(&daemon, request, &peer) else {
         return stopping();
-    };
-    let _ = control_slot.set(control.clone());
-    let guard = CancelOnDrop {
-        daemon: daemon.clone(),
-        id,
-        control,
-        armed: true,
-    };
-    tokio::spawn(async move {
-        let ended = Daemon::join(handle).await;
-        emit.send(&done_event(&ended));
-        drop(emit);
-        drop(tx);
-    });
-    let stream = EventStream {
-        rx,
-        backlog,
-        _cancel: guard,
-        _activity: daemon.activity(),
     };
     let mut r = Response::new(stream.boxed());
     r.headers_mut().insert(
@@ -476,105 +414,10 @@ async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> 
     r
 }
 
-/// The last event of a `/v1/compile` stream.
-pub fn done_event(e: &Ended) -> Value {
-    json!({
-        "event": "done",
-        "exit_status": e.exit_status,
-        "output": e.output.as_ref().map(|p| p.display().to_string()),
-        "cache": e.cache.as_str(),
-        "error_lines": e.error_lines,
-        "wall_s": e.wall.as_secs_f64(),
-    })
-}
-
-/// A worker event as a stream event (`None`: not forwarded — the worker's own `done`).
-pub fn event_json(ev: &Event) -> Option<Value> {
-    match ev {
-        Event::Done { .. } => None,
-        other => serde_json::to_value(other).ok(),
-    }
-}
-
-/// Feeds a `/v1/compile` stream from the compile's thread.
-struct StreamEmit {
-    tx: mpsc::UnboundedSender<Bytes>,
-    backlog: Arc<AtomicUsize>,
-    overflowed: AtomicBool,
-    control: Arc<std::sync::OnceLock<Arc<job::Control>>>,
-}
-
-impl StreamEmit {
-    fn send(&self, v: &Value) {
-        if self.overflowed.load(Ordering::SeqCst) {
-            return;
-        }
-        let mut line = serde_json::to_vec(v).unwrap_or_default();
-        line.push(b'\n');
-        let n = line.len();
-        if self.backlog.fetch_add(n, Ordering::SeqCst) + n > STREAM_BACKLOG_LIMIT {
-            // The client does not read its stream: treat it as gone.
-            self.overflowed.store(true, Ordering::SeqCst);
-            if let Some(c) = self.control.get() {
-                c.cancel(0);
-            }
-            return;
-        }
-        let _ = self.tx.send(Bytes::from(line));
-    }
-}
-
-impl Emit for StreamEmit {
-    fn log(&self, line: &str, stderr: bool) {
-        self.send(&json!({
-            "event": "log",
-            "line": line,
-            "stream": if stderr { "stderr" } else { "stdout" },
-        }));
-    }
-    fn event(&self, event: &Event) {
-        if let Some(v) = event_json(event) {
-            self.send(&v);
-        }
-    }
-}
-
-/// The response body of `/v1/compile`: event lines as they come. Dropping it (the client went
-/// away) cancels the compile.
-struct EventStream {
-    rx: mpsc::UnboundedReceiver<Bytes>,
-    backlog: Arc<AtomicUsize>,
-    _cancel: CancelOnDrop,
-    _activity: super::server::ActivityGuard,
-}
-
-impl hyper::body::Body for EventStream {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let this = self.get_mut();
-        match this.rx.poll_recv(cx) {
-            Poll::Ready(Some(b)) => {
-                this.backlog.fetch_sub(b.len(), Ordering::SeqCst);
-                Poll::Ready(Some(Ok(Frame::data(b))))
-            }
-            Poll::Ready(None) => {
-                // Everything was sent: the compile is over.
-                this._cancel.armed = false;
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn queries_decode_like_parse_qsl() {
@@ -638,32 +481,5 @@ mod tests {
             "POST /compile?working_directory=/x HTTP/1.1\r\nhost: h\r\ncontent-length: 3\r\n\r\n"
                 .len();
         assert_eq!(head_size(&req), expected);
-    }
-
-    #[test]
-    fn events() {
-        assert_eq!(event_json(&Event::Done { exit_status: 0 }), None);
-        let v = event_json(&Event::JobStarted {
-            job: "Frontend".into(),
-            index: 2,
-            total: 6,
-        })
-        .unwrap();
-        assert_eq!(
-            v,
-            json!({"event": "job_started", "job": "Frontend", "index": 2, "total": 6})
-        );
-        let d = done_event(&Ended {
-            exit_status: 70,
-            error_lines: vec!["[ERROR] x".into()],
-            output: Some("/w/m.neff".into()),
-            cache: super::super::engine::CacheUse::Off,
-            wall: Duration::from_millis(1500),
-        });
-        assert_eq!(d["event"], "done");
-        assert_eq!(d["exit_status"], 70);
-        assert_eq!(d["output"], "/w/m.neff");
-        assert_eq!(d["cache"], "off");
-        assert_eq!(d["error_lines"][0], "[ERROR] x");
     }
 }

@@ -6,8 +6,9 @@
 //!
 //! - [`config`]: the command line and the default places (socket, pid file);
 //! - [`pidfile`]: the `flock`ed pid file; [`listen`]: binding the socket;
-//! - [`server`]: the process — runtime, connections, access control, stopping;
-//! - [`http`]: routes, limits and answers (hyper);
+//! - [`server`]: the process — start, serve, stop; [`state`]: what its parts share;
+//!   [`conn`]: one connection (peer credentials, hyper, timeouts);
+//! - [`http`]: routes, limits and answers (hyper); [`events`]: the `/v1/compile` stream;
 //! - [`job`]: one compile request from arguments to exit status;
 //! - [`engine`]: the seam where a compile is run (nxcc's pipeline; the cache and an external
 //!   compiler plug in here) and the memory estimate;
@@ -16,13 +17,16 @@
 
 pub mod client;
 pub mod config;
+pub mod conn;
 pub mod engine;
+pub mod events;
 pub mod http;
 pub mod job;
 pub mod listen;
 pub mod log;
 pub mod pidfile;
 pub mod server;
+pub mod state;
 
 use std::io::Write;
 
