@@ -6,6 +6,8 @@
 //! L`, in its own session, stdio on `/dev/null`, its log next to the socket), and the socket is
 //! tried again after 0.5, 1, 2, 4 and 8 s — the original client's back-off.
 //!
+//! A daemon that is stopping (it answers `503`) is waited for, and the compile is sent again.
+//!
 //! The compile runs in the daemon's environment plus this process's `NXCC_*` and `NEURON_*`
 //! variables (sent with the request); relative paths are this directory's.
 
@@ -86,10 +88,6 @@ pub fn compile(args: &CompileArgs) -> i32 {
         "working_directory": cwd.display().to_string(),
         "env": forwarded_env(),
     });
-    let stream = match connect_or_start(&socket) {
-        Ok(s) => s,
-        Err(e) => return fail(&e),
-    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -98,10 +96,31 @@ pub fn compile(args: &CompileArgs) -> i32 {
         Err(e) => return fail(&format!("cannot start the runtime: {e}")),
     };
     let body = serde_json::to_vec(&body).unwrap_or_default();
-    match runtime.block_on(exchange(stream, body)) {
-        Ok(status) => status,
-        Err(e) => fail(&format!("the daemon on {}: {e}", socket.display())),
+    // A daemon that is stopping answers 503 before the compile starts: wait for it to go, and
+    // send the compile again (to a new daemon).
+    let mut stopping_waits = BACKOFF_S.iter();
+    loop {
+        let stream = match connect_or_start(&socket) {
+            Ok(s) => s,
+            Err(e) => return fail(&e),
+        };
+        match runtime.block_on(exchange(stream, body.clone())) {
+            Ok(Answer::Finished(status)) => return status,
+            Ok(Answer::Stopping(text)) => match stopping_waits.next() {
+                Some(wait) => std::thread::sleep(Duration::from_secs_f64(*wait)),
+                None => return fail(&format!("the daemon on {}: {text}", socket.display())),
+            },
+            Err(e) => return fail(&format!("the daemon on {}: {e}", socket.display())),
+        }
     }
+}
+
+/// How an exchange with the daemon ended.
+enum Answer {
+    /// The compile ran; its exit status.
+    Finished(i32),
+    /// The daemon is stopping and did not take the compile.
+    Stopping(String),
 }
 
 /// Connect to the daemon, starting one if none answers.
@@ -203,7 +222,7 @@ pub fn interpret(line: &str) -> Line {
     }
 }
 
-async fn exchange(stream: UnixStream, body: Vec<u8>) -> Result<i32, String> {
+async fn exchange(stream: UnixStream, body: Vec<u8>) -> Result<Answer, String> {
     stream.set_nonblocking(true).map_err(|e| e.to_string())?;
     let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| e.to_string())?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -228,6 +247,9 @@ async fn exchange(stream: UnixStream, body: Vec<u8>) -> Result<i32, String> {
                     .to_string()
             })
             .unwrap_or_default();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            return Ok(Answer::Stopping(text));
+        }
         return Err(format!("the daemon refused the compile ({status}): {text}"));
     }
     let mut pending: Vec<u8> = Vec::new();
@@ -249,7 +271,8 @@ async fn exchange(stream: UnixStream, body: Vec<u8>) -> Result<i32, String> {
             }
         }
     }
-    exit.ok_or_else(|| "the daemon ended the answer before the compile finished".to_string())
+    exit.map(Answer::Finished)
+        .ok_or_else(|| "the daemon ended the answer before the compile finished".to_string())
 }
 
 #[cfg(test)]

@@ -237,3 +237,91 @@ fn with_a_daemon_running_the_client_streams_its_lines_and_exits_with_the_compile
     assert_eq!(plan["output"], wd.join("file.neff").display().to_string());
     assert_eq!(daemon.status()["compiles"]["finished"], 4);
 }
+
+/// Read one request (head and `Content-Length` body) from a connection.
+fn read_request(s: &std::os::unix::net::UnixStream) -> (String, Vec<u8>) {
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let mut len = 0;
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).unwrap();
+        if h.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; len];
+    std::io::Read::read_exact(&mut r, &mut body).unwrap();
+    (line.trim().to_string(), body)
+}
+
+#[test]
+fn a_daemon_that_is_stopping_is_waited_for_and_the_compile_sent_again() {
+    use std::io::Write;
+    let world = World::new();
+    let wd = world.mkdir("w");
+    let socket = world.path().join("fake.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    // A stand-in daemon: the first request gets the stopping daemon's 503, the second a stream.
+    let server = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for answer in [
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 9\r\nconnection: close\r\n\r\nstopping\n".to_string(),
+            {
+                let body = concat!(
+                    r#"{"event":"log","line":"compiled by the second daemon","stream":"stdout"}"#,
+                    "\n",
+                    r#"{"event":"done","exit_status":0,"output":"/x","cache":"off"}"#,
+                    "\n"
+                );
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            },
+        ] {
+            let (s, _) = listener.accept().unwrap();
+            seen.push(read_request(&s));
+            (&s).write_all(answer.as_bytes()).unwrap();
+        }
+        seen
+    });
+    let t = Instant::now();
+    let out = world
+        .nxcc()
+        .args(["compile", "--daemon", "m.pb", "--target", "trn2"])
+        .env("NXCC_DAEMON_SOCKET", &socket)
+        .current_dir(&wd)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "compiled by the second daemon\n"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(500),
+        "waited before sending again"
+    );
+    let seen = server.join().unwrap();
+    assert_eq!(seen.len(), 2);
+    for (line, body) in &seen {
+        assert_eq!(line, "POST /v1/compile HTTP/1.1");
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(v["argv"], serde_json::json!(["m.pb", "--target", "trn2"]));
+        assert_eq!(v["working_directory"], wd.display().to_string());
+        assert_eq!(
+            v["env"]["NXCC_SIM_STATE"],
+            world.state.display().to_string()
+        );
+    }
+}

@@ -262,3 +262,28 @@ fn post_exit_stops_the_daemon() {
     assert!(status.success());
     assert!(!daemon.socket.exists() && !daemon.pid_file.exists());
 }
+
+#[test]
+fn a_request_that_arrives_while_stopping_gets_503() {
+    let world = World::new();
+    let mut daemon = Daemon::start(&world, "d", &[], &[]);
+    let wd = world.mkdir("w");
+    // A request whose body is still coming when the daemon is told to stop.
+    let body = compile_body("late.neff");
+    let request = original_request(&wd, &body, daemon.pid());
+    let (first, rest) = request.split_at(request.len() - 5);
+    let s = daemon.connect();
+    (&s).write_all(first).unwrap();
+    let r = daemon
+        .raw(b"POST /exit HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 200);
+    wait_until(Duration::from_secs(10), "the socket to go", || {
+        !daemon.socket.exists()
+    });
+    (&s).write_all(rest).unwrap();
+    let r = read_response(&mut BufReader::new(&s));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("the nxcc daemon is stopping"));
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+    assert!(!wd.join("late.neff").exists());
+}
