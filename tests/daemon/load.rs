@@ -121,3 +121,79 @@ fn sixty_four_clients_at_once() {
     assert_eq!(status["compiles"]["failed"], 0);
     assert_eq!(status["max_concurrent"], MAX);
 }
+
+#[test]
+fn a_memory_budget_holds_compiles_back_and_status_shows_them() {
+    let world = Arc::new(World::new());
+    // Each compile is estimated at 4 × its model + 256 MiB: two do not fit in 400 MiB.
+    let daemon = Arc::new(Daemon::start(
+        &world,
+        "d",
+        &["--max-concurrent", "4", "--memory-budget", "400M"],
+        &[("NXCC_SIM_WORK_MS", "walrus_driver:700")],
+    ));
+    let model = example_model();
+    let size = std::fs::metadata(&model).unwrap().len();
+    let estimate = 4 * size + (256 << 20);
+    let threads: Vec<_> = (0..3)
+        .map(|i| {
+            let (daemon, world) = (daemon.clone(), world.clone());
+            let model = model.clone();
+            std::thread::spawn(move || {
+                let wd = world.mkdir(&format!("w{i}"));
+                let r = daemon.compile(
+                    &wd,
+                    &shell_join(&[
+                        model.to_str().unwrap(),
+                        "--target",
+                        "trn2",
+                        "--toolchain",
+                        "sim",
+                        "--output",
+                        "o.neff",
+                    ]),
+                );
+                assert_eq!(r.status, 200, "{}", r.text());
+            })
+        })
+        .collect();
+    let mut seen_queue = false;
+    wait_until(
+        std::time::Duration::from_secs(30),
+        "two compiles to queue",
+        || {
+            let s = daemon.status();
+            assert!(s["running"].as_u64().unwrap() <= 1, "{s}");
+            if s["running"] == 1 && s["queued"] == 2 {
+                assert_eq!(s["memory"]["in_use"], estimate);
+                assert_eq!(s["memory"]["budget"], 400u64 << 20);
+                seen_queue = true;
+            }
+            seen_queue
+        },
+    );
+    for t in threads {
+        t.join().unwrap();
+    }
+    // One at a time: the walrus runs never overlap.
+    let mut spans: Vec<(u64, u64)> = world
+        .records()
+        .iter()
+        .filter(|r| r["tool"] == "walrus_driver")
+        .map(|r| {
+            (
+                r["start_ms"].as_u64().unwrap(),
+                r["end_ms"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    spans.sort();
+    assert_eq!(spans.len(), 3);
+    for w in spans.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "overlapping compiles under the budget: {spans:?}"
+        );
+    }
+    assert_eq!(daemon.status()["memory"]["in_use"], 0);
+}
