@@ -10,9 +10,11 @@
 //! | another method on a known path | `405` |
 //!
 //! Every request of a peer whose uid is not served gets `403`. A request head over
-//! [`HEAD_LIMIT`] or a body over [`BODY_LIMIT`] gets `413`; a malformed request, bad JSON, a body
-//! that does not split into arguments, invalid UTF-8 or a relative `working_directory` gets `400`
-//! with the reason; a body that does not arrive within [`BODY_TIMEOUT`] gets `408`.
+//! [`HEAD_LIMIT`] or a body over [`BODY_LIMIT`] gets `413` (a head over [`HARD_HEAD_LIMIT`] is not
+//! read at all: hyper answers `431`); a malformed request, bad JSON, a body that does not split
+//! into arguments, invalid UTF-8 or a relative `working_directory` gets `400` with the reason; a
+//! body that does not arrive within [`BODY_TIMEOUT`] gets `408` (a head: see [`super::conn`]); a
+//! compile request that reaches a stopping daemon gets `503`.
 
 use std::convert::Infallible;
 use std::path::PathBuf;
