@@ -105,6 +105,9 @@ fn report_plan_error(e: &PlanError) -> i32 {
 }
 
 fn compile(args: &cli::CompileArgs) -> i32 {
+    if args.ns.bool("daemon") && args.ns.str("dry_run").is_none() {
+        return crate::daemon::client::compile(args);
+    }
     let probe = match SystemProbe::new() {
         Ok(p) => p,
         Err(e) => {
@@ -158,6 +161,7 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
     match name {
         "neff-info" => crate::neff::info::main(prog, args),
         "toolchain" => crate::sim::layout::main(prog, args),
+        "daemon" => crate::daemon::main(prog, args),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

@@ -11,10 +11,13 @@
 //! - [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
 //!   [`recon`]: every reconstructed rule, each in one named place;
 //! - [`sim`]: the simulated toolchain (a test instrument);
+//! - [`admission`]: admission control for many compiles at once;
+//! - [`daemon`]: the compile daemon (`nxcc daemon`) and its client (`nxcc compile --daemon`);
 //! - [`driver`]: the thin entry point `main` calls.
 
 pub mod admission;
 pub mod cli;
+pub mod daemon;
 pub mod driver;
 pub mod error;
 pub mod jobs;

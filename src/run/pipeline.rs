@@ -305,6 +305,11 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         || ns.bool("keep_work_dir")
         || plan.pipeline.contains(&"SaveTemps")
         || exit_status != 0;
+    write_metrics(plan, &logger, &jobs, exit_status);
+    logger.info(
+        log::DRIVER,
+        &format!("nxcc supervisor peak RSS {} KB", metrics::own_peak_rss_kb()),
+    );
     if exit_status == 0 {
         if !keep {
             if let Err(e) = work.remove() {
@@ -334,11 +339,6 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             plan.logfile.display()
         ));
     }
-    write_metrics(plan, &logger, &jobs, exit_status);
-    logger.info(
-        log::DRIVER,
-        &format!("nxcc supervisor peak RSS {} KB", metrics::own_peak_rss_kb()),
-    );
     Outcome {
         exit_status,
         error_lines,
