@@ -105,6 +105,9 @@ fn report_plan_error(e: &PlanError) -> i32 {
 }
 
 fn compile(args: &cli::CompileArgs) -> i32 {
+    if args.ns.bool("daemon") && args.ns.str("dry_run").is_none() {
+        return crate::daemon::client::compile(args);
+    }
     let probe = match SystemProbe::new() {
         Ok(p) => p,
         Err(e) => {
@@ -136,7 +139,9 @@ fn compile(args: &cli::CompileArgs) -> i32 {
 /// cancel it (exit 130/143).
 fn run_compile(plan: &plan::Plan) -> i32 {
     use crate::run::pipeline::Options;
-    let opts = Options::terminal();
+    let mut opts = Options::terminal();
+    // This process runs one compile: as a subreaper it inherits whatever the compile leaves.
+    opts.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
     let signals = crate::run::signals::install();
     if let Ok(s) = &signals {
         let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
@@ -169,6 +174,7 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
         "toolchain" => crate::sim::layout::main(prog, args),
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),
+        "daemon" => crate::daemon::main(prog, args),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

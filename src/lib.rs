@@ -14,11 +14,14 @@
 //! - [`engine`]: what runs a compile (nxcc's pipeline, or an external compiler as one job);
 //!   [`cache`]: the compile cache and the memory estimates; [`parallel`]: many compiles at once;
 //! - [`sim`]: the simulated toolchain (a test instrument);
+//! - [`admission`]: admission control for many compiles at once;
+//! - [`daemon`]: the compile daemon (`nxcc daemon`) and its client (`nxcc compile --daemon`);
 //! - [`driver`]: the thin entry point `main` calls.
 
 pub mod admission;
 pub mod cache;
 pub mod cli;
+pub mod daemon;
 pub mod driver;
 pub mod engine;
 pub mod error;

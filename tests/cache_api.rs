@@ -49,6 +49,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         worker_env: vec![("NXCC_SIM_RECORD".into(), record.display().to_string())],
         on_event: Some(&on_event),
         worker_program: Some(PathBuf::from(NXCC)),
+        sole_compile: false,
     };
     let done = cache::compile_cached(plan, &opts, cfg, &Engine::Pipeline);
     let console = console.lock().unwrap().clone();

@@ -130,3 +130,20 @@ fn non_utf8_arguments_are_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("is not valid UTF-8"));
 }
+
+#[test]
+fn neuron_cc_flags_is_not_read_by_the_driver() {
+    // Frameworks prepend NEURON_CC_FLAGS to argv themselves; the driver ignores the variable.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.pb"), b"x").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args(["compile", "m.pb", "--target", "trn1", "--dry-run=json"])
+        .current_dir(dir.path())
+        .env("NEURON_CC_FLAGS", "--target trn2 --lnc 2 --bogus")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["target"], "trn1");
+    assert_eq!(j["logical_nc_config"], 1);
+}

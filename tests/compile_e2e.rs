@@ -459,3 +459,136 @@ fn dots_mode_prints_dots_and_the_status() {
     );
     assert!(stdout.contains("Compiler status PASS"));
 }
+
+#[test]
+fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let s = Scratch::new();
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two new descriptors we then own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    let slave_file = unsafe { std::fs::File::from_raw_fd(slave) };
+    let mut master_file = unsafe { std::fs::File::from_raw_fd(master) };
+    let mut child = s
+        .nxcc(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn1",
+            "--toolchain",
+            "sim",
+            "--output",
+            "t.neff",
+        ])
+        .env("NXCC_SIM_WORK_MS", "walrus_driver:700")
+        .stdout(std::process::Stdio::piped())
+        .stderr(slave_file)
+        .spawn()
+        .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // The master reads until the last slave handle closes (EIO).
+        while let Ok(n) = master_file.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    });
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let tty = reader.join().unwrap();
+    assert!(tty.contains("\r\x1b[K[5/6] WalrusDriver"), "{tty:?}");
+    assert!(
+        tty.ends_with("\r\x1b[K"),
+        "the status line is cleared at the end: {tty:?}"
+    );
+    // Through a pipe: no status line at all.
+    let out = s
+        .nxcc(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn1",
+            "--toolchain",
+            "sim",
+            "--output",
+            "u.neff",
+        ])
+        .output()
+        .unwrap();
+    assert!(!text(&out.stderr).contains("\x1b[K"));
+}
+
+#[test]
+fn verify_and_simulate_jobs_and_the_goldens_jobs_nxcc_cannot_run() {
+    let s = Scratch::new();
+    let out = s.run(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn1",
+        "--toolchain",
+        "sim",
+        "--output",
+        "v.neff",
+        "--internal-tensorizer-opt-level",
+        "nki",
+        "--pipeline",
+        "compile",
+        "BIRVerifier",
+        "BIRSim",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let passes: Vec<String> = s
+        .records()
+        .iter()
+        .filter(|r| r["tool"] == "walrus_driver")
+        .map(|r| {
+            let argv = r["argv"].as_array().unwrap();
+            argv[argv.iter().position(|a| a == "--pass").unwrap() + 1]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(passes.len(), 3, "{passes:?}");
+    assert!(
+        passes[0].ends_with(",birverifier,bir_sim"),
+        "nki turns the simulator pass on: {}",
+        passes[0]
+    );
+    assert_eq!(&passes[1..], ["birverifier", "bir_sim"]);
+    for job in ["InferGoldens", "MetaInferGoldens"] {
+        let out = s.run(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn1",
+            "--toolchain",
+            "sim",
+            "--pipeline",
+            job,
+        ]);
+        assert_eq!(out.status.code(), Some(70));
+        assert!(
+            text(&out.stderr).contains(&format!(
+                "[ERROR] [NCC_EDRV083] {job} is only available for non-XLA frameworks, which nxcc does not compile - Remove it from --pipeline."
+            )),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -331,3 +331,40 @@ fn a_killed_supervisor_takes_the_whole_compile_with_it() {
     child.wait().unwrap();
     assert_nothing_left(&m, sent);
 }
+
+#[test]
+fn a_tool_that_leaves_background_processes_behind_does_not_leave_them_running() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let tc = s.join("tc");
+    std::fs::create_dir_all(&tc).unwrap();
+    // A tool that escapes its process group and its session, then exits successfully.
+    let script = "#!/bin/sh\n(setsid sleep 1000 >/dev/null 2>&1 &)\nsleep 1000 >/dev/null 2>&1 &\ntouch penguin.py\nexit 0\n";
+    std::fs::write(tc.join("hlo2penguin"), script).unwrap();
+    std::fs::set_permissions(
+        tc.join("hlo2penguin"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let m = marker("strays");
+    let out = s
+        .nxcc(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn1",
+            "--toolchain",
+            tc.to_str().unwrap(),
+            "--pipeline",
+            "HLOToTensorizer",
+        ])
+        .env("NXCC_TEST_MARK", &m)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_nothing_left(&m, Instant::now());
+    assert!(
+        processes_with_env("NXCC_TEST_MARK", &m).is_empty(),
+        "background processes survived the compile"
+    );
+}

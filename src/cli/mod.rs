@@ -600,6 +600,13 @@ mod tests {
     }
 
     #[test]
+    fn no_response_files() {
+        // argparse without fromfile_prefix_chars: `@args.txt` is just a model file name.
+        let c = compile("compile @args.txt --target trn1").unwrap();
+        assert_eq!(c.model_files, ["@args.txt"]);
+    }
+
+    #[test]
     fn help_and_version() {
         assert!(matches!(
             parse("nxcc", &argv("--version")).unwrap(),

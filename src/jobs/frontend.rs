@@ -30,7 +30,7 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let reads = vec![ctx.model.display().to_string(), "penguin.py".to_string()];
     match ctx.toolchain {
         Some(tc) if !tc.simulated => {
-            // `--temp-dir` is filled with the real work dir at run time; the plan shows `.`.
+            // `--temp-dir` is the real work dir at run time; the plan (no work dir yet) shows `.`.
             let mut args = vec![
                 "-c".to_string(),
                 BRIDGE.to_string(),
@@ -45,7 +45,8 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
                 "--pipeline".to_string(),
                 "Frontend".to_string(),
                 "--temp-dir".to_string(),
-                ".".to_string(),
+                ctx.work_dir
+                    .map_or_else(|| ".".to_string(), |w| w.display().to_string()),
             ];
             if let Some(t) = ctx.ns.str("tensorizer_options") {
                 args.push(format!("--tensorizer-options={t}"));

@@ -37,12 +37,9 @@ pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
         if let Some(dir) = out.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(ctx.output_partial)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-        }
+        // Atomic visibility comes from the rename; no fsync (the original does not pay for
+        // durability across power loss either, and it costs milliseconds on some file systems).
+        std::fs::write(ctx.output_partial, &bytes)?;
         std::fs::rename(ctx.output_partial, out)
     };
     if let Err(e) = publish() {

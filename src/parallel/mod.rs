@@ -472,6 +472,8 @@ pub fn run(
                     worker_env: Vec::new(),
                     on_event: None,
                     worker_program,
+                    // Many compiles share this process.
+                    sole_compile: false,
                 };
                 let start_s = started.elapsed().as_secs_f64();
                 let done = cache::compile_cached_keyed(

@@ -44,6 +44,9 @@ pub struct Options<'a> {
     pub on_event: Option<&'a (dyn Fn(&Event) + Sync)>,
     /// The executable to re-run as the worker (default: this one).
     pub worker_program: Option<PathBuf>,
+    /// This process runs this one compile and is a child subreaper
+    /// ([`super::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan.
+    pub sole_compile: bool,
 }
 
 impl Options<'_> {
@@ -56,6 +59,7 @@ impl Options<'_> {
             worker_env: Vec::new(),
             on_event: None,
             worker_program: None,
+            sole_compile: false,
         }
     }
 }
@@ -224,6 +228,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         } else {
             Output::Inherit
         },
+        sole_child: opts.sole_compile,
     };
     let mut jobs: Vec<JobMetrics> = Vec::new();
     let mut error_lines: Vec<String> = Vec::new();
@@ -300,6 +305,11 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         || ns.bool("keep_work_dir")
         || plan.pipeline.contains(&"SaveTemps")
         || exit_status != 0;
+    write_metrics(plan, &logger, &jobs, exit_status);
+    logger.info(
+        log::DRIVER,
+        &format!("nxcc supervisor peak RSS {} KB", metrics::own_peak_rss_kb()),
+    );
     if exit_status == 0 {
         if !keep {
             if let Err(e) = work.remove() {
@@ -329,7 +339,6 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             plan.logfile.display()
         ));
     }
-    write_metrics(plan, &logger, &jobs, exit_status);
     Outcome {
         exit_status,
         error_lines,

@@ -1,7 +1,7 @@
 //! The supervisor: runs one worker child (this same binary, re-executed) and survives whatever
 //! happens to it. It knows nothing about compiling.
 //!
-//! - The worker leads its own session (`setsid`), so every process it starts — tools in their own
+//! - The worker leads its own session (`setsid`) and is a child subreaper, so every process it starts — tools in their own
 //!   process groups, and anything they spawn — stays in that session, and the supervisor can end
 //!   all of them by session id even if the worker was killed (the OOM killer, a crash in
 //!   in-process work). The worker also dies with the supervisor (`PR_SET_PDEATHSIG`).
@@ -40,6 +40,60 @@ pub struct WorkerSpec<'a> {
     pub cwd: &'a Path,
     pub env: Vec<(String, String)>,
     pub output: Output<'a>,
+    /// This process is a child subreaper ([`become_subreaper`]) and the worker is its only child:
+    /// every process the compile leaves behind is then reparented here, so "no child left" proves
+    /// the compile is gone without scanning `/proc`.
+    pub sole_child: bool,
+}
+
+/// Make this process a child subreaper: orphaned descendants are reparented to it instead of
+/// init. The worker is one (a tool's escaped background process comes back to it); so is the
+/// command line's supervisor, which runs one compile — not the daemon.
+pub fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reap every exited child; whether any child is still alive.
+pub fn children_left() -> bool {
+    loop {
+        // SAFETY: waitid fills the zeroed siginfo we own.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG) };
+        if rc != 0 {
+            return false; // ECHILD: no children at all
+        }
+        // SAFETY: reading the pid of a siginfo filled by waitid.
+        if unsafe { info.si_pid() } == 0 {
+            return true; // children exist, none has exited
+        }
+    }
+}
+
+/// SIGKILL this process's children (what a subreaper inherited), scanning `/proc`.
+pub fn kill_children() {
+    let me = std::process::id().to_string();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1));
+        if ppid == Some(me.as_str()) {
+            // SAFETY: kill(2) on a child of ours.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
 }
 
 /// How the worker ended.
@@ -248,9 +302,20 @@ pub fn run(
             }
         }
     }
-    // Whatever the worker left in its session goes now; then drain the remaining messages (a
-    // process that escaped the session may hold a pipe open: stop waiting after a bound).
-    kill_session(pid);
+    // Whatever the worker left behind goes now; then drain the remaining messages (a process that
+    // escaped the session may hold a pipe open: stop waiting after a bound).
+    if !spec.sole_child {
+        kill_session(pid);
+    } else {
+        for _ in 0..50 {
+            if !children_left() {
+                break;
+            }
+            kill_session(pid);
+            kill_children();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
     let deadline = Instant::now() + Duration::from_millis(500);
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {

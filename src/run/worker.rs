@@ -35,6 +35,9 @@ fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
 /// Run as the worker; returns the exit status.
 pub fn main() -> i32 {
     let events = EventWriter::from_env();
+    // Orphans of the tools (a background process a tool left, even in a new session) come back
+    // to the worker, which ends them before it exits.
+    let _ = super::supervisor::become_subreaper();
     let cancel = Cancel::new();
     let signals = super::signals::install();
     if let Ok(s) = &signals {
@@ -112,6 +115,13 @@ pub fn main() -> i32 {
         progress: true,
     };
     let (_metrics, result) = executor.run();
+    for _ in 0..50 {
+        if !super::supervisor::children_left() {
+            break;
+        }
+        super::supervisor::kill_children();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let status = match result {
         Ok(()) => 0,
         Err(Failure::Failed) => EXIT_COMPILE_FAILED,

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Latency and throughput of a small compile through the nxcc daemon, beside the same compile as a
+fresh `nxcc compile` process. Everything is measured in one run, the modes alternating.
+
+Modes (the same compile each time: the example model, --target trn2, the simulated toolchain):
+  process   a fresh `nxcc compile ...` process
+  /compile  the original's protocol: POST /compile?working_directory=..., body = shell-quoted args
+  /v1       POST /v1/compile, reading the event stream to its `done`
+  client    a fresh `nxcc compile --daemon ...` process (client + daemon)
+
+Latency: RUNS compiles per mode, one at a time (p50, p90). Throughput: CLIENTS concurrent clients
+doing TOTAL compiles per mode (compiles per second), in ROUNDS rounds with the modes alternating.
+Each client compiles in its own directory.
+
+Usage: bench/daemon_latency.py [--nxcc PATH] [--runs N] [--clients N] [--total N] [--rounds N]
+                               [--max-concurrent N] [--cache_dir DIR]
+--runs 0 skips the latency part.
+--cache_dir is given to the daemon (and to the fresh processes), for the cache-hit figures.
+Build first: cargo build --release
+"""
+import argparse
+import json
+import os
+import shlex
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+MODEL = os.path.join(ROOT, "examples", "models", "mlp.hlo_module.pb")
+
+
+def compile_args(cache_dir):
+    args = [MODEL, "--target", "trn2", "--toolchain", "sim", "--output", "out.neff"]
+    if cache_dir:
+        args += ["--cache_dir", cache_dir]
+    return args
+
+
+def read_response(sock):
+    """Read one HTTP/1.1 response (Content-Length or chunked); returns (status, body)."""
+    f = sock.makefile("rb")
+    status = int(f.readline().split()[1])
+    headers = {}
+    while True:
+        line = f.readline().strip()
+        if not line:
+            break
+        k, v = line.decode().split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    body = b""
+    if headers.get("transfer-encoding") == "chunked":
+        while True:
+            n = int(f.readline().strip(), 16)
+            if n == 0:
+                f.readline()
+                break
+            body += f.read(n)
+            f.read(2)
+    else:
+        body = f.read(int(headers.get("content-length", "0")))
+    return status, body
+
+
+class Modes:
+    def __init__(self, nxcc, sock, env, cache_dir):
+        self.nxcc, self.sock, self.env, self.cache_dir = nxcc, sock, env, cache_dir
+
+    def request(self, raw):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.sock)
+        s.sendall(raw)
+        status, body = read_response(s)
+        s.close()
+        return status, body
+
+    def process(self, wd):
+        subprocess.run([self.nxcc, "compile"] + compile_args(self.cache_dir), cwd=wd, env=self.env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+
+    def client(self, wd):
+        subprocess.run([self.nxcc, "compile", "--daemon"] + compile_args(self.cache_dir), cwd=wd,
+                       env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+
+    def compile(self, wd):
+        body = " ".join(shlex.quote(a) for a in ["compile"] + compile_args(self.cache_dir)).encode()
+        q = urllib.parse.urlencode({"working_directory": wd})
+        raw = (f"POST /compile?{q} HTTP/1.1\r\nHost: nxcc\r\nContent-Length: {len(body)}\r\n"
+               f"Connection: close\r\n\r\n").encode() + body
+        status, _ = self.request(raw)
+        assert status == 200, status
+
+    def v1(self, wd):
+        body = json.dumps({"argv": compile_args(self.cache_dir), "working_directory": wd}).encode()
+        raw = (f"POST /v1/compile HTTP/1.1\r\nHost: nxcc\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+        status, events = self.request(raw)
+        done = json.loads(events.decode().strip().splitlines()[-1])
+        assert status == 200 and done["event"] == "done" and done["exit_status"] == 0, done
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nxcc", default=os.path.join(ROOT, "target", "release", "nxcc"))
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--total", type=int, default=400)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--max-concurrent", type=int, default=None)
+    ap.add_argument("--cache_dir", default=None)
+    o = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="nxcc-bench-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NXCC_", "NEURON_"))}
+    env.update(XDG_CACHE_HOME=os.path.join(tmp, "cache"), XDG_RUNTIME_DIR=os.path.join(tmp, "run"))
+    sock = os.path.join(tmp, "run", "nxcc", "daemon.sock")
+    env["NXCC_DAEMON_SOCKET"] = sock
+    daemon_cmd = [o.nxcc, "daemon", "--socket", sock, "--log-file", os.path.join(tmp, "daemon.log"),
+                  "--inactivity-timeout", "0"]
+    if o.max_concurrent:
+        daemon_cmd += ["--max-concurrent", str(o.max_concurrent)]
+    if o.cache_dir:
+        daemon_cmd += ["--cache_dir", o.cache_dir]
+    daemon = subprocess.Popen(daemon_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(500):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.01)
+        m = Modes(o.nxcc, sock, env, o.cache_dir)
+        modes = [("fresh `nxcc compile` process", m.process), ("daemon, POST /compile", m.compile),
+                 ("daemon, POST /v1/compile", m.v1), ("fresh `nxcc compile --daemon` process", m.client)]
+        wd = os.path.join(tmp, "latency")
+        os.makedirs(wd)
+        for _, f in modes:  # warm up: lays out the simulated toolchain, fills the page cache
+            f(wd)
+        if o.runs > 0:
+            times = {name: [] for name, _ in modes}
+            for _ in range(o.runs):
+                for name, f in modes:
+                    t = time.perf_counter()
+                    f(wd)
+                    times[name].append(time.perf_counter() - t)
+            print(f"Latency, one compile at a time, {o.runs} runs per mode (alternating):\n")
+            print("| mode | p50 | p90 |")
+            print("|---|---|---|")
+            for name, _ in modes:
+                xs = times[name]
+                print(f"| {name} | {statistics.median(xs) * 1e3:.1f} ms | {pct(xs, 0.9) * 1e3:.1f} ms |")
+        print(f"\nThroughput, {o.clients} concurrent clients, {o.total} compiles per mode "
+              f"(in {o.rounds} rounds, the modes alternating):\n")
+        print("| mode | compiles/s | wall |")
+        print("|---|---|---|")
+        walls = {name: 0.0 for name, _ in modes}
+        per_round = max(1, o.total // o.rounds)
+        for _ in range(o.rounds):
+            for k, (name, f) in enumerate(modes):
+                dirs = []
+                for c in range(o.clients):
+                    d = os.path.join(tmp, "throughput", f"mode{k}", f"client{c}")
+                    os.makedirs(d, exist_ok=True)
+                    dirs.append(d)
+                counter = iter(range(per_round))
+                lock = threading.Lock()
+
+                def worker(d, f=f, counter=counter, lock=lock):
+                    while True:
+                        with lock:
+                            if next(counter, None) is None:
+                                return
+                        f(d)
+
+                t = time.perf_counter()
+                threads = [threading.Thread(target=worker, args=(d,)) for d in dirs]
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join()
+                walls[name] += time.perf_counter() - t
+        for name, _ in modes:
+            n = per_round * o.rounds
+            print(f"| {name} | {n / walls[name]:.1f} | {walls[name]:.2f} s |")
+        status = json.loads(m.request(b"GET /v1/status HTTP/1.1\r\nHost: nxcc\r\nConnection: close\r\n\r\n")[1])
+        print(f"\ndaemon: max_concurrent {status['max_concurrent']}, {status['compiles']['finished']} compiles, "
+              f"{status['compiles']['failed']} failed; engine: {status['engine']}")
+        with open(f"/proc/{daemon.pid}/status") as s:
+            hwm = [l for l in s if l.startswith("VmHWM")][0].split()[1]
+        print(f"daemon peak RSS (VmHWM): {int(hwm) / 1024:.1f} MiB")
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()

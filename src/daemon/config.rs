@@ -1,0 +1,454 @@
+//! `nxcc daemon`'s command line (a static flag table parsed by the argparse-compatible parser) and
+//! where the daemon lives by default: its socket, pid file and directory.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::engine::EngineConfig;
+use crate::cli::argparse::{py_repr, ArgParser, Parsed};
+use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility, FLAGS};
+use crate::cli::{help, CliError};
+
+/// The socket file name in the daemon's directory.
+pub const SOCKET_NAME: &str = "daemon.sock";
+/// The prefix of the original's abstract socket name (`\0com.amazon.neuronxcc.<pid>`).
+pub const ABSTRACT_PREFIX: &str = "com.amazon.neuronxcc.";
+/// `--inactivity-timeout`'s default, seconds (WIKI: the original's default).
+pub const DEFAULT_INACTIVITY_S: f64 = 300.0;
+/// `--shutdown-grace`'s default, seconds: how long running compiles may finish on exit.
+pub const DEFAULT_SHUTDOWN_GRACE_S: f64 = 30.0;
+/// `--socket-mode`'s default.
+pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
+
+/// Where the daemon listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A socket file.
+    Path(PathBuf),
+    /// The original's abstract address, `\0com.amazon.neuronxcc.<pid>` (named at bind time).
+    Abstract,
+}
+
+/// A parsed `nxcc daemon` command line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub endpoint: Endpoint,
+    pub pid_file: PathBuf,
+    /// `None`: never exit for inactivity.
+    pub inactivity_timeout: Option<Duration>,
+    pub max_concurrent: usize,
+    /// Bytes of estimated peak memory the running compiles may hold.
+    pub memory_budget: Option<u64>,
+    /// Uids served besides the daemon's own.
+    pub allow_uids: Vec<u32>,
+    /// The daemon's own log (default: stderr).
+    pub log_file: Option<PathBuf>,
+    /// Permission bits of the socket file.
+    pub socket_mode: u32,
+    /// How long running compiles may finish when the daemon is asked to exit.
+    pub shutdown_grace: Duration,
+    pub engine: EngineConfig,
+}
+
+/// The daemon's default directory: `$XDG_RUNTIME_DIR/nxcc`, else `/tmp/nxcc-<uid>`.
+pub fn default_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(d) if d.is_absolute() => d.join("nxcc"),
+        _ => PathBuf::from(format!("/tmp/nxcc-{}", rustix::process::getuid().as_raw())),
+    }
+}
+
+/// The default socket: [`default_dir`]`/daemon.sock`.
+pub fn default_socket() -> PathBuf {
+    default_dir().join(SOCKET_NAME)
+}
+
+/// The pid file next to a socket: the socket's name with the extension `.pid`.
+pub fn pid_file_for(socket: &Path) -> PathBuf {
+    socket.with_extension("pid")
+}
+
+/// The log file the client gives a daemon it starts: the socket's name with `.log`.
+pub fn log_file_for(socket: &Path) -> PathBuf {
+    socket.with_extension("log")
+}
+
+#[rustfmt::skip]
+static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Show this help message and exit.");
+#[rustfmt::skip]
+static SOCKET: Flag = flag("--socket", &[], "socket", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "The Unix socket to listen on (its directory is created 0700; the socket is made 0600). Default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock.");
+#[rustfmt::skip]
+static ABSTRACT: Flag = flag("--abstract", &[], "abstract", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Listen on the original daemon's abstract address \\0com.amazon.neuronxcc.<pid> instead of a socket file (its client finds it through --pid-file).");
+#[rustfmt::skip]
+static PID_FILE: Flag = flag("--pid-file", &[], "pid_file", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "The pid file, held under an exclusive lock while the daemon runs (default: next to the socket, daemon.pid).");
+#[rustfmt::skip]
+static INACTIVITY: Flag = flag("--inactivity-timeout", &[], "inactivity_timeout", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Exit after this many seconds without a request, counted from the last request finished (0: never). Default 300.");
+#[rustfmt::skip]
+static MAX_CONCURRENT: Flag = flag("--max-concurrent", &[], "max_concurrent", Action::Store, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Run at most N compiles at once; more wait in arrival order. Default: the number of CPUs.");
+#[rustfmt::skip]
+static MEMORY_BUDGET: Flag = flag("--memory-budget", &[], "memory_budget", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Start a compile only while the estimated peak memory of the running ones plus its own fits in SIZE (512M, 8G, ...; auto: 80% of MemAvailable).");
+#[rustfmt::skip]
+static ALLOW_UID: Flag = flag("--allow-uid", &[], "allow_uid", Action::Append, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Also serve this user id (repeatable). Only the daemon's own uid is served otherwise; compiles run as the daemon's user.");
+#[rustfmt::skip]
+static SOCKET_MODE: Flag = flag("--socket-mode", &[], "socket_mode", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Permission bits of the socket file, octal (default 0600). Another user allowed with --allow-uid must be able to reach the socket.");
+#[rustfmt::skip]
+static SHUTDOWN_GRACE: Flag = flag("--shutdown-grace", &[], "shutdown_grace", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "On exit (POST /exit, SIGTERM, SIGINT, inactivity), let running compiles finish for at most this many seconds, then cancel them. Default 30.");
+#[rustfmt::skip]
+static LOG_FILE: Flag = flag("--log-file", &[], "log_file", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Append the daemon's own log (start, stop, each request) to FILE instead of stderr.");
+#[rustfmt::skip]
+static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "The compile cache the daemon's compiles go through (taken by the daemon's compile engine).");
+#[rustfmt::skip]
+static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Run each compile as one supervised job `PATH compile <args> --output <out>` (taken by the daemon's compile engine).");
+
+static OWN_FLAGS: [&Flag; 13] = [
+    &HELP,
+    &SOCKET,
+    &ABSTRACT,
+    &PID_FILE,
+    &INACTIVITY,
+    &MAX_CONCURRENT,
+    &MEMORY_BUDGET,
+    &ALLOW_UID,
+    &SOCKET_MODE,
+    &SHUTDOWN_GRACE,
+    &LOG_FILE,
+    &CACHE_DIR,
+    &COMPILER,
+];
+
+fn own_flags() -> Vec<&'static Flag> {
+    OWN_FLAGS.to_vec()
+}
+
+/// The parser whose usage and help are shown: the daemon's own options.
+fn shown_parser(prog: &str) -> ArgParser {
+    ArgParser::new(format!("{prog} daemon"), &own_flags(), &[])
+}
+
+/// The parser used: the daemon's options plus the driver options that may have been given
+/// before the subcommand (accepted and unused).
+fn full_parser(prog: &str) -> ArgParser {
+    let mut flags = own_flags();
+    flags.extend(
+        FLAGS
+            .iter()
+            .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
+    );
+    ArgParser::new(format!("{prog} daemon"), &flags, &[])
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parse {
+    Run(Config),
+    /// Print this text and exit 0.
+    Help(String),
+}
+
+/// A usage error, rendered as argparse renders it (exit status 2).
+pub fn usage_error(prog: &str, message: String) -> CliError {
+    CliError::Usage {
+        usage: help::usage(&shown_parser(prog)),
+        prog: format!("{prog} daemon"),
+        message,
+    }
+}
+
+fn float_arg(p: &Parsed, dest: &str, name: &str, default: f64) -> Result<f64, String> {
+    let v = p
+        .last(dest)
+        .and_then(|o| o.value.as_float())
+        .unwrap_or(default);
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!(
+            "argument {name}: must be a number of seconds >= 0, not {v}"
+        ));
+    }
+    Ok(v)
+}
+
+/// Parse an octal permission mode: `0600`, `600`, `0o600`.
+pub fn parse_mode(text: &str) -> Option<u32> {
+    let t = text.trim();
+    let digits = t.strip_prefix("0o").unwrap_or(t);
+    if digits.is_empty() || !digits.chars().all(|c| ('0'..='7').contains(&c)) {
+        return None;
+    }
+    u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
+}
+
+/// Parse `nxcc daemon`'s arguments.
+pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
+    let parsed = full_parser(prog)
+        .parse(args)
+        .map_err(|e| usage_error(prog, e.message))?;
+    if parsed.early_exit.is_some() {
+        let text = help::compile_help(&shown_parser(prog), help::Surface::Hidden).replacen(
+            "\n\npositional arguments:\n",
+            "\n\nServe compiles over HTTP/1.1 on a Unix socket: the original daemon's protocol\n(POST /compile?working_directory=DIR, body = the shell-quoted compile arguments),\nPOST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.\n",
+            1,
+        );
+        return Ok(Parse::Help(text));
+    }
+    if !parsed.extras.is_empty() {
+        return Err(usage_error(
+            prog,
+            format!("unrecognized arguments: {}", parsed.extras.join(" ")),
+        ));
+    }
+    let fail = |m: String| usage_error(prog, m);
+    let socket = parsed.str("socket").map(PathBuf::from);
+    let endpoint = match (parsed.flag("abstract"), socket) {
+        (true, Some(_)) => {
+            return Err(fail(
+                "argument --abstract: not allowed with argument --socket".to_string(),
+            ))
+        }
+        (true, None) => Endpoint::Abstract,
+        (false, Some(p)) => Endpoint::Path(std::path::absolute(&p).unwrap_or(p)),
+        (false, None) => Endpoint::Path(default_socket()),
+    };
+    let pid_file = match parsed.str("pid_file") {
+        Some(p) => std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p)),
+        None => match &endpoint {
+            Endpoint::Path(p) => pid_file_for(p),
+            Endpoint::Abstract => default_dir().join("daemon.pid"),
+        },
+    };
+    let inactivity = float_arg(
+        &parsed,
+        "inactivity_timeout",
+        "--inactivity-timeout",
+        DEFAULT_INACTIVITY_S,
+    )
+    .map_err(fail)?;
+    let grace = float_arg(
+        &parsed,
+        "shutdown_grace",
+        "--shutdown-grace",
+        DEFAULT_SHUTDOWN_GRACE_S,
+    )
+    .map_err(fail)?;
+    let max_concurrent = match parsed.last("max_concurrent").and_then(|o| o.value.as_int()) {
+        Some(n) if n >= 1 => n as usize,
+        Some(n) => {
+            return Err(fail(format!(
+                "argument --max-concurrent: must be at least 1, not {n}"
+            )))
+        }
+        None => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    };
+    let memory_budget = match parsed.str("memory_budget") {
+        None => None,
+        Some(s) => Some(
+            crate::admission::parse_size(s)
+                .map_err(|e| fail(format!("argument --memory-budget: {e}")))?,
+        ),
+    };
+    let mut allow_uids = Vec::new();
+    for raw in parsed.all("allow_uid") {
+        match raw.parse::<u32>() {
+            Ok(u) if u != u32::MAX => allow_uids.push(u),
+            _ => {
+                return Err(fail(format!(
+                    "argument --allow-uid: invalid user id: {}",
+                    py_repr(&raw)
+                )))
+            }
+        }
+    }
+    let socket_mode = match parsed.str("socket_mode") {
+        None => DEFAULT_SOCKET_MODE,
+        Some(s) => parse_mode(s).ok_or_else(|| {
+            fail(format!(
+                "argument --socket-mode: invalid mode: {} (an octal mode such as 0600)",
+                py_repr(s)
+            ))
+        })?,
+    };
+    Ok(Parse::Run(Config {
+        endpoint,
+        pid_file,
+        inactivity_timeout: (inactivity > 0.0).then(|| Duration::from_secs_f64(inactivity)),
+        max_concurrent,
+        memory_budget,
+        allow_uids,
+        log_file: parsed.str("log_file").map(PathBuf::from),
+        socket_mode,
+        shutdown_grace: Duration::from_secs_f64(grace),
+        engine: EngineConfig {
+            cache_dir: parsed.str("cache_dir").map(PathBuf::from),
+            compiler: parsed.str("compiler").map(PathBuf::from),
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Config, String> {
+        let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        match parse("nxcc", &a) {
+            Ok(Parse::Run(c)) => Ok(c),
+            Ok(Parse::Help(_)) => Err("help".into()),
+            Err(e) => Err(e.render()),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = run(&[]).unwrap();
+        assert_eq!(c.endpoint, Endpoint::Path(default_socket()));
+        assert_eq!(c.pid_file, default_dir().join("daemon.pid"));
+        assert_eq!(c.inactivity_timeout, Some(Duration::from_secs(300)));
+        assert!(c.max_concurrent >= 1);
+        assert_eq!(c.memory_budget, None);
+        assert!(c.allow_uids.is_empty());
+        assert_eq!(c.socket_mode, 0o600);
+        assert_eq!(c.shutdown_grace, Duration::from_secs(30));
+        assert_eq!(c.engine, EngineConfig::default());
+    }
+
+    #[test]
+    fn every_option() {
+        let c = run(&[
+            "--socket",
+            "/s/d.sock",
+            "--inactivity-timeout",
+            "0",
+            "--max-concurrent",
+            "4",
+            "--memory-budget",
+            "1G",
+            "--allow-uid",
+            "65534",
+            "--allow-uid=1000",
+            "--log-file",
+            "/l/x.log",
+            "--cache_dir",
+            "/c",
+            "--compiler",
+            "/bin/cc",
+            "--socket-mode",
+            "0666",
+            "--shutdown-grace",
+            "1.5",
+        ])
+        .unwrap();
+        assert_eq!(c.endpoint, Endpoint::Path("/s/d.sock".into()));
+        assert_eq!(c.pid_file, PathBuf::from("/s/d.pid"));
+        assert_eq!(c.inactivity_timeout, None);
+        assert_eq!(c.max_concurrent, 4);
+        assert_eq!(c.memory_budget, Some(1 << 30));
+        assert_eq!(c.allow_uids, [65534, 1000]);
+        assert_eq!(c.log_file, Some("/l/x.log".into()));
+        assert_eq!(c.engine.cache_dir, Some("/c".into()));
+        assert_eq!(c.engine.compiler, Some("/bin/cc".into()));
+        assert_eq!(c.socket_mode, 0o666);
+        assert_eq!(c.shutdown_grace, Duration::from_millis(1500));
+        let c = run(&["--abstract", "--pid-file", "/p/neuron.pid"]).unwrap();
+        assert_eq!(c.endpoint, Endpoint::Abstract);
+        assert_eq!(c.pid_file, PathBuf::from("/p/neuron.pid"));
+        let c = run(&["--cache-dir", "/c2"]).unwrap();
+        assert_eq!(c.engine.cache_dir, Some("/c2".into()));
+    }
+
+    #[test]
+    fn errors_are_argparse_style() {
+        for (args, text) in [
+            (
+                &["--max-concurrent", "0"][..],
+                "argument --max-concurrent: must be at least 1",
+            ),
+            (
+                &["--max-concurrent", "x"][..],
+                "argument --max-concurrent: invalid int value: 'x'",
+            ),
+            (
+                &["--memory-budget", "12Q"][..],
+                "argument --memory-budget: invalid size unit",
+            ),
+            (
+                &["--allow-uid", "-1"][..],
+                "argument --allow-uid: invalid user id: '-1'",
+            ),
+            (
+                &["--socket-mode", "0999"][..],
+                "argument --socket-mode: invalid mode",
+            ),
+            (
+                &["--inactivity-timeout", "-1"][..],
+                "argument --inactivity-timeout: must be",
+            ),
+            (
+                &["--abstract", "--socket", "/x"][..],
+                "argument --abstract: not allowed with argument --socket",
+            ),
+            (&["--bogus"][..], "unrecognized arguments: --bogus"),
+        ] {
+            let e = run(args).unwrap_err();
+            assert!(e.starts_with("usage: nxcc daemon"), "{e}");
+            assert!(
+                e.contains(&format!("nxcc daemon: error: {text}")),
+                "{args:?}: {e}"
+            );
+        }
+        assert_eq!(run(&["--help"]).unwrap_err(), "help");
+    }
+
+    #[test]
+    fn help_lists_every_option_once() {
+        let Ok(Parse::Help(text)) = parse("nxcc", &["-h".to_string()]) else {
+            panic!("no help")
+        };
+        assert!(text.starts_with("usage: nxcc daemon [-h] [--socket SOCKET] [--abstract]"));
+        assert!(!text.contains("positional arguments"));
+        assert!(text.contains("  -h, --help "));
+        for f in OWN_FLAGS.iter().filter(|f| f.action != Action::Help) {
+            assert_eq!(
+                text.matches(&format!("\n  {} ", f.spelling)).count(),
+                1,
+                "{}",
+                f.spelling
+            );
+        }
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(parse_mode("0600"), Some(0o600));
+        assert_eq!(parse_mode("666"), Some(0o666));
+        assert_eq!(parse_mode("0o700"), Some(0o700));
+        assert_eq!(parse_mode("1777"), None);
+        assert_eq!(parse_mode("rw"), None);
+        assert_eq!(parse_mode(""), None);
+    }
+
+    #[test]
+    fn companion_paths() {
+        assert_eq!(
+            pid_file_for(Path::new("/r/nxcc/daemon.sock")),
+            PathBuf::from("/r/nxcc/daemon.pid")
+        );
+        assert_eq!(
+            log_file_for(Path::new("/r/nxcc/daemon.sock")),
+            PathBuf::from("/r/nxcc/daemon.log")
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! The `/v1/compile` event stream: the compile's console lines and worker events as
+//! newline-delimited JSON, written by the compile's thread into a channel and sent by hyper as a
+//! chunked body, ending with `done`. A client that goes away (its request's future or its
+//! response body dropped) cancels its compile; so does one that leaves more than
+//! [`STREAM_BACKLOG_LIMIT`] bytes unread.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use hyper::body::{Bytes, Frame};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::job::{self, Emit, Ended};
+use super::state::{ActivityGuard, Daemon, Peer};
+use crate::run::events::Event;
+
+/// Event bytes a `/v1/compile` client may leave unread before it counts as gone.
+pub const STREAM_BACKLOG_LIMIT: usize = 16 << 20;
+
+/// Cancels a compile whose client went away (the guard is dropped with the request's future or
+/// its response body) unless disarmed first.
+pub struct CancelOnDrop {
+    daemon: Arc<Daemon>,
+    id: u64,
+    control: Arc<job::Control>,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed && !self.control.is_cancelled() && self.daemon.is_registered(self.id) {
+            self.daemon.log.info(&format!(
+                "compile #{}: the client went away; cancelling it",
+                self.id
+            ));
+            self.control.cancel(0);
+        }
+    }
+}
+
+impl CancelOnDrop {
+    pub fn new(daemon: Arc<Daemon>, id: u64, control: Arc<job::Control>) -> CancelOnDrop {
+        CancelOnDrop {
+            daemon,
+            id,
+            control,
+            armed: true,
+        }
+    }
+
+    /// The compile is over (or its end was delivered): nothing to cancel.
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+/// Start a compile whose events go to the returned stream; `None` when the daemon is stopping.
+pub fn stream_compile(
+    daemon: &Arc<Daemon>,
+    request: job::Request,
+    peer: &Peer,
+) -> Option<(u64, EventStream)> {
+    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+    let backlog = Arc::new(AtomicUsize::new(0));
+    let control_slot: Arc<OnceLock<Arc<job::Control>>> = Arc::default();
+    let emit = Arc::new(StreamEmit {
+        tx,
+        backlog: backlog.clone(),
+        overflowed: AtomicBool::new(false),
+        control: control_slot.clone(),
+    });
+    let (id, control, handle) = daemon.spawn_compile(request, emit.clone(), peer, "/v1/compile")?;
+    let _ = control_slot.set(control.clone());
+    let guard = CancelOnDrop::new(daemon.clone(), id, control);
+    // The last event, once the compile's thread (and its copy of the sender) is done.
+    tokio::spawn(async move {
+        let ended = Daemon::join(handle).await;
+        emit.send(&done_event(&ended));
+    });
+    Some((
+        id,
+        EventStream {
+            rx,
+            backlog,
+            _cancel: guard,
+            _activity: daemon.activity(),
+        },
+    ))
+}
+
+/// The last event of a `/v1/compile` stream.
+pub fn done_event(e: &Ended) -> Value {
+    json!({
+        "event": "done",
+        "exit_status": e.exit_status,
+        "output": e.output.as_ref().map(|p| p.display().to_string()),
+        "cache": e.cache.as_str(),
+        "error_lines": e.error_lines,
+        "wall_s": e.wall.as_secs_f64(),
+    })
+}
+
+/// A worker event as a stream event (`None`: not forwarded — the worker's own `done`).
+pub fn event_json(ev: &Event) -> Option<Value> {
+    match ev {
+        Event::Done { .. } => None,
+        other => serde_json::to_value(other).ok(),
+    }
+}
+
+/// Feeds a `/v1/compile` stream from the compile's thread.
+struct StreamEmit {
+    tx: mpsc::UnboundedSender<Bytes>,
+    backlog: Arc<AtomicUsize>,
+    overflowed: AtomicBool,
+    control: Arc<std::sync::OnceLock<Arc<job::Control>>>,
+}
+
+impl StreamEmit {
+    fn send(&self, v: &Value) {
+        if self.overflowed.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut line = serde_json::to_vec(v).unwrap_or_default();
+        line.push(b'\n');
+        let n = line.len();
+        if self.backlog.fetch_add(n, Ordering::SeqCst) + n > STREAM_BACKLOG_LIMIT {
+            // The client does not read its stream: treat it as gone.
+            self.overflowed.store(true, Ordering::SeqCst);
+            if let Some(c) = self.control.get() {
+                c.cancel(0);
+            }
+            return;
+        }
+        let _ = self.tx.send(Bytes::from(line));
+    }
+}
+
+impl Emit for StreamEmit {
+    fn log(&self, line: &str, stderr: bool) {
+        self.send(&json!({
+            "event": "log",
+            "line": line,
+            "stream": if stderr { "stderr" } else { "stdout" },
+        }));
+    }
+    fn event(&self, event: &Event) {
+        if let Some(v) = event_json(event) {
+            self.send(&v);
+        }
+    }
+}
+
+/// The response body of `/v1/compile`: event lines as they come. Dropping it (the client went
+/// away) cancels the compile.
+pub struct EventStream {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    backlog: Arc<AtomicUsize>,
+    _cancel: CancelOnDrop,
+    _activity: ActivityGuard,
+}
+
+impl hyper::body::Body for EventStream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(b)) => {
+                this.backlog.fetch_sub(b.len(), Ordering::SeqCst);
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            Poll::Ready(None) => {
+                // Everything was sent: the compile is over.
+                this._cancel.disarm();
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn events() {
+        assert_eq!(event_json(&Event::Done { exit_status: 0 }), None);
+        let v = event_json(&Event::JobStarted {
+            job: "Frontend".into(),
+            index: 2,
+            total: 6,
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"event": "job_started", "job": "Frontend", "index": 2, "total": 6})
+        );
+        let d = done_event(&Ended {
+            exit_status: 70,
+            error_lines: vec!["[ERROR] x".into()],
+            output: Some("/w/m.neff".into()),
+            cache: super::super::engine::CacheUse::Off,
+            wall: Duration::from_millis(1500),
+        });
+        assert_eq!(d["event"], "done");
+        assert_eq!(d["exit_status"], 70);
+        assert_eq!(d["output"], "/w/m.neff");
+        assert_eq!(d["cache"], "off");
+        assert_eq!(d["error_lines"][0], "[ERROR] x");
+    }
+}

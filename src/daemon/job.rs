@@ -1,0 +1,477 @@
+//! One compile request, from its arguments to its end, as the daemon runs it (on a blocking
+//! thread): make the working directory, parse the arguments as `compile` does, plan the compile
+//! as if launched in the working directory (nothing ever `chdir`s), wait for admission (FIFO, the
+//! concurrency limit, the memory budget), run it through the [`Engine`], and report.
+//!
+//! Every line the compile prints goes to an [`Emit`] (the `/v1/compile` stream, or nowhere: the
+//! compile's log file in its working directory has them all), and so does every worker event.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::engine::{CacheUse, Engine};
+use crate::admission::Admission;
+use crate::cli::{self, Command};
+use crate::error::EXIT_COMPILE_FAILED;
+use crate::plan::probe::ModelFacts;
+use crate::plan::{self, dryrun, PlanError, Probe, SystemProbe};
+use crate::run::events::Event;
+use crate::run::log::Console;
+use crate::run::pipeline::Options;
+use crate::run::process::Cancel;
+use crate::toolchain::{Request as ToolchainRequest, Toolchain};
+
+/// A compile request, as the HTTP layer validated it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The compile arguments, with or without a leading `compile`.
+    pub argv: Vec<String>,
+    /// Absolute; created if missing. Relative paths in `argv` are taken against it.
+    pub working_directory: PathBuf,
+    /// Extra environment for the compile's worker and tools.
+    pub env: Vec<(String, String)>,
+}
+
+/// Where a compile's console lines and events go.
+pub trait Emit: Send + Sync {
+    /// One console line (`stderr`: it belongs on stderr).
+    fn log(&self, line: &str, stderr: bool);
+    /// One worker event.
+    fn event(&self, event: &Event);
+}
+
+/// Lines and events go nowhere.
+#[derive(Debug, Default)]
+pub struct Discard;
+
+impl Emit for Discard {
+    fn log(&self, _: &str, _: bool) {}
+    fn event(&self, _: &Event) {}
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Queued,
+    Running,
+    Done,
+}
+
+/// A compile's handle for whoever may cancel it (its client going away, the daemon stopping).
+#[derive(Debug)]
+pub struct Control {
+    cancel: Cancel,
+    /// The signal the cancellation stands for (0: a client that went away, reported as SIGTERM).
+    interrupted: Arc<AtomicI32>,
+    phase: Mutex<Phase>,
+}
+
+impl Control {
+    pub fn new() -> Arc<Control> {
+        Arc::new(Control {
+            cancel: Cancel::new(),
+            interrupted: Arc::new(AtomicI32::new(0)),
+            phase: Mutex::new(Phase::Queued),
+        })
+    }
+
+    fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
+        self.phase.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Cancel the compile (idempotent). `signal` (0 for none) is what the compile reports it was
+    /// interrupted by.
+    pub fn cancel(&self, signal: i32) {
+        if signal != 0 {
+            let _ =
+                self.interrupted
+                    .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+        }
+        self.cancel.cancel();
+    }
+
+    /// Cancel the compile if it has not started yet; says whether it was cancelled.
+    pub fn cancel_if_queued(&self, signal: i32) -> bool {
+        let phase = self.phase();
+        if *phase == Phase::Queued {
+            self.cancel(signal);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    pub fn is_running(&self) -> bool {
+        *self.phase() == Phase::Running
+    }
+
+    pub fn is_queued(&self) -> bool {
+        *self.phase() == Phase::Queued
+    }
+
+    /// Queued → running, unless cancelled meanwhile.
+    fn start(&self) -> bool {
+        let mut phase = self.phase();
+        if self.cancel.is_cancelled() {
+            return false;
+        }
+        *phase = Phase::Running;
+        true
+    }
+
+    fn finish(&self) {
+        *self.phase() = Phase::Done;
+    }
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    pub exit_status: i32,
+    pub error_lines: Vec<String>,
+    /// The NEFF the compile writes (when it got as far as a plan).
+    pub output: Option<PathBuf>,
+    pub cache: CacheUse,
+    /// From admission to the end (zero when it never started).
+    pub wall: Duration,
+}
+
+/// What a compile needs from the daemon.
+pub struct Context<'a> {
+    pub engine: &'a dyn Engine,
+    pub admission: &'a Arc<Admission>,
+}
+
+/// The plan's view of the world for a request: the system's, launched in the working directory,
+/// with the request's environment over the daemon's (as the worker will see it).
+struct RequestProbe<'a> {
+    system: SystemProbe,
+    env: &'a [(String, String)],
+}
+
+impl Probe for RequestProbe<'_> {
+    fn launch_dir(&self) -> &Path {
+        self.system.launch_dir()
+    }
+    fn env(&self, name: &str) -> Option<String> {
+        match self.env.iter().rev().find(|(k, _)| k == name) {
+            Some((_, v)) => Some(v.clone()),
+            None => self.system.env(name),
+        }
+    }
+    fn model(&self, path: &Path) -> Option<ModelFacts> {
+        self.system.model(path)
+    }
+    fn toolchain(&self, request: &ToolchainRequest) -> Option<Toolchain> {
+        self.system.toolchain(request)
+    }
+    fn cpu_count(&self) -> usize {
+        self.system.cpu_count()
+    }
+}
+
+/// The command line for `cli::parse`: the arguments as given when they already name the
+/// subcommand (`compile ...`, `--target=trn1 compile ...`), else with `compile` in front.
+pub fn command_line(argv: &[String]) -> Vec<String> {
+    if argv.first().is_some_and(|a| a == "compile") {
+        return argv.to_vec();
+    }
+    if argv.iter().any(|a| a == "compile")
+        && matches!(cli::parse("nxcc", argv), Ok(Command::Compile(_)))
+    {
+        return argv.to_vec();
+    }
+    let mut v = Vec::with_capacity(argv.len() + 1);
+    v.push("compile".to_string());
+    v.extend(argv.iter().cloned());
+    v
+}
+
+fn ended(exit_status: i32, error_lines: Vec<String>, output: Option<PathBuf>) -> Ended {
+    Ended {
+        exit_status,
+        error_lines,
+        output,
+        cache: CacheUse::Off,
+        wall: Duration::ZERO,
+    }
+}
+
+/// Report text (one or more lines) on the client's console and as the error lines.
+fn fail(emit: &dyn Emit, exit_status: i32, text: &str, output: Option<PathBuf>) -> Ended {
+    let lines: Vec<String> = text.trim_end().lines().map(str::to_string).collect();
+    for l in &lines {
+        emit.log(l, true);
+    }
+    ended(exit_status, lines, output)
+}
+
+fn say(emit: &dyn Emit, text: &str) -> Ended {
+    for l in text.trim_end_matches('\n').lines() {
+        emit.log(l, false);
+    }
+    ended(0, Vec::new(), None)
+}
+
+/// The exit status of a compile cancelled before it started.
+fn cancelled_status(control: &Control) -> i32 {
+    match control.interrupted.load(Ordering::SeqCst) {
+        0 => crate::run::signals::exit_status_for(libc::SIGTERM),
+        sig => crate::run::signals::exit_status_for(sig),
+    }
+}
+
+/// Run one request to its end. Blocking.
+pub fn run(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
+    let result = run_inner(ctx, req, emit, control);
+    control.finish();
+    result
+}
+
+fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
+    let emit_ref: &dyn Emit = emit.as_ref();
+    let wd = &req.working_directory;
+    if let Err(e) = std::fs::create_dir_all(wd) {
+        return fail(
+            emit_ref,
+            EXIT_COMPILE_FAILED,
+            &format!(
+                "[ERROR] cannot create the working directory {}: {e}",
+                wd.display()
+            ),
+            None,
+        );
+    }
+    let args = match cli::parse("nxcc", &command_line(&req.argv)) {
+        Ok(Command::Compile(a)) => a,
+        Ok(Command::Help(text)) => return say(emit_ref, &text),
+        Ok(Command::Version) => {
+            return say(
+                emit_ref,
+                &format!(
+                    "nxcc (nxcc) {}\nreproduces the {} compile driver\n",
+                    crate::VERSION,
+                    crate::ORIGINAL_VERSION
+                ),
+            )
+        }
+        Ok(Command::Other { name, .. }) => {
+            return fail(
+                emit_ref,
+                cli::CliError::EXIT_STATUS,
+                &format!("nxcc daemon: error: only compile requests are served, not {name}"),
+                None,
+            )
+        }
+        Err(e) => return fail(emit_ref, cli::CliError::EXIT_STATUS, &e.render(), None),
+    };
+    let probe = RequestProbe {
+        system: SystemProbe {
+            launch_dir: wd.clone(),
+        },
+        env: &req.env,
+    };
+    let plan = match plan::build(&args, &probe) {
+        Ok(p) => p,
+        Err(e) => {
+            let text = match &e {
+                PlanError::Usage(u) => u.render(),
+                PlanError::Compile(c) => c.to_string(),
+            };
+            return fail(emit_ref, e.exit_status(), &text, None);
+        }
+    };
+    match plan.ns.str("dry_run") {
+        Some("json") => {
+            let text = serde_json::to_string_pretty(&dryrun::to_json(&plan)).unwrap_or_default();
+            return say(emit_ref, &text);
+        }
+        Some(_) => return say(emit_ref, &dryrun::to_text(&plan)),
+        None => {}
+    }
+    let output = Some(plan.output.clone());
+    let estimate = ctx.engine.memory_estimate(&plan);
+    let permit = if control.is_cancelled() {
+        None
+    } else {
+        ctx.admission.acquire(estimate, Some(&control.cancel))
+    };
+    if permit.is_none() || !control.start() {
+        return fail(
+            emit_ref,
+            cancelled_status(control),
+            "[ERROR] The compile was cancelled before it started (its client went away, or the daemon is stopping).",
+            output,
+        );
+    }
+    let started = Instant::now();
+    let sink_emit = emit.clone();
+    let sink: crate::run::log::Sink = Arc::new(move |line: &str, stderr: bool| {
+        sink_emit.log(line, stderr);
+    });
+    let on_event = |ev: &Event| emit_ref.event(ev);
+    let opts = Options {
+        console: Console::Sink(sink),
+        cancel: control.cancel.clone(),
+        interrupted: control.interrupted.clone(),
+        worker_env: req.env.clone(),
+        on_event: Some(&on_event),
+        worker_program: None,
+        // Many compiles share this process: leftovers are found by each worker's session.
+        sole_compile: false,
+    };
+    let finished = ctx.engine.run(&plan, &opts);
+    drop(permit);
+    Ended {
+        exit_status: finished.exit_status,
+        error_lines: finished.error_lines,
+        output,
+        cache: finished.cache,
+        wall: started.elapsed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn the_subcommand_is_optional() {
+        assert_eq!(
+            command_line(&v("compile m.pb --target trn1")),
+            v("compile m.pb --target trn1")
+        );
+        assert_eq!(
+            command_line(&v("m.pb --target trn1")),
+            v("compile m.pb --target trn1")
+        );
+        assert_eq!(
+            command_line(&v("--target=trn1 compile m.pb")),
+            v("--target=trn1 compile m.pb")
+        );
+        assert_eq!(command_line(&[]), v("compile"));
+    }
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<(String, bool)>>);
+    impl Emit for Collect {
+        fn log(&self, line: &str, stderr: bool) {
+            self.0.lock().unwrap().push((line.to_string(), stderr));
+        }
+        fn event(&self, _: &Event) {}
+    }
+
+    fn run_argv(argv: &str, wd: &Path) -> (Ended, Vec<(String, bool)>) {
+        let engine = super::super::engine::select(&Default::default()).unwrap();
+        let admission = Admission::new(1, None);
+        let ctx = Context {
+            engine: engine.as_ref(),
+            admission: &admission,
+        };
+        let collect = Arc::new(Collect::default());
+        let emit: Arc<dyn Emit> = collect.clone();
+        let req = Request {
+            argv: v(argv),
+            working_directory: wd.to_path_buf(),
+            env: Vec::new(),
+        };
+        let control = Control::new();
+        let e = run(&ctx, &req, &emit, &control);
+        assert!(!control.is_running() && !control.is_queued());
+        let lines = collect.0.lock().unwrap().clone();
+        (e, lines)
+    }
+
+    #[test]
+    fn early_answers_need_no_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        let wd = dir.path().join("new/dir");
+        // Usage error: exit 2, argparse's text on stderr; the working directory is created.
+        let (e, lines) = run_argv("m.pb --target trn1 --bogus", &wd);
+        assert_eq!(e.exit_status, 2);
+        assert!(wd.is_dir());
+        assert!(lines.iter().all(|(_, err)| *err));
+        assert!(
+            e.error_lines[0].contains("NCC_EARG002"),
+            "{:?}",
+            e.error_lines
+        );
+        // A validation error from the plan: exit 70.
+        std::fs::write(wd.join("m.pb"), b"\x0a\x03abc").unwrap();
+        let (e, _) = run_argv("m.pb --target trn1 --lnc 2", &wd);
+        assert_eq!(e.exit_status, 70);
+        assert!(
+            e.error_lines[0].contains("Logical Neuron Core size 2"),
+            "{:?}",
+            e.error_lines
+        );
+        // Relative paths are the working directory's: m.pb is found there, missing.pb is not.
+        let (e, _) = run_argv("missing.pb --target trn1", &wd);
+        assert_eq!(e.exit_status, 70);
+        assert!(
+            e.error_lines[0].contains("missing.pb doesn't exist"),
+            "{:?}",
+            e.error_lines
+        );
+        // A dry run prints the plan on stdout and runs nothing.
+        let (e, lines) = run_argv("compile m.pb --target trn1 --dry-run=json", &wd);
+        assert_eq!(e.exit_status, 0);
+        let text: String = lines.iter().map(|(l, _)| format!("{l}\n")).collect();
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(j["output"], wd.join("file.neff").display().to_string());
+        assert!(!wd.join("file.neff").exists());
+        // Help.
+        let (e, lines) = run_argv("--help", &wd);
+        assert_eq!(e.exit_status, 0);
+        assert!(lines[0].0.starts_with("usage: nxcc compile"), "{lines:?}");
+        // Other subcommands are not served.
+        let (e, _) = run_argv("neff-info x.neff", &wd);
+        assert_eq!(e.exit_status, 2);
+    }
+
+    #[test]
+    fn a_cancelled_queued_compile_never_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.pb"), b"\x0a\x03abc").unwrap();
+        let engine = super::super::engine::select(&Default::default()).unwrap();
+        let admission = Admission::new(1, None);
+        let held = admission.acquire(1, None).unwrap();
+        let watched = admission.clone();
+        let control = Control::new();
+        let c2 = control.clone();
+        let dir_path = dir.path().to_path_buf();
+        let t = std::thread::spawn(move || {
+            let ctx = Context {
+                engine: engine.as_ref(),
+                admission: &admission,
+            };
+            let emit: Arc<dyn Emit> = Arc::new(Discard);
+            let req = Request {
+                argv: v("m.pb --target trn1"),
+                working_directory: dir_path,
+                env: Vec::new(),
+            };
+            run(&ctx, &req, &emit, &c2)
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while watched.snapshot().queued == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(control.is_queued());
+        assert!(control.cancel_if_queued(libc::SIGINT));
+        let e = t.join().unwrap();
+        assert_eq!(e.exit_status, 130);
+        assert!(e.error_lines[0].contains("cancelled before it started"));
+        assert!(!control.cancel_if_queued(libc::SIGINT), "done, not queued");
+        drop(held);
+    }
+}

@@ -1,0 +1,311 @@
+//! The daemon process: it takes the pid file, binds the socket, serves connections with hyper on
+//! a tokio runtime, and stops cleanly.
+//!
+//! - Starting: the engine for `--cache_dir`/`--compiler`, the default directory checked private,
+//!   the log, the pid file locked, the socket bound, the pid published — any failure is one
+//!   message and exit status 1 (2 for a usage error).
+//! - Serving: each accepted connection is served by [`super::conn`]; each compile runs on a
+//!   blocking thread ([`super::job::run`]), registered in [`super::state`] so it can be cancelled.
+//! - Stopping (`POST /exit`, SIGTERM, SIGINT, SIGHUP, inactivity): stop accepting and remove the
+//!   socket, cancel the compiles still queued, let the running ones finish for at most
+//!   `--shutdown-grace` (then cancel them as on SIGTERM), let the connections deliver their last
+//!   answers, remove the pid file. A second signal cancels the running compiles at once.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::config::{self, Config, Endpoint};
+use super::conn::{serve_connection, Connections};
+use super::engine;
+use super::listen::{self, BindError};
+use super::log::DaemonLog;
+use super::pidfile::{self, Lock, PidFile};
+use super::state::Daemon;
+
+/// The exit status of a daemon that could not start (another one holds its place, a socket or
+/// log that cannot be opened).
+pub const EXIT_START_FAILED: i32 = 1;
+/// How long cancelled compiles get to wind down when the daemon stops (cancellation takes ≤ 6 s).
+const CANCEL_WAIT: Duration = Duration::from_secs(15);
+/// How long connections get to deliver their last answers when the daemon stops.
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
+
+async fn watch_signals(daemon: Arc<Daemon>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        daemon
+            .log
+            .error("cannot handle SIGTERM/SIGINT/SIGHUP; the daemon stops only by POST /exit");
+        return;
+    };
+    let mut seen = 0;
+    loop {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        };
+        seen += 1;
+        if seen == 1 {
+            daemon.request_stop(name);
+        } else {
+            let n = daemon.cancel_all();
+            daemon.log.info(&format!(
+                "{name} again: cancelling the {n} compile(s) still running"
+            ));
+        }
+    }
+}
+
+async fn watch_inactivity(daemon: Arc<Daemon>, timeout: Duration) {
+    let mut stop = daemon.stop_signal();
+    loop {
+        let wait = match daemon.idle_since() {
+            None => timeout,
+            Some(since) => {
+                let idle = since.elapsed();
+                if idle >= timeout {
+                    daemon.request_stop(&format!(
+                        "no request for {} s (--inactivity-timeout)",
+                        timeout.as_secs_f64()
+                    ));
+                    return;
+                }
+                timeout - idle
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.wait_for(|s| s.is_some()) => return,
+        }
+    }
+}
+
+async fn serve(
+    daemon: Arc<Daemon>,
+    listener: tokio::net::UnixListener,
+    socket: Option<&listen::SocketFile>,
+) {
+    tokio::spawn(watch_signals(daemon.clone()));
+    if let Some(t) = daemon.config.inactivity_timeout {
+        tokio::spawn(watch_inactivity(daemon.clone(), t));
+    }
+    let conns = Arc::new(Connections::default());
+    let mut stop = daemon.stop_signal();
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| s.is_some()) => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    conns.open.fetch_add(1, Ordering::SeqCst);
+                    tokio::spawn(serve_connection(daemon.clone(), stream, conns.clone()));
+                }
+                Err(e) => {
+                    // Out of descriptors, most likely: let connections finish, then go on.
+                    daemon.log.warning(&format!("accept failed: {e}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    drop(listener);
+    if let Some(s) = socket {
+        s.remove();
+    }
+    let queued = daemon.cancel_queued();
+    let (running, _) = daemon.counts();
+    daemon.log.info(&format!(
+        "no longer accepting connections; {running} compile(s) running, {queued} queued compile(s) cancelled"
+    ));
+    let grace = daemon.config.shutdown_grace;
+    if !daemon.wait_for_compiles(grace).await {
+        let n = daemon.cancel_all();
+        daemon.log.info(&format!(
+            "cancelling the {n} compile(s) still running after {} s",
+            grace.as_secs_f64()
+        ));
+        if !daemon.wait_for_compiles(CANCEL_WAIT).await {
+            daemon
+                .log
+                .error("compiles are still winding down; exiting anyway");
+        }
+    }
+    let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
+    loop {
+        let closed = conns.closed.notified();
+        if conns.open.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        if tokio::time::timeout_at(deadline, closed).await.is_err() {
+            break;
+        }
+    }
+}
+
+fn start_error(log: Option<&DaemonLog>, text: &str) -> i32 {
+    if let Some(l) = log.filter(|l| l.to_file()) {
+        l.error(text);
+    }
+    super::err(&format!("nxcc daemon: error: {text}\n"));
+    EXIT_START_FAILED
+}
+
+/// Make sure the default directory, when used, is this user's and private before anything is
+/// opened in it: without `XDG_RUNTIME_DIR` it lives in `/tmp`, where another user could have made
+/// it first.
+fn check_default_dir(config: &Config) -> Result<(), String> {
+    let dir = config::default_dir();
+    let in_dir = |p: &std::path::Path| p.parent() == Some(dir.as_path());
+    let used = matches!(&config.endpoint, Endpoint::Path(p) if in_dir(p))
+        || in_dir(&config.pid_file)
+        || config.log_file.as_deref().is_some_and(in_dir);
+    if !used {
+        return Ok(());
+    }
+    pidfile::create_private_dir(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    listen::check_private_dir(&dir).map_err(|e| e.to_string())
+}
+
+/// Run the daemon until it stops; returns the exit status.
+pub fn run(config: Config) -> i32 {
+    let engine = match engine::select(&config.engine) {
+        Ok(e) => e,
+        Err(e) => {
+            super::err(&config::usage_error("nxcc", e).render());
+            return crate::cli::CliError::EXIT_STATUS;
+        }
+    };
+    if let Err(e) = check_default_dir(&config) {
+        return start_error(None, &e);
+    }
+    let log = match DaemonLog::open(config.log_file.as_deref()) {
+        Ok(l) => l,
+        Err(e) => {
+            return start_error(
+                None,
+                &format!(
+                    "cannot open the log file {}: {e}",
+                    config
+                        .log_file
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display()
+                ),
+            )
+        }
+    };
+    let mut pid_file: PidFile = match pidfile::lock(&config.pid_file) {
+        Ok(Lock::Acquired(p)) => p,
+        Ok(Lock::Held(h)) => {
+            return start_error(
+                Some(&log),
+                &format!(
+                    "another nxcc daemon (pid {}) is running on {}: it holds the pid file {}; stop it first (POST /exit, or kill {})",
+                    h.pid.map_or("unknown".to_string(), |p| p.to_string()),
+                    h.socket.as_deref().unwrap_or("an unknown socket"),
+                    config.pid_file.display(),
+                    h.pid.map_or("it".to_string(), |p| p.to_string()),
+                ),
+            )
+        }
+        Err(e) => {
+            return start_error(
+                Some(&log),
+                &format!("cannot take the pid file {}: {e}", config.pid_file.display()),
+            )
+        }
+    };
+    let pid = std::process::id();
+    let bound = match &config.endpoint {
+        Endpoint::Path(p) => listen::bind_path(p, config.socket_mode)
+            .map(|(l, f)| (l, Some(f), p.display().to_string())),
+        Endpoint::Abstract => {
+            let name = listen::abstract_name(pid);
+            listen::bind_abstract(&name).map(|l| (l, None, format!("@{name}")))
+        }
+    };
+    let (std_listener, socket_file, endpoint) = match bound {
+        Ok(b) => b,
+        Err(e @ BindError::InUse(_)) => {
+            return start_error(
+                Some(&log),
+                &format!(
+                    "{e} (not the daemon of the pid file {})",
+                    config.pid_file.display()
+                ),
+            )
+        }
+        Err(e) => return start_error(Some(&log), &e.to_string()),
+    };
+    let give_up = |text: String| {
+        if let Some(s) = &socket_file {
+            s.remove();
+        }
+        start_error(Some(&log), &text)
+    };
+    if let Err(e) = pid_file.publish(pid, &endpoint) {
+        return give_up(format!(
+            "cannot write the pid file {}: {e}",
+            config.pid_file.display()
+        ));
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("nxcc-daemon")
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return give_up(format!("cannot start the runtime: {e}")),
+    };
+    let uid = rustix::process::getuid().as_raw();
+    let served_uids: Vec<String> = std::iter::once(uid)
+        .chain(config.allow_uids.iter().copied())
+        .map(|u| u.to_string())
+        .collect();
+    log.info(&format!(
+        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {}; inactivity timeout {}; uids served: {}; engine: {}",
+        crate::VERSION,
+        pid_file.path().display(),
+        config.max_concurrent,
+        config
+            .memory_budget
+            .map_or("none".to_string(), |b| format!("{} MiB", b >> 20)),
+        config
+            .inactivity_timeout
+            .map_or("none".to_string(), |d| format!("{} s", d.as_secs_f64())),
+        served_uids.join(", "),
+        engine.describe()
+    ));
+    let daemon = Daemon::new(config, engine, log, uid, endpoint);
+    let served = runtime.block_on(async {
+        std_listener.set_nonblocking(true)?;
+        let listener = tokio::net::UnixListener::from_std(std_listener)?;
+        serve(daemon.clone(), listener, socket_file.as_ref()).await;
+        Ok::<(), io::Error>(())
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    if let Some(s) = &socket_file {
+        // Already gone when serving stopped normally.
+        s.remove();
+    }
+    drop(pid_file);
+    match served {
+        Ok(()) => {
+            daemon.log.info("stopped");
+            0
+        }
+        Err(e) => {
+            daemon.log.error(&format!("cannot serve: {e}"));
+            EXIT_START_FAILED
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The daemon's shared state: its configuration, engine and admission control, the registry of
+//! compiles (to cancel them), the activity clock of the inactivity timeout, the counters of
+//! `GET /v1/status`, and the stop signal.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::{watch, Notify};
+
+use super::config::Config;
+use super::engine::{CacheUse, Engine};
+use super::job::{self, Control, Emit, Ended};
+use super::log::DaemonLog;
+use crate::admission::Admission;
+use crate::error::EXIT_COMPILE_FAILED;
+
+/// Who is on the other end of a connection (`SO_PEERCRED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+}
+
+impl Peer {
+    pub fn pid_text(&self) -> String {
+        self.pid.map_or_else(|| "?".to_string(), |p| p.to_string())
+    }
+}
+
+#[derive(Debug)]
+struct Activity {
+    /// Requests being answered (a streamed answer until its last byte).
+    active: usize,
+    last_finished: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Totals {
+    compiles: u64,
+    failed: u64,
+    cancelled: u64,
+}
+
+/// The daemon's shared state.
+pub struct Daemon {
+    pub config: Config,
+    pub engine: Arc<dyn Engine>,
+    pub admission: Arc<Admission>,
+    pub log: DaemonLog,
+    /// The daemon's own uid (always served).
+    pub uid: u32,
+    /// Where it listens, as shown (a path, or `@name` for an abstract address).
+    pub endpoint: String,
+    started: Instant,
+    activity: Mutex<Activity>,
+    jobs: Mutex<BTreeMap<u64, Arc<Control>>>,
+    jobs_changed: Notify,
+    next_job: AtomicU64,
+    totals: Mutex<Totals>,
+    /// `Some(reason)` once the daemon is stopping.
+    stop: watch::Sender<Option<String>>,
+}
+
+/// Counts a request as active until dropped.
+pub struct ActivityGuard {
+    daemon: Arc<Daemon>,
+}
+
+impl Drop for ActivityGuard {
+    fn drop(&mut self) {
+        let mut a = self.daemon.activity_lock();
+        a.active -= 1;
+        a.last_finished = Instant::now();
+    }
+}
+
+impl Daemon {
+    /// The state of a daemon about to serve.
+    pub fn new(
+        config: Config,
+        engine: Arc<dyn Engine>,
+        log: DaemonLog,
+        uid: u32,
+        endpoint: String,
+    ) -> Arc<Daemon> {
+        let (stop, _) = watch::channel(None);
+        Arc::new(Daemon {
+            admission: Admission::new(config.max_concurrent, config.memory_budget),
+            uid,
+            endpoint,
+            started: Instant::now(),
+            activity: Mutex::new(Activity {
+                active: 0,
+                last_finished: Instant::now(),
+            }),
+            jobs: Mutex::new(BTreeMap::new()),
+            jobs_changed: Notify::new(),
+            next_job: AtomicU64::new(1),
+            totals: Mutex::new(Totals::default()),
+            stop,
+            engine,
+            log,
+            config,
+        })
+    }
+
+    /// A receiver of the stop signal (`Some(reason)` once stopping).
+    pub fn stop_signal(&self) -> watch::Receiver<Option<String>> {
+        self.stop.subscribe()
+    }
+
+    /// Whether the daemon is idle: no request being answered, no compile registered; if so, since
+    /// when.
+    pub fn idle_since(&self) -> Option<Instant> {
+        let busy = !self.jobs_lock().is_empty();
+        let a = self.activity_lock();
+        (a.active == 0 && !busy).then_some(a.last_finished)
+    }
+
+    fn activity_lock(&self) -> std::sync::MutexGuard<'_, Activity> {
+        self.activity.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn jobs_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Control>>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Count a request as active for the inactivity timeout.
+    pub fn activity(self: &Arc<Self>) -> ActivityGuard {
+        self.activity_lock().active += 1;
+        ActivityGuard {
+            daemon: self.clone(),
+        }
+    }
+
+    /// Whether a peer uid is served.
+    pub fn allowed(&self, uid: u32) -> bool {
+        uid == self.uid || self.config.allow_uids.contains(&uid)
+    }
+
+    /// ` and 65534, 1000` for the messages, or nothing.
+    pub fn allow_list_text(&self) -> String {
+        if self.config.allow_uids.is_empty() {
+            String::new()
+        } else {
+            let l: Vec<String> = self
+                .config
+                .allow_uids
+                .iter()
+                .map(|u| u.to_string())
+                .collect();
+            format!(" and {}", l.join(", "))
+        }
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.borrow().is_some()
+    }
+
+    /// Begin stopping (idempotent: the first reason is kept).
+    pub fn request_stop(&self, reason: &str) {
+        let first = self.stop.send_if_modified(|s| {
+            if s.is_none() {
+                *s = Some(reason.to_string());
+                true
+            } else {
+                false
+            }
+        });
+        if first {
+            self.log.info(&format!("stopping: {reason}"));
+        }
+    }
+
+    /// Whether compile `id` is still registered (not finished).
+    pub fn is_registered(&self, id: u64) -> bool {
+        self.jobs_lock().contains_key(&id)
+    }
+
+    /// Start a compile on a blocking thread; `None` when the daemon is stopping.
+    pub fn spawn_compile(
+        self: &Arc<Self>,
+        request: job::Request,
+        emit: Arc<dyn Emit>,
+        peer: &Peer,
+        route: &str,
+    ) -> Option<(u64, Arc<Control>, tokio::task::JoinHandle<Ended>)> {
+        let control = Control::new();
+        let id = self.next_job.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut jobs = self.jobs_lock();
+            // Checked under the registry's lock: stopping cancels what it finds registered.
+            if self.stopping() {
+                return None;
+            }
+            jobs.insert(id, control.clone());
+        }
+        self.log.info(&format!(
+            "compile #{id} ({route}, uid {}, pid {}) in {}: {}",
+            peer.uid,
+            peer.pid_text(),
+            request.working_directory.display(),
+            crate::shell::join(&request.argv)
+        ));
+        let daemon = self.clone();
+        let c2 = control.clone();
+        let handle = tokio::task::spawn_blocking(move || {
+            let ctx = job::Context {
+                engine: daemon.engine.as_ref(),
+                admission: &daemon.admission,
+            };
+            let ended = job::run(&ctx, &request, &emit, &c2);
+            drop(emit);
+            daemon.finished(id, &ended, c2.is_cancelled());
+            ended
+        });
+        Some((id, control, handle))
+    }
+
+    fn finished(&self, id: u64, ended: &Ended, cancelled: bool) {
+        {
+            let mut t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+            t.compiles += 1;
+            if cancelled {
+                t.cancelled += 1;
+            } else if ended.exit_status != 0 {
+                t.failed += 1;
+            }
+        }
+        self.log.info(&format!(
+            "compile #{id}: exit status {} in {:.3} s{}",
+            ended.exit_status,
+            ended.wall.as_secs_f64(),
+            if cancelled { " (cancelled)" } else { "" }
+        ));
+        self.jobs_lock().remove(&id);
+        self.jobs_changed.notify_waiters();
+    }
+
+    /// Wait for a compile's end; a compile thread that panicked is reported as a failure.
+    pub async fn join(handle: tokio::task::JoinHandle<Ended>) -> Ended {
+        match handle.await {
+            Ok(e) => e,
+            Err(e) => Ended {
+                exit_status: EXIT_COMPILE_FAILED,
+                error_lines: vec![format!(
+                    "[ERROR] nxcc daemon: the compile ended unexpectedly: {e}"
+                )],
+                output: None,
+                cache: CacheUse::Off,
+                wall: Duration::ZERO,
+            },
+        }
+    }
+
+    /// (running, queued) compiles.
+    pub fn counts(&self) -> (usize, usize) {
+        let jobs = self.jobs_lock();
+        let running = jobs.values().filter(|c| c.is_running()).count();
+        (running, jobs.len() - running)
+    }
+
+    /// `GET /v1/status`.
+    pub fn status(&self) -> Value {
+        let (running, queued) = self.counts();
+        let snap = self.admission.snapshot();
+        let t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+        json!({
+            "version": crate::VERSION,
+            "reproduces": crate::ORIGINAL_VERSION,
+            "pid": std::process::id(),
+            "socket": self.endpoint,
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "running": running,
+            "queued": queued,
+            "max_concurrent": snap.max_concurrent,
+            "memory": {
+                "budget": snap.memory_budget,
+                "in_use": snap.memory_in_use,
+            },
+            "admission": snap,
+            "compiles": {
+                "finished": t.compiles,
+                "failed": t.failed,
+                "cancelled": t.cancelled,
+            },
+            "engine": self.engine.describe(),
+            "cache": self.engine.cache_stats(),
+            "inactivity_timeout_s": self.config.inactivity_timeout.map(|d| d.as_secs_f64()),
+            "stopping": self.stopping(),
+        })
+    }
+
+    /// Cancel the compiles that have not started; returns how many.
+    pub fn cancel_queued(&self) -> usize {
+        self.jobs_lock()
+            .values()
+            .filter(|c| c.cancel_if_queued(libc::SIGTERM))
+            .count()
+    }
+
+    /// Cancel every compile, as on SIGTERM; returns how many.
+    pub fn cancel_all(&self) -> usize {
+        let jobs = self.jobs_lock();
+        for c in jobs.values() {
+            c.cancel(libc::SIGTERM);
+        }
+        jobs.len()
+    }
+
+    /// Wait until no compile is registered, or `limit` passed; says whether none is left.
+    pub async fn wait_for_compiles(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.jobs_changed.notified();
+            if self.jobs_lock().is_empty() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.jobs_lock().is_empty();
+            }
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! `nxcc compile --daemon`: it starts a daemon when none answers, streams the compile's lines as
+//! they come, and exits with the compile's exit status.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// Stops the daemon a client started (it is not our child) when the test ends, however it ends.
+struct Started {
+    socket: PathBuf,
+    pid_file: PathBuf,
+}
+
+impl Started {
+    fn pid(&self) -> Option<u32> {
+        std::fs::read_to_string(&self.pid_file)
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: a pid read from the daemon's pid file; at worst it is gone already.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn with_no_daemon_running_the_client_starts_one() {
+    let world = World::new();
+    let wd = world.mkdir("w");
+    std::fs::write(wd.join("m.hlo"), distinct_model(3)).unwrap();
+    let dir = world.runtime.join("nxcc");
+    let started = Started {
+        socket: dir.join("daemon.sock"),
+        pid_file: dir.join("daemon.pid"),
+    };
+    let t = Instant::now();
+    let out = world
+        .nxcc()
+        .args([
+            "compile",
+            "--daemon",
+            "m.hlo",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+            "--output",
+            "a.neff",
+        ])
+        .current_dir(&wd)
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Compiler status PASS"));
+    assert_eq!(neff_first_input(&wd.join("a.neff")), "x3.1");
+    // The first try of the socket comes after the original client's first back-off step.
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+
+    // Where the daemon lives by default: $XDG_RUNTIME_DIR/nxcc, 0700; the socket 0600.
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&started.socket), 0o600);
+    let pid = started.pid().expect("the daemon's pid file");
+    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let env = String::from_utf8_lossy(&env);
+    assert!(
+        !env.contains("NXCC_SIM_RECORD="),
+        "request variables are not the daemon's"
+    );
+    assert!(!world.records().is_empty(), "they travel with the request");
+    let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap();
+    assert!(
+        log.contains(&format!("(pid {pid}) serving {}", started.socket.display())),
+        "{log}"
+    );
+
+    // The next compile uses the same daemon, at once.
+    let out = world
+        .nxcc()
+        .args([
+            "compile",
+            "--daemon",
+            "m.hlo",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+            "--output",
+            "b.neff",
+        ])
+        .current_dir(&wd)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(started.pid(), Some(pid));
+    assert!(wd.join("b.neff").is_file());
+
+    // Stop it.
+    let s = std::os::unix::net::UnixStream::connect(&started.socket).unwrap();
+    let mut w = &s;
+    std::io::Write::write_all(
+        &mut w,
+        b"POST /exit HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(read_response(&mut BufReader::new(&s)).status, 200);
+    wait_until(Duration::from_secs(40), "the daemon to exit", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| s.contains(") Z "))
+                .unwrap_or(true)
+    });
+    assert!(!started.pid_file.exists());
+}
+
+#[test]
+fn with_a_daemon_running_the_client_streams_its_lines_and_exits_with_the_compiles_status() {
+    let world = World::new();
+    let daemon = Daemon::start(&world, "d", &[], &[]);
+    let wd = world.mkdir("w");
+    std::fs::write(wd.join("m.hlo"), distinct_model(4)).unwrap();
+    let client = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut c = world.nxcc();
+        c.args([
+            "compile",
+            "m.hlo",
+            "--daemon",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+        ])
+        .args(extra)
+        .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+        .current_dir(&wd);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    };
+
+    // Lines arrive as the compile runs: the walrus job is announced well before the end.
+    let mut child = client(
+        &["--output", "s.neff", "--verbose", "info"],
+        &[("NXCC_SIM_WORK_MS", "walrus_driver:1500")],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut announced = None;
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.contains("Starting job WalrusDriver") {
+            announced = Some(Instant::now());
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "streamed while the compile runs"
+            );
+        }
+        lines.push(line);
+    }
+    let status = child.wait().unwrap();
+    let ended = Instant::now();
+    assert_eq!(status.code(), Some(0), "{lines:?}");
+    let announced = announced.unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(
+        ended - announced >= Duration::from_secs(1),
+        "{:?}",
+        ended - announced
+    );
+    assert!(
+        lines.last().unwrap().ends_with("Compiler status PASS"),
+        "{lines:?}"
+    );
+    assert_eq!(neff_first_input(&wd.join("s.neff")), "x4.1");
+
+    // A failing tool: exit 70, the error on stderr; the fault came with this request only.
+    let out = client(
+        &["--output", "f.neff"],
+        &[("NXCC_SIM_FAULT", "walrus_driver:exit=3")],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(70));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "[ERROR] Child process job \"WalrusDriver\" exited abnormally! Exit status 3."
+        ),
+        "{stderr}"
+    );
+    assert!(!wd.join("f.neff").exists());
+    assert_eq!(
+        client(&["--output", "g.neff"], &[])
+            .status()
+            .unwrap()
+            .code(),
+        Some(0)
+    );
+
+    // A validation error in the working directory's plan: exit 70, the original's message.
+    let out = client(&["--target", "trn1", "--lnc", "2"], &[])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(70));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("[ERROR] [NCC_EARG001]"));
+
+    // A dry run is answered locally, as `compile` answers it.
+    let out = client(&["--dry-run=json"], &[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["output"], wd.join("file.neff").display().to_string());
+    assert_eq!(daemon.status()["compiles"]["finished"], 4);
+}
+
+/// Read one request (head and `Content-Length` body) from a connection.
+fn read_request(s: &std::os::unix::net::UnixStream) -> (String, Vec<u8>) {
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let mut len = 0;
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).unwrap();
+        if h.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; len];
+    std::io::Read::read_exact(&mut r, &mut body).unwrap();
+    (line.trim().to_string(), body)
+}
+
+#[test]
+fn a_daemon_that_is_stopping_is_waited_for_and_the_compile_sent_again() {
+    use std::io::Write;
+    let world = World::new();
+    let wd = world.mkdir("w");
+    let socket = world.path().join("fake.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    // A stand-in daemon: the first request gets the stopping daemon's 503, the second a stream.
+    let server = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for answer in [
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 9\r\nconnection: close\r\n\r\nstopping\n".to_string(),
+            {
+                let body = concat!(
+                    r#"{"event":"log","line":"compiled by the second daemon","stream":"stdout"}"#,
+                    "\n",
+                    r#"{"event":"done","exit_status":0,"output":"/x","cache":"off"}"#,
+                    "\n"
+                );
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            },
+        ] {
+            let (s, _) = listener.accept().unwrap();
+            seen.push(read_request(&s));
+            (&s).write_all(answer.as_bytes()).unwrap();
+        }
+        seen
+    });
+    let t = Instant::now();
+    let out = world
+        .nxcc()
+        .args(["compile", "--daemon", "m.pb", "--target", "trn2"])
+        .env("NXCC_DAEMON_SOCKET", &socket)
+        .current_dir(&wd)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "compiled by the second daemon\n"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(500),
+        "waited before sending again"
+    );
+    let seen = server.join().unwrap();
+    assert_eq!(seen.len(), 2);
+    for (line, body) in &seen {
+        assert_eq!(line, "POST /v1/compile HTTP/1.1");
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(v["argv"], serde_json::json!(["m.pb", "--target", "trn2"]));
+        assert_eq!(v["working_directory"], wd.display().to_string());
+        assert_eq!(
+            v["env"]["NXCC_SIM_STATE"],
+            world.state.display().to_string()
+        );
+    }
+}

@@ -1,0 +1,289 @@
+//! The daemon's life: one per pid file, stale pid files taken over, clean stops (`POST /exit`,
+//! SIGTERM, inactivity) that let running compiles finish or cancel them after the grace, and a
+//! client that goes away cancelling its compile without leaving a process behind.
+
+use std::io::{BufReader, Write};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::*;
+
+fn compile_body(output: &str) -> String {
+    let model = example_model();
+    shell_join(&[
+        "compile",
+        model.to_str().unwrap(),
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--output",
+        output,
+    ])
+}
+
+#[test]
+fn a_second_daemon_refuses_and_names_the_first_and_a_stale_pid_file_is_taken_over() {
+    let world = World::new();
+    // A stale pid file: written by a process that is gone, no lock held.
+    let dir = world.mkdir("d");
+    std::fs::write(dir.join("d.pid"), "999999\n/nowhere.sock\n").unwrap();
+    let mut first = Daemon::start(&world, "d", &[], &[]);
+    let text = std::fs::read_to_string(&first.pid_file).unwrap();
+    assert_eq!(
+        text,
+        format!("{}\n{}\n", first.pid(), first.socket.display())
+    );
+
+    let second = world
+        .nxcc()
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&first.socket)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "another nxcc daemon (pid {}) is running on {}",
+            first.pid(),
+            first.socket.display()
+        )),
+        "{stderr}"
+    );
+    // The first one is untouched and serves.
+    assert_eq!(first.status()["pid"], first.pid());
+    assert!(first.exit().success());
+    assert!(!first.socket.exists(), "socket removed");
+    assert!(!first.pid_file.exists(), "pid file removed");
+    assert!(first.log_text().contains("stopping: POST /exit from uid"));
+}
+
+#[test]
+fn sigterm_lets_a_running_compile_finish_then_cleans_up() {
+    let world = World::new();
+    let mut daemon = Daemon::start(
+        &world,
+        "d",
+        &[],
+        &[("NXCC_SIM_WORK_MS", "walrus_driver:1500")],
+    );
+    let wd = world.mkdir("w");
+    let s = daemon.connect();
+    (&s).write_all(&original_request(
+        &wd,
+        &compile_body("t.neff"),
+        daemon.pid(),
+    ))
+    .unwrap();
+    wait_until(Duration::from_secs(20), "the compile to run", || {
+        world
+            .records()
+            .iter()
+            .any(|r| r["tool"] == "xla_infergoldens")
+    });
+    daemon.signal(libc::SIGTERM);
+    // No new connections once stopping.
+    wait_until(Duration::from_secs(5), "the socket to go", || {
+        !daemon.socket.exists()
+    });
+    let r = read_response(&mut BufReader::new(&s));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(neff_first_input(&wd.join("t.neff")), "input0");
+    let status = daemon.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    assert!(!daemon.pid_file.exists());
+    let log = daemon.log_text();
+    assert!(log.contains("stopping: SIGTERM"), "{log}");
+    assert!(log.contains("1 compile(s) running"), "{log}");
+}
+
+#[test]
+fn compiles_still_running_after_the_grace_are_cancelled_without_leftovers() {
+    let world = World::new();
+    let (k, v) = marker("grace");
+    let mut daemon = Daemon::start(
+        &world,
+        "d",
+        &["--shutdown-grace", "1"],
+        &[("NXCC_SIM_WORK_MS", "walrus_driver:20000"), (&k, &v)],
+    );
+    let wd = world.mkdir("w");
+    let s = daemon.connect();
+    (&s).write_all(&original_request(
+        &wd,
+        &compile_body("g.neff"),
+        daemon.pid(),
+    ))
+    .unwrap();
+    let kv = format!("{k}={v}");
+    wait_until(Duration::from_secs(20), "walrus_driver to run", || {
+        processes_with(&kv, daemon.pid())
+            .iter()
+            .any(|(_, c)| c == "walrus_driver")
+    });
+    let t = Instant::now();
+    daemon.signal(libc::SIGTERM);
+    let r = read_response(&mut BufReader::new(&s));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.header("x-nxcc-exit-status"), Some("143"));
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+    assert!(processes_with(&kv, daemon.pid()).is_empty());
+    assert!(!wd.join("g.neff").exists());
+    assert!(daemon
+        .log_text()
+        .contains("cancelling the 1 compile(s) still running after 1 s"));
+}
+
+#[test]
+fn a_client_that_goes_away_cancels_its_compile_and_leaves_no_process() {
+    let world = World::new();
+    let (k, v) = marker("disconnect");
+    let kv = format!("{k}={v}");
+    let daemon = Daemon::start(
+        &world,
+        "d",
+        &[],
+        &[("NXCC_SIM_WORK_MS", "walrus_driver:20000"), (&k, &v)],
+    );
+    let wd = world.mkdir("w");
+    let tools_running = || processes_with(&kv, daemon.pid());
+
+    // The streaming route: leave once the WalrusDriver job has started.
+    let model = example_model();
+    let s = daemon.connect();
+    (&s).write_all(&v1_request(&json!({
+        "argv": [model, "--target", "trn2", "--toolchain", "sim", "--output", "v.neff"],
+        "working_directory": wd,
+    })))
+    .unwrap();
+    let mut reader = BufReader::new(&s);
+    let (status, _) = read_head(&mut reader);
+    assert_eq!(status, 200);
+    let mut pending: Vec<u8> = Vec::new();
+    'events: while let Some(chunk) = read_chunk(&mut reader) {
+        pending.extend(chunk);
+        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=n).collect();
+            let e: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            if e["event"] == "job_started" && e["job"] == "WalrusDriver" {
+                break 'events;
+            }
+        }
+    }
+    wait_until(Duration::from_secs(20), "walrus_driver to run", || {
+        tools_running().iter().any(|(_, c)| c == "walrus_driver")
+    });
+    drop(reader);
+    drop(s);
+    let t = Instant::now();
+    wait_until(
+        Duration::from_secs(7),
+        "the compile's processes to go",
+        || tools_running().is_empty(),
+    );
+    eprintln!(
+        "streaming client gone: processes ended within {:?}",
+        t.elapsed()
+    );
+
+    // The original's route: leave while the compile runs.
+    let s = daemon.connect();
+    (&s).write_all(&original_request(
+        &wd,
+        &compile_body("c.neff"),
+        daemon.pid(),
+    ))
+    .unwrap();
+    wait_until(Duration::from_secs(20), "walrus_driver to run", || {
+        tools_running().iter().any(|(_, c)| c == "walrus_driver")
+    });
+    drop(s);
+    let t = Instant::now();
+    wait_until(
+        Duration::from_secs(7),
+        "the compile's processes to go",
+        || tools_running().is_empty(),
+    );
+    eprintln!(
+        "original client gone: processes ended within {:?}",
+        t.elapsed()
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "both compiles to be reported",
+        || daemon.status()["compiles"]["cancelled"] == 2,
+    );
+    assert!(!wd.join("v.neff").exists() && !wd.join("c.neff").exists());
+    assert_eq!(
+        daemon
+            .log_text()
+            .matches("the client went away; cancelling it")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn an_idle_daemon_exits_but_never_during_a_compile() {
+    let world = World::new();
+    // The compile lasts longer than the inactivity timeout.
+    let mut daemon = Daemon::start(
+        &world,
+        "d",
+        &["--inactivity-timeout", "1"],
+        &[("NXCC_SIM_WORK_MS", "walrus_driver:2500")],
+    );
+    let wd = world.mkdir("w");
+    let t = Instant::now();
+    let r = daemon.compile(&wd, &compile_body("i.neff"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(t.elapsed() >= Duration::from_millis(2500));
+    let finished = Instant::now();
+    let status = daemon.wait_exit(Duration::from_secs(20));
+    assert!(status.success());
+    assert!(
+        finished.elapsed() >= Duration::from_millis(500),
+        "counted from the last request's end"
+    );
+    assert!(!daemon.socket.exists() && !daemon.pid_file.exists());
+    assert!(daemon.log_text().contains("stopping: no request for 1 s"));
+}
+
+#[test]
+fn post_exit_stops_the_daemon() {
+    let world = World::new();
+    let mut daemon = Daemon::start(&world, "d", &["--inactivity-timeout", "0"], &[]);
+    assert!(daemon.status()["inactivity_timeout_s"].is_null());
+    let status = daemon.exit();
+    assert!(status.success());
+    assert!(!daemon.socket.exists() && !daemon.pid_file.exists());
+}
+
+#[test]
+fn a_request_that_arrives_while_stopping_gets_503() {
+    let world = World::new();
+    let mut daemon = Daemon::start(&world, "d", &[], &[]);
+    let wd = world.mkdir("w");
+    // A request whose body is still coming when the daemon is told to stop.
+    let body = compile_body("late.neff");
+    let request = original_request(&wd, &body, daemon.pid());
+    let (first, rest) = request.split_at(request.len() - 5);
+    let s = daemon.connect();
+    (&s).write_all(first).unwrap();
+    let r = daemon
+        .raw(b"POST /exit HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 200);
+    wait_until(Duration::from_secs(10), "the socket to go", || {
+        !daemon.socket.exists()
+    });
+    (&s).write_all(rest).unwrap();
+    let r = read_response(&mut BufReader::new(&s));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("the nxcc daemon is stopping"));
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+    assert!(!wd.join("late.neff").exists());
+}

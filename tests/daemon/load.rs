@@ -1,0 +1,199 @@
+//! Many clients at once: every compile ends with its own right output, never more than
+//! `--max-concurrent` run at a time, and the daemon's memory stays bounded.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::common::*;
+
+/// Clients at once.
+const CLIENTS: usize = 64;
+/// `--max-concurrent`.
+const MAX: usize = 4;
+/// The bound on the daemon's peak resident memory (VmHWM), KiB: 100 MB.
+const MEMORY_BOUND_KB: u64 = 100_000;
+
+#[test]
+fn sixty_four_clients_at_once() {
+    let world = Arc::new(World::new());
+    let daemon = Arc::new(Daemon::start(
+        &world,
+        "d",
+        &["--max-concurrent", &MAX.to_string()],
+        &[("NXCC_SIM_WORK_MS", "*:30")],
+    ));
+    // 64 different models, each in its own working directory.
+    let mut dirs = Vec::new();
+    for i in 0..CLIENTS {
+        let wd = world.mkdir(&format!("clients/c{i:02}"));
+        std::fs::write(wd.join(format!("m{i}.hlo")), distinct_model(i)).unwrap();
+        dirs.push(wd);
+    }
+    let barrier = Arc::new(std::sync::Barrier::new(CLIENTS));
+    let threads: Vec<_> = dirs
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, wd)| {
+            let (daemon, barrier) = (daemon.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let model = format!("m{i}.hlo");
+                barrier.wait();
+                // Half through the original's route, half through the streaming one.
+                if i % 2 == 0 {
+                    let r = daemon.compile(
+                        &wd,
+                        &shell_join(&["compile", &model, "--target", "trn2", "--toolchain", "sim", "--output", "out.neff"]),
+                    );
+                    (r.status == 200, r.text())
+                } else {
+                    let (r, events) = daemon.v1(&json!({
+                        "argv": [model, "--target", "trn2", "--toolchain", "sim", "--output", "out.neff"],
+                        "working_directory": wd,
+                    }));
+                    let done = events.last().cloned().unwrap_or_default();
+                    (r.status == 200 && done["exit_status"] == 0, r.text())
+                }
+            })
+        })
+        .collect();
+    for (i, t) in threads.into_iter().enumerate() {
+        let (ok, text) = t.join().unwrap();
+        assert!(ok, "client {i}: {text}");
+    }
+    // Each NEFF is its own model's.
+    for (i, wd) in dirs.iter().enumerate() {
+        assert_eq!(
+            neff_first_input(&wd.join("out.neff")),
+            format!("x{i}.1"),
+            "client {i}"
+        );
+    }
+    // Never more than MAX compiles at once: each compile's tools span an interval inside the
+    // time it held its place; at no instant do more than MAX of those intervals overlap.
+    let mut spans: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+    for r in world.records() {
+        let cwd = r["cwd"].as_str().unwrap();
+        let i = dirs
+            .iter()
+            .position(|d| cwd.starts_with(&format!("{}/", d.display())))
+            .unwrap_or_else(|| panic!("a tool ran outside every working directory: {cwd}"));
+        let (s, e) = (
+            r["start_ms"].as_u64().unwrap(),
+            r["end_ms"].as_u64().unwrap(),
+        );
+        let span = spans.entry(i).or_insert((s, e));
+        span.0 = span.0.min(s);
+        span.1 = span.1.max(e);
+    }
+    assert_eq!(spans.len(), CLIENTS, "every compile ran its tools");
+    let mut edges: Vec<(u64, i32)> = spans
+        .values()
+        .flat_map(|(s, e)| [(*s, 1), (*e, -1)])
+        .collect();
+    // At equal times, ends before starts.
+    edges.sort();
+    let (mut now, mut peak) = (0, 0);
+    for (_, d) in edges {
+        now += d;
+        peak = peak.max(now);
+    }
+    assert!(
+        peak <= MAX as i32,
+        "{peak} compiles overlapped (limit {MAX})"
+    );
+    assert!(
+        peak >= 2,
+        "the compiles did overlap (peak {peak}): the limit was exercised"
+    );
+    let hwm = vm_hwm_kb(daemon.pid());
+    eprintln!(
+        "{CLIENTS} clients: peak {peak} compiles at once (limit {MAX}); daemon VmHWM {hwm} KiB"
+    );
+    assert!(
+        hwm < MEMORY_BOUND_KB,
+        "the daemon's peak RSS is {hwm} KiB (bound {MEMORY_BOUND_KB})"
+    );
+    let status = daemon.status();
+    assert_eq!(status["compiles"]["finished"], CLIENTS);
+    assert_eq!(status["compiles"]["failed"], 0);
+    assert_eq!(status["max_concurrent"], MAX);
+}
+
+#[test]
+fn a_memory_budget_holds_compiles_back_and_status_shows_them() {
+    let world = Arc::new(World::new());
+    // Each compile is estimated at 4 × its model + 256 MiB: two do not fit in 400 MiB.
+    let daemon = Arc::new(Daemon::start(
+        &world,
+        "d",
+        &["--max-concurrent", "4", "--memory-budget", "400M"],
+        &[("NXCC_SIM_WORK_MS", "walrus_driver:700")],
+    ));
+    let model = example_model();
+    let size = std::fs::metadata(&model).unwrap().len();
+    let estimate = 4 * size + (256 << 20);
+    let threads: Vec<_> = (0..3)
+        .map(|i| {
+            let (daemon, world) = (daemon.clone(), world.clone());
+            let model = model.clone();
+            std::thread::spawn(move || {
+                let wd = world.mkdir(&format!("w{i}"));
+                let r = daemon.compile(
+                    &wd,
+                    &shell_join(&[
+                        model.to_str().unwrap(),
+                        "--target",
+                        "trn2",
+                        "--toolchain",
+                        "sim",
+                        "--output",
+                        "o.neff",
+                    ]),
+                );
+                assert_eq!(r.status, 200, "{}", r.text());
+            })
+        })
+        .collect();
+    let mut seen_queue = false;
+    wait_until(
+        std::time::Duration::from_secs(30),
+        "two compiles to queue",
+        || {
+            let s = daemon.status();
+            assert!(s["running"].as_u64().unwrap() <= 1, "{s}");
+            if s["running"] == 1 && s["queued"] == 2 {
+                assert_eq!(s["memory"]["in_use"], estimate);
+                assert_eq!(s["memory"]["budget"], 400u64 << 20);
+                seen_queue = true;
+            }
+            seen_queue
+        },
+    );
+    for t in threads {
+        t.join().unwrap();
+    }
+    // One at a time: the walrus runs never overlap.
+    let mut spans: Vec<(u64, u64)> = world
+        .records()
+        .iter()
+        .filter(|r| r["tool"] == "walrus_driver")
+        .map(|r| {
+            (
+                r["start_ms"].as_u64().unwrap(),
+                r["end_ms"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    spans.sort();
+    assert_eq!(spans.len(), 3);
+    for w in spans.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "overlapping compiles under the budget: {spans:?}"
+        );
+    }
+    assert_eq!(daemon.status()["memory"]["in_use"], 0);
+}

@@ -1,0 +1,140 @@
+//! Tool resolution against a toolchain directory (WIKI: private first), toolchain location, and a
+//! missing tool: a warning in a dry run, NCC_EDRV082 in a compile.
+
+mod common;
+
+use common::{text, Scratch};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+fn tool(dir: &Path, name: &str, body: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn plan_json(s: &Scratch, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn1",
+        "--dry-run=json",
+    ];
+    args.extend(extra);
+    let out = s.run(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn tool_path(plan: &serde_json::Value, job: &str) -> serde_json::Value {
+    plan["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == job)
+        .unwrap()["tool_path"]
+        .clone()
+}
+
+#[test]
+fn private_tools_override_shipped_ones() {
+    let s = Scratch::new();
+    let tc = s.join("tc");
+    for t in ["hlo2penguin", "xla_infergoldens", "walrus_driver"] {
+        tool(&tc, t, "#!/bin/sh\nexit 0\n");
+    }
+    tool(&tc.join("private"), "walrus_driver", "#!/bin/sh\nexit 0\n");
+    let plan = plan_json(&s, &["--toolchain", tc.to_str().unwrap()]);
+    assert_eq!(
+        tool_path(&plan, "WalrusDriver"),
+        tc.join("private/walrus_driver").display().to_string()
+    );
+    assert_eq!(
+        tool_path(&plan, "HLOToTensorizer"),
+        tc.join("hlo2penguin").display().to_string()
+    );
+    assert!(
+        plan["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        plan["warnings"]
+    );
+    // The environment variable names the toolchain too; the option wins over it.
+    let out = s
+        .nxcc(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn1",
+            "--dry-run=json",
+        ])
+        .env("NXCC_TOOLCHAIN", &tc)
+        .output()
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        tool_path(&plan, "WalrusDriver"),
+        tc.join("private/walrus_driver").display().to_string()
+    );
+}
+
+#[test]
+fn a_layout_root_is_used_through_its_bin_directory() {
+    let s = Scratch::new();
+    let root = s.join("layout");
+    let out = s.run(&["toolchain", "sim", root.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan = plan_json(&s, &["--toolchain", root.to_str().unwrap()]);
+    assert_eq!(
+        plan["toolchain"]["bin"],
+        root.join("bin").display().to_string()
+    );
+    assert_eq!(plan["toolchain"]["simulated"], true);
+    // And a compile with it works.
+    let out = s.run(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn1",
+        "--toolchain",
+        root.to_str().unwrap(),
+        "--output",
+        "m.neff",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_missing_tool_warns_in_a_dry_run_and_fails_a_compile() {
+    let s = Scratch::new();
+    let tc = s.join("tc");
+    // hlo2penguin and xla_infergoldens are there and succeed, walrus_driver is not.
+    tool(&tc, "hlo2penguin", "#!/bin/sh\ntouch penguin.py\n");
+    tool(&tc, "xla_infergoldens", "#!/bin/sh\nexit 0\n");
+    let plan = plan_json(&s, &["--toolchain", tc.to_str().unwrap()]);
+    assert_eq!(tool_path(&plan, "WalrusDriver"), serde_json::Value::Null);
+    assert!(plan["warnings"].as_array().unwrap().iter().any(|w| w
+        .as_str()
+        .unwrap()
+        .contains("WalrusDriver: tool walrus_driver not found")));
+    // A real (non-simulated) toolchain without the Python package: the Frontend bridge fails
+    // first; with the frontend taken out of the pipeline the missing walrus_driver is reported.
+    let out = s.run(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn1",
+        "--toolchain",
+        tc.to_str().unwrap(),
+        "--pipeline",
+        "HLOToTensorizer",
+        "WalrusDriver",
+    ]);
+    assert_eq!(out.status.code(), Some(70));
+    assert!(
+        text(&out.stderr).contains("[ERROR] [NCC_EDRV082] Could not find walrus_driver - Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim."),
+        "{}",
+        text(&out.stderr)
+    );
+}
