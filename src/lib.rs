@@ -6,8 +6,7 @@
 //!
 //! Layers, bottom to top (no module imports from a layer above it):
 //! - [`cli`], [`error`], [`provenance`], [`neff`], [`toolchain`], [`run`] (running child
-//!   processes under supervision: process groups, timeouts, signals, measurements),
-//!   [`admission`] (how many compiles run at once, within a memory budget);
+//!   processes under supervision: process groups, timeouts, signals, measurements);
 //! - [`jobs`]: the registry and one module per job kind;
 //! - [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
 //!   [`recon`]: every reconstructed rule, each in one named place;
