@@ -7,7 +7,7 @@
 //!   (`512M`, `2G`, ...), and removes leftovers of interrupted compiles;
 //! - `clear`: evicts everything.
 //!
-//! The directory defaults to [`DEFAULT_DIR`]; a remote URL is a usage error (exit 2). `--json`
+//! The directory defaults to `$NEURON_COMPILE_CACHE_URL`, else [`DEFAULT_DIR`]; a remote URL is a usage error (exit 2). `--json`
 //! prints the report as one JSON object.
 
 use super::compile::{check_local, DEFAULT_DIR};
@@ -137,7 +137,10 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             ),
         );
     }
-    let dir = parsed.str("cache_dir").unwrap_or(DEFAULT_DIR).to_string();
+    let dir = parsed
+        .str("cache_dir")
+        .map(str::to_string)
+        .unwrap_or_else(super::compile::default_dir);
     if let Err(e) = check_local(&dir) {
         return usage_error(
             prog,

@@ -39,6 +39,19 @@ use crate::run::pipeline::{Options, Outcome};
 /// ecosystem's default).
 pub const DEFAULT_DIR: &str = "/var/tmp/neuron-compile-cache";
 
+/// The environment variable the ecosystem points its compile cache with (CLIENTS: the PyTorch
+/// integration reads it); when set, it replaces [`DEFAULT_DIR`] as the default.
+pub const CACHE_URL_ENV: &str = "NEURON_COMPILE_CACHE_URL";
+
+/// The default cache directory: `$NEURON_COMPILE_CACHE_URL` when set and not empty, else
+/// [`DEFAULT_DIR`]. (A remote URL there is refused where it is used, as for `--cache_dir`.)
+pub fn default_dir() -> String {
+    std::env::var(CACHE_URL_ENV)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| DEFAULT_DIR.to_string())
+}
+
 /// Whether and where a compile uses the cache.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CacheConfig {
@@ -359,6 +372,8 @@ impl Ctx<'_> {
                                 "Using a cached neff at {}",
                                 dir.join(NEFF_FILE).display()
                             ));
+                            // A hit is a successful compile: say so as a compile does.
+                            l.user("Compiler status PASS");
                         }
                         done(plain_outcome(0, Vec::new()))
                     }
@@ -491,7 +506,7 @@ impl Ctx<'_> {
         match written {
             Ok(dir) => {
                 if let Some(l) = self.logger {
-                    l.info(
+                    l.debug(
                         log::DRIVER,
                         &format!("Stored the compile in the cache at {}", dir.display()),
                     );

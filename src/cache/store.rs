@@ -208,6 +208,10 @@ impl Cache {
             .and_then(|n| n.to_str())
             .unwrap_or("file.neff");
         let tmp = output.with_file_name(format!(".{name}.nxcc-cache-{}", unique_suffix()));
+        // As a compile would, create the output's directory.
+        if let Some(dir) = output.parent() {
+            std::fs::create_dir_all(dir).map_err(ServeError::Output)?;
+        }
         let dst = File::create(&tmp).map_err(ServeError::Output)?;
         let result = copy_hashing(&src, &dst, &tmp);
         drop(dst);

@@ -168,11 +168,12 @@ pub fn start_daemon(socket: &Path) -> Result<Child, String> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .current_dir("/");
-    // Request variables belong to requests, not to the daemon every later compile runs in.
+    // Request variables belong to requests, not to the daemon every later compile runs in —
+    // except where the compile cache lives, which configures the daemon itself.
     for (k, _) in std::env::vars_os() {
-        if k.to_str()
-            .is_some_and(|k| is_forwarded(k) || k == SOCKET_ENV)
-        {
+        if k.to_str().is_some_and(|k| {
+            (is_forwarded(k) || k == SOCKET_ENV) && k != crate::cache::CACHE_URL_ENV
+        }) {
             cmd.env_remove(k);
         }
     }

@@ -1,26 +1,30 @@
-//! The seam between the daemon and whatever produces a NEFF: an [`Engine`] takes one planned
-//! compile and runs it, and says whether a compile cache answered it.
+//! The seam between the daemon and whatever produces a NEFF: an [`Engine`] prepares one planned
+//! compile (its memory estimate, and its cache key) and runs it, saying whether the compile cache
+//! answered it.
 //!
 //! The daemon's `--cache_dir DIR` and `--compiler PATH` take effect here, and only here: they are
-//! carried in an [`EngineConfig`] to [`select`], which picks the engine every compile of the
-//! daemon goes through. This build has one engine, [`Pipeline`]: nxcc's own pipeline
-//! ([`run_pipeline`]), uncached (`cache: "off"`). The memory estimate the admission control uses
-//! is [`memory_estimate`], the documented default rule (07-cache-parallel.md) — the one place a
-//! learned estimate (the peak recorded for the same compile) would replace it.
+//! carried in an [`EngineConfig`] to [`select`]. Every compile goes through the compile cache
+//! ([`crate::cache`]) — on by default for the daemon, in [`crate::cache::default_dir`] unless
+//! `--cache_dir` says otherwise, and subject to the request's own `--cache_dir`, `--no_cache` and
+//! `--retry_failed_compilation` — and runs on nxcc's pipeline or, with `--compiler`, on the
+//! external-compiler engine ([`crate::engine`]). The memory estimate admission control reserves
+//! is the cache's learned one ([`crate::cache::estimate`]): the peak recorded for the same compile,
+//! else for the most similar earlier one, else 4 × the model size + 256 MiB.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::cache::{self, CacheConfig, CacheStatus, Key};
 use crate::plan::Plan;
 use crate::run::metrics::JobMetrics;
-use crate::run::pipeline::{run_pipeline, Options};
+use crate::run::pipeline::Options;
 
 /// Whether a compile cache answered a compile (the `cache` field of the `done` event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheUse {
-    /// The NEFF came from the cache; no tool ran.
+    /// The NEFF (or a remembered failure) came from the cache; no tool ran.
     Hit,
     /// The cache was consulted and the compile ran (its result is stored).
     Miss,
@@ -38,10 +42,20 @@ impl CacheUse {
     }
 }
 
+impl From<CacheStatus> for CacheUse {
+    fn from(s: CacheStatus) -> CacheUse {
+        match s {
+            CacheStatus::Hit => CacheUse::Hit,
+            CacheStatus::Miss => CacheUse::Miss,
+            CacheStatus::Off => CacheUse::Off,
+        }
+    }
+}
+
 /// What the daemon's command line says about engines.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineConfig {
-    /// `--cache_dir DIR` (`None`: not given; the engine applies its default).
+    /// `--cache_dir DIR` (`None`: not given; [`crate::cache::default_dir`]).
     pub cache_dir: Option<PathBuf>,
     /// `--compiler PATH`: an external compiler run as one supervised job per compile.
     pub compiler: Option<PathBuf>,
@@ -58,79 +72,122 @@ pub struct Finished {
     pub jobs: Vec<JobMetrics>,
 }
 
+/// A compile made ready to run: what admission control reserves for it, and what the run reuses.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The estimated peak memory, bytes.
+    pub estimate: u64,
+    cache: Result<CacheConfig, String>,
+    key: Option<Key>,
+}
+
 /// Runs planned compiles. Shared by every compile of the daemon (several at once).
 pub trait Engine: Send + Sync {
+    /// Key and estimate one compile (reads the model once). Blocking.
+    fn prepare(&self, plan: &Plan) -> Prepared;
+
     /// Run one compile: `opts` carries its console sink, events callback, cancellation and extra
     /// worker environment. Blocking; called from a blocking thread.
-    fn run(&self, plan: &Plan, opts: &Options<'_>) -> Finished;
-
-    /// The estimated peak memory of a compile, bytes (what admission control reserves).
-    fn memory_estimate(&self, plan: &Plan) -> u64 {
-        memory_estimate(plan)
-    }
+    fn run(&self, plan: &Plan, prepared: Prepared, opts: &Options<'_>) -> Finished;
 
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
 
     /// Cache statistics for `GET /v1/status` (`null` without a cache).
-    fn cache_stats(&self) -> Value {
-        Value::Null
+    fn cache_stats(&self) -> Value;
+}
+
+/// The daemon's engine: the compile cache in front of nxcc's pipeline or an external compiler.
+#[derive(Debug, Clone)]
+pub struct Cached {
+    /// The daemon's cache directory (a request's own `--cache_dir` / `--no_cache` win).
+    pub cache_dir: PathBuf,
+    pub engine: crate::engine::Engine,
+}
+
+impl Engine for Cached {
+    fn prepare(&self, plan: &Plan) -> Prepared {
+        let cache = CacheConfig::from_plan(plan, Some(&self.cache_dir)).map_err(|e| e.to_string());
+        let key = match &cache {
+            Ok(cfg) if cfg.dir.is_some() => Key::compute(plan, &self.engine).ok(),
+            _ => None,
+        };
+        let estimate = match &key {
+            Some(k) => {
+                cache::estimate(cache.as_ref().ok().and_then(|c| c.cache()).as_ref(), k).bytes
+            }
+            None => cache::estimate::default_estimate(plan.model_facts.size),
+        };
+        Prepared {
+            estimate,
+            cache,
+            key,
+        }
     }
-}
 
-/// 256 MiB: the fixed part of the default estimate.
-pub const ESTIMATE_BASE: u64 = 256 << 20;
-/// The model-size factor of the default estimate.
-pub const ESTIMATE_FACTOR: u64 = 4;
-
-/// The default peak-memory estimate of a compile (07): 4 × the model's size + 256 MiB.
-pub fn memory_estimate(plan: &Plan) -> u64 {
-    plan.model_facts
-        .size
-        .saturating_mul(ESTIMATE_FACTOR)
-        .saturating_add(ESTIMATE_BASE)
-}
-
-/// nxcc's own pipeline, run by [`run_pipeline`] in a worker process, without a cache.
-#[derive(Debug, Clone, Default)]
-pub struct Pipeline {
-    /// The `--cache_dir` the daemon was given (this engine compiles without a cache).
-    pub cache_dir: Option<PathBuf>,
-}
-
-impl Engine for Pipeline {
-    fn run(&self, plan: &Plan, opts: &Options<'_>) -> Finished {
-        let outcome = run_pipeline(plan, opts);
+    fn run(&self, plan: &Plan, prepared: Prepared, opts: &Options<'_>) -> Finished {
+        let cfg = match prepared.cache {
+            Ok(cfg) => cfg,
+            Err(line) => {
+                return Finished {
+                    exit_status: crate::error::EXIT_COMPILE_FAILED,
+                    error_lines: vec![line],
+                    cache: CacheUse::Off,
+                    jobs: Vec::new(),
+                }
+            }
+        };
+        let done = cache::compile_cached_keyed(plan, prepared.key, opts, &cfg, &self.engine);
         Finished {
-            exit_status: outcome.exit_status,
-            error_lines: outcome.error_lines,
-            cache: CacheUse::Off,
-            jobs: outcome.jobs,
+            exit_status: done.outcome.exit_status,
+            error_lines: done.outcome.error_lines,
+            cache: done.cache.into(),
+            jobs: done.outcome.jobs,
         }
     }
 
     fn describe(&self) -> String {
-        match &self.cache_dir {
-            None => "nxcc's pipeline, no compile cache".to_string(),
-            Some(dir) => format!(
-                "nxcc's pipeline; the compile cache is not available in this build, so --cache_dir {} is not used and compiles run uncached",
-                dir.display()
-            ),
-        }
+        let engine = match &self.engine {
+            crate::engine::Engine::Pipeline => "nxcc's pipeline".to_string(),
+            crate::engine::Engine::External(e) => {
+                format!("the external compiler {}", e.program.display())
+            }
+        };
+        format!(
+            "{engine}, through the compile cache in {}",
+            self.cache_dir.display()
+        )
+    }
+
+    fn cache_stats(&self) -> Value {
+        serde_json::to_value(cache::maintain::stats(&cache::Cache::new(&self.cache_dir)))
+            .unwrap_or(Value::Null)
     }
 }
 
 /// The engine for a daemon's configuration, or why there is none.
 pub fn select(config: &EngineConfig) -> Result<Arc<dyn Engine>, String> {
-    if let Some(compiler) = &config.compiler {
-        return Err(format!(
-            "argument --compiler: the external-compiler engine is not available in this build (cannot run {} for compiles)",
-            compiler.display()
-        ));
+    let cache_dir = config
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(cache::default_dir()));
+    if let Some(d) = cache_dir.to_str() {
+        cache::check_local(d).map_err(|e| format!("argument --cache_dir: {}", e.cause))?;
     }
-    Ok(Arc::new(Pipeline {
-        cache_dir: config.cache_dir.clone(),
-    }))
+    let engine = match &config.compiler {
+        Some(program) => {
+            let resolved = crate::engine::resolve_program(program);
+            if !resolved.is_file() {
+                return Err(format!(
+                    "argument --compiler: {} is not an executable file",
+                    program.display()
+                ));
+            }
+            crate::engine::Engine::external(resolved)
+        }
+        None => crate::engine::Engine::Pipeline,
+    };
+    Ok(Arc::new(Cached { cache_dir, engine }))
 }
 
 #[cfg(test)]
@@ -138,13 +195,12 @@ mod tests {
     use super::*;
     use crate::plan::StaticProbe;
 
-    fn plan_for(size: u64) -> Plan {
-        let args = match crate::cli::parse(
-            "nxcc",
-            &["compile", "m.pb", "--target", "trn2"].map(String::from),
-        )
-        .unwrap()
-        {
+    fn plan_for(size: u64, extra: &[&str]) -> Plan {
+        let mut argv: Vec<String> = ["compile", "m.pb", "--target", "trn2"]
+            .map(String::from)
+            .to_vec();
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        let args = match crate::cli::parse("nxcc", &argv).unwrap() {
             crate::cli::Command::Compile(c) => c,
             _ => unreachable!(),
         };
@@ -156,38 +212,59 @@ mod tests {
     }
 
     #[test]
-    fn default_estimate_is_four_times_the_model_plus_256_mib() {
-        assert_eq!(memory_estimate(&plan_for(0)), 256 << 20);
-        assert_eq!(memory_estimate(&plan_for(1 << 20)), (4 << 20) + (256 << 20));
-        assert_eq!(
-            memory_estimate(&plan_for(u64::MAX / 2)),
-            u64::MAX,
-            "saturates"
-        );
-        let engine = select(&EngineConfig::default()).unwrap();
-        assert_eq!(engine.memory_estimate(&plan_for(1000)), 4000 + (256 << 20));
+    fn without_a_cache_the_estimate_is_the_default_rule() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = select(&EngineConfig {
+            cache_dir: Some(dir.path().into()),
+            compiler: None,
+        })
+        .unwrap();
+        let p = engine.prepare(&plan_for(1000, &["--no_cache"]));
+        assert_eq!(p.estimate, 4000 + (256 << 20));
+        assert!(p.key.is_none());
     }
 
     #[test]
     fn selection() {
-        let e = select(&EngineConfig::default()).unwrap();
-        assert!(e.cache_stats().is_null());
-        assert!(e.describe().contains("no compile cache"));
+        let dir = tempfile::tempdir().unwrap();
         let e = select(&EngineConfig {
-            cache_dir: Some("/c".into()),
+            cache_dir: Some(dir.path().into()),
             compiler: None,
         })
         .unwrap();
-        assert!(e.describe().contains("--cache_dir /c"), "{}", e.describe());
+        assert!(
+            e.describe()
+                .contains("nxcc's pipeline, through the compile cache in"),
+            "{}",
+            e.describe()
+        );
+        assert_eq!(e.cache_stats()["entries"], 0);
+        let e = select(&EngineConfig {
+            cache_dir: Some(dir.path().into()),
+            compiler: Some("/bin/sh".into()),
+        })
+        .unwrap();
+        assert!(
+            e.describe().contains("the external compiler /bin/sh"),
+            "{}",
+            e.describe()
+        );
         let err = select(&EngineConfig {
             cache_dir: None,
-            compiler: Some("/opt/neuronx-cc".into()),
+            compiler: Some("/nonexistent/neuronx-cc".into()),
         })
         .err()
         .unwrap();
-        assert!(err.contains("/opt/neuronx-cc"), "{err}");
+        assert!(err.contains("/nonexistent/neuronx-cc"), "{err}");
+        let err = select(&EngineConfig {
+            cache_dir: Some("s3://bucket/x".into()),
+            compiler: None,
+        })
+        .err()
+        .unwrap();
+        assert!(err.starts_with("argument --cache_dir:"), "{err}");
         assert_eq!(CacheUse::Hit.as_str(), "hit");
-        assert_eq!(CacheUse::Miss.as_str(), "miss");
+        assert_eq!(CacheUse::from(CacheStatus::Miss), CacheUse::Miss);
         assert_eq!(CacheUse::Off.as_str(), "off");
     }
 }

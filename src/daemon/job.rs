@@ -295,7 +295,8 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         None => {}
     }
     let output = Some(plan.output.clone());
-    let estimate = ctx.engine.memory_estimate(&plan);
+    let prepared = ctx.engine.prepare(&plan);
+    let estimate = prepared.estimate;
     let permit = if control.is_cancelled() {
         None
     } else {
@@ -325,7 +326,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         // Many compiles share this process: leftovers are found by each worker's session.
         sole_compile: false,
     };
-    let finished = ctx.engine.run(&plan, &opts);
+    let finished = ctx.engine.run(&plan, prepared, &opts);
     drop(permit);
     Ended {
         exit_status: finished.exit_status,

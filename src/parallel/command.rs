@@ -8,7 +8,7 @@
 //! are refused there. Driver options given before the subcommand (`--verbose`, ...) are passed
 //! to every compile.
 //!
-//! The cache is on by default in [`crate::cache::DEFAULT_DIR`]; `--cache_dir DIR` (here or in
+//! The cache is on by default in [`crate::cache::default_dir`] (`$NEURON_COMPILE_CACHE_URL`, else `/var/tmp/neuron-compile-cache`); `--cache_dir DIR` (here or in
 //! the compile arguments) moves it, `--no_cache` turns it off; a remote URL is a usage error.
 //!
 //! Exit status: 0 when every compile succeeded, 70 when any failed, 130/143 when interrupted, 2
@@ -205,7 +205,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             .str("cache_dir")
             .map(str::to_string)
             .or(compile_cache_dir)
-            .unwrap_or_else(|| DEFAULT_DIR.to_string());
+            .unwrap_or_else(crate::cache::default_dir);
         if let Err(e) = check_local(&d) {
             return usage_error(
                 prog,

@@ -102,6 +102,10 @@ impl World {
         c.env_remove("NXCC_DAEMON_SOCKET")
             .env_remove("NXCC_TOOLCHAIN")
             .env("XDG_CACHE_HOME", &self.cache)
+            .env(
+                "NEURON_COMPILE_CACHE_URL",
+                self.path().join("default-compile-cache"),
+            )
             .env("XDG_RUNTIME_DIR", &self.runtime)
             .env("NXCC_SIM_STATE", &self.state)
             .env("NXCC_SIM_RECORD", &self.record);
@@ -147,8 +151,12 @@ impl Daemon {
             .arg("--socket")
             .arg(&socket)
             .arg("--log-file")
-            .arg(&log)
-            .args(args)
+            .arg(&log);
+        // Each daemon gets its own compile cache (the default one is shared by the machine).
+        if !args.iter().any(|a| a.starts_with("--cache_dir")) {
+            cmd.arg("--cache_dir").arg(dir.join("compile-cache"));
+        }
+        cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

@@ -125,7 +125,8 @@ fn sixty_four_clients_at_once() {
 #[test]
 fn a_memory_budget_holds_compiles_back_and_status_shows_them() {
     let world = Arc::new(World::new());
-    // Each compile is estimated at 4 × its model + 256 MiB: two do not fit in 400 MiB.
+    // Each compile is estimated at 4 × its model + 256 MiB (nothing learned: no cache): two do
+    // not fit in 400 MiB.
     let daemon = Arc::new(Daemon::start(
         &world,
         "d",
@@ -151,6 +152,8 @@ fn a_memory_budget_holds_compiles_back_and_status_shows_them() {
                         "sim",
                         "--output",
                         "o.neff",
+                        // Three identical compiles: without the cache each one runs.
+                        "--no_cache",
                     ]),
                 );
                 assert_eq!(r.status, 200, "{}", r.text());

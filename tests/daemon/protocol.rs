@@ -175,7 +175,10 @@ fn v1_streams_events_and_ends_with_done() {
     assert_eq!(kinds.last(), Some(&"done"));
     let done = events.last().unwrap();
     assert_eq!(done["exit_status"], 0);
-    assert_eq!(done["cache"], "off");
+    assert_eq!(
+        done["cache"], "miss",
+        "the daemon compiles through its cache"
+    );
     assert_eq!(done["output"], wd.join("v.neff").display().to_string());
     // One job_started and one job_finished per job, in order, with its measurements.
     let started: Vec<&str> = events
@@ -205,7 +208,7 @@ fn v1_streams_events_and_ends_with_done() {
 
     // The request's environment reaches the tools: a fault injected for this compile only.
     let (_, events) = daemon.v1(&json!({
-        "argv": ["compile", model, "--target", "trn2", "--toolchain", "sim", "--output", "f.neff"],
+        "argv": ["compile", model, "--target", "trn2", "--toolchain", "sim", "--output", "f.neff", "--no_cache"],
         "working_directory": wd,
         "env": {"NXCC_SIM_FAULT": "walrus_driver:exit=3"},
     }));
@@ -218,12 +221,15 @@ fn v1_streams_events_and_ends_with_done() {
             .as_str()
             .unwrap()
             .contains("exited abnormally! Exit status 3")));
-    // ... and not the next one.
+    // ... and not the next one, which the cache answers: no job runs.
     let (_, events) = daemon.v1(&json!({
         "argv": [model, "--target", "trn2", "--toolchain", "sim", "--output", "g.neff"],
         "working_directory": wd,
     }));
     assert_eq!(events.last().unwrap()["exit_status"], 0);
+    assert_eq!(events.last().unwrap()["cache"], "hit");
+    assert!(!events.iter().any(|e| e["event"] == "job_started"));
+    assert!(nxcc::neff::read::Neff::open(&wd.join("g.neff")).is_ok());
 
     // Usage errors come back as the compile's own: exit 2, argparse's text.
     let (r, events) = daemon
@@ -241,7 +247,7 @@ fn v1_streams_events_and_ends_with_done() {
     assert_eq!(status["running"], 0);
     assert_eq!(status["queued"], 0);
     assert!(status["uptime_s"].as_f64().unwrap() > 0.0);
-    assert!(status["cache"].is_null());
+    assert_eq!(status["cache"]["entries"], 1, "{status}");
     assert_eq!(status["memory"]["in_use"], 0);
     assert_eq!(status["compiles"]["finished"], 4);
 }
@@ -292,4 +298,43 @@ fn the_abstract_address_is_found_through_the_pid_file_as_the_original_client_doe
     let status = child.wait().unwrap();
     assert!(status.success());
     assert!(!pid_file.exists(), "the pid file is removed on exit");
+}
+
+#[test]
+fn the_daemon_runs_an_external_compiler_through_its_cache() {
+    let world = World::new();
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh");
+    let record = world.path().join("fake.record");
+    let daemon = Daemon::start(
+        &world,
+        "d",
+        &["--compiler", fake.to_str().unwrap()],
+        &[("FAKE_COMPILER_RECORD", record.to_str().unwrap())],
+    );
+    let wd = world.mkdir("w");
+    let model = example_model();
+    for out in ["a.neff", "b.neff"] {
+        let r = daemon.compile(
+            &wd,
+            &shell_join(&[model.to_str().unwrap(), "--target", "trn2", "--output", out]),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(
+            std::fs::read(wd.join(out))
+                .unwrap()
+                .starts_with(b"FAKE-NEFF"),
+            "the external compiler wrote {out}"
+        );
+    }
+    // One run of the external compiler: the second compile was a cache hit.
+    assert_eq!(std::fs::read_to_string(&record).unwrap().lines().count(), 1);
+    assert_eq!(
+        std::fs::read(wd.join("a.neff")).unwrap(),
+        std::fs::read(wd.join("b.neff")).unwrap()
+    );
+    assert!(
+        daemon.log_text().contains("the external compiler"),
+        "{}",
+        daemon.log_text()
+    );
 }
