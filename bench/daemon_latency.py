@@ -15,7 +15,8 @@ Each client compiles in its own directory.
 Usage: bench/daemon_latency.py [--nxcc PATH] [--runs N] [--clients N] [--total N] [--rounds N]
                                [--max-concurrent N] [--cache_dir DIR]
 --runs 0 skips the latency part.
---cache_dir is given to the daemon (and to the fresh processes), for the cache-hit figures.
+--cache_dir is given to every compile (daemon and fresh processes), for the cache-hit figures;
+without it every compile runs with --no_cache.
 Build first: cargo build --release
 """
 import argparse
@@ -36,8 +37,8 @@ MODEL = os.path.join(ROOT, "examples", "models", "mlp.hlo_module.pb")
 
 def compile_args(cache_dir):
     args = [MODEL, "--target", "trn2", "--toolchain", "sim", "--output", "out.neff"]
-    if cache_dir:
-        args += ["--cache_dir", cache_dir]
+    # The daemon compiles through a cache by default: without --cache_dir every mode runs uncached.
+    args += ["--cache_dir", cache_dir] if cache_dir else ["--no_cache"]
     return args
 
 
