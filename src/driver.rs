@@ -2,24 +2,11 @@
 //! the original's messages and exit statuses (0, 2 usage, 70 compile failure, 130/143 signals).
 
 use std::ffi::OsString;
-use std::io::Write;
 
 use crate::cli::{self, CliError, Command};
 use crate::plan::{self, dryrun, PlanError, SystemProbe};
 
-/// Write to stdout, ignoring a closed pipe (`nxcc ... | head`).
-pub fn out(text: &str) {
-    let mut o = std::io::stdout().lock();
-    let _ = o.write_all(text.as_bytes());
-    let _ = o.flush();
-}
-
-/// Write to stderr, ignoring errors.
-pub fn err(text: &str) {
-    let mut e = std::io::stderr().lock();
-    let _ = e.write_all(text.as_bytes());
-    let _ = e.flush();
-}
+pub use crate::cli::subcommand::{err, out};
 
 /// The `--version` text: nxcc's version, the driver version it reproduces, and the toolchain it
 /// would use.

@@ -13,30 +13,15 @@
 use super::compile::{check_local, DEFAULT_DIR};
 use super::maintain;
 use super::store::Cache;
-use crate::cli::argparse::{ArgParser, Nargs, Positional};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility, FLAGS};
-use crate::cli::{argparse, help, CliError};
-
-fn out(text: &str) {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    let _ = o.write_all(text.as_bytes());
-    let _ = o.flush();
-}
-
-fn err(text: &str) {
-    use std::io::Write;
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
-}
+use crate::cli::argparse::{self, Nargs, Positional};
+use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
+use crate::cli::subcommand::{out, Stop, Subcommand, HELP};
 
 /// Exit status of `verify` when it found (and evicted) corrupt entries.
 pub const EXIT_CORRUPT: i32 = 1;
 
 const ACTIONS: [&str; 4] = ["stats", "verify", "gc", "clear"];
 
-#[rustfmt::skip]
-static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Show this help message and exit.");
 #[rustfmt::skip]
 static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::Str(DEFAULT_DIR), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The cache directory (nxcc's entries are in its nxcc-v1 subdirectory).");
@@ -55,29 +40,15 @@ const POSITIONALS: [Positional; 1] = [Positional {
     help: "stats: what the cache holds; verify: check every entry, evict corrupt ones; gc: evict least recently used entries down to --max-size; clear: evict everything.",
 }];
 
-fn shown_parser(prog: &str) -> ArgParser {
-    ArgParser::new(format!("{prog} cache"), &OWN_FLAGS, &POSITIONALS)
-}
-
-/// The options used: the own ones plus the driver options that may precede the subcommand.
-fn full_parser(prog: &str) -> ArgParser {
-    let mut flags: Vec<&'static Flag> = OWN_FLAGS.to_vec();
-    flags.extend(
-        FLAGS
-            .iter()
-            .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
-    );
-    ArgParser::new(format!("{prog} cache"), &flags, &POSITIONALS)
-}
+static COMMAND: Subcommand = Subcommand {
+    name: "cache",
+    flags: &OWN_FLAGS,
+    positionals: &POSITIONALS,
+    about: "Inspect and maintain the compile cache.",
+};
 
 fn usage_error(prog: &str, message: String) -> i32 {
-    let e = CliError::Usage {
-        usage: help::usage(&shown_parser(prog)),
-        prog: format!("{prog} cache"),
-        message,
-    };
-    err(&e.render());
-    CliError::EXIT_STATUS
+    Stop::Usage(COMMAND.usage_error(prog, message)).report()
 }
 
 /// A byte count for people: `1.5 MiB (1572864 bytes)`.
@@ -108,23 +79,10 @@ fn print<T: serde::Serialize>(json: bool, report: &T, text: impl FnOnce() -> Str
 
 /// Run `cache` with its arguments; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    let parsed = match full_parser(prog).parse(args) {
+    let parsed = match COMMAND.parse(prog, args) {
         Ok(p) => p,
-        Err(e) => return usage_error(prog, e.message),
+        Err(stop) => return stop.report(),
     };
-    if parsed.early_exit.is_some() {
-        out(&help::compile_help(
-            &shown_parser(prog),
-            help::Surface::Hidden,
-        ));
-        return 0;
-    }
-    if !parsed.extras.is_empty() {
-        return usage_error(
-            prog,
-            format!("unrecognized arguments: {}", parsed.extras.join(" ")),
-        );
-    }
     let action = parsed.positionals[0][0].as_str();
     if !ACTIONS.contains(&action) {
         let choices: Vec<String> = ACTIONS.iter().map(|a| argparse::py_repr(a)).collect();

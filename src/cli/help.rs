@@ -202,9 +202,12 @@ fn flag_help(flag: &Flag) -> String {
 /// `compile --help` / `compile --help-hidden`.
 pub fn compile_help(parser: &ArgParser, surface: Surface) -> String {
     let mut out = usage(parser);
-    out.push_str("\n\npositional arguments:\n");
-    for p in &parser.positionals {
-        out.push_str(&entry(p.metavar, p.help));
+    out.push('\n');
+    if !parser.positionals.is_empty() {
+        out.push_str("\npositional arguments:\n");
+        for p in &parser.positionals {
+            out.push_str(&entry(p.metavar, p.help));
+        }
     }
     out.push_str("\noptions:\n");
     let mut seen: Vec<*const Flag> = Vec::new();

@@ -16,6 +16,7 @@ pub mod flags;
 pub mod help;
 pub mod level;
 pub mod namespace;
+pub mod subcommand;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
 use flags::{Action, Flag, Scope, FLAGS};

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::engine::EngineConfig;
-use crate::cli::argparse::{py_repr, ArgParser, Parsed};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility, FLAGS};
-use crate::cli::{help, CliError};
+use crate::cli::argparse::{py_repr, Parsed};
+use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
+use crate::cli::subcommand::{Stop, Subcommand, HELP};
+use crate::cli::CliError;
 
 /// The socket file name in the daemon's directory.
 pub const SOCKET_NAME: &str = "daemon.sock";
@@ -74,9 +75,6 @@ pub fn log_file_for(socket: &Path) -> PathBuf {
 }
 
 #[rustfmt::skip]
-static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Show this help message and exit.");
-#[rustfmt::skip]
 static SOCKET: Flag = flag("--socket", &[], "socket", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The Unix socket to listen on (its directory is created 0700; the socket is made 0600). Default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock.");
 #[rustfmt::skip]
@@ -129,26 +127,12 @@ static OWN_FLAGS: [&Flag; 13] = [
     &COMPILER,
 ];
 
-fn own_flags() -> Vec<&'static Flag> {
-    OWN_FLAGS.to_vec()
-}
-
-/// The parser whose usage and help are shown: the daemon's own options.
-fn shown_parser(prog: &str) -> ArgParser {
-    ArgParser::new(format!("{prog} daemon"), &own_flags(), &[])
-}
-
-/// The parser used: the daemon's options plus the driver options that may have been given
-/// before the subcommand (accepted and unused).
-fn full_parser(prog: &str) -> ArgParser {
-    let mut flags = own_flags();
-    flags.extend(
-        FLAGS
-            .iter()
-            .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
-    );
-    ArgParser::new(format!("{prog} daemon"), &flags, &[])
-}
+static COMMAND: Subcommand = Subcommand {
+    name: "daemon",
+    flags: &OWN_FLAGS,
+    positionals: &[],
+    about: "Serve compiles over HTTP/1.1 on a Unix socket: the original daemon's protocol\n(POST /compile?working_directory=DIR, body = the shell-quoted compile arguments),\nPOST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.",
+};
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,11 +144,7 @@ pub enum Parse {
 
 /// A usage error, rendered as argparse renders it (exit status 2).
 pub fn usage_error(prog: &str, message: String) -> CliError {
-    CliError::Usage {
-        usage: help::usage(&shown_parser(prog)),
-        prog: format!("{prog} daemon"),
-        message,
-    }
+    COMMAND.usage_error(prog, message)
 }
 
 fn float_arg(p: &Parsed, dest: &str, name: &str, default: f64) -> Result<f64, String> {
@@ -192,23 +172,11 @@ pub fn parse_mode(text: &str) -> Option<u32> {
 
 /// Parse `nxcc daemon`'s arguments.
 pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
-    let parsed = full_parser(prog)
-        .parse(args)
-        .map_err(|e| usage_error(prog, e.message))?;
-    if parsed.early_exit.is_some() {
-        let text = help::compile_help(&shown_parser(prog), help::Surface::Hidden).replacen(
-            "\n\npositional arguments:\n",
-            "\n\nServe compiles over HTTP/1.1 on a Unix socket: the original daemon's protocol\n(POST /compile?working_directory=DIR, body = the shell-quoted compile arguments),\nPOST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.\n",
-            1,
-        );
-        return Ok(Parse::Help(text));
-    }
-    if !parsed.extras.is_empty() {
-        return Err(usage_error(
-            prog,
-            format!("unrecognized arguments: {}", parsed.extras.join(" ")),
-        ));
-    }
+    let parsed = match COMMAND.parse(prog, args) {
+        Ok(p) => p,
+        Err(Stop::Help(text)) => return Ok(Parse::Help(text)),
+        Err(Stop::Usage(e)) => return Err(e),
+    };
     let fail = |m: String| usage_error(prog, m);
     let socket = parsed.str("socket").map(PathBuf::from);
     let endpoint = match (parsed.flag("abstract"), socket) {

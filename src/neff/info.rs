@@ -15,30 +15,13 @@ use serde_json::{json, Value};
 
 use super::read::Neff;
 use super::{extract, summary, verify, NeffError};
-use crate::cli::argparse::{ArgParser, Nargs, Parsed, Positional};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility, FLAGS};
-use crate::cli::{help, CliError};
-
-/// Write to stdout, ignoring a closed pipe (`nxcc neff-info ... | head`).
-fn out(text: &str) {
-    let mut o = std::io::stdout().lock();
-    let _ = o.write_all(text.as_bytes());
-    let _ = o.flush();
-}
-
-/// Write to stderr, ignoring errors.
-fn err(text: &str) {
-    let mut e = std::io::stderr().lock();
-    let _ = e.write_all(text.as_bytes());
-    let _ = e.flush();
-}
+use crate::cli::argparse::{Nargs, Parsed, Positional};
+use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
+use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
 
 /// Exit status of a NEFF that is invalid, unreadable or not a NEFF.
 pub const EXIT_INVALID: i32 = 1;
 
-#[rustfmt::skip]
-static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Show this help message and exit.");
 #[rustfmt::skip]
 static JSON: Flag = flag("--json", &[], "json", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Print the same information as one JSON object.");
@@ -60,32 +43,15 @@ const POSITIONALS: [Positional; 1] = [Positional {
     help: "The NEFF file.",
 }];
 
-/// The parser whose usage and help are shown: neff-info's own options.
-fn shown_parser(prog: &str) -> ArgParser {
-    ArgParser::new(format!("{prog} neff-info"), &OWN_FLAGS, &POSITIONALS)
-}
-
-/// The parser used: neff-info's options plus the driver options that carry a value (`--verbose`,
-/// `--logfile`, ...), which may have been given before the subcommand and are passed along with
-/// its arguments. (`--version` before the subcommand is answered by the top-level parser.)
-fn full_parser(prog: &str) -> ArgParser {
-    let mut flags: Vec<&'static Flag> = OWN_FLAGS.to_vec();
-    flags.extend(
-        FLAGS
-            .iter()
-            .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
-    );
-    ArgParser::new(format!("{prog} neff-info"), &flags, &POSITIONALS)
-}
+static COMMAND: Subcommand = Subcommand {
+    name: "neff-info",
+    flags: &OWN_FLAGS,
+    positionals: &POSITIONALS,
+    about: "Inspect, verify or unpack a NEFF.",
+};
 
 fn usage_error(prog: &str, message: String) -> i32 {
-    let e = CliError::Usage {
-        usage: help::usage(&shown_parser(prog)),
-        prog: format!("{prog} neff-info"),
-        message,
-    };
-    err(&e.render());
-    CliError::EXIT_STATUS
+    Stop::Usage(COMMAND.usage_error(prog, message)).report()
 }
 
 /// `--extract` and `--extract-all` stand alone; `--json` and `--verify` combine.
@@ -111,24 +77,10 @@ fn conflicting_modes(p: &Parsed) -> Option<String> {
 
 /// Run `neff-info` with its arguments; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    let parsed = match full_parser(prog).parse(args) {
+    let parsed = match COMMAND.parse(prog, args) {
         Ok(p) => p,
-        Err(e) => return usage_error(prog, e.message),
+        Err(stop) => return stop.report(),
     };
-    if parsed.early_exit.is_some() {
-        // The only early exit in the table is -h/--help.
-        out(&help::compile_help(
-            &shown_parser(prog),
-            help::Surface::Hidden,
-        ));
-        return 0;
-    }
-    if !parsed.extras.is_empty() {
-        return usage_error(
-            prog,
-            format!("unrecognized arguments: {}", parsed.extras.join(" ")),
-        );
-    }
     if let Some(message) = conflicting_modes(&parsed) {
         return usage_error(prog, message);
     }

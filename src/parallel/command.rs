@@ -20,16 +20,13 @@ use std::sync::Arc;
 
 use super::{expand_inputs, report, Config, ProgressMode};
 use crate::cache::{check_local, DEFAULT_DIR};
-use crate::cli::argparse::{ArgParser, Nargs, Positional};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility, FLAGS};
-use crate::cli::{help, CliError};
+use crate::cli::argparse::{Nargs, Positional};
+use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
+use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::run::process::Cancel;
 
-#[rustfmt::skip]
-static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Show this help message and exit.");
 #[rustfmt::skip]
 static JOBS: Flag = flag("--jobs", &["-j"], "jobs", Action::Store, Kind::Int, Default::Derived("the number of CPUs"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "At most this many compiles at once.");
@@ -77,50 +74,15 @@ const POSITIONALS: [Positional; 1] = [Positional {
     help: "A model file, or a directory of *.pb / *.hlo files; the compile arguments follow `--`.",
 }];
 
-fn own_flags() -> Vec<&'static Flag> {
-    OWN_FLAGS.to_vec()
-}
-
-fn shown_parser(prog: &str) -> ArgParser {
-    ArgParser::new(
-        format!("{prog} parallel-compile"),
-        &own_flags(),
-        &POSITIONALS,
-    )
-}
-
-fn full_parser(prog: &str) -> ArgParser {
-    let mut flags = own_flags();
-    flags.extend(
-        FLAGS
-            .iter()
-            .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
-    );
-    ArgParser::new(format!("{prog} parallel-compile"), &flags, &POSITIONALS)
-}
-
-fn err(text: &str) {
-    use std::io::Write;
-    let mut e = std::io::stderr().lock();
-    let _ = e.write_all(text.as_bytes());
-    let _ = e.flush();
-}
-
-fn out(text: &str) {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    let _ = o.write_all(text.as_bytes());
-    let _ = o.flush();
-}
+static COMMAND: Subcommand = Subcommand {
+    name: "parallel-compile",
+    flags: &OWN_FLAGS,
+    positionals: &POSITIONALS,
+    about: "Compile many models at once, within a memory budget, through the compile cache.",
+};
 
 fn usage_error(prog: &str, message: String) -> i32 {
-    let e = CliError::Usage {
-        usage: help::usage(&shown_parser(prog)),
-        prog: format!("{prog} parallel-compile"),
-        message,
-    };
-    err(&e.render());
-    CliError::EXIT_STATUS
+    Stop::Usage(COMMAND.usage_error(prog, message)).report()
 }
 
 /// Run `parallel-compile` with its arguments; returns the exit status.
@@ -129,23 +91,10 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Some(i) => (&args[..i], &args[i + 1..]),
         None => (args, &args[args.len()..]),
     };
-    let parsed = match full_parser(prog).parse(own) {
+    let parsed = match COMMAND.parse(prog, own) {
         Ok(p) => p,
-        Err(e) => return usage_error(prog, e.message),
+        Err(stop) => return stop.report(),
     };
-    if parsed.early_exit.is_some() {
-        out(&help::compile_help(
-            &shown_parser(prog),
-            help::Surface::Hidden,
-        ));
-        return 0;
-    }
-    if !parsed.extras.is_empty() {
-        return usage_error(
-            prog,
-            format!("unrecognized arguments: {}", parsed.extras.join(" ")),
-        );
-    }
     let launch_dir = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => {
@@ -266,10 +215,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     }
     let report = match super::run(&cfg, &inputs, &shared, &cancel, &interrupted) {
         Ok(r) => r,
-        Err(e) => {
-            err(&e.render());
-            return CliError::EXIT_STATUS;
-        }
+        Err(e) => return Stop::Usage(e).report(),
     };
     out(&report::table(&report));
     err(&report::failures(&report));

@@ -2,7 +2,8 @@
 //! redrawn in place and cleared at the end; elsewhere one line per finished compile (and per
 //! retry), so logs of CI jobs stay readable.
 
-use std::io::{IsTerminal, Write};
+use crate::cli::subcommand::err;
+use std::io::IsTerminal;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -46,12 +47,6 @@ pub struct Progress {
     mode: ProgressMode,
     state: Arc<(Mutex<State>, Condvar)>,
     thread: Option<JoinHandle<()>>,
-}
-
-fn err(text: &str) {
-    let mut e = std::io::stderr().lock();
-    let _ = e.write_all(text.as_bytes());
-    let _ = e.flush();
 }
 
 /// The live line's text.

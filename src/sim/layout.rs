@@ -23,8 +23,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::cli::argparse::{ArgParser, Nargs, Positional};
+use crate::cli::argparse::{Nargs, Positional};
 use crate::cli::flags::{self, flag, Action, Choices, Flag, Kind, Scope, Visibility};
+use crate::cli::subcommand::{Stop, Subcommand, HELP};
 use crate::recon::toolchain::{SIM_MARKER, TOOLCHAIN_ENV};
 use crate::toolchain::{self, Request, Toolchain, LIBWALRUS, TOOLS};
 
@@ -192,19 +193,6 @@ pub fn ensure_at(dir: &Path, src: &Sources) -> io::Result<Toolchain> {
 
 // ---- `nxcc toolchain` ----
 
-static HELP: Flag = flag(
-    "--help",
-    &["-h"],
-    "",
-    Action::Help,
-    Kind::Str,
-    flags::Default::None,
-    Choices::Any,
-    Visibility::Public,
-    Scope::Driver,
-    "nxcc",
-    "Show this help message and exit.",
-);
 static TOOLCHAIN_FLAG: Flag = flag(
     "--toolchain",
     &[],
@@ -232,53 +220,22 @@ const POSITIONALS: [Positional; 2] = [
     },
 ];
 
-fn parser(prog: &str) -> ArgParser {
-    let mut list: Vec<&'static Flag> = vec![&HELP, &TOOLCHAIN_FLAG];
-    // Driver options given before the subcommand arrive here too; they are accepted and unused.
-    list.extend(
-        flags::FLAGS
-            .iter()
-            .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
-    );
-    ArgParser::new(format!("{prog} toolchain"), &list, &POSITIONALS)
-}
+static OWN_FLAGS: [&Flag; 2] = [&HELP, &TOOLCHAIN_FLAG];
 
-fn help_text(p: &ArgParser) -> String {
-    format!(
-        "{usage}\n\
-         Lay out or describe a toolchain directory.\n\n\
-         positional arguments:\n  {{sim,show}}\n    sim DIR   lay out a simulated toolchain in DIR: bin/<tool> links to nxcc-sim,\n              bin/{SIM_MARKER}, lib/{LIBWALRUS}\n    show      say where a compile would take its toolchain from, and each tool's path\n\n\
-         options:\n  -h, --help            show this help message and exit\n  --toolchain DIR|sim   for show: the --toolchain value to describe\n\n\
-         {note}\n",
-        usage = crate::cli::help::usage(p).trim_end(),
-        note = crate::sim::TEST_INSTRUMENT,
-    )
-}
+static COMMAND: Subcommand = Subcommand {
+    name: "toolchain",
+    flags: &OWN_FLAGS,
+    positionals: &POSITIONALS,
+    about: "Lay out or describe a toolchain directory.\n\n  sim DIR   lay out a simulated toolchain in DIR: bin/<tool> links to nxcc-sim,\n            bin/.nxcc-simulated-toolchain, lib/libwalrus.so (a test instrument: its outputs\n            cannot run on Neuron hardware)\n  show      say where a compile would take its toolchain from, and each tool's path",
+};
 
 /// `nxcc toolchain sim DIR` / `nxcc toolchain show`; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    let p = parser(prog);
-    let usage_error = |message: &str| {
-        crate::sim::err(&format!(
-            "{}\n{prog} toolchain: error: {message}\n",
-            crate::cli::help::usage(&p).trim_end()
-        ));
-        2
+    let usage_error = |message: &str| Stop::Usage(COMMAND.usage_error(prog, message)).report();
+    let parsed = match COMMAND.parse(prog, args) {
+        Ok(p) => p,
+        Err(stop) => return stop.report(),
     };
-    let parsed = match p.parse(args) {
-        Ok(x) => x,
-        Err(e) => return usage_error(&e.message),
-    };
-    if parsed.early_exit.is_some() {
-        crate::sim::out(&help_text(&p));
-        return 0;
-    }
-    if !parsed.extras.is_empty() {
-        return usage_error(&format!(
-            "unrecognized arguments: {}",
-            parsed.extras.join(" ")
-        ));
-    }
     let action = parsed.positionals.first().and_then(|v| v.first());
     let dir = parsed.positionals.get(1).and_then(|v| v.first());
     match (action.map(String::as_str), dir) {

@@ -42,21 +42,7 @@ pub const NOT_FOR_HARDWARE: &str =
 pub const TEST_INSTRUMENT: &str =
     "The simulated toolchain is a test instrument: its outputs cannot run on Neuron hardware.";
 
-/// Write to stdout, ignoring a closed pipe.
-pub(crate) fn out(text: &str) {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    let _ = o.write_all(text.as_bytes());
-    let _ = o.flush();
-}
-
-/// Write to stderr, ignoring errors.
-pub(crate) fn err(text: &str) {
-    use std::io::Write;
-    let mut e = std::io::stderr().lock();
-    let _ = e.write_all(text.as_bytes());
-    let _ = e.flush();
-}
+pub(crate) use crate::cli::subcommand::{err, out};
 
 /// The `nxcc-sim --help` text.
 pub fn help_text() -> String {
