@@ -127,21 +127,11 @@ fn compile(args: &cli::CompileArgs) -> i32 {
 fn run_compile(plan: &plan::Plan) -> i32 {
     use crate::run::pipeline::Options;
     let mut opts = Options::terminal();
-    // This process runs one compile: as a subreaper it inherits whatever the compile leaves.
+    // This process runs one compile: as a subreaper it inherits whatever the compile leaves; it
+    // handles signals (exit 130/143) once the worker runs — a worker forked from this process
+    // must not inherit the signal thread.
     opts.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
-    let signals = crate::run::signals::install();
-    if let Ok(s) = &signals {
-        let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
-        s.on_signal(move |sig| {
-            let _ = which.compare_exchange(
-                0,
-                sig,
-                std::sync::atomic::Ordering::SeqCst,
-                std::sync::atomic::Ordering::SeqCst,
-            );
-            cancel.cancel();
-        });
-    }
+    opts.install_signals = true;
     // The cache (off unless --cache_dir): the logic is in `cache::compile_cached`.
     let cfg = match crate::cache::CacheConfig::from_plan(plan, None) {
         Ok(c) => c,

@@ -50,6 +50,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         on_event: Some(&on_event),
         worker_program: Some(PathBuf::from(NXCC)),
         sole_compile: false,
+        install_signals: false,
     };
     let done = cache::compile_cached(plan, &opts, cfg, &Engine::Pipeline);
     let console = console.lock().unwrap().clone();

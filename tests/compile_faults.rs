@@ -296,11 +296,17 @@ fn a_killed_worker_is_reported_as_f137() {
     let s = Scratch::new();
     let m = marker("worker");
     let mut child = start_long_compile(&s, &m);
+    // The worker: the supervisor's child (the tools are the worker's children).
+    let supervisor = child.id().to_string();
     let worker = processes_with_env("NXCC_TEST_MARK", &m)
         .into_iter()
         .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains("__nxcc_worker"))
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|st| {
+                    st.rsplit_once(')')
+                        .and_then(|(_, r)| r.split_whitespace().nth(1).map(|p| p == supervisor))
+                        .unwrap_or(false)
+                })
                 .unwrap_or(false)
         })
         .expect("the worker process");

@@ -325,6 +325,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         worker_program: None,
         // Many compiles share this process: leftovers are found by each worker's session.
         sole_compile: false,
+        install_signals: false,
     };
     let finished = ctx.engine.run(&plan, prepared, &opts);
     drop(permit);

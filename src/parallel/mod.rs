@@ -474,6 +474,7 @@ pub fn run(
                     worker_program,
                     // Many compiles share this process.
                     sole_compile: false,
+                    install_signals: false,
                 };
                 let start_s = started.elapsed().as_secs_f64();
                 let done = cache::compile_cached_keyed(

@@ -54,11 +54,16 @@ impl EventWriter {
         // SAFETY: the supervisor passed this descriptor to us for exactly this use, and nothing
         // else in the worker owns it.
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        Some(EventWriter::from_fd(owned))
+    }
+
+    /// The writer on a descriptor this process owns (a forked worker's end of the pipe).
+    pub fn from_fd(fd: OwnedFd) -> EventWriter {
         // Tools must not inherit it (a straggler would keep the supervisor's reader open).
-        let _ = rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC);
-        Some(EventWriter {
-            file: Mutex::new(std::fs::File::from(owned)),
-        })
+        let _ = rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC);
+        EventWriter {
+            file: Mutex::new(std::fs::File::from(fd)),
+        }
     }
 
     pub fn send(&self, event: &Event) {

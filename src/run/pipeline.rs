@@ -18,7 +18,7 @@ use super::failure;
 use super::log::{self, Console, Logger};
 use super::metrics::{self, JobMetrics};
 use super::process::{Cancel, Termination};
-use super::supervisor::{self, Output, WorkerSpec};
+use super::supervisor::{self, Output, Start, WorkerSpec};
 use super::timeline::{self, Span};
 use super::workdir;
 use crate::cli::level;
@@ -45,8 +45,12 @@ pub struct Options<'a> {
     /// The executable to re-run as the worker (default: this one).
     pub worker_program: Option<PathBuf>,
     /// This process runs this one compile and is a child subreaper
-    /// ([`super::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan.
+    /// ([`super::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan, and
+    /// the worker may be forked rather than re-executed.
     pub sole_compile: bool,
+    /// Install nxcc's SIGINT/SIGTERM/SIGHUP handling once the worker has started (the command
+    /// line): a signal cancels the compile and sets `interrupted`.
+    pub install_signals: bool,
 }
 
 impl Options<'_> {
@@ -60,6 +64,7 @@ impl Options<'_> {
             on_event: None,
             worker_program: None,
             sole_compile: false,
+            install_signals: false,
         }
     }
 }
@@ -145,9 +150,11 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
 
     // The toolchain, resolved once for the worker.
     let mut worker_env = opts.worker_env.clone();
-    match &plan.toolchain_request {
-        Request::Simulated => {
-            if let Err(e) = crate::sim::layout::ensure_default() {
+    // The toolchain, resolved once: handed to a forked worker, or named to a re-executed one.
+    let toolchain = match &plan.toolchain_request {
+        Request::Simulated => match crate::sim::layout::ensure_default() {
+            Ok(t) => Some(t),
+            Err(e) => {
                 let err = NccError::new(
                     "EDRV082",
                     format!("Could not lay out the simulated toolchain: {e}"),
@@ -155,24 +162,26 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
                 );
                 return fail_early(Some(&logger), &err, &opts.console);
             }
-        }
-        Request::Auto => {
-            if let Some(bin) = crate::toolchain::probe_python_package() {
-                logger.info(
-                    log::DRIVER,
-                    &format!(
-                        "Using the toolchain of the installed neuronxcc package: {}",
-                        bin.display()
-                    ),
-                );
-                worker_env.push((
-                    crate::recon::toolchain::TOOLCHAIN_ENV.to_string(),
-                    bin.display().to_string(),
-                ));
+        },
+        Request::Auto => crate::toolchain::probe_python_package().map(|bin| {
+            logger.info(
+                log::DRIVER,
+                &format!(
+                    "Using the toolchain of the installed neuronxcc package: {}",
+                    bin.display()
+                ),
+            );
+            worker_env.push((
+                crate::recon::toolchain::TOOLCHAIN_ENV.to_string(),
+                bin.display().to_string(),
+            ));
+            crate::toolchain::Toolchain {
+                bin,
+                simulated: false,
             }
-        }
-        Request::Dir(_) => {}
-    }
+        }),
+        Request::Dir(_) => plan.toolchain.clone(),
+    };
     // What is at the outputs now, so a failed compile removes only what it wrote itself.
     let outputs = [
         plan.output.clone(),
@@ -218,17 +227,52 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             s(line, is_err)
         }
     };
+    // From the command line (one compile, this process still single-threaded) the worker is
+    // forked and handed the plan; otherwise this binary is re-executed as the worker.
+    let forked_env = worker_env.clone();
+    let body = |events: crate::run::events::EventWriter| {
+        for (k, v) in &forked_env {
+            // The child is single-threaded: setting its environment (inherited by the tools)
+            // races with nothing.
+            std::env::set_var(k, v);
+        }
+        super::worker::run(plan, toolchain.as_ref(), &work.path, Some(&events))
+    };
+    let fork = opts.sole_compile
+        && sink.is_none()
+        && opts.worker_program.is_none()
+        && supervisor::single_threaded();
+    let start = if fork {
+        Start::Fork(&body)
+    } else {
+        Start::Exec {
+            program,
+            args: vec![WORKER_ARG.to_string()],
+            env: worker_env,
+        }
+    };
     let spec = WorkerSpec {
-        program,
-        args: vec![WORKER_ARG.to_string()],
+        start,
         cwd: &plan.launch_dir,
-        env: worker_env,
         output: if sink.is_some() {
             Output::Lines(&forward)
         } else {
             Output::Inherit
         },
         sole_child: opts.sole_compile,
+    };
+    // nxcc's own signal handling starts once the worker exists (a forked worker must not inherit
+    // its thread): a signal then cancels the compile.
+    let mut on_started = || {
+        if opts.install_signals {
+            if let Ok(s) = super::signals::install() {
+                let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
+                s.on_signal(move |sig| {
+                    let _ = which.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                    cancel.cancel();
+                });
+            }
+        }
     };
     let mut jobs: Vec<JobMetrics> = Vec::new();
     let mut error_lines: Vec<String> = Vec::new();
@@ -242,7 +286,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             _ => {}
         }
     };
-    let outcome = match supervisor::run(&spec, &opts.cancel, &mut on_event) {
+    let outcome = match supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event) {
         Ok(o) => o,
         Err(e) => {
             let err = NccError::new(

@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::events::{self, Event, EVENTS_FD_ENV};
+use super::events::{self, Event, EventWriter, EVENTS_FD_ENV};
 use super::process::{Cancel, Termination};
 
 /// How long a cancelled worker gets to stop its tool and exit before its session is killed.
@@ -33,17 +33,53 @@ pub enum Output<'a> {
     Lines(&'a (dyn Fn(&str, bool) + Sync)),
 }
 
+/// How the worker is started.
+pub enum Start<'a> {
+    /// Execute a program (this binary with the worker's hidden argument): what the daemon does,
+    /// and any process that has threads.
+    Exec {
+        program: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    /// Fork this process — which must be single-threaded ([`single_threaded`]) — and run `body`
+    /// in the child, which exits with its result: no exec, no second parse and plan. The worker's
+    /// output is then inherited.
+    Fork(&'a (dyn Fn(EventWriter) -> i32 + Sync)),
+}
+
 /// What to run.
 pub struct WorkerSpec<'a> {
-    pub program: PathBuf,
-    pub args: Vec<String>,
+    pub start: Start<'a>,
+    /// The worker's working directory (for [`Start::Exec`]; a forked worker keeps ours).
     pub cwd: &'a Path,
-    pub env: Vec<(String, String)>,
     pub output: Output<'a>,
     /// This process is a child subreaper ([`become_subreaper`]) and the worker is its only child:
     /// every process the compile leaves behind is then reparented here, so "no child left" proves
     /// the compile is gone without scanning `/proc`.
     pub sole_child: bool,
+}
+
+impl WorkerSpec<'_> {
+    fn what(&self) -> String {
+        match &self.start {
+            Start::Exec { program, .. } => program.display().to_string(),
+            Start::Fork(_) => "(a forked worker)".to_string(),
+        }
+    }
+}
+
+/// Whether this process has only one thread (so it may fork and go on running Rust code in the
+/// child).
+pub fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Threads:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("1"))
+        })
+        .unwrap_or(false)
 }
 
 /// Make this process a child subreaper: orphaned descendants are reparented to it instead of
@@ -163,65 +199,77 @@ pub fn session_members(sid: u32) -> Vec<u32> {
 pub fn run(
     spec: &WorkerSpec,
     cancel: &Cancel,
+    on_started: &mut dyn FnMut(),
     on_event: &mut dyn FnMut(Event),
 ) -> Result<WorkerOutcome, StartError> {
     let start_err = |source| StartError {
-        program: spec.program.display().to_string(),
+        program: spec.what(),
         source,
     };
     let (events_r, events_w) = pipe().map_err(start_err)?;
-    let events_fd = events_w.as_raw_fd();
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .current_dir(spec.cwd)
-        .stdin(Stdio::null());
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
-    cmd.env(EVENTS_FD_ENV, events_fd.to_string());
-    match spec.output {
-        Output::Inherit => {
-            cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
-        }
-        Output::Lines(_) => {
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        }
-    }
-    let parent = std::process::id();
-    // SAFETY: only async-signal-safe calls between fork and exec: setsid, prctl, getppid, fcntl.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() as u32 != parent {
-                libc::_exit(1);
-            }
-            // Let the events pipe's writing end survive exec.
-            if libc::fcntl(events_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let started = Instant::now();
-    let mut child = cmd.spawn().map_err(start_err)?;
-    drop(events_w);
-    let pid = child.id();
-
-    // Readers: events, and captured output.
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut readers = Vec::new();
+    let started = Instant::now();
+    let pid = match &spec.start {
+        Start::Exec { program, args, env } => {
+            let mut child = spawn_exec(spec, program, args, env, &events_w).map_err(start_err)?;
+            let pid = child.id();
+            if let Output::Lines(_) = spec.output {
+                let streams: [(Option<Box<dyn std::io::Read + Send>>, bool); 2] = [
+                    (
+                        child
+                            .stdout
+                            .take()
+                            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                        false,
+                    ),
+                    (
+                        child
+                            .stderr
+                            .take()
+                            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                        true,
+                    ),
+                ];
+                for (stream, is_err) in streams {
+                    if let Some(s) = stream {
+                        let tx = tx.clone();
+                        readers.push(std::thread::spawn(move || {
+                            for line in BufReader::new(s).lines().map_while(Result::ok) {
+                                let _ = tx.send(Msg::Line(line, is_err));
+                            }
+                        }));
+                    }
+                }
+            }
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let status = child.wait();
+                let _ = tx.send(Msg::Exited(status.map(|s| s.into_raw()).unwrap_or(0)));
+            });
+            pid
+        }
+        Start::Fork(body) => {
+            if !matches!(spec.output, Output::Inherit) || !single_threaded() {
+                return Err(start_err(std::io::Error::other("a worker is forked only from a single-threaded process, with its output inherited")));
+            }
+            let pid =
+                fork_worker(*body, events_w.try_clone().map_err(start_err)?).map_err(start_err)?;
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut status = 0;
+                // SAFETY: waitpid on our own child, into a status we own.
+                while unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) } < 0
+                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                {
+                }
+                let _ = tx.send(Msg::Exited(status));
+            });
+            pid
+        }
+    };
+    drop(events_w);
+    on_started();
     {
         let tx = tx.clone();
         let file = std::fs::File::from(events_r);
@@ -232,40 +280,6 @@ pub fn run(
                 }
             }
         }));
-    }
-    if let Output::Lines(_) = spec.output {
-        for (stream, is_err) in [
-            (
-                child
-                    .stdout
-                    .take()
-                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-                false,
-            ),
-            (
-                child
-                    .stderr
-                    .take()
-                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-                true,
-            ),
-        ] {
-            if let Some(s) = stream {
-                let tx = tx.clone();
-                readers.push(std::thread::spawn(move || {
-                    for line in BufReader::new(s).lines().map_while(Result::ok) {
-                        let _ = tx.send(Msg::Line(line, is_err));
-                    }
-                }));
-            }
-        }
-    }
-    {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let status = child.wait();
-            let _ = tx.send(Msg::Exited(status.map(|s| s.into_raw()).unwrap_or(0)));
-        });
     }
     drop(tx);
 
@@ -336,6 +350,102 @@ pub fn run(
         cancelled: term_sent.is_some(),
         wall: started.elapsed(),
     })
+}
+
+/// Start the worker by executing a program: its own session, the parent-death signal, and the
+/// events pipe's writing end kept open across the exec.
+fn spawn_exec(
+    spec: &WorkerSpec,
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    events_w: &OwnedFd,
+) -> std::io::Result<std::process::Child> {
+    let events_fd = events_w.as_raw_fd();
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(spec.cwd).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.env(EVENTS_FD_ENV, events_fd.to_string());
+    match spec.output {
+        Output::Inherit => {
+            cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
+        }
+        Output::Lines(_) => {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+    }
+    let parent = std::process::id();
+    // SAFETY: only async-signal-safe calls between fork and exec: setsid, prctl, getppid, fcntl.
+    unsafe {
+        cmd.pre_exec(move || {
+            enter_worker_session(parent)?;
+            // Let the events pipe's writing end survive exec.
+            if libc::fcntl(events_fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// In a new worker, before anything else: its own session, SIGKILL when the supervisor dies, and
+/// an exit if the supervisor is already gone. Async-signal-safe.
+fn enter_worker_session(parent: u32) -> std::io::Result<()> {
+    // SAFETY: setsid, prctl and getppid are async-signal-safe; _exit ends the process.
+    unsafe {
+        if libc::setsid() < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() as u32 != parent {
+            libc::_exit(1);
+        }
+    }
+    Ok(())
+}
+
+/// Fork this (single-threaded) process; the child becomes the worker, runs `body` and exits with
+/// its result. Returns the child's pid.
+fn fork_worker(
+    body: &(dyn Fn(EventWriter) -> i32 + Sync),
+    events_w: OwnedFd,
+) -> std::io::Result<u32> {
+    use std::io::Write;
+    let parent = std::process::id();
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: the caller checked this process has one thread, so the child may go on running
+    // ordinary Rust code: no lock is held by a thread that does not exist in the child.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid == 0 {
+        let status = match enter_worker_session(parent) {
+            Ok(()) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                body(EventWriter::from_fd(events_w))
+            }))
+            .unwrap_or(101),
+            Err(_) => 1,
+        };
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        // SAFETY: end the child here, without running the parent's remaining code.
+        unsafe { libc::_exit(status) };
+    }
+    Ok(pid as u32)
 }
 
 /// A pipe, both ends close-on-exec.

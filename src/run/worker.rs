@@ -1,10 +1,12 @@
 //! The worker: the child process that runs the jobs (the original's `--fork-subcommand`
-//! isolation, made the default). It rebuilds the plan from the same command line in the same
-//! launch directory, then runs [`super::executor`] and reports to its supervisor on the events pipe.
-//! It is started only by the supervisor, with the hidden first argument
-//! [`super::pipeline::WORKER_ARG`].
+//! isolation, made the default). It runs [`super::executor`] and reports to its supervisor on the
+//! events pipe ([`run`]). It is started by the supervisor in one of two ways: re-executed with the
+//! hidden first argument [`super::pipeline::WORKER_ARG`] ([`main`] rebuilds the plan from the same
+//! command line in the same launch directory), or — from the command line, whose process is
+//! single-threaded when it starts the worker — forked, calling [`run`] with the plan it has.
 
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 use super::events::{Event, EventWriter};
 use super::executor::{partial_output, Executor, Failure};
@@ -13,8 +15,8 @@ use super::pipeline::{job_timeout, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
 use super::process::Cancel;
 use crate::cli::{self, level, Command};
 use crate::error::EXIT_COMPILE_FAILED;
-use crate::plan::{self, SystemProbe};
-use crate::toolchain::{self, Request};
+use crate::plan::{self, Plan, SystemProbe};
+use crate::toolchain::{self, Request, Toolchain};
 
 /// The worker's exit status when it stopped because it was cancelled.
 pub const EXIT_CANCELLED: i32 = 75;
@@ -32,18 +34,9 @@ fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
     EXIT_COMPILE_FAILED
 }
 
-/// Run as the worker; returns the exit status.
+/// Run as the re-executed worker; returns the exit status.
 pub fn main() -> i32 {
     let events = EventWriter::from_env();
-    // Orphans of the tools (a background process a tool left, even in a new session) come back
-    // to the worker, which ends them before it exits.
-    let _ = super::supervisor::become_subreaper();
-    let cancel = Cancel::new();
-    let signals = super::signals::install();
-    if let Ok(s) = &signals {
-        let c = cancel.clone();
-        s.on_signal(move |_| c.cancel());
-    }
     let argv: Vec<String> =
         match std::env::var(WORKER_ARGV_ENV)
             .ok()
@@ -83,6 +76,25 @@ pub fn main() -> i32 {
         Request::Auto => None,
         other => toolchain::locate(other),
     };
+    run(&plan, toolchain.as_ref(), &work_dir, events.as_ref())
+}
+
+/// The worker's work, once it has its plan, toolchain and work dir: run the jobs, end whatever
+/// the tools left behind, report `Done`; returns the exit status.
+pub fn run(
+    plan: &Plan,
+    toolchain: Option<&Toolchain>,
+    work_dir: &Path,
+    events: Option<&EventWriter>,
+) -> i32 {
+    // Orphans of the tools (a background process a tool left, even in a new session) come back
+    // to the worker, which ends them before it exits.
+    let _ = super::supervisor::become_subreaper();
+    let cancel = Cancel::new();
+    if let Ok(s) = super::signals::install() {
+        let c = cancel.clone();
+        s.on_signal(move |_| c.cancel());
+    }
     let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
     let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
     let logger = match Logger::open(
@@ -94,7 +106,7 @@ pub fn main() -> i32 {
         Ok(l) => l,
         Err(e) => {
             return fatal(
-                events.as_ref(),
+                events,
                 &format!(
                     "[ERROR] [NCC_EDRV091] Cannot open the log file {}: {e} - Check --logfile.",
                     plan.logfile.display()
@@ -104,15 +116,16 @@ pub fn main() -> i32 {
     };
     let partial = partial_output(&plan.output, std::process::id());
     let executor = Executor {
-        plan: &plan,
-        toolchain: toolchain.as_ref(),
-        work_dir: &work_dir,
+        plan,
+        toolchain,
+        work_dir,
         logger: &logger,
-        events: events.as_ref(),
+        events,
         cancel: &cancel,
-        job_timeout: job_timeout(&plan),
+        job_timeout: job_timeout(plan),
         output_partial: &partial,
-        progress: true,
+        // Dots (`--verbose 35`) or a live status line on a terminal; nothing to draw otherwise.
+        progress: console_level == level::DOTS || std::io::stderr().is_terminal(),
     };
     let (_metrics, result) = executor.run();
     for _ in 0..50 {
@@ -127,7 +140,7 @@ pub fn main() -> i32 {
         Err(Failure::Failed) => EXIT_COMPILE_FAILED,
         Err(Failure::Cancelled) => EXIT_CANCELLED,
     };
-    if let Some(ev) = &events {
+    if let Some(ev) = events {
         ev.send(&Event::Done {
             exit_status: status,
         });
