@@ -1,4 +1,5 @@
-//! The supervisor: runs one worker child (this same binary, re-executed) and survives whatever
+//! The supervisor: runs one worker child (this process forked, or this binary re-executed) and
+//! survives whatever
 //! happens to it. It knows nothing about compiling.
 //!
 //! - The worker leads its own session (`setsid`) and is a child subreaper, so every process it starts — tools in their own
