@@ -1,9 +1,9 @@
 //! The supervisor: runs one worker child (this process forked, or this binary re-executed) and
-//! survives whatever
-//! happens to it. It knows nothing about compiling.
+//! survives whatever happens to it. It knows nothing about compiling.
 //!
-//! - The worker leads its own session (`setsid`) and is a child subreaper, so every process it starts — tools in their own
-//!   process groups, and anything they spawn — stays in that session, and the supervisor can end
+//! - The worker leads its own session (`setsid`) and is a child subreaper, so every process it
+//!   starts — tools in their own process groups, and anything they spawn — stays in that session
+//!   or comes back to it, and the supervisor can end
 //!   all of them by session id even if the worker was killed (the OOM killer, a crash in
 //!   in-process work). The worker also dies with the supervisor (`PR_SET_PDEATHSIG`).
 //! - The worker reports structured events on a pipe (see [`super::events`]); its stdout and stderr
