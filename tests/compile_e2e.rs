@@ -219,16 +219,7 @@ fn two_compiles_with_different_work_dirs_give_identical_neffs() {
         ]);
         assert!(o.status.success(), "{}", text(&o.stderr));
     }
-    let o = s.run(&[
-        "compile",
-        "mlp.hlo_module.pb",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        "o3/m.neff",
-    ]);
+    let o = s.sim_run("trn2", &["--output", "o3/m.neff"]);
     assert!(o.status.success());
     let a = std::fs::read(s.join("o1/m.neff")).unwrap();
     assert!(
@@ -240,17 +231,14 @@ fn two_compiles_with_different_work_dirs_give_identical_neffs() {
         "a generated work dir changed the NEFF"
     );
     // A fast-loading NEFF (uncompressed) differs, and verifies.
-    let o = s.run(&[
-        "compile",
-        "mlp.hlo_module.pb",
-        "--target",
+    let o = s.sim_run(
         "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        "o4/m.neff",
-        "--enable-fast-loading-neuron-binaries",
-    ]);
+        &[
+            "--output",
+            "o4/m.neff",
+            "--enable-fast-loading-neuron-binaries",
+        ],
+    );
     assert!(o.status.success());
     assert!(a != std::fs::read(s.join("o4/m.neff")).unwrap());
     assert!(verifies(&s.join("o4/m.neff")));
@@ -260,17 +248,10 @@ fn two_compiles_with_different_work_dirs_give_identical_neffs() {
 fn several_subgraphs_run_walrus_once_each_and_pack_them_all() {
     let s = Scratch::new();
     let out = s
-        .nxcc(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
+        .sim_cmd(
             "trn1",
-            "--toolchain",
-            "sim",
-            "--output",
-            "m.neff",
-            "--enable-internal-neff-wrapper",
-        ])
+            &["--output", "m.neff", "--enable-internal-neff-wrapper"],
+        )
         .env("NXCC_SIM_SUBGRAPHS", "3")
         .output()
         .unwrap();
@@ -307,19 +288,16 @@ fn several_subgraphs_run_walrus_once_each_and_pack_them_all() {
 #[test]
 fn fork_walrus_runs_the_backend_library_in_process() {
     let s = Scratch::new();
-    let out = s.run(&[
-        "compile",
-        "mlp.hlo_module.pb",
-        "--target",
+    let out = s.sim_run(
         "trn1",
-        "--toolchain",
-        "sim",
-        "--output",
-        "f.neff",
-        "--enable-internal-fork-walrus",
-        "--enable-internal-walrus-replay-script",
-        "--keep-work-dir",
-    ]);
+        &[
+            "--output",
+            "f.neff",
+            "--enable-internal-fork-walrus",
+            "--enable-internal-walrus-replay-script",
+            "--keep-work-dir",
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(verifies(&s.join("f.neff")));
     // The walrus backend ran in the library (argv[0] is the bare name, the input absolute), not
@@ -342,17 +320,10 @@ fn fork_walrus_runs_the_backend_library_in_process() {
     assert!(script.starts_with("#!/bin/bash\n") && script.contains("--pass unroll,lower_ac"));
     // A crash inside the library takes the worker down; the supervisor reports it.
     let out = s
-        .nxcc(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
+        .sim_cmd(
             "trn1",
-            "--toolchain",
-            "sim",
-            "--output",
-            "g.neff",
-            "--enable-internal-fork-walrus",
-        ])
+            &["--output", "g.neff", "--enable-internal-fork-walrus"],
+        )
         .env("NXCC_SIM_FAULT", "walrus_driver:segv")
         .output()
         .unwrap();
@@ -368,24 +339,21 @@ fn fork_walrus_runs_the_backend_library_in_process() {
 #[test]
 fn log_metrics_timings_and_trace() {
     let s = Scratch::new();
-    let out = s.run(&[
-        "compile",
-        "mlp.hlo_module.pb",
-        "--target",
+    let out = s.sim_run(
         "trn1",
-        "--toolchain",
-        "sim",
-        "--output",
-        "m.neff",
-        "--submit-metrics",
-        "--run-id",
-        "r-1",
-        "--timings",
-        "--trace",
-        "trace.json",
-        "--verbose",
-        "info",
-    ]);
+        &[
+            "--output",
+            "m.neff",
+            "--submit-metrics",
+            "--run-id",
+            "r-1",
+            "--timings",
+            "--trace",
+            "trace.json",
+            "--verbose",
+            "info",
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let console = text(&out.stdout);
     // Below user level the console gets the log-file format.
@@ -439,15 +407,7 @@ fn log_metrics_timings_and_trace() {
 fn dots_mode_prints_dots_and_the_status() {
     let s = Scratch::new();
     let out = s
-        .nxcc(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
-            "trn1",
-            "--toolchain",
-            "sim",
-            "--verbose=35",
-        ])
+        .sim_cmd("trn1", &["--verbose=35"])
         .env("NXCC_SIM_WORK_MS", "walrus_driver:5600")
         .output()
         .unwrap();
@@ -480,16 +440,7 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
     let slave_file = unsafe { std::fs::File::from_raw_fd(slave) };
     let mut master_file = unsafe { std::fs::File::from_raw_fd(master) };
     let mut child = s
-        .nxcc(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
-            "trn1",
-            "--toolchain",
-            "sim",
-            "--output",
-            "t.neff",
-        ])
+        .sim_cmd("trn1", &["--output", "t.neff"])
         .env("NXCC_SIM_WORK_MS", "walrus_driver:700")
         .stdout(std::process::Stdio::piped())
         .stderr(slave_file)
@@ -516,41 +467,26 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
         "the status line is cleared at the end: {tty:?}"
     );
     // Through a pipe: no status line at all.
-    let out = s
-        .nxcc(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
-            "trn1",
-            "--toolchain",
-            "sim",
-            "--output",
-            "u.neff",
-        ])
-        .output()
-        .unwrap();
+    let out = s.sim_cmd("trn1", &["--output", "u.neff"]).output().unwrap();
     assert!(!text(&out.stderr).contains("\x1b[K"));
 }
 
 #[test]
 fn verify_and_simulate_jobs_and_the_goldens_jobs_nxcc_cannot_run() {
     let s = Scratch::new();
-    let out = s.run(&[
-        "compile",
-        "mlp.hlo_module.pb",
-        "--target",
+    let out = s.sim_run(
         "trn1",
-        "--toolchain",
-        "sim",
-        "--output",
-        "v.neff",
-        "--internal-tensorizer-opt-level",
-        "nki",
-        "--pipeline",
-        "compile",
-        "BIRVerifier",
-        "BIRSim",
-    ]);
+        &[
+            "--output",
+            "v.neff",
+            "--internal-tensorizer-opt-level",
+            "nki",
+            "--pipeline",
+            "compile",
+            "BIRVerifier",
+            "BIRSim",
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let passes: Vec<String> = s
         .records()

@@ -177,16 +177,7 @@ fn faults_in_watchpoint_insert() {
 #[allow(clippy::zombie_processes)]
 fn start_long_compile(s: &Scratch, marker: &str) -> Child {
     let mut child = s
-        .nxcc(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
-            "trn1",
-            "--toolchain",
-            "sim",
-            "--output",
-            "out.neff",
-        ])
+        .sim_cmd("trn1", &["--output", "out.neff"])
         .env("NXCC_SIM_WORK_MS", "walrus_driver:60000")
         .env("NXCC_TEST_MARK", marker)
         .stdout(Stdio::piped())

@@ -59,6 +59,25 @@ impl Scratch {
         self.nxcc(args).output().unwrap()
     }
 
+    /// `nxcc compile mlp.hlo_module.pb --target TARGET --toolchain sim EXTRA...`.
+    pub fn sim_cmd(&self, target: &str, extra: &[&str]) -> Command {
+        let mut args = vec![
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            target,
+            "--toolchain",
+            "sim",
+        ];
+        args.extend(extra);
+        self.nxcc(&args)
+    }
+
+    /// [`Scratch::sim_cmd`], run to completion.
+    pub fn sim_run(&self, target: &str, extra: &[&str]) -> Output {
+        self.sim_cmd(target, extra).output().unwrap()
+    }
+
     /// The tool invocations recorded so far.
     pub fn records(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.record())
