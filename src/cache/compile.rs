@@ -169,13 +169,7 @@ fn plain_outcome(exit_status: i32, error_lines: Vec<String>) -> Outcome {
 }
 
 fn open_logger(plan: &Plan, opts: &Options) -> Option<Logger> {
-    Logger::open(
-        Some(&plan.logfile),
-        plan.ns.int("logfile_verbose").unwrap_or(level::INFO),
-        plan.ns.int("verbose").unwrap_or(level::USER),
-        opts.console.clone(),
-    )
-    .ok()
+    crate::run::pipeline::open_log(plan, opts.console.clone()).ok()
 }
 
 /// A warning the user sees at the default console level (and the log records).

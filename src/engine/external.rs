@@ -63,23 +63,9 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
         });
         outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new())
     };
-    let logger = match Logger::open(
-        Some(&plan.logfile),
-        file_level,
-        console_level,
-        opts.console.clone(),
-    ) {
+    let logger = match crate::run::pipeline::open_log(plan, opts.console.clone()) {
         Ok(l) => l,
-        Err(e) => {
-            return fail(
-                None,
-                NccError::new(
-                    "EDRV091",
-                    format!("Cannot open the log file {}: {e}", plan.logfile.display()),
-                    "Check --logfile.",
-                ),
-            )
-        }
+        Err(e) => return fail(None, e),
     };
     // The compiler's own lines: the log file only (the console gets them raw, below).
     let file_log = Logger::open(

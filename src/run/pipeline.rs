@@ -103,26 +103,26 @@ fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outco
     }
 }
 
+/// The compile's log, as the plan says (`--logfile`, `--logfile-verbose`, `--verbose`), with
+/// its console going to `console`; NCC_EDRV091 when the file cannot be opened.
+pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
+    let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
+    let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
+    Logger::open(Some(&plan.logfile), file_level, console_level, console).map_err(|e| {
+        NccError::new(
+            "EDRV091",
+            format!("Cannot open the log file {}: {e}", plan.logfile.display()),
+            "Check --logfile.",
+        )
+    })
+}
+
 /// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
 pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
     let ns = &plan.ns;
-    let console_level = ns.int("verbose").unwrap_or(level::USER);
-    let file_level = ns.int("logfile_verbose").unwrap_or(level::INFO);
-    let logger = match Logger::open(
-        Some(&plan.logfile),
-        file_level,
-        console_level,
-        opts.console.clone(),
-    ) {
+    let logger = match open_log(plan, opts.console.clone()) {
         Ok(l) => l,
-        Err(e) => {
-            let err = NccError::new(
-                "EDRV091",
-                format!("Cannot open the log file {}: {e}", plan.logfile.display()),
-                "Check --logfile.",
-            );
-            return fail_early(None, &err, &opts.console);
-        }
+        Err(err) => return fail_early(None, &err, &opts.console),
     };
     for w in &plan.warnings {
         logger.warning(log::DRIVER, w);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::events::{Event, EventWriter};
 use super::executor::{partial_output, Executor, Failure};
-use super::log::{Console, Logger};
+use super::log::Console;
 use super::pipeline::{job_timeout, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
 use super::process::Cancel;
 use crate::cli::{self, level, Command};
@@ -96,23 +96,9 @@ pub fn run(
         s.on_signal(move |_| c.cancel());
     }
     let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
-    let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
-    let logger = match Logger::open(
-        Some(&plan.logfile),
-        file_level,
-        console_level,
-        Console::Terminal,
-    ) {
+    let logger = match super::pipeline::open_log(plan, Console::Terminal) {
         Ok(l) => l,
-        Err(e) => {
-            return fatal(
-                events,
-                &format!(
-                    "[ERROR] [NCC_EDRV091] Cannot open the log file {}: {e} - Check --logfile.",
-                    plan.logfile.display()
-                ),
-            )
-        }
+        Err(e) => return fatal(events, &e.to_string()),
     };
     let partial = partial_output(&plan.output, std::process::id());
     let executor = Executor {

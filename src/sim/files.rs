@@ -50,6 +50,11 @@ pub struct Model {
 }
 
 impl Model {
+    /// Its size in bytes (a directory: all its parts).
+    pub fn size(&self) -> u64 {
+        self.parts.iter().map(|(_, b)| b.len() as u64).sum()
+    }
+
     /// Read a model file or directory.
     pub fn read(path: &Path) -> std::io::Result<Model> {
         let meta = std::fs::metadata(path)?;

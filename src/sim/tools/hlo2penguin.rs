@@ -132,7 +132,7 @@ impl Prepared for Job {
     }
 
     fn model_bytes(&self) -> u64 {
-        self.model.parts.iter().map(|(_, b)| b.len() as u64).sum()
+        self.model.size()
     }
 
     fn execute(&self) -> Result<(), ToolError> {
