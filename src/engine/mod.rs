@@ -9,7 +9,7 @@ pub mod external;
 use std::path::{Path, PathBuf};
 
 use crate::plan::Plan;
-use crate::run::pipeline::{run_pipeline, Options, Outcome};
+use crate::run::pipeline::{run_pipeline_producing, Options, Outcome};
 
 /// The engine a compile runs on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -47,9 +47,22 @@ impl Engine {
 
 /// Run a compile of `plan` on `engine` (no cache involved).
 pub fn run(plan: &Plan, opts: &Options, engine: &Engine) -> Outcome {
+    run_producing(plan, opts, engine, None)
+}
+
+/// [`run`], the NEFF written to `product` too: a new file in a directory private to the caller
+/// (the compile cache's temporary entry), written by the compile itself — never copied from
+/// `--output`, which another process may replace at any time. A product that cannot be written
+/// costs the compile nothing; the file is then absent.
+pub fn run_producing(
+    plan: &Plan,
+    opts: &Options,
+    engine: &Engine,
+    product: Option<&Path>,
+) -> Outcome {
     match engine {
-        Engine::Pipeline => run_pipeline(plan, opts),
-        Engine::External(ext) => external::run(plan, opts, ext),
+        Engine::Pipeline => run_pipeline_producing(plan, opts, product),
+        Engine::External(ext) => external::run_producing(plan, opts, ext, product),
     }
 }
 

@@ -112,7 +112,7 @@ impl AtomicFile {
         let anonymous = rustix::fs::openat(
             &dir,
             ".",
-            OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o666),
         );
         let (fd, named) = match anonymous {
@@ -131,7 +131,7 @@ impl AtomicFile {
                 let fd = rustix::fs::openat(
                     &dir,
                     tmp.as_os_str(),
-                    OFlags::WRONLY
+                    OFlags::RDWR
                         | OFlags::CREATE
                         | OFlags::EXCL
                         | OFlags::NOFOLLOW
@@ -157,7 +157,8 @@ impl AtomicFile {
         self
     }
 
-    /// The file being written (to copy into it by other means, such as a reflink).
+    /// The file being written, open for reading too (to copy into it by other means, such as a
+    /// reflink, and read back what was written).
     pub fn file(&self) -> &File {
         &self.file
     }

@@ -119,6 +119,13 @@ pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
 
 /// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
 pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
+    run_pipeline_producing(plan, opts, None)
+}
+
+/// [`run_pipeline`], the worker also writing the NEFF to `product`, a new file in a directory
+/// private to the caller (the compile cache's temporary entry; see
+/// [`crate::jobs::kelper::PRODUCT_ENV`]).
+pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path>) -> Outcome {
     let ns = &plan.ns;
     let logger = match open_log(plan, opts.console.clone()) {
         Ok(l) => l,
@@ -198,6 +205,12 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         WORKER_WORK_DIR_ENV.to_string(),
         work.path.display().to_string(),
     ));
+    if let Some(p) = product {
+        worker_env.push((
+            crate::jobs::kelper::PRODUCT_ENV.to_string(),
+            p.display().to_string(),
+        ));
+    }
 
     let program = match opts
         .worker_program
