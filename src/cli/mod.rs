@@ -177,6 +177,14 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         prog: prog.to_string(),
         message,
     };
+    // No argument can hold a NUL byte (no file name and no value can): refused before anything
+    // is planned or run. (Only a request to the daemon can carry one; argv cannot.)
+    if let Some(a) = args.iter().find(|a| a.contains('\0')) {
+        return Err(usage_err(format!(
+            "argument {}: contains a NUL byte",
+            argparse::py_repr(a)
+        )));
+    }
 
     // Find the subcommand: the first value token that is not a driver option's value. Compile
     // options before it are delegated to it; one that takes a value and has no `=VALUE` takes the
