@@ -486,24 +486,18 @@ fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status:
 }
 
 fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
-    let tmp = path.with_file_name(format!(
-        ".{}.nxcc-tmp",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("report")
-    ));
     let r = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| std::fs::write(&tmp, text))
-        .and_then(|_| std::fs::rename(&tmp, path));
+        .and_then(|_| {
+            crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
+        });
     match r {
         Ok(()) => logger.info(
             log::DRIVER,
             &format!("Wrote the {what} to {}", path.display()),
         ),
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
             logger.warning(
                 log::DRIVER,
                 &format!("Could not write the {what} to {}: {e}", path.display()),
