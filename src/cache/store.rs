@@ -795,12 +795,19 @@ fn summarise(shard: &Dir, key: &str) -> Summary {
         }
     };
     s.bytes = dir_bytes(&dir);
-    let mtime = dir.stat(META_FILE).map_or(0, |st| mtime_ms(&st));
-    let head: MetaHead = match read_json_in(&dir, META_FILE) {
-        Ok(h) => h,
+    // One open of meta.json gives its modification time (the last hit) and its fields.
+    let read = dir.open_file(META_FILE).and_then(|mut f| {
+        let mtime = rustix::fs::fstat(&f).map_or(0, |st| mtime_ms(&st));
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut bytes)?;
+        let head: MetaHead = serde_json::from_slice(&bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        Ok((mtime, head))
+    });
+    let (mtime, head) = match read {
+        Ok(r) => r,
         Err(e) => {
             s.state = State::Corrupt(format!("{META_FILE}: {e}"));
-            s.last_used_ms = mtime;
             return s;
         }
     };

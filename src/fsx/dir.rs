@@ -133,9 +133,8 @@ impl Dir {
         if ft != FileType::RegularFile {
             return Err(not_plain(name, "a plain file", ft));
         }
-        // Back to blocking I/O (O_NONBLOCK only kept the open from waiting on a FIFO).
-        let fl = rustix::fs::fcntl_getfl(&fd).map_err(io_err)?;
-        rustix::fs::fcntl_setfl(&fd, fl - OFlags::NONBLOCK).map_err(io_err)?;
+        // O_NONBLOCK only kept the open from waiting on a FIFO; on a regular file it changes
+        // nothing, so it stays.
         Ok(File::from(fd))
     }
 
