@@ -17,9 +17,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::cache::{self, CacheConfig, CacheStatus, Key};
+use crate::engine::metrics::JobMetrics;
+use crate::engine::pipeline::Options;
 use crate::plan::Plan;
-use crate::run::metrics::JobMetrics;
-use crate::run::pipeline::Options;
 
 /// Whether a compile cache answered a compile (the `cache` field of the `done` event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
