@@ -35,7 +35,7 @@ pub fn version_text(prog: &str) -> String {
     )
 }
 
-/// Run nxcc with a full argv (argv[0] first); returns the exit status.
+/// Run nxcc with a full argv (`argv[0]` first); returns the exit status.
 pub fn main(argv: Vec<OsString>) -> i32 {
     crate::sim::register();
     if argv

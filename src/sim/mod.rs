@@ -93,7 +93,7 @@ pub fn help_text() -> String {
     )
 }
 
-/// The `nxcc-sim` binary: act as the tool named by argv[0]'s file name, or, invoked as
+/// The `nxcc-sim` binary: act as the tool named by `argv[0]`'s file name, or, invoked as
 /// `nxcc-sim`, as the tool named by the first argument. Returns the exit status.
 pub fn binary_main(argv: Vec<std::ffi::OsString>) -> i32 {
     let mut args: Vec<String> = Vec::with_capacity(argv.len());
