@@ -22,7 +22,7 @@ use super::workdir;
 use crate::cli::level;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
-use crate::run::process::{Cancel, Termination};
+use crate::run::process::{Cancel, End};
 use crate::run::supervisor::{self, Output, Start, WorkerSpec};
 use crate::toolchain::Request;
 
@@ -308,30 +308,18 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         let _ = std::fs::remove_file(&partial);
     }
 
-    let interrupted = opts.interrupted.load(Ordering::SeqCst);
-    let exit_status = if outcome.cancelled || interrupted != 0 {
-        if interrupted != 0 {
-            crate::run::signals::exit_status_for(interrupted)
-        } else {
-            crate::run::signals::exit_status_for(libc::SIGTERM)
-        }
-    } else {
-        match outcome.termination {
-            Termination::Exited(0) => 0,
-            Termination::Exited(_) => EXIT_COMPILE_FAILED,
-            Termination::Signaled(sig) => {
-                let banner = failure::banner(sig);
-                logger.error(log::DRIVER, &banner);
-                error_lines.push(banner);
-                if sig == libc::SIGKILL {
-                    let (me, children) = crate::run::process::memory_report();
-                    let line = failure::memory_line(me, children);
-                    logger.error(log::DRIVER, &line);
-                    error_lines.push(line);
-                }
-                EXIT_COMPILE_FAILED
+    let stopped = super::external::stopped_by(opts, outcome.end);
+    let exit_status = match (stopped, outcome.end) {
+        (Some(sig), _) => crate::run::signals::exit_status_for(sig),
+        (None, End::Exited(0)) => 0,
+        (None, End::Signaled(sig)) => {
+            for line in failure::banner_lines(sig, outcome.max_rss_kb) {
+                logger.error(log::DRIVER, &line);
+                error_lines.push(line);
             }
+            EXIT_COMPILE_FAILED
         }
+        (None, _) => EXIT_COMPILE_FAILED,
     };
 
     if exit_status != 0 {
@@ -374,14 +362,8 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         }
         logger.user("Compiler status PASS");
     } else {
-        if interrupted != 0 {
-            logger.error(
-                log::DRIVER,
-                &format!(
-                    "[ERROR] Compilation interrupted by {}",
-                    failure::signal_name(interrupted)
-                ),
-            );
+        if let Some(sig) = stopped.filter(|_| opts.interrupted.load(Ordering::SeqCst) != 0) {
+            logger.error(log::DRIVER, &failure::interrupted(sig));
         }
         logger.user(&format!("Artifacts stored in: {}", work.path.display()));
         logger.user(&format!(

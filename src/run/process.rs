@@ -134,6 +134,35 @@ impl Spec {
         self.kill_grace = grace;
         self
     }
+
+    /// The program and its arguments as text (lossy UTF-8), program first.
+    pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.program.to_string_lossy().into_owned())
+            .chain(self.args.iter().map(|a| a.to_string_lossy().into_owned()))
+            .collect()
+    }
+}
+
+impl fmt::Display for Spec {
+    /// The command as a POSIX shell would run it, every word quoted as needed: the environment
+    /// changes first (`env -u NAME` for a removal, `NAME=value` for a setting), then the program
+    /// and its arguments. The one rendering of a command nxcc shows: the dry run, the log's
+    /// `Executing` and replay lines, spawn errors and replay scripts all print this.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut words: Vec<String> = Vec::new();
+        if !self.env_remove.is_empty() {
+            words.push("env".into());
+            for key in &self.env_remove {
+                words.push("-u".into());
+                words.push(crate::shell::quote(key));
+            }
+        }
+        for (key, value) in &self.env_set {
+            words.push(format!("{}={}", key, crate::shell::quote(value)));
+        }
+        words.extend(self.argv().iter().map(|w| crate::shell::quote(w)));
+        f.write_str(&words.join(" "))
+    }
 }
 
 /// How the child ended.
@@ -195,11 +224,53 @@ impl fmt::Display for Termination {
     }
 }
 
+/// How a run ended — one value, matched exhaustively, so no consumer re-derives which of a
+/// timeout, a cancellation and the child's own end came first. (A child that could not be
+/// started is the [`SpawnError`] of [`run`].)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// It exited with this status on its own.
+    Exited(i32),
+    /// A signal nxcc did not send killed it.
+    Signaled(i32),
+    /// Its timeout elapsed; nxcc terminated its group, which then ended this way.
+    TimedOut(Termination),
+    /// The run was cancelled; nxcc terminated its group, which then ended this way.
+    Cancelled(Termination),
+}
+
+impl End {
+    /// From how the child ended and what nxcc did to it (a timeout or a cancellation, at most one).
+    pub fn new(termination: Termination, timed_out: bool, cancelled: bool) -> End {
+        match (cancelled, timed_out, termination) {
+            (true, _, t) => End::Cancelled(t),
+            (false, true, t) => End::TimedOut(t),
+            (false, false, Termination::Exited(code)) => End::Exited(code),
+            (false, false, Termination::Signaled(sig)) => End::Signaled(sig),
+        }
+    }
+
+    /// How the child itself ended (its wait status), whatever the reason.
+    pub fn termination(self) -> Termination {
+        match self {
+            End::Exited(code) => Termination::Exited(code),
+            End::Signaled(sig) => Termination::Signaled(sig),
+            End::TimedOut(t) | End::Cancelled(t) => t,
+        }
+    }
+
+    /// It exited with status 0 on its own.
+    pub fn success(self) -> bool {
+        self == End::Exited(0)
+    }
+}
+
 /// What happened to a child that was started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     pub pid: u32,
-    pub termination: Termination,
+    /// How it ended.
+    pub end: End,
     /// From just before the spawn to the moment the group leader exited.
     pub wall: Duration,
     /// CPU time of the child and its waited-for descendants (`wait4` rusage).
@@ -209,10 +280,13 @@ pub struct Outcome {
     pub max_rss_kb: u64,
     /// The last [`STDERR_TAIL_LINES`] lines of stderr, oldest first.
     pub stderr_tail: Vec<String>,
-    /// The timeout elapsed and the group was terminated.
-    pub timed_out: bool,
-    /// The run was cancelled while the child ran and the group was terminated.
-    pub cancelled: bool,
+}
+
+impl Outcome {
+    /// How the child itself ended.
+    pub fn termination(&self) -> Termination {
+        self.end.termination()
+    }
 }
 
 /// The child could not be started (or, rarely, could not be waited for).
@@ -472,14 +546,16 @@ pub fn run(
         .map_or_else(|| started.elapsed(), |at| at - started);
     Ok(Outcome {
         pid,
-        termination: Termination::from_wait_status(status),
+        end: End::new(
+            Termination::from_wait_status(status),
+            watch.timed_out,
+            watch.cancelled,
+        ),
         wall,
         user: timeval(usage.ru_utime),
         sys: timeval(usage.ru_stime),
         max_rss_kb: u64::try_from(usage.ru_maxrss).unwrap_or(0),
         stderr_tail: tail.into(),
-        timed_out: watch.timed_out,
-        cancelled: watch.cancelled,
     })
 }
 
@@ -551,25 +627,14 @@ impl Watch {
 }
 
 /// This process's current RSS and the peak RSS of its reaped children, both in MiB — for the
-/// F137 line "Current memory usage for neuronxcc is {self} MB; peak of its children {children}
-/// MB". A figure that cannot be read is 0.
-pub fn memory_report() -> (u64, u64) {
+/// This process's resident memory now, MiB (`/proc/self/statm`; 0 if it cannot be read).
+pub fn own_memory_mb() -> u64 {
     // SAFETY: `sysconf` has no preconditions.
     let page_size = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    let self_mb = std::fs::read_to_string("/proc/self/statm")
+    std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * page_size / (1024 * 1024));
-    // SAFETY: a zeroed `rusage` is a valid value for `getrusage` to overwrite.
-    let children_kb = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) == 0 {
-            u64::try_from(usage.ru_maxrss).unwrap_or(0)
-        } else {
-            0
-        }
-    };
-    (self_mb, children_kb / 1024)
+        .map_or(0, |pages| pages * page_size / (1024 * 1024))
 }
 
 /// In the child, between `fork` and `exec`: own process group, parent-death signal, and exit
@@ -903,16 +968,16 @@ pub(crate) mod tests {
     #[test]
     fn exit_status_is_reported() {
         let failed = run_sh("exit 3").outcome;
-        assert_eq!(failed.termination, Termination::Exited(3));
-        assert!(!failed.termination.success());
-        assert_eq!(failed.termination.exit_status_like_shell(), 3);
-        assert_eq!(failed.termination.signal_name(), None);
-        assert!(!failed.timed_out && !failed.cancelled);
+        assert_eq!(failed.termination(), Termination::Exited(3));
+        assert!(!failed.termination().success());
+        assert_eq!(failed.termination().exit_status_like_shell(), 3);
+        assert_eq!(failed.termination().signal_name(), None);
+        assert_eq!(failed.end, End::Exited(3));
         assert!(failed.pid > 0);
 
         let ok = run_sh("exit 0").outcome;
-        assert!(ok.termination.success());
-        assert_eq!(ok.termination.to_string(), "exit status 0");
+        assert!(ok.termination().success());
+        assert_eq!(ok.termination().to_string(), "exit status 0");
     }
 
     #[test]
@@ -923,13 +988,13 @@ pub(crate) mod tests {
             ("KILL", libc::SIGKILL, 137),
         ] {
             let outcome = run_sh(&format!("ulimit -c 0; kill -s {name} $$")).outcome;
-            assert_eq!(outcome.termination, Termination::Signaled(sig), "{name}");
-            assert_eq!(outcome.termination.exit_status_like_shell(), shell_status);
+            assert_eq!(outcome.termination(), Termination::Signaled(sig), "{name}");
+            assert_eq!(outcome.termination().exit_status_like_shell(), shell_status);
             assert_eq!(
-                outcome.termination.signal_name(),
+                outcome.termination().signal_name(),
                 Some(format!("SIG{name}").as_str())
             );
-            assert!(!outcome.termination.success());
+            assert!(!outcome.termination().success());
         }
         assert_eq!(
             Termination::Signaled(libc::SIGSEGV).to_string(),
@@ -945,7 +1010,7 @@ pub(crate) mod tests {
         assert_eq!(captured.stdout, ["a", "b", "c", "", "d"]);
         assert_eq!(captured.stderr, ["x", "y", "z"]);
         assert_eq!(captured.outcome.stderr_tail, ["x", "y", "z"]);
-        assert!(captured.outcome.termination.success());
+        assert!(captured.outcome.termination().success());
     }
 
     #[test]
@@ -977,22 +1042,19 @@ pub(crate) mod tests {
     fn peak_memory_and_cpu_time_are_measured() {
         let spec = Spec::new("python3", "/").args(["-c", "b = b'x' * (100 << 20)"]);
         let outcome = capture(&spec, &Cancel::new()).outcome;
-        assert!(outcome.termination.success(), "{outcome:?}");
+        assert!(outcome.termination().success(), "{outcome:?}");
         assert!(
             outcome.max_rss_kb >= 90 * 1024,
             "max RSS {} KiB",
             outcome.max_rss_kb
         );
-        // The test process has now reaped a child that peaked at ≥ 90 MiB.
-        let (self_mb, children_mb) = memory_report();
-        assert!(self_mb > 0);
-        assert!(children_mb >= 90, "children peak {children_mb} MB");
+        assert!(own_memory_mb() > 0);
 
         let busy =
             "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass";
         let spec = Spec::new("python3", "/").args(["-c", busy]);
         let outcome = capture(&spec, &Cancel::new()).outcome;
-        assert!(outcome.termination.success(), "{outcome:?}");
+        assert!(outcome.termination().success(), "{outcome:?}");
         assert!(outcome.user > Duration::ZERO);
         assert!(
             outcome.user + outcome.sys >= Duration::from_millis(250),
@@ -1018,7 +1080,7 @@ pub(crate) mod tests {
         let ended = dies_within(grandchild, Duration::from_secs(2));
         kill_stray(grandchild);
         assert!(ended, "the grandchild {grandchild} outlived the run");
-        assert_eq!(captured.outcome.termination, Termination::Exited(0));
+        assert_eq!(captured.outcome.termination(), Termination::Exited(0));
         assert!(started.elapsed() < Duration::from_secs(3));
     }
 
@@ -1038,7 +1100,7 @@ pub(crate) mod tests {
         let was_alive = !is_dead(escaped);
         kill_stray(escaped);
         assert!(was_alive, "the escaped process should still be running");
-        assert!(captured.outcome.termination.success());
+        assert!(captured.outcome.termination().success());
         assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
     }
 
@@ -1049,9 +1111,10 @@ pub(crate) mod tests {
             .arg("100")
             .timeout(Some(Duration::from_millis(200)));
         let outcome = capture(&spec, &Cancel::new()).outcome;
-        assert!(outcome.timed_out);
-        assert!(!outcome.cancelled);
-        assert_eq!(outcome.termination, Termination::Signaled(libc::SIGTERM));
+        assert_eq!(
+            outcome.end,
+            End::TimedOut(Termination::Signaled(libc::SIGTERM))
+        );
         assert!(outcome.wall >= Duration::from_millis(200));
         assert!(started.elapsed() < Duration::from_secs(3));
     }
@@ -1065,8 +1128,10 @@ pub(crate) mod tests {
         let captured = capture(&spec, &Cancel::new());
         assert_eq!(captured.stdout, ["ready"]);
         let outcome = captured.outcome;
-        assert!(outcome.timed_out);
-        assert_eq!(outcome.termination, Termination::Signaled(libc::SIGKILL));
+        assert_eq!(
+            outcome.end,
+            End::TimedOut(Termination::Signaled(libc::SIGKILL))
+        );
         assert!(outcome.wall >= Duration::from_millis(800), "{outcome:?}");
         assert!(started.elapsed() < Duration::from_secs(3));
     }
@@ -1086,10 +1151,9 @@ pub(crate) mod tests {
         let grandchild: u32 = captured.stdout[0].parse().expect("pid");
         let ended = dies_within(grandchild, Duration::from_secs(2));
         kill_stray(grandchild);
-        assert!(captured.outcome.cancelled);
-        assert!(!captured.outcome.timed_out);
+        assert!(matches!(captured.outcome.end, End::Cancelled(_)));
         assert_eq!(
-            captured.outcome.termination,
+            captured.outcome.termination(),
             Termination::Signaled(libc::SIGTERM)
         );
         assert!(elapsed >= Duration::from_millis(200));
@@ -1232,7 +1296,7 @@ pub(crate) mod tests {
             let (n, captured) = thread.join().expect("thread");
             let expected: Vec<String> = (1..=3).map(|i| format!("t{n}-{i}")).collect();
             assert_eq!(captured.stdout, expected);
-            assert!(captured.outcome.termination.success());
+            assert!(captured.outcome.termination().success());
         }
     }
 

@@ -340,8 +340,8 @@ mod tests {
                 .expect("run");
                 println!(
                     "RESULT cancelled={};termination={};wall_ms={}",
-                    outcome.cancelled,
-                    outcome.termination,
+                    matches!(outcome.end, crate::run::process::End::Cancelled(_)),
+                    outcome.termination(),
                     outcome.wall.as_millis()
                 );
                 std::process::exit(exit_status_for(signals.received().unwrap_or(0)));

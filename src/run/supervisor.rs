@@ -15,14 +15,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::events::{EventWriter, EVENTS_FD_ENV};
-use super::process::{Cancel, Termination};
+use super::process::{Cancel, End, Termination};
 
 /// How long a cancelled worker gets to stop its tool and exit before its session is killed.
 pub const WORKER_GRACE: Duration = Duration::from_millis(5500);
@@ -137,9 +137,11 @@ pub fn kill_children() {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerOutcome {
     pub pid: u32,
-    pub termination: Termination,
-    pub cancelled: bool,
+    /// How it ended ([`End::Cancelled`] once the supervisor signalled it; never a timeout).
+    pub end: End,
     pub wall: Duration,
+    /// Peak resident set size, KiB, of the worker or its largest waited-for descendant.
+    pub max_rss_kb: u64,
 }
 
 /// Why the worker could not be started.
@@ -243,10 +245,11 @@ pub fn run(
                     }
                 }
             }
+            // Reaped by pid below (with its figures); the handle only held the pipes.
+            drop(child);
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let status = child.wait();
-                let _ = tx.send(Msg::Exited(status.map(|s| s.into_raw()).unwrap_or(0)));
+                let _ = tx.send(Msg::Exited(wait_with_usage(pid)));
             });
             pid
         }
@@ -258,13 +261,7 @@ pub fn run(
                 fork_worker(*body, events_w.try_clone().map_err(start_err)?).map_err(start_err)?;
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let mut status = 0;
-                // SAFETY: waitpid on our own child, into a status we own.
-                while unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) } < 0
-                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-                {
-                }
-                let _ = tx.send(Msg::Exited(status));
+                let _ = tx.send(Msg::Exited(wait_with_usage(pid)));
             });
             pid
         }
@@ -284,7 +281,7 @@ pub fn run(
 
     let mut term_sent: Option<Instant> = None;
     let mut killed = false;
-    let mut exited: Option<i32> = None;
+    let mut exited: Option<(i32, u64)> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(25)) {
             Ok(Msg::Event(line)) => on_event(&line),
@@ -343,11 +340,16 @@ pub fn run(
         }
     }
     drop(readers);
+    let (status, max_rss_kb) = exited.unwrap_or((0, 0));
     Ok(WorkerOutcome {
         pid,
-        termination: Termination::from_wait_status(exited.unwrap_or(0)),
-        cancelled: term_sent.is_some(),
+        end: End::new(
+            Termination::from_wait_status(status),
+            false,
+            term_sent.is_some(),
+        ),
         wall: started.elapsed(),
+        max_rss_kb,
     })
 }
 
@@ -458,9 +460,22 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Wait for our child `pid` (retrying on EINTR); its raw wait status and peak RSS in KiB.
+fn wait_with_usage(pid: u32) -> (i32, u64) {
+    let mut status = 0;
+    // SAFETY: wait4 on our own child, into a status and a zeroed rusage we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    while unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) } < 0 {
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return (0, 0);
+        }
+    }
+    (status, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+}
+
 enum Msg {
     /// A line of the report pipe.
     Event(String),
     Line(String, bool),
-    Exited(i32),
+    Exited((i32, u64)),
 }
