@@ -13,7 +13,6 @@
 //!   running tool (SIGTERM, then SIGKILL after the grace); after [`WORKER_GRACE`], SIGKILL to the
 //!   whole session. Within 6 s of the cancellation nothing of the run remains.
 
-use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -22,6 +21,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::events::{EventWriter, EVENTS_FD_ENV};
+use super::os::{pipe, ProcStat};
 use super::process::{Cancel, End, Termination};
 
 /// How long a cancelled worker gets to stop its tool and exit before its session is killed.
@@ -73,14 +73,7 @@ impl WorkerSpec<'_> {
 /// Whether this process has only one thread (so it may fork and go on running Rust code in the
 /// child).
 pub fn single_threaded() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Threads:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("1"))
-        })
-        .unwrap_or(false)
+    super::os::own_status_field("Threads") == Some(1)
 }
 
 /// Make this process a child subreaper: orphaned descendants are reparented to it instead of
@@ -112,23 +105,11 @@ pub fn children_left() -> bool {
 
 /// SIGKILL this process's children (what a subreaper inherited), scanning `/proc`.
 pub fn kill_children() {
-    let me = std::process::id().to_string();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1));
-        if ppid == Some(me.as_str()) {
+    let me = std::process::id();
+    for pid in processes() {
+        if ProcStat::read(pid).is_some_and(|s| s.ppid == me) {
             // SAFETY: kill(2) on a child of ours.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         }
     }
 }
@@ -175,27 +156,18 @@ pub fn kill_session(sid: u32) -> usize {
 
 /// The live (non-zombie) processes whose session id is `sid`.
 pub fn session_members(sid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the command name (which may hold spaces) — state, ppid, pgrp, session.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 3 && f[0] != "Z" && f[3].parse::<u32>().ok() == Some(sid) {
-            out.push(pid);
-        }
-    }
-    out
+    processes()
+        .filter(|&pid| ProcStat::read(pid).is_some_and(|s| s.state != 'Z' && s.session == sid))
+        .collect()
+}
+
+/// Every process id in `/proc`.
+fn processes() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
 }
 
 /// Run the worker to its end, feeding every line of its report pipe to `on_event`.
@@ -238,9 +210,9 @@ pub fn run(
                     if let Some(s) = stream {
                         let tx = tx.clone();
                         readers.push(std::thread::spawn(move || {
-                            for line in BufReader::new(s).lines().map_while(Result::ok) {
-                                let _ = tx.send(Msg::Line(line, is_err));
-                            }
+                            super::lines::read_all(s, &mut |line| {
+                                let _ = tx.send(Msg::Line(line.to_string(), is_err));
+                            });
                         }));
                     }
                 }
@@ -272,9 +244,9 @@ pub fn run(
         let tx = tx.clone();
         let file = std::fs::File::from(events_r);
         readers.push(std::thread::spawn(move || {
-            for line in BufReader::new(file).lines().map_while(Result::ok) {
-                let _ = tx.send(Msg::Event(line));
-            }
+            super::lines::read_all(file, &mut |line| {
+                let _ = tx.send(Msg::Event(line.to_string()));
+            });
         }));
     }
     drop(tx);
@@ -393,28 +365,10 @@ fn spawn_exec(
 }
 
 /// In a new worker, before anything else: its own session, SIGKILL when the supervisor dies, and
-/// an exit if the supervisor is already gone. Async-signal-safe.
+/// an error if the supervisor is already gone. Async-signal-safe.
 fn enter_worker_session(parent: u32) -> std::io::Result<()> {
-    // SAFETY: setsid, prctl and getppid are async-signal-safe; _exit ends the process.
-    unsafe {
-        if libc::setsid() < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::getppid() as u32 != parent {
-            libc::_exit(1);
-        }
-    }
-    Ok(())
+    rustix::process::setsid()?;
+    super::os::die_with_parent(parent)
 }
 
 /// Fork this (single-threaded) process; the child becomes the worker, runs `body` and exits with
@@ -447,17 +401,6 @@ fn fork_worker(
         unsafe { libc::_exit(status) };
     }
     Ok(pid as u32)
-}
-
-/// A pipe, both ends close-on-exec.
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two new descriptors into the array on success; we own them.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    use std::os::fd::FromRawFd;
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Wait for our child `pid` (retrying on EINTR); its raw wait status and peak RSS in KiB.
