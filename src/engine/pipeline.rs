@@ -108,13 +108,8 @@ fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outco
 pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
     let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
     let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
-    Logger::open(Some(&plan.logfile), file_level, console_level, console).map_err(|e| {
-        NccError::new(
-            "EDRV091",
-            format!("Cannot open the log file {}: {e}", plan.logfile.display()),
-            "Check --logfile.",
-        )
-    })
+    Logger::open(Some(&plan.logfile), file_level, console_level, console)
+        .map_err(|e| NccError::log_file(plan.logfile.display(), e))
 }
 
 /// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
@@ -158,11 +153,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         {
             Ok(t) => Some(t),
             Err(e) => {
-                let err = NccError::new(
-                    "EDRV082",
-                    format!("Could not lay out the simulated toolchain: {e}"),
-                    "Check that nxcc-sim is installed next to nxcc.",
-                );
+                let err = NccError::simulated_toolchain(e);
                 return fail_early(Some(&logger), &err, &opts.console);
             }
         },
@@ -212,11 +203,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         Err(e) => {
             return fail_early(
                 Some(&logger),
-                &NccError::new(
-                    "EDRV090",
-                    format!("Cannot find nxcc's own executable: {e}"),
-                    "",
-                ),
+                &NccError::internal(format!("Cannot find nxcc's own executable: {e}")),
                 &opts.console,
             )
         }
@@ -295,11 +282,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
     let outcome = match supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event) {
         Ok(o) => o,
         Err(e) => {
-            let err = NccError::new(
-                "EDRV090",
-                e.to_string(),
-                "Check that the nxcc executable is intact.",
-            );
+            let err = NccError::internal(e);
             return fail_early(Some(&logger), &err, &opts.console);
         }
     };
