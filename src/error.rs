@@ -193,6 +193,15 @@ impl NccError {
         )
     }
 
+    /// NCC_EDRV093: the job selection leaves nothing to run; `cause` names the selector.
+    pub fn empty_plan(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV093",
+            format!("No job to run: {cause}"),
+            "Select at least one job with --pipeline and --state.",
+        )
+    }
+
     /// NCC_EDRV110: a remote cache URL.
     pub fn remote_cache(dir: impl fmt::Display) -> NccError {
         NccError::new(

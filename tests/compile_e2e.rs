@@ -603,3 +603,47 @@ fn the_command_the_dry_run_prints_is_the_command_the_run_logs() {
         assert!(kinds.contains(tool), "no example ran {tool}: {kinds:?}");
     }
 }
+
+#[test]
+fn a_compile_that_writes_no_neff_says_so_on_the_console() {
+    for (flag, cause) in [
+        ("-O3", "-O3 sets layer_unroll_factor=0"),
+        (
+            "--enable-internal-modular-compilation",
+            "--enable-internal-modular-compilation",
+        ),
+        (
+            "--enable-internal-bir-linker",
+            "--enable-internal-bir-linker",
+        ),
+    ] {
+        let s = Scratch::new();
+        let out = s.sim_run("trn1", &["--output", "none.neff", flag]);
+        assert_eq!(out.status.code(), Some(0), "{flag}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        let stdout = text(&out.stdout);
+        assert!(
+            err.contains(&format!(
+                " WARNING: {cause}: Backend, Kelper and NeffWrapper are not scheduled; no NEFF will be written"
+            )),
+            "{flag}: {err}"
+        );
+        // The warning comes before the jobs run; the end names what was produced instead.
+        let work = s.work_dirs();
+        assert_eq!(work.len(), 1, "{flag}: the work dir is kept");
+        assert!(!s.join("none.neff").exists(), "{flag}");
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(
+            last.ends_with(&format!(
+                "No NEFF was written to {}; the compile's artifacts are in {}",
+                s.join("none.neff").display(),
+                work[0].display()
+            )),
+            "{flag}: {stdout}"
+        );
+        let log = std::fs::read_to_string(s.join("log-neuron-cc.txt")).unwrap();
+        let warned = log.find("no NEFF will be written").unwrap();
+        let first_job = log.find("Starting job").unwrap();
+        assert!(warned < first_job, "{flag}: warned after the jobs started");
+    }
+}

@@ -120,7 +120,11 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         Err(err) => return fail_early(None, &err, &opts.console),
     };
     for w in &plan.warnings {
-        logger.warning(log::DRIVER, w);
+        if plan.no_neff.as_ref() == Some(w) {
+            logger.warning_shown(log::DRIVER, w);
+        } else {
+            logger.warning(log::DRIVER, w);
+        }
     }
     for m in &plan.user_messages {
         logger.user(m);
@@ -322,9 +326,11 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             }
         }
     }
+    // Without a NEFF, the work dir holds all the compile produced: it is kept.
     let keep = !work.generated
         || ns.bool("keep_work_dir")
         || plan.pipeline.contains(&"SaveTemps")
+        || plan.no_neff.is_some()
         || exit_status != 0;
     write_metrics(plan, &logger, &jobs, exit_status);
     logger.info(
@@ -344,6 +350,13 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             }
         }
         logger.user("Compiler status PASS");
+        if plan.no_neff.is_some() {
+            logger.user(&format!(
+                "No NEFF was written to {}; the compile's artifacts are in {}",
+                plan.output.display(),
+                work.path.display()
+            ));
+        }
     } else {
         if let Some(sig) = stopped.filter(|_| opts.interrupted.load(Ordering::SeqCst) != 0) {
             logger.error(log::DRIVER, &failure::interrupted(sig));

@@ -249,7 +249,10 @@ pub fn normalise(
         user_messages.push(
             "The -O3 setting is not optimized for compilation time. Please refer to the neuron documentation for the recommended optimization level.".into(),
         );
-        warnings.push("-O3 sets layer_unroll_factor=0: Backend, Kelper and NeffWrapper are not scheduled; no NEFF will be written".into());
+        warnings.push(format!(
+            "-O3 sets layer_unroll_factor=0: {}",
+            super::collectors::NO_NEFF
+        ));
         decisions.push(Decision::new(
             "-O3",
             "optlevel = \"2\", layer_unroll_factor = 0",
