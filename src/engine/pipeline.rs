@@ -306,6 +306,13 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             }
             EXIT_COMPILE_FAILED
         }
+        // The worker stopped on a signal sent to it (not to nxcc): say which.
+        (None, End::Exited(code)) if (129..160).contains(&code) => {
+            let line = failure::worker_interrupted(code - 128, outcome.pid);
+            logger.error(log::DRIVER, &line);
+            error_lines.push(line);
+            EXIT_COMPILE_FAILED
+        }
         (None, _) => EXIT_COMPILE_FAILED,
     };
 
