@@ -15,13 +15,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::ExternalCompiler;
 use crate::cli::level;
+use crate::engine::events::Event;
+use crate::engine::failure;
+use crate::engine::log::{self, Console, Logger};
+use crate::engine::metrics::{self, JobMetrics, JobStatus};
+use crate::engine::pipeline::{job_timeout, Options, Outcome};
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
-use crate::run::events::Event;
-use crate::run::failure;
-use crate::run::log::{self, Console, Logger};
-use crate::run::metrics::{self, JobMetrics, JobStatus};
-use crate::run::pipeline::{job_timeout, Options, Outcome};
 use crate::run::process::{self, Spec, Stream, Termination};
 
 /// The pseudo-job's name in metrics, events and error lines.
@@ -63,7 +63,7 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
         });
         outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new())
     };
-    let logger = match crate::run::pipeline::open_log(plan, opts.console.clone()) {
+    let logger = match crate::engine::pipeline::open_log(plan, opts.console.clone()) {
         Ok(l) => l,
         Err(e) => return fail(None, e),
     };

@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::events::{self, Event, EventWriter, EVENTS_FD_ENV};
+use super::events::{EventWriter, EVENTS_FD_ENV};
 use super::process::{Cancel, Termination};
 
 /// How long a cancelled worker gets to stop its tool and exit before its session is killed.
@@ -196,12 +196,12 @@ pub fn session_members(sid: u32) -> Vec<u32> {
     out
 }
 
-/// Run the worker to its end, feeding every event to `on_event`.
+/// Run the worker to its end, feeding every line of its report pipe to `on_event`.
 pub fn run(
     spec: &WorkerSpec,
     cancel: &Cancel,
     on_started: &mut dyn FnMut(),
-    on_event: &mut dyn FnMut(Event),
+    on_event: &mut dyn FnMut(&str),
 ) -> Result<WorkerOutcome, StartError> {
     let start_err = |source| StartError {
         program: spec.what(),
@@ -276,9 +276,7 @@ pub fn run(
         let file = std::fs::File::from(events_r);
         readers.push(std::thread::spawn(move || {
             for line in BufReader::new(file).lines().map_while(Result::ok) {
-                if let Some(ev) = events::parse(&line) {
-                    let _ = tx.send(Msg::Event(ev));
-                }
+                let _ = tx.send(Msg::Event(line));
             }
         }));
     }
@@ -289,7 +287,7 @@ pub fn run(
     let mut exited: Option<i32> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(25)) {
-            Ok(Msg::Event(ev)) => on_event(ev),
+            Ok(Msg::Event(line)) => on_event(&line),
             Ok(Msg::Line(line, is_err)) => {
                 if let Output::Lines(f) = spec.output {
                     f(&line, is_err);
@@ -334,7 +332,7 @@ pub fn run(
     let deadline = Instant::now() + Duration::from_millis(500);
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
-            Ok(Msg::Event(ev)) => on_event(ev),
+            Ok(Msg::Event(line)) => on_event(&line),
             Ok(Msg::Line(line, is_err)) => {
                 if let Output::Lines(f) = spec.output {
                     f(&line, is_err);
@@ -461,7 +459,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 }
 
 enum Msg {
-    Event(Event),
+    /// A line of the report pipe.
+    Event(String),
     Line(String, bool),
     Exited(i32),
 }

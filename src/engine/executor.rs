@@ -1,6 +1,6 @@
 //! The executor: runs the plan's jobs strictly in plan order (SEED: there is no scheduler), in the
 //! worker process. It knows nothing about particular jobs: each job describes its steps (from the
-//! registry), and the executor runs them — native tools through [`super::process`], in-process
+//! registry), and the executor runs them — native tools through [`crate::run::process`], in-process
 //! work through the job's own function, the fork-walrus library through `libloading` — measuring
 //! each job and reporting failures in the original's words.
 
@@ -9,15 +9,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::events::{Event, EventWriter};
+use super::events::Event;
 use super::failure;
 use super::log::{self, Logger};
 use super::metrics::{JobMetrics, JobStatus};
-use super::process::{self, Cancel, Spec, Stream, Termination};
 use super::progress::Progress;
 use crate::error::NccError;
 use crate::jobs::{self, Action, RunContext, Step};
 use crate::plan::Plan;
+use crate::run::events::EventWriter;
+use crate::run::process::{self, Cancel, Spec, Stream, Termination};
 use crate::toolchain::Toolchain;
 
 /// Why the pipeline stopped early.

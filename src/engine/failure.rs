@@ -49,7 +49,8 @@ pub fn timed_out(job: &str, seconds: f64) -> String {
 
 /// `SIGSEGV`-style name of a signal, or `signal N` for one without a conventional name.
 pub fn signal_name(signal: i32) -> String {
-    super::signals::signal_name(signal).map_or_else(|| format!("signal {signal}"), str::to_string)
+    crate::run::signals::signal_name(signal)
+        .map_or_else(|| format!("signal {signal}"), str::to_string)
 }
 
 #[cfg(test)]
