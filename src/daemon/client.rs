@@ -9,7 +9,7 @@
 //! A daemon that is stopping (it answers `503`) is waited for, and the compile is sent again.
 //!
 //! The compile runs in the daemon's environment plus this process's variables that a request may
-//! set ([`super::env`]: the ones that change a compile, and the simulated toolchain's test
+//! set ([`super::environ`]: the ones that change a compile, and the simulated toolchain's test
 //! variables), sent with the request; relative paths are this directory's. A daemon this client
 //! starts while test variables are set is started with `--allow-test-env`.
 
@@ -48,9 +48,9 @@ pub fn socket_path() -> PathBuf {
     }
 }
 
-/// Whether an environment variable travels with a compile request ([`super::env::is_forwarded`]).
+/// Whether an environment variable travels with a compile request ([`super::environ::is_forwarded`]).
 pub fn is_forwarded(name: &str) -> bool {
-    super::env::is_forwarded(name)
+    super::environ::is_forwarded(name)
 }
 
 /// This process's variables that travel with a compile request.
@@ -180,7 +180,7 @@ pub fn start_daemon(socket: &Path) -> Result<Child, String> {
     let mut test_vars = false;
     for (k, _) in std::env::vars_os() {
         let Some(k) = k.to_str() else { continue };
-        test_vars |= super::env::classify(k) == super::env::Class::Test;
+        test_vars |= super::environ::classify(k) == super::environ::Class::Test;
         if (is_forwarded(k) || k == SOCKET_ENV) && k != crate::cache::CACHE_URL_ENV {
             cmd.env_remove(k);
         }

@@ -196,7 +196,7 @@ static COMMAND: Subcommand = Subcommand {
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parse {
-    Run(Config),
+    Run(Box<Config>),
     /// Print this text and exit 0.
     Help(String),
 }
@@ -344,7 +344,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
     if let Some(e) = collision(socket_path, &pid_file, log_file.as_deref()) {
         return Err(fail(e));
     }
-    Ok(Parse::Run(Config {
+    Ok(Parse::Run(Box::new(Config {
         endpoint,
         pid_file,
         inactivity_timeout: (inactivity > 0.0).then(|| Duration::from_secs_f64(inactivity)),
@@ -362,7 +362,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
             cache_dir: parsed.str("cache_dir").map(PathBuf::from),
             compiler: parsed.str("compiler").map(PathBuf::from),
         },
-    }))
+    })))
 }
 
 #[cfg(test)]
@@ -372,7 +372,7 @@ mod tests {
     fn run(args: &[&str]) -> Result<Config, String> {
         let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         match parse("nxcc", &a) {
-            Ok(Parse::Run(c)) => Ok(c),
+            Ok(Parse::Run(c)) => Ok(*c),
             Ok(Parse::Help(_)) => Err("help".into()),
             Err(e) => Err(e.render()),
         }

@@ -172,8 +172,6 @@ pub async fn serve_connection(
         .max_header_size(http::HARD_HEAD_LIMIT)
         .half_close(true)
         .keep_alive(true);
-    let conn = builder.serve_connection(io, svc);
-    tokio::pin!(conn);
     let mut stop = daemon.stop_signal();
     let mut asked = false;
     let gone = async {
@@ -183,18 +181,22 @@ pub async fn serve_connection(
         }
     };
     tokio::pin!(gone);
-    let result = loop {
-        tokio::select! {
-            r = conn.as_mut() => break Some(r),
-            _ = stop.wait_for(|s| s.is_some()), if !asked => {
-                asked = true;
-                conn.as_mut().graceful_shutdown();
+    // The connection lives in this block: leaving it (the client gone) drops what the request
+    // was waiting for.
+    let result = {
+        let conn = builder.serve_connection(io, svc);
+        tokio::pin!(conn);
+        loop {
+            tokio::select! {
+                r = conn.as_mut() => break Some(r),
+                _ = stop.wait_for(|s| s.is_some()), if !asked => {
+                    asked = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                _ = gone.as_mut() => break None,
             }
-            // The client went away: what it was waiting for is dropped with the connection.
-            _ = gone.as_mut() => break None,
         }
     };
-    drop(conn);
     if let Some(Err(e)) = result {
         if pending.load(Ordering::SeqCst) {
             if let Some(fd) = spare {

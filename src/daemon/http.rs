@@ -14,7 +14,7 @@
 //! [`HEAD_LIMIT`] or a body over [`BODY_LIMIT`] gets `413` (a head over [`HARD_HEAD_LIMIT`] is not
 //! read at all: hyper answers `431`); a malformed request, bad JSON, a body that does not split
 //! into arguments, invalid UTF-8, a relative `working_directory` or an `env` name a request may
-//! not set ([`super::env`]) gets `400` with the reason; a body that does not arrive within the
+//! not set ([`super::environ`]) gets `400` with the reason; a body that does not arrive within the
 //! head timeout (`--head-timeout`, default [`HEAD_TIMEOUT`]) gets `408` (a head: see
 //! [`super::conn`]); a compile request that reaches a stopping daemon gets `503`.
 
@@ -323,7 +323,7 @@ struct V1Request {
     env: Option<serde_json::Map<String, Value>>,
 }
 
-/// Check the request's environment: names a request may set ([`super::env::check`];
+/// Check the request's environment: names a request may set ([`super::environ::check`];
 /// `allow_test_env`: the daemon's `--allow-test-env`), string values without NUL.
 pub fn request_env(
     env: Option<serde_json::Map<String, Value>>,
@@ -344,7 +344,7 @@ pub fn request_env(
                 "the value of the environment variable {k} holds a NUL byte"
             ));
         }
-        super::env::check(&k, allow_test_env)?;
+        super::environ::check(&k, allow_test_env)?;
         out.push((k, v));
     }
     Ok(out)

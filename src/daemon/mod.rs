@@ -9,7 +9,7 @@
 //! - [`server`]: the process — start, serve, stop; [`state`]: what its parts share;
 //!   [`peer`]: who may connect (the uid check at `accept`, connection limits, refusals logged
 //!   at a bounded rate); [`conn`]: one connection (hyper, timeouts, a peer that goes away);
-//! - [`http`]: routes, limits and answers (hyper); [`env`]: what a request's environment may
+//! - [`http`]: routes, limits and answers (hyper); [`environ`]: what a request's environment may
 //!   set; [`events`]: the `/v1/compile` stream;
 //! - [`job`]: one compile request from arguments to exit status;
 //! - [`engine`]: the seam where a compile is run (nxcc's pipeline; the cache and an external
@@ -21,7 +21,7 @@ pub mod client;
 pub mod config;
 pub mod conn;
 pub mod engine;
-pub mod env;
+pub mod environ;
 pub mod events;
 pub mod http;
 pub mod job;
@@ -55,7 +55,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             out(&text);
             0
         }
-        Ok(config::Parse::Run(c)) => server::run(c),
+        Ok(config::Parse::Run(c)) => server::run(*c),
         Err(e) => {
             err(&e.render());
             crate::cli::CliError::EXIT_STATUS

@@ -368,14 +368,7 @@ mod tests {
             name: n.to_string(),
             size: n.len() as u64,
         };
-        let members = [
-            m("b/1"),
-            m("top"),
-            m("a/1"),
-            m("b/2"),
-            m("a/x/2"),
-            m("b/3"),
-        ];
+        let members = [m("b/1"), m("top"), m("a/1"), m("b/2"), m("a/x/2"), m("b/3")];
         let (dirs, grouped) = group_by_dir(&members);
         let names = |r: &std::ops::Range<u32>| -> Vec<&str> {
             grouped[r.start as usize..r.end as usize]
