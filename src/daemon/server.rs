@@ -318,7 +318,7 @@ pub fn run(config: Config) -> i32 {
         .map(|u| u.to_string())
         .collect();
     log.info(&format!(
-        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {}; inactivity timeout {}; uids served: {}; engine: {}",
+        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {}; inactivity timeout {}; uids served: {}; connections: at most {} ({} per uid); engine: {}",
         crate::VERSION,
         pid_file.path().display(),
         config.max_concurrent,
@@ -329,6 +329,8 @@ pub fn run(config: Config) -> i32 {
             .inactivity_timeout
             .map_or("none".to_string(), |d| format!("{} s", d.as_secs_f64())),
         served_uids.join(", "),
+        config.max_connections,
+        config.max_connections_per_uid,
         engine.describe()
     ));
     let daemon = Daemon::new(config, engine, log, uid, endpoint);

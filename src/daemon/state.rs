@@ -295,6 +295,11 @@ impl Daemon {
                 "failed": n(&t.failed),
                 "cancelled": n(&t.cancelled),
             },
+            "connections": {
+                "open": self.gate.open(self.uid).0,
+                "max": self.config.max_connections,
+                "max_per_uid": self.config.max_connections_per_uid,
+            },
             "engine": self.engine.describe(),
             "cache": cache,
             "inactivity_timeout_s": self.config.inactivity_timeout.map(|d| d.as_secs_f64()),

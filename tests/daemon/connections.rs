@@ -78,7 +78,7 @@ fn a_half_closed_request_is_answered_and_its_compile_runs_to_the_end() {
 fn connections_over_the_per_uid_limit_are_answered_429_and_closed() {
     let world = World::new();
     let daemon = Daemon::start(&world, "d", &["--max-connections-per-uid", "3"], &[]);
-    let idle: Vec<_> = (0..3).map(|_| daemon.connect()).collect();
+    let mut idle: Vec<_> = (0..3).map(|_| daemon.connect()).collect();
     // The gate counts a connection once the daemon has accepted it: the fourth is refused once
     // the three are in.
     let over = |d: &Daemon| {
@@ -106,11 +106,21 @@ fn connections_over_the_per_uid_limit_are_answered_429_and_closed() {
         ),
         "{answer}"
     );
-    // One closed: the next one is served.
-    drop(idle);
+    let status_of = |d: &Daemon| {
+        let r = d.raw(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        (r.status == 200).then(|| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap())
+    };
+    // One closed: the next one is served, and counted.
+    drop(idle.remove(0));
+    let mut status = None;
     wait_until(Duration::from_secs(30), "a connection served again", || {
-        let r = daemon.raw(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        r.status == 200
+        status = status_of(&daemon);
+        status.is_some()
     });
+    let status = status.unwrap();
+    // The two idle ones and the status request itself.
+    assert_eq!(status["connections"]["open"], 3, "{status}");
+    assert_eq!(status["connections"]["max_per_uid"], 3);
+    drop(idle);
     assert!(daemon.log_text().contains("refused a connection from uid"));
 }
