@@ -6,11 +6,10 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
 //! table assigns them and `tests/layers.rs` checks every `crate::` path against it):
-//! 0. [`error`], [`shell`], [`npy`], [`provenance`], [`run`] (running child processes under
-//!    supervision: process groups, timeouts, signals, the supervisor and its report pipe —
-//!    nothing about compiling);
-//! 1. [`cli`], [`admission`];
-//! 2. [`neff`], [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]);
+//! 0. [`error`], [`shell`], [`npy`], [`provenance`];
+//! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
+//!    the supervisor and its report pipe — nothing about compiling), [`cli`];
+//! 2. [`admission`], [`neff`], [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]);
 //! 3. [`jobs`]: the registry and one module per job kind;
 //! 4. [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
 //! 5. [`engine`]: what runs a compile (the pipeline: work dir, log, worker, executor, metrics,

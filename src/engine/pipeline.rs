@@ -22,7 +22,7 @@ use super::workdir;
 use crate::cli::level;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
-use crate::run::process::{Cancel, Termination};
+use crate::run::process::{Cancel, End};
 use crate::run::supervisor::{self, Output, Start, WorkerSpec};
 use crate::toolchain::Request;
 
@@ -108,13 +108,8 @@ fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outco
 pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
     let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
     let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
-    Logger::open(Some(&plan.logfile), file_level, console_level, console).map_err(|e| {
-        NccError::new(
-            "EDRV091",
-            format!("Cannot open the log file {}: {e}", plan.logfile.display()),
-            "Check --logfile.",
-        )
-    })
+    Logger::open(Some(&plan.logfile), file_level, console_level, console)
+        .map_err(|e| NccError::log_file(plan.logfile.display(), e))
 }
 
 /// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
@@ -158,11 +153,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         {
             Ok(t) => Some(t),
             Err(e) => {
-                let err = NccError::new(
-                    "EDRV082",
-                    format!("Could not lay out the simulated toolchain: {e}"),
-                    "Check that nxcc-sim is installed next to nxcc.",
-                );
+                let err = NccError::simulated_toolchain(e);
                 return fail_early(Some(&logger), &err, &opts.console);
             }
         },
@@ -212,11 +203,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         Err(e) => {
             return fail_early(
                 Some(&logger),
-                &NccError::new(
-                    "EDRV090",
-                    format!("Cannot find nxcc's own executable: {e}"),
-                    "",
-                ),
+                &NccError::internal(format!("Cannot find nxcc's own executable: {e}")),
                 &opts.console,
             )
         }
@@ -295,11 +282,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
     let outcome = match supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event) {
         Ok(o) => o,
         Err(e) => {
-            let err = NccError::new(
-                "EDRV090",
-                e.to_string(),
-                "Check that the nxcc executable is intact.",
-            );
+            let err = NccError::internal(e);
             return fail_early(Some(&logger), &err, &opts.console);
         }
     };
@@ -308,30 +291,18 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         let _ = std::fs::remove_file(&partial);
     }
 
-    let interrupted = opts.interrupted.load(Ordering::SeqCst);
-    let exit_status = if outcome.cancelled || interrupted != 0 {
-        if interrupted != 0 {
-            crate::run::signals::exit_status_for(interrupted)
-        } else {
-            crate::run::signals::exit_status_for(libc::SIGTERM)
-        }
-    } else {
-        match outcome.termination {
-            Termination::Exited(0) => 0,
-            Termination::Exited(_) => EXIT_COMPILE_FAILED,
-            Termination::Signaled(sig) => {
-                let banner = failure::banner(sig);
-                logger.error(log::DRIVER, &banner);
-                error_lines.push(banner);
-                if sig == libc::SIGKILL {
-                    let (me, children) = crate::run::process::memory_report();
-                    let line = failure::memory_line(me, children);
-                    logger.error(log::DRIVER, &line);
-                    error_lines.push(line);
-                }
-                EXIT_COMPILE_FAILED
+    let stopped = super::external::stopped_by(opts, outcome.end);
+    let exit_status = match (stopped, outcome.end) {
+        (Some(sig), _) => crate::run::signals::exit_status_for(sig),
+        (None, End::Exited(0)) => 0,
+        (None, End::Signaled(sig)) => {
+            for line in failure::banner_lines(sig, outcome.max_rss_kb) {
+                logger.error(log::DRIVER, &line);
+                error_lines.push(line);
             }
+            EXIT_COMPILE_FAILED
         }
+        (None, _) => EXIT_COMPILE_FAILED,
     };
 
     if exit_status != 0 {
@@ -374,14 +345,8 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         }
         logger.user("Compiler status PASS");
     } else {
-        if interrupted != 0 {
-            logger.error(
-                log::DRIVER,
-                &format!(
-                    "[ERROR] Compilation interrupted by {}",
-                    failure::signal_name(interrupted)
-                ),
-            );
+        if let Some(sig) = stopped.filter(|_| opts.interrupted.load(Ordering::SeqCst) != 0) {
+            logger.error(log::DRIVER, &failure::interrupted(sig));
         }
         logger.user(&format!("Artifacts stored in: {}", work.path.display()));
         logger.user(&format!(

@@ -200,11 +200,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         }
     }
     if args.model_files.len() > 1 {
-        return Err(PlanError::Compile(NccError::new(
-            "DRV017",
-            "XLA flow only takes 1 model file",
-            "Pass exactly one model file.",
-        )));
+        return Err(PlanError::Compile(NccError::one_model_only()));
     }
     let model_arg = args.model_files.first().cloned().unwrap_or_default();
 

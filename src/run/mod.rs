@@ -5,9 +5,12 @@
 //!   timeout and cancellation;
 //! - [`signals`] — nxcc's own SIGINT/SIGTERM/SIGHUP handling and the signal names;
 //! - [`supervisor`] — runs a worker child in its own session and survives it;
-//! - [`events`] — the worker's report pipe (lines of JSON; what they mean is the caller's).
+//! - [`events`] — the worker's report pipe (lines of JSON; what they mean is the caller's);
+//! - [`lines`] — the one line reader; [`os`] — the operating system's plumbing, each piece once.
 
 pub mod events;
+pub mod lines;
+pub mod os;
 pub mod process;
 pub mod signals;
 pub mod supervisor;
