@@ -78,9 +78,34 @@ fn a_half_closed_request_is_answered_and_its_compile_runs_to_the_end() {
 fn connections_over_the_per_uid_limit_are_answered_429_and_closed() {
     let world = World::new();
     let daemon = Daemon::start(&world, "d", &["--max-connections-per-uid", "3"], &[]);
-    let mut idle: Vec<_> = (0..3).map(|_| daemon.connect()).collect();
-    // The gate counts a connection once the daemon has accepted it: the fourth is refused once
-    // the three are in.
+    let status_of = |d: &Daemon| {
+        let r = d.raw(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        (r.status == 200).then(|| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap())
+    };
+    // Three connections held open, each known to be admitted: it answered a keep-alive request.
+    // (A connection closed just before, such as the one that saw the daemon listen, may still
+    // hold its slot for a moment: such a refusal is tried again.)
+    let admitted = |d: &Daemon| {
+        let s = d.connect();
+        (&s).write_all(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let r = read_response(&mut BufReader::new(&s));
+        (r.status == 200).then_some(s)
+    };
+    let mut idle = Vec::new();
+    while idle.len() < 3 {
+        wait_until(
+            Duration::from_secs(30),
+            "a connection admitted",
+            || match admitted(&daemon) {
+                Some(s) => {
+                    idle.push(s);
+                    true
+                }
+                None => false,
+            },
+        );
+    }
     let over = |d: &Daemon| {
         let mut s = d.connect();
         let mut answer = String::new();
@@ -106,10 +131,6 @@ fn connections_over_the_per_uid_limit_are_answered_429_and_closed() {
         ),
         "{answer}"
     );
-    let status_of = |d: &Daemon| {
-        let r = d.raw(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        (r.status == 200).then(|| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap())
-    };
     // One closed: the next one is served, and counted.
     drop(idle.remove(0));
     let mut status = None;
