@@ -149,7 +149,6 @@ pub async fn serve_connection(
     ticket: Ticket,
     conns: Arc<Connections>,
 ) {
-    let spare = stream.as_fd().try_clone_to_owned().ok();
     // SAFETY: the descriptor is an `OwnedFd` the `AsyncFd` owns: it stays open, and the same,
     // for as long as it is registered.
     let watch = stream
@@ -174,16 +173,16 @@ pub async fn serve_connection(
         .keep_alive(true);
     let mut stop = daemon.stop_signal();
     let mut asked = false;
-    let gone = async {
-        match &watch {
-            Some(w) => hung_up(w).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(gone);
     // The connection lives in this block: leaving it (the client gone) drops what the request
     // was waiting for.
     let result = {
+        let gone = async {
+            match &watch {
+                Some(w) => hung_up(w).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(gone);
         let conn = builder.serve_connection(io, svc);
         tokio::pin!(conn);
         loop {
@@ -197,6 +196,8 @@ pub async fn serve_connection(
             }
         }
     };
+    // The watching descriptor, a duplicate of the connection's, gives the last word.
+    let spare = watch.map(AsyncFd::into_inner);
     if let Some(Err(e)) = result {
         if pending.load(Ordering::SeqCst) {
             if let Some(fd) = spare {

@@ -220,8 +220,21 @@ fn check_default_dir(config: &Config) -> Result<(), String> {
     listen::check_private_dir(&dir).map_err(|e| e.to_string())
 }
 
+/// Raise the soft limit of open descriptors to the hard one (at most 65,536): every connection
+/// admitted holds two, every compile a few.
+fn raise_descriptor_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    let want = l.maximum.map_or(1 << 16, |m| m.min(1 << 16));
+    if l.current.is_some_and(|c| c < want) {
+        l.current = Some(want);
+        let _ = setrlimit(Resource::Nofile, l);
+    }
+}
+
 /// Run the daemon until it stops; returns the exit status.
 pub fn run(config: Config) -> i32 {
+    raise_descriptor_limit();
     let engine = match engine::select(&config.engine) {
         Ok(e) => e,
         Err(e) => {
