@@ -2,8 +2,9 @@
 //! the registry of compiles (to cancel them), the activity clock of the inactivity timeout, the
 //! counters of `GET /v1/status`, and the stop signal.
 //!
-//! `GET /v1/status` reads running counters (atomics, kept as each compile ends) and takes no lock
-//! a compile holds for longer than a map update: it never scans the cache.
+//! `GET /v1/status` reads running counters (atomics, kept as compiles change phase and end) and
+//! never scans the cache; the only lock it takes is admission control's, for a copy of a few
+//! numbers.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +16,7 @@ use tokio::sync::{watch, Notify};
 
 use super::config::Config;
 use super::engine::{CacheUse, Engine};
-use super::job::{self, Control, Emit, Ended};
+use super::job::{self, Control, Emit, Ended, PhaseCounts};
 use super::log::DaemonLog;
 use super::peer::Gate;
 use crate::admission::Admission;
@@ -67,6 +68,8 @@ pub struct Daemon {
     started: Instant,
     activity: Mutex<Activity>,
     jobs: Mutex<BTreeMap<u64, Arc<Control>>>,
+    /// Queued and running compiles, counted as they change phase.
+    phases: Arc<PhaseCounts>,
     jobs_changed: Notify,
     next_job: AtomicU64,
     totals: Totals,
@@ -113,6 +116,7 @@ impl Daemon {
                 last_finished: Instant::now(),
             }),
             jobs: Mutex::new(BTreeMap::new()),
+            phases: Arc::default(),
             jobs_changed: Notify::new(),
             next_job: AtomicU64::new(1),
             totals: Totals::default(),
@@ -184,7 +188,7 @@ impl Daemon {
         peer: &Peer,
         route: &str,
     ) -> Option<(u64, Arc<Control>, tokio::task::JoinHandle<Ended>)> {
-        let control = Control::new();
+        let control = Control::counted(self.phases.clone());
         let id = self.next_job.fetch_add(1, Ordering::SeqCst);
         {
             let mut jobs = self.jobs_lock();
@@ -255,11 +259,9 @@ impl Daemon {
         }
     }
 
-    /// (running, queued) compiles.
+    /// (running, queued) compiles (counters: no lock is taken).
     pub fn counts(&self) -> (usize, usize) {
-        let jobs = self.jobs_lock();
-        let running = jobs.values().filter(|c| c.is_running()).count();
-        (running, jobs.len() - running)
+        self.phases.get()
     }
 
     /// `GET /v1/status`: counters only (no scan of the cache; `nxcc cache stats` has its
