@@ -365,3 +365,52 @@ fn a_tool_that_leaves_background_processes_behind_does_not_leave_them_running() 
         "background processes survived the compile"
     );
 }
+
+#[test]
+fn a_killed_supervisor_takes_a_tools_escaped_grandchildren_with_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let tc = s.join("tc");
+    std::fs::create_dir_all(&tc).unwrap();
+    // A tool that leaves one process in a new session, one in its group, says it is running,
+    // and keeps running.
+    let ready = s.join("ready");
+    let script = format!(
+        "#!/bin/sh\n(setsid sleep 1000 >/dev/null 2>&1 &)\nsleep 1000 >/dev/null 2>&1 &\ntouch '{}'\nexec sleep 1000\n",
+        ready.display()
+    );
+    std::fs::write(tc.join("hlo2penguin"), script).unwrap();
+    std::fs::set_permissions(
+        tc.join("hlo2penguin"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let m = marker("grandchildren");
+    let mut child = s
+        .nxcc(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn1",
+            "--toolchain",
+            tc.to_str().unwrap(),
+            "--pipeline",
+            "HLOToTensorizer",
+        ])
+        .env("NXCC_TEST_MARK", &m)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the tool never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The tool, its two background processes and the worker are running.
+    assert!(processes_with_env("NXCC_TEST_MARK", &m).len() >= 4);
+    let sent = Instant::now();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_nothing_left(&m, sent);
+}
