@@ -209,7 +209,7 @@ fn refused_answer(user: &TestUser, socket: &Path) -> String {
 }
 
 /// `n` connections opened by another uid from a forked child, each read to its end (a receive
-/// timeout of [`HANG_GUARD`] guards against a daemon that never answers) and then held open
+/// timeout of [`hang_guard`] guards against a daemon that never answers) and then held open
 /// until the flood is dropped.
 struct Flood {
     pid: libc::pid_t,
@@ -217,9 +217,6 @@ struct Flood {
     hold: Option<std::fs::File>,
 }
 
-/// How long the flooding child waits for an answer on one connection before it counts it as
-/// unanswered.
-const HANG_GUARD: Duration = Duration::from_secs(60);
 /// The most bytes of an answer the flooding child keeps (the first connection's is reported).
 const ANSWER_BYTES: usize = 1024;
 
@@ -236,9 +233,10 @@ impl Flood {
             *d = *s as libc::c_char;
         }
         let request = b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n";
+        let guard = hang_guard();
         let timeout = libc::timeval {
-            tv_sec: HANG_GUARD.as_secs() as libc::time_t,
-            tv_usec: 0,
+            tv_sec: guard.as_secs() as libc::time_t,
+            tv_usec: guard.subsec_micros() as libc::suseconds_t,
         };
         let mut results = [0 as libc::c_int; 2];
         let mut hold = [0 as libc::c_int; 2];
