@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::meta::NEFF_FILE;
 use super::store::{self, Cache, Leftover, LeftoverKind, Lookup, State};
-use crate::run::log::utc_timestamp;
+use crate::engine::log::utc_timestamp;
 
 /// What `stats` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

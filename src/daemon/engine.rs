@@ -8,18 +8,16 @@
 //! `--cache_dir` says otherwise, and subject to the request's own `--cache_dir`, `--no_cache` and
 //! `--retry_failed_compilation` — and runs on nxcc's pipeline or, with `--compiler`, on the
 //! external-compiler engine ([`crate::engine`]). The memory estimate admission control reserves
-//! is the cache's learned one ([`crate::cache::estimate`]): the peak recorded for the same compile,
+//! is the cache's learned one ([`crate::cache::estimate()`]): the peak recorded for the same compile,
 //! else for the most similar earlier one, else 4 × the model size + 256 MiB.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::cache::{self, CacheConfig, CacheStatus, Key};
+use crate::engine::metrics::JobMetrics;
+use crate::engine::pipeline::Options;
 use crate::plan::Plan;
-use crate::run::metrics::JobMetrics;
-use crate::run::pipeline::Options;
 
 /// Whether a compile cache answered a compile (the `cache` field of the `done` event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,8 +91,8 @@ pub trait Engine: Send + Sync {
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
 
-    /// Cache statistics for `GET /v1/status` (`null` without a cache).
-    fn cache_stats(&self) -> Value;
+    /// The daemon's compile cache (`None` without one), for `GET /v1/status`.
+    fn cache_dir(&self) -> Option<&Path>;
 }
 
 /// The daemon's engine: the compile cache in front of nxcc's pipeline or an external compiler.
@@ -159,9 +157,8 @@ impl Engine for Cached {
         )
     }
 
-    fn cache_stats(&self) -> Value {
-        serde_json::to_value(cache::maintain::stats(&cache::Cache::new(&self.cache_dir)))
-            .unwrap_or(Value::Null)
+    fn cache_dir(&self) -> Option<&Path> {
+        Some(&self.cache_dir)
     }
 }
 
@@ -238,7 +235,7 @@ mod tests {
             "{}",
             e.describe()
         );
-        assert_eq!(e.cache_stats()["entries"], 0);
+        assert_eq!(e.cache_dir(), Some(dir.path()));
         let e = select(&EngineConfig {
             cache_dir: Some(dir.path().into()),
             compiler: Some("/bin/sh".into()),

@@ -3,7 +3,7 @@
 //! remembering) and which are accidents of the moment is not written down anywhere. This file is
 //! the one place that decides it ([`failure_is_cacheable`]).
 
-use crate::run::metrics::{JobMetrics, JobStatus};
+use crate::engine::metrics::{JobMetrics, JobStatus};
 
 /// Whether a plan's compile can be served from the cache: its one product must be the NEFF at
 /// `--output` — the pipeline runs Kelper (which writes it), and neither NeffWrapper (which also
@@ -94,7 +94,7 @@ pub fn failure_is_cacheable(
                 (_, Some(sig)) => !ENVIRONMENT_SIGNALS.contains(&sig),
                 (Some(code), None) => {
                     code != 0
-                        && !crate::run::failure::signal_of_status(code)
+                        && !crate::engine::failure::signal_of_status(code)
                             .is_some_and(|s| ENVIRONMENT_SIGNALS.contains(&s))
                 }
                 // In-process: the worker reported the job's error itself.

@@ -2,10 +2,6 @@
 
 use crate::cli::namespace::Namespace;
 
-/// `layer_unroll_factor`'s default. The seed's default flow schedules Kelper, and the backend
-/// gate requires `layer_unroll_factor > 0`, so the default must be positive; 1 is the smallest.
-pub const LAYER_UNROLL_FACTOR_DEFAULT: i64 = 1;
-
 /// `process_serial_tpb_opts`: the seed names the step and fixes its place (after parsing, before
 /// validation) but not its content. Reconstructed as the check of `--neuroncore-pipeline-cores`,
 /// the one serial-TPB (pipelined NeuronCore) option: an integer ≥ 1. The error is a usage error
@@ -38,15 +34,11 @@ pub fn bir_simulation(ns: &Namespace) -> bool {
 }
 
 /// `--pipeline` items: space- or comma-separated, in order; `compile` stands for the collected
-/// names, any other item is a job name taken as is.
+/// names, any other item is a job name taken as is — an empty item too (`--pipeline ""`,
+/// `compile,,SaveTemps`), which the registry then refuses as it refuses any unknown name.
 pub fn expand_pipeline(items: &[String], collected: &[&'static str]) -> Vec<String> {
     let mut out = Vec::new();
-    for item in items
-        .iter()
-        .flat_map(|i| i.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
+    for item in items.iter().flat_map(|i| i.split(',')).map(str::trim) {
         if item == "compile" {
             out.extend(collected.iter().map(|s| s.to_string()));
         } else {

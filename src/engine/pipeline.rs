@@ -1,7 +1,7 @@
 //! `runPipeline`: one compile, end to end, as the supervising process runs it (04-run.md).
 //!
 //! It prepares the work dir and the log, makes sure the toolchain is there, runs the plan in a
-//! worker (see [`super::supervisor`]; the worker runs [`super::executor`]), then reports: `Compiler
+//! worker (see [`crate::run::supervisor`]; the worker runs [`super::executor`]), then reports: `Compiler
 //! status PASS`, or the failure with `Artifacts stored in` and `Diagnostic logs stored in`; the
 //! F-code banner when the worker itself was killed; exit 130/143 after an interrupt. It removes
 //! a partial output, removes or keeps the work dir, and writes the metrics (the log's table,
@@ -17,13 +17,13 @@ use super::executor::partial_output;
 use super::failure;
 use super::log::{self, Console, Logger};
 use super::metrics::{self, JobMetrics};
-use super::process::{Cancel, Termination};
-use super::supervisor::{self, Output, Start, WorkerSpec};
 use super::timeline::{self, Span};
 use super::workdir;
 use crate::cli::level;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
+use crate::run::process::{Cancel, End};
+use crate::run::supervisor::{self, Output, Start, WorkerSpec};
 use crate::toolchain::Request;
 
 /// The hidden first argument that makes the binary a worker.
@@ -45,7 +45,7 @@ pub struct Options<'a> {
     /// The executable to re-run as the worker (default: this one).
     pub worker_program: Option<PathBuf>,
     /// This process runs this one compile and is a child subreaper
-    /// ([`super::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan, and
+    /// ([`crate::run::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan, and
     /// the worker may be forked rather than re-executed.
     pub sole_compile: bool,
     /// Install nxcc's SIGINT/SIGTERM/SIGHUP handling once the worker has started (the command
@@ -108,13 +108,8 @@ fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outco
 pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
     let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
     let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
-    Logger::open(Some(&plan.logfile), file_level, console_level, console).map_err(|e| {
-        NccError::new(
-            "EDRV091",
-            format!("Cannot open the log file {}: {e}", plan.logfile.display()),
-            "Check --logfile.",
-        )
-    })
+    Logger::open(Some(&plan.logfile), file_level, console_level, console)
+        .map_err(|e| NccError::log_file(plan.logfile.display(), e))
 }
 
 /// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
@@ -132,7 +127,11 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         Err(err) => return fail_early(None, &err, &opts.console),
     };
     for w in &plan.warnings {
-        logger.warning(log::DRIVER, w);
+        if plan.no_neff.as_ref() == Some(w) {
+            logger.warning_shown(log::DRIVER, w);
+        } else {
+            logger.warning(log::DRIVER, w);
+        }
     }
     for m in &plan.user_messages {
         logger.user(m);
@@ -142,31 +141,16 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         &format!("Command line: {}", crate::shell::join(&plan.argv)),
     );
 
-    let work = match workdir::prepare(&plan.launch_dir, ns.str("temp_dir")) {
-        Ok(w) => w,
-        Err(e) => return fail_early(Some(&logger), &e, &opts.console),
-    };
-    logger.info(
-        log::DRIVER,
-        &format!(
-            "Intermediate files stored in {}, output in {}",
-            work.path.display(),
-            plan.output.display()
-        ),
-    );
-
-    // The toolchain, resolved once for the worker.
     let mut worker_env = opts.worker_env.clone();
     // The toolchain, resolved once: handed to a forked worker, or named to a re-executed one.
     let toolchain = match &plan.toolchain_request {
-        Request::Simulated => match crate::sim::layout::ensure_default() {
+        Request::Simulated => match crate::toolchain::simulator()
+            .ok_or_else(crate::toolchain::no_simulator)
+            .and_then(|s| s.ensure_default())
+        {
             Ok(t) => Some(t),
             Err(e) => {
-                let err = NccError::new(
-                    "EDRV082",
-                    format!("Could not lay out the simulated toolchain: {e}"),
-                    "Check that nxcc-sim is installed next to nxcc.",
-                );
+                let err = NccError::simulated_toolchain(e);
                 return fail_early(Some(&logger), &err, &opts.console);
             }
         },
@@ -189,6 +173,36 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         }),
         Request::Dir(_) => plan.toolchain.clone(),
     };
+    // What can be checked is checked before anything is created: every tool the plan runs is
+    // in the toolchain, and --output can be written.
+    if let Some((_, tool)) = plan
+        .missing_tools
+        .iter()
+        .find(|(_, tool)| toolchain.as_ref().and_then(|t| t.resolve(tool)).is_none())
+    {
+        return fail_early(
+            Some(&logger),
+            &NccError::tool_not_found(tool),
+            &opts.console,
+        );
+    }
+    if let Err(e) = check_output(&plan.output) {
+        return fail_early(Some(&logger), &e, &opts.console);
+    }
+
+    let work = match workdir::prepare(&plan.launch_dir, ns.str("temp_dir")) {
+        Ok(w) => w,
+        Err(e) => return fail_early(Some(&logger), &e, &opts.console),
+    };
+    logger.info(
+        log::DRIVER,
+        &format!(
+            "Intermediate files stored in {}, output in {}",
+            work.path.display(),
+            plan.output.display()
+        ),
+    );
+
     // What is at the outputs now, so a failed compile removes only what it wrote itself.
     let outputs = [
         plan.output.clone(),
@@ -222,11 +236,7 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         Err(e) => {
             return fail_early(
                 Some(&logger),
-                &NccError::new(
-                    "EDRV090",
-                    format!("Cannot find nxcc's own executable: {e}"),
-                    "",
-                ),
+                &NccError::internal(format!("Cannot find nxcc's own executable: {e}")),
                 &opts.console,
             )
         }
@@ -278,7 +288,7 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
     // its thread): a signal then cancels the compile.
     let mut on_started = || {
         if opts.install_signals {
-            if let Ok(s) = super::signals::install() {
+            if let Ok(s) = crate::run::signals::install() {
                 let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
                 s.on_signal(move |sig| {
                     let _ = which.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
@@ -289,7 +299,10 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
     };
     let mut jobs: Vec<JobMetrics> = Vec::new();
     let mut error_lines: Vec<String> = Vec::new();
-    let mut on_event = |ev: Event| {
+    let mut on_event = |line: &str| {
+        let Some(ev) = super::events::parse(line) else {
+            return;
+        };
         if let Some(f) = opts.on_event {
             f(&ev);
         }
@@ -302,11 +315,7 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
     let outcome = match supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event) {
         Ok(o) => o,
         Err(e) => {
-            let err = NccError::new(
-                "EDRV090",
-                e.to_string(),
-                "Check that the nxcc executable is intact.",
-            );
+            let err = NccError::internal(e);
             return fail_early(Some(&logger), &err, &opts.console);
         }
     };
@@ -315,30 +324,25 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         let _ = std::fs::remove_file(&partial);
     }
 
-    let interrupted = opts.interrupted.load(Ordering::SeqCst);
-    let exit_status = if outcome.cancelled || interrupted != 0 {
-        if interrupted != 0 {
-            super::signals::exit_status_for(interrupted)
-        } else {
-            super::signals::exit_status_for(libc::SIGTERM)
-        }
-    } else {
-        match outcome.termination {
-            Termination::Exited(0) => 0,
-            Termination::Exited(_) => EXIT_COMPILE_FAILED,
-            Termination::Signaled(sig) => {
-                let banner = failure::banner(sig);
-                logger.error(log::DRIVER, &banner);
-                error_lines.push(banner);
-                if sig == libc::SIGKILL {
-                    let (me, children) = super::process::memory_report();
-                    let line = failure::memory_line(me, children);
-                    logger.error(log::DRIVER, &line);
-                    error_lines.push(line);
-                }
-                EXIT_COMPILE_FAILED
+    let stopped = super::external::stopped_by(opts, outcome.end);
+    let exit_status = match (stopped, outcome.end) {
+        (Some(sig), _) => crate::run::signals::exit_status_for(sig),
+        (None, End::Exited(0)) => 0,
+        (None, End::Signaled(sig)) => {
+            for line in failure::banner_lines(sig, outcome.max_rss_kb) {
+                logger.error(log::DRIVER, &line);
+                error_lines.push(line);
             }
+            EXIT_COMPILE_FAILED
         }
+        // The worker stopped on a signal sent to it (not to nxcc): say which.
+        (None, End::Exited(code)) if (129..160).contains(&code) => {
+            let line = failure::worker_interrupted(code - 128, outcome.pid);
+            logger.error(log::DRIVER, &line);
+            error_lines.push(line);
+            EXIT_COMPILE_FAILED
+        }
+        (None, _) => EXIT_COMPILE_FAILED,
     };
 
     if exit_status != 0 {
@@ -358,9 +362,11 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             }
         }
     }
+    // Without a NEFF, the work dir holds all the compile produced: it is kept.
     let keep = !work.generated
         || ns.bool("keep_work_dir")
         || plan.pipeline.contains(&"SaveTemps")
+        || plan.no_neff.is_some()
         || exit_status != 0;
     write_metrics(plan, &logger, &jobs, exit_status);
     logger.info(
@@ -380,15 +386,16 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             }
         }
         logger.user("Compiler status PASS");
+        if plan.no_neff.is_some() {
+            logger.user(&format!(
+                "No NEFF was written to {}; the compile's artifacts are in {}",
+                plan.output.display(),
+                work.path.display()
+            ));
+        }
     } else {
-        if interrupted != 0 {
-            logger.error(
-                log::DRIVER,
-                &format!(
-                    "[ERROR] Compilation interrupted by {}",
-                    failure::signal_name(interrupted)
-                ),
-            );
+        if let Some(sig) = stopped.filter(|_| opts.interrupted.load(Ordering::SeqCst) != 0) {
+            logger.error(log::DRIVER, &failure::interrupted(sig));
         }
         logger.user(&format!("Artifacts stored in: {}", work.path.display()));
         logger.user(&format!(
@@ -504,6 +511,30 @@ fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
             );
         }
     }
+}
+
+/// `--output` can be written: it is not a directory, and what would be its directory is one.
+fn check_output(output: &Path) -> Result<(), NccError> {
+    if output.is_dir() {
+        return Err(NccError::output_not_written(
+            output.display(),
+            "it is a directory",
+        ));
+    }
+    let mut parent = output.parent();
+    while let Some(dir) = parent {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(NccError::output_not_written(
+                    output.display(),
+                    format!("{} is not a directory", dir.display()),
+                ))
+            }
+            Err(_) => parent = dir.parent(),
+        }
+    }
+    Ok(())
 }
 
 /// A file's (device, inode) and modification time, to tell whether a compile replaced it.

@@ -8,17 +8,20 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use super::events::{Event, EventWriter};
+use super::events::Event;
 use super::executor::{partial_output, Executor, Failure};
 use super::log::Console;
 use super::pipeline::{job_timeout, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
-use super::process::Cancel;
 use crate::cli::{self, level, Command};
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, SystemProbe};
+use crate::run::events::EventWriter;
+use crate::run::process::Cancel;
 use crate::toolchain::{self, Request, Toolchain};
 
-/// The worker's exit status when it stopped because it was cancelled.
+/// The worker's exit status when it stopped because it was cancelled without a signal of its
+/// own; a signal it received itself makes it exit with 128 + that signal, which the supervisor
+/// reports by name.
 pub const EXIT_CANCELLED: i32 = 75;
 
 fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
@@ -89,9 +92,17 @@ pub fn run(
 ) -> i32 {
     // Orphans of the tools (a background process a tool left, even in a new session) come back
     // to the worker, which ends them before it exits.
-    let _ = super::supervisor::become_subreaper();
+    let _ = crate::run::supervisor::become_subreaper();
+    // A crash signal sent to the worker ends it at once, as it would any process: the runtime's
+    // stack-overflow handler would otherwise swallow the first one. The supervisor reports it.
+    // SAFETY: restoring the default disposition of two signals; no handler of ours is replaced.
+    unsafe {
+        libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+        libc::signal(libc::SIGBUS, libc::SIG_DFL);
+    }
     let cancel = Cancel::new();
-    if let Ok(s) = super::signals::install() {
+    let signals = crate::run::signals::install().ok();
+    if let Some(s) = &signals {
         let c = cancel.clone();
         s.on_signal(move |_| c.cancel());
     }
@@ -115,16 +126,19 @@ pub fn run(
     };
     let (_metrics, result) = executor.run();
     for _ in 0..50 {
-        if !super::supervisor::children_left() {
+        if !crate::run::supervisor::children_left() {
             break;
         }
-        super::supervisor::kill_children();
+        crate::run::supervisor::kill_children();
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let status = match result {
         Ok(()) => 0,
         Err(Failure::Failed) => EXIT_COMPILE_FAILED,
-        Err(Failure::Cancelled) => EXIT_CANCELLED,
+        Err(Failure::Cancelled) => signals
+            .as_ref()
+            .and_then(|s| s.received())
+            .map_or(EXIT_CANCELLED, |sig| 128 + sig),
     };
     if let Some(ev) = events {
         ev.send(&Event::Done {
