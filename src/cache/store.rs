@@ -267,7 +267,7 @@ fn dir_bytes(dir: &Dir) -> u64 {
 }
 
 fn mtime_ms(st: &Stat) -> u64 {
-    (st.st_mtime as u64).saturating_mul(1000) + st.st_mtime_nsec as u64 / 1_000_000
+    (st.st_mtime as u64).saturating_mul(1000) + st.st_mtime_nsec / 1_000_000
 }
 
 /// The few fields of `meta.json` a scan reads.
