@@ -8,7 +8,10 @@ gc is measured twice: with a --max-size above the total (its first pass only: co
 with one that evicts the oldest tenth (both passes and the evictions), on a fresh copy of the cache
 each time (the copy is not timed).
 
-Usage: bench/cache_scan.py [path/to/nxcc] [runs]
+With a third argument, another nxcc (an earlier build, say) is measured in the same rounds: its
+stats and gc without eviction.
+
+Usage: bench/cache_scan.py [path/to/nxcc] [runs] [path/to/baseline-nxcc]
 Build first: cargo build --release. The caches are made under $TMPDIR (a tmpfs, such as
 TMPDIR=/dev/shm, keeps the disk's noise out of the figures).
 """
@@ -24,6 +27,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 NXCC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
 RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+BASE = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
 MODEL = os.path.join(ROOT, "examples", "models", "mlp.hlo")
 SIZES = [100, 1000, 10000]
 
@@ -87,7 +91,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="nxcc-bench-cache-")
     try:
         entry = one_entry(tmp)
-        print(f"nxcc: {NXCC}; {RUNS} interleaved runs of each; medians (min-max)")
+        print(f"nxcc: {NXCC}; baseline: {BASE}; {RUNS} interleaved runs of each; medians (min-max)")
         print("| entries | command | wall ms | peak RSS MiB | wall / cat |")
         print("|---:|---|---:|---:|---:|")
         for n in SIZES:
@@ -103,6 +107,9 @@ def main():
             work = os.path.join(tmp, "gc-work")
             gc_evict = [NXCC, "cache", "gc", "--cache_dir", work, "--max-size", str(total * 9 // 10)]
             res = {"stats": [], "gc (no eviction)": [], "gc (evicts 10%)": [], "cat meta.json": []}
+            if BASE:
+                res["baseline stats"] = []
+                res["baseline gc (no eviction)"] = []
             for r in range(RUNS + 1):
                 shutil.rmtree(work, ignore_errors=True)
                 shutil.copytree(cache, work, symlinks=True)
@@ -112,6 +119,9 @@ def main():
                     "gc (evicts 10%)": timed(gc_evict),
                     "cat meta.json": timed(cat),
                 }
+                if BASE:
+                    row["baseline stats"] = timed([BASE] + stats[1:])
+                    row["baseline gc (no eviction)"] = timed([BASE] + gc_scan[1:])
                 if r > 0:  # the first round warms the page cache
                     for k, v in row.items():
                         res[k].append(v)
