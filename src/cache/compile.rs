@@ -187,12 +187,7 @@ fn refuse_unsafe_dir(
     logger: &Option<Logger>,
     opts: &Options,
 ) -> CachedOutcome {
-    let line = NccError::new(
-        "EDRV113",
-        format!("Cannot use {u}"),
-        "Fix the cache directory as said, or use another one (--cache_dir), or --no_cache.",
-    )
-    .to_string();
+    let line = NccError::unsafe_cache_dir(u).to_string();
     match logger {
         Some(l) => l.error(log::DRIVER, &line),
         None => eprintln!("{line}"),
