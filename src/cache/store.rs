@@ -365,16 +365,14 @@ impl Cache {
 
     /// The shard of `key` in `root`; `None` if absent and not to be created.
     fn shard(&self, root: &Dir, key: &str, create: bool) -> std::io::Result<Option<Dir>> {
-        let name = shard_of(key);
-        let r = if create {
-            root.open_or_create_dir(name)
-        } else {
-            root.open_dir(name)
-        };
-        match r {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            r => r.map(Some),
-        }
+        subdir(root, shard_of(key), create)
+    }
+
+    /// The shard of `key`, created (with `nxcc-v1`) if absent.
+    fn made_shard(&self, key: &str) -> std::io::Result<Dir> {
+        let absent = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let root = self.open_root(true)?.ok_or_else(absent)?;
+        self.shard(&root, key, true)?.ok_or_else(absent)
     }
 
     /// The shard and entry directories of `key`, if there is an entry.
@@ -481,13 +479,7 @@ impl Cache {
     /// file (a link) is removed first — the link, never its target — and said in
     /// [`KeyLock::replaced`].
     pub fn try_lock(&self, key: &str) -> std::io::Result<Option<KeyLock>> {
-        let root = self
-            .open_root(true)?
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
-        let shard = self
-            .shard(&root, key, true)?
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
-        self.try_lock_in(&shard, key)
+        self.try_lock_in(&self.made_shard(key)?, key)
     }
 
     fn try_lock_in(&self, shard: &Dir, key: &str) -> std::io::Result<Option<KeyLock>> {
@@ -524,12 +516,7 @@ impl Cache {
     /// A fresh temporary entry for `key`, to be filled and then [`Pending::commit`]ted. The
     /// caller holds the key's lock.
     pub fn begin(&self, key: &str) -> std::io::Result<Pending> {
-        let root = self
-            .open_root(true)?
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
-        let shard = self
-            .shard(&root, key, true)?
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+        let shard = self.made_shard(key)?;
         let name = unique::name(&format!("{TMP_PREFIX}{key}-"));
         shard.create_dir(&name, Some(0o700))?;
         let dir = shard.open_dir(&name)?;
@@ -710,17 +697,9 @@ impl Cache {
 
     /// The estimate index directory, `nxcc-v1/estimates` (created when `create`).
     pub fn estimates_dir(&self, create: bool) -> std::io::Result<Option<Dir>> {
-        let Some(root) = self.open_root(create)? else {
-            return Ok(None);
-        };
-        let r = if create {
-            root.open_or_create_dir(ESTIMATES_DIR)
-        } else {
-            root.open_dir(ESTIMATES_DIR)
-        };
-        match r {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            r => r.map(Some),
+        match self.open_root(create)? {
+            Some(root) => subdir(&root, ESTIMATES_DIR, create),
+            None => Ok(None),
         }
     }
 
@@ -735,6 +714,19 @@ impl Cache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The directory `name` of `dir` (created when `create`); `None` if absent.
+fn subdir(dir: &Dir, name: &str, create: bool) -> std::io::Result<Option<Dir>> {
+    let r = if create {
+        dir.open_or_create_dir(name)
+    } else {
+        dir.open_dir(name)
+    };
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        r => r.map(Some),
     }
 }
 
