@@ -88,9 +88,18 @@ fn answers_to_the_name_neuronx_cc() {
         ),
         "{err}"
     );
-    let version = text(&Command::new(&link).arg("--version").output().unwrap().stdout);
+    let version = text(
+        &Command::new(&link)
+            .arg("--version")
+            .output()
+            .unwrap()
+            .stdout,
+    );
     assert!(
-        version.starts_with(&format!("neuronx-cc (nxcc) {}\n", env!("CARGO_PKG_VERSION"))),
+        version.starts_with(&format!(
+            "neuronx-cc (nxcc) {}\n",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{version}"
     );
 }
