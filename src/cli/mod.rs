@@ -16,6 +16,7 @@ pub mod flags;
 pub mod help;
 pub mod level;
 pub mod namespace;
+pub mod numbers;
 pub mod subcommand;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
