@@ -148,6 +148,7 @@ fn run_compile(plan: &plan::Plan) -> i32 {
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
     match name {
         "neff-info" => crate::neff::info::main(prog, args),
+        "hlo-info" => crate::hlo::command::main(prog, args),
         "toolchain" => crate::sim::layout::main(prog, args),
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),

@@ -5,7 +5,7 @@
 //! backend gate, the walrus pass list), prints it (`--dry-run`) or runs it under supervision.
 //!
 //! Layers, bottom to top (no module imports from a layer above it):
-//! - [`cli`], [`error`], [`provenance`], [`neff`], [`toolchain`], [`run`] (running child
+//! - [`cli`], [`error`], [`provenance`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`], [`run`] (running child
 //!   processes under supervision: process groups, timeouts, signals, measurements);
 //! - [`jobs`]: the registry and one module per job kind;
 //! - [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
@@ -24,6 +24,7 @@ pub mod daemon;
 pub mod driver;
 pub mod engine;
 pub mod error;
+pub mod hlo;
 pub mod jobs;
 pub mod neff;
 pub mod npy;

@@ -1,0 +1,116 @@
+//! Reading an XLA HLO module — the model file a framework hands the compiler — into the summary
+//! nxcc works from ([`Module`]): its name, the entry computation, its parameters and results
+//! (name, dtype, dimensions, bytes), every computation with its instructions' opcodes, and the
+//! input/output aliases.
+//!
+//! Two forms are read, told apart by the first bytes (as [`crate::jobs::ModelFormat::detect`]
+//! does): HLO text (the file starts with `HloModule`; [`text`]) and a binary `HloModuleProto`
+//! (anything else; [`proto`], decoded with `prost` from message definitions written here, only
+//! the fields nxcc needs — unknown fields are skipped). Either way the reader refuses what a real
+//! frontend refuses, with a [`ReadError`] that says where: bytes that are not an `HloModuleProto`
+//! (the byte offset and field number of the first thing that does not decode, found by
+//! [`wire`]), text that does not parse (the line), a module without an entry computation, an
+//! empty file. Neither form panics on any input, and the time taken is linear in its size.
+//!
+//! - [`shape`]: element types, their names and sizes;
+//! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
+//! - [`command`]: `nxcc hlo-info MODEL [--json]`.
+
+use std::path::Path;
+
+pub mod command;
+pub mod proto;
+pub mod shape;
+pub mod summary;
+pub mod text;
+pub mod wire;
+
+pub use shape::{Dtype, Shape};
+pub use summary::{Alias, Computation, Module, Tensor};
+
+/// Why a model could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The file could not be read.
+    Io(String),
+    /// Zero bytes.
+    Empty,
+    /// Not an `HloModuleProto` (and not HLO text): what went wrong and where.
+    NotProto(String),
+    /// HLO text that does not parse: the 1-based line and what is wrong with it.
+    Text { line: usize, message: String },
+    /// A well-formed module a frontend still refuses (no entry computation, a parameter missing).
+    Invalid(String),
+}
+
+impl ReadError {
+    /// The message for a model at `path`: `model.pb: not an HloModuleProto: field 3 at byte 212
+    /// runs past the end`.
+    pub fn render(&self, path: &Path) -> String {
+        let p = path.display();
+        match self {
+            ReadError::Io(e) => format!("{p}: cannot read: {e}"),
+            ReadError::Empty => format!("{p}: not an HLO module: the file is empty"),
+            ReadError::NotProto(m) => format!("{p}: not an HloModuleProto: {m}"),
+            ReadError::Text { line, message } => {
+                format!("{p}: HLO text does not parse: line {line}: {message}")
+            }
+            ReadError::Invalid(m) => format!("{p}: not a usable HLO module: {m}"),
+        }
+    }
+}
+
+/// Read a module from its bytes: HLO text when they start with `HloModule`, else a binary
+/// `HloModuleProto`.
+pub fn parse(bytes: &[u8]) -> Result<Module, ReadError> {
+    if bytes.is_empty() {
+        return Err(ReadError::Empty);
+    }
+    if bytes.starts_with(b"HloModule") {
+        let text = std::str::from_utf8(bytes).map_err(|e| ReadError::Text {
+            line: 1 + bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count(),
+            message: "not UTF-8".into(),
+        })?;
+        text::parse(text)
+    } else {
+        proto::parse(bytes)
+    }
+}
+
+/// Read the module file at `path` (a model directory is not a module: an error).
+pub fn read(path: &Path) -> Result<Module, ReadError> {
+    let meta = std::fs::metadata(path).map_err(|e| ReadError::Io(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(ReadError::Io(
+            "a directory, not an HLO module file".to_string(),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(e.to_string()))?;
+    parse(&bytes)
+}
+
+/// Models for the crate's own tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A valid HLO text module (`p0: f32[4,8]`, `p1: f32[8]` → `f32[4,8]`) padded with comment
+    /// lines to at least `size` bytes, its padding bytes derived from `seed` (so different seeds
+    /// give different models of the same graph).
+    pub fn text_model(size: usize, seed: u8) -> Vec<u8> {
+        let mut t = String::from(
+            "HloModule padded\n\nENTRY main {\n  p0 = f32[4,8]{1,0} parameter(0)\n  p1 = f32[8]{0} parameter(1)\n  b = f32[4,8]{1,0} broadcast(p1), dimensions={1}\n  ROOT r = f32[4,8]{1,0} add(p0, b)\n}\n",
+        );
+        let mut x = seed as u32 | 1;
+        while t.len() < size {
+            t.push_str("// ");
+            for _ in 0..60 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                t.push((b'a' + (x >> 16) as u8 % 26) as char);
+            }
+            t.push('\n');
+        }
+        t.into_bytes()
+    }
+}
