@@ -134,7 +134,7 @@ static SHAPE: Schema = Schema {
     name: "ShapeProto",
     fields: &[
         (2, "element_type", Kind::Int),
-        (3, "dimensions", Kind::Int),
+        (3, "dimensions", Kind::Ints),
         (4, "tuple_shapes", Kind::Msg(&SHAPE)),
     ],
 };
@@ -164,7 +164,7 @@ static INSTRUCTION: Schema = Schema {
         (7, "metadata", Kind::Msg(&METADATA)),
         (9, "parameter_number", Kind::Int),
         (35, "id", Kind::Int),
-        (36, "operand_ids", Kind::Int),
+        (36, "operand_ids", Kind::Ints),
     ],
 };
 static COMPUTATION: Schema = Schema {
@@ -180,9 +180,9 @@ static COMPUTATION: Schema = Schema {
 static ALIAS_ENTRY: Schema = Schema {
     name: "AliasEntryProto",
     fields: &[
-        (1, "output_shape_index", Kind::Int),
+        (1, "output_shape_index", Kind::Ints),
         (2, "parameter_number", Kind::Int),
-        (3, "parameter_shape_index", Kind::Int),
+        (3, "parameter_shape_index", Kind::Ints),
         (4, "kind", Kind::Int),
     ],
 };

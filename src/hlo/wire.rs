@@ -16,8 +16,10 @@ pub const RECURSION_LIMIT: usize = 100;
 pub enum Kind {
     /// A UTF-8 string (wire type 2).
     Str,
-    /// A varint integer or enum, singular or repeated (wire type 0, or 2 when packed).
+    /// A varint integer or enum (wire type 0).
     Int,
+    /// A repeated varint integer (wire type 0, or 2 when packed).
+    Ints,
     /// A nested message (wire type 2).
     Msg(&'static Schema),
 }
@@ -292,7 +294,7 @@ impl Walker<'_> {
                     }
                     pos += len;
                 }
-                Kind::Int => match wire {
+                Kind::Int | Kind::Ints => match wire {
                     0 => {
                         varint(self.buf, &mut pos, end).map_err(|past| {
                             self.problem(
@@ -307,7 +309,7 @@ impl Walker<'_> {
                             )
                         })?;
                     }
-                    2 => {
+                    2 if matches!(kind, Kind::Ints) => {
                         let len = self.length(&mut pos, end, key_at, tag, &here)?;
                         let stop = pos + len;
                         while pos < stop {
@@ -325,7 +327,8 @@ impl Walker<'_> {
                             })?;
                         }
                     }
-                    _ => return Err(expect("0 or 2 (an integer)")),
+                    _ if matches!(kind, Kind::Ints) => return Err(expect("0 or 2 (integers)")),
+                    _ => return Err(expect("0 (an integer)")),
                 },
                 Kind::Msg(inner) => {
                     if wire != 2 {
@@ -356,7 +359,11 @@ mod tests {
 
     static INNER: Schema = Schema {
         name: "Inner",
-        fields: &[(1, "label", Kind::Str), (2, "values", Kind::Int)],
+        fields: &[
+            (1, "label", Kind::Str),
+            (2, "values", Kind::Ints),
+            (3, "count", Kind::Int),
+        ],
     };
     static OUTER: Schema = Schema {
         name: "Outer",
@@ -409,6 +416,12 @@ mod tests {
         let p = locate(&[0x2b, 0x34], &OUTER).unwrap();
         assert!(p.to_string().contains("did not start"), "{p}");
         assert_eq!(locate(&[0x00], &OUTER).unwrap().field, Some(0));
+        // A singular integer is never packed.
+        let p = locate(&[0x1a, 3, 0x1a, 1, 5], &OUTER).unwrap();
+        assert_eq!(
+            p.to_string(),
+            "field 3 at byte 2 has wire type 2, not 0 (an integer) (items[0].count)"
+        );
         // A second item is items[1].
         let p = locate(&[0x1a, 0, 0x1a, 2, 0x0a, 9], &OUTER).unwrap();
         assert_eq!(p.path, "items[1].label");
