@@ -1,7 +1,7 @@
 //! What the plan builder may know about the world, behind a trait so the builder itself does no
-//! I/O: the launch directory, the environment, facts about the model path, and where the tools are.
-//! [`SystemProbe`] answers from the real system (stat and an 16-byte read, nothing else; no
-//! process is spawned); tests answer from tables.
+//! I/O: the launch directory, the environment, facts about the model path, the model's graph, and
+//! where the tools are. [`SystemProbe`] answers from the real system (a stat, and a read of a model
+//! file's HLO module; no process is spawned); tests answer from tables.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +26,12 @@ pub trait Probe {
     fn env(&self, name: &str) -> Option<String>;
     /// `None` when the path does not exist.
     fn model(&self, path: &Path) -> Option<ModelFacts>;
+    /// The HLO module of a model file (`None`: not read — a directory, or a probe that reads no
+    /// files; `Some(Err)`: the reader's message). For the dry run's summary and the memory
+    /// estimate; the compile itself does not depend on it.
+    fn model_graph(&self, _path: &Path) -> Option<Result<crate::hlo::Module, String>> {
+        None
+    }
     /// The toolchain for a request, without spawning anything (`Auto` gives `None` here: the
     /// `python3` probe runs only when a compile actually needs a tool).
     fn toolchain(&self, request: &Request) -> Option<Toolchain>;
@@ -90,6 +96,13 @@ impl Probe for SystemProbe {
             pb_files: 0,
             size: meta.len(),
         })
+    }
+
+    fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
+        if std::fs::metadata(path).ok()?.is_dir() {
+            return None;
+        }
+        Some(crate::hlo::read(path).map_err(|e| e.render(path)))
     }
 
     fn toolchain(&self, request: &Request) -> Option<Toolchain> {
