@@ -275,14 +275,11 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
             basis: Basis::Recorded,
         };
     }
-    let nearest = records
-        .iter()
-        .filter(|r| r.peak_rss_kb > 0)
-        .min_by(|a, b| {
-            distance(&a.features(), &key.features)
-                .total_cmp(&distance(&b.features(), &key.features))
-                .then(b.peak_rss_kb.cmp(&a.peak_rss_kb))
-        });
+    let nearest = records.iter().filter(|r| r.peak_rss_kb > 0).min_by(|a, b| {
+        distance(&a.features(), &key.features)
+            .total_cmp(&distance(&b.features(), &key.features))
+            .then(b.peak_rss_kb.cmp(&a.peak_rss_kb))
+    });
     match nearest {
         Some(r) => Estimate {
             bytes: r.peak_rss_kb.saturating_mul(1024),
