@@ -35,13 +35,14 @@ pub fn version_text(prog: &str) -> String {
     )
 }
 
-/// Run nxcc with a full argv (argv[0] first); returns the exit status.
+/// Run nxcc with a full argv (`argv[0]` first); returns the exit status.
 pub fn main(argv: Vec<OsString>) -> i32 {
+    crate::sim::register();
     if argv
         .get(1)
-        .is_some_and(|a| a == crate::run::pipeline::WORKER_ARG)
+        .is_some_and(|a| a == crate::engine::pipeline::WORKER_ARG)
     {
-        return crate::run::worker::main();
+        return crate::engine::worker::main();
     }
     let prog = cli::prog_name(
         &argv
@@ -137,7 +138,7 @@ fn compile(args: &cli::CompileArgs) -> i32 {
 /// A real compile from the command line, through the cache when `--cache_dir` is given: signals
 /// cancel it (exit 130/143).
 fn run_compile(plan: &plan::Plan) -> i32 {
-    use crate::run::pipeline::Options;
+    use crate::engine::pipeline::Options;
     let mut opts = Options::terminal();
     // This process runs one compile: as a subreaper it inherits whatever the compile leaves; it
     // handles signals (exit 130/143) once the worker runs — a worker forked from this process

@@ -4,18 +4,23 @@
 //! driver's `buildPipeline` does (three collectors concatenated, the `--meta-module` collapse, the
 //! backend gate, the walrus pass list), prints it (`--dry-run`) or runs it under supervision.
 //!
-//! Layers, bottom to top (no module imports from a layer above it):
-//! - [`cli`], [`error`], [`provenance`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`], [`run`] (running child
-//!   processes under supervision: process groups, timeouts, signals, measurements);
-//! - [`jobs`]: the registry and one module per job kind;
-//! - [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
-//!   [`recon`]: every reconstructed rule, each in one named place;
-//! - [`engine`]: what runs a compile (nxcc's pipeline, or an external compiler as one job);
-//!   [`cache`]: the compile cache and the memory estimates; [`parallel`]: many compiles at once;
-//! - [`sim`]: the simulated toolchain (a test instrument);
-//! - [`admission`]: admission control for many compiles at once;
-//! - [`daemon`]: the compile daemon (`nxcc daemon`) and its client (`nxcc compile --daemon`);
-//! - [`driver`]: the thin entry point `main` calls.
+//! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
+//! table assigns them and `tests/layers.rs` checks every `crate::` path against it):
+//! 0. [`error`], [`shell`], [`npy`], [`provenance`];
+//! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
+//!    the supervisor and its report pipe — nothing about compiling), [`cli`];
+//! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]);
+//! 3. [`jobs`]: the registry and one module per job kind;
+//! 4. [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
+//! 5. [`engine`]: what runs a compile (the pipeline: work dir, log, worker, executor, metrics,
+//!    failure reports; or an external compiler as one job); [`sim`]: the simulated toolchain (a
+//!    test instrument);
+//! 6. [`cache`]: the compile cache and the memory estimates;
+//! 7. [`parallel`]: many compiles at once; [`daemon`]: the compile daemon and its client;
+//! 8. [`driver`]: the thin entry point `main` calls.
+//!
+//! [`recon`] holds every reconstructed rule, each in one named place, in the layer of what it
+//! decides.
 
 pub mod admission;
 pub mod cache;

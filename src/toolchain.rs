@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::recon::toolchain as rules;
@@ -21,6 +22,10 @@ pub const TOOLS: &[&str] = &[
     "nn_executor",
     "watchpoint_insert",
 ];
+
+/// The simulated frontend's subgraph count override (read by the plan's prediction and by the
+/// simulated Frontend).
+pub const SIM_SUBGRAPHS_ENV: &str = "NXCC_SIM_SUBGRAPHS";
 
 /// The file name of the backend library the fork-walrus path loads (`<bin>/../lib/`).
 pub const LIBWALRUS: &str = "libwalrus.so";
@@ -165,4 +170,39 @@ pub fn locate(request: &Request) -> Option<Toolchain> {
             simulated: false,
         }),
     }
+}
+
+/// What a simulated toolchain provides besides its tool executables: the layout behind
+/// `--toolchain sim`, and the Frontend, which it runs inside the worker (as the original runs its
+/// Python frontend in process). Everything above the toolchain layer reaches the simulated
+/// toolchain only through this trait; the program registers its implementation once at start-up
+/// ([`register_simulator`]: `nxcc`'s entry point does).
+pub trait Simulator: Sync {
+    /// The toolchain `--toolchain sim` uses, laid out first if it is not complete.
+    fn ensure_default(&self) -> std::io::Result<Toolchain>;
+    /// Run the simulated Frontend on `model` in `work_dir`; `subgraphs` overrides the subgraph
+    /// count. Returns the subgraph directories it wrote, in order.
+    fn frontend(
+        &self,
+        model: &Path,
+        work_dir: &Path,
+        subgraphs: Option<usize>,
+    ) -> Result<Vec<String>, String>;
+}
+
+static SIMULATOR: OnceLock<&'static dyn Simulator> = OnceLock::new();
+
+/// Register the simulated toolchain (the first registration wins; later ones are ignored).
+pub fn register_simulator(simulator: &'static dyn Simulator) {
+    let _ = SIMULATOR.set(simulator);
+}
+
+/// The registered simulated toolchain, if this program has one.
+pub fn simulator() -> Option<&'static dyn Simulator> {
+    SIMULATOR.get().copied()
+}
+
+/// The error for a simulated toolchain asked of a program that registered none.
+pub fn no_simulator() -> std::io::Error {
+    std::io::Error::other("this program was built without the simulated toolchain")
 }

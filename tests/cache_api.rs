@@ -6,11 +6,11 @@ use std::sync::atomic::AtomicI32;
 use std::sync::{Arc, Mutex};
 
 use nxcc::cache::{self, CacheConfig, CacheStatus};
+use nxcc::engine::events::Event;
+use nxcc::engine::log::Console;
+use nxcc::engine::pipeline::Options;
 use nxcc::engine::Engine;
 use nxcc::plan::{Plan, SystemProbe};
-use nxcc::run::events::Event;
-use nxcc::run::log::Console;
-use nxcc::run::pipeline::Options;
 use nxcc::run::process::Cancel;
 
 const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");

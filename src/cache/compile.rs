@@ -27,13 +27,13 @@ use super::key::Key;
 use super::meta::{self, Failed, Meta, NeffInfo, FAILED_FILE, LOG_FILE, META_FILE, NEFF_FILE};
 use super::store::{self, Cache, Lookup, ServeError};
 use crate::cli::level;
+use crate::engine::events::Event;
+use crate::engine::log::{self, Logger};
+use crate::engine::metrics;
+use crate::engine::pipeline::{Options, Outcome};
 use crate::engine::{self, Engine};
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
-use crate::run::events::Event;
-use crate::run::log::{self, Logger};
-use crate::run::metrics;
-use crate::run::pipeline::{Options, Outcome};
 
 /// The cache directory `parallel-compile` and the daemon use unless told otherwise (the
 /// ecosystem's default).
@@ -169,7 +169,7 @@ fn plain_outcome(exit_status: i32, error_lines: Vec<String>) -> Outcome {
 }
 
 fn open_logger(plan: &Plan, opts: &Options) -> Option<Logger> {
-    crate::run::pipeline::open_log(plan, opts.console.clone()).ok()
+    crate::engine::pipeline::open_log(plan, opts.console.clone()).ok()
 }
 
 /// A warning the user sees at the default console level (and the log records).

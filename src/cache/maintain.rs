@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::key::hash_file_into;
 use super::meta::NEFF_FILE;
 use super::store::{Cache, Listed, Lookup};
-use crate::run::log::utc_timestamp;
+use crate::engine::log::utc_timestamp;
 
 /// What `stats` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::run::metrics::JobMetrics;
+use crate::engine::metrics::JobMetrics;
 
 /// `meta.json`'s format version.
 pub const META_FORMAT: u32 = 1;

@@ -19,7 +19,7 @@
 //! use std::path::Path;
 //! use nxcc::cache::{self, CacheConfig, Key};
 //! use nxcc::engine::Engine;
-//! use nxcc::run::pipeline::Options;
+//! use nxcc::engine::pipeline::Options;
 //! # fn plan() -> nxcc::plan::Plan { unimplemented!() }
 //! let plan = plan();
 //! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.

@@ -435,7 +435,7 @@ pub static FLAGS: &[Flag] = &[
          "companion --no-keep-remat-dma-transpose"),
     flag("--keep-work-dir", &[], "keep_work_dir", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
          "Keep the generated work directory after a successful compile."),
-    flag("--layer-unroll-factor", &[], "layer_unroll_factor", Action::Store, Kind::Int, Default::Int(crate::recon::plan::LAYER_UNROLL_FACTOR_DEFAULT), Choices::Any, Visibility::Hidden, Scope::Compile, "wiki-catalog:HIGH",
+    flag("--layer-unroll-factor", &[], "layer_unroll_factor", Action::Store, Kind::Int, Default::Int(crate::recon::cli::LAYER_UNROLL_FACTOR_DEFAULT), Choices::Any, Visibility::Hidden, Scope::Compile, "wiki-catalog:HIGH",
          "reconstruction: default 1 (the seed's default flow schedules Kelper, which needs a value > 0); -O3 sets 0; fsdp sets 4 unless user-set; records layer_unroll_factor_Used"),
     flag("--layout-transform-heuristic", &[], "layout_transform_heuristic", Action::Store, Kind::Str, Default::Str("mcts"), Choices::Any, Visibility::Hidden, Scope::Compile, "wiki-catalog:HIGH",
          ""),

@@ -172,7 +172,7 @@ pub const COMPILE_POSITIONALS: [Positional; 1] = [Positional {
     help: "The model: an HLO module (binary HloModuleProto or HLO text), or a directory of them.",
 }];
 
-/// Parse the whole command line (without argv[0]).
+/// Parse the whole command line (without `argv[0]`).
 pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
     let driver = ArgParser::new(prog, &driver_flags(), &[]);
     let top_usage = help::top_usage(prog);

@@ -8,7 +8,7 @@
 //! `--cache_dir` says otherwise, and subject to the request's own `--cache_dir`, `--no_cache` and
 //! `--retry_failed_compilation` — and runs on nxcc's pipeline or, with `--compiler`, on the
 //! external-compiler engine ([`crate::engine`]). The memory estimate admission control reserves
-//! is the cache's learned one ([`crate::cache::estimate`]): the peak recorded for the same compile,
+//! is the cache's learned one ([`crate::cache::estimate()`]): the peak recorded for the same compile,
 //! else for the most similar earlier one, else 4 × the model size + 256 MiB.
 
 use std::path::PathBuf;
@@ -17,9 +17,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::cache::{self, CacheConfig, CacheStatus, Key};
+use crate::engine::metrics::JobMetrics;
+use crate::engine::pipeline::Options;
 use crate::plan::Plan;
-use crate::run::metrics::JobMetrics;
-use crate::run::pipeline::Options;
 
 /// Whether a compile cache answered a compile (the `cache` field of the `done` event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::job::{self, Emit, Ended};
 use super::state::{ActivityGuard, Daemon, Peer};
-use crate::run::events::Event;
+use crate::engine::events::Event;
 
 /// Event bytes a `/v1/compile` client may leave unread before it counts as gone.
 pub const STREAM_BACKLOG_LIMIT: usize = 16 << 20;

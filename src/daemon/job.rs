@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 use super::engine::{CacheUse, Engine};
 use crate::admission::Admission;
 use crate::cli::{self, Command};
+use crate::engine::events::Event;
+use crate::engine::log::Console;
+use crate::engine::pipeline::Options;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::probe::ModelFacts;
 use crate::plan::{self, dryrun, PlanError, Probe, SystemProbe};
-use crate::run::events::Event;
-use crate::run::log::Console;
-use crate::run::pipeline::Options;
 use crate::run::process::Cancel;
 use crate::toolchain::{Request as ToolchainRequest, Toolchain};
 
@@ -315,7 +315,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
     }
     let started = Instant::now();
     let sink_emit = emit.clone();
-    let sink: crate::run::log::Sink = Arc::new(move |line: &str, stderr: bool| {
+    let sink: crate::engine::log::Sink = Arc::new(move |line: &str, stderr: bool| {
         sink_emit.log(line, stderr);
     });
     let on_event = |ev: &Event| emit_ref.event(ev);

@@ -50,7 +50,7 @@ impl DaemonLog {
     fn line(&self, level: &str, message: &str) {
         let text = format!(
             "{} {level} {} [{LOGGER}]: {message}\n",
-            crate::run::log::now(),
+            crate::engine::log::now(),
             self.pid
         );
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());

@@ -15,14 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::ExternalCompiler;
 use crate::cli::level;
+use crate::engine::events::Event;
+use crate::engine::failure;
+use crate::engine::log::{self, Console, Logger};
+use crate::engine::metrics::{self, JobMetrics, JobStatus};
+use crate::engine::pipeline::{job_timeout, Options, Outcome};
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
-use crate::run::events::Event;
-use crate::run::failure;
-use crate::run::log::{self, Console, Logger};
-use crate::run::metrics::{self, JobMetrics, JobStatus};
-use crate::run::pipeline::{job_timeout, Options, Outcome};
-use crate::run::process::{self, Spec, Stream, Termination};
+use crate::run::process::{self, End, Spec, Stream, Termination};
 
 /// The pseudo-job's name in metrics, events and error lines.
 pub const JOB_NAME: &str = "ExternalCompiler";
@@ -63,7 +63,7 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
         });
         outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new())
     };
-    let logger = match crate::run::pipeline::open_log(plan, opts.console.clone()) {
+    let logger = match crate::engine::pipeline::open_log(plan, opts.console.clone()) {
         Ok(l) => l,
         Err(e) => return fail(None, e),
     };
@@ -153,19 +153,20 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
             );
         }
     };
+    let termination = out.termination();
     let mut m = JobMetrics {
         job: JOB_NAME.to_string(),
-        status: JobStatus::Ok,
+        status: failure::job_status(out.end),
         start_s: 0.0,
         wall_s: out.wall.as_secs_f64(),
         user_s: out.user.as_secs_f64(),
         sys_s: out.sys.as_secs_f64(),
         max_rss_kb: out.max_rss_kb,
-        exit_status: match out.termination {
+        exit_status: match termination {
             Termination::Exited(c) => Some(c),
             Termination::Signaled(_) => None,
         },
-        signal: out.termination.signal(),
+        signal: termination.signal(),
         processes: 1,
     };
     let mut errors: Vec<String> = Vec::new();
@@ -174,87 +175,37 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
         emit(Event::Error { line: line.clone() });
         errors.push(line);
     };
-    let tail = |error: &mut dyn FnMut(String)| {
-        if !out.stderr_tail.is_empty() {
-            error(format!(
-                "Last {} lines of the tool's stderr:",
-                out.stderr_tail.len()
-            ));
-            for l in &out.stderr_tail {
-                error(format!("  {l}"));
-            }
+    let exit_status = match (stopped_by(opts, out.end), out.end) {
+        (Some(sig), _) => {
+            m.status = JobStatus::Cancelled;
+            error(failure::interrupted(sig));
+            crate::run::signals::exit_status_for(sig)
         }
-    };
-    let banner = |error: &mut dyn FnMut(String), sig: i32| {
-        error(failure::banner(sig));
-        if sig == libc::SIGKILL {
-            let (me, _) = process::memory_report();
-            error(failure::memory_line(me, out.max_rss_kb / 1024));
-        }
-    };
-    let interrupted = opts.interrupted.load(Ordering::SeqCst);
-    let exit_status = if out.cancelled || interrupted != 0 {
-        m.status = JobStatus::Cancelled;
-        let sig = if interrupted != 0 {
-            interrupted
-        } else {
-            libc::SIGTERM
-        };
-        error(format!(
-            "[ERROR] Compilation interrupted by {}",
-            failure::signal_name(sig)
-        ));
-        crate::run::signals::exit_status_for(sig)
-    } else if out.timed_out {
-        m.status = JobStatus::TimedOut;
-        error(failure::timed_out(
-            JOB_NAME,
-            timeout.unwrap_or_default().as_secs_f64(),
-        ));
-        EXIT_COMPILE_FAILED
-    } else {
-        match out.termination {
-            Termination::Exited(0) => match std::fs::rename(&partial, &plan.output) {
-                Ok(()) => 0,
-                Err(e) => {
-                    m.status = JobStatus::Failed;
-                    error(
-                        NccError::new(
-                            "EDRV112",
-                            format!(
-                                "The compiler succeeded but its output {} could not be moved to {}: {e}",
-                                partial.display(),
-                                plan.output.display()
-                            ),
-                            "Check that the compiler writes --output, and the output directory.",
-                        )
-                        .to_string(),
-                    );
-                    EXIT_COMPILE_FAILED
-                }
-            },
-            Termination::Exited(code) => {
+        (None, End::Exited(0)) => match std::fs::rename(&partial, &plan.output) {
+            Ok(()) => 0,
+            Err(e) => {
                 m.status = JobStatus::Failed;
-                error(failure::exited_abnormally(
-                    JOB_NAME,
-                    &format!("Exit status {code}."),
-                ));
-                tail(&mut error);
-                if let Some(sig) = failure::signal_of_status(code) {
-                    banner(&mut error, sig);
-                }
+                error(
+                    NccError::new(
+                        "EDRV112",
+                        format!(
+                            "The compiler succeeded but its output {} could not be moved to {}: {e}",
+                            partial.display(),
+                            plan.output.display()
+                        ),
+                        "Check that the compiler writes --output, and the output directory.",
+                    )
+                    .to_string(),
+                );
                 EXIT_COMPILE_FAILED
             }
-            Termination::Signaled(sig) => {
-                m.status = JobStatus::Failed;
-                error(failure::exited_abnormally(
-                    JOB_NAME,
-                    &format!("Killed by signal {sig} ({}).", failure::signal_name(sig)),
-                ));
-                tail(&mut error);
-                banner(&mut error, sig);
-                EXIT_COMPILE_FAILED
+        },
+        (None, end) => {
+            for line in failure::job_lines(JOB_NAME, end, &out.stderr_tail, out.max_rss_kb, timeout)
+            {
+                error(line);
             }
+            EXIT_COMPILE_FAILED
         }
     };
     let _ = std::fs::remove_file(&partial);
@@ -270,6 +221,15 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
     let mut o = outcome(exit_status, errors, vec![m]);
     o.worker_pid = Some(out.pid);
     o
+}
+
+/// The signal a compile was stopped by: the one the caller's handler recorded, else SIGTERM when
+/// it was cancelled otherwise (its daemon client went away); `None` when it was not stopped.
+pub(super) fn stopped_by(opts: &Options, end: End) -> Option<i32> {
+    match opts.interrupted.load(Ordering::SeqCst) {
+        0 => matches!(end, End::Cancelled(_)).then_some(libc::SIGTERM),
+        sig => Some(sig),
+    }
 }
 
 /// A line on this process's stderr or stdout (a closed pipe is ignored).

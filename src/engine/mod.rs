@@ -1,15 +1,32 @@
-//! What runs a compile once the cache decided it must run (07): nxcc's own pipeline
-//! ([`crate::run::pipeline::run_pipeline`]: the worker, the jobs, the native tools), or an
-//! external compiler run as one supervised job (`--compiler PATH`, see [`external`]). Both give the
-//! same [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
+//! What runs a compile once the cache decided it must run (07, 04-run.md): nxcc's own pipeline
+//! ([`pipeline::run_pipeline`]: the worker, the jobs, the native tools), or an external compiler
+//! run as one supervised job (`--compiler PATH`, see [`external`]). Both give the same
+//! [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
 //! cache, the memory-aware scheduling and the reports work the same with either.
+//!
+//! - [`pipeline`] — `runPipeline`: work dir, log, toolchain, the worker, the final report, metrics;
+//! - [`worker`] — the worker's entry point; [`executor`] — in the worker: the plan's jobs in
+//!   order, each job's steps; it knows nothing about particular jobs;
+//! - [`failure`] — how a failed job or worker is reported, in the original's words;
+//! - [`external`] — the external-compiler engine;
+//! - helpers: [`workdir`], [`log`], [`progress`], [`metrics`], [`timeline`], [`events`].
 
+pub mod events;
+pub mod executor;
 pub mod external;
+pub mod failure;
+pub mod log;
+pub mod metrics;
+pub mod pipeline;
+pub mod progress;
+pub mod timeline;
+pub mod workdir;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 
+use crate::engine::pipeline::{run_pipeline, Options, Outcome};
 use crate::plan::Plan;
-use crate::run::pipeline::{run_pipeline, Options, Outcome};
 
 /// The engine a compile runs on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -88,11 +88,19 @@ pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
             "Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.",
         ));
     }
-    let override_n = std::env::var(crate::plan::SIM_SUBGRAPHS_ENV)
+    let override_n = std::env::var(crate::toolchain::SIM_SUBGRAPHS_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok());
-    let subgraphs =
-        crate::sim::frontend::run(ctx.job.model, ctx.work_dir, override_n).map_err(|e| {
+    let simulator = crate::toolchain::simulator().ok_or_else(|| {
+        NccError::new(
+            "EDRV082",
+            crate::toolchain::no_simulator().to_string(),
+            "Use a real toolchain (--toolchain DIR), or run nxcc itself.",
+        )
+    })?;
+    let subgraphs = simulator
+        .frontend(ctx.job.model, ctx.work_dir, override_n)
+        .map_err(|e| {
             NccError::new(
                 "EDRV092",
                 format!("The simulated frontend failed: {e}"),

@@ -12,7 +12,11 @@ use serde::Serialize;
 
 use crate::cli::namespace::Namespace;
 use crate::error::NccError;
+use crate::run::process::Spec;
 use crate::toolchain::Toolchain;
+
+/// The shell a [`Action::Shell`] step runs its script with.
+pub const SHELL: &str = "/bin/bash";
 
 pub mod backend;
 pub mod bir_verifier;
@@ -124,7 +128,7 @@ pub enum Action {
         program: Option<PathBuf>,
         args: Vec<String>,
     },
-    /// Run a native tool through `/bin/bash -c <script>`.
+    /// Run a native tool through [`SHELL`] `-c <script>`.
     Shell {
         tool: &'static str,
         program: Option<PathBuf>,
@@ -157,23 +161,47 @@ pub struct Step {
 }
 
 impl Step {
-    /// The full argv a subprocess gets (program first), or `None` for in-process steps.
-    pub fn argv(&self) -> Option<Vec<String>> {
+    /// The command this step runs as a process, with `work_dir` as the directory its `cwd` is
+    /// relative to (`None` for in-process and library steps). This one value is what the dry run
+    /// prints, what the executor logs and spawns, and what a replay script runs. A tool that was
+    /// not found appears under its bare name.
+    pub fn command(&self, work_dir: &Path) -> Option<Spec> {
+        let cwd = if self.cwd == "." {
+            work_dir.to_path_buf()
+        } else {
+            work_dir.join(&self.cwd)
+        };
         match &self.action {
             Action::Exec {
                 tool,
                 program,
                 args,
-            } => {
-                let mut v = vec![program_text(tool, program)];
-                v.extend(args.iter().cloned());
-                Some(v)
-            }
+            } => Some(Spec::new(program_text(tool, program), cwd).args(args)),
             Action::Shell { script, .. } => {
-                Some(vec!["/bin/bash".into(), "-c".into(), script.clone()])
+                Some(Spec::new(SHELL, cwd).args(["-c", script.as_str()]))
             }
+            Action::Library { .. } | Action::InProcess { .. } | Action::Skip { .. } => None,
+        }
+    }
+
+    /// What this step shows as its command: [`Step::command`] in the work dir, or, for a library
+    /// call, the tool invocation it stands for (the call's argv).
+    pub fn shown_command(&self) -> Option<Spec> {
+        self.command(Path::new(".")).or_else(|| match &self.action {
+            Action::Library { argv, .. } => {
+                let (program, args) = argv.split_first()?;
+                Some(Spec::new(program, ".").args(args))
+            }
+            _ => None,
+        })
+    }
+
+    /// The full argv a subprocess gets (program first), or the library call's argv; `None` for
+    /// in-process steps.
+    pub fn argv(&self) -> Option<Vec<String>> {
+        match &self.action {
             Action::Library { argv, .. } => Some(argv.clone()),
-            Action::InProcess { .. } | Action::Skip { .. } => None,
+            _ => self.command(Path::new(".")).map(|c| c.argv()),
         }
     }
 

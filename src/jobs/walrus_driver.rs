@@ -10,6 +10,7 @@
 
 use super::{exec, shell_split, Action, JobContext, Step};
 use crate::error::NccError;
+use crate::run::process::Spec;
 
 /// The engines a backend may write a `.bin` for.
 pub const ENGINES: [&str; 5] = ["PE", "Pool", "Activation", "SP", "DVE"];
@@ -34,8 +35,8 @@ pub fn args(ctx: &JobContext, bir: &str) -> Result<Vec<String>, NccError> {
 }
 
 /// The replay script: `#!/bin/bash` and the exact invocation, run from the subgraph directory.
-pub fn replay_script(argv: &[String]) -> String {
-    format!("#!/bin/bash\n# Replays this subgraph's walrus_driver run.\ncd \"$(dirname \"$0\")\" || exit 1\nexec {}\n", crate::shell::join(argv))
+pub fn replay_script(command: &Spec) -> String {
+    format!("#!{}\n# Replays this subgraph's walrus_driver run.\ncd \"$(dirname \"$0\")\" || exit 1\nexec {command}\n", super::SHELL)
 }
 
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
@@ -83,9 +84,12 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
             ),
         };
         if replay {
-            if let Some(argv) = step.argv() {
-                step.also_write
-                    .push(("replay_walrus.sh".to_string(), replay_script(&argv), true));
+            if let Some(command) = step.shown_command() {
+                step.also_write.push((
+                    "replay_walrus.sh".to_string(),
+                    replay_script(&command),
+                    true,
+                ));
             }
         }
         steps.push(step);

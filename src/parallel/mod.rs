@@ -31,11 +31,11 @@ use serde::Serialize;
 use crate::admission::Admission;
 use crate::cache::{self, CacheConfig, CacheStatus, Estimate, Key};
 use crate::cli::{self, CliError, Command};
+use crate::engine::log::Console;
+use crate::engine::pipeline::Options;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, PlanError, SystemProbe};
-use crate::run::log::Console;
-use crate::run::pipeline::Options;
 use crate::run::process::Cancel;
 
 pub use progress::ProgressMode;

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{Report, Status};
-use crate::run::timeline::{self, Span};
+use crate::engine::timeline::{self, Span};
 
 /// The table printed at the end.
 pub fn table(report: &Report) -> String {

@@ -217,7 +217,7 @@ pub fn to_text(plan: &Plan) -> String {
             job.tool.map(|t| format!(", {t}")).unwrap_or_default()
         ));
         for step in &job.steps {
-            if let Some(argv) = step.argv() {
+            if let Some(command) = step.shown_command() {
                 if let Some(t) = step.tool() {
                     let path = step
                         .tool_path()
@@ -233,7 +233,7 @@ pub fn to_text(plan: &Plan) -> String {
                         format!("<work dir>/{}", step.cwd)
                     }
                 ));
-                o.push_str(&format!("   $ {}\n", crate::shell::join(&argv)));
+                o.push_str(&format!("   $ {command}\n"));
             }
             if let Some(n) = note(step) {
                 o.push_str(&format!("   {n}\n"));

@@ -28,8 +28,7 @@ pub use probe::{ModelFacts, Probe, StaticProbe, SystemProbe};
 
 /// The environment variable that supplies `--target` when it is not given (the ecosystem's).
 pub const TARGET_OVERRIDE_ENV: &str = "NEURON_PLATFORM_TARGET_OVERRIDE";
-/// The simulated frontend's subgraph count override.
-pub const SIM_SUBGRAPHS_ENV: &str = "NXCC_SIM_SUBGRAPHS";
+pub use crate::toolchain::SIM_SUBGRAPHS_ENV;
 /// The version of the plan format (dry-run JSON and cache keys).
 pub const PLAN_VERSION: u32 = 1;
 

@@ -2,7 +2,7 @@
 //! them unless `--retry_failed_compilation`; which failures are *results* of the inputs (worth
 //! remembering) and which are accidents of the moment is not written down anywhere.
 
-use crate::run::metrics::{JobMetrics, JobStatus};
+use crate::engine::metrics::{JobMetrics, JobStatus};
 
 /// Whether a plan's compile can be served from the cache: its one product must be the NEFF at
 /// `--output` — the pipeline runs Kelper (which writes it), and neither NeffWrapper (which also

@@ -3,6 +3,7 @@
 //! else. Nothing outside this module decides a RECON question on its own: the plan builder, the
 //! jobs and the NEFF writer call these functions and constants.
 //!
+//! - [`cli`]: defaults of the flag table;
 //! - [`plan`]: defaults and normalisation steps, `--pipeline`, the name filter, the walrus pass
 //!   list gates;
 //! - [`jobs`]: which optional tool flags appear when;
@@ -11,6 +12,7 @@
 //! - [`cache`]: which failed compiles the compile cache remembers.
 
 pub mod cache;
+pub mod cli;
 pub mod jobs;
 pub mod neff;
 pub mod plan;

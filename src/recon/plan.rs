@@ -2,10 +2,6 @@
 
 use crate::cli::namespace::Namespace;
 
-/// `layer_unroll_factor`'s default. The seed's default flow schedules Kelper, and the backend
-/// gate requires `layer_unroll_factor > 0`, so the default must be positive; 1 is the smallest.
-pub const LAYER_UNROLL_FACTOR_DEFAULT: i64 = 1;
-
 /// `process_serial_tpb_opts`: the seed names the step and fixes its place (after parsing, before
 /// validation) but not its content. Reconstructed as the check of `--neuroncore-pipeline-cores`,
 /// the one serial-TPB (pipelined NeuronCore) option: an integer ≥ 1. The error is a usage error

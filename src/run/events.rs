@@ -1,41 +1,16 @@
-//! The worker's report to its supervisor: one JSON object per line on a pipe (the worker finds its
-//! end in the environment variable [`EVENTS_FD_ENV`]). The supervisor learns what ran and how,
-//! even when the worker later dies; the daemon forwards the same events to its clients.
+//! The worker's report pipe: one JSON object per line, from the worker to its supervisor (the
+//! worker finds its end in the environment variable [`EVENTS_FD_ENV`]). What the objects mean is
+//! the caller's business (a compile's events are `crate::engine::events`); this module only
+//! carries lines, so the supervisor learns what the worker said even when the worker later dies.
 
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-
-use super::metrics::JobMetrics;
+use serde::Serialize;
 
 /// The environment variable holding the events pipe's file descriptor number in the worker.
 pub const EVENTS_FD_ENV: &str = "NXCC_WORKER_EVENTS_FD";
-
-/// One event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    /// The jobs about to run, in order.
-    Pipeline {
-        jobs: Vec<String>,
-    },
-    JobStarted {
-        job: String,
-        index: usize,
-        total: usize,
-    },
-    JobFinished(JobMetrics),
-    /// An error line the worker printed (`[ERROR] ...`, an F-code banner, a stderr tail line).
-    Error {
-        line: String,
-    },
-    /// The worker is done; its exit status follows.
-    Done {
-        exit_status: i32,
-    },
-}
 
 /// The worker's writing end (thread-safe; each event is one `write` of one line).
 pub struct EventWriter {
@@ -66,16 +41,12 @@ impl EventWriter {
         }
     }
 
-    pub fn send(&self, event: &Event) {
+    /// Send one value as one line (a single `write`, so lines of concurrent senders never mix).
+    pub fn send<T: Serialize>(&self, event: &T) {
         if let Ok(mut line) = serde_json::to_vec(event) {
             line.push(b'\n');
             let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
             let _ = f.write_all(&line);
         }
     }
-}
-
-/// Parse one line of the events pipe (unknown or malformed lines are ignored by the reader).
-pub fn parse(line: &str) -> Option<Event> {
-    serde_json::from_str(line).ok()
 }

@@ -17,12 +17,10 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-
-use rustix::process::{getpid, getppid, kill_process, set_parent_process_death_signal, Signal};
 
 /// The signals [`install`] handles.
 pub const HANDLED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -146,25 +144,6 @@ pub fn signal_name(sig: i32) -> Option<&'static str> {
     })
 }
 
-/// Ask the kernel to SIGKILL this process when its parent dies (`PR_SET_PDEATHSIG`), for the
-/// worker at start-up. Children started by [`super::process::run`] already have it (it survives
-/// `exec`); this makes it explicit and closes one gap: if the parent has already gone by the time
-/// this runs (`getppid()` is no longer `expected_parent`), the process kills itself with SIGKILL
-/// at once, exactly as if the parent had died a moment later.
-///
-/// The kernel sends the signal when the *thread* that forked this process exits, not the whole
-/// parent process: the parent must spawn from a thread that outlives the child.
-pub fn set_parent_death_signal(expected_parent: Option<u32>) -> io::Result<()> {
-    set_parent_process_death_signal(Some(Signal::KILL))?;
-    if let Some(expected) = expected_parent {
-        let parent = getppid().map_or(0, |pid| pid.as_raw_nonzero().get() as u32);
-        if parent != expected {
-            kill_process(getpid(), Signal::KILL)?;
-        }
-    }
-    Ok(())
-}
-
 impl Signals {
     /// The first handled signal nxcc received, if any.
     pub fn received(&self) -> Option<i32> {
@@ -262,14 +241,7 @@ fn watch(mut pipe: File, shared: &'static Shared) {
 
 /// A close-on-exec pipe whose write end is non-blocking (the handler must never block).
 fn self_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a valid array of two ints for `pipe2` to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `pipe2` succeeded, so both descriptors are open and owned by nobody else.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (read_end, write_end) = super::os::pipe()?;
     let write_flags = rustix::fs::fcntl_getfl(&write_end)?;
     rustix::fs::fcntl_setfl(&write_end, write_flags | rustix::fs::OFlags::NONBLOCK)?;
     Ok((read_end, write_end))
@@ -278,8 +250,17 @@ fn self_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::process::{getpid, kill_process, Signal};
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
+
+    /// The worker's start-up: the parent-death signal, and SIGKILL at once if the parent is not
+    /// `parent` (already gone), exactly as if it had died a moment later.
+    fn die_with_parent_or_kill(parent: u32) {
+        if crate::run::os::die_with_parent(parent).is_err() {
+            kill_process(getpid(), Signal::KILL).expect("kill self");
+        }
+    }
 
     /// Environment variable selecting what [`helper_process`] does in a re-executed test binary.
     const HELPER_ENV: &str = "NXCC_TEST_SIGNALS_HELPER";
@@ -340,8 +321,8 @@ mod tests {
                 .expect("run");
                 println!(
                     "RESULT cancelled={};termination={};wall_ms={}",
-                    outcome.cancelled,
-                    outcome.termination,
+                    matches!(outcome.end, crate::run::process::End::Cancelled(_)),
+                    outcome.termination(),
                     outcome.wall.as_millis()
                 );
                 std::process::exit(exit_status_for(signals.received().unwrap_or(0)));
@@ -349,13 +330,13 @@ mod tests {
             // The parent is not who we expect: the call kills us with SIGKILL.
             "WRONG-PARENT" => {
                 let real = std::os::unix::process::parent_id();
-                set_parent_death_signal(Some(real.wrapping_add(1))).expect("prctl");
+                die_with_parent_or_kill(real.wrapping_add(1));
                 println!("RESULT survived");
                 std::process::exit(0);
             }
             "RIGHT-PARENT" => {
                 let real = std::os::unix::process::parent_id();
-                set_parent_death_signal(Some(real)).expect("prctl");
+                die_with_parent_or_kill(real);
                 println!("RESULT survived");
                 std::process::exit(0);
             }
@@ -371,7 +352,7 @@ mod tests {
             }
             "WORKER" => {
                 let parent = std::os::unix::process::parent_id();
-                set_parent_death_signal(Some(parent)).expect("prctl");
+                die_with_parent_or_kill(parent);
                 println!("PID {}", std::process::id());
                 let _ = std::io::Write::flush(&mut std::io::stdout());
                 std::thread::sleep(Duration::from_secs(100));

@@ -13,16 +13,16 @@
 //!   running tool (SIGTERM, then SIGKILL after the grace); after [`WORKER_GRACE`], SIGKILL to the
 //!   whole session. Within 6 s of the cancellation nothing of the run remains.
 
-use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::events::{self, Event, EventWriter, EVENTS_FD_ENV};
-use super::process::{Cancel, Termination};
+use super::events::{EventWriter, EVENTS_FD_ENV};
+use super::os::{pipe, ProcStat};
+use super::process::{Cancel, End, Termination};
 
 /// How long a cancelled worker gets to stop its tool and exit before its session is killed.
 pub const WORKER_GRACE: Duration = Duration::from_millis(5500);
@@ -73,14 +73,7 @@ impl WorkerSpec<'_> {
 /// Whether this process has only one thread (so it may fork and go on running Rust code in the
 /// child).
 pub fn single_threaded() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Threads:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("1"))
-        })
-        .unwrap_or(false)
+    super::os::own_status_field("Threads") == Some(1)
 }
 
 /// Make this process a child subreaper: orphaned descendants are reparented to it instead of
@@ -112,23 +105,11 @@ pub fn children_left() -> bool {
 
 /// SIGKILL this process's children (what a subreaper inherited), scanning `/proc`.
 pub fn kill_children() {
-    let me = std::process::id().to_string();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1));
-        if ppid == Some(me.as_str()) {
+    let me = std::process::id();
+    for pid in processes() {
+        if ProcStat::read(pid).is_some_and(|s| s.ppid == me) {
             // SAFETY: kill(2) on a child of ours.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         }
     }
 }
@@ -137,9 +118,11 @@ pub fn kill_children() {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerOutcome {
     pub pid: u32,
-    pub termination: Termination,
-    pub cancelled: bool,
+    /// How it ended ([`End::Cancelled`] once the supervisor signalled it; never a timeout).
+    pub end: End,
     pub wall: Duration,
+    /// Peak resident set size, KiB, of the worker or its largest waited-for descendant.
+    pub max_rss_kb: u64,
 }
 
 /// Why the worker could not be started.
@@ -173,35 +156,26 @@ pub fn kill_session(sid: u32) -> usize {
 
 /// The live (non-zombie) processes whose session id is `sid`.
 pub fn session_members(sid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the command name (which may hold spaces) — state, ppid, pgrp, session.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 3 && f[0] != "Z" && f[3].parse::<u32>().ok() == Some(sid) {
-            out.push(pid);
-        }
-    }
-    out
+    processes()
+        .filter(|&pid| ProcStat::read(pid).is_some_and(|s| s.state != 'Z' && s.session == sid))
+        .collect()
 }
 
-/// Run the worker to its end, feeding every event to `on_event`.
+/// Every process id in `/proc`.
+fn processes() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+}
+
+/// Run the worker to its end, feeding every line of its report pipe to `on_event`.
 pub fn run(
     spec: &WorkerSpec,
     cancel: &Cancel,
     on_started: &mut dyn FnMut(),
-    on_event: &mut dyn FnMut(Event),
+    on_event: &mut dyn FnMut(&str),
 ) -> Result<WorkerOutcome, StartError> {
     let start_err = |source| StartError {
         program: spec.what(),
@@ -236,17 +210,18 @@ pub fn run(
                     if let Some(s) = stream {
                         let tx = tx.clone();
                         readers.push(std::thread::spawn(move || {
-                            for line in BufReader::new(s).lines().map_while(Result::ok) {
-                                let _ = tx.send(Msg::Line(line, is_err));
-                            }
+                            super::lines::read_all(s, &mut |line| {
+                                let _ = tx.send(Msg::Line(line.to_string(), is_err));
+                            });
                         }));
                     }
                 }
             }
+            // Reaped by pid below (with its figures); the handle only held the pipes.
+            drop(child);
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let status = child.wait();
-                let _ = tx.send(Msg::Exited(status.map(|s| s.into_raw()).unwrap_or(0)));
+                let _ = tx.send(Msg::Exited(wait_with_usage(pid)));
             });
             pid
         }
@@ -258,13 +233,7 @@ pub fn run(
                 fork_worker(*body, events_w.try_clone().map_err(start_err)?).map_err(start_err)?;
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let mut status = 0;
-                // SAFETY: waitpid on our own child, into a status we own.
-                while unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) } < 0
-                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-                {
-                }
-                let _ = tx.send(Msg::Exited(status));
+                let _ = tx.send(Msg::Exited(wait_with_usage(pid)));
             });
             pid
         }
@@ -275,21 +244,19 @@ pub fn run(
         let tx = tx.clone();
         let file = std::fs::File::from(events_r);
         readers.push(std::thread::spawn(move || {
-            for line in BufReader::new(file).lines().map_while(Result::ok) {
-                if let Some(ev) = events::parse(&line) {
-                    let _ = tx.send(Msg::Event(ev));
-                }
-            }
+            super::lines::read_all(file, &mut |line| {
+                let _ = tx.send(Msg::Event(line.to_string()));
+            });
         }));
     }
     drop(tx);
 
     let mut term_sent: Option<Instant> = None;
     let mut killed = false;
-    let mut exited: Option<i32> = None;
+    let mut exited: Option<(i32, u64)> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(25)) {
-            Ok(Msg::Event(ev)) => on_event(ev),
+            Ok(Msg::Event(line)) => on_event(&line),
             Ok(Msg::Line(line, is_err)) => {
                 if let Output::Lines(f) = spec.output {
                     f(&line, is_err);
@@ -334,7 +301,7 @@ pub fn run(
     let deadline = Instant::now() + Duration::from_millis(500);
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
-            Ok(Msg::Event(ev)) => on_event(ev),
+            Ok(Msg::Event(line)) => on_event(&line),
             Ok(Msg::Line(line, is_err)) => {
                 if let Output::Lines(f) = spec.output {
                     f(&line, is_err);
@@ -345,11 +312,16 @@ pub fn run(
         }
     }
     drop(readers);
+    let (status, max_rss_kb) = exited.unwrap_or((0, 0));
     Ok(WorkerOutcome {
         pid,
-        termination: Termination::from_wait_status(exited.unwrap_or(0)),
-        cancelled: term_sent.is_some(),
+        end: End::new(
+            Termination::from_wait_status(status),
+            false,
+            term_sent.is_some(),
+        ),
         wall: started.elapsed(),
+        max_rss_kb,
     })
 }
 
@@ -393,28 +365,10 @@ fn spawn_exec(
 }
 
 /// In a new worker, before anything else: its own session, SIGKILL when the supervisor dies, and
-/// an exit if the supervisor is already gone. Async-signal-safe.
+/// an error if the supervisor is already gone. Async-signal-safe.
 fn enter_worker_session(parent: u32) -> std::io::Result<()> {
-    // SAFETY: setsid, prctl and getppid are async-signal-safe; _exit ends the process.
-    unsafe {
-        if libc::setsid() < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::getppid() as u32 != parent {
-            libc::_exit(1);
-        }
-    }
-    Ok(())
+    rustix::process::setsid()?;
+    super::os::die_with_parent(parent)
 }
 
 /// Fork this (single-threaded) process; the child becomes the worker, runs `body` and exits with
@@ -449,19 +403,22 @@ fn fork_worker(
     Ok(pid as u32)
 }
 
-/// A pipe, both ends close-on-exec.
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two new descriptors into the array on success; we own them.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
+/// Wait for our child `pid` (retrying on EINTR); its raw wait status and peak RSS in KiB.
+fn wait_with_usage(pid: u32) -> (i32, u64) {
+    let mut status = 0;
+    // SAFETY: wait4 on our own child, into a status and a zeroed rusage we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    while unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) } < 0 {
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return (0, 0);
+        }
     }
-    use std::os::fd::FromRawFd;
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    (status, u64::try_from(usage.ru_maxrss).unwrap_or(0))
 }
 
 enum Msg {
-    Event(Event),
+    /// A line of the report pipe.
+    Event(String),
     Line(String, bool),
-    Exited(i32),
+    Exited((i32, u64)),
 }

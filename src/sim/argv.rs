@@ -116,7 +116,7 @@ impl Args {
     }
 }
 
-/// Parse `args` (without argv[0]) against `spec`. The error is the message to print.
+/// Parse `args` (without `argv[0]`) against `spec`. The error is the message to print.
 pub fn parse(spec: &Spec, args: &[String]) -> Result<Args, String> {
     let mut out = Args::default();
     let mut i = 0;

@@ -36,7 +36,7 @@ pub fn first_run(state_dir: &Path, tool: &str, key: &blake3::Hash) -> std::io::R
 #[derive(Debug, Clone)]
 pub struct Invocation {
     pub tool: String,
-    /// The full argv, argv[0] first.
+    /// The full argv, `argv[0]` first.
     pub argv: Vec<String>,
     pub cwd: PathBuf,
     pub start_ms: u64,

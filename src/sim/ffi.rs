@@ -3,7 +3,7 @@
 //! `run_backend_driver(argc, argv)` with the original's signature, for the driver's
 //! `--enable-internal-fork-walrus` path.
 //!
-//! It runs the simulated `walrus_driver` with that argv (argv[0] first). Relative paths resolve
+//! It runs the simulated `walrus_driver` with that argv (`argv[0]` first). Relative paths resolve
 //! against the process's current directory, as in the original; nxcc never changes it and passes
 //! an absolute `bir.json` path instead, and the simulated walrus writes its outputs next to its
 //! input file. The library keeps itself loaded once called (see `pin_in_memory`). Injected faults apply here too — `segv`, `abort` and `kill` end the host process,

@@ -33,6 +33,30 @@ pub mod tools;
 
 pub use tools::run_tool;
 
+/// The simulated toolchain as the toolchain layer sees it ([`crate::toolchain::Simulator`]).
+struct Simulated;
+
+impl crate::toolchain::Simulator for Simulated {
+    fn ensure_default(&self) -> std::io::Result<crate::toolchain::Toolchain> {
+        layout::ensure_default()
+    }
+
+    fn frontend(
+        &self,
+        model: &std::path::Path,
+        work_dir: &std::path::Path,
+        subgraphs: Option<usize>,
+    ) -> Result<Vec<String>, String> {
+        frontend::run(model, work_dir, subgraphs)
+    }
+}
+
+/// Make the simulated toolchain available to this program's compiles (`--toolchain sim`, and
+/// the in-process Frontend of a simulated toolchain). Idempotent.
+pub fn register() {
+    crate::toolchain::register_simulator(&Simulated);
+}
+
 /// The note every simulated output file carries.
 pub const NOT_FOR_HARDWARE: &str =
     "Written by the simulated Neuron toolchain (nxcc-sim), a test instrument: it cannot run on Neuron hardware.";
@@ -68,7 +92,7 @@ pub fn help_text() -> String {
     )
 }
 
-/// The `nxcc-sim` binary: act as the tool named by argv[0]'s file name, or, invoked as
+/// The `nxcc-sim` binary: act as the tool named by `argv[0]`'s file name, or, invoked as
 /// `nxcc-sim`, as the tool named by the first argument. Returns the exit status.
 pub fn binary_main(argv: Vec<std::ffi::OsString>) -> i32 {
     let mut args: Vec<String> = Vec::with_capacity(argv.len());

@@ -196,12 +196,12 @@ pub fn find(name: &str) -> Option<&'static ToolDef> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
-/// Run a simulated tool in-process: `args` without argv[0], paths relative to `cwd`.
+/// Run a simulated tool in-process: `args` without `argv[0]`, paths relative to `cwd`.
 pub fn run_tool(tool: &str, args: &[String], cwd: &Path) -> i32 {
     run_invocation(tool, tool, args, cwd)
 }
 
-/// [`run_tool`] with the argv[0] the tool was invoked as (recorded by `NXCC_SIM_RECORD`).
+/// [`run_tool`] with the `argv[0]` the tool was invoked as (recorded by `NXCC_SIM_RECORD`).
 pub fn run_invocation(tool: &str, argv0: &str, args: &[String], cwd: &Path) -> i32 {
     let mut argv = Vec::with_capacity(args.len() + 1);
     argv.push(argv0.to_string());

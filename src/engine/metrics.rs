@@ -92,15 +92,7 @@ pub fn submit(launch_dir: &Path, record: &Record) -> std::io::Result<()> {
 /// `ru_maxrss` is not used for this: Linux carries it across `execve`, so it would report the
 /// peak of whatever process forked us.)
 pub fn own_peak_rss_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    crate::run::os::own_status_field("VmHWM").unwrap_or(0)
 }
 
 /// A generated run id: time and pid, unique enough per launch directory.

@@ -1,7 +1,7 @@
 //! `runPipeline`: one compile, end to end, as the supervising process runs it (04-run.md).
 //!
 //! It prepares the work dir and the log, makes sure the toolchain is there, runs the plan in a
-//! worker (see [`super::supervisor`]; the worker runs [`super::executor`]), then reports: `Compiler
+//! worker (see [`crate::run::supervisor`]; the worker runs [`super::executor`]), then reports: `Compiler
 //! status PASS`, or the failure with `Artifacts stored in` and `Diagnostic logs stored in`; the
 //! F-code banner when the worker itself was killed; exit 130/143 after an interrupt. It removes
 //! a partial output, removes or keeps the work dir, and writes the metrics (the log's table,
@@ -17,13 +17,13 @@ use super::executor::partial_output;
 use super::failure;
 use super::log::{self, Console, Logger};
 use super::metrics::{self, JobMetrics};
-use super::process::{Cancel, Termination};
-use super::supervisor::{self, Output, Start, WorkerSpec};
 use super::timeline::{self, Span};
 use super::workdir;
 use crate::cli::level;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
+use crate::run::process::{Cancel, End};
+use crate::run::supervisor::{self, Output, Start, WorkerSpec};
 use crate::toolchain::Request;
 
 /// The hidden first argument that makes the binary a worker.
@@ -45,7 +45,7 @@ pub struct Options<'a> {
     /// The executable to re-run as the worker (default: this one).
     pub worker_program: Option<PathBuf>,
     /// This process runs this one compile and is a child subreaper
-    /// ([`super::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan, and
+    /// ([`crate::run::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan, and
     /// the worker may be forked rather than re-executed.
     pub sole_compile: bool,
     /// Install nxcc's SIGINT/SIGTERM/SIGHUP handling once the worker has started (the command
@@ -152,7 +152,10 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
     let mut worker_env = opts.worker_env.clone();
     // The toolchain, resolved once: handed to a forked worker, or named to a re-executed one.
     let toolchain = match &plan.toolchain_request {
-        Request::Simulated => match crate::sim::layout::ensure_default() {
+        Request::Simulated => match crate::toolchain::simulator()
+            .ok_or_else(crate::toolchain::no_simulator)
+            .and_then(|s| s.ensure_default())
+        {
             Ok(t) => Some(t),
             Err(e) => {
                 let err = NccError::new(
@@ -265,7 +268,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
     // its thread): a signal then cancels the compile.
     let mut on_started = || {
         if opts.install_signals {
-            if let Ok(s) = super::signals::install() {
+            if let Ok(s) = crate::run::signals::install() {
                 let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
                 s.on_signal(move |sig| {
                     let _ = which.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
@@ -276,7 +279,10 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
     };
     let mut jobs: Vec<JobMetrics> = Vec::new();
     let mut error_lines: Vec<String> = Vec::new();
-    let mut on_event = |ev: Event| {
+    let mut on_event = |line: &str| {
+        let Some(ev) = super::events::parse(line) else {
+            return;
+        };
         if let Some(f) = opts.on_event {
             f(&ev);
         }
@@ -302,30 +308,18 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         let _ = std::fs::remove_file(&partial);
     }
 
-    let interrupted = opts.interrupted.load(Ordering::SeqCst);
-    let exit_status = if outcome.cancelled || interrupted != 0 {
-        if interrupted != 0 {
-            super::signals::exit_status_for(interrupted)
-        } else {
-            super::signals::exit_status_for(libc::SIGTERM)
-        }
-    } else {
-        match outcome.termination {
-            Termination::Exited(0) => 0,
-            Termination::Exited(_) => EXIT_COMPILE_FAILED,
-            Termination::Signaled(sig) => {
-                let banner = failure::banner(sig);
-                logger.error(log::DRIVER, &banner);
-                error_lines.push(banner);
-                if sig == libc::SIGKILL {
-                    let (me, children) = super::process::memory_report();
-                    let line = failure::memory_line(me, children);
-                    logger.error(log::DRIVER, &line);
-                    error_lines.push(line);
-                }
-                EXIT_COMPILE_FAILED
+    let stopped = super::external::stopped_by(opts, outcome.end);
+    let exit_status = match (stopped, outcome.end) {
+        (Some(sig), _) => crate::run::signals::exit_status_for(sig),
+        (None, End::Exited(0)) => 0,
+        (None, End::Signaled(sig)) => {
+            for line in failure::banner_lines(sig, outcome.max_rss_kb) {
+                logger.error(log::DRIVER, &line);
+                error_lines.push(line);
             }
+            EXIT_COMPILE_FAILED
         }
+        (None, _) => EXIT_COMPILE_FAILED,
     };
 
     if exit_status != 0 {
@@ -368,14 +362,8 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         }
         logger.user("Compiler status PASS");
     } else {
-        if interrupted != 0 {
-            logger.error(
-                log::DRIVER,
-                &format!(
-                    "[ERROR] Compilation interrupted by {}",
-                    failure::signal_name(interrupted)
-                ),
-            );
+        if let Some(sig) = stopped.filter(|_| opts.interrupted.load(Ordering::SeqCst) != 0) {
+            logger.error(log::DRIVER, &failure::interrupted(sig));
         }
         logger.user(&format!("Artifacts stored in: {}", work.path.display()));
         logger.user(&format!(

@@ -1,6 +1,6 @@
 //! The executor: runs the plan's jobs strictly in plan order (SEED: there is no scheduler), in the
 //! worker process. It knows nothing about particular jobs: each job describes its steps (from the
-//! registry), and the executor runs them — native tools through [`super::process`], in-process
+//! registry), and the executor runs them — native tools through [`crate::run::process`], in-process
 //! work through the job's own function, the fork-walrus library through `libloading` — measuring
 //! each job and reporting failures in the original's words.
 
@@ -9,15 +9,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::events::{Event, EventWriter};
+use super::events::Event;
 use super::failure;
 use super::log::{self, Logger};
 use super::metrics::{JobMetrics, JobStatus};
-use super::process::{self, Cancel, Spec, Stream, Termination};
 use super::progress::Progress;
 use crate::error::NccError;
 use crate::jobs::{self, Action, RunContext, Step};
 use crate::plan::Plan;
+use crate::run::events::EventWriter;
+use crate::run::process::{self, Cancel, End, Spec, Stream};
 use crate::toolchain::Toolchain;
 
 /// Why the pipeline stopped early.
@@ -293,39 +294,16 @@ impl Executor<'_> {
                     Failure::Failed
                 })
             }
-            Action::Exec {
-                tool,
-                program,
-                args,
-            } => {
-                let Some(program) = program else {
-                    return Err(self.missing_tool(logger_name, tool));
-                };
-                self.run_process(
-                    job,
-                    logger_name,
-                    program,
-                    args.iter().map(String::as_str).collect(),
-                    &cwd,
-                    m,
-                )
-            }
-            Action::Shell {
-                tool,
-                program,
-                script,
-            } => {
+            Action::Exec { tool, program, .. } | Action::Shell { tool, program, .. } => {
                 if program.is_none() {
                     return Err(self.missing_tool(logger_name, tool));
                 }
-                self.run_process(
-                    job,
-                    logger_name,
-                    Path::new("/bin/bash"),
-                    vec!["-c", script],
-                    &cwd,
-                    m,
-                )
+                match step.command(self.work_dir) {
+                    Some(command) => {
+                        self.run_process(job, logger_name, command.timeout(self.job_timeout), m)
+                    }
+                    None => Err(self.missing_tool(logger_name, tool)),
+                }
             }
             Action::Library {
                 library,
@@ -349,26 +327,17 @@ impl Executor<'_> {
         &self,
         job: &str,
         logger_name: &str,
-        program: &Path,
-        args: Vec<&str>,
-        cwd: &Path,
+        spec: Spec,
         m: &mut JobMetrics,
     ) -> Result<(), Failure> {
-        let mut argv = vec![program.display().to_string()];
-        argv.extend(args.iter().map(|s| s.to_string()));
-        self.logger
-            .info(logger_name, &format!("Executing {}", argv.join(" ")));
+        self.logger.info(logger_name, &format!("Executing {spec}"));
         self.logger.info(
             logger_name,
-            &format!("Working directory is {}", cwd.display()),
+            &format!("Working directory is {}", spec.cwd.display()),
         );
-        self.logger.debug(
-            logger_name,
-            &format!("Replay this job by calling: {}", crate::shell::join(&argv)),
-        );
-        let spec = Spec::new(program, cwd)
-            .args(args.iter().copied())
-            .timeout(self.job_timeout);
+        self.logger
+            .debug(logger_name, &format!("Replay this job by calling: {spec}"));
+        let program = &spec.program;
         let logger = self.logger.clone();
         let mut on_line = |_stream: Stream, line: &str| logger.info(logger_name, line);
         let outcome = match process::run(&spec, &mut on_line, self.cancel) {
@@ -391,67 +360,34 @@ impl Executor<'_> {
         m.user_s += outcome.user.as_secs_f64();
         m.sys_s += outcome.sys.as_secs_f64();
         m.max_rss_kb = m.max_rss_kb.max(outcome.max_rss_kb);
-        if outcome.cancelled {
-            m.signal = outcome.termination.signal();
-            return Err(Failure::Cancelled);
+        for line in failure::job_lines(
+            job,
+            outcome.end,
+            &outcome.stderr_tail,
+            outcome.max_rss_kb,
+            spec.timeout,
+        ) {
+            self.error(logger_name, &line);
         }
-        if outcome.timed_out {
-            m.status = JobStatus::TimedOut;
-            m.signal = outcome.termination.signal();
-            self.error(
-                logger_name,
-                &failure::timed_out(job, self.job_timeout.unwrap_or_default().as_secs_f64()),
-            );
-            return Err(Failure::Failed);
-        }
-        match outcome.termination {
-            Termination::Exited(0) => Ok(()),
-            Termination::Exited(code) => {
+        match outcome.end {
+            End::Exited(0) => Ok(()),
+            End::Cancelled(t) => {
+                m.signal = t.signal();
+                Err(Failure::Cancelled)
+            }
+            End::TimedOut(t) => {
+                m.status = failure::job_status(outcome.end);
+                m.signal = t.signal();
+                Err(Failure::Failed)
+            }
+            End::Exited(code) => {
                 m.exit_status = Some(code);
-                self.error(
-                    logger_name,
-                    &failure::exited_abnormally(job, &format!("Exit status {code}.")),
-                );
-                self.stderr_tail(logger_name, &outcome.stderr_tail);
-                if let Some(sig) = failure::signal_of_status(code) {
-                    self.banner(logger_name, sig);
-                }
                 Err(Failure::Failed)
             }
-            Termination::Signaled(sig) => {
+            End::Signaled(sig) => {
                 m.signal = Some(sig);
-                self.error(
-                    logger_name,
-                    &failure::exited_abnormally(
-                        job,
-                        &format!("Killed by signal {sig} ({}).", failure::signal_name(sig)),
-                    ),
-                );
-                self.stderr_tail(logger_name, &outcome.stderr_tail);
-                self.banner(logger_name, sig);
                 Err(Failure::Failed)
             }
-        }
-    }
-
-    fn stderr_tail(&self, logger_name: &str, tail: &[String]) {
-        if tail.is_empty() {
-            return;
-        }
-        self.error(
-            logger_name,
-            &format!("Last {} lines of the tool's stderr:", tail.len()),
-        );
-        for line in tail {
-            self.error(logger_name, &format!("  {line}"));
-        }
-    }
-
-    fn banner(&self, logger_name: &str, sig: i32) {
-        self.error(logger_name, &failure::banner(sig));
-        if sig == libc::SIGKILL {
-            let (me, children) = process::memory_report();
-            self.error(logger_name, &failure::memory_line(me, children));
         }
     }
 

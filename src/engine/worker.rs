@@ -8,14 +8,15 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use super::events::{Event, EventWriter};
+use super::events::Event;
 use super::executor::{partial_output, Executor, Failure};
 use super::log::Console;
 use super::pipeline::{job_timeout, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
-use super::process::Cancel;
 use crate::cli::{self, level, Command};
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, SystemProbe};
+use crate::run::events::EventWriter;
+use crate::run::process::Cancel;
 use crate::toolchain::{self, Request, Toolchain};
 
 /// The worker's exit status when it stopped because it was cancelled.
@@ -89,9 +90,9 @@ pub fn run(
 ) -> i32 {
     // Orphans of the tools (a background process a tool left, even in a new session) come back
     // to the worker, which ends them before it exits.
-    let _ = super::supervisor::become_subreaper();
+    let _ = crate::run::supervisor::become_subreaper();
     let cancel = Cancel::new();
-    if let Ok(s) = super::signals::install() {
+    if let Ok(s) = crate::run::signals::install() {
         let c = cancel.clone();
         s.on_signal(move |_| c.cancel());
     }
@@ -115,10 +116,10 @@ pub fn run(
     };
     let (_metrics, result) = executor.run();
     for _ in 0..50 {
-        if !super::supervisor::children_left() {
+        if !crate::run::supervisor::children_left() {
             break;
         }
-        super::supervisor::kill_children();
+        crate::run::supervisor::kill_children();
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let status = match result {

@@ -1,0 +1,36 @@
+//! What a compile's worker reports to its supervisor, event by event, over the report pipe
+//! ([`crate::run::events`]): the jobs planned, each job's start and figures, every error line,
+//! and the end. The daemon forwards the same events to its clients.
+
+use serde::{Deserialize, Serialize};
+
+use super::metrics::JobMetrics;
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The jobs about to run, in order.
+    Pipeline {
+        jobs: Vec<String>,
+    },
+    JobStarted {
+        job: String,
+        index: usize,
+        total: usize,
+    },
+    JobFinished(JobMetrics),
+    /// An error line the worker printed (`[ERROR] ...`, an F-code banner, a stderr tail line).
+    Error {
+        line: String,
+    },
+    /// The worker is done; its exit status follows.
+    Done {
+        exit_status: i32,
+    },
+}
+
+/// Parse one line of the report pipe (unknown or malformed lines are ignored by the reader).
+pub fn parse(line: &str) -> Option<Event> {
+    serde_json::from_str(line).ok()
+}

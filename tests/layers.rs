@@ -1,0 +1,170 @@
+//! The layering rule, held: every `crate::` path in `src/` names a module of a lower layer than
+//! the module it is written in, as the README's Layout table assigns them (a reconstructed rule,
+//! `recon::X`, may also serve the modules of its own layer). A module missing from
+//! the table, or an import that goes sideways or up, fails with the file and the path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// `src/run/` → `run`, `src/toolchain.rs` → `toolchain`, `src/recon/cli.rs` → `recon::cli`,
+/// `src/bin/nxcc-sim.rs` → `bin`.
+fn module_of_path(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("src/")?;
+    let rest = rest.trim_end_matches('/').trim_end_matches(".rs");
+    let mut parts = rest.split('/');
+    let top = parts.next()?.to_string();
+    match (top.as_str(), parts.next()) {
+        ("recon", Some(rule)) => Some(format!("recon::{rule}")),
+        _ => Some(top),
+    }
+}
+
+/// The README's Layout table: module → layer.
+fn layers() -> BTreeMap<String, u32> {
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let table = readme
+        .split("\n## Layout\n")
+        .nth(1)
+        .expect("README has a Layout section");
+    let mut out = BTreeMap::new();
+    for line in table.lines().take_while(|l| !l.starts_with("## ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 {
+            continue;
+        }
+        let Ok(layer) = cells[1].parse::<u32>() else {
+            continue;
+        };
+        for path in cells[2].split(',') {
+            let path = path.trim().trim_matches('`');
+            if let Some(m) = module_of_path(path) {
+                out.insert(m, layer);
+            }
+        }
+    }
+    assert!(out.len() > 10, "the Layout table was not found: {out:?}");
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The code of a file without its comments (doc links may name any module).
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every `crate::a` or `crate::recon::b` named in `code`.
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let after = &rest[i + "crate::".len()..];
+        let word = |s: &str| -> String {
+            s.chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        };
+        let first = word(after);
+        let before_ok = i == 0 || {
+            let c = rest.as_bytes()[i - 1];
+            !(c.is_ascii_alphanumeric() || c == b'_')
+        };
+        if before_ok && !first.is_empty() {
+            if first == "recon" {
+                let second = word(after.strip_prefix("recon::").unwrap_or(""));
+                out.push(if second.is_empty() {
+                    "recon".to_string()
+                } else {
+                    format!("recon::{second}")
+                });
+            } else if first.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+                out.push(first);
+            }
+        }
+        rest = after;
+    }
+    out
+}
+
+#[test]
+fn every_import_goes_down_a_layer() {
+    let layers = layers();
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("src"), &mut files);
+    let mut problems = Vec::new();
+    for file in files {
+        let rel = file
+            .strip_prefix(ROOT)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel == "src/lib.rs" || rel == "src/main.rs" || rel == "src/recon/mod.rs" {
+            continue;
+        }
+        let module = module_of_path(&rel).unwrap();
+        let Some(&own) = layers.get(&module) else {
+            problems.push(format!(
+                "{rel}: module `{module}` is not in the README's Layout table"
+            ));
+            continue;
+        };
+        let text = std::fs::read_to_string(&file).unwrap();
+        for used in crate_paths(&code(&text)) {
+            if used == module {
+                continue;
+            }
+            match layers.get(&used) {
+                None => problems.push(format!(
+                    "{rel}: `crate::{used}` is not a module of the Layout table"
+                )),
+                // A reconstructed rule serves its own layer; it imports only from below.
+                Some(&theirs)
+                    if theirs == own
+                        && used.starts_with("recon::")
+                        && !module.starts_with("recon") => {}
+                Some(&theirs) if theirs >= own => problems.push(format!(
+                    "{rel}: `{module}` (layer {own}) uses `crate::{used}` (layer {theirs})"
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_checker_sees_upward_and_sideways_imports() {
+    // The checker itself: paths are found in code, not in comments, and recon rules are told
+    // apart by their subject.
+    let found = crate_paths(&code(
+        "use crate::plan::Plan; // crate::daemon\nlet x = crate::recon::cache::rule();\nmy_crate::x",
+    ));
+    assert_eq!(found, ["plan", "recon::cache"]);
+    assert_eq!(module_of_path("src/run/process.rs").as_deref(), Some("run"));
+    assert_eq!(
+        module_of_path("src/recon/cli.rs").as_deref(),
+        Some("recon::cli")
+    );
+    let layers = layers();
+    assert!(layers["run"] < layers["engine"] && layers["engine"] < layers["cache"]);
+    assert_eq!(layers["sim"], layers["engine"]);
+}
