@@ -123,6 +123,17 @@ fn learned_estimates_keep_the_compiles_within_the_memory_budget() {
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     let r = report(&s, "report.json");
     assert_eq!(r["succeeded"], 12);
+    // The table says what each estimate came from.
+    let table = text(&o.stdout);
+    assert!(
+        table.lines().next().unwrap().contains("estimate MiB  from"),
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains("  similar  ")).count(),
+        12,
+        "{table}"
+    );
     for c in r["compiles"].as_array().unwrap() {
         assert_eq!(c["estimate"]["basis"], "similar", "{c}");
         let est = c["estimate"]["bytes"].as_u64().unwrap();

@@ -136,17 +136,17 @@ impl Walker<'_> {
         Ok(len as usize)
     }
 
-    /// Skip an unknown field's value.
+    /// Skip an unknown field's value; `key` is where its key is and its field number.
     fn skip(
         &self,
         pos: &mut usize,
         end: usize,
-        key_at: usize,
-        tag: u32,
+        key: (usize, u32),
         wire: u64,
         depth: usize,
         path: &str,
     ) -> Result<(), Problem> {
+        let (key_at, tag) = key;
         match wire {
             0 => {
                 varint(self.buf, pos, end).map_err(|past| {
@@ -193,7 +193,7 @@ impl Walker<'_> {
                         }
                         break;
                     }
-                    self.skip(pos, end, inner_at, inner_tag, inner_wire, depth + 1, path)?;
+                    self.skip(pos, end, (inner_at, inner_tag), inner_wire, depth + 1, path)?;
                 }
             }
             _ => {
@@ -256,7 +256,7 @@ impl Walker<'_> {
             let key_at = pos;
             let (tag, wire) = self.key(&mut pos, end, path)?;
             let Some((name, kind)) = schema.field(tag) else {
-                self.skip(&mut pos, end, key_at, tag, wire, depth, path)?;
+                self.skip(&mut pos, end, (key_at, tag), wire, depth, path)?;
                 continue;
             };
             let index = match seen.iter_mut().find(|s| s.0 == tag) {
