@@ -402,8 +402,7 @@ fn check_outcome(bytes: &[u8]) {
 
 /// Whether prost decodes the bytes; the wire walk finds a problem exactly when it does not.
 fn walker_agrees_with_prost(bytes: &[u8]) {
-    use prost::Message;
-    let prost_ok = hlo::proto::HloModuleProto::decode(bytes).is_ok();
+    let prost_ok = hlo::proto::decodes(bytes).is_ok();
     let problem = hlo::wire::locate(bytes, &hlo::proto::MODULE);
     assert_eq!(prost_ok, problem.is_none(), "{problem:?}");
 }

@@ -44,14 +44,8 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Err(stop) => return stop.report(),
     };
     let file = Path::new(&parsed.positionals[0][0]);
-    let bytes = match std::fs::metadata(file).and_then(|m| {
-        if m.is_dir() {
-            Err(std::io::Error::other("a directory, not an HLO module file"))
-        } else {
-            std::fs::read(file)
-        }
-    }) {
-        Ok(b) => b,
+    let mapped = match super::Mapped::open(file) {
+        Ok(m) => m,
         Err(e) => {
             err(&format!(
                 "{prog} hlo-info: error: {}\n",
@@ -60,15 +54,15 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             return EXIT_INVALID;
         }
     };
-    let module = match super::parse(&bytes) {
+    let size = mapped.bytes().len() as u64;
+    let module = match super::parse(mapped.bytes()) {
         Ok(m) => m,
         Err(e) => {
             err(&format!("{prog} hlo-info: error: {}\n", e.render(file)));
             return EXIT_INVALID;
         }
     };
-    let size = bytes.len() as u64;
-    drop(bytes);
+    drop(mapped);
     if parsed.flag("json") {
         let mut text = serde_json::to_string_pretty(&module.to_json(size)).unwrap_or_default();
         text.push('\n');

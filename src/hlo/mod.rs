@@ -63,21 +63,36 @@ impl ReadError {
 /// Read a module from its bytes: HLO text when they start with `HloModule`, else a binary
 /// `HloModuleProto`.
 pub fn parse(bytes: &[u8]) -> Result<Module, ReadError> {
+    match form(bytes)? {
+        Form::Text => parse_text(bytes),
+        Form::Proto => proto::parse(bytes),
+    }
+}
+
+enum Form {
+    Text,
+    Proto,
+}
+
+fn form(bytes: &[u8]) -> Result<Form, ReadError> {
     if bytes.is_empty() {
-        return Err(ReadError::Empty);
-    }
-    if bytes.starts_with(b"HloModule") {
-        let text = std::str::from_utf8(bytes).map_err(|e| ReadError::Text {
-            line: 1 + bytes[..e.valid_up_to()]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count(),
-            message: "not UTF-8".into(),
-        })?;
-        text::parse(text)
+        Err(ReadError::Empty)
+    } else if bytes.starts_with(b"HloModule") {
+        Ok(Form::Text)
     } else {
-        proto::parse(bytes)
+        Ok(Form::Proto)
     }
+}
+
+fn parse_text(bytes: &[u8]) -> Result<Module, ReadError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| ReadError::Text {
+        line: 1 + bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count(),
+        message: "not UTF-8".into(),
+    })?;
+    text::parse(text)
 }
 
 /// Read the module file at `path` (a model directory is not a module: an error).
@@ -112,5 +127,63 @@ pub(crate) mod testing {
             t.push('\n');
         }
         t.into_bytes()
+    }
+}
+
+/// A file's bytes mapped into memory instead of copied, for `nxcc hlo-info`: a process that
+/// reads one file and exits. (A file another process truncates while it is mapped ends the
+/// process with SIGBUS, so the plan, the daemon and the simulated tools read with [`read`].)
+pub struct Mapped {
+    ptr: *mut std::ffi::c_void,
+    len: usize,
+}
+
+impl Mapped {
+    /// Map the whole file read-only (private, populated up front). An empty file maps to no
+    /// memory.
+    pub fn open(path: &Path) -> std::io::Result<Mapped> {
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
+        let file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            return Err(std::io::Error::other("a directory, not an HLO module file"));
+        }
+        let len = usize::try_from(meta.len()).map_err(std::io::Error::other)?;
+        if len == 0 {
+            return Ok(Mapped {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        // SAFETY: a new mapping at an address the kernel chooses, of the file's length; it is
+        // only read, and unmapped once, in `drop`.
+        let ptr = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ,
+                MapFlags::PRIVATE | MapFlags::POPULATE,
+                &file,
+                0,
+            )
+        }?;
+        Ok(Mapped { ptr, len })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr` is a live read-only mapping of `len` bytes until `drop`.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: the mapping made in `open`, unmapped once; no slice of it outlives `self`.
+            let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
+        }
     }
 }

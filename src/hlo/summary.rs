@@ -258,8 +258,20 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// One instruction (its shape is cloned only when it is among the largest).
+    /// One instruction.
     pub fn add(&mut self, name: &str, opcode: &str, shape: &Shape) {
+        self.add_lazy(name, opcode, shape.bytes(), || shape.clone());
+    }
+
+    /// One instruction whose output is `bytes` large; its shape is made only when it is among
+    /// the largest.
+    pub fn add_lazy(
+        &mut self,
+        name: &str,
+        opcode: &str,
+        bytes: u64,
+        shape: impl FnOnce() -> Shape,
+    ) {
         self.instructions += 1;
         match self.opcodes.get_mut(opcode) {
             Some(n) => *n += 1,
@@ -267,7 +279,6 @@ impl Tally {
                 self.opcodes.insert(opcode.to_string(), 1);
             }
         }
-        let bytes = shape.bytes();
         let beats = |t: &Tensor| {
             (bytes, std::cmp::Reverse(name)) > (t.bytes(), std::cmp::Reverse(t.name.as_str()))
         };
@@ -282,7 +293,7 @@ impl Tally {
                 Tensor {
                     number: 0,
                     name: name.to_string(),
-                    shape: shape.clone(),
+                    shape: shape(),
                 },
             );
             self.largest.truncate(LARGEST);

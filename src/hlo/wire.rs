@@ -20,8 +20,12 @@ pub enum Kind {
     Int,
     /// A repeated varint integer (wire type 0, or 2 when packed).
     Ints,
+    /// Bytes of any content (wire type 2).
+    Bytes,
     /// A nested message (wire type 2).
     Msg(&'static Schema),
+    /// A nested message decoded apart from its parent, so with its own nesting budget.
+    Apart(&'static Schema),
 }
 
 /// The fields of one message that the decoder knows; any other field is skipped.
@@ -330,21 +334,78 @@ impl Walker<'_> {
                     _ if matches!(kind, Kind::Ints) => return Err(expect("0 or 2 (integers)")),
                     _ => return Err(expect("0 (an integer)")),
                 },
-                Kind::Msg(inner) => {
+                Kind::Bytes => {
+                    if wire != 2 {
+                        return Err(expect("2 (bytes)"));
+                    }
+                    pos += self.length(&mut pos, end, key_at, tag, &here)?;
+                }
+                Kind::Msg(inner) | Kind::Apart(inner) => {
                     if wire != 2 {
                         return Err(expect("2 (a message)"));
                     }
                     let len = self.length(&mut pos, end, key_at, tag, &here)?;
-                    if depth + 1 > RECURSION_LIMIT {
+                    let depth = match kind {
+                        Kind::Apart(_) => 0,
+                        _ => depth + 1,
+                    };
+                    if depth > RECURSION_LIMIT {
                         return Err(self.problem(key_at, Some(tag), &here, "nests too deeply"));
                     }
                     let _ = write!(here, "[{index}]");
-                    self.message(pos, pos + len, inner, depth + 1, &here)?;
+                    self.message(pos, pos + len, inner, depth, &here)?;
                     pos += len;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// The fields of one encoded message, in order, as (field number, wire type, value bytes: a
+/// length-delimited field's contents, else its encoded value), read with the rules above; the
+/// first malformed field ends it with an `Err`.
+pub fn fields(buf: &[u8]) -> Fields<'_> {
+    Fields {
+        walker: Walker { buf },
+        pos: 0,
+        failed: false,
+    }
+}
+
+/// See [`fields`].
+pub struct Fields<'a> {
+    walker: Walker<'a>,
+    pos: usize,
+    failed: bool,
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u32, u64, &'a [u8]), Problem>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let buf = self.walker.buf;
+        if self.failed || self.pos >= buf.len() {
+            return None;
+        }
+        let step = |pos: &mut usize| -> Result<(u32, u64, &'a [u8]), Problem> {
+            let at = *pos;
+            let (tag, wire) = self.walker.key(pos, buf.len(), "")?;
+            if wire == 2 {
+                let len = self.walker.length(pos, buf.len(), at, tag, "")?;
+                let value = &buf[*pos..*pos + len];
+                *pos += len;
+                return Ok((tag, wire, value));
+            }
+            let start = *pos;
+            self.walker.skip(pos, buf.len(), (at, tag), wire, 0, "")?;
+            Ok((tag, wire, &buf[start..*pos]))
+        };
+        let mut pos = self.pos;
+        let item = step(&mut pos);
+        self.pos = pos;
+        self.failed = item.is_err();
+        Some(item)
     }
 }
 
