@@ -39,6 +39,201 @@ impl NccError {
     }
 }
 
+/// The resolution every "a tool or the toolchain is missing" error gives.
+const FIND_TOOLCHAIN: &str =
+    "Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.";
+
+/// Every error nxcc raises with a code, each code defined here once, with its resolution. The
+/// codes of the original's own rules (DRV017, DRV068, DRV077, EARG001, the simulated tools'
+/// DVR codes) keep the original's numbers; nxcc's own start at EDRV081 (01-cli.md).
+impl NccError {
+    /// NCC_DRV017: more than one model file for the XLA flow.
+    pub fn one_model_only() -> NccError {
+        NccError::new(
+            "DRV017",
+            "XLA flow only takes 1 model file",
+            "Pass exactly one model file.",
+        )
+    }
+
+    /// NCC_DRV068: the model file does not exist.
+    pub fn model_missing(model: impl fmt::Display) -> NccError {
+        NccError::new(
+            "DRV068",
+            format!("HLO module {model} doesn't exist"),
+            "Check the path of the model file.",
+        )
+    }
+
+    /// NCC_DRV077: the work dir holds an earlier compile's artifacts.
+    pub fn artifacts_exist(dir: impl fmt::Display) -> NccError {
+        NccError::new(
+            "DRV077",
+            format!("Compilation artifacts already exist in the output directory ({dir})."),
+            "Please ensure to run the compiler with a clean artifacts directory to avoid unintended mixing of compilation artifacts between multiple models.",
+        )
+    }
+
+    /// NCC_EARG001: an argument value validation refuses.
+    pub fn illegal_argument(cause: impl fmt::Display, resolution: impl Into<String>) -> NccError {
+        NccError::new(
+            "EARG001",
+            format!("Illegal argument(s) - {cause}"),
+            resolution,
+        )
+    }
+
+    /// NCC_EDRV081: a job name the registry does not know.
+    pub fn unknown_job(name: &str, known: &[&str]) -> NccError {
+        NccError::new(
+            "EDRV081",
+            format!("Unknown job '{name}'"),
+            format!("Known jobs: {}.", known.join(", ")),
+        )
+    }
+
+    /// NCC_EDRV082: a tool (or the toolchain itself) is missing.
+    pub fn tool_not_found(what: impl fmt::Display) -> NccError {
+        NccError::new("EDRV082", format!("Could not find {what}"), FIND_TOOLCHAIN)
+    }
+
+    /// NCC_EDRV082: the simulated toolchain could not be had.
+    pub fn simulated_toolchain(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV082",
+            format!("Could not lay out the simulated toolchain: {cause}"),
+            "Check that nxcc-sim is installed next to nxcc, or use a real toolchain (--toolchain DIR).",
+        )
+    }
+
+    /// NCC_EDRV082 (the program is missing) or NCC_EDRV090 (it cannot be started): the external
+    /// compiler.
+    pub fn compiler_not_run(not_found: bool, cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            if not_found { "EDRV082" } else { "EDRV090" },
+            format!("Could not run the compiler: {cause}"),
+            "Check --compiler.",
+        )
+    }
+
+    /// NCC_EDRV083: a job of a framework nxcc does not compile.
+    pub fn not_for_xla(job: &str) -> NccError {
+        NccError::new(
+            "EDRV083",
+            format!("{job} is only available for non-XLA frameworks, which nxcc does not compile"),
+            "Remove it from --pipeline.",
+        )
+    }
+
+    /// NCC_EDRV084: StaticIOTranspose refuses its inputs or cannot do its work.
+    pub fn static_io(cause: impl fmt::Display, resolution: impl Into<String>) -> NccError {
+        NccError::new("EDRV084", cause.to_string(), resolution)
+    }
+
+    /// NCC_EDRV085: an option's value cannot be split into words.
+    pub fn unsplittable(dest: &str, text: &str, cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV085",
+            format!(
+                "Could not split --{} value {text:?}: {cause}",
+                dest.replace('_', "-")
+            ),
+            "Balance the quotes in the option's value.",
+        )
+    }
+
+    /// NCC_EDRV087: the NEFF could not be packed or written.
+    pub fn neff_pack(cause: impl fmt::Display, resolution: impl Into<String>) -> NccError {
+        NccError::new("EDRV087", cause.to_string(), resolution)
+    }
+
+    /// NCC_EDRV088: SaveTemps could not copy an artifact.
+    pub fn save_temps(path: impl fmt::Display, cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV088",
+            format!("SaveTemps could not copy {path}: {cause}"),
+            "Check the launch directory is writable.",
+        )
+    }
+
+    /// NCC_EDRV089: no work directory could be made.
+    pub fn work_dir(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV089",
+            cause.to_string(),
+            "Check --temp-dir (or pass one) and that its directory is writable.",
+        )
+    }
+
+    /// NCC_EDRV090: nxcc could not do its own part of a job (write a file, start a process, load
+    /// a library).
+    pub fn internal(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV090",
+            cause.to_string(),
+            "Check the toolchain, the work directory and that the nxcc executable is intact.",
+        )
+    }
+
+    /// NCC_EDRV091: the log file cannot be opened.
+    pub fn log_file(path: impl fmt::Display, cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV091",
+            format!("Cannot open the log file {path}: {cause}"),
+            "Check --logfile.",
+        )
+    }
+
+    /// NCC_EDRV092: the simulated frontend refused the model.
+    pub fn simulated_frontend(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV092",
+            format!("The simulated frontend failed: {cause}"),
+            "Check the model file.",
+        )
+    }
+
+    /// NCC_EDRV093: the job selection leaves nothing to run; `cause` names the selector.
+    pub fn empty_plan(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV093",
+            format!("No job to run: {cause}"),
+            "Select at least one job with --pipeline and --state.",
+        )
+    }
+
+    /// NCC_EDRV110: a remote cache URL.
+    pub fn remote_cache(dir: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV110",
+            format!("Remote compile caches are not supported: {dir}"),
+            "Use a local directory for --cache_dir (or --no_cache).",
+        )
+    }
+
+    /// NCC_EDRV111: a cached NEFF cannot be written to `--output`.
+    pub fn output_not_written(output: impl fmt::Display, cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV111",
+            format!("Cannot write the output {output}: {cause}"),
+            "Check --output and its directory.",
+        )
+    }
+
+    /// NCC_EDRV112: the external compiler succeeded but its output could not be moved.
+    pub fn compiler_output(
+        partial: impl fmt::Display,
+        output: impl fmt::Display,
+        cause: impl fmt::Display,
+    ) -> NccError {
+        NccError::new(
+            "EDRV112",
+            format!("The compiler succeeded but its output {partial} could not be moved to {output}: {cause}"),
+            "Check that the compiler writes --output, and the output directory.",
+        )
+    }
+}
+
 impl fmt::Display for NccError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.code {

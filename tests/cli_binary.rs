@@ -147,3 +147,43 @@ fn neuron_cc_flags_is_not_read_by_the_driver() {
     assert_eq!(j["target"], "trn1");
     assert_eq!(j["logical_nc_config"], 1);
 }
+
+#[test]
+fn durations_out_of_range_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.pb");
+    std::fs::write(&model, b"model").unwrap();
+    let model = model.to_str().unwrap();
+    for bad in ["1e20", "nan", "inf", "-1", "0", "0.5", "10000001", "soon"] {
+        let out = nxcc(&[
+            "compile",
+            model,
+            "--target",
+            "trn1",
+            "--job-timeout",
+            bad,
+            "--dry-run",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "nxcc compile: error: argument --job-timeout: invalid seconds value: '{bad}' (a number of seconds from 1 to 10000000)"
+            )),
+            "{bad}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{bad}: {err}");
+    }
+    for good in ["1", "2.5", "10000000"] {
+        let out = nxcc(&[
+            "compile",
+            model,
+            "--target",
+            "trn1",
+            "--job-timeout",
+            good,
+            "--dry-run",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{good}: {}", text(&out.stderr));
+    }
+}

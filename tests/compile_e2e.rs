@@ -528,3 +528,122 @@ fn verify_and_simulate_jobs_and_the_goldens_jobs_nxcc_cannot_run() {
         );
     }
 }
+
+/// The `$ ...` command lines of a text dry run, in order.
+fn dry_run_commands(s: &Scratch, args: &[&str]) -> Vec<String> {
+    let mut a = args.to_vec();
+    a.push("--dry-run");
+    let out = s.run(&a);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("$ ").map(str::to_string))
+        .collect()
+}
+
+/// The `Executing ...` lines of the log file, in order.
+fn logged_commands(s: &Scratch) -> Vec<String> {
+    std::fs::read_to_string(s.join("log-neuron-cc.txt"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once("]: Executing ").map(|(_, c)| c.to_string()))
+        .collect()
+}
+
+#[test]
+fn the_command_the_dry_run_prints_is_the_command_the_run_logs() {
+    // Every job kind that runs a tool: the worked examples, the verifier and the simulator
+    // (walrus_driver), the watchpoint tool, the Backend's shell, a model path that needs quoting.
+    let mut examples: Vec<String> = WORKED_EXAMPLES_WITH_KELPER
+        .iter()
+        .map(|e| format!("compile mlp.hlo_module.pb --framework XLA {e}"))
+        .collect();
+    examples.extend(
+        [
+            "compile mlp.hlo_module.pb --target trn1 --internal-tensorizer-opt-level nki --pipeline compile BIRVerifier BIRSim",
+            "compile mlp.hlo_module.pb --target trn1 --internal-compiler-debug-mode all --pipeline compile Watchpoint",
+            "compile 'model with space.pb' --target trn2",
+        ]
+        .map(str::to_string),
+    );
+    let mut kinds = std::collections::BTreeSet::new();
+    for (i, example) in examples.iter().enumerate() {
+        let s = Scratch::new();
+        std::fs::copy(s.join("mlp.hlo_module.pb"), s.join("model with space.pb")).unwrap();
+        let line = format!("{example} --toolchain sim --output out{i}.neff");
+        let args = shell_words::split(&line).unwrap();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let planned = dry_run_commands(&s, &args);
+        let out = s.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{example}: {}",
+            text(&out.stderr)
+        );
+        let logged = logged_commands(&s);
+        assert!(!planned.is_empty(), "{example}");
+        assert_eq!(logged, planned, "{example}: the run logged other commands");
+        for c in &planned {
+            let words = shell_words::split(c).unwrap();
+            kinds.insert(tool_name(&words[0]));
+        }
+        if example.contains("space") {
+            assert!(planned[0].contains("'"), "{}", planned[0]);
+        }
+    }
+    for tool in [
+        "hlo2penguin",
+        "xla_infergoldens",
+        "walrus_driver",
+        "hlo-neff-wrapper",
+        "watchpoint_insert",
+        "bash",
+    ] {
+        assert!(kinds.contains(tool), "no example ran {tool}: {kinds:?}");
+    }
+}
+
+#[test]
+fn a_compile_that_writes_no_neff_says_so_on_the_console() {
+    for (flag, cause) in [
+        ("-O3", "-O3 sets layer_unroll_factor=0"),
+        (
+            "--enable-internal-modular-compilation",
+            "--enable-internal-modular-compilation",
+        ),
+        (
+            "--enable-internal-bir-linker",
+            "--enable-internal-bir-linker",
+        ),
+    ] {
+        let s = Scratch::new();
+        let out = s.sim_run("trn1", &["--output", "none.neff", flag]);
+        assert_eq!(out.status.code(), Some(0), "{flag}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        let stdout = text(&out.stdout);
+        assert!(
+            err.contains(&format!(
+                " WARNING: {cause}: Backend, Kelper and NeffWrapper are not scheduled; no NEFF will be written"
+            )),
+            "{flag}: {err}"
+        );
+        // The warning comes before the jobs run; the end names what was produced instead.
+        let work = s.work_dirs();
+        assert_eq!(work.len(), 1, "{flag}: the work dir is kept");
+        assert!(!s.join("none.neff").exists(), "{flag}");
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(
+            last.ends_with(&format!(
+                "No NEFF was written to {}; the compile's artifacts are in {}",
+                s.join("none.neff").display(),
+                work[0].display()
+            )),
+            "{flag}: {stdout}"
+        );
+        let log = std::fs::read_to_string(s.join("log-neuron-cc.txt")).unwrap();
+        let warned = log.find("no NEFF will be written").unwrap();
+        let first_job = log.find("Starting job").unwrap();
+        assert!(warned < first_job, "{flag}: warned after the jobs started");
+    }
+}

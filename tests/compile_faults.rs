@@ -282,14 +282,11 @@ fn sighup_exits_143() {
     interrupt(libc::SIGHUP, 143);
 }
 
-#[test]
-fn a_killed_worker_is_reported_as_f137() {
-    let s = Scratch::new();
-    let m = marker("worker");
-    let mut child = start_long_compile(&s, &m);
-    // The worker: the supervisor's child (the tools are the worker's children).
+/// The worker of a compile started by [`start_long_compile`]: the supervisor's child (the tools
+/// are the worker's children).
+fn worker_of(child: &Child, marker: &str) -> u32 {
     let supervisor = child.id().to_string();
-    let worker = processes_with_env("NXCC_TEST_MARK", &m)
+    processes_with_env("NXCC_TEST_MARK", marker)
         .into_iter()
         .find(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -300,7 +297,15 @@ fn a_killed_worker_is_reported_as_f137() {
                 })
                 .unwrap_or(false)
         })
-        .expect("the worker process");
+        .expect("the worker process")
+}
+
+#[test]
+fn a_killed_worker_is_reported_as_f137() {
+    let s = Scratch::new();
+    let m = marker("worker");
+    let mut child = start_long_compile(&s, &m);
+    let worker = worker_of(&child, &m);
     let sent = Instant::now();
     unsafe { libc::kill(worker as i32, libc::SIGKILL) };
     let status = wait_with_deadline(&mut child, Duration::from_secs(8));
@@ -364,4 +369,84 @@ fn a_tool_that_leaves_background_processes_behind_does_not_leave_them_running() 
         processes_with_env("NXCC_TEST_MARK", &m).is_empty(),
         "background processes survived the compile"
     );
+}
+
+#[test]
+fn a_killed_supervisor_takes_a_tools_escaped_grandchildren_with_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let tc = s.join("tc");
+    std::fs::create_dir_all(&tc).unwrap();
+    // A tool that leaves one process in a new session, one in its group, says it is running,
+    // and keeps running.
+    let ready = s.join("ready");
+    let script = format!(
+        "#!/bin/sh\n(setsid sleep 1000 >/dev/null 2>&1 &)\nsleep 1000 >/dev/null 2>&1 &\ntouch '{}'\nexec sleep 1000\n",
+        ready.display()
+    );
+    std::fs::write(tc.join("hlo2penguin"), script).unwrap();
+    std::fs::set_permissions(
+        tc.join("hlo2penguin"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let m = marker("grandchildren");
+    let mut child = s
+        .nxcc(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn1",
+            "--toolchain",
+            tc.to_str().unwrap(),
+            "--pipeline",
+            "HLOToTensorizer",
+        ])
+        .env("NXCC_TEST_MARK", &m)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the tool never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The tool, its two background processes and the worker are running.
+    assert!(processes_with_env("NXCC_TEST_MARK", &m).len() >= 4);
+    let sent = Instant::now();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_nothing_left(&m, sent);
+}
+
+#[test]
+fn every_kind_of_worker_death_ends_with_its_banner_or_a_line_naming_the_signal() {
+    for (sig, expected) in [
+        (libc::SIGSEGV, "[F139] neuronx-cc terminated abnormally"),
+        (libc::SIGABRT, "[F134] neuronx-cc terminated abnormally"),
+        (
+            libc::SIGTERM,
+            "[ERROR] Compilation interrupted by SIGTERM sent to its worker (pid ",
+        ),
+        (
+            libc::SIGINT,
+            "[ERROR] Compilation interrupted by SIGINT sent to its worker (pid ",
+        ),
+    ] {
+        let s = Scratch::new();
+        let m = marker(&format!("worker-sig{sig}"));
+        let mut child = start_long_compile(&s, &m);
+        let worker = worker_of(&child, &m);
+        let sent = Instant::now();
+        // Once: the signal must not be swallowed.
+        unsafe { libc::kill(worker as i32, sig) };
+        let status = wait_with_deadline(&mut child, Duration::from_secs(15));
+        assert_eq!(status.code(), Some(70), "signal {sig}");
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert!(err.contains(expected), "signal {sig}: {err}");
+        assert_nothing_left(&m, sent);
+        assert!(!s.join("out.neff").exists());
+    }
 }

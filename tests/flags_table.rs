@@ -28,7 +28,7 @@ fn kind_name(k: Kind) -> &'static str {
     match k {
         Kind::Bool => "bool",
         Kind::Int => "int",
-        Kind::Float => "float",
+        Kind::Float | Kind::Seconds => "float",
         Kind::Str => "str",
         Kind::Path => "path",
         Kind::Choice => "choice",

@@ -559,3 +559,130 @@ fn the_external_compiler_engine() {
         assert!(!s.join("out5/g00.neff").exists());
     }
 }
+
+/// A failure report with what legitimately differs between engines made uniform: the job's name,
+/// the stderr tail (the simulated tool and the script print different words, or none), the
+/// figures of the memory line.
+fn report_shape(lines: &[Value], job: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for l in lines {
+        let l = l.as_str().unwrap().replace(job, "<job>");
+        let shaped = if l.starts_with("  ")
+            || (l.starts_with("Last ") && l.ends_with(" lines of the tool's stderr:"))
+        {
+            continue;
+        } else if l.starts_with("Current memory usage for neuronxcc is ") {
+            l.chars()
+                .map(|c| if c.is_ascii_digit() { 'N' } else { c })
+                .collect::<String>()
+                .split("NN")
+                .collect::<Vec<_>>()
+                .join("N")
+        } else {
+            l
+        };
+        if out.last() != Some(&shaped) {
+            out.push(shaped);
+        }
+    }
+    out
+}
+
+#[test]
+fn each_kind_of_failure_is_reported_alike_by_the_pipeline_and_the_external_engine() {
+    let s = Scratch::new();
+    let compiler = fake_compiler();
+    // (sim fault of walrus_driver, fake compiler crash, extra compile arguments)
+    let kinds = [
+        ("walrus_driver:exit=3", "exit=3", None),
+        ("walrus_driver:exit=137", "exit=137", None),
+        ("walrus_driver:segv", "segv", None),
+        ("walrus_driver:abort", "abort", None),
+        ("walrus_driver:kill", "kill", None),
+        ("walrus_driver:hang", "", Some("1")),
+    ];
+    for (i, (fault, crash, timeout)) in kinds.iter().enumerate() {
+        let dir = format!("k{i}");
+        variants(&s, &dir, 1);
+        let mut reports = Vec::new();
+        for engine in ["pipeline", "external"] {
+            let file = format!("r-{i}-{engine}.json");
+            let out_dir = format!("out-{i}-{engine}");
+            let mut args = vec![
+                "parallel-compile",
+                dir.as_str(),
+                "--no_cache",
+                "--output-dir",
+                out_dir.as_str(),
+                "--report",
+                file.as_str(),
+            ];
+            let compiler_arg = compiler.to_str().unwrap();
+            if engine == "external" {
+                args.extend(["--compiler", compiler_arg]);
+            }
+            args.extend(["--", "--target", "trn2", "--toolchain", "sim"]);
+            if let Some(t) = timeout {
+                args.extend(["--job-timeout", t]);
+            }
+            let mut c = s.nxcc(&args);
+            if engine == "pipeline" {
+                c.env("NXCC_SIM_FAULT", fault);
+            } else if crash.is_empty() {
+                c.env("FAKE_COMPILER_SLEEP", "100");
+            } else {
+                c.env("FAKE_COMPILER_CRASH", crash);
+            }
+            let o = c.output().unwrap();
+            assert_eq!(
+                o.status.code(),
+                Some(70),
+                "{fault} {engine}: {}",
+                text(&o.stderr)
+            );
+            let r = report(&s, &file);
+            let job = if engine == "pipeline" {
+                "WalrusDriver"
+            } else {
+                "ExternalCompiler"
+            };
+            let lines = r["compiles"][0]["error_lines"].as_array().unwrap().clone();
+            reports.push(report_shape(&lines, job));
+        }
+        assert_eq!(
+            reports[0], reports[1],
+            "{fault}: the engines report differently"
+        );
+        let expected_first = match *crash {
+            "" => "[ERROR] Job <job> timed out after 1 s",
+            "exit=3" => "[ERROR] Child process job \"<job>\" exited abnormally! Exit status 3.",
+            "exit=137" => "[ERROR] Child process job \"<job>\" exited abnormally! Exit status 137.",
+            "segv" => "[ERROR] Child process job \"<job>\" exited abnormally! Killed by signal 11 (SIGSEGV).",
+            "abort" => "[ERROR] Child process job \"<job>\" exited abnormally! Killed by signal 6 (SIGABRT).",
+            _ => "[ERROR] Child process job \"<job>\" exited abnormally! Killed by signal 9 (SIGKILL).",
+        };
+        assert_eq!(reports[0][0], expected_first, "{fault}");
+        let banner = match *crash {
+            "exit=137" | "kill" => Some("[F137] "),
+            "segv" => Some("[F139] "),
+            "abort" => Some("[F134] "),
+            _ => None,
+        };
+        if let Some(b) = banner {
+            assert!(
+                reports[0].iter().any(|l| l.starts_with(b)),
+                "{fault}: {:?}",
+                reports[0]
+            );
+        }
+        if banner == Some("[F137] ") {
+            assert!(
+                reports[0].iter().any(|l| l.starts_with(
+                    "Current memory usage for neuronxcc is N MB; peak of its children N MB"
+                )),
+                "{fault}: {:?}",
+                reports[0]
+            );
+        }
+    }
+}

@@ -366,3 +366,50 @@ fn paths_are_absolute_against_the_launch_dir() {
     let argv = p.jobs[0].steps[0].argv().unwrap();
     assert!(argv.contains(&"--logfile=/work/launch/logs/x.txt".to_string()));
 }
+
+#[test]
+fn selections_that_leave_no_job_are_errors_that_name_the_selector() {
+    let compile_error = |extra: &str| match build(extra) {
+        Err(e @ PlanError::Compile(_)) => {
+            assert_eq!(e.exit_status(), 70, "{extra}");
+            let PlanError::Compile(c) = e else {
+                unreachable!()
+            };
+            c.to_string()
+        }
+        other => panic!("{extra}: {other:?}"),
+    };
+    // An empty item is not a job name.
+    for extra in [
+        "--target trn1 --pipeline ''",
+        "--target trn1 --pipeline compile,,SaveTemps",
+        "--target trn1 --pipeline compile,",
+    ] {
+        let text = compile_error(extra);
+        assert!(
+            text.starts_with("[ERROR] [NCC_EDRV081] Unknown job '' - Known jobs: "),
+            "{extra}: {text}"
+        );
+    }
+    // A range that selects nothing.
+    let text = compile_error("--target trn1 --state in:Kelper:out:Frontend");
+    assert_eq!(
+        text,
+        "[ERROR] [NCC_EDRV093] No job to run: --state in:Kelper:out:Frontend selects no job of [HLOToTensorizer, XLAInferGoldens, Frontend, StaticIOTranspose, WalrusDriver, Kelper] - Select at least one job with --pipeline and --state."
+    );
+    // The name filter dropping the only job.
+    let text = compile_error("--target trn1 --pipeline Watchpoint");
+    assert!(
+        text.starts_with("[ERROR] [NCC_EDRV093] No job to run: the name filter dropped every selected job (Watchpoint)"),
+        "{text}"
+    );
+    // What still selects jobs still works.
+    assert_eq!(
+        jobs("--target trn1 --pipeline 'compile, SaveTemps'"),
+        with(&DEFAULT, &["SaveTemps"])
+    );
+    assert_eq!(
+        jobs("--target trn1 --state in:Frontend:out:Frontend"),
+        ["Frontend"]
+    );
+}

@@ -104,11 +104,7 @@ pub fn check_local(dir: &str) -> Result<(), NccError> {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
         {
-            Err(NccError::new(
-                "EDRV110",
-                format!("Remote compile caches are not supported: {dir}"),
-                "Use a local directory for --cache_dir (or --no_cache).",
-            ))
+            Err(NccError::remote_cache(dir))
         }
         _ => Ok(()),
     }
@@ -376,15 +372,8 @@ impl Ctx<'_> {
                         None
                     }
                     Err(ServeError::Output(e)) => {
-                        let line = NccError::new(
-                            "EDRV111",
-                            format!(
-                                "Cannot write the output {}: {e}",
-                                self.plan.output.display()
-                            ),
-                            "Check --output and its directory.",
-                        )
-                        .to_string();
+                        let line =
+                            NccError::output_not_written(self.plan.output.display(), e).to_string();
                         if let Some(l) = self.logger {
                             l.error(log::DRIVER, &line);
                         }

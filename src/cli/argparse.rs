@@ -621,6 +621,21 @@ pub fn convert(flag: &Flag, name: &str, raw: &str) -> Result<Value, ArgError> {
                 ))
             }
         },
+        Kind::Seconds => {
+            let (min, max) = super::flags::SECONDS_RANGE;
+            match parse_python_float(raw) {
+                Some(v) if (min..=max).contains(&v) => Value::Float(v),
+                _ => {
+                    return Err(ArgError::argument(
+                        name,
+                        format!(
+                            "invalid seconds value: {} (a number of seconds from {min} to {max})",
+                            py_repr(raw)
+                        ),
+                    ))
+                }
+            }
+        }
         Kind::Level => match super::level::parse(raw) {
             Some(v) => Value::Int(v),
             None => {

@@ -39,6 +39,11 @@ pub enum Action {
     Version,
 }
 
+/// The durations a [`Kind::Seconds`] option takes, in seconds: at least 1 s (a shorter limit
+/// cannot let any tool start), at most 10^7 s (about 16 weeks; larger is a typo, and beyond what
+/// the clocks nxcc waits on can represent).
+pub const SECONDS_RANGE: (f64, f64) = (1.0, 1e7);
+
 /// The type a value is converted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -50,6 +55,8 @@ pub enum Kind {
     Choice,
     /// A log level: a name (any case) or an integer.
     Level,
+    /// A duration: a number of seconds within [`SECONDS_RANGE`] (no NaN, no infinity).
+    Seconds,
     List,
 }
 
@@ -427,7 +434,7 @@ pub static FLAGS: &[Flag] = &[
          "Input/output configuration (JSON text)."),
     flag("--jit-infergoldens", &[], "jit_infergoldens", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Hidden, Scope::Compile, "wiki-catalog:HIGH",
          ""),
-    flag("--job-timeout", &[], "job_timeout", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
+    flag("--job-timeout", &[], "job_timeout", Action::Store, Kind::Seconds, Default::None, Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
          "Fail a job that runs longer than this many seconds."),
     flag("--jobs", &[], "jobs", Action::Store, Kind::Int, Default::Derived("cpu count"), Choices::Any, Visibility::Public, Scope::Compile, "wiki-catalog:CERTAIN",
          "Number of parallel jobs the compiler may use."),

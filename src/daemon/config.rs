@@ -152,9 +152,10 @@ fn float_arg(p: &Parsed, dest: &str, name: &str, default: f64) -> Result<f64, St
         .last(dest)
         .and_then(|o| o.value.as_float())
         .unwrap_or(default);
-    if !v.is_finite() || v < 0.0 {
+    let max = crate::cli::flags::SECONDS_RANGE.1;
+    if !(0.0..=max).contains(&v) {
         return Err(format!(
-            "argument {name}: must be a number of seconds >= 0, not {v}"
+            "argument {name}: must be a number of seconds from 0 to {max}, not {v}"
         ));
     }
     Ok(v)
@@ -363,6 +364,14 @@ mod tests {
             (
                 &["--inactivity-timeout", "-1"][..],
                 "argument --inactivity-timeout: must be",
+            ),
+            (
+                &["--inactivity-timeout", "1e20"][..],
+                "argument --inactivity-timeout: must be a number of seconds from 0 to 10000000, not 100000000000000000000",
+            ),
+            (
+                &["--shutdown-grace", "nan"][..],
+                "argument --shutdown-grace: must be a number of seconds from 0 to 10000000, not NaN",
             ),
             (
                 &["--abstract", "--socket", "/x"][..],

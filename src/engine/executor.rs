@@ -252,12 +252,8 @@ impl Executor<'_> {
             if let Err(e) = written {
                 self.error(
                     logger_name,
-                    &NccError::new(
-                        "EDRV090",
-                        format!("Could not write {}: {e}", path.display()),
-                        "Check the work directory.",
-                    )
-                    .to_string(),
+                    &NccError::internal(format!("Could not write {}: {e}", path.display()))
+                        .to_string(),
                 );
                 return Err(Failure::Failed);
             }
@@ -272,11 +268,9 @@ impl Executor<'_> {
                 let Some(run) = run else {
                     self.error(
                         logger_name,
-                        &NccError::new(
-                            "EDRV090",
-                            format!("{job} has no in-process implementation"),
-                            "Remove it from --pipeline.",
-                        )
+                        &NccError::internal(format!(
+                            "{job} has no in-process implementation; remove it from --pipeline"
+                        ))
                         .to_string(),
                     );
                     return Err(Failure::Failed);
@@ -314,11 +308,7 @@ impl Executor<'_> {
     }
 
     fn missing_tool(&self, logger_name: &str, tool: &str) -> Failure {
-        let e = NccError::new(
-            "EDRV082",
-            format!("Could not find {tool}"),
-            "Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.",
-        );
+        let e = NccError::tool_not_found(tool);
         self.error(logger_name, &e.to_string());
         Failure::Failed
     }
@@ -337,20 +327,15 @@ impl Executor<'_> {
         );
         self.logger
             .debug(logger_name, &format!("Replay this job by calling: {spec}"));
-        let program = &spec.program;
         let logger = self.logger.clone();
         let mut on_line = |_stream: Stream, line: &str| logger.info(logger_name, line);
         let outcome = match process::run(&spec, &mut on_line, self.cancel) {
             Ok(o) => o,
             Err(e) => {
                 let err = if matches!(e, process::SpawnError::ProgramNotFound { .. }) {
-                    NccError::new("EDRV082", format!("Could not find {}", program.display()), "Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.")
+                    NccError::tool_not_found(spec.program.display())
                 } else {
-                    NccError::new(
-                        "EDRV090",
-                        format!("Could not start {}: {e}", program.display()),
-                        "Check the toolchain and the work directory.",
-                    )
+                    NccError::internal(format!("Could not start {spec}: {e}"))
                 };
                 self.error(logger_name, &err.to_string());
                 return Err(Failure::Failed);
@@ -409,7 +394,8 @@ impl Executor<'_> {
             ),
         );
         let fail = |what: String| {
-            self.error(logger_name, &NccError::new("EDRV090", what, "Check the toolchain's lib/libwalrus.so, or run without --enable-internal-fork-walrus.").to_string());
+            let cause = format!("{what} (check the toolchain's lib/libwalrus.so, or run without --enable-internal-fork-walrus)");
+            self.error(logger_name, &NccError::internal(cause).to_string());
             Failure::Failed
         };
         let c_args: Vec<CString> = match argv.iter().map(|a| CString::new(a.as_str())).collect() {

@@ -138,19 +138,8 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
         Ok(o) => o,
         Err(e) => {
             let _ = std::fs::remove_file(&partial);
-            let code = if matches!(e, process::SpawnError::ProgramNotFound { .. }) {
-                "EDRV082"
-            } else {
-                "EDRV090"
-            };
-            return fail(
-                Some(&logger),
-                NccError::new(
-                    code,
-                    format!("Could not run the compiler: {e}"),
-                    "Check --compiler.",
-                ),
-            );
+            let not_found = matches!(e, process::SpawnError::ProgramNotFound { .. });
+            return fail(Some(&logger), NccError::compiler_not_run(not_found, e));
         }
     };
     let termination = out.termination();
@@ -186,16 +175,8 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
             Err(e) => {
                 m.status = JobStatus::Failed;
                 error(
-                    NccError::new(
-                        "EDRV112",
-                        format!(
-                            "The compiler succeeded but its output {} could not be moved to {}: {e}",
-                            partial.display(),
-                            plan.output.display()
-                        ),
-                        "Check that the compiler writes --output, and the output directory.",
-                    )
-                    .to_string(),
+                    NccError::compiler_output(partial.display(), plan.output.display(), e)
+                        .to_string(),
                 );
                 EXIT_COMPILE_FAILED
             }

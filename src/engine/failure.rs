@@ -127,6 +127,14 @@ pub fn interrupted(signal: i32) -> String {
     format!("[ERROR] Compilation interrupted by {}", signal_name(signal))
 }
 
+/// The line for a worker that stopped on a signal sent to it rather than to nxcc.
+pub fn worker_interrupted(signal: i32, worker_pid: u32) -> String {
+    format!(
+        "[ERROR] Compilation interrupted by {} sent to its worker (pid {worker_pid})",
+        signal_name(signal)
+    )
+}
+
 /// `SIGSEGV`-style name of a signal, or `signal N` for one without a conventional name.
 pub fn signal_name(signal: i32) -> String {
     crate::run::signals::signal_name(signal)

@@ -160,6 +160,30 @@ impl Logger {
     pub fn warning(&self, logger: &str, message: &str) {
         self.log(logger, level::WARNING, message)
     }
+    /// A warning the user must see whatever `--verbose` says (unless the console is `off`): logged
+    /// at WARNING, and shown on the console's stderr as `<time> WARNING: <message>`.
+    pub fn warning_shown(&self, logger: &str, message: &str) {
+        let mut g = self.lock();
+        if g.console_level <= level::WARNING {
+            drop(g);
+            return self.warning(logger, message);
+        }
+        let ts = now();
+        if level::WARNING >= g.file_level {
+            let line = format!(
+                "{ts} {} {} [{logger}]: {message}\n",
+                level::label(level::WARNING),
+                g.pid
+            );
+            if let Some(f) = g.file.as_mut() {
+                let _ = f.write_all(line.as_bytes());
+            }
+        }
+        if g.console_level < level::OFF {
+            g.console_line(&format!("{ts} WARNING: {message}"), true);
+        }
+    }
+
     /// A USER-level message (shown at the default console level).
     pub fn user(&self, message: &str) {
         self.log(DRIVER, level::USER, message)

@@ -108,13 +108,8 @@ fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outco
 pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
     let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
     let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
-    Logger::open(Some(&plan.logfile), file_level, console_level, console).map_err(|e| {
-        NccError::new(
-            "EDRV091",
-            format!("Cannot open the log file {}: {e}", plan.logfile.display()),
-            "Check --logfile.",
-        )
-    })
+    Logger::open(Some(&plan.logfile), file_level, console_level, console)
+        .map_err(|e| NccError::log_file(plan.logfile.display(), e))
 }
 
 /// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
@@ -125,7 +120,11 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         Err(err) => return fail_early(None, &err, &opts.console),
     };
     for w in &plan.warnings {
-        logger.warning(log::DRIVER, w);
+        if plan.no_neff.as_ref() == Some(w) {
+            logger.warning_shown(log::DRIVER, w);
+        } else {
+            logger.warning(log::DRIVER, w);
+        }
     }
     for m in &plan.user_messages {
         logger.user(m);
@@ -158,11 +157,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         {
             Ok(t) => Some(t),
             Err(e) => {
-                let err = NccError::new(
-                    "EDRV082",
-                    format!("Could not lay out the simulated toolchain: {e}"),
-                    "Check that nxcc-sim is installed next to nxcc.",
-                );
+                let err = NccError::simulated_toolchain(e);
                 return fail_early(Some(&logger), &err, &opts.console);
             }
         },
@@ -212,11 +207,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         Err(e) => {
             return fail_early(
                 Some(&logger),
-                &NccError::new(
-                    "EDRV090",
-                    format!("Cannot find nxcc's own executable: {e}"),
-                    "",
-                ),
+                &NccError::internal(format!("Cannot find nxcc's own executable: {e}")),
                 &opts.console,
             )
         }
@@ -295,11 +286,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
     let outcome = match supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event) {
         Ok(o) => o,
         Err(e) => {
-            let err = NccError::new(
-                "EDRV090",
-                e.to_string(),
-                "Check that the nxcc executable is intact.",
-            );
+            let err = NccError::internal(e);
             return fail_early(Some(&logger), &err, &opts.console);
         }
     };
@@ -317,6 +304,13 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
                 logger.error(log::DRIVER, &line);
                 error_lines.push(line);
             }
+            EXIT_COMPILE_FAILED
+        }
+        // The worker stopped on a signal sent to it (not to nxcc): say which.
+        (None, End::Exited(code)) if (129..160).contains(&code) => {
+            let line = failure::worker_interrupted(code - 128, outcome.pid);
+            logger.error(log::DRIVER, &line);
+            error_lines.push(line);
             EXIT_COMPILE_FAILED
         }
         (None, _) => EXIT_COMPILE_FAILED,
@@ -339,9 +333,11 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             }
         }
     }
+    // Without a NEFF, the work dir holds all the compile produced: it is kept.
     let keep = !work.generated
         || ns.bool("keep_work_dir")
         || plan.pipeline.contains(&"SaveTemps")
+        || plan.no_neff.is_some()
         || exit_status != 0;
     write_metrics(plan, &logger, &jobs, exit_status);
     logger.info(
@@ -361,6 +357,13 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             }
         }
         logger.user("Compiler status PASS");
+        if plan.no_neff.is_some() {
+            logger.user(&format!(
+                "No NEFF was written to {}; the compile's artifacts are in {}",
+                plan.output.display(),
+                work.path.display()
+            ));
+        }
     } else {
         if let Some(sig) = stopped.filter(|_| opts.interrupted.load(Ordering::SeqCst) != 0) {
             logger.error(log::DRIVER, &failure::interrupted(sig));

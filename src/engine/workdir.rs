@@ -58,11 +58,7 @@ pub fn earlier_artifacts(dir: &Path) -> Option<String> {
 
 /// The DRV077 error (WIKI text).
 pub fn artifacts_exist(dir: &Path) -> NccError {
-    NccError::new(
-        "DRV077",
-        format!("Compilation artifacts already exist in the output directory ({}).", dir.display()),
-        "Please ensure to run the compiler with a clean artifacts directory to avoid unintended mixing of compilation artifacts between multiple models.",
-    )
+    NccError::artifacts_exist(dir.display())
 }
 
 /// Prepare the work dir for a compile launched in `launch_dir`.
@@ -71,11 +67,10 @@ pub fn prepare(launch_dir: &Path, temp_dir: Option<&str>) -> Result<WorkDir, Ncc
         Some(d) => {
             let path = crate::plan::absolute(launch_dir, d);
             std::fs::create_dir_all(&path).map_err(|e| {
-                NccError::new(
-                    "EDRV089",
-                    format!("Cannot create the work directory {}: {e}", path.display()),
-                    "Check --temp-dir.",
-                )
+                NccError::work_dir(format!(
+                    "Cannot create the work directory {}: {e}",
+                    path.display()
+                ))
             })?;
             if earlier_artifacts(&path).is_some() {
                 return Err(artifacts_exist(&path));
@@ -97,22 +92,14 @@ pub fn prepare(launch_dir: &Path, temp_dir: Option<&str>) -> Result<WorkDir, Ncc
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                     Err(e) => {
-                        return Err(NccError::new(
-                            "EDRV089",
-                            format!(
-                                "Cannot create a work directory in {}: {e}",
-                                launch_dir.display()
-                            ),
-                            "Run from a writable directory or pass --temp-dir.",
-                        ))
+                        return Err(NccError::work_dir(format!(
+                            "Cannot create a work directory in {}: {e}",
+                            launch_dir.display()
+                        )))
                     }
                 }
             }
-            Err(NccError::new(
-                "EDRV089",
-                "Cannot find a free work directory name",
-                "Pass --temp-dir.",
-            ))
+            Err(NccError::work_dir("Cannot find a free work directory name"))
         }
     }
 }

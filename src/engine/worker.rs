@@ -19,7 +19,9 @@ use crate::run::events::EventWriter;
 use crate::run::process::Cancel;
 use crate::toolchain::{self, Request, Toolchain};
 
-/// The worker's exit status when it stopped because it was cancelled.
+/// The worker's exit status when it stopped because it was cancelled without a signal of its
+/// own; a signal it received itself makes it exit with 128 + that signal, which the supervisor
+/// reports by name.
 pub const EXIT_CANCELLED: i32 = 75;
 
 fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
@@ -91,8 +93,16 @@ pub fn run(
     // Orphans of the tools (a background process a tool left, even in a new session) come back
     // to the worker, which ends them before it exits.
     let _ = crate::run::supervisor::become_subreaper();
+    // A crash signal sent to the worker ends it at once, as it would any process: the runtime's
+    // stack-overflow handler would otherwise swallow the first one. The supervisor reports it.
+    // SAFETY: restoring the default disposition of two signals; no handler of ours is replaced.
+    unsafe {
+        libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+        libc::signal(libc::SIGBUS, libc::SIG_DFL);
+    }
     let cancel = Cancel::new();
-    if let Ok(s) = crate::run::signals::install() {
+    let signals = crate::run::signals::install().ok();
+    if let Some(s) = &signals {
         let c = cancel.clone();
         s.on_signal(move |_| c.cancel());
     }
@@ -125,7 +135,10 @@ pub fn run(
     let status = match result {
         Ok(()) => 0,
         Err(Failure::Failed) => EXIT_COMPILE_FAILED,
-        Err(Failure::Cancelled) => EXIT_CANCELLED,
+        Err(Failure::Cancelled) => signals
+            .as_ref()
+            .and_then(|s| s.received())
+            .map_or(EXIT_CANCELLED, |sig| 128 + sig),
     };
     if let Some(ev) = events {
         ev.send(&Event::Done {

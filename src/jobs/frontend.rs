@@ -82,31 +82,16 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
 /// subprocess above, so this is reached only with the simulated toolchain, or with none).
 pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
     if !ctx.job.toolchain.is_some_and(|t| t.simulated) {
-        return Err(NccError::new(
-            "EDRV082",
-            "Could not find a toolchain for the Frontend",
-            "Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.",
-        ));
+        return Err(NccError::tool_not_found("a toolchain for the Frontend"));
     }
     let override_n = std::env::var(crate::toolchain::SIM_SUBGRAPHS_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok());
-    let simulator = crate::toolchain::simulator().ok_or_else(|| {
-        NccError::new(
-            "EDRV082",
-            crate::toolchain::no_simulator().to_string(),
-            "Use a real toolchain (--toolchain DIR), or run nxcc itself.",
-        )
-    })?;
+    let simulator = crate::toolchain::simulator()
+        .ok_or_else(|| NccError::simulated_toolchain(crate::toolchain::no_simulator()))?;
     let subgraphs = simulator
         .frontend(ctx.job.model, ctx.work_dir, override_n)
-        .map_err(|e| {
-            NccError::new(
-                "EDRV092",
-                format!("The simulated frontend failed: {e}"),
-                "Check the model file.",
-            )
-        })?;
+        .map_err(NccError::simulated_frontend)?;
     ctx.info(&format!(
         "simulated frontend wrote {} subgraph(s): {}",
         subgraphs.len(),

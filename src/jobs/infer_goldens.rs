@@ -7,11 +7,7 @@ use crate::error::NccError;
 
 /// The failure of running one of these jobs.
 pub fn unavailable(job: &str) -> NccError {
-    NccError::new(
-        "EDRV083",
-        format!("{job} is only available for non-XLA frameworks, which nxcc does not compile"),
-        "Remove it from --pipeline.",
-    )
+    NccError::not_for_xla(job)
 }
 
 pub fn steps_infer(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {

@@ -26,8 +26,7 @@ pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
     let opts = crate::neff::write::PackOptions::for_compile(ctx.job.ns, ctx.job.output);
     let bytes = crate::neff::kelper::pack_work_dir(ctx.work_dir, ctx.job.subgraphs, &opts)
         .map_err(|e| {
-            NccError::new(
-                "EDRV087",
+            NccError::neff_pack(
                 format!("Kelper could not pack the NEFF: {e}"),
                 "Check the backend's outputs in the work directory.",
             )
@@ -44,8 +43,7 @@ pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
     };
     if let Err(e) = publish() {
         let _ = std::fs::remove_file(ctx.output_partial);
-        return Err(NccError::new(
-            "EDRV087",
+        return Err(NccError::neff_pack(
             format!("Kelper could not write {}: {e}", out.display()),
             "Check that the output directory is writable.",
         ));

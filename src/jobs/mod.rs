@@ -270,17 +270,7 @@ pub(crate) fn in_process(
 /// Split a user option string the way the original forwards it (shell rules).
 pub(crate) fn shell_split(option: &str, dest: &str) -> Result<Vec<String>, NccError> {
     let text = option;
-    shell_words::split(text).map_err(|e| {
-        NccError::new(
-            "EDRV085",
-            format!(
-                "Could not split --{} value {:?}: {e}",
-                dest.replace('_', "-"),
-                text
-            ),
-            "Balance the quotes in the option's value.",
-        )
-    })
+    shell_words::split(text).map_err(|e| NccError::unsplittable(dest, text, e))
 }
 
 /// Describe a job's steps for the given context.
@@ -355,9 +345,5 @@ pub fn known_names() -> Vec<&'static str> {
 /// The unknown-job error (nxcc's code EDRV081; the original raises a keyed
 /// CompilerInvalidInputException).
 pub fn unknown_job(name: &str) -> NccError {
-    NccError::new(
-        "EDRV081",
-        format!("Unknown job '{name}'"),
-        format!("Known jobs: {}.", known_names().join(", ")),
-    )
+    NccError::unknown_job(name, &known_names())
 }

@@ -47,8 +47,7 @@ pub struct Entry {
 pub const MAX_DIMS: usize = 6;
 
 fn illegal(e: &Entry) -> NccError {
-    NccError::new(
-        "EDRV084",
+    NccError::static_io(
         format!("Illegal static io reshape from {:?} to {:?}", e.reshape, e.transpose),
         format!(
             "The transpose of input {:?} must be a permutation of 0..{} over at most {MAX_DIMS} positive dims.",
@@ -78,8 +77,7 @@ pub fn validate(e: &Entry) -> Result<(Vec<usize>, Vec<usize>), NccError> {
 }
 
 fn io_error(what: &str, path: &Path, e: impl std::fmt::Display) -> NccError {
-    NccError::new(
-        "EDRV084",
+    NccError::static_io(
         format!("StaticIOTranspose could not {what} {}: {e}", path.display()),
         "Check the work directory.",
     )
@@ -206,8 +204,7 @@ fn transpose_input(
     let count: usize = array.shape.iter().product();
     let wanted: usize = e.reshape.iter().map(|d| *d as usize).product();
     if count != wanted {
-        return Err(NccError::new(
-            "EDRV084",
+        return Err(NccError::static_io(
             format!(
                 "Illegal static io reshape from {:?} to {:?}",
                 e.reshape, e.transpose

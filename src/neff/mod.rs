@@ -28,9 +28,6 @@ use std::path::PathBuf;
 pub use read::{Layout, Limits, Member, Neff};
 pub use write::{pack, write_atomically, PackOptions};
 
-/// The NCC error code of a failure to pack a NEFF (Kelper).
-pub const PACK_ERROR_CODE: &str = "EDRV087";
-
 /// Everything that can go wrong writing or reading a NEFF.
 #[derive(Debug, thiserror::Error)]
 pub enum NeffError {
@@ -85,7 +82,7 @@ impl From<NeffError> for crate::error::NccError {
             NeffError::Io { .. } => "Check the path and its permissions.",
             _ => "",
         };
-        crate::error::NccError::new(PACK_ERROR_CODE, e.to_string(), resolution)
+        crate::error::NccError::neff_pack(e, resolution)
     }
 }
 
@@ -97,7 +94,7 @@ mod tests {
     fn errors_convert_to_ncc_errors_naming_the_file() {
         let e: crate::error::NccError =
             NeffError::MissingInput(PathBuf::from("/w/sg00/def.json")).into();
-        assert_eq!(e.code, Some(PACK_ERROR_CODE));
+        assert_eq!(e.code, Some("EDRV087"));
         let text = e.to_string();
         assert!(text.starts_with("[ERROR] [NCC_EDRV087] missing required input /w/sg00/def.json"));
         assert!(text.contains("walrus_driver"));

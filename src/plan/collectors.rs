@@ -62,11 +62,17 @@ pub fn collect_walrus(
     (vec!["WalrusDriver"], passes)
 }
 
-/// The backend sub-list, inside the four-condition gate.
+/// The end of the warning of a plan whose backend gate is closed.
+pub const NO_NEFF: &str =
+    "Backend, Kelper and NeffWrapper are not scheduled; no NEFF will be written";
+
+/// The backend sub-list, inside the four-condition gate. A closed gate adds the no-NEFF warning
+/// (once: -O3 gave its own already).
 pub fn collect_backend(
     ns: &Namespace,
     derived: &Derived,
     decisions: &mut Vec<Decision>,
+    warnings: &mut Vec<String>,
 ) -> Vec<&'static str> {
     let modular = ns.bool("enable_internal_modular_compilation");
     let linker = ns.bool("enable_internal_bir_linker");
@@ -108,6 +114,16 @@ pub fn collect_backend(
             format!("closed ({why}): no Backend, Kelper or NeffWrapper"),
             Source::Seed,
         ));
+        if !warnings.iter().any(|w| w.ends_with(NO_NEFF)) {
+            let cause = if modular {
+                "--enable-internal-modular-compilation".to_string()
+            } else if linker {
+                "--enable-internal-bir-linker".to_string()
+            } else {
+                format!("layer_unroll_factor={unroll}")
+            };
+            warnings.push(format!("{cause}: {NO_NEFF}"));
+        }
     }
     pipeline
 }

@@ -113,6 +113,9 @@ pub struct Plan {
     pub missing_tools: Vec<(&'static str, &'static str)>,
     /// Lines the original prints at USER level while planning (the -O3 notice).
     pub user_messages: Vec<String>,
+    /// The backend gate is closed, so no NEFF will be written: the warning that says why (one of
+    /// [`Plan::warnings`]). A compile shows it on the console before its jobs run.
+    pub no_neff: Option<String>,
     /// The command line as given (after delegation), for records.
     pub argv: Vec<String>,
 }
@@ -203,11 +206,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         }
     }
     if args.model_files.len() > 1 {
-        return Err(PlanError::Compile(NccError::new(
-            "DRV017",
-            "XLA flow only takes 1 model file",
-            "Pass exactly one model file.",
-        )));
+        return Err(PlanError::Compile(NccError::one_model_only()));
     }
     let model_arg = args.model_files.first().cloned().unwrap_or_default();
 
@@ -229,7 +228,8 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     let front = collectors::collect_frontend(&mut ns, &mut decisions);
     let (walrus, walrus_passes) =
         collectors::collect_walrus(&ns, derived.bir_simulation, &mut decisions);
-    let backend = collectors::collect_backend(&ns, &derived, &mut decisions);
+    let backend = collectors::collect_backend(&ns, &derived, &mut decisions, &mut warnings);
+    let backend_closed = backend.is_empty();
     let collected: Vec<&'static str> = front.into_iter().chain(walrus).chain(backend).collect();
 
     // 6. --pipeline and --state.
@@ -245,6 +245,12 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     if let Some(state) = ns.str("state").map(str::to_string) {
         match recon::apply_state(&state, &names) {
             Ok(range) => {
+                if range.is_empty() && !names.is_empty() {
+                    return Err(PlanError::Compile(NccError::empty_plan(format!(
+                        "--state {state} selects no job of [{}]",
+                        names.join(", ")
+                    ))));
+                }
                 names = names[range].to_vec();
                 decisions.push(Decision::new(
                     "--state",
@@ -268,6 +274,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     }
 
     // 7. The name filter.
+    let selected = names.clone();
     let mut filtered = Vec::with_capacity(names.len());
     for name in names {
         match recon::name_filter(&name, &ns, derived.bir_simulation) {
@@ -295,6 +302,17 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
             Some(job) => pipeline.push(job.name),
             None => return Err(PlanError::Compile(jobs::unknown_job(name))),
         }
+    }
+    if pipeline.is_empty() {
+        let cause = if selected.is_empty() {
+            "the collectors and --pipeline select no job".to_string()
+        } else {
+            format!(
+                "the name filter dropped every selected job ({})",
+                selected.join(", ")
+            )
+        };
+        return Err(PlanError::Compile(NccError::empty_plan(cause)));
     }
 
     // The toolchain and each job's steps.
@@ -327,6 +345,13 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         ns.str("logfile").unwrap_or("log-neuron-cc.txt"),
     );
 
+    let no_neff = (backend_closed && !pipeline.contains(&"Kelper")).then(|| {
+        warnings
+            .iter()
+            .find(|w| w.ends_with(collectors::NO_NEFF))
+            .cloned()
+            .unwrap_or_default()
+    });
     let mut plan = Plan {
         ns,
         derived,
@@ -345,6 +370,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         toolchain,
         jobs: Vec::new(),
         decisions,
+        no_neff,
         warnings,
         missing_tools: Vec::new(),
         user_messages,

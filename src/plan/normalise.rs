@@ -53,11 +53,7 @@ pub fn validate_args(
     decisions: &mut Vec<Decision>,
 ) -> Result<(), PlanError> {
     if !model_exists {
-        return Err(PlanError::Compile(NccError::new(
-            "DRV068",
-            format!("HLO module {model} doesn't exist"),
-            "Check the path of the model file.",
-        )));
+        return Err(PlanError::Compile(NccError::model_missing(model)));
     }
     let allocator = ns.str("allocator").unwrap_or("coloring");
     if !["coloring", "linear_scan"].contains(&allocator) {
@@ -93,19 +89,17 @@ pub fn validate_args(
     };
     if !allowed.contains(&lnc) {
         let supported = if allowed.len() == 2 { "1 or 2" } else { "1" };
-        return Err(PlanError::Compile(NccError::new(
-            "EARG001",
+        return Err(PlanError::Compile(NccError::illegal_argument(
             format!(
-                "Illegal argument(s) - Logical Neuron Core size {lnc} is not supported on {target}. The specified architecture only supports Logical Neuron Core size of {supported}."
+                "Logical Neuron Core size {lnc} is not supported on {target}. The specified architecture only supports Logical Neuron Core size of {supported}."
             ),
-            format!("Update the Logical Neuron Core size to {} or check that the target architecture is correct.", if allowed.len() == 2 { "1 or 2" } else { "1" }),
+            format!("Update the Logical Neuron Core size to {supported} or check that the target architecture is correct."),
         )));
     }
     let arch = ns.str("arch").unwrap_or(target);
     if arch == "sunda" && lnc != 1 {
-        return Err(PlanError::Compile(NccError::new(
-            "EARG001",
-            format!("Illegal argument(s) - --arch sunda requires a Logical Neuron Core size of 1, not {lnc}."),
+        return Err(PlanError::Compile(NccError::illegal_argument(
+            format!("--arch sunda requires a Logical Neuron Core size of 1, not {lnc}."),
             "Set --lnc 1 for --arch sunda.",
         )));
     }
@@ -255,7 +249,10 @@ pub fn normalise(
         user_messages.push(
             "The -O3 setting is not optimized for compilation time. Please refer to the neuron documentation for the recommended optimization level.".into(),
         );
-        warnings.push("-O3 sets layer_unroll_factor=0: Backend, Kelper and NeffWrapper are not scheduled; no NEFF will be written".into());
+        warnings.push(format!(
+            "-O3 sets layer_unroll_factor=0: {}",
+            super::collectors::NO_NEFF
+        ));
         decisions.push(Decision::new(
             "-O3",
             "optlevel = \"2\", layer_unroll_factor = 0",

@@ -34,15 +34,11 @@ pub fn bir_simulation(ns: &Namespace) -> bool {
 }
 
 /// `--pipeline` items: space- or comma-separated, in order; `compile` stands for the collected
-/// names, any other item is a job name taken as is.
+/// names, any other item is a job name taken as is — an empty item too (`--pipeline ""`,
+/// `compile,,SaveTemps`), which the registry then refuses as it refuses any unknown name.
 pub fn expand_pipeline(items: &[String], collected: &[&'static str]) -> Vec<String> {
     let mut out = Vec::new();
-    for item in items
-        .iter()
-        .flat_map(|i| i.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
+    for item in items.iter().flat_map(|i| i.split(',')).map(str::trim) {
         if item == "compile" {
             out.extend(collected.iter().map(|s| s.to_string()));
         } else {

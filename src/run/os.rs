@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal, WaitId, WaitIdOptions};
 
-/// Ask the kernel to SIGKILL this process when its parent dies (`PR_SET_PDEATHSIG`), then check
-/// that the parent is still `parent`: if it is already gone (re-parented), `ESRCH`. The kernel
+/// Ask the kernel to send `signal` to this process when its parent dies (`PR_SET_PDEATHSIG`),
+/// then check that the parent is still `parent`: if it is already gone (re-parented), `ESRCH`. The kernel
 /// sends the signal when the *thread* that forked this process exits, so the parent must start
 /// children from a thread that outlives them. Async-signal-safe (raw system calls, no
 /// allocation): usable between `fork` and `exec`.
-pub fn die_with_parent(parent: u32) -> io::Result<()> {
-    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+pub fn die_with_parent(parent: u32, signal: Signal) -> io::Result<()> {
+    rustix::process::set_parent_process_death_signal(Some(signal))?;
     let now = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32);
     if now != parent {
         return Err(io::Error::from_raw_os_error(libc::ESRCH));
@@ -195,8 +195,9 @@ mod tests {
         // Run in a child so the parent-death setting does not stay on the test thread.
         let child = std::thread::spawn(|| {
             let real = std::os::unix::process::parent_id();
-            let wrong = die_with_parent(real.wrapping_add(1)).map_err(|e| e.raw_os_error());
-            (wrong, die_with_parent(real).is_ok())
+            let wrong =
+                die_with_parent(real.wrapping_add(1), Signal::KILL).map_err(|e| e.raw_os_error());
+            (wrong, die_with_parent(real, Signal::KILL).is_ok())
         });
         let (wrong, right) = child.join().unwrap();
         assert_eq!(wrong, Err(Some(libc::ESRCH)));

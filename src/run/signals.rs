@@ -257,7 +257,7 @@ mod tests {
     /// The worker's start-up: the parent-death signal, and SIGKILL at once if the parent is not
     /// `parent` (already gone), exactly as if it had died a moment later.
     fn die_with_parent_or_kill(parent: u32) {
-        if crate::run::os::die_with_parent(parent).is_err() {
+        if crate::run::os::die_with_parent(parent, Signal::KILL).is_err() {
             kill_process(getpid(), Signal::KILL).expect("kill self");
         }
     }

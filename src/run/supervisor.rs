@@ -364,11 +364,16 @@ fn spawn_exec(
     cmd.spawn()
 }
 
-/// In a new worker, before anything else: its own session, SIGKILL when the supervisor dies, and
+/// In a new worker, before anything else: its own session, SIGTERM when the supervisor dies, and
 /// an error if the supervisor is already gone. Async-signal-safe.
+///
+/// SIGTERM, not SIGKILL: a worker whose supervisor is gone ends its compile the way an interrupt
+/// does — it terminates the running tool's group and then, as the child subreaper every orphan
+/// of its tools was handed to, kills whatever they left behind, at any depth. (Before its signal
+/// handling is installed, SIGTERM simply ends it: no tool runs yet.)
 fn enter_worker_session(parent: u32) -> std::io::Result<()> {
     rustix::process::setsid()?;
-    super::os::die_with_parent(parent)
+    super::os::die_with_parent(parent, rustix::process::Signal::TERM)
 }
 
 /// Fork this (single-threaded) process; the child becomes the worker, runs `body` and exits with

@@ -318,7 +318,7 @@ impl Watch {
 /// (through the error path, which `_exit`s) if the parent is already gone.
 fn child_setup(parent: u32) -> io::Result<()> {
     rustix::process::setpgid(None, None)?;
-    super::os::die_with_parent(parent)
+    super::os::die_with_parent(parent, Signal::KILL)
 }
 
 /// Kills and reaps the child if `run` leaves early (an error after the spawn, or a panic in
