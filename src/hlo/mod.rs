@@ -107,29 +107,6 @@ pub fn read(path: &Path) -> Result<Module, ReadError> {
     parse(&bytes)
 }
 
-/// Models for the crate's own tests.
-#[cfg(test)]
-pub(crate) mod testing {
-    /// A valid HLO text module (`p0: f32[4,8]`, `p1: f32[8]` → `f32[4,8]`) padded with comment
-    /// lines to at least `size` bytes, its padding bytes derived from `seed` (so different seeds
-    /// give different models of the same graph).
-    pub fn text_model(size: usize, seed: u8) -> Vec<u8> {
-        let mut t = String::from(
-            "HloModule padded\n\nENTRY main {\n  p0 = f32[4,8]{1,0} parameter(0)\n  p1 = f32[8]{0} parameter(1)\n  b = f32[4,8]{1,0} broadcast(p1), dimensions={1}\n  ROOT r = f32[4,8]{1,0} add(p0, b)\n}\n",
-        );
-        let mut x = seed as u32 | 1;
-        while t.len() < size {
-            t.push_str("// ");
-            for _ in 0..60 {
-                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                t.push((b'a' + (x >> 16) as u8 % 26) as char);
-            }
-            t.push('\n');
-        }
-        t.into_bytes()
-    }
-}
-
 /// A file's bytes mapped into memory instead of copied, for `nxcc hlo-info`: a process that
 /// reads one file and exits. (A file another process truncates while it is mapped ends the
 /// process with SIGBUS, so the plan, the daemon and the simulated tools read with [`read`].)
@@ -185,5 +162,28 @@ impl Drop for Mapped {
             // SAFETY: the mapping made in `open`, unmapped once; no slice of it outlives `self`.
             let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
         }
+    }
+}
+
+/// Models for the crate's own tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A valid HLO text module (`p0: f32[4,8]`, `p1: f32[8]` → `f32[4,8]`) padded with comment
+    /// lines to at least `size` bytes, its padding bytes derived from `seed` (so different seeds
+    /// give different models of the same graph).
+    pub fn text_model(size: usize, seed: u8) -> Vec<u8> {
+        let mut t = String::from(
+            "HloModule padded\n\nENTRY main {\n  p0 = f32[4,8]{1,0} parameter(0)\n  p1 = f32[8]{0} parameter(1)\n  b = f32[4,8]{1,0} broadcast(p1), dimensions={1}\n  ROOT r = f32[4,8]{1,0} add(p0, b)\n}\n",
+        );
+        let mut x = seed as u32 | 1;
+        while t.len() < size {
+            t.push_str("// ");
+            for _ in 0..60 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                t.push((b'a' + (x >> 16) as u8 % 26) as char);
+            }
+            t.push('\n');
+        }
+        t.into_bytes()
     }
 }
