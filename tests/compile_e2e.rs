@@ -647,3 +647,33 @@ fn a_compile_that_writes_no_neff_says_so_on_the_console() {
         assert!(warned < first_job, "{flag}: warned after the jobs started");
     }
 }
+
+#[test]
+fn what_can_be_checked_is_checked_before_anything_is_created() {
+    let s = Scratch::new();
+    std::fs::create_dir(s.join("a-directory")).unwrap();
+    std::fs::write(s.join("a-file"), b"x").unwrap();
+    for (args, expected) in [
+        (
+            vec!["--toolchain", "/nonexistent", "--output", "o.neff"],
+            "[ERROR] [NCC_EDRV082] Could not find hlo2penguin - ",
+        ),
+        (
+            vec!["--toolchain", "sim", "--output", "a-directory"],
+            "[ERROR] [NCC_EDRV111] Cannot write the output ",
+        ),
+        (
+            vec!["--toolchain", "sim", "--output", "a-file/o.neff"],
+            "a-file is not a directory",
+        ),
+    ] {
+        let mut all = vec!["compile", "mlp.hlo_module.pb", "--target", "trn1"];
+        all.extend(&args);
+        let out = s.run(&all);
+        assert_eq!(out.status.code(), Some(70), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(s.work_dirs().is_empty(), "{args:?}: a work dir was made");
+        assert!(s.records().is_empty(), "{args:?}: a tool ran");
+    }
+}

@@ -861,12 +861,95 @@ fn extract_all_unpacks_every_member() {
         .filter(|p| p.file_name().unwrap().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    // A second extraction over the first replaces the files.
-    extract::extract_all(&neff, &target).unwrap();
+    // Nothing is left beside it either: the temporary directory became the target.
+    let beside: Vec<_> = listing(target.parent().unwrap());
+    assert_eq!(
+        beside
+            .iter()
+            .filter(|p| p.parent() == target.parent())
+            .count(),
+        1,
+        "{beside:?}"
+    );
+    // A second extraction into the (now full) target is refused and changes nothing.
+    let before = listing(&target);
+    let e = extract::extract_all(&neff, &target).unwrap_err();
+    assert!(e.to_string().contains("exists and is not empty"), "{e}");
+    assert_eq!(listing(&target), before);
     assert_eq!(
         std::fs::read(target.join("sg00/PE.bin")).unwrap(),
         members["sg00/PE.bin"]
     );
+    // An empty directory is replaced.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    extract::extract_all(&neff, &empty).unwrap();
+    assert!(empty.join("info.json").is_file());
+}
+
+#[test]
+fn extract_all_writes_all_or_nothing() {
+    // Each archive passes the archive check and fails while it is written: a member `a` and
+    // then `a/b` (a file where a directory is needed), the other way round, a directory member
+    // named like a file written before it.
+    let conflicting = [
+        raw_tar(&[
+            file_entry("first.json", b"{}"),
+            file_entry("a", b"file"),
+            file_entry("a/b", b"below a file"),
+        ]),
+        raw_tar(&[
+            file_entry("first.json", b"{}"),
+            file_entry("d/x", b"x"),
+            file_entry("d", b"a file where a directory is"),
+        ]),
+        raw_tar(&[
+            file_entry("first.json", b"{}"),
+            file_entry("f", b"x"),
+            (raw_header(b"f/", b'5', 0, b""), Vec::new()),
+        ]),
+    ];
+    for (i, tar) in conflicting.into_iter().enumerate() {
+        let neff = Neff::from_bytes(tar).unwrap();
+        assert!(neff.members().is_ok(), "case {i}: the archive check passes");
+        let parent = tempfile::tempdir().unwrap();
+        // Target missing: neither it nor a temporary directory is left.
+        let e = extract::extract_all(&neff, &parent.path().join("t")).unwrap_err();
+        assert!(matches!(e, NeffError::Unsafe(_)), "case {i}: {e}");
+        assert!(listing(parent.path()).is_empty(), "case {i}");
+        // Target an empty directory: it stays, empty.
+        let t = parent.path().join("t2");
+        std::fs::create_dir(&t).unwrap();
+        assert!(extract::extract_all(&neff, &t).is_err(), "case {i}");
+        assert!(listing(&t).is_empty(), "case {i}");
+        assert_eq!(listing(parent.path()), std::slice::from_ref(&t), "case {i}");
+    }
+    // Through the command line: exit 1, the reason, nothing written.
+    let parent = tempfile::tempdir().unwrap();
+    let p = parent.path().join("hostile.neff");
+    std::fs::write(
+        &p,
+        raw_tar(&[
+            file_entry("first.json", b"{}"),
+            file_entry("a", b"file"),
+            file_entry("a/b", b"x"),
+        ]),
+    )
+    .unwrap();
+    let out = parent.path().join("out");
+    let o = nxcc(&[
+        "neff-info",
+        p.to_str().unwrap(),
+        "--extract-all",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("'a' in the target directory is not a directory"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(listing(parent.path()), [p]);
 }
 
 #[test]
@@ -912,12 +995,20 @@ fn extract_all_does_not_follow_a_symlink_inside_the_target() {
     let target = root.path().join("target");
     std::fs::create_dir(&target).unwrap();
     std::os::unix::fs::symlink(&outside, target.join("sg00")).unwrap();
+    // A target holding a planted link is not empty: refused, nothing written through the link.
     let e = extract::extract_all(&neff, &target).unwrap_err();
-    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(e.to_string().contains("exists and is not empty"), "{e}");
     assert!(
         listing(&outside).is_empty(),
         "nothing written through the link"
     );
+    // A target that is itself a link to a directory is refused too.
+    let link = root.path().join("link");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let e = extract::extract_all(&neff, &link).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(listing(&outside).is_empty());
+    assert!(link.is_symlink());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,8 +8,10 @@
 //!
 //! A daemon that is stopping (it answers `503`) is waited for, and the compile is sent again.
 //!
-//! The compile runs in the daemon's environment plus this process's `NXCC_*` and `NEURON_*`
-//! variables (sent with the request); relative paths are this directory's.
+//! The compile runs in the daemon's environment plus this process's variables that a request may
+//! set ([`super::environ`]: the ones that change a compile, and the simulated toolchain's test
+//! variables), sent with the request; relative paths are this directory's. A daemon this client
+//! starts while test variables are set is started with `--allow-test-env`.
 
 use std::io;
 use std::os::unix::net::UnixStream;
@@ -46,11 +48,9 @@ pub fn socket_path() -> PathBuf {
     }
 }
 
-/// Whether an environment variable travels with a compile request.
+/// Whether an environment variable travels with a compile request ([`super::environ::is_forwarded`]).
 pub fn is_forwarded(name: &str) -> bool {
-    (name.starts_with("NXCC_") || name.starts_with("NEURON_"))
-        && name != SOCKET_ENV
-        && !name.starts_with("NXCC_WORKER_")
+    super::environ::is_forwarded(name)
 }
 
 /// This process's variables that travel with a compile request.
@@ -156,6 +156,13 @@ pub fn connect_or_start(socket: &Path) -> Result<UnixStream, String> {
 
 /// Start `nxcc daemon` in the background for `socket`.
 pub fn start_daemon(socket: &Path) -> Result<Child, String> {
+    let log = config::log_file_for(socket);
+    if let Some(e) = config::collision(Some(socket), &config::pid_file_for(socket), Some(&log)) {
+        return Err(format!(
+            "cannot start a daemon on {}: {e}",
+            socket.display()
+        ));
+    }
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find nxcc's own executable to start a daemon: {e}"))?;
     let mut cmd = Command::new(exe);
@@ -163,19 +170,24 @@ pub fn start_daemon(socket: &Path) -> Result<Child, String> {
         .arg("--socket")
         .arg(socket)
         .arg("--log-file")
-        .arg(config::log_file_for(socket))
+        .arg(&log)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .current_dir("/");
     // Request variables belong to requests, not to the daemon every later compile runs in —
     // except where the compile cache lives, which configures the daemon itself.
+    let mut test_vars = false;
     for (k, _) in std::env::vars_os() {
-        if k.to_str().is_some_and(|k| {
-            (is_forwarded(k) || k == SOCKET_ENV) && k != crate::cache::CACHE_URL_ENV
-        }) {
+        let Some(k) = k.to_str() else { continue };
+        test_vars |= super::environ::classify(k) == super::environ::Class::Test;
+        if (is_forwarded(k) || k == SOCKET_ENV) && k != crate::cache::CACHE_URL_ENV {
             cmd.env_remove(k);
         }
+    }
+    // This user's requests will carry the test variables: let the daemon take them.
+    if test_vars {
+        cmd.arg("--allow-test-env");
     }
     // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
@@ -235,7 +247,11 @@ async fn exchange(stream: UnixStream, body: Vec<u8>) -> Result<Answer, String> {
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| e.to_string())?;
-    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    let resp = sender.send_request(req).await.map_err(|e| {
+        format!(
+            "the daemon closed the connection before answering ({e}); a daemon closes at once the connections of users it does not serve (see its --allow-uid) and of users over its connection limits"
+        )
+    })?;
     let status = resp.status();
     let mut body = resp.into_body();
     if status != StatusCode::OK {
@@ -289,6 +305,7 @@ mod tests {
         assert!(!is_forwarded("NXCC_WORKER_ARGV"));
         assert!(!is_forwarded("PATH"));
         assert!(!is_forwarded("XDG_CACHE_HOME"));
+        assert!(!is_forwarded("LD_PRELOAD"));
     }
 
     #[test]

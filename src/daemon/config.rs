@@ -20,6 +20,13 @@ pub const DEFAULT_INACTIVITY_S: f64 = 300.0;
 pub const DEFAULT_SHUTDOWN_GRACE_S: f64 = 30.0;
 /// `--socket-mode`'s default.
 pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
+/// `--max-connections`'s default: open connections served at once, all uids together.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// `--max-connections-per-uid`'s default.
+pub const DEFAULT_MAX_CONNECTIONS_PER_UID: usize = 64;
+/// `--head-timeout`'s default, seconds: how long a request head (and a request body) may take to
+/// arrive, and how long an idle connection is kept.
+pub const DEFAULT_HEAD_TIMEOUT_S: f64 = 10.0;
 
 /// Where the daemon listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +55,13 @@ pub struct Config {
     pub socket_mode: u32,
     /// How long running compiles may finish when the daemon is asked to exit.
     pub shutdown_grace: Duration,
+    /// Open connections served at once (all uids), and per uid; more are answered `429`.
+    pub max_connections: usize,
+    pub max_connections_per_uid: usize,
+    /// How long a request head or body may take to arrive (also the idle-connection timeout).
+    pub head_timeout: Duration,
+    /// Whether a request's `env` may set the simulated toolchain's injection variables.
+    pub allow_test_env: bool,
     pub engine: EngineConfig,
 }
 
@@ -64,14 +78,43 @@ pub fn default_socket() -> PathBuf {
     default_dir().join(SOCKET_NAME)
 }
 
-/// The pid file next to a socket: the socket's name with the extension `.pid`.
+/// The pid file next to a socket: the socket's path with the extension `.pid` (`daemon.pid` for
+/// the default `daemon.sock`; `d.pid` for `d.sock`).
 pub fn pid_file_for(socket: &Path) -> PathBuf {
     socket.with_extension("pid")
 }
 
-/// The log file the client gives a daemon it starts: the socket's name with `.log`.
+/// The log file the client gives a daemon it starts: the socket's path with the extension `.log`.
 pub fn log_file_for(socket: &Path) -> PathBuf {
     socket.with_extension("log")
+}
+
+/// Why a daemon's socket, pid file and log file cannot be where they were asked to be: two of
+/// them are the same file (`--socket x.pid` puts the socket where its own pid file goes).
+pub fn collision(
+    socket: Option<&Path>,
+    pid_file: &Path,
+    log_file: Option<&Path>,
+) -> Option<String> {
+    let named = [
+        ("--socket", socket),
+        ("--pid-file", Some(pid_file)),
+        ("--log-file", log_file),
+    ];
+    for (i, (a, pa)) in named.iter().enumerate() {
+        for (b, pb) in &named[i + 1..] {
+            if let (Some(pa), Some(pb)) = (pa, pb) {
+                if std::path::absolute(pa).ok() == std::path::absolute(pb).ok() {
+                    return Some(format!(
+                        "argument {a}: {} is also the {} (the pid file defaults to the socket's path with .pid, the client's log to .log); choose another name",
+                        pa.display(),
+                        b.trim_start_matches("--"),
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 #[rustfmt::skip]
@@ -82,7 +125,7 @@ static ABSTRACT: Flag = flag("--abstract", &[], "abstract", Action::StoreTrue, K
     "Listen on the original daemon's abstract address \\0com.amazon.neuronxcc.<pid> instead of a socket file (its client finds it through --pid-file).");
 #[rustfmt::skip]
 static PID_FILE: Flag = flag("--pid-file", &[], "pid_file", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The pid file, held under an exclusive lock while the daemon runs (default: next to the socket, daemon.pid).");
+    "The pid file, held under an exclusive lock while the daemon runs (default: the socket's path with .pid for its extension: daemon.pid for daemon.sock).");
 #[rustfmt::skip]
 static INACTIVITY: Flag = flag("--inactivity-timeout", &[], "inactivity_timeout", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Exit after this many seconds without a request, counted from the last request finished (0: never). Default 300.");
@@ -108,10 +151,22 @@ static LOG_FILE: Flag = flag("--log-file", &[], "log_file", Action::Store, Kind:
 static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The compile cache the daemon's compiles go through (taken by the daemon's compile engine).");
 #[rustfmt::skip]
+static ALLOW_TEST_ENV: Flag = flag("--allow-test-env", &[], "allow_test_env", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Let a request's env set the simulated toolchain's injection variables (NXCC_SIM_*): for tests only; never on a daemon other users reach.");
+#[rustfmt::skip]
+static MAX_CONNECTIONS: Flag = flag("--max-connections", &[], "max_connections", Action::Store, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Serve at most N open connections at once, all users together; more are answered 429 and closed. Default 256.");
+#[rustfmt::skip]
+static MAX_CONNECTIONS_PER_UID: Flag = flag("--max-connections-per-uid", &[], "max_connections_per_uid", Action::Store, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Serve at most N open connections of one user at once; more are answered 429 and closed. Default 64.");
+#[rustfmt::skip]
+static HEAD_TIMEOUT: Flag = flag("--head-timeout", &[], "head_timeout", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Internal, Scope::Driver, "nxcc",
+    "For tests: how long a request head or body may take to arrive, and an idle connection is kept, seconds (default 10).");
+#[rustfmt::skip]
 static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Run each compile as one supervised job `PATH compile <args> --output <out>` (taken by the daemon's compile engine).");
 
-static OWN_FLAGS: [&Flag; 13] = [
+static OWN_FLAGS: [&Flag; 17] = [
     &HELP,
     &SOCKET,
     &ABSTRACT,
@@ -125,6 +180,10 @@ static OWN_FLAGS: [&Flag; 13] = [
     &LOG_FILE,
     &CACHE_DIR,
     &COMPILER,
+    &ALLOW_TEST_ENV,
+    &MAX_CONNECTIONS,
+    &MAX_CONNECTIONS_PER_UID,
+    &HEAD_TIMEOUT,
 ];
 
 static COMMAND: Subcommand = Subcommand {
@@ -137,7 +196,7 @@ static COMMAND: Subcommand = Subcommand {
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parse {
-    Run(Config),
+    Run(Box<Config>),
     /// Print this text and exit 0.
     Help(String),
 }
@@ -211,17 +270,45 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
         DEFAULT_SHUTDOWN_GRACE_S,
     )
     .map_err(fail)?;
-    let max_concurrent = match parsed.last("max_concurrent").and_then(|o| o.value.as_int()) {
-        Some(n) if n >= 1 => n as usize,
-        Some(n) => {
-            return Err(fail(format!(
-                "argument --max-concurrent: must be at least 1, not {n}"
-            )))
-        }
-        None => std::thread::available_parallelism()
+    let head_timeout = float_arg(
+        &parsed,
+        "head_timeout",
+        "--head-timeout",
+        DEFAULT_HEAD_TIMEOUT_S,
+    )
+    .map_err(fail)?;
+    if head_timeout == 0.0 {
+        return Err(fail(
+            "argument --head-timeout: must be more than 0 seconds".to_string(),
+        ));
+    }
+    let count = |dest: &str, name: &str, default: usize| match parsed
+        .last(dest)
+        .and_then(|o| o.value.as_int())
+    {
+        Some(n) if n >= 1 => Ok(n as usize),
+        Some(n) => Err(fail(format!(
+            "argument {name}: must be at least 1, not {n}"
+        ))),
+        None => Ok(default),
+    };
+    let max_concurrent = count(
+        "max_concurrent",
+        "--max-concurrent",
+        std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
-    };
+    )?;
+    let max_connections = count(
+        "max_connections",
+        "--max-connections",
+        DEFAULT_MAX_CONNECTIONS,
+    )?;
+    let max_connections_per_uid = count(
+        "max_connections_per_uid",
+        "--max-connections-per-uid",
+        DEFAULT_MAX_CONNECTIONS_PER_UID,
+    )?;
     let memory_budget = match parsed.str("memory_budget") {
         None => None,
         Some(s) => Some(
@@ -250,21 +337,33 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
             ))
         })?,
     };
-    Ok(Parse::Run(Config {
+    let log_file = parsed.str("log_file").map(PathBuf::from);
+    let socket_path = match &endpoint {
+        Endpoint::Path(p) => Some(p.as_path()),
+        Endpoint::Abstract => None,
+    };
+    if let Some(e) = collision(socket_path, &pid_file, log_file.as_deref()) {
+        return Err(fail(e));
+    }
+    Ok(Parse::Run(Box::new(Config {
         endpoint,
         pid_file,
         inactivity_timeout: (inactivity > 0.0).then(|| Duration::from_secs_f64(inactivity)),
         max_concurrent,
         memory_budget,
         allow_uids,
-        log_file: parsed.str("log_file").map(PathBuf::from),
+        log_file,
         socket_mode,
         shutdown_grace: Duration::from_secs_f64(grace),
+        max_connections,
+        max_connections_per_uid,
+        head_timeout: Duration::from_secs_f64(head_timeout),
+        allow_test_env: parsed.flag("allow_test_env"),
         engine: EngineConfig {
             cache_dir: parsed.str("cache_dir").map(PathBuf::from),
             compiler: parsed.str("compiler").map(PathBuf::from),
         },
-    }))
+    })))
 }
 
 #[cfg(test)]
@@ -274,7 +373,7 @@ mod tests {
     fn run(args: &[&str]) -> Result<Config, String> {
         let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         match parse("nxcc", &a) {
-            Ok(Parse::Run(c)) => Ok(c),
+            Ok(Parse::Run(c)) => Ok(*c),
             Ok(Parse::Help(_)) => Err("help".into()),
             Err(e) => Err(e.render()),
         }
@@ -291,6 +390,10 @@ mod tests {
         assert!(c.allow_uids.is_empty());
         assert_eq!(c.socket_mode, 0o600);
         assert_eq!(c.shutdown_grace, Duration::from_secs(30));
+        assert_eq!(c.max_connections, DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(c.max_connections_per_uid, DEFAULT_MAX_CONNECTIONS_PER_UID);
+        assert_eq!(c.head_timeout, Duration::from_secs(10));
+        assert!(!c.allow_test_env);
         assert_eq!(c.engine, EngineConfig::default());
     }
 
@@ -318,8 +421,18 @@ mod tests {
             "0666",
             "--shutdown-grace",
             "1.5",
+            "--allow-test-env",
+            "--max-connections",
+            "9",
+            "--max-connections-per-uid",
+            "3",
+            "--head-timeout",
+            "0.25",
         ])
         .unwrap();
+        assert!(c.allow_test_env);
+        assert_eq!((c.max_connections, c.max_connections_per_uid), (9, 3));
+        assert_eq!(c.head_timeout, Duration::from_millis(250));
         assert_eq!(c.endpoint, Endpoint::Path("/s/d.sock".into()));
         assert_eq!(c.pid_file, PathBuf::from("/s/d.pid"));
         assert_eq!(c.inactivity_timeout, None);
@@ -378,6 +491,26 @@ mod tests {
                 "argument --abstract: not allowed with argument --socket",
             ),
             (&["--bogus"][..], "unrecognized arguments: --bogus"),
+            (
+                &["--max-connections-per-uid", "0"][..],
+                "argument --max-connections-per-uid: must be at least 1",
+            ),
+            (
+                &["--head-timeout", "0"][..],
+                "argument --head-timeout: must be more than 0",
+            ),
+            (
+                &["--socket", "/e/x.pid"][..],
+                "argument --socket: /e/x.pid is also the pid-file",
+            ),
+            (
+                &["--socket", "/e/d.sock", "--log-file", "/e/d.pid"][..],
+                "argument --pid-file: /e/d.pid is also the log-file",
+            ),
+            (
+                &["--pid-file", "/e/p", "--log-file", "/e/p"][..],
+                "argument --pid-file: /e/p is also the log-file",
+            ),
         ] {
             let e = run(args).unwrap_err();
             assert!(e.starts_with("usage: nxcc daemon"), "{e}");
@@ -397,7 +530,10 @@ mod tests {
         assert!(text.starts_with("usage: nxcc daemon [-h] [--socket SOCKET] [--abstract]"));
         assert!(!text.contains("positional arguments"));
         assert!(text.contains("  -h, --help "));
-        for f in OWN_FLAGS.iter().filter(|f| f.action != Action::Help) {
+        for f in OWN_FLAGS
+            .iter()
+            .filter(|f| f.action != Action::Help && f.visibility == Visibility::Public)
+        {
             assert_eq!(
                 text.matches(&format!("\n  {} ", f.spelling)).count(),
                 1,
@@ -415,6 +551,18 @@ mod tests {
         assert_eq!(parse_mode("1777"), None);
         assert_eq!(parse_mode("rw"), None);
         assert_eq!(parse_mode(""), None);
+    }
+
+    #[test]
+    fn the_pid_file_is_the_sockets_path_with_pid() {
+        // As the help and the README say.
+        let c = run(&["--socket", "/s/dsock2/d.sock"]).unwrap();
+        assert_eq!(c.pid_file, PathBuf::from("/s/dsock2/d.pid"));
+        let Ok(Parse::Help(text)) = parse("nxcc", &["--help".to_string()]) else {
+            panic!("no help")
+        };
+        assert!(text.contains("the socket's path with .pid"), "{text}");
+        assert!(!text.contains("--head-timeout"), "an option for tests only");
     }
 
     #[test]

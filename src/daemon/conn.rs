@@ -1,6 +1,12 @@
-//! One connection: the peer's credentials, hyper serving HTTP/1.1 on it (a header read timeout,
-//! a bounded head), a graceful end when the daemon stops, and a last answer (`400`/`408`) for a
-//! request head hyper gave up on (cut off by the end of the stream, or not complete in time).
+//! One admitted connection (its peer already checked by [`super::peer`]): hyper serving HTTP/1.1
+//! on it (a header read timeout, a bounded head), a graceful end when the daemon stops, and a
+//! last answer (`400`/`408`) for a request head hyper gave up on (cut off by the end of the
+//! stream, or not complete in time).
+//!
+//! A client may half-close (`shutdown(SHUT_WR)` after its request) and still gets its answer:
+//! the end of the request stream is not taken for the client going away. A client that has gone
+//! (both directions closed: the socket reports a hang-up) ends the connection at once, which
+//! drops the request it was waiting for and so cancels its compile.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -8,6 +14,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -16,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
 use super::http;
+use super::peer::{Refusal, Ticket};
 use super::state::{Daemon, Peer};
 
 /// A stream that notes whether request bytes arrived since the last answer bytes went out —
@@ -78,9 +87,11 @@ impl AsyncWrite for Tapped {
     }
 }
 
-/// Write a short answer on a connection hyper has given up on (one non-blocking write).
+/// Write a short answer on a connection that is given up on (one non-blocking write) and close
+/// it.
 fn last_word(fd: OwnedFd, status: &str, reason: &str) {
     let s = std::os::unix::net::UnixStream::from(fd);
+    let _ = s.set_nonblocking(true);
     let body = format!("{reason}\n");
     let msg = format!(
         "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -97,25 +108,54 @@ pub struct Connections {
     pub closed: Notify,
 }
 
+/// The peer of a connection just accepted (`SO_PEERCRED`).
+pub fn peer_of(stream: &tokio::net::UnixStream) -> io::Result<Peer> {
+    let c = stream.peer_cred()?;
+    Ok(Peer {
+        uid: c.uid(),
+        gid: c.gid(),
+        pid: c.pid(),
+    })
+}
+
+/// Answer a refused connection in one non-blocking write and close it, before reading a byte.
+pub fn refuse(daemon: &Daemon, stream: tokio::net::UnixStream, peer: &Peer, why: Refusal) {
+    let reason = daemon.gate.reason(why, peer);
+    if let Ok(s) = stream.into_std() {
+        last_word(OwnedFd::from(s), why.status(), &reason);
+    }
+}
+
+/// Resolves once the peer has closed both directions (a hang-up), never for a half-close.
+async fn hung_up(fd: &AsyncFd<OwnedFd>) {
+    loop {
+        match fd.ready(Interest::WRITABLE).await {
+            Ok(mut guard) => {
+                if guard.ready().is_write_closed() {
+                    return;
+                }
+                guard.clear_ready();
+            }
+            Err(_) => return std::future::pending().await,
+        }
+    }
+}
+
+/// Serve one admitted connection until it ends; its slot (`ticket`) is given back then.
 pub async fn serve_connection(
     daemon: Arc<Daemon>,
     stream: tokio::net::UnixStream,
+    peer: Peer,
+    ticket: Ticket,
     conns: Arc<Connections>,
 ) {
-    let peer = match stream.peer_cred() {
-        Ok(c) => Peer {
-            uid: c.uid(),
-            gid: c.gid(),
-            pid: c.pid(),
-        },
-        Err(e) => {
-            daemon
-                .log
-                .warning(&format!("cannot read a connection's credentials: {e}"));
-            return;
-        }
-    };
-    let spare = stream.as_fd().try_clone_to_owned().ok();
+    // SAFETY: the descriptor is an `OwnedFd` the `AsyncFd` owns: it stays open, and the same,
+    // for as long as it is registered.
+    let watch = stream
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, Interest::WRITABLE).ok() });
     let pending = Arc::new(AtomicBool::new(false));
     let io = TokioIo::new(Tapped {
         inner: stream,
@@ -126,24 +166,39 @@ pub async fn serve_connection(
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(http::HEAD_TIMEOUT)
+        .header_read_timeout(daemon.config.head_timeout)
         .max_buf_size(http::HARD_HEAD_LIMIT)
         .max_header_size(http::HARD_HEAD_LIMIT)
+        .half_close(true)
         .keep_alive(true);
-    let conn = builder.serve_connection(io, svc);
-    tokio::pin!(conn);
     let mut stop = daemon.stop_signal();
     let mut asked = false;
-    let result = loop {
-        tokio::select! {
-            r = conn.as_mut() => break r,
-            _ = stop.wait_for(|s| s.is_some()), if !asked => {
-                asked = true;
-                conn.as_mut().graceful_shutdown();
+    // The connection lives in this block: leaving it (the client gone) drops what the request
+    // was waiting for.
+    let result = {
+        let gone = async {
+            match &watch {
+                Some(w) => hung_up(w).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(gone);
+        let conn = builder.serve_connection(io, svc);
+        tokio::pin!(conn);
+        loop {
+            tokio::select! {
+                r = conn.as_mut() => break Some(r),
+                _ = stop.wait_for(|s| s.is_some()), if !asked => {
+                    asked = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                _ = gone.as_mut() => break None,
             }
         }
     };
-    if let Err(e) = result {
+    // The watching descriptor, a duplicate of the connection's, gives the last word.
+    let spare = watch.map(AsyncFd::into_inner);
+    if let Some(Err(e)) = result {
         if pending.load(Ordering::SeqCst) {
             if let Some(fd) = spare {
                 if e.is_timeout() {
@@ -152,7 +207,7 @@ pub async fn serve_connection(
                         "408 Request Timeout",
                         &format!(
                             "the request head did not arrive within {} s",
-                            http::HEAD_TIMEOUT.as_secs()
+                            daemon.config.head_timeout.as_secs_f64()
                         ),
                     );
                 } else if e.is_incomplete_message() {
@@ -165,6 +220,7 @@ pub async fn serve_connection(
             }
         }
     }
+    drop(ticket);
     conns.open.fetch_sub(1, Ordering::SeqCst);
     conns.closed.notify_waiters();
 }

@@ -9,12 +9,14 @@
 //! | another path | `404`, `Unrecognized command <path>` |
 //! | another method on a known path | `405` |
 //!
-//! Every request of a peer whose uid is not served gets `403`. A request head over
+//! A peer whose uid is not served never gets here: [`super::peer`] refuses it at `accept`. A
+//! request head over
 //! [`HEAD_LIMIT`] or a body over [`BODY_LIMIT`] gets `413` (a head over [`HARD_HEAD_LIMIT`] is not
 //! read at all: hyper answers `431`); a malformed request, bad JSON, a body that does not split
-//! into arguments, invalid UTF-8 or a relative `working_directory` gets `400` with the reason; a
-//! body that does not arrive within [`BODY_TIMEOUT`] gets `408` (a head: see [`super::conn`]); a
-//! compile request that reaches a stopping daemon gets `503`.
+//! into arguments, invalid UTF-8, a relative `working_directory` or an `env` name a request may
+//! not set ([`super::environ`]) gets `400` with the reason; a body that does not arrive within the
+//! head timeout (`--head-timeout`, default [`HEAD_TIMEOUT`]) gets `408` (a head: see
+//! [`super::conn`]); a compile request that reaches a stopping daemon gets `503`.
 
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -38,10 +40,9 @@ pub const HEAD_LIMIT: usize = 16 << 10;
 pub const HARD_HEAD_LIMIT: usize = 64 << 10;
 /// The largest request body, bytes.
 pub const BODY_LIMIT: usize = 1 << 20;
-/// How long a request head may take to arrive (also how long an idle connection is kept).
+/// How long a request head or body may take to arrive by default (also how long an idle
+/// connection is kept); `--head-timeout` changes it, for tests.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a request body may take to arrive.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The exit-status header of `/compile` answers.
 pub const EXIT_STATUS_HEADER: &str = "x-nxcc-exit-status";
 
@@ -147,8 +148,8 @@ pub fn working_directory(raw: &str) -> Result<PathBuf, String> {
     Ok(p)
 }
 
-/// Read the whole body: at most [`BODY_LIMIT`] bytes of UTF-8, within [`BODY_TIMEOUT`].
-async fn read_body(req: Request<Incoming>) -> Result<String, Response<Body>> {
+/// Read the whole body: at most [`BODY_LIMIT`] bytes of UTF-8, within `timeout`.
+async fn read_body(req: Request<Incoming>, timeout: Duration) -> Result<String, Response<Body>> {
     let too_large = || {
         refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -166,13 +167,13 @@ async fn read_body(req: Request<Incoming>) -> Result<String, Response<Body>> {
         }
     }
     let body = Limited::new(req.into_body(), BODY_LIMIT);
-    let collected = match tokio::time::timeout(BODY_TIMEOUT, body.collect()).await {
+    let collected = match tokio::time::timeout(timeout, body.collect()).await {
         Err(_) => {
             return Err(refuse(
                 StatusCode::REQUEST_TIMEOUT,
                 &format!(
                     "the request body did not arrive within {} s",
-                    BODY_TIMEOUT.as_secs()
+                    timeout.as_secs_f64()
                 ),
             ))
         }
@@ -213,26 +214,6 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let _activity = daemon.activity();
-    if !daemon.allowed(peer.uid) {
-        daemon.log.warning(&format!(
-            "refused {} {} from uid {} (pid {}): only uid {}{} may use this daemon",
-            req.method(),
-            req.uri().path(),
-            peer.uid,
-            peer.pid_text(),
-            daemon.uid,
-            daemon.allow_list_text(),
-        ));
-        return Ok(refuse(
-            StatusCode::FORBIDDEN,
-            &format!(
-                "uid {} may not use this nxcc daemon (it serves uid {}{}; see --allow-uid)",
-                peer.uid,
-                daemon.uid,
-                daemon.allow_list_text()
-            ),
-        ));
-    }
     if head_size(&req) > HEAD_LIMIT {
         return Ok(refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -287,7 +268,7 @@ async fn compile(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Res
             Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
         },
     };
-    let body = match read_body(req).await {
+    let body = match read_body(req, daemon.config.head_timeout).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -342,10 +323,11 @@ struct V1Request {
     env: Option<serde_json::Map<String, Value>>,
 }
 
-/// Check the request's environment: names without `=` or NUL, string values without NUL. The
-/// worker's own variables (`NXCC_WORKER_*`) cannot be set.
+/// Check the request's environment: names a request may set ([`super::environ::check`];
+/// `allow_test_env`: the daemon's `--allow-test-env`), string values without NUL.
 pub fn request_env(
     env: Option<serde_json::Map<String, Value>>,
+    allow_test_env: bool,
 ) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     for (k, v) in env.unwrap_or_default() {
@@ -362,11 +344,7 @@ pub fn request_env(
                 "the value of the environment variable {k} holds a NUL byte"
             ));
         }
-        if k.starts_with("NXCC_WORKER_") {
-            return Err(format!(
-                "the environment variable {k} is nxcc's own and cannot be set"
-            ));
-        }
+        super::environ::check(&k, allow_test_env)?;
         out.push((k, v));
     }
     Ok(out)
@@ -374,7 +352,7 @@ pub fn request_env(
 
 /// `POST /v1/compile`: the compile's events, streamed as it runs.
 async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Response<Body> {
-    let body = match read_body(req).await {
+    let body = match read_body(req, daemon.config.head_timeout).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -391,7 +369,7 @@ async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> 
         Ok(p) => p,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
     };
-    let env = match request_env(parsed.env) {
+    let env = match request_env(parsed.env, daemon.config.allow_test_env) {
         Ok(e) => e,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
     };
@@ -459,17 +437,24 @@ mod tests {
     #[test]
     fn environments() {
         let m = |v: Value| v.as_object().cloned();
+        let target = "NEURON_PLATFORM_TARGET_OVERRIDE";
         assert_eq!(
-            request_env(m(json!({"A": "1", "NXCC_SIM_FAULT": "x"}))).unwrap(),
+            request_env(m(json!({target: "trn2", "NXCC_SIM_FAULT": "x"})), true).unwrap(),
             vec![
-                ("A".into(), "1".into()),
+                (target.into(), "trn2".into()),
                 ("NXCC_SIM_FAULT".into(), "x".into())
             ]
         );
-        assert!(request_env(m(json!({"A=B": "1"}))).is_err());
-        assert!(request_env(m(json!({"A": 1}))).is_err());
-        assert!(request_env(m(json!({"NXCC_WORKER_ARGV": "[]"}))).is_err());
-        assert_eq!(request_env(None).unwrap(), vec![]);
+        let e = request_env(m(json!({"NXCC_SIM_FAULT": "x"})), false).unwrap_err();
+        assert!(e.contains("--allow-test-env"), "{e}");
+        assert!(request_env(m(json!({"A=B": "1"})), true).is_err());
+        assert!(request_env(m(json!({target: 1})), true).is_err());
+        assert!(request_env(m(json!({target: "a\u{0}b"})), true).is_err());
+        for name in ["NXCC_WORKER_ARGV", "LD_PRELOAD", "PATH"] {
+            let e = request_env(m(json!({name: "x"})), true).unwrap_err();
+            assert!(e.contains(name) && e.contains("may not be set"), "{e}");
+        }
+        assert_eq!(request_env(None, false).unwrap(), vec![]);
     }
 
     #[test]

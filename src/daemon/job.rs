@@ -7,7 +7,7 @@
 //! compile's log file in its working directory has them all), and so does every worker event.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,23 @@ enum Phase {
     Done,
 }
 
+/// How many compiles are queued and running, kept as their phases change (read without a lock).
+#[derive(Debug, Default)]
+pub struct PhaseCounts {
+    queued: AtomicUsize,
+    running: AtomicUsize,
+}
+
+impl PhaseCounts {
+    /// (running, queued).
+    pub fn get(&self) -> (usize, usize) {
+        (
+            self.running.load(Ordering::SeqCst),
+            self.queued.load(Ordering::SeqCst),
+        )
+    }
+}
+
 /// A compile's handle for whoever may cancel it (its client going away, the daemon stopping).
 #[derive(Debug)]
 pub struct Control {
@@ -65,14 +82,22 @@ pub struct Control {
     /// The signal the cancellation stands for (0: a client that went away, reported as SIGTERM).
     interrupted: Arc<AtomicI32>,
     phase: Mutex<Phase>,
+    counts: Arc<PhaseCounts>,
 }
 
 impl Control {
     pub fn new() -> Arc<Control> {
+        Control::counted(Arc::default())
+    }
+
+    /// A queued compile, counted in `counts` as its phase changes.
+    pub fn counted(counts: Arc<PhaseCounts>) -> Arc<Control> {
+        counts.queued.fetch_add(1, Ordering::SeqCst);
         Arc::new(Control {
             cancel: Cancel::new(),
             interrupted: Arc::new(AtomicI32::new(0)),
             phase: Mutex::new(Phase::Queued),
+            counts,
         })
     }
 
@@ -121,11 +146,19 @@ impl Control {
             return false;
         }
         *phase = Phase::Running;
+        self.counts.queued.fetch_sub(1, Ordering::SeqCst);
+        self.counts.running.fetch_add(1, Ordering::SeqCst);
         true
     }
 
     fn finish(&self) {
-        *self.phase() = Phase::Done;
+        let mut phase = self.phase();
+        match *phase {
+            Phase::Queued => self.counts.queued.fetch_sub(1, Ordering::SeqCst),
+            Phase::Running => self.counts.running.fetch_sub(1, Ordering::SeqCst),
+            Phase::Done => 0,
+        };
+        *phase = Phase::Done;
     }
 }
 
@@ -231,9 +264,15 @@ fn cancelled_status(control: &Control) -> i32 {
 
 /// Run one request to its end. Blocking.
 pub fn run(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
-    let result = run_inner(ctx, req, emit, control);
-    control.finish();
-    result
+    /// Done however the run ends (a panic included), so the phase counts stay true.
+    struct Finish<'a>(&'a Control);
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            self.0.finish();
+        }
+    }
+    let _finish = Finish(control);
+    run_inner(ctx, req, emit, control)
 }
 
 fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
@@ -451,7 +490,9 @@ mod tests {
         let admission = Admission::new(1, None);
         let held = admission.acquire(1, None).unwrap();
         let watched = admission.clone();
-        let control = Control::new();
+        let counts: Arc<PhaseCounts> = Arc::default();
+        let control = Control::counted(counts.clone());
+        assert_eq!(counts.get(), (0, 1), "queued from the start");
         let c2 = control.clone();
         let dir_path = dir.path().to_path_buf();
         let t = std::thread::spawn(move || {
@@ -477,6 +518,7 @@ mod tests {
         assert_eq!(e.exit_status, 130);
         assert!(e.error_lines[0].contains("cancelled before it started"));
         assert!(!control.cancel_if_queued(libc::SIGINT), "done, not queued");
+        assert_eq!(counts.get(), (0, 0));
         drop(held);
     }
 }

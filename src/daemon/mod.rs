@@ -7,8 +7,10 @@
 //! - [`config`]: the command line and the default places (socket, pid file);
 //! - [`pidfile`]: the `flock`ed pid file; [`listen`]: binding the socket;
 //! - [`server`]: the process — start, serve, stop; [`state`]: what its parts share;
-//!   [`conn`]: one connection (peer credentials, hyper, timeouts);
-//! - [`http`]: routes, limits and answers (hyper); [`events`]: the `/v1/compile` stream;
+//!   [`peer`]: who may connect (the uid check at `accept`, connection limits, refusals logged
+//!   at a bounded rate); [`conn`]: one connection (hyper, timeouts, a peer that goes away);
+//! - [`http`]: routes, limits and answers (hyper); [`environ`]: what a request's environment may
+//!   set; [`events`]: the `/v1/compile` stream;
 //! - [`job`]: one compile request from arguments to exit status;
 //! - [`engine`]: the seam where a compile is run (nxcc's pipeline; the cache and an external
 //!   compiler plug in here) and the memory estimate;
@@ -19,11 +21,13 @@ pub mod client;
 pub mod config;
 pub mod conn;
 pub mod engine;
+pub mod environ;
 pub mod events;
 pub mod http;
 pub mod job;
 pub mod listen;
 pub mod log;
+pub mod peer;
 pub mod pidfile;
 pub mod server;
 pub mod state;
@@ -51,7 +55,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             out(&text);
             0
         }
-        Ok(config::Parse::Run(c)) => server::run(c),
+        Ok(config::Parse::Run(c)) => server::run(*c),
         Err(e) => {
             err(&e.render());
             crate::cli::CliError::EXIT_STATUS

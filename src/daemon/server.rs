@@ -4,8 +4,10 @@
 //! - Starting: the engine for `--cache_dir`/`--compiler`, the default directory checked private,
 //!   the log, the pid file locked, the socket bound, the pid published — any failure is one
 //!   message and exit status 1 (2 for a usage error).
-//! - Serving: each accepted connection is served by [`super::conn`]; each compile runs on a
-//!   blocking thread ([`super::job::run`]), registered in [`super::state`] so it can be cancelled.
+//! - Serving: each accepted connection's peer is checked at once ([`super::peer`]: refused ones
+//!   get one short answer and are closed before a byte is read); the admitted ones are served by
+//!   [`super::conn`]; each compile runs on a blocking thread ([`super::job::run`]), registered in
+//!   [`super::state`] so it can be cancelled.
 //! - Stopping (`POST /exit`, SIGTERM, SIGINT, SIGHUP, inactivity): stop accepting and remove the
 //!   socket, cancel the compiles still queued, let the running ones finish for at most
 //!   `--shutdown-grace` (then cancel them as on SIGTERM), let the connections deliver their last
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::{self, Config, Endpoint};
-use super::conn::{serve_connection, Connections};
+use super::conn::{self, serve_connection, Connections};
 use super::engine;
 use super::listen::{self, BindError};
 use super::log::DaemonLog;
@@ -87,12 +89,59 @@ async fn watch_inactivity(daemon: Arc<Daemon>, timeout: Duration) {
     }
 }
 
+/// Log the refusals counted but not yet logged, once per interval.
+async fn flush_refusals(daemon: Arc<Daemon>) {
+    let mut tick = tokio::time::interval(super::peer::REFUSAL_LOG_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for line in daemon.gate.flush_refusals(std::time::Instant::now()) {
+            daemon.log.warning(&line);
+        }
+    }
+}
+
+/// Check a connection just accepted: serve it, or answer and close it at once.
+fn admit(daemon: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &Arc<Connections>) {
+    let peer = match conn::peer_of(&stream) {
+        Ok(p) => p,
+        Err(e) => {
+            daemon
+                .log
+                .warning(&format!("cannot read a connection's credentials: {e}"));
+            return;
+        }
+    };
+    match daemon.gate.admit(peer.uid) {
+        Ok(ticket) => {
+            conns.open.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve_connection(
+                daemon.clone(),
+                stream,
+                peer,
+                ticket,
+                conns.clone(),
+            ));
+        }
+        Err(why) => {
+            conn::refuse(daemon, stream, &peer, why);
+            if let Some(line) = daemon
+                .gate
+                .note_refusal(why, &peer, std::time::Instant::now())
+            {
+                daemon.log.warning(&line);
+            }
+        }
+    }
+}
+
 async fn serve(
     daemon: Arc<Daemon>,
     listener: tokio::net::UnixListener,
     socket: Option<&listen::SocketFile>,
 ) {
     tokio::spawn(watch_signals(daemon.clone()));
+    tokio::spawn(flush_refusals(daemon.clone()));
     if let Some(t) = daemon.config.inactivity_timeout {
         tokio::spawn(watch_inactivity(daemon.clone(), t));
     }
@@ -103,10 +152,7 @@ async fn serve(
             biased;
             _ = stop.wait_for(|s| s.is_some()) => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    conns.open.fetch_add(1, Ordering::SeqCst);
-                    tokio::spawn(serve_connection(daemon.clone(), stream, conns.clone()));
-                }
+                Ok((stream, _)) => admit(&daemon, stream, &conns),
                 Err(e) => {
                     // Out of descriptors, most likely: let connections finish, then go on.
                     daemon.log.warning(&format!("accept failed: {e}"));
@@ -174,8 +220,21 @@ fn check_default_dir(config: &Config) -> Result<(), String> {
     listen::check_private_dir(&dir).map_err(|e| e.to_string())
 }
 
+/// Raise the soft limit of open descriptors to the hard one (at most 65,536): every connection
+/// admitted holds two, every compile a few.
+fn raise_descriptor_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    let want = l.maximum.map_or(1 << 16, |m| m.min(1 << 16));
+    if l.current.is_some_and(|c| c < want) {
+        l.current = Some(want);
+        let _ = setrlimit(Resource::Nofile, l);
+    }
+}
+
 /// Run the daemon until it stops; returns the exit status.
 pub fn run(config: Config) -> i32 {
+    raise_descriptor_limit();
     let engine = match engine::select(&config.engine) {
         Ok(e) => e,
         Err(e) => {
@@ -272,7 +331,7 @@ pub fn run(config: Config) -> i32 {
         .map(|u| u.to_string())
         .collect();
     log.info(&format!(
-        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {}; inactivity timeout {}; uids served: {}; engine: {}",
+        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {}; inactivity timeout {}; uids served: {}; connections: at most {} ({} per uid); engine: {}",
         crate::VERSION,
         pid_file.path().display(),
         config.max_concurrent,
@@ -283,6 +342,8 @@ pub fn run(config: Config) -> i32 {
             .inactivity_timeout
             .map_or("none".to_string(), |d| format!("{} s", d.as_secs_f64())),
         served_uids.join(", "),
+        config.max_connections,
+        config.max_connections_per_uid,
         engine.describe()
     ));
     let daemon = Daemon::new(config, engine, log, uid, endpoint);

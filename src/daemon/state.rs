@@ -1,6 +1,10 @@
-//! The daemon's shared state: its configuration, engine and admission control, the registry of
-//! compiles (to cancel them), the activity clock of the inactivity timeout, the counters of
-//! `GET /v1/status`, and the stop signal.
+//! The daemon's shared state: its configuration, engine, connection gate and admission control,
+//! the registry of compiles (to cancel them), the activity clock of the inactivity timeout, the
+//! counters of `GET /v1/status`, and the stop signal.
+//!
+//! `GET /v1/status` reads running counters (atomics, kept as compiles change phase and end) and
+//! never scans the cache; the only lock it takes is admission control's, for a copy of a few
+//! numbers.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,8 +16,9 @@ use tokio::sync::{watch, Notify};
 
 use super::config::Config;
 use super::engine::{CacheUse, Engine};
-use super::job::{self, Control, Emit, Ended};
+use super::job::{self, Control, Emit, Ended, PhaseCounts};
 use super::log::DaemonLog;
+use super::peer::Gate;
 use crate::admission::Admission;
 use crate::error::EXIT_COMPILE_FAILED;
 
@@ -38,11 +43,14 @@ struct Activity {
     last_finished: Instant,
 }
 
+/// Running counters of the compiles that ended.
 #[derive(Debug, Default)]
 struct Totals {
-    compiles: u64,
-    failed: u64,
-    cancelled: u64,
+    compiles: AtomicU64,
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
 }
 
 /// The daemon's shared state.
@@ -50,6 +58,8 @@ pub struct Daemon {
     pub config: Config,
     pub engine: Arc<dyn Engine>,
     pub admission: Arc<Admission>,
+    /// Who may connect, and how many at once.
+    pub gate: Arc<Gate>,
     pub log: DaemonLog,
     /// The daemon's own uid (always served).
     pub uid: u32,
@@ -58,9 +68,11 @@ pub struct Daemon {
     started: Instant,
     activity: Mutex<Activity>,
     jobs: Mutex<BTreeMap<u64, Arc<Control>>>,
+    /// Queued and running compiles, counted as they change phase.
+    phases: Arc<PhaseCounts>,
     jobs_changed: Notify,
     next_job: AtomicU64,
-    totals: Mutex<Totals>,
+    totals: Totals,
     /// `Some(reason)` once the daemon is stopping.
     stop: watch::Sender<Option<String>>,
 }
@@ -90,6 +102,12 @@ impl Daemon {
         let (stop, _) = watch::channel(None);
         Arc::new(Daemon {
             admission: Admission::new(config.max_concurrent, config.memory_budget),
+            gate: Gate::new(
+                uid,
+                &config.allow_uids,
+                config.max_connections,
+                config.max_connections_per_uid,
+            ),
             uid,
             endpoint,
             started: Instant::now(),
@@ -98,9 +116,10 @@ impl Daemon {
                 last_finished: Instant::now(),
             }),
             jobs: Mutex::new(BTreeMap::new()),
+            phases: Arc::default(),
             jobs_changed: Notify::new(),
             next_job: AtomicU64::new(1),
-            totals: Mutex::new(Totals::default()),
+            totals: Totals::default(),
             stop,
             engine,
             log,
@@ -137,26 +156,6 @@ impl Daemon {
         }
     }
 
-    /// Whether a peer uid is served.
-    pub fn allowed(&self, uid: u32) -> bool {
-        uid == self.uid || self.config.allow_uids.contains(&uid)
-    }
-
-    /// ` and 65534, 1000` for the messages, or nothing.
-    pub fn allow_list_text(&self) -> String {
-        if self.config.allow_uids.is_empty() {
-            String::new()
-        } else {
-            let l: Vec<String> = self
-                .config
-                .allow_uids
-                .iter()
-                .map(|u| u.to_string())
-                .collect();
-            format!(" and {}", l.join(", "))
-        }
-    }
-
     pub fn stopping(&self) -> bool {
         self.stop.borrow().is_some()
     }
@@ -189,7 +188,7 @@ impl Daemon {
         peer: &Peer,
         route: &str,
     ) -> Option<(u64, Arc<Control>, tokio::task::JoinHandle<Ended>)> {
-        let control = Control::new();
+        let control = Control::counted(self.phases.clone());
         let id = self.next_job.fetch_add(1, Ordering::SeqCst);
         {
             let mut jobs = self.jobs_lock();
@@ -222,15 +221,18 @@ impl Daemon {
     }
 
     fn finished(&self, id: u64, ended: &Ended, cancelled: bool) {
-        {
-            let mut t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
-            t.compiles += 1;
-            if cancelled {
-                t.cancelled += 1;
-            } else if ended.exit_status != 0 {
-                t.failed += 1;
-            }
+        let t = &self.totals;
+        t.compiles.fetch_add(1, Ordering::Relaxed);
+        if cancelled {
+            t.cancelled.fetch_add(1, Ordering::Relaxed);
+        } else if ended.exit_status != 0 {
+            t.failed.fetch_add(1, Ordering::Relaxed);
         }
+        match ended.cache {
+            CacheUse::Hit => t.cache_hits.fetch_add(1, Ordering::Relaxed),
+            CacheUse::Miss => t.cache_misses.fetch_add(1, Ordering::Relaxed),
+            CacheUse::Off => 0,
+        };
         self.log.info(&format!(
             "compile #{id}: exit status {} in {:.3} s{}",
             ended.exit_status,
@@ -257,18 +259,25 @@ impl Daemon {
         }
     }
 
-    /// (running, queued) compiles.
+    /// (running, queued) compiles (counters: no lock is taken).
     pub fn counts(&self) -> (usize, usize) {
-        let jobs = self.jobs_lock();
-        let running = jobs.values().filter(|c| c.is_running()).count();
-        (running, jobs.len() - running)
+        self.phases.get()
     }
 
-    /// `GET /v1/status`.
+    /// `GET /v1/status`: counters only (no scan of the cache; `nxcc cache stats` has its
+    /// figures).
     pub fn status(&self) -> Value {
         let (running, queued) = self.counts();
         let snap = self.admission.snapshot();
-        let t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+        let t = &self.totals;
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let cache = self.engine.cache_dir().map(|dir| {
+            json!({
+                "dir": dir.display().to_string(),
+                "hits": n(&t.cache_hits),
+                "misses": n(&t.cache_misses),
+            })
+        });
         json!({
             "version": crate::VERSION,
             "reproduces": crate::ORIGINAL_VERSION,
@@ -284,12 +293,17 @@ impl Daemon {
             },
             "admission": snap,
             "compiles": {
-                "finished": t.compiles,
-                "failed": t.failed,
-                "cancelled": t.cancelled,
+                "finished": n(&t.compiles),
+                "failed": n(&t.failed),
+                "cancelled": n(&t.cancelled),
+            },
+            "connections": {
+                "open": self.gate.open(self.uid).0,
+                "max": self.config.max_connections,
+                "max_per_uid": self.config.max_connections_per_uid,
             },
             "engine": self.engine.describe(),
-            "cache": self.engine.cache_stats(),
+            "cache": cache,
             "inactivity_timeout_s": self.config.inactivity_timeout.map(|d| d.as_secs_f64()),
             "stopping": self.stopping(),
         })

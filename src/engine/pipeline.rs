@@ -134,20 +134,6 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         &format!("Command line: {}", crate::shell::join(&plan.argv)),
     );
 
-    let work = match workdir::prepare(&plan.launch_dir, ns.str("temp_dir")) {
-        Ok(w) => w,
-        Err(e) => return fail_early(Some(&logger), &e, &opts.console),
-    };
-    logger.info(
-        log::DRIVER,
-        &format!(
-            "Intermediate files stored in {}, output in {}",
-            work.path.display(),
-            plan.output.display()
-        ),
-    );
-
-    // The toolchain, resolved once for the worker.
     let mut worker_env = opts.worker_env.clone();
     // The toolchain, resolved once: handed to a forked worker, or named to a re-executed one.
     let toolchain = match &plan.toolchain_request {
@@ -180,6 +166,36 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         }),
         Request::Dir(_) => plan.toolchain.clone(),
     };
+    // What can be checked is checked before anything is created: every tool the plan runs is
+    // in the toolchain, and --output can be written.
+    if let Some((_, tool)) = plan
+        .missing_tools
+        .iter()
+        .find(|(_, tool)| toolchain.as_ref().and_then(|t| t.resolve(tool)).is_none())
+    {
+        return fail_early(
+            Some(&logger),
+            &NccError::tool_not_found(tool),
+            &opts.console,
+        );
+    }
+    if let Err(e) = check_output(&plan.output) {
+        return fail_early(Some(&logger), &e, &opts.console);
+    }
+
+    let work = match workdir::prepare(&plan.launch_dir, ns.str("temp_dir")) {
+        Ok(w) => w,
+        Err(e) => return fail_early(Some(&logger), &e, &opts.console),
+    };
+    logger.info(
+        log::DRIVER,
+        &format!(
+            "Intermediate files stored in {}, output in {}",
+            work.path.display(),
+            plan.output.display()
+        ),
+    );
+
     // What is at the outputs now, so a failed compile removes only what it wrote itself.
     let outputs = [
         plan.output.clone(),
@@ -488,6 +504,30 @@ fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
             );
         }
     }
+}
+
+/// `--output` can be written: it is not a directory, and what would be its directory is one.
+fn check_output(output: &Path) -> Result<(), NccError> {
+    if output.is_dir() {
+        return Err(NccError::output_not_written(
+            output.display(),
+            "it is a directory",
+        ));
+    }
+    let mut parent = output.parent();
+    while let Some(dir) = parent {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(NccError::output_not_written(
+                    output.display(),
+                    format!("{} is not a directory", dir.display()),
+                ))
+            }
+            Err(_) => parent = dir.parent(),
+        }
+    }
+    Ok(())
 }
 
 /// A file's (device, inode) and modification time, to tell whether a compile replaced it.

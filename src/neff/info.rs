@@ -14,6 +14,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::read::Neff;
+use super::summary::Summary;
 use super::{extract, summary, verify, NeffError};
 use crate::cli::argparse::{Nargs, Parsed, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
@@ -150,13 +151,22 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Ok(i) => i,
         Err(e) => return fail(&e),
     };
-    let s = summary::summary(&neff, &ins);
-    if as_json {
-        out(&format!("{}\n", pretty(&s)));
+    let s = summary::summarise(&neff, &ins);
+    // Written as it is produced: a NEFF of many members is never held as one text.
+    let stdout = std::io::stdout();
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let written = if as_json {
+        serde_json::to_writer_pretty(&mut w, &s)
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.write_all(b"\n"))
     } else {
-        out(&render_text(&s));
+        render_text(&s, &mut w)
+    };
+    match written.and_then(|()| w.flush()) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_INVALID,
+        Err(e) => fail(&NeffError::io("<stdout>", e)),
     }
-    0
 }
 
 fn pretty(v: &Value) -> String {
@@ -185,19 +195,18 @@ fn fields_line(o: &serde_json::Map<String, Value>) -> String {
         .join(", ")
 }
 
-/// The default (text) output.
-pub fn render_text(s: &Value) -> String {
-    let mut t = String::new();
-    let file = s["file"].as_str().unwrap_or("<memory>");
-    t.push_str(&format!("file: {file} ({} bytes)\n", s["file_size"]));
-    let layout = &s["layout"];
-    let layout = super::read::Layout {
-        header: layout["header"].as_bool().unwrap_or(false),
-        compressed: layout["compressed"].as_bool().unwrap_or(false),
-    };
-    t.push_str(&format!("layout: {}\n", layout.describe()));
-    if let Some(h) = s["header"].as_object() {
-        t.push_str("header:\n");
+/// The default (text) output, written to `w` line by line.
+pub fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
+    let file = s
+        .neff
+        .path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "<memory>".to_string());
+    writeln!(w, "file: {file} ({} bytes)", s.neff.file_len())?;
+    writeln!(w, "layout: {}", s.neff.layout().describe())?;
+    if let Some(h) = s.neff.header() {
+        let h = summary::header_json(h);
+        writeln!(w, "header:")?;
         let engines: Vec<&str> = h["engines"]
             .as_object()
             .map(|m| {
@@ -233,67 +242,61 @@ pub fn render_text(s: &Value) -> String {
             ("arch mode", text_of(&h["arch_mode"])),
         ];
         for (k, v) in rows {
-            t.push_str(&format!("  {k:<16}{v}\n"));
+            writeln!(w, "  {k:<16}{v}")?;
         }
     }
-    let members = s["members"].as_array().cloned().unwrap_or_default();
-    let total: u64 = members.iter().filter_map(|m| m["size"].as_u64()).sum();
-    t.push_str(&format!("members ({}, {total} bytes):\n", members.len()));
-    for m in &members {
-        t.push_str(&format!(
-            "  {:>12}  {}\n",
-            m["size"].to_string(),
-            text_of(&m["name"])
-        ));
+    let total: u64 = s.members.iter().map(|m| m.size).sum();
+    writeln!(w, "members ({}, {total} bytes):", s.members.len())?;
+    for m in s.members {
+        writeln!(w, "  {:>12}  {}", m.size, super::names::shown(&m.name))?;
     }
-    if let Some(fields) = s["manifest"].as_object() {
+    if let Some(fields) = s.manifest.as_object() {
         if !fields.is_empty() {
-            t.push_str(&format!("neff.json: {}\n", fields_line(fields)));
+            writeln!(w, "neff.json: {}", fields_line(fields))?;
         }
     }
-    let subgraphs = s["subgraphs"].as_array().cloned().unwrap_or_default();
-    t.push_str(&format!("subgraphs ({}):\n", subgraphs.len()));
-    for g in &subgraphs {
-        let key = g["key"]
-            .as_str()
+    writeln!(w, "subgraphs ({}):", s.subgraphs.len())?;
+    for g in &s.subgraphs {
+        let d = g.detail();
+        let key = d
+            .key
+            .as_deref()
             .map(super::names::shown)
             .unwrap_or_else(|| "(not in neff.json)".to_string());
         let mut line = format!("  {key}");
-        if !g["op"].is_null() {
-            line.push_str(&format!("  op {}", text_of(&g["op"])));
+        if !d.op.is_null() {
+            line.push_str(&format!("  op {}", text_of(&d.op)));
         }
-        if !g["sg"].is_null() {
-            line.push_str(&format!("  sg {}", text_of(&g["sg"])));
+        if let Some(sg) = &g.sg {
+            line.push_str(&format!("  sg {}", super::names::shown(sg)));
         }
-        t.push_str(&line);
-        t.push('\n');
-        if let Some(f) = g["fields"].as_object() {
-            if !f.is_empty() {
-                t.push_str(&format!("    fields: {}\n", fields_line(f)));
+        writeln!(w, "{line}")?;
+        if !d.fields.is_empty() {
+            writeln!(w, "    fields: {}", fields_line(&d.fields))?;
+        }
+        match d.def.as_object() {
+            Some(d) => writeln!(w, "    def.json: {}", fields_line(d))?,
+            None => writeln!(w, "    def.json: (none)")?,
+        }
+        match d.tensor_map.as_object() {
+            Some(tm) => writeln!(w, "    tensor_map.json: {}", tensor_map_line(tm))?,
+            None => writeln!(w, "    tensor_map.json: (none)")?,
+        }
+        if g.sg.is_some() {
+            write!(w, "    files: ")?;
+            for (i, (name, size)) in s.files(g).enumerate() {
+                if i > 0 {
+                    write!(w, ", ")?;
+                }
+                write!(w, "{} ({size})", super::names::shown(name))?;
             }
-        }
-        match g["def"].as_object() {
-            Some(d) => t.push_str(&format!("    def.json: {}\n", fields_line(d))),
-            None => t.push_str("    def.json: (none)\n"),
-        }
-        match g["tensor_map"].as_object() {
-            Some(tm) => t.push_str(&format!("    tensor_map.json: {}\n", tensor_map_line(tm))),
-            None => t.push_str("    tensor_map.json: (none)\n"),
-        }
-        if let Some(files) = g["files"].as_array() {
-            let list: Vec<String> = files
-                .iter()
-                .map(|f| format!("{} ({})", text_of(&f["name"]), f["size"]))
-                .collect();
-            t.push_str(&format!("    files: {}\n", list.join(", ")));
+            writeln!(w)?;
         }
     }
-    if let Some(notes) = s["notes"].as_array() {
-        for n in notes {
-            t.push_str(&format!("note: {}\n", text_of(n)));
-        }
+    for n in &s.notes {
+        writeln!(w, "note: {}", super::names::shown(n))?;
     }
-    t
+    Ok(())
 }
 
 fn tensor_map_line(tm: &serde_json::Map<String, Value>) -> String {

@@ -1,12 +1,18 @@
-//! What `neff-info` shows, as one JSON value: the layout, the header's fields, the members, and
+//! What `neff-info` shows, as one JSON object: the layout, the header's fields, the members, and
 //! per subgraph the manifest entry of `neff.json` with summaries of its `def.json` and
-//! `tensor_map.json`. Unknown JSON fields are kept (shown as they are, or as item counts when they
-//! are large), never rejected, so NEFFs written by the real compiler read too.
+//! `tensor_map.json`. The member lists are serialised from the inspection as they are written,
+//! never copied into a JSON tree, so a NEFF of many members costs little more than its list.
+//! Unknown JSON fields are kept (shown as they are, or as item counts when they are large), never
+//! rejected, so NEFFs written by the real compiler read too.
 
+use std::collections::{HashMap, HashSet};
+
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
 use super::header::{self, Header};
-use super::read::{Inspection, Neff};
+use super::read::{Inspection, Member, Neff};
 use crate::recon::neff::ENGINE_ORDER;
 
 /// The header's fields as JSON.
@@ -87,18 +93,123 @@ pub fn tensor_map_summary(v: &Value) -> Value {
     Value::Object(out)
 }
 
-fn kept_json(ins: &Inspection, name: &str) -> Option<Result<Value, String>> {
-    if ins.not_kept.iter().any(|n| n == name) {
+fn kept_json(
+    ins: &Inspection,
+    not_kept: &HashSet<&str>,
+    name: &str,
+) -> Option<Result<Value, String>> {
+    if not_kept.contains(name) {
         return Some(Err(format!("{name} is too large to summarise")));
     }
     let bytes = ins.kept.get(name)?;
     Some(serde_json::from_slice(bytes).map_err(|e| format!("{name} is not valid JSON ({e})")))
 }
 
-/// The whole summary of a NEFF.
+/// What `neff.json` and the subgraph's own JSON members say about one subgraph (absent for a
+/// directory the manifest does not name and that has neither member).
+#[derive(Debug, Clone, Default)]
+pub struct Detail {
+    /// The key in `neff.json`'s `graphs` (`None`: a directory the manifest does not name).
+    pub key: Option<String>,
+    pub op: Value,
+    /// The entry's other fields, as they are.
+    pub fields: Map<String, Value>,
+    /// `def.json` in brief (`Null` when missing).
+    pub def: Value,
+    /// `tensor_map.json`'s summary (`Null` when missing).
+    pub tensor_map: Value,
+}
+
+/// One subgraph of a summary: the manifest's entry (or a directory it does not name) with its
+/// `def.json` and `tensor_map.json` in brief and its files.
+#[derive(Debug, Clone)]
+pub struct Subgraph {
+    pub sg: Option<String>,
+    detail: Option<Box<Detail>>,
+    /// Where its files are in [`Summary`]'s grouped member indices.
+    files: std::ops::Range<u32>,
+}
+
+static NO_DETAIL: std::sync::LazyLock<Detail> = std::sync::LazyLock::new(Detail::default);
+
+impl Subgraph {
+    pub fn detail(&self) -> &Detail {
+        self.detail.as_deref().unwrap_or(&NO_DETAIL)
+    }
+}
+
+/// What `neff-info` shows. Member lists are not copied: they are serialised (or rendered)
+/// straight from the inspection, so memory stays a small multiple of the member list itself.
+pub struct Summary<'a> {
+    pub neff: &'a Neff,
+    pub members: &'a [Member],
+    pub info: Option<Value>,
+    /// `neff.json`'s fields other than `graphs`, in brief (`Null` without a manifest).
+    pub manifest: Value,
+    pub subgraphs: Vec<Subgraph>,
+    pub notes: Vec<String>,
+    /// Indices of the members under a directory, grouped by directory.
+    grouped: Vec<u32>,
+}
+
+impl Summary<'_> {
+    /// The files under a subgraph's directory: (name within it, size).
+    pub fn files<'m>(&'m self, g: &'m Subgraph) -> impl Iterator<Item = (&'m str, u64)> {
+        let prefix_len = g.sg.as_ref().map_or(0, |s| s.len() + 1);
+        self.grouped[g.files.start as usize..g.files.end as usize]
+            .iter()
+            .map(move |&i| {
+                let m = &self.members[i as usize];
+                (&m.name[prefix_len..], m.size)
+            })
+    }
+}
+
+/// The whole summary of a NEFF, as one JSON value (for callers that want a tree; `neff-info`
+/// serialises [`Summary`] directly).
 pub fn summary(neff: &Neff, ins: &Inspection) -> Value {
+    serde_json::to_value(summarise(neff, ins)).unwrap_or(Value::Null)
+}
+
+/// The members under each top-level directory, in archive order: the directories in order of
+/// first appearance with the range of each in the grouped indices.
+fn group_by_dir(members: &[Member]) -> (Vec<(&str, std::ops::Range<u32>)>, Vec<u32>) {
+    fn dir_of(m: &Member) -> Option<&str> {
+        m.name.split_once('/').map(|(d, _)| d)
+    }
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut dirs: Vec<(&str, std::ops::Range<u32>)> = Vec::new();
+    for m in members {
+        if let Some(d) = dir_of(m) {
+            let i = *index.entry(d).or_insert_with(|| {
+                dirs.push((d, 0..0));
+                dirs.len() - 1
+            });
+            dirs[i].1.end += 1;
+        }
+    }
+    let mut at = 0u32;
+    for (_, r) in &mut dirs {
+        let n = r.end;
+        *r = at..at;
+        at += n;
+    }
+    let mut grouped = vec![0u32; at as usize];
+    for (i, m) in members.iter().enumerate() {
+        if let Some(d) = dir_of(m) {
+            let r = &mut dirs[index[d]].1;
+            grouped[r.end as usize] = i as u32;
+            r.end += 1;
+        }
+    }
+    (dirs, grouped)
+}
+
+/// The summary of a NEFF from its inspection.
+pub fn summarise<'a>(neff: &'a Neff, ins: &'a Inspection) -> Summary<'a> {
+    let not_kept: HashSet<&str> = ins.not_kept.iter().map(String::as_str).collect();
     let mut notes: Vec<String> = Vec::new();
-    let mut take = |name: &str| match kept_json(ins, name) {
+    let mut take = |name: &str| match kept_json(ins, &not_kept, name) {
         None => None,
         Some(Ok(v)) => Some(v),
         Some(Err(e)) => {
@@ -108,10 +219,10 @@ pub fn summary(neff: &Neff, ins: &Inspection) -> Value {
     };
     let info = take("info.json");
     let manifest = take("neff.json");
+    let (dirs, grouped) = group_by_dir(&ins.members);
 
     // Subgraphs: the manifest's graphs in order, then any subgraph directory it does not name.
-    let mut subgraphs: Vec<Value> = Vec::new();
-    let mut named: Vec<String> = Vec::new();
+    let mut subgraphs: Vec<Subgraph> = Vec::new();
     let mut manifest_fields = Value::Null;
     if let Some(Value::Object(m)) = &manifest {
         manifest_fields = Value::Object(
@@ -122,7 +233,6 @@ pub fn summary(neff: &Neff, ins: &Inspection) -> Value {
         );
         if let Some(Value::Object(graphs)) = m.get("graphs") {
             for (key, g) in graphs {
-                let sg = g.get("sg").and_then(Value::as_str).map(str::to_string);
                 let fields: Map<String, Value> = g
                     .as_object()
                     .map(|o| {
@@ -132,67 +242,147 @@ pub fn summary(neff: &Neff, ins: &Inspection) -> Value {
                             .collect()
                     })
                     .unwrap_or_default();
-                subgraphs.push(json!({
-                    "key": key,
-                    "op": g.get("op").cloned().unwrap_or(Value::Null),
-                    "sg": sg,
-                    "fields": fields,
-                }));
-                if let Some(sg) = sg {
-                    named.push(sg);
-                }
+                subgraphs.push(Subgraph {
+                    sg: g.get("sg").and_then(Value::as_str).map(str::to_string),
+                    detail: Some(Box::new(Detail {
+                        key: Some(key.clone()),
+                        op: g.get("op").cloned().unwrap_or(Value::Null),
+                        fields,
+                        ..Detail::default()
+                    })),
+                    files: 0..0,
+                });
             }
         }
     }
-    let mut dirs: Vec<String> = Vec::new();
-    for m in &ins.members {
-        if let Some((dir, _)) = m.name.split_once('/') {
-            if !named.iter().any(|n| n == dir) && !dirs.iter().any(|d| d == dir) {
-                dirs.push(dir.to_string());
-            }
+    let named: HashSet<String> = subgraphs.iter().filter_map(|s| s.sg.clone()).collect();
+    for (dir, _) in &dirs {
+        if !named.contains(*dir) {
+            subgraphs.push(Subgraph {
+                sg: Some(dir.to_string()),
+                detail: None,
+                files: 0..0,
+            });
         }
     }
-    for dir in dirs {
-        subgraphs.push(json!({"key": null, "op": null, "sg": dir, "fields": {}}));
-    }
+    let ranges: HashMap<&str, std::ops::Range<u32>> = dirs.into_iter().collect();
     for s in &mut subgraphs {
-        let Some(sg) = s.get("sg").and_then(Value::as_str).map(str::to_string) else {
+        let Some(sg) = s.sg.as_deref() else {
             continue;
         };
         let def = take(&format!("{sg}/def.json")).map(|v| object_brief(&v));
-        let tm = take(&format!("{sg}/tensor_map.json")).map(|v| tensor_map_summary(&v));
-        let prefix = format!("{sg}/");
-        let files: Vec<Value> = ins
-            .members
-            .iter()
-            .filter_map(|m| {
-                m.name
-                    .strip_prefix(&prefix)
-                    .map(|f| json!({"name": f, "size": m.size}))
-            })
-            .collect();
-        let o = s.as_object_mut().expect("built as an object");
-        o.insert("def".into(), def.unwrap_or(Value::Null));
-        o.insert("tensor_map".into(), tm.unwrap_or(Value::Null));
-        o.insert("files".into(), Value::Array(files));
+        let tensor_map = take(&format!("{sg}/tensor_map.json")).map(|v| tensor_map_summary(&v));
+        if def.is_some() || tensor_map.is_some() {
+            let d = s.detail.get_or_insert_with(Box::default);
+            d.def = def.unwrap_or(Value::Null);
+            d.tensor_map = tensor_map.unwrap_or(Value::Null);
+        }
+        s.files = ranges.get(sg).cloned().unwrap_or(0..0);
     }
+    Summary {
+        neff,
+        members: &ins.members,
+        info,
+        manifest: manifest_fields,
+        subgraphs,
+        notes,
+        grouped,
+    }
+}
 
-    json!({
-        "file": neff.path().map(|p| p.display().to_string()),
-        "file_size": neff.file_len(),
-        "layout": neff.layout(),
-        "header": neff.header().map(header_json),
-        "members": ins.members,
-        "info": info,
-        "manifest": manifest_fields,
-        "subgraphs": subgraphs,
-        "notes": notes,
-    })
+/// A subgraph's files, serialised as `[{"name", "size"}, ...]` without copying them.
+struct Files<'a>(&'a Summary<'a>, &'a Subgraph);
+
+impl Serialize for Files<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.1.files.len()))?;
+        #[derive(Serialize)]
+        struct File<'a> {
+            name: &'a str,
+            size: u64,
+        }
+        for (name, size) in self.0.files(self.1) {
+            seq.serialize_element(&File { name, size })?;
+        }
+        seq.end()
+    }
+}
+
+struct SubgraphJson<'a>(&'a Summary<'a>, &'a Subgraph);
+
+impl Serialize for SubgraphJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let g = self.1;
+        let d = g.detail();
+        // An entry that names no subgraph directory has nothing more to show.
+        let mut map = ser.serialize_map(Some(if g.sg.is_some() { 7 } else { 4 }))?;
+        map.serialize_entry("key", &d.key)?;
+        map.serialize_entry("op", &d.op)?;
+        map.serialize_entry("sg", &g.sg)?;
+        map.serialize_entry("fields", &d.fields)?;
+        if g.sg.is_none() {
+            return map.end();
+        }
+        map.serialize_entry("def", &d.def)?;
+        map.serialize_entry("tensor_map", &d.tensor_map)?;
+        map.serialize_entry("files", &Files(self.0, g))?;
+        map.end()
+    }
+}
+
+struct Subgraphs<'a>(&'a Summary<'a>);
+
+impl Serialize for Subgraphs<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.0.subgraphs.len()))?;
+        for g in &self.0.subgraphs {
+            seq.serialize_element(&SubgraphJson(self.0, g))?;
+        }
+        seq.end()
+    }
+}
+
+impl Serialize for Summary<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut map = ser.serialize_map(Some(9))?;
+        map.serialize_entry("file", &self.neff.path().map(|p| p.display().to_string()))?;
+        map.serialize_entry("file_size", &self.neff.file_len())?;
+        map.serialize_entry("layout", &self.neff.layout())?;
+        map.serialize_entry("header", &self.neff.header().map(header_json))?;
+        map.serialize_entry("members", self.members)?;
+        map.serialize_entry("info", &self.info)?;
+        map.serialize_entry("manifest", &self.manifest)?;
+        map.serialize_entry("subgraphs", &Subgraphs(self))?;
+        map.serialize_entry("notes", &self.notes)?;
+        map.end()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_are_grouped_by_directory_in_archive_order() {
+        let m = |n: &str| Member {
+            name: n.to_string(),
+            size: n.len() as u64,
+        };
+        let members = [m("b/1"), m("top"), m("a/1"), m("b/2"), m("a/x/2"), m("b/3")];
+        let (dirs, grouped) = group_by_dir(&members);
+        let names = |r: &std::ops::Range<u32>| -> Vec<&str> {
+            grouped[r.start as usize..r.end as usize]
+                .iter()
+                .map(|&i| members[i as usize].name.as_str())
+                .collect()
+        };
+        assert_eq!(dirs.len(), 2);
+        assert_eq!(dirs[0].0, "b");
+        assert_eq!(names(&dirs[0].1), ["b/1", "b/2", "b/3"]);
+        assert_eq!(dirs[1].0, "a");
+        assert_eq!(names(&dirs[1].1), ["a/1", "a/x/2"]);
+        assert_eq!(grouped.len(), 5);
+    }
 
     #[test]
     fn brief_keeps_scalars_and_counts_collections() {

@@ -139,7 +139,8 @@ fn with_no_daemon_running_the_client_starts_one() {
 #[test]
 fn with_a_daemon_running_the_client_streams_its_lines_and_exits_with_the_compiles_status() {
     let world = World::new();
-    let daemon = Daemon::start(&world, "d", &[], &[]);
+    // The client forwards the simulated toolchain's variables of this world.
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
     let wd = world.mkdir("w");
     std::fs::write(wd.join("m.hlo"), distinct_model(4)).unwrap();
     let client = |extra: &[&str], env: &[(&str, &str)]| {

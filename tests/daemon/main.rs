@@ -6,6 +6,7 @@ mod access;
 mod bad_input;
 mod client;
 mod common;
+mod connections;
 mod lifecycle;
 mod load;
 mod protocol;
