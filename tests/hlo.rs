@@ -152,6 +152,9 @@ fn the_zoo_holds_what_its_programs_are_about() {
         serde_json::json!([1024, 1024])
     );
     assert!(big["file_size"].as_u64().unwrap() > 4 << 20);
+    // The binary form carries each instruction's metadata: the framework op behind a tensor.
+    let op = big["largest_tensors"][1]["op_name"].as_str().unwrap();
+    assert!(op.contains("dot_general") || op.contains("tanh"), "{big}");
 }
 
 #[test]
@@ -189,7 +192,12 @@ fn text_and_proto_of_the_same_module_agree() {
         assert_eq!(p.opcodes, t.opcodes, "{stem}");
         assert_eq!(p.computations, t.computations, "{stem}");
         assert_eq!(p.aliases, t.aliases, "{stem}");
-        let sizes = |m: &hlo::Module| m.largest.iter().map(|x| x.bytes()).collect::<Vec<_>>();
+        let sizes = |m: &hlo::Module| {
+            m.largest
+                .iter()
+                .map(|x| x.tensor.bytes())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(sizes(&p), sizes(&t), "{stem}");
     }
 }

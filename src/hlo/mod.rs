@@ -26,7 +26,7 @@ pub mod text;
 pub mod wire;
 
 pub use shape::{Dtype, Shape};
-pub use summary::{Alias, Computation, Module, Tensor};
+pub use summary::{Alias, Computation, Largest, Module, Tensor};
 
 /// Why a model could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]

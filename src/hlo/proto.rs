@@ -416,7 +416,10 @@ pub fn summarise(m: &HloModuleProto, bytes: &[u8]) -> Result<Module, ReadError> 
                 .ok_or_else(|| bad("it has no shape".into()))?;
             let size = shape_bytes(sp, 0).map_err(bad)?;
             tally.add_lazy(&ins.name, &ins.opcode, size, || {
-                shape(sp).unwrap_or(Shape::Tuple(Vec::new()))
+                (
+                    shape(sp).unwrap_or(Shape::Tuple(Vec::new())),
+                    ins.op_metadata().map(|m| m.op_name).unwrap_or_default(),
+                )
             });
             if !is_entry {
                 continue;

@@ -48,6 +48,14 @@ fn shape_json(s: &Shape) -> Value {
     }
 }
 
+/// One of the largest instruction outputs, with the framework op it came from (the instruction's
+/// `metadata` `op_name`; empty when it has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Largest {
+    pub tensor: Tensor,
+    pub op_name: String,
+}
+
 /// One computation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Computation {
@@ -86,7 +94,7 @@ pub struct Module {
     /// Instructions per opcode, over every computation.
     pub opcodes: BTreeMap<String, usize>,
     /// The [`LARGEST`] largest instruction outputs, largest first (ties: by name).
-    pub largest: Vec<Tensor>,
+    pub largest: Vec<Largest>,
     pub aliases: Vec<Alias>,
 }
 
@@ -137,11 +145,12 @@ impl Module {
                 "instructions": c.instructions,
                 "entry": c.is_entry,
             })).collect::<Vec<_>>(),
-            "largest_tensors": self.largest.iter().map(|t| json!({
-                "name": t.name,
-                "dtype": t.shape.dtype_name(),
-                "shape": shape_json(&t.shape),
-                "bytes": t.bytes(),
+            "largest_tensors": self.largest.iter().map(|l| json!({
+                "name": l.tensor.name,
+                "dtype": l.tensor.shape.dtype_name(),
+                "shape": shape_json(&l.tensor.shape),
+                "bytes": l.tensor.bytes(),
+                "op_name": l.op_name,
             })).collect::<Vec<_>>(),
             "aliases": self.aliases.iter().map(|a| json!({
                 "output_index": a.output_index,
@@ -217,13 +226,29 @@ impl Module {
             o.push_str(&format!("  {n:>6}  {op}\n"));
         }
         o.push_str("\nlargest tensors:\n");
-        for t in &self.largest {
-            o.push_str(&format!(
-                "  {:>12} bytes  {}  {}\n",
+        let width = self
+            .largest
+            .iter()
+            .map(|l| l.tensor.shape.to_string().len())
+            .max()
+            .unwrap_or(0);
+        let names = self
+            .largest
+            .iter()
+            .map(|l| l.tensor.name.len())
+            .max()
+            .unwrap_or(0);
+        for l in &self.largest {
+            let t = &l.tensor;
+            let line = format!(
+                "  {:>12} bytes  {:<width$}  {:<names$}  {}",
                 t.bytes(),
-                t.shape,
-                t.name
-            ));
+                t.shape.to_string(),
+                t.name,
+                l.op_name
+            );
+            o.push_str(line.trim_end());
+            o.push('\n');
         }
         o
     }
@@ -254,23 +279,25 @@ pub struct Tally {
     pub instructions: usize,
     pub opcodes: BTreeMap<String, usize>,
     /// Largest first, at most [`LARGEST`].
-    pub largest: Vec<Tensor>,
+    pub largest: Vec<Largest>,
 }
 
 impl Tally {
     /// One instruction.
     pub fn add(&mut self, name: &str, opcode: &str, shape: &Shape) {
-        self.add_lazy(name, opcode, shape.bytes(), || shape.clone());
+        self.add_lazy(name, opcode, shape.bytes(), || {
+            (shape.clone(), String::new())
+        });
     }
 
-    /// One instruction whose output is `bytes` large; its shape is made only when it is among
-    /// the largest.
+    /// One instruction whose output is `bytes` large; its shape and op name are made only when
+    /// it is among the largest.
     pub fn add_lazy(
         &mut self,
         name: &str,
         opcode: &str,
         bytes: u64,
-        shape: impl FnOnce() -> Shape,
+        details: impl FnOnce() -> (Shape, String),
     ) {
         self.instructions += 1;
         match self.opcodes.get_mut(opcode) {
@@ -279,8 +306,9 @@ impl Tally {
                 self.opcodes.insert(opcode.to_string(), 1);
             }
         }
-        let beats = |t: &Tensor| {
-            (bytes, std::cmp::Reverse(name)) > (t.bytes(), std::cmp::Reverse(t.name.as_str()))
+        let beats = |l: &Largest| {
+            (bytes, std::cmp::Reverse(name))
+                > (l.tensor.bytes(), std::cmp::Reverse(l.tensor.name.as_str()))
         };
         if self.largest.len() < LARGEST || self.largest.last().is_some_and(beats) {
             let at = self
@@ -288,17 +316,21 @@ impl Tally {
                 .iter()
                 .position(beats)
                 .unwrap_or(self.largest.len());
+            let (shape, op_name) = details();
             self.largest.insert(
                 at,
-                Tensor {
-                    number: 0,
-                    name: name.to_string(),
-                    shape: shape(),
+                Largest {
+                    tensor: Tensor {
+                        number: 0,
+                        name: name.to_string(),
+                        shape,
+                    },
+                    op_name,
                 },
             );
             self.largest.truncate(LARGEST);
-            for (i, t) in self.largest.iter_mut().enumerate() {
-                t.number = i;
+            for (i, l) in self.largest.iter_mut().enumerate() {
+                l.tensor.number = i;
             }
         }
     }
@@ -325,7 +357,7 @@ mod tests {
         }
         assert_eq!(t.instructions, 30);
         assert_eq!(t.opcodes["add"], 15);
-        let names: Vec<&str> = t.largest.iter().map(|x| x.name.as_str()).collect();
+        let names: Vec<&str> = t.largest.iter().map(|x| x.tensor.name.as_str()).collect();
         // 12 elements: i12 and i25; 11: i11, i24; 10: i10, i23; ...
         assert_eq!(
             names,

@@ -165,6 +165,33 @@ struct Instruction {
     opcode: String,
     /// The operand text between the opcode's parentheses.
     operands: String,
+    /// `op_name` of the `metadata={...}` attribute (empty when none).
+    op_name: String,
+}
+
+/// The `op_name="..."` of an attribute list's `metadata={...}` (escapes kept as written).
+fn metadata_op_name(attributes: &str) -> String {
+    let Some(m) = attributes.find("metadata={") else {
+        return String::new();
+    };
+    let rest = &attributes[m..];
+    let Some(o) = rest.find("op_name=\"") else {
+        return String::new();
+    };
+    let value = &rest[o + "op_name=\"".len()..];
+    let mut end = None;
+    let mut escaped = false;
+    for (i, c) in value.char_indices() {
+        match c {
+            '\\' if !escaped => escaped = true,
+            '"' if !escaped => {
+                end = Some(i);
+                break;
+            }
+            _ => escaped = false,
+        }
+    }
+    end.map(|e| value[..e].to_string()).unwrap_or_default()
 }
 
 /// `[ROOT] name = shape opcode(operands)...`.
@@ -220,6 +247,7 @@ fn instruction(line: &str) -> Result<Instruction, String> {
         shape,
         opcode,
         operands: rhs[start..c.pos].to_string(),
+        op_name: metadata_op_name(&rhs[c.pos..]),
     })
 }
 
@@ -390,7 +418,9 @@ pub fn parse(text: &str) -> Result<Module, ReadError> {
                 }
                 let ins = instruction(line).map_err(|m| err(line_no, m))?;
                 c.instructions += 1;
-                tally.add(&ins.name, &ins.opcode, &ins.shape);
+                tally.add_lazy(&ins.name, &ins.opcode, ins.shape.bytes(), || {
+                    (ins.shape.clone(), ins.op_name.clone())
+                });
                 if !c.is_entry {
                     continue;
                 }
@@ -556,7 +586,9 @@ ENTRY %main.9 (x: f32[8,16], y: f32[8]) -> f32[8] {
         assert_eq!(m.opcodes["parameter"], 6);
         assert_eq!(m.computations.len(), 2);
         assert!(m.computations[1].is_entry && !m.computations[0].is_entry);
-        assert_eq!(m.largest[0].name, "p0");
+        assert_eq!(m.largest[0].tensor.name, "p0");
+        let p1 = m.largest.iter().find(|l| l.tensor.name == "p1").unwrap();
+        assert_eq!(p1.op_name, "y(");
         assert_eq!(
             m.aliases,
             vec![
