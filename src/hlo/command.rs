@@ -1,10 +1,10 @@
 //! `nxcc hlo-info MODEL [--json]`: what is in an HLO module — its name, the entry computation,
 //! its parameters and results (number, name, shape, dtype, bytes) with their byte totals, the
 //! instruction count, an opcode histogram, the computations and the largest tensors (with the
-//! framework op each came from). `--json`
-//! prints the same as one JSON object with stable keys (`format`, `module`, `id`, `file_size`,
-//! `entry_computation`, `parameters`, `results`, `parameter_bytes`, `result_bytes`,
-//! `instruction_count`, `opcodes`, `computations`, `largest_tensors`, `aliases`).
+//! framework op each came from). `--json` prints the same as one JSON object with stable keys
+//! (`format`, `module`, `id`, `file_size`, `entry_computation`, `parameters`, `results`,
+//! `parameter_bytes`, `result_bytes`, `instruction_count`, `opcodes`, `computations`,
+//! `largest_tensors`, `aliases`).
 //!
 //! A file that is not an HLO module (or cannot be read): the reader's message on stderr
 //! (`model.pb: not an HloModuleProto: field 3 at byte 212 runs past the end`), exit 1. Usage
