@@ -38,6 +38,10 @@ pub trait Probe {
     fn cpu_count(&self) -> usize;
 }
 
+/// The largest model file whose graph [`SystemProbe`] reads (it is read whole into memory; a
+/// larger model is planned, and estimated by its size, without its graph).
+pub const GRAPH_READ_LIMIT: u64 = 1 << 30;
+
 /// The real system.
 #[derive(Debug, Clone)]
 pub struct SystemProbe {
@@ -99,8 +103,16 @@ impl Probe for SystemProbe {
     }
 
     fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
-        if std::fs::metadata(path).ok()?.is_dir() {
+        let meta = std::fs::metadata(path).ok()?;
+        if meta.is_dir() {
             return None;
+        }
+        if meta.len() > GRAPH_READ_LIMIT {
+            return Some(Err(format!(
+                "{}: not read: larger than {} MiB (the plan reads a model's graph only up to that)",
+                path.display(),
+                GRAPH_READ_LIMIT >> 20
+            )));
         }
         Some(crate::hlo::read(path).map_err(|e| e.render(path)))
     }
