@@ -193,3 +193,29 @@ impl Probe for StaticProbe {
         self.cpus
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_system_probe_reads_a_graph_up_to_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let probe = SystemProbe {
+            launch_dir: dir.path().into(),
+        };
+        let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo");
+        let m = probe.model_graph(&model).unwrap().unwrap();
+        assert_eq!(m.parameters.len(), 3);
+        // A directory is not read; a file past the limit (sparse: no disk used) is not either.
+        assert!(probe.model_graph(dir.path()).is_none());
+        let huge = dir.path().join("huge.pb");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(GRAPH_READ_LIMIT + 1)
+            .unwrap();
+        let e = probe.model_graph(&huge).unwrap().unwrap_err();
+        assert!(e.contains("not read: larger than 1024 MiB"), "{e}");
+        assert!(probe.model_graph(&dir.path().join("missing.pb")).is_none());
+    }
+}
