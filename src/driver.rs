@@ -28,8 +28,14 @@ pub fn version_text(prog: &str) -> String {
         ),
         None => "none found (use --toolchain DIR, NXCC_TOOLCHAIN, or --toolchain sim)".to_string(),
     };
+    // `nxcc 0.1.0`, or `neuronx-cc (nxcc) 0.1.0` under the original's name.
+    let name = if prog == "nxcc" {
+        prog.to_string()
+    } else {
+        format!("{prog} (nxcc)")
+    };
     format!(
-        "{prog} (nxcc) {}\nreproduces the {} compile driver\ntoolchain: {toolchain}\n",
+        "{name} {}\nreproduces the {} compile driver\ntoolchain: {toolchain}\n",
         crate::VERSION,
         crate::ORIGINAL_VERSION
     )

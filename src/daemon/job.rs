@@ -296,7 +296,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
             return say(
                 emit_ref,
                 &format!(
-                    "nxcc (nxcc) {}\nreproduces the {} compile driver\n",
+                    "nxcc {}\nreproduces the {} compile driver\n",
                     crate::VERSION,
                     crate::ORIGINAL_VERSION
                 ),

@@ -95,11 +95,7 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
             models.push(path);
         }
         for model in models {
-            let stem = model
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("model")
-                .to_string();
+            let stem = stem_of(&model);
             if let Some(other) = out.iter().find(|i| i.stem == stem) {
                 return Err(format!(
                     "{} and {} would both be compiled to {stem}.neff",
@@ -111,6 +107,20 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
         }
     }
     Ok(out)
+}
+
+/// The name a model's outputs are named after: its file name without the frameworks' suffixes
+/// (`.hlo_module.pb`, `.hlo.pb`, `.pb`, `.hlo`; `copy1.hlo_module.pb` → `copy1`).
+pub fn stem_of(model: &Path) -> String {
+    let name = model
+        .file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or("model");
+    [".hlo_module.pb", ".hlo.pb", ".pb", ".hlo"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix).filter(|s| !s.is_empty()))
+        .unwrap_or(name)
+        .to_string()
 }
 
 /// One run of one compile.
@@ -531,6 +541,21 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stems_drop_the_frameworks_suffixes() {
+        for (name, stem) in [
+            ("copy1.hlo_module.pb", "copy1"),
+            ("model.hlo.pb", "model"),
+            ("graph.pb", "graph"),
+            ("graph.hlo", "graph"),
+            ("a.b.pb", "a.b"),
+            (".pb", ".pb"),
+            ("noext", "noext"),
+        ] {
+            assert_eq!(stem_of(Path::new(name)), stem, "{name}");
+        }
+    }
 
     #[test]
     fn inputs_expand_and_stems_must_be_unique() {

@@ -41,6 +41,12 @@ fn note(step: &Step) -> Option<String> {
         Action::Library {
             library, symbol, ..
         } => Some(format!("in process: {symbol}() of {}", library.display())),
+        Action::Exec {
+            tool: "python3", ..
+        } => Some(
+            "a subprocess: the installed neuronxcc package's own driver runs this job alone"
+                .to_string(),
+        ),
         _ => None,
     }
 }
@@ -132,6 +138,7 @@ pub fn to_json(plan: &Plan) -> Json {
         "model_format": plan.model_facts.format,
         "model_graph": graph_json(plan),
         "subgraphs": plan.subgraphs,
+        "subgraphs_known": plan.subgraphs_known,
         "toolchain": plan.toolchain.as_ref().map(|t| json!({"bin": t.bin.display().to_string(), "simulated": t.simulated})),
         "args": Json::Object(args),
         "jobs": jobs,
@@ -198,7 +205,15 @@ pub fn to_text(plan: &Plan) -> String {
         ),
     };
     o.push_str(&format!("work dir   {work}\n"));
-    o.push_str(&format!("subgraphs  {}\n", plan.subgraphs.join(", ")));
+    o.push_str(&format!(
+        "subgraphs  {}{}\n",
+        plan.subgraphs.join(", "),
+        if plan.subgraphs_known {
+            ""
+        } else {
+            " (predicted: the Frontend decides when it runs)"
+        }
+    ));
     o.push_str(&format!(
         "\npipeline ({} jobs): {}\n",
         plan.pipeline.len(),
@@ -216,6 +231,10 @@ pub fn to_text(plan: &Plan) -> String {
             runs,
             job.tool.map(|t| format!(", {t}")).unwrap_or_default()
         ));
+        let per_subgraph = job.steps.iter().any(|s| s.cwd.starts_with("sg"));
+        if per_subgraph && !plan.subgraphs_known {
+            o.push_str("   per subgraph: one call for each sgNN directory the Frontend writes\n");
+        }
         for step in &job.steps {
             if let Some(command) = step.shown_command() {
                 if let Some(t) = step.tool() {
@@ -225,14 +244,13 @@ pub fn to_text(plan: &Plan) -> String {
                         .unwrap_or_else(|| "<not found>".into());
                     o.push_str(&format!("   tool    {t} = {path}\n"));
                 }
-                o.push_str(&format!(
-                    "   cwd     {}\n",
-                    if step.cwd == "." {
-                        "<work dir>".to_string()
-                    } else {
-                        format!("<work dir>/{}", step.cwd)
-                    }
-                ));
+                let cwd = match (&step.action, step.cwd.as_str()) {
+                    // A library call runs inside the worker, which never changes directory.
+                    (Action::Library { .. }, _) => "<launch dir> (inside the worker)".to_string(),
+                    (_, ".") => "<work dir>".to_string(),
+                    (_, sg) => format!("<work dir>/{sg}"),
+                };
+                o.push_str(&format!("   cwd     {cwd}\n"));
                 o.push_str(&format!("   $ {command}\n"));
             }
             if let Some(n) = note(step) {

@@ -257,7 +257,7 @@ fn the_library_runs_the_fork_walrus_argv_beside_an_absolute_input() {
     let argv: Vec<String> = argv
         .iter()
         .map(|a| {
-            if a == "bir.json" {
+            if a == "<work dir>/sg00/bir.json" {
                 sg.join("bir.json").display().to_string()
             } else {
                 a.clone()
