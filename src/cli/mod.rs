@@ -35,6 +35,10 @@ pub const ORIGINAL_SUBCOMMANDS: &[(&str, &str)] = &[
 pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
     ("neff-info", "Inspect, verify or unpack a NEFF file."),
     (
+        "hlo-info",
+        "Describe an HLO module: parameters, results, instructions.",
+    ),
+    (
         "parallel-compile",
         "Compile many models at once, within a memory budget, through the cache.",
     ),

@@ -1,5 +1,7 @@
 //! The dry run (`compile ... --dry-run[=text|json]`): the plan printed, nothing run — like clang's
 //! `-###`. The JSON keys are stable (tests depend on them); `nxcc_plan_version` versions them.
+//! When the model file could be read as an HLO module, both show a one-line summary of it
+//! (`model_graph`; its `error` when it could not be).
 
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
@@ -60,6 +62,25 @@ fn warnings(plan: &Plan) -> Vec<String> {
     w
 }
 
+/// The `model_graph` object: the module's summary, its reader's error, or `null` (not read).
+pub fn graph_json(plan: &Plan) -> Json {
+    match &plan.model_graph {
+        Some(Ok(m)) => json!({
+            "summary": m.one_line(),
+            "module": m.name,
+            "format": m.format,
+            "entry_computation": m.entry,
+            "parameters": m.parameters.len(),
+            "results": m.results.len(),
+            "parameter_bytes": m.parameter_bytes(),
+            "result_bytes": m.result_bytes(),
+            "instruction_count": m.instruction_count,
+        }),
+        Some(Err(e)) => json!({ "error": e }),
+        None => Json::Null,
+    }
+}
+
 /// The plan as the dry-run JSON object.
 pub fn to_json(plan: &Plan) -> Json {
     let mut args = Map::new();
@@ -115,6 +136,7 @@ pub fn to_json(plan: &Plan) -> Json {
         "derived": plan.derived,
         "model": plan.model.display().to_string(),
         "model_format": plan.model_facts.format,
+        "model_graph": graph_json(plan),
         "subgraphs": plan.subgraphs,
         "subgraphs_known": plan.subgraphs_known,
         "toolchain": plan.toolchain.as_ref().map(|t| json!({"bin": t.bin.display().to_string(), "simulated": t.simulated})),
@@ -140,6 +162,11 @@ pub fn to_text(plan: &Plan) -> String {
             format!("HLO {}", plan.model_facts.format.as_str())
         }
     ));
+    match &plan.model_graph {
+        Some(Ok(m)) => o.push_str(&format!("graph      {}\n", m.one_line())),
+        Some(Err(e)) => o.push_str(&format!("graph      cannot be read: {e}\n")),
+        None => {}
+    }
     o.push_str(&format!("output     {}\n", plan.output.display()));
     o.push_str(&format!(
         "target     {} (arch {}), logical NeuronCore size {}\n",

@@ -89,6 +89,9 @@ pub struct Plan {
     /// Absolute.
     pub model: PathBuf,
     pub model_facts: ModelFacts,
+    /// The model file's HLO module as the probe read it (`None`: not read, e.g. a directory;
+    /// `Some(Err)`: why it cannot be read). Shown by the dry run, used by the memory estimate.
+    pub model_graph: Option<Result<crate::hlo::Module, String>>,
     /// Absolute.
     pub output: PathBuf,
     /// Absolute.
@@ -219,6 +222,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     let facts = probe.model(&model);
     normalise::validate_args(&ns, &model_arg, facts.is_some(), &mut decisions)?;
     let model_facts = facts.expect("checked by validate_args");
+    let model_graph = probe.model_graph(&model);
 
     // 4. Normalise.
     let derived = normalise::normalise(&mut ns, &mut decisions, &mut warnings, &mut user_messages);
@@ -359,6 +363,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         launch_dir,
         model,
         model_facts,
+        model_graph,
         output,
         logfile,
         collected,
