@@ -18,6 +18,7 @@ use rustix::fs::OFlags;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::features::Features;
 use super::key::Key;
 use super::store::{Cache, Lookup};
 use crate::fsx::{AtomicFile, Dir, Durability};
@@ -39,40 +40,6 @@ pub const INSTRUCTION_BYTES: u64 = 16 << 10;
 pub const COMPACT_AT: usize = 512;
 /// Lines a compaction keeps (the newest, one per key).
 pub const KEEP: usize = 256;
-
-/// What the estimate knows of a compile's model: its size and, when its HLO module could be
-/// read, its graph's figures (else 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Features {
-    pub model_size: u64,
-    #[serde(default)]
-    pub parameter_bytes: u64,
-    #[serde(default)]
-    pub result_bytes: u64,
-    #[serde(default)]
-    pub instructions: u64,
-}
-
-impl Features {
-    /// A model known only by its size.
-    pub fn of_size(model_size: u64) -> Features {
-        Features {
-            model_size,
-            ..Features::default()
-        }
-    }
-
-    /// The features of a plan's model (its graph, when the plan read it).
-    pub fn of_plan(plan: &crate::plan::Plan) -> Features {
-        let mut f = Features::of_size(plan.model_facts.size);
-        if let Some(Ok(m)) = &plan.model_graph {
-            f.parameter_bytes = m.parameter_bytes();
-            f.result_bytes = m.result_bytes();
-            f.instructions = m.instruction_count as u64;
-        }
-        f
-    }
-}
 
 /// [`FORMULA`] over a compile's features.
 pub fn formula_estimate(f: &Features) -> u64 {

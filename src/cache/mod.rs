@@ -51,6 +51,7 @@ pub mod chunks;
 pub mod command;
 pub mod compile;
 pub mod estimate;
+pub mod features;
 pub mod key;
 pub mod maintain;
 pub mod meta;
