@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::events::Event;
@@ -40,8 +40,6 @@ pub struct Executor<'a> {
     pub cancel: &'a Cancel,
     /// `--job-timeout`: per job.
     pub job_timeout: Option<Duration>,
-    /// Where the job that writes `--output` writes it first.
-    pub output_partial: &'a Path,
     /// Show dots (`--verbose 35`) or a status line while running.
     pub progress: bool,
 }
@@ -281,7 +279,6 @@ impl Executor<'_> {
                     work_dir: self.work_dir,
                     launch_dir: &self.plan.launch_dir,
                     log: &log_fn,
-                    output_partial: self.output_partial,
                 };
                 run(&rc).map_err(|e| {
                     self.error(logger_name, &e.to_string());
@@ -431,14 +428,4 @@ impl Executor<'_> {
         }
         Ok(())
     }
-}
-
-/// The temporary name `--output` is written under before it is renamed into place: beside the
-/// output, named after the worker's pid so the supervisor can remove it if the worker dies.
-pub fn partial_output(output: &Path, worker_pid: u32) -> PathBuf {
-    let name = output
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("file.neff");
-    output.with_file_name(format!(".{name}.nxcc-partial-{worker_pid}"))
 }

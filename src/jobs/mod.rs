@@ -287,16 +287,13 @@ pub(crate) fn shell_split(option: &str, dest: &str) -> Result<Vec<String>, NccEr
 pub type StepsFn = fn(&JobContext) -> Result<Vec<Step>, NccError>;
 
 /// What an in-process job gets when it runs: the job context with the real subgraphs, the work
-/// and launch directories, a log function, and (for the job that writes `--output`) the temporary
-/// path to write it to before the executor renames it into place.
+/// and launch directories, and a log function.
 pub struct RunContext<'a> {
     pub job: JobContext<'a>,
     pub work_dir: &'a Path,
     pub launch_dir: &'a Path,
     /// `log(level, message)` under the job's logger.
     pub log: &'a dyn Fn(i64, &str),
-    /// Where the output is written first (same directory as `--output`).
-    pub output_partial: &'a Path,
 }
 
 impl RunContext<'_> {
