@@ -198,7 +198,8 @@ impl Flag {
     }
 }
 
-/// A [`Flag`] from its fields in the table's column order (keeps each row of [`FLAGS`] on one line).
+/// A [`Flag`] from its fields in the table's column order (keeps each row of [`FLAGS`] on one
+/// line).
 #[allow(clippy::too_many_arguments)]
 pub const fn flag(
     spelling: &'static str,

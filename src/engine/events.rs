@@ -33,7 +33,8 @@ pub enum Event {
     },
     /// The worker is done; its exit status follows.
     Done {
-        /// The compile's exit status: 0 on success, else the status nxcc exits with (70 for a failed compile).
+        /// The compile's exit status: 0 on success, else the status nxcc exits with (70 for a
+        /// failed compile).
         exit_status: i32,
     },
 }

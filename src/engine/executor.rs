@@ -34,7 +34,8 @@ pub enum Failure {
 pub struct Executor<'a> {
     /// The plan whose jobs are run.
     pub plan: &'a Plan,
-    /// The toolchain that provides the native tools; `None` when none was found (a job that needs a tool then fails with NCC_EDRV082).
+    /// The toolchain that provides the native tools; `None` when none was found (a job that needs a
+    /// tool then fails with NCC_EDRV082).
     pub toolchain: Option<&'a Toolchain>,
     /// The compile's work directory, where every job runs.
     pub work_dir: &'a Path,

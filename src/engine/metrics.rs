@@ -41,7 +41,8 @@ pub struct JobMetrics {
     pub sys_s: f64,
     /// Peak resident set size, KiB, of its largest process.
     pub max_rss_kb: u64,
-    /// The exit status (or a library call's return value) that ended it, when it was one; `None` when nothing exited with a status, or a signal ended it.
+    /// The exit status (or a library call's return value) that ended it, when it was one; `None`
+    /// when nothing exited with a status, or a signal ended it.
     pub exit_status: Option<i32>,
     /// The signal that ended its process, if one did (also after a timeout or a cancellation).
     pub signal: Option<i32>,

@@ -17,7 +17,8 @@ use super::{in_process, JobContext, RunContext, Step};
 use crate::error::NccError;
 use crate::npy;
 
-/// One in-process step: read the work dir's and each subgraph's `io_transposes.json` and `inputs/value_*.npy`, write `transposed_inputs/`.
+/// One in-process step: read the work dir's and each subgraph's `io_transposes.json` and
+/// `inputs/value_*.npy`, write `transposed_inputs/`.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let mut reads = vec!["io_transposes.json".to_string()];
     reads.extend(
@@ -147,7 +148,8 @@ fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), NccError> {
         .map_err(|e| io_error("write", path, e))
 }
 
-/// Validate, simplify and rewrite every `io_transposes.json`, transpose the inputs that exist and link them into each subgraph directory (see the module documentation).
+/// Validate, simplify and rewrite every `io_transposes.json`, transpose the inputs that exist and
+/// link them into each subgraph directory (see the module documentation).
 pub fn run(ctx: &RunContext) -> Result<(), NccError> {
     let files = transpose_files(ctx.work_dir, ctx.job.subgraphs);
     if files.is_empty() {
