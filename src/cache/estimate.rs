@@ -13,13 +13,15 @@
 //! keeping [`KEEP`].
 
 use std::io::{BufRead, Write};
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+
+use rustix::fs::OFlags;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::features::Features;
 use super::key::Key;
-use super::store::{Cache, Lookup, ESTIMATES_DIR};
+use super::store::{Cache, Lookup};
+use crate::fsx::{AtomicFile, Dir, Durability};
 
 /// The formula's name and definition, as estimates report it.
 pub const FORMULA: &str =
@@ -38,40 +40,6 @@ pub const INSTRUCTION_BYTES: u64 = 16 << 10;
 pub const COMPACT_AT: usize = 512;
 /// Lines a compaction keeps (the newest, one per key).
 pub const KEEP: usize = 256;
-
-/// What the estimate knows of a compile's model: its size and, when its HLO module could be
-/// read, its graph's figures (else 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Features {
-    pub model_size: u64,
-    #[serde(default)]
-    pub parameter_bytes: u64,
-    #[serde(default)]
-    pub result_bytes: u64,
-    #[serde(default)]
-    pub instructions: u64,
-}
-
-impl Features {
-    /// A model known only by its size.
-    pub fn of_size(model_size: u64) -> Features {
-        Features {
-            model_size,
-            ..Features::default()
-        }
-    }
-
-    /// The features of a plan's model (its graph, when the plan read it).
-    pub fn of_plan(plan: &crate::plan::Plan) -> Features {
-        let mut f = Features::of_size(plan.model_facts.size);
-        if let Some(Ok(m)) = &plan.model_graph {
-            f.parameter_bytes = m.parameter_bytes();
-            f.result_bytes = m.result_bytes();
-            f.instructions = m.instruction_count as u64;
-        }
-        f
-    }
-}
 
 /// [`FORMULA`] over a compile's features.
 pub fn formula_estimate(f: &Features) -> u64 {
@@ -167,36 +135,26 @@ pub struct Record {
     pub at_ms: u64,
 }
 
-fn index_path(cache: &Cache, args_key: &str) -> PathBuf {
-    cache
-        .root()
-        .join(ESTIMATES_DIR)
-        .join(format!("{args_key}.jsonl"))
+fn index_name(args_key: &str) -> String {
+    format!("{args_key}.jsonl")
 }
 
-/// Open the index file of `args_key` under an exclusive lock (the file locked is checked to still
-/// be the one at the path: a compaction replaces it).
-fn open_locked(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)?;
-    }
+/// Open the index file `name` of `dir` under an exclusive lock (the file locked is checked to
+/// still be the one at the name: a compaction replaces it). A link there is refused.
+fn open_locked(dir: &Dir, name: &str) -> std::io::Result<std::fs::File> {
     loop {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)?;
+        let f = dir.open_file_with(name, OFlags::RDWR | OFlags::APPEND | OFlags::CREATE, 0o666)?;
         fs4::fs_std::FileExt::lock_exclusive(&f)?;
-        let held = f.metadata()?;
-        match std::fs::metadata(path) {
-            Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => return Ok(f),
+        let held = rustix::fs::fstat(&f)?;
+        match dir.stat(name) {
+            Ok(now) if now.st_ino == held.st_ino && now.st_dev == held.st_dev => return Ok(f),
             _ => continue,
         }
     }
 }
 
-fn read_records(path: &std::path::Path) -> Vec<Record> {
-    let Ok(f) = std::fs::File::open(path) else {
+fn read_records(dir: Option<&Dir>, name: &str) -> Vec<Record> {
+    let Some(Ok(f)) = dir.map(|d| d.open_file(name)) else {
         return Vec::new();
     };
     std::io::BufReader::new(f)
@@ -220,12 +178,15 @@ impl Record {
 
 /// Append a compile's figures to the index of its arguments.
 pub fn record(cache: &Cache, args_key: &str, rec: &Record) -> std::io::Result<()> {
-    let path = index_path(cache, args_key);
-    let mut f = open_locked(&path)?;
+    let dir = cache
+        .estimates_dir(true)?
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+    let name = index_name(args_key);
+    let mut f = open_locked(&dir, &name)?;
     let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     line.push(b'\n');
     f.write_all(&line)?;
-    let records = read_records(&path);
+    let records = read_records(Some(&dir), &name);
     if records.len() >= COMPACT_AT {
         let mut newest: Vec<Record> = Vec::new();
         for r in records.into_iter().rev() {
@@ -234,14 +195,12 @@ pub fn record(cache: &Cache, args_key: &str, rec: &Record) -> std::io::Result<()
             }
         }
         newest.reverse();
-        let tmp = path.with_extension(format!("jsonl.tmp-{}", std::process::id()));
-        let mut text = Vec::new();
+        let mut out = AtomicFile::create_in(&dir, &name)?;
         for r in &newest {
-            text.extend(serde_json::to_vec(r).map_err(std::io::Error::other)?);
-            text.push(b'\n');
+            out.write_all(&serde_json::to_vec(r).map_err(std::io::Error::other)?)?;
+            out.write_all(b"\n")?;
         }
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &path)?;
+        out.commit(Durability::Visible)?;
     }
     Ok(())
 }
@@ -264,7 +223,8 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
             };
         }
     }
-    let records = read_records(&index_path(cache, &key.args_key));
+    let dir = cache.estimates_dir(false).ok().flatten();
+    let records = read_records(dir.as_ref(), &index_name(&key.args_key));
     if let Some(r) = records
         .iter()
         .rev()
@@ -481,7 +441,8 @@ mod tests {
             last = key("a", &format!("m{}", i % 300), i as u64);
             record(&cache, &last.args_key, &rec(&last, 1 + i as u64)).unwrap();
         }
-        let lines = read_records(&index_path(&cache, &last.args_key));
+        let dir = cache.estimates_dir(false).unwrap();
+        let lines = read_records(dir.as_ref(), &index_name(&last.args_key));
         assert!(lines.len() <= COMPACT_AT, "{}", lines.len());
         assert!(lines.len() >= KEEP.min(300) / 2);
         assert_eq!(estimate(Some(&cache), &last).basis, Basis::Recorded);
