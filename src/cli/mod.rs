@@ -196,6 +196,7 @@ pub fn nul_argument(args: &[String]) -> Option<String> {
         .map(|a| format!("argument {}: contains a NUL byte", argparse::py_repr(a)))
 }
 
+/// Parse the whole command line (without `argv[0]`).
 pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
     let driver = ArgParser::new(prog, &driver_flags(), &[]);
     let top_usage = help::top_usage(prog);

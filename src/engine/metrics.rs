@@ -39,7 +39,7 @@ pub struct JobMetrics {
     pub user_s: f64,
     /// System CPU time, counted as [`JobMetrics::user_s`] is, seconds.
     pub sys_s: f64,
-    /// Peak resident set size, KiB, of its largest process.
+    /// Peak resident set size, KiB, of its largest process (the worker's own for in-process work).
     pub max_rss_kb: u64,
     /// The exit status (or a library call's return value) that ended it, when it was one; `None`
     /// when nothing exited with a status, or a signal ended it.

@@ -30,7 +30,7 @@ struct CancelInner {
 pub(super) const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 impl Cancel {
-    /// A flag not yet cancelled, with its own wake-up socket pair.
+    /// A flag not yet cancelled, with its own wake-up socket pair (when one can be made).
     pub fn new() -> Cancel {
         Cancel {
             inner: Arc::new(CancelInner {
