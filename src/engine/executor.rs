@@ -32,11 +32,18 @@ pub enum Failure {
 
 /// Everything the executor needs.
 pub struct Executor<'a> {
+    /// The plan whose jobs are run.
     pub plan: &'a Plan,
+    /// The toolchain that provides the native tools; `None` when none was found (a job that needs a
+    /// tool then fails with NCC_EDRV082).
     pub toolchain: Option<&'a Toolchain>,
+    /// The compile's work directory, where every job runs.
     pub work_dir: &'a Path,
+    /// The compile's log (file and console).
     pub logger: &'a Logger,
+    /// The report pipe to the supervisor; `None` when nobody supervises the worker.
     pub events: Option<&'a EventWriter>,
+    /// Cancels the running job (set on a signal); no further job starts once it is set.
     pub cancel: &'a Cancel,
     /// `--job-timeout`: per job.
     pub job_timeout: Option<Duration>,
