@@ -20,7 +20,7 @@ pub mod subcommand;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
 use flags::{Action, Flag, Scope, FLAGS};
-use namespace::{Namespace, Value};
+use namespace::Namespace;
 
 /// The subcommands, in the order the usage banner lists them.
 pub const ORIGINAL_SUBCOMMANDS: &[(&str, &str)] = &[
@@ -328,21 +328,10 @@ pub fn apply(ns: &mut Namespace, occ: &Occurrence, warnings: &mut Vec<String>) {
     let dest = occ.flag.dest;
     match occ.flag.action {
         Action::ExtendStr => {
-            let new = occ.value.as_str().unwrap_or_default().to_string();
-            let joined = match ns.get(dest) {
-                Value::Str(old) if ns.used(dest) => format!("{old} {new}"),
-                _ => new,
-            };
-            ns.set_by_user(dest, Value::Str(joined));
+            ns.extend_str_by_user(dest, occ.value.as_str().unwrap_or_default());
         }
         Action::Append => {
-            let mut list = if ns.used(dest) {
-                ns.list(dest).to_vec()
-            } else {
-                Vec::new()
-            };
-            list.push(occ.value.as_str().unwrap_or_default().to_string());
-            ns.set_by_user(dest, Value::List(list));
+            ns.append_by_user(dest, occ.value.as_str().unwrap_or_default().to_string());
         }
         Action::DeprecatedStoreTrue { warning } | Action::DeprecatedStore { warning } => {
             if !warnings.iter().any(|w| w == warning) {
