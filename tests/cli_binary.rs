@@ -62,7 +62,7 @@ fn version_names_both_versions_and_the_toolchain() {
         assert_eq!(out.status.code(), Some(0));
         let t = text(&out.stdout);
         assert!(
-            t.contains(&format!("(nxcc) {}", env!("CARGO_PKG_VERSION"))),
+            t.starts_with(&format!("nxcc {}\n", env!("CARGO_PKG_VERSION"))),
             "{t}"
         );
         assert!(t.contains("neuronx-cc 2.24.5133.0"), "{t}");
@@ -87,6 +87,42 @@ fn answers_to_the_name_neuronx_cc() {
             "neuronx-cc compile: error: the following arguments are required: <model_file>"
         ),
         "{err}"
+    );
+    let version = text(
+        &Command::new(&link)
+            .arg("--version")
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    assert!(
+        version.starts_with(&format!(
+            "neuronx-cc (nxcc) {}\n",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{version}"
+    );
+}
+
+#[test]
+fn the_usage_line_lists_every_subcommand_the_originals_first() {
+    let out = nxcc(&[]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "{compile,list-operators,neff-info,hlo-info,parallel-compile,cache,daemon,toolchain}"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_neff_is_named_once() {
+    let out = nxcc(&["neff-info", "nope.neff"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "nxcc neff-info: error: nope.neff: No such file or directory (os error 2)\n"
     );
 }
 

@@ -437,6 +437,15 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
         )
     };
     assert_eq!(rc, 0, "openpty");
+    // Close-on-exec, so the children other tests start meanwhile do not hold the terminal open
+    // (its reader waits for the last holder); the compile gets the slave as its stderr by dup2.
+    for fd in [master, slave] {
+        // SAFETY: setting a flag on descriptors this test owns.
+        assert_eq!(
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) },
+            0
+        );
+    }
     let slave_file = unsafe { std::fs::File::from_raw_fd(slave) };
     let mut master_file = unsafe { std::fs::File::from_raw_fd(master) };
     let mut child = s

@@ -498,6 +498,9 @@ impl Ctx<'_> {
                     let rec = estimate::Record {
                         key: key.key.clone(),
                         model_size: key.model_size,
+                        parameter_bytes: key.features.parameter_bytes,
+                        result_bytes: key.features.result_bytes,
+                        instructions: key.features.instructions,
                         peak_rss_kb: meta.peak_rss_kb,
                         at_ms: now,
                     };

@@ -28,7 +28,7 @@
 //! let key = Key::compute(&plan, &engine).ok();
 //! let bytes = match &key {
 //!     Some(k) => cache::estimate(cfg.cache().as_ref(), k).bytes,
-//!     None => cache::estimate::default_estimate(plan.model_facts.size),
+//!     None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&plan)),
 //! };
 //! // ... admission.acquire(bytes, ...) ...
 //! let done = cache::compile_cached_keyed(&plan, key, &Options::terminal(), &cfg, &engine);

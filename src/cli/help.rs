@@ -125,7 +125,12 @@ pub fn short_usage(prog: &str) -> String {
 
 /// The top-level usage.
 pub fn top_usage(prog: &str) -> String {
-    let names: Vec<&str> = ORIGINAL_SUBCOMMANDS.iter().map(|(n, _)| *n).collect();
+    // The original's subcommands first, as it lists them; nxcc's own after them.
+    let names: Vec<&str> = ORIGINAL_SUBCOMMANDS
+        .iter()
+        .chain(NXCC_SUBCOMMANDS)
+        .map(|(n, _)| *n)
+        .collect();
     let parts: Vec<String> = [
         "[-h]",
         "[--verbose VERBOSE]",
@@ -256,7 +261,12 @@ pub fn hidden_list() -> String {
 /// `nxcc --help`.
 pub fn top_help(prog: &str) -> String {
     let mut out = top_usage(prog);
-    let names: Vec<&str> = ORIGINAL_SUBCOMMANDS.iter().map(|(n, _)| *n).collect();
+    // The original's subcommands first, as it lists them; nxcc's own after them.
+    let names: Vec<&str> = ORIGINAL_SUBCOMMANDS
+        .iter()
+        .chain(NXCC_SUBCOMMANDS)
+        .map(|(n, _)| *n)
+        .collect();
     out.push_str(&format!(
         "\n\npositional arguments:\n  {{{}}}\n",
         names.join(",")

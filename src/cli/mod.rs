@@ -16,6 +16,7 @@ pub mod flags;
 pub mod help;
 pub mod level;
 pub mod namespace;
+pub mod numbers;
 pub mod subcommand;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
@@ -33,6 +34,10 @@ pub const ORIGINAL_SUBCOMMANDS: &[(&str, &str)] = &[
 /// nxcc's own subcommands (a second block in the banner).
 pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
     ("neff-info", "Inspect, verify or unpack a NEFF file."),
+    (
+        "hlo-info",
+        "Describe an HLO module: parameters, results, instructions.",
+    ),
     (
         "parallel-compile",
         "Compile many models at once, within a memory budget, through the cache.",

@@ -200,6 +200,9 @@ impl Probe for RequestProbe<'_> {
     fn model(&self, path: &Path) -> Option<ModelFacts> {
         self.system.model(path)
     }
+    fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
+        self.system.model_graph(path)
+    }
     fn toolchain(&self, request: &ToolchainRequest) -> Option<Toolchain> {
         self.system.toolchain(request)
     }
@@ -293,7 +296,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
             return say(
                 emit_ref,
                 &format!(
-                    "nxcc (nxcc) {}\nreproduces the {} compile driver\n",
+                    "nxcc {}\nreproduces the {} compile driver\n",
                     crate::VERSION,
                     crate::ORIGINAL_VERSION
                 ),

@@ -13,13 +13,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::compile::{job_timeout, open_log, stopped_by, Options, Outcome};
 use super::ExternalCompiler;
 use crate::cli::level;
 use crate::engine::events::Event;
 use crate::engine::failure;
 use crate::engine::log::{self, Console, Logger};
 use crate::engine::metrics::{self, JobMetrics, JobStatus};
-use crate::engine::pipeline::{job_timeout, Options, Outcome};
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
 use crate::run::process::{self, End, Spec, Stream, Termination};
@@ -63,7 +63,7 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
         });
         outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new())
     };
-    let logger = match crate::engine::pipeline::open_log(plan, opts.console.clone()) {
+    let logger = match open_log(plan, opts.console.clone()) {
         Ok(l) => l,
         Err(e) => return fail(None, e),
     };
@@ -202,15 +202,6 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
     let mut o = outcome(exit_status, errors, vec![m]);
     o.worker_pid = Some(out.pid);
     o
-}
-
-/// The signal a compile was stopped by: the one the caller's handler recorded, else SIGTERM when
-/// it was cancelled otherwise (its daemon client went away); `None` when it was not stopped.
-pub(super) fn stopped_by(opts: &Options, end: End) -> Option<i32> {
-    match opts.interrupted.load(Ordering::SeqCst) {
-        0 => matches!(end, End::Cancelled(_)).then_some(libc::SIGTERM),
-        sig => Some(sig),
-    }
 }
 
 /// A line on this process's stderr or stdout (a closed pipe is ignored).

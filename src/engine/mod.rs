@@ -4,6 +4,7 @@
 //! [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
 //! cache, the memory-aware scheduling and the reports work the same with either.
 //!
+//! - [`compile`] — one compile's options and outcome, as every engine takes and gives them;
 //! - [`pipeline`] — `runPipeline`: work dir, log, toolchain, the worker, the final report, metrics;
 //! - [`worker`] — the worker's entry point; [`executor`] — in the worker: the plan's jobs in
 //!   order, each job's steps; it knows nothing about particular jobs;
@@ -11,6 +12,7 @@
 //! - [`external`] — the external-compiler engine;
 //! - helpers: [`workdir`], [`log`], [`progress`], [`metrics`], [`timeline`], [`events`].
 
+pub mod compile;
 pub mod events;
 pub mod executor;
 pub mod external;

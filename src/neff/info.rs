@@ -86,8 +86,12 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         return usage_error(prog, message);
     }
     let file = parsed.positionals[0][0].clone();
+    // An I/O error names its own path; any other is about the file.
     let fail = |e: &NeffError| {
-        err(&format!("{prog} neff-info: error: {file}: {e}\n"));
+        match e {
+            NeffError::Io { .. } => err(&format!("{prog} neff-info: error: {e}\n")),
+            _ => err(&format!("{prog} neff-info: error: {file}: {e}\n")),
+        }
         EXIT_INVALID
     };
     let neff = match Neff::open(Path::new(&file)) {

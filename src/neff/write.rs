@@ -138,7 +138,7 @@ pub fn pack(
     }
     let mut total: u64 = 0;
     for (name, data) in &members {
-        names::check_for_pack(name).map_err(NeffError::Invalid)?;
+        names::check_for_pack(name).map_err(|e| NeffError::Invalid(e.to_string()))?;
         total += tar::padded(data.len() as u64) + 2 * tar::BLOCK as u64;
     }
     if total > limits.max_decompressed_bytes {

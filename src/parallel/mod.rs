@@ -4,12 +4,13 @@
 //!
 //! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
 //! ([`crate::cache::estimate()`]: the peak recorded for the same key, else for the same arguments
-//! and the nearest model size, else 4 × the model size + 256 MiB); then the largest estimate
-//! goes first. Every compile joins the queue of [`crate::admission::Admission`] in that order and
-//! waits for its place in a thread of its own — at most `jobs` run at once and, with a memory
-//! budget, only while the running estimates plus its own fit; a smaller compile that fits starts
-//! while a larger one waits (backfilling, with a reservation that keeps the larger from
-//! starving). Its console output goes nowhere but its log file.
+//! and the nearest graph, else the formula [`crate::cache::estimate::FORMULA`]; the report says
+//! which); then the largest estimate goes first. Every compile joins the queue of
+//! [`crate::admission::Admission`] in that order and waits for its place in a thread of its own —
+//! at most `jobs` run at once and, with a memory budget, only while the running estimates plus
+//! its own fit; a smaller compile that fits starts while a larger one waits (backfilling, with a
+//! reservation that keeps the larger from starving). Its console output goes nowhere but its log
+//! file.
 //! A compile that ends with `[F137]` (a process killed by SIGKILL, most often the out-of-memory
 //! killer) is retried once *alone* before it counts as failed; other failures are retried
 //! `retries` times (a retry compiles again even if the cache remembers the failure).
@@ -96,11 +97,7 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
             models.push(path);
         }
         for model in models {
-            let stem = model
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("model")
-                .to_string();
+            let stem = stem_of(&model);
             if let Some(other) = out.iter().find(|i| i.stem == stem) {
                 return Err(format!(
                     "{} and {} would both be compiled to {stem}.neff",
@@ -112,6 +109,20 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
         }
     }
     Ok(out)
+}
+
+/// The name a model's outputs are named after: its file name without the frameworks' suffixes
+/// (`.hlo_module.pb`, `.hlo.pb`, `.pb`, `.hlo`; `copy1.hlo_module.pb` → `copy1`).
+pub fn stem_of(model: &Path) -> String {
+    let name = model
+        .file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or("model");
+    [".hlo_module.pb", ".hlo.pb", ".pb", ".hlo"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix).filter(|s| !s.is_empty()))
+        .unwrap_or(name)
+        .to_string()
 }
 
 /// One run of one compile.
@@ -335,8 +346,10 @@ pub fn run(
         let estimate = match &key {
             Some(k) => cache::estimate(cache_cfg.cache().as_ref(), k),
             None => Estimate {
-                bytes: cache::estimate::default_estimate(plan.model_facts.size),
-                basis: cache::Basis::Default,
+                bytes: cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(
+                    &plan,
+                )),
+                basis: cache::Basis::formula(),
             },
         };
         results[index].key = key.as_ref().map(|k| k.key.clone());
@@ -527,6 +540,21 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stems_drop_the_frameworks_suffixes() {
+        for (name, stem) in [
+            ("copy1.hlo_module.pb", "copy1"),
+            ("model.hlo.pb", "model"),
+            ("graph.pb", "graph"),
+            ("graph.hlo", "graph"),
+            ("a.b.pb", "a.b"),
+            (".pb", ".pb"),
+            ("noext", "noext"),
+        ] {
+            assert_eq!(stem_of(Path::new(name)), stem, "{name}");
+        }
+    }
 
     #[test]
     fn inputs_expand_and_stems_must_be_unique() {

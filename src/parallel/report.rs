@@ -1,4 +1,5 @@
-//! The end of a batch: the table on stdout (input, status, wall time, peak RSS, cache), the error
+//! The end of a batch: the table on stdout (input, status, wall time, peak RSS, the memory estimate
+//! and what it came from — `recorded`, `similar` or the formula's name —, cache), the error
 //! lines of the failed compiles, `--report FILE` (the [`Report`] as JSON) and `--timings FILE`
 //! (an HTML timeline with one lane per worker slot, one bar per attempt).
 
@@ -17,8 +18,8 @@ pub fn table(report: &Report) -> String {
         .unwrap_or(5)
         .max(5);
     let mut t = format!(
-        "{:<width$}  {:<9}  {:>8}  {:>12}  {:<5}  {}\n",
-        "input", "status", "wall s", "peak RSS MiB", "cache", "attempts"
+        "{:<width$}  {:<9}  {:>8}  {:>12}  {:>12}  {:<8}  {:<5}  {}\n",
+        "input", "status", "wall s", "peak RSS MiB", "estimate MiB", "from", "cache", "attempts"
     );
     for c in &report.compiles {
         let status = match c.status {
@@ -30,12 +31,25 @@ pub fn table(report: &Report) -> String {
             .peak_rss_kb
             .map(|kb| format!("{:.1}", kb as f64 / 1024.0))
             .unwrap_or_else(|| "-".into());
+        let (estimate, from) = match &c.estimate {
+            Some(e) => (
+                format!("{:.1}", e.bytes as f64 / (1 << 20) as f64),
+                match &e.basis {
+                    crate::cache::Basis::Recorded => "recorded",
+                    crate::cache::Basis::Similar { .. } => "similar",
+                    crate::cache::Basis::Default { formula } => formula,
+                },
+            ),
+            None => ("-".into(), "-"),
+        };
         t.push_str(&format!(
-            "{:<width$}  {:<9}  {:>8.3}  {:>12}  {:<5}  {}\n",
+            "{:<width$}  {:<9}  {:>8.3}  {:>12}  {:>12}  {:<8}  {:<5}  {}\n",
             c.input,
             status,
             c.wall_s,
             peak,
+            estimate,
+            from,
             c.cache.as_str(),
             c.attempts.len()
         ));

@@ -106,6 +106,12 @@ pub fn exit_status_for(sig: i32) -> i32 {
     }
 }
 
+/// The name of a signal for messages: `SIGSEGV`, or `signal N` for one without a conventional
+/// name.
+pub fn signal_text(sig: i32) -> String {
+    signal_name(sig).map_or_else(|| format!("signal {sig}"), str::to_string)
+}
+
 /// The conventional name of a signal number (`"SIGSEGV"`), for messages.
 pub fn signal_name(sig: i32) -> Option<&'static str> {
     Some(match sig {
@@ -271,9 +277,10 @@ mod tests {
     /// so they are installed in a child, never in the test process). Without the variable it
     /// does nothing.
     #[test]
+    #[ignore = "a helper: the tests run it in a child process (with --ignored)"]
     fn helper_process() {
         let Ok(mode) = std::env::var(HELPER_ENV) else {
-            return;
+            panic!("run only as a child of this module's tests, with {HELPER_ENV} set");
         };
         let signals = install().expect("install");
         match mode.as_str() {
@@ -343,7 +350,13 @@ mod tests {
             // A parent of a worker that asks for the parent-death signal itself.
             "MIDDLE" => {
                 let mut worker = Command::new(std::env::current_exe().expect("current_exe"))
-                    .args(["--exact", HELPER_TEST, "--nocapture", "--test-threads=1"])
+                    .args([
+                        "--exact",
+                        HELPER_TEST,
+                        "--ignored",
+                        "--nocapture",
+                        "--test-threads=1",
+                    ])
                     .env(HELPER_ENV, "WORKER")
                     .stdin(Stdio::null())
                     .spawn()
@@ -364,7 +377,13 @@ mod tests {
     /// Run the helper in `mode`; its exit status (code or signal) and its `RESULT` line.
     fn helper(mode: &str) -> (std::process::ExitStatus, String) {
         let mut child = Command::new(std::env::current_exe().expect("current_exe"))
-            .args(["--exact", HELPER_TEST, "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                HELPER_TEST,
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(HELPER_ENV, mode)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -434,7 +453,13 @@ mod tests {
     fn a_worker_with_the_parent_death_signal_dies_with_its_parent() {
         use crate::run::process::tests::{dies_within, is_dead};
         let mut middle = Command::new(std::env::current_exe().expect("current_exe"))
-            .args(["--exact", HELPER_TEST, "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                HELPER_TEST,
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(HELPER_ENV, "MIDDLE")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -123,6 +123,29 @@ impl Model {
         }
     }
 
+    /// The HLO modules of the model, as a frontend reads them: a file is one module (HLO text or
+    /// a binary `HloModuleProto`); a directory holds one per `*.pb` file, in name order. What is
+    /// not a module is refused with the reader's message (naming `path`, or the directory's
+    /// file).
+    pub fn graphs(&self, path: &Path) -> Result<Vec<crate::hlo::Module>, String> {
+        if !self.is_dir {
+            let (_, bytes) = self.parts.first().ok_or("no model bytes")?;
+            return crate::hlo::parse(bytes)
+                .map(|m| vec![m])
+                .map_err(|e| e.render(path));
+        }
+        let pbs = self.pb_parts();
+        if pbs.is_empty() {
+            return Err(format!(
+                "{}: a model directory holds no *.pb module",
+                path.display()
+            ));
+        }
+        pbs.iter()
+            .map(|(name, bytes)| crate::hlo::parse(bytes).map_err(|e| e.render(&path.join(name))))
+            .collect()
+    }
+
     /// The parts that are `*.pb` files, in name order.
     pub fn pb_parts(&self) -> Vec<&(String, Vec<u8>)> {
         self.parts

@@ -269,8 +269,18 @@ fn work_per_mib_scales_with_the_model() {
     assert!(cpu_ms(&big, "walrus_driver:100") < 150);
 }
 
-/// The library entry point under injected faults: a child process (this test binary, running
-/// [`lib_host_child`]) loads `libwalrus.so` and calls `run_backend_driver`.
+/// A host process for the library: loads `libwalrus.so` and calls `run_backend_driver` with the
+/// argv given, exiting with what it returns.
+const LIB_HOST: &str = r#"
+import ctypes, json, os, sys
+lib = ctypes.CDLL(os.environ["NXCC_SIM_TEST_LIB_HOST"])
+argv = [a.encode() for a in json.loads(os.environ["NXCC_SIM_TEST_LIB_ARGV"])]
+array = (ctypes.c_char_p * (len(argv) + 1))(*argv, None)
+sys.exit(lib.run_backend_driver(len(argv), array))
+"#;
+
+/// The library entry point under injected faults: a child process (python3, through `ctypes`)
+/// loads `libwalrus.so` and calls `run_backend_driver`.
 #[test]
 fn faults_apply_in_the_library_and_end_the_host() {
     let fx = Fixture::new(&ModelSpec::File("tiny.hlo", tiny_hlo()));
@@ -279,22 +289,17 @@ fn faults_apply_in_the_library_and_end_the_host() {
     let bir = fx.work.join("sg00/bir.json").display().to_string();
     let argv = serde_json::json!(["walrus_driver", bir, "--pass", "unroll,post_sched"]).to_string();
     let host = |fault: &str| {
-        let mut c = Command::new(std::env::current_exe().unwrap());
-        c.args([
-            "--exact",
-            "faults::lib_host_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(
-            "NXCC_SIM_TEST_LIB_HOST",
-            fx.toolchain.join("lib/libwalrus.so"),
-        )
-        .env("NXCC_SIM_TEST_LIB_ARGV", &argv)
-        .env("NXCC_SIM_FAULT", fault)
-        .env("NXCC_SIM_STATE", &fx.state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        let mut c = Command::new("python3");
+        c.args(["-c", LIB_HOST])
+            .env(
+                "NXCC_SIM_TEST_LIB_HOST",
+                fx.toolchain.join("lib/libwalrus.so"),
+            )
+            .env("NXCC_SIM_TEST_LIB_ARGV", &argv)
+            .env("NXCC_SIM_FAULT", fault)
+            .env("NXCC_SIM_STATE", &fx.state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         no_core(&mut c).status().unwrap()
     };
     assert_eq!(host("walrus_driver:segv").signal(), Some(libc::SIGSEGV));
@@ -303,32 +308,4 @@ fn faults_apply_in_the_library_and_end_the_host() {
     assert!(!fx.work.join("sg00/def.json").exists());
     assert_eq!(host("hlo2penguin:exit=7").code(), Some(0));
     assert!(fx.work.join("sg00/def.json").is_file());
-}
-
-/// The body of the child processes of [`faults_apply_in_the_library_and_end_the_host`]: only
-/// does something when that test starts this binary with `NXCC_SIM_TEST_LIB_HOST` set.
-#[test]
-fn lib_host_child() {
-    let Ok(lib) = std::env::var("NXCC_SIM_TEST_LIB_HOST") else {
-        return;
-    };
-    let argv: Vec<String> =
-        serde_json::from_str(&std::env::var("NXCC_SIM_TEST_LIB_ARGV").unwrap()).unwrap();
-    let c: Vec<std::ffi::CString> = argv
-        .iter()
-        .map(|a| std::ffi::CString::new(a.as_str()).unwrap())
-        .collect();
-    let ptrs: Vec<*const std::ffi::c_char> = c.iter().map(|s| s.as_ptr()).collect();
-    // SAFETY: the library is this crate's cdylib and the symbol has this signature.
-    let status = unsafe {
-        let lib = libloading::Library::new(lib).unwrap();
-        let f: libloading::Symbol<
-            unsafe extern "C" fn(
-                std::ffi::c_int,
-                *const *const std::ffi::c_char,
-            ) -> std::ffi::c_int,
-        > = lib.get(b"run_backend_driver").unwrap();
-        f(ptrs.len() as std::ffi::c_int, ptrs.as_ptr())
-    };
-    std::process::exit(status);
 }
