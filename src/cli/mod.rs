@@ -457,7 +457,7 @@ mod tests {
         let c = compile("compile m.pb --target trn1 --layer-unroll-factor -1").unwrap();
         assert_eq!(c.ns.int("layer_unroll_factor"), Some(-1));
         let c = compile("compile m.pb --target trn1 --softmax-epsilon -0.5").unwrap();
-        assert_eq!(c.ns.get("softmax_epsilon"), &Value::Float(-0.5));
+        assert_eq!(c.ns.get("softmax_epsilon"), &namespace::Value::Float(-0.5));
     }
 
     #[test]

@@ -221,7 +221,7 @@ struct Finished {
 
 /// What a compile's thread tells the dispatcher.
 enum Message {
-    Finished(Finished),
+    Finished(Box<Finished>),
     /// Cancelled before it was admitted.
     NotStarted,
 }
@@ -452,7 +452,7 @@ pub fn run(
                     peak_rss_kb: o.jobs.iter().map(|j| j.max_rss_kb).max(),
                     error_lines: o.error_lines.clone(),
                 };
-                let _ = tx.send(Message::Finished(Finished { task, attempt }));
+                let _ = tx.send(Message::Finished(Box::new(Finished { task, attempt })));
             });
         };
 
@@ -508,7 +508,7 @@ pub fn run(
             let Ok(message) = rx.recv() else { break };
             outstanding -= 1;
             if let Message::Finished(f) = message {
-                if let Some(retry) = handle(f) {
+                if let Some(retry) = handle(*f) {
                     // A retry goes ahead of the compiles that have not started yet.
                     launch(retry, true);
                     outstanding += 1;
