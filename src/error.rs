@@ -11,12 +11,14 @@ pub const EXIT_COMPILE_FAILED: i32 = 70;
 pub struct NccError {
     /// `EARG001`, `DRV068`, ... (`None` for the original's uncoded texts).
     pub code: Option<&'static str>,
+    /// What went wrong, as the original words it.
     pub cause: String,
     /// What the user can do; empty when the original gives none.
     pub resolution: String,
 }
 
 impl NccError {
+    /// An error with the code `code` (`EDRV082`: the text after `NCC_`).
     pub fn new(
         code: &'static str,
         cause: impl Into<String>,
@@ -230,6 +232,16 @@ impl NccError {
             "EDRV112",
             format!("The compiler succeeded but its output {partial} could not be moved to {output}: {cause}"),
             "Check that the compiler writes --output, and the output directory.",
+        )
+    }
+
+    /// NCC_EDRV113: a cache directory that others could write, or that is not what it must be
+    /// (`cause` says what is wrong and what fixes it).
+    pub fn unsafe_cache_dir(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV113",
+            format!("Cannot use {cause}"),
+            "Fix the cache directory as said, or use another one (--cache_dir), or --no_cache.",
         )
     }
 }

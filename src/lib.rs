@@ -6,7 +6,8 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
 //! table assigns them and `tests/layers.rs` checks every `crate::` path against it):
-//! 0. [`error`], [`shell`], [`npy`], [`provenance`];
+//! 0. [`error`], [`shell`], [`npy`], [`provenance`], [`fsx`] (atomic files, unique names,
+//!    directories walked without following links);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`];
 //! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]);
@@ -29,6 +30,7 @@ pub mod daemon;
 pub mod driver;
 pub mod engine;
 pub mod error;
+pub mod fsx;
 pub mod hlo;
 pub mod jobs;
 pub mod neff;

@@ -13,13 +13,15 @@
 //! keeping [`KEEP`].
 
 use std::io::{BufRead, Write};
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+
+use rustix::fs::OFlags;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::features::Features;
 use super::key::Key;
-use super::store::{Cache, Lookup, ESTIMATES_DIR};
+use super::store::{Cache, Lookup};
+use crate::fsx::{AtomicFile, Dir, Durability};
 
 /// The formula's name and definition, as estimates report it.
 pub const FORMULA: &str =
@@ -38,40 +40,6 @@ pub const INSTRUCTION_BYTES: u64 = 16 << 10;
 pub const COMPACT_AT: usize = 512;
 /// Lines a compaction keeps (the newest, one per key).
 pub const KEEP: usize = 256;
-
-/// What the estimate knows of a compile's model: its size and, when its HLO module could be
-/// read, its graph's figures (else 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Features {
-    pub model_size: u64,
-    #[serde(default)]
-    pub parameter_bytes: u64,
-    #[serde(default)]
-    pub result_bytes: u64,
-    #[serde(default)]
-    pub instructions: u64,
-}
-
-impl Features {
-    /// A model known only by its size.
-    pub fn of_size(model_size: u64) -> Features {
-        Features {
-            model_size,
-            ..Features::default()
-        }
-    }
-
-    /// The features of a plan's model (its graph, when the plan read it).
-    pub fn of_plan(plan: &crate::plan::Plan) -> Features {
-        let mut f = Features::of_size(plan.model_facts.size);
-        if let Some(Ok(m)) = &plan.model_graph {
-            f.parameter_bytes = m.parameter_bytes();
-            f.result_bytes = m.result_bytes();
-            f.instructions = m.instruction_count as u64;
-        }
-        f
-    }
-}
 
 /// [`FORMULA`] over a compile's features.
 pub fn formula_estimate(f: &Features) -> u64 {
@@ -113,10 +81,8 @@ pub enum Basis {
     /// ([`distance`]); its features.
     Similar {
         key: String,
-        model_size: u64,
-        parameter_bytes: u64,
-        result_bytes: u64,
-        instructions: u64,
+        #[serde(flatten)]
+        features: Features,
     },
     /// Nothing known: [`FORMULA`] (`formula` is its name).
     #[serde(rename = "formula")]
@@ -156,47 +122,32 @@ pub struct Estimate {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub key: String,
-    pub model_size: u64,
-    #[serde(default)]
-    pub parameter_bytes: u64,
-    #[serde(default)]
-    pub result_bytes: u64,
-    #[serde(default)]
-    pub instructions: u64,
+    #[serde(flatten)]
+    pub features: Features,
     pub peak_rss_kb: u64,
     pub at_ms: u64,
 }
 
-fn index_path(cache: &Cache, args_key: &str) -> PathBuf {
-    cache
-        .root()
-        .join(ESTIMATES_DIR)
-        .join(format!("{args_key}.jsonl"))
+fn index_name(args_key: &str) -> String {
+    format!("{args_key}.jsonl")
 }
 
-/// Open the index file of `args_key` under an exclusive lock (the file locked is checked to still
-/// be the one at the path: a compaction replaces it).
-fn open_locked(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)?;
-    }
+/// Open the index file `name` of `dir` under an exclusive lock (the file locked is checked to
+/// still be the one at the name: a compaction replaces it). A link there is refused.
+fn open_locked(dir: &Dir, name: &str) -> std::io::Result<std::fs::File> {
     loop {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)?;
+        let f = dir.open_file_with(name, OFlags::RDWR | OFlags::APPEND | OFlags::CREATE, 0o666)?;
         fs4::fs_std::FileExt::lock_exclusive(&f)?;
-        let held = f.metadata()?;
-        match std::fs::metadata(path) {
-            Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => return Ok(f),
+        let held = rustix::fs::fstat(&f)?;
+        match dir.stat(name) {
+            Ok(now) if now.st_ino == held.st_ino && now.st_dev == held.st_dev => return Ok(f),
             _ => continue,
         }
     }
 }
 
-fn read_records(path: &std::path::Path) -> Vec<Record> {
-    let Ok(f) = std::fs::File::open(path) else {
+fn read_records(dir: Option<&Dir>, name: &str) -> Vec<Record> {
+    let Some(Ok(f)) = dir.map(|d| d.open_file(name)) else {
         return Vec::new();
     };
     std::io::BufReader::new(f)
@@ -206,26 +157,17 @@ fn read_records(path: &std::path::Path) -> Vec<Record> {
         .collect()
 }
 
-impl Record {
-    /// The features the record was made with.
-    pub fn features(&self) -> Features {
-        Features {
-            model_size: self.model_size,
-            parameter_bytes: self.parameter_bytes,
-            result_bytes: self.result_bytes,
-            instructions: self.instructions,
-        }
-    }
-}
-
 /// Append a compile's figures to the index of its arguments.
 pub fn record(cache: &Cache, args_key: &str, rec: &Record) -> std::io::Result<()> {
-    let path = index_path(cache, args_key);
-    let mut f = open_locked(&path)?;
+    let dir = cache
+        .estimates_dir(true)?
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+    let name = index_name(args_key);
+    let mut f = open_locked(&dir, &name)?;
     let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     line.push(b'\n');
     f.write_all(&line)?;
-    let records = read_records(&path);
+    let records = read_records(Some(&dir), &name);
     if records.len() >= COMPACT_AT {
         let mut newest: Vec<Record> = Vec::new();
         for r in records.into_iter().rev() {
@@ -234,14 +176,12 @@ pub fn record(cache: &Cache, args_key: &str, rec: &Record) -> std::io::Result<()
             }
         }
         newest.reverse();
-        let tmp = path.with_extension(format!("jsonl.tmp-{}", std::process::id()));
-        let mut text = Vec::new();
+        let mut out = AtomicFile::create_in(&dir, &name)?;
         for r in &newest {
-            text.extend(serde_json::to_vec(r).map_err(std::io::Error::other)?);
-            text.push(b'\n');
+            out.write_all(&serde_json::to_vec(r).map_err(std::io::Error::other)?)?;
+            out.write_all(b"\n")?;
         }
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &path)?;
+        out.commit(Durability::Visible)?;
     }
     Ok(())
 }
@@ -264,7 +204,8 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
             };
         }
     }
-    let records = read_records(&index_path(cache, &key.args_key));
+    let dir = cache.estimates_dir(false).ok().flatten();
+    let records = read_records(dir.as_ref(), &index_name(&key.args_key));
     if let Some(r) = records
         .iter()
         .rev()
@@ -276,8 +217,8 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
         };
     }
     let nearest = records.iter().filter(|r| r.peak_rss_kb > 0).min_by(|a, b| {
-        distance(&a.features(), &key.features)
-            .total_cmp(&distance(&b.features(), &key.features))
+        distance(&a.features, &key.features)
+            .total_cmp(&distance(&b.features, &key.features))
             .then(b.peak_rss_kb.cmp(&a.peak_rss_kb))
     });
     match nearest {
@@ -285,10 +226,7 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
             bytes: r.peak_rss_kb.saturating_mul(1024),
             basis: Basis::Similar {
                 key: r.key.clone(),
-                model_size: r.model_size,
-                parameter_bytes: r.parameter_bytes,
-                result_bytes: r.result_bytes,
-                instructions: r.instructions,
+                features: r.features,
             },
         },
         None => default,
@@ -341,10 +279,7 @@ mod tests {
     fn rec(k: &Key, peak_mb: u64) -> Record {
         Record {
             key: k.key.clone(),
-            model_size: k.model_size,
-            parameter_bytes: k.features.parameter_bytes,
-            result_bytes: k.features.result_bytes,
-            instructions: k.features.instructions,
+            features: k.features,
             peak_rss_kb: peak_mb * 1024,
             at_ms: 1,
         }
@@ -402,7 +337,7 @@ mod tests {
         let e = estimate(Some(&cache), &new);
         assert_eq!(e.bytes, 2_000 << 20);
         assert!(
-            matches!(&e.basis, Basis::Similar { key, instructions: 40_000, .. } if *key == wide.key),
+            matches!(&e.basis, Basis::Similar { key, features } if *key == wide.key && features.instructions == 40_000),
             "{e:?}"
         );
         assert!(e.basis.describe().contains("nearest earlier compile"));
@@ -411,7 +346,7 @@ mod tests {
             r#"{"key":"k","model_size":5,"peak_rss_kb":7,"at_ms":1}"#,
         )
         .unwrap();
-        assert_eq!(old.features(), Features::of_size(5));
+        assert_eq!(old.features, Features::of_size(5));
         // With nothing known: the formula over the new model's features.
         let e = estimate(None, &new);
         assert_eq!(e.bytes, formula_estimate(&new.features));
@@ -453,10 +388,7 @@ mod tests {
         assert_eq!(e.bytes, 300 << 20);
         assert!(matches!(
             e.basis,
-            Basis::Similar {
-                model_size: 1_000,
-                ..
-            }
+            Basis::Similar { features, .. } if features.model_size == 1_000
         ));
         assert_eq!(
             estimate(Some(&cache), &key("O2", "near big", 90_000)).bytes,
@@ -481,7 +413,8 @@ mod tests {
             last = key("a", &format!("m{}", i % 300), i as u64);
             record(&cache, &last.args_key, &rec(&last, 1 + i as u64)).unwrap();
         }
-        let lines = read_records(&index_path(&cache, &last.args_key));
+        let dir = cache.estimates_dir(false).unwrap();
+        let lines = read_records(dir.as_ref(), &index_name(&last.args_key));
         assert!(lines.len() <= COMPACT_AT, "{}", lines.len());
         assert!(lines.len() >= KEEP.min(300) / 2);
         assert_eq!(estimate(Some(&cache), &last).basis, Basis::Recorded);

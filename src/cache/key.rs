@@ -66,7 +66,7 @@ pub struct Key {
     pub model_size: u64,
     /// What the memory estimate knows of the model (its size, and its graph's figures when the
     /// plan read it); not part of the key.
-    pub features: super::estimate::Features,
+    pub features: super::features::Features,
     /// What went into the args key, in clear: `plan_version`, `args`, `plan`, `toolchain`.
     pub inputs: Value,
 }
@@ -78,9 +78,9 @@ impl Key {
         let inputs = args_inputs(plan, engine);
         let (digest, size) = hash_model(&plan.model)?;
         let mut key = Key::from_parts(inputs, &digest, size);
-        key.features = super::estimate::Features {
+        key.features = super::features::Features {
             model_size: size,
-            ..super::estimate::Features::of_plan(plan)
+            ..super::features::Features::of_plan(plan)
         };
         Ok(key)
     }
@@ -102,7 +102,7 @@ impl Key {
             args_key,
             model_digest,
             model_size,
-            features: super::estimate::Features::of_size(model_size),
+            features: super::features::Features::of_size(model_size),
             inputs,
         }
     }

@@ -4,14 +4,13 @@
 //! worker (see [`crate::run::supervisor`]; the worker runs [`super::executor`]), then reports: `Compiler
 //! status PASS`, or the failure with `Artifacts stored in` and `Diagnostic logs stored in`; the
 //! F-code banner when the worker itself was killed; exit 130/143 after an interrupt. It removes
-//! a partial output, removes or keeps the work dir, and writes the metrics (the log's table,
+//! an output the failed compile wrote, removes or keeps the work dir, and writes the metrics (the log's table,
 //! `--submit-metrics`, `--timings`, `--trace`).
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use super::events::Event;
-use super::executor::partial_output;
 use super::failure;
 use super::log::{self, Console, Logger};
 use super::metrics::{self, JobMetrics};
@@ -47,6 +46,13 @@ fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outco
 
 /// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
 pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
+    run_pipeline_producing(plan, opts, None)
+}
+
+/// [`run_pipeline`], the worker also writing the NEFF to `product`, a new file in a directory
+/// private to the caller (the compile cache's temporary entry; see
+/// [`crate::jobs::kelper::PRODUCT_ENV`]).
+pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path>) -> Outcome {
     let ns = &plan.ns;
     let logger = match open_log(plan, opts.console.clone()) {
         Ok(l) => l,
@@ -145,6 +151,12 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         WORKER_WORK_DIR_ENV.to_string(),
         work.path.display().to_string(),
     ));
+    if let Some(p) = product {
+        worker_env.push((
+            crate::jobs::kelper::PRODUCT_ENV.to_string(),
+            p.display().to_string(),
+        ));
+    }
 
     let program = match opts
         .worker_program
@@ -239,10 +251,6 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
             return fail_early(Some(&logger), &err, &opts.console);
         }
     };
-    let partial = partial_output(&plan.output, outcome.pid);
-    if partial.exists() {
-        let _ = std::fs::remove_file(&partial);
-    }
 
     let stopped = super::compile::stopped_by(opts, outcome.end);
     let exit_status = match (stopped, outcome.end) {
@@ -415,24 +423,18 @@ fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status:
 }
 
 fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
-    let tmp = path.with_file_name(format!(
-        ".{}.nxcc-tmp",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("report")
-    ));
     let r = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| std::fs::write(&tmp, text))
-        .and_then(|_| std::fs::rename(&tmp, path));
+        .and_then(|_| {
+            crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
+        });
     match r {
         Ok(()) => logger.info(
             log::DRIVER,
             &format!("Wrote the {what} to {}", path.display()),
         ),
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
             logger.warning(
                 log::DRIVER,
                 &format!("Could not write the {what} to {}: {e}", path.display()),

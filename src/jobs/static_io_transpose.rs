@@ -17,6 +17,8 @@ use super::{in_process, JobContext, RunContext, Step};
 use crate::error::NccError;
 use crate::npy;
 
+/// One in-process step: read the work dir's and each subgraph's `io_transposes.json` and
+/// `inputs/value_*.npy`, write `transposed_inputs/`.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let mut reads = vec!["io_transposes.json".to_string()];
     reads.extend(
@@ -36,9 +38,13 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
 /// One entry of `io_transposes.json`; unknown fields are kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The model input it applies to (its file is `inputs/value_<input_name>.npy`).
     pub input_name: String,
+    /// The shape the input is reshaped to first (positive dims, at most [`MAX_DIMS`]).
     pub reshape: Vec<i64>,
+    /// The permutation of the reshaped dims applied next.
     pub transpose: Vec<i64>,
+    /// Every other field, written back unchanged when the file is rewritten.
     #[serde(flatten)]
     pub other: serde_json::Map<String, serde_json::Value>,
 }
@@ -136,12 +142,12 @@ fn link_dirs(work_dir: &Path, subgraphs: &[String]) -> Vec<(PathBuf, &'static st
 }
 
 fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), NccError> {
-    let tmp = path.with_extension("json.nxcc-tmp");
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
+    crate::fsx::atomic::write_file(path, bytes, crate::fsx::Durability::Visible)
         .map_err(|e| io_error("write", path, e))
 }
 
+/// Validate, simplify and rewrite every `io_transposes.json`, transpose the inputs that exist and
+/// link them into each subgraph directory (see the module documentation).
 pub fn run(ctx: &RunContext) -> Result<(), NccError> {
     let files = transpose_files(ctx.work_dir, ctx.job.subgraphs);
     if files.is_empty() {
@@ -224,10 +230,7 @@ fn transpose_input(
         .collect();
     std::fs::create_dir_all(out_dir).map_err(|err| io_error("create", out_dir, err))?;
     let out = out_dir.join(format!("value_{}.npy", e.input_name));
-    let tmp = out.with_extension("npy.nxcc-tmp");
-    std::fs::write(&tmp, npy::write(&array.descr, &out_shape, &moved))
-        .and_then(|_| std::fs::rename(&tmp, &out))
-        .map_err(|err| io_error("write", &out, err))
+    write_replacing(&out, &npy::write(&array.descr, &out_shape, &moved))
 }
 
 fn link_inputs(out_dir: &Path, work_dir: &Path, subgraphs: &[String]) -> Result<(), NccError> {

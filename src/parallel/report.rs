@@ -148,21 +148,12 @@ pub fn timings_html(report: &Report) -> String {
     )
 }
 
-/// Write a file through a temporary name in the same directory.
+/// Write a file as one [`crate::fsx::AtomicFile`] (its directory created first).
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;
     }
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("report");
-    let tmp = path.with_file_name(format!(".{name}.nxcc-tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+    crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
 }
 
 /// The JSON report's text.

@@ -21,7 +21,6 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cli::argparse::{Nargs, Positional};
 use crate::cli::flags::{self, flag, Action, Choices, Flag, Kind, Scope, Visibility};
@@ -129,8 +128,6 @@ fn marker_text(src: &Sources) -> String {
     )
 }
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
 /// Make `link` a symbolic link to `target`, atomically (a uniquely named link renamed over it).
 fn place_link(target: &Path, link: &Path) -> io::Result<()> {
     match std::fs::symlink_metadata(link) {
@@ -150,11 +147,7 @@ fn place_link(target: &Path, link: &Path) -> io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = link.with_file_name(format!(
-        ".{name}.tmp.{}.{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let tmp = link.with_file_name(crate::fsx::unique::name(&format!(".{name}.tmp.")));
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(target, &tmp)?;
     std::fs::rename(&tmp, link).inspect_err(|_| {
