@@ -32,14 +32,28 @@ MODEL = os.path.join(ROOT, "examples", "models", "mlp.hlo_module.pb")
 SIZES = [7, 1, 5, 3, 8, 2, 6, 4, 7, 3, 5, 1, 6, 2, 8, 4]
 
 
+def varint(v):
+    """A protobuf varint."""
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v == 0:
+            out.append(b)
+            return bytes(out)
+        out.append(b | 0x80)
+
+
 def main():
     base = open(MODEL, "rb").read()
     with tempfile.TemporaryDirectory() as d:
         models = os.path.join(d, "models")
         os.mkdir(models)
         for i, mib in enumerate(SIZES):
-            pad = bytes((i * 31 + j) % 251 for j in range(4096))
-            data = base + pad * ((mib << 20) // len(pad))
+            # The padding is a field the module does not define (number 1000,
+            # length-delimited), which readers skip: the model still reads as the same module.
+            pad = bytes((i * 31 + j) % 251 for j in range(4096)) * ((mib << 20) // 4096)
+            data = base + varint((1000 << 3) | 2) + varint(len(pad)) + pad
             with open(os.path.join(models, f"g{i:02}.pb"), "wb") as f:
                 f.write(data)
         env = dict(os.environ)
