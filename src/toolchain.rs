@@ -57,6 +57,7 @@ impl Request {
 pub struct Toolchain {
     /// The directory the tools are in (`.../starfish/bin`, or a simulated layout's `bin/`).
     pub bin: PathBuf,
+    /// The toolchain is nxcc's simulated one (its `bin/` holds the simulated-toolchain marker).
     pub simulated: bool,
 }
 

@@ -79,6 +79,7 @@ pub enum CacheStatus {
 }
 
 impl CacheStatus {
+    /// The status as `--json` and the daemon's answer spell it: `hit`, `miss` or `off`.
     pub fn as_str(self) -> &'static str {
         match self {
             CacheStatus::Hit => "hit",
@@ -91,7 +92,9 @@ impl CacheStatus {
 /// A compile's outcome and what the cache had to do with it.
 #[derive(Debug, Clone)]
 pub struct CachedOutcome {
+    /// The compile's outcome, or the one the entry recorded (a hit).
     pub outcome: Outcome,
+    /// Whether the cache served it, stored it or was not used.
     pub cache: CacheStatus,
     /// The key, when the cache was used.
     pub key: Option<Key>,

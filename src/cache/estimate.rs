@@ -80,13 +80,18 @@ pub enum Basis {
     /// The peak of the earlier compile with the same arguments whose graph is nearest
     /// ([`distance`]); its features.
     Similar {
+        /// The earlier compile's key.
         key: String,
+        /// Its model's features.
         #[serde(flatten)]
         features: Features,
     },
-    /// Nothing known: [`FORMULA`] (`formula` is its name).
+    /// Nothing known: [`FORMULA`].
     #[serde(rename = "formula")]
-    Default { formula: &'static str },
+    Default {
+        /// The formula's name, [`FORMULA_NAME`].
+        formula: &'static str,
+    },
 }
 
 impl Basis {
@@ -113,7 +118,9 @@ impl Basis {
 /// A compile's estimated peak memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Estimate {
+    /// The estimated peak resident memory, bytes.
     pub bytes: u64,
+    /// What the figure came from.
     #[serde(flatten)]
     pub basis: Basis,
 }
@@ -121,10 +128,14 @@ pub struct Estimate {
 /// One line of the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
+    /// The compile's key (64 hex digits).
     pub key: String,
+    /// Its model's features, to find the nearest compile by.
     #[serde(flatten)]
     pub features: Features,
+    /// The compile's peak RSS (the largest of its jobs'), KiB.
     pub peak_rss_kb: u64,
+    /// When it was recorded, milliseconds since the Unix epoch.
     pub at_ms: u64,
 }
 

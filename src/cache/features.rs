@@ -7,11 +7,15 @@ use serde::{Deserialize, Serialize};
 /// read, its graph's figures (else 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Features {
+    /// The model's size in bytes (a directory: the sum of its files).
     pub model_size: u64,
+    /// Bytes of the entry computation's parameters (0: graph not read).
     #[serde(default)]
     pub parameter_bytes: u64,
+    /// Bytes of the entry computation's results (0: graph not read).
     #[serde(default)]
     pub result_bytes: u64,
+    /// Instructions in every computation (0: graph not read).
     #[serde(default)]
     pub instructions: u64,
 }

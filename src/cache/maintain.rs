@@ -20,6 +20,7 @@ use crate::engine::log::utc_timestamp;
 /// What `stats` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stats {
+    /// The cache's root, `DIR/nxcc-v1`.
     pub dir: String,
     /// Good entries (a NEFF).
     pub entries: usize,
@@ -32,6 +33,7 @@ pub struct Stats {
     pub bytes: u64,
     /// Creation time of the oldest and newest entry (UTC).
     pub oldest: Option<String>,
+    /// Creation time of the newest entry (UTC); `None` when there is none.
     pub newest: Option<String>,
     /// Temporary or half-removed directories (compiles in progress, or leftovers `gc` removes).
     pub temporary: usize,
@@ -40,15 +42,20 @@ pub struct Stats {
 /// One corrupt entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Corrupt {
+    /// The entry's key, or the place of what was not a plain directory (`ab/<key>`).
     pub key: String,
+    /// Why it cannot be used.
     pub reason: String,
 }
 
 /// What `verify` found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
+    /// Entries looked at, the corrupt ones included.
     pub checked: usize,
+    /// Good entries (a NEFF that matches its record).
     pub ok: usize,
+    /// Sound failed-compile entries.
     pub failed: usize,
     /// Corrupt entries found (and evicted); a shard or entry that was not a plain directory is
     /// one too, named by its place (`ab/<key>`).
@@ -58,11 +65,18 @@ pub struct VerifyReport {
 /// What `gc` did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GcReport {
+    /// The size asked for, bytes.
     pub max_bytes: u64,
+    /// Entries evicted.
     pub evicted: usize,
+    /// Apparent bytes of the evicted entries.
     pub freed_bytes: u64,
+    /// Entries still there.
     pub entries_left: usize,
+    /// Apparent bytes of the entries still there.
     pub bytes_left: u64,
+    /// Leftovers removed: dead compiles' temporary directories, half-removed evictions, stray
+    /// locks.
     pub leftovers_removed: usize,
     /// What was removed because it was not a plain directory or file.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -72,7 +86,9 @@ pub struct GcReport {
 /// What `clear` did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ClearReport {
+    /// Entries evicted.
     pub evicted: usize,
+    /// Leftovers removed besides the entries.
     pub leftovers_removed: usize,
     /// What was removed because it was not a plain directory or file.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -23,14 +23,18 @@ pub const FAILED_FILE: &str = "failed.json";
 /// The NEFF of an entry: its blake3 (hex) and size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NeffInfo {
+    /// The NEFF's blake3, 64 hex digits.
     pub blake3: String,
+    /// The NEFF's size, bytes.
     pub size: u64,
 }
 
 /// `meta.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
+    /// [`META_FORMAT`] when written.
     pub format: u32,
+    /// The entry's key, 64 hex digits (its directory's name).
     pub key: String,
     /// The key without the model ("the same arguments").
     pub args_key: String,
@@ -38,20 +42,25 @@ pub struct Meta {
     pub inputs: Value,
     /// The model as compiled: its path then (informational), blake3 and size.
     pub model_path: String,
+    /// The model's blake3, 64 hex digits.
     pub model_blake3: String,
+    /// The model's size, bytes.
     pub model_size: u64,
     /// `ok` or `failed`.
     pub status: String,
+    /// The exit status the compile ended with (0 for `ok`).
     pub exit_status: i32,
     /// `None` for a failed compile.
     pub neff: Option<NeffInfo>,
     /// The engine that compiled it (`pipeline` or `external`).
     pub engine: String,
+    /// Each job's figures, in the order they ran.
     pub jobs: Vec<JobMetrics>,
     /// The largest peak RSS of any job, KiB.
     pub peak_rss_kb: u64,
     /// The compile's wall time, seconds (the sum of its jobs').
     pub wall_s: f64,
+    /// The nxcc version that wrote the entry.
     pub nxcc_version: String,
     /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
     pub created: String,
@@ -66,7 +75,9 @@ pub struct Meta {
 /// `failed.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failed {
+    /// The exit status a hit on the entry returns.
     pub exit_status: i32,
+    /// The error lines a hit on the entry prints again.
     pub error_lines: Vec<String>,
 }
 

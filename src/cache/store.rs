@@ -63,6 +63,7 @@ pub struct Cache {
 /// A cache directory that must not be used, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnsafeDir {
+    /// The directory refused.
     pub path: PathBuf,
     /// What is wrong (`is owned by uid 65534, not by you (uid 1000) or root`).
     pub problem: String,
@@ -87,6 +88,7 @@ impl std::error::Error for UnsafeDir {}
 /// What the cache holds for a key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {
+    /// No entry for the key (or its directory cannot be opened).
     Absent,
     /// A successful compile.
     Hit(Box<Meta>),
@@ -120,7 +122,9 @@ pub enum State {
 /// fields only) and the entry's directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
+    /// The entry's key, its directory's name.
     pub key: String,
+    /// Whether it is good, a failed compile or corrupt.
     pub state: State,
     /// The apparent size of its files.
     pub bytes: u64,
@@ -135,7 +139,9 @@ pub struct Summary {
 pub struct Leftover {
     /// The shard it is in; `None`: directly in `nxcc-v1`.
     pub shard: Option<String>,
+    /// Its file name.
     pub name: String,
+    /// What it is.
     pub kind: LeftoverKind,
 }
 
@@ -143,11 +149,17 @@ pub struct Leftover {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeftoverKind {
     /// A `.tmp-<key>-...` directory of a compile (running, or dead).
-    Temp { key: String },
+    Temp {
+        /// The key being compiled.
+        key: String,
+    },
     /// A `.evict-...` directory, half removed.
     Evicted,
     /// A `<key>.lock` file.
-    Lock { key: String },
+    Lock {
+        /// The key it locks.
+        key: String,
+    },
     /// A shard, entry or lock that is not a plain directory or file (the reason): evicted by
     /// `gc`, `clear` and `verify`.
     NotPlain(String),
@@ -168,6 +180,7 @@ impl Leftover {
 #[derive(Debug)]
 pub struct KeyLock {
     _file: File,
+    /// The lock file, `<key>.lock` in the key's shard.
     pub path: PathBuf,
     /// Why something that was not a plain file was removed from the lock's name first.
     pub replaced: Option<String>,

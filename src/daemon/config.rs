@@ -40,10 +40,13 @@ pub enum Endpoint {
 /// A parsed `nxcc daemon` command line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// Where to listen: a socket file or the abstract address.
     pub endpoint: Endpoint,
+    /// The pid file, held locked while the daemon runs (`--pid-file`, else next to the socket).
     pub pid_file: PathBuf,
     /// `None`: never exit for inactivity.
     pub inactivity_timeout: Option<Duration>,
+    /// Compiles run at once; more wait in arrival order (default: the number of CPUs).
     pub max_concurrent: usize,
     /// Bytes of estimated peak memory the running compiles may hold.
     pub memory_budget: Option<u64>,
@@ -57,11 +60,13 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Open connections served at once (all uids), and per uid; more are answered `429`.
     pub max_connections: usize,
+    /// Open connections of one uid served at once; more are answered `429`.
     pub max_connections_per_uid: usize,
     /// How long a request head or body may take to arrive (also the idle-connection timeout).
     pub head_timeout: Duration,
     /// Whether a request's `env` may set the simulated toolchain's injection variables.
     pub allow_test_env: bool,
+    /// The engine flags (`--cache_dir`, `--compiler`, ...) the daemon's compiles use.
     pub engine: EngineConfig,
 }
 
@@ -196,6 +201,7 @@ static COMMAND: Subcommand = Subcommand {
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parse {
+    /// Serve with this configuration.
     Run(Box<Config>),
     /// Print this text and exit 0.
     Help(String),

@@ -104,7 +104,9 @@ fn last_word(fd: OwnedFd, status: &str, reason: &str) {
 /// Counts open connections.
 #[derive(Default)]
 pub struct Connections {
+    /// Connections open now.
     pub open: AtomicUsize,
+    /// Woken each time a connection closes (shutdown waits on it until `open` is 0).
     pub closed: Notify,
 }
 

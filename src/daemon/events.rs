@@ -43,6 +43,7 @@ impl Drop for CancelOnDrop {
 }
 
 impl CancelOnDrop {
+    /// An armed guard for compile `id` of `daemon`, cancelling through `control`.
     pub fn new(daemon: Arc<Daemon>, id: u64, control: Arc<job::Control>) -> CancelOnDrop {
         CancelOnDrop {
             daemon,

@@ -15,15 +15,27 @@ use super::pidfile::create_private_dir;
 /// Why the socket could not be bound.
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
+    /// A live daemon answers there (the socket's path, or `the abstract address @<name>`).
     #[error("another daemon answers on {0}")]
     InUse(String),
+    /// The socket's path holds something else (the path).
     #[error("{0} exists and is not a socket; refusing to replace it")]
     NotASocket(String),
+    /// A directory nxcc made in a shared place is not this user's private one
+    /// ([`check_private_dir`]).
     #[error("refusing to use the directory {dir}: {why}")]
-    UnsafeDir { dir: String, why: String },
+    UnsafeDir {
+        /// The directory.
+        dir: String,
+        /// What is wrong with it (`it belongs to uid 0, not 1000`).
+        why: String,
+    },
+    /// A system call failed.
     #[error("cannot listen on {what}: {source}")]
     Io {
+        /// What was being bound or removed (a path, or `the abstract address @<name>`).
         what: String,
+        /// The error.
         #[source]
         source: io::Error,
     },
@@ -70,6 +82,7 @@ pub struct SocketFile {
 }
 
 impl SocketFile {
+    /// The socket file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -58,14 +58,17 @@ impl DaemonLog {
         let _ = out.flush();
     }
 
+    /// Log a line at level `INFO`.
     pub fn info(&self, message: &str) {
         self.line("INFO", message);
     }
 
+    /// Log a line at level `WARNING`.
     pub fn warning(&self, message: &str) {
         self.line("WARNING", message);
     }
 
+    /// Log a line at level `ERROR`.
     pub fn error(&self, message: &str) {
         self.line("ERROR", message);
     }

@@ -16,12 +16,16 @@ use std::time::{Duration, Instant};
 /// Who is on the other end of a connection (`SO_PEERCRED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peer {
+    /// The peer process's user id.
     pub uid: u32,
+    /// The peer process's group id.
     pub gid: u32,
+    /// The peer process's pid (`None`: the kernel did not give it).
     pub pid: Option<i32>,
 }
 
 impl Peer {
+    /// The pid for log lines (`?` when unknown).
     pub fn pid_text(&self) -> String {
         self.pid.map_or_else(|| "?".to_string(), |p| p.to_string())
     }
@@ -99,6 +103,9 @@ impl Drop for Ticket {
 }
 
 impl Gate {
+    /// A gate serving `own_uid` and `allowed`, with at most `max_total` connections open and
+    /// `max_per_uid` per uid; a uid's refusals are logged at most once per
+    /// [`REFUSAL_LOG_INTERVAL`].
     pub fn new(own_uid: u32, allowed: &[u32], max_total: usize, max_per_uid: usize) -> Arc<Gate> {
         Gate::with_interval(
             own_uid,

@@ -25,14 +25,19 @@ pub struct PidFile {
 /// What a pid file says about the daemon holding it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
+    /// The holder's pid (`None`: not written yet, or not a number).
     pub pid: Option<u32>,
+    /// Where it listens: the socket's path, or `@<name>` for an abstract address (`None`: not
+    /// written yet).
     pub socket: Option<String>,
 }
 
 /// The outcome of [`lock`].
 #[derive(Debug)]
 pub enum Lock {
+    /// This process holds the lock now.
     Acquired(PidFile),
+    /// Another live process holds it; what its file says.
     Held(Holder),
 }
 
@@ -114,6 +119,7 @@ impl PidFile {
         self.file.flush()
     }
 
+    /// The pid file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

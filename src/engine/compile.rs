@@ -18,13 +18,16 @@ use crate::run::process::{Cancel, End};
 
 /// The hidden first argument that makes the binary a worker.
 pub const WORKER_ARG: &str = "__nxcc_worker";
-/// Environment of the worker: the compile's argv (JSON), and its work dir.
+/// Environment of the worker: the compile's argv (JSON).
 pub const WORKER_ARGV_ENV: &str = "NXCC_WORKER_ARGV";
+/// Environment of the worker: its work dir.
 pub const WORKER_WORK_DIR_ENV: &str = "NXCC_WORKER_WORK_DIR";
 
 /// How to run.
 pub struct Options<'a> {
+    /// Where console lines go.
     pub console: Console,
+    /// Cancels the compile when set (the caller's signal handler, a daemon client gone).
     pub cancel: Cancel,
     /// The signal that cancelled the compile, set by the caller's handler (0: none).
     pub interrupted: Arc<AtomicI32>,
@@ -62,10 +65,13 @@ impl Options<'_> {
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
+    /// The compile's exit status (0: a NEFF was written).
     pub exit_status: i32,
     /// Every error line printed (for a daemon's answer, a cached failure).
     pub error_lines: Vec<String>,
+    /// Each job's figures, in the order they ran.
     pub jobs: Vec<JobMetrics>,
+    /// The compile's work dir (`None`: the compile failed before making one, or ran no jobs here).
     pub work_dir: Option<PathBuf>,
     /// The work dir was kept.
     pub kept: bool,

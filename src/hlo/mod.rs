@@ -37,8 +37,13 @@ pub enum ReadError {
     Empty,
     /// Not an `HloModuleProto` (and not HLO text): what went wrong and where.
     NotProto(String),
-    /// HLO text that does not parse: the 1-based line and what is wrong with it.
-    Text { line: usize, message: String },
+    /// HLO text that does not parse.
+    Text {
+        /// The 1-based line of the text.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A well-formed module a frontend still refuses (no entry computation, a parameter missing).
     Invalid(String),
 }
@@ -147,6 +152,7 @@ impl Mapped {
         Ok(Mapped { ptr, len })
     }
 
+    /// The mapped file's bytes (empty for an empty file).
     pub fn bytes(&self) -> &[u8] {
         if self.len == 0 {
             return &[];

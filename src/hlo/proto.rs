@@ -27,18 +27,25 @@ use super::ReadError;
 /// `xla.HloModuleProto`.
 #[derive(Clone, PartialEq, Message)]
 pub struct HloModuleProto {
+    /// The module's name (`jit_layer`).
     #[prost(string, tag = "1")]
     pub name: String,
+    /// The entry computation's name (used to find it when `entry_computation_id` is 0).
     #[prost(string, tag = "2")]
     pub entry_computation_name: String,
+    /// Every computation, without instructions.
     #[prost(message, repeated, tag = "3")]
     pub computations: Vec<HloComputationProto>,
+    /// The entry computation's signature as the host sees it (`None` in older protos).
     #[prost(message, optional, tag = "4")]
     pub host_program_shape: Option<ProgramShapeProto>,
+    /// The module id.
     #[prost(int64, tag = "5")]
     pub id: i64,
+    /// The id of the entry computation (0: unset, find it by name).
     #[prost(int64, tag = "6")]
     pub entry_computation_id: i64,
+    /// Which results share a parameter's buffer (`None`: none do).
     #[prost(message, optional, tag = "8")]
     pub input_output_alias: Option<HloInputOutputAliasProto>,
 }
@@ -47,12 +54,16 @@ pub struct HloModuleProto {
 /// read one at a time: [`instructions`]).
 #[derive(Clone, PartialEq, Message)]
 pub struct HloComputationProto {
+    /// The computation's name.
     #[prost(string, tag = "1")]
     pub name: String,
+    /// Its parameters' and result's shapes (`None` in protos that omit it).
     #[prost(message, optional, tag = "4")]
     pub program_shape: Option<ProgramShapeProto>,
+    /// The computation's id, unique in the module.
     #[prost(int64, tag = "5")]
     pub id: i64,
+    /// The id of the instruction whose value the computation returns.
     #[prost(int64, tag = "6")]
     pub root_id: i64,
 }
@@ -60,19 +71,25 @@ pub struct HloComputationProto {
 /// `xla.HloInstructionProto`.
 #[derive(Clone, PartialEq, Message)]
 pub struct HloInstructionProto {
+    /// The instruction's name, unique in the module (`dot.3`).
     #[prost(string, tag = "1")]
     pub name: String,
+    /// The opcode as HLO text spells it (`parameter`, `dot`, `tuple`).
     #[prost(string, tag = "2")]
     pub opcode: String,
+    /// The shape of the instruction's output (`None`: missing, which the reader refuses).
     #[prost(message, optional, tag = "3")]
     pub shape: Option<ShapeProto>,
     /// An `xla.OpMetadata`, encoded ([`HloInstructionProto::op_metadata`] decodes it).
     #[prost(bytes = "vec", tag = "7")]
     pub metadata: Vec<u8>,
+    /// Which entry parameter it is, for a `parameter` instruction (0 otherwise).
     #[prost(int64, tag = "9")]
     pub parameter_number: i64,
+    /// The instruction's id, unique in the module.
     #[prost(int64, tag = "35")]
     pub id: i64,
+    /// The ids of its operands, in order.
     #[prost(int64, repeated, tag = "36")]
     pub operand_ids: Vec<i64>,
 }
@@ -108,8 +125,10 @@ pub struct ShapeProto {
     /// An `xla.PrimitiveType`.
     #[prost(int32, tag = "2")]
     pub element_type: i32,
+    /// Dimension sizes, major to minor (empty for a scalar or a tuple).
     #[prost(int64, repeated, tag = "3")]
     pub dimensions: Vec<i64>,
+    /// A tuple's element shapes (empty unless `element_type` is [`TUPLE`]).
     #[prost(message, repeated, tag = "4")]
     pub tuple_shapes: Vec<ShapeProto>,
 }
@@ -117,10 +136,13 @@ pub struct ShapeProto {
 /// `xla.ProgramShapeProto`.
 #[derive(Clone, PartialEq, Message)]
 pub struct ProgramShapeProto {
+    /// The parameters' shapes, by parameter number.
     #[prost(message, repeated, tag = "1")]
     pub parameters: Vec<ShapeProto>,
+    /// The result's shape.
     #[prost(message, optional, tag = "2")]
     pub result: Option<ShapeProto>,
+    /// The parameters' names, by parameter number (often empty).
     #[prost(string, repeated, tag = "3")]
     pub parameter_names: Vec<String>,
 }
@@ -128,12 +150,16 @@ pub struct ProgramShapeProto {
 /// `xla.OpMetadata` (the framework's op type and name, and where in the program it came from).
 #[derive(Clone, PartialEq, Message)]
 pub struct OpMetadata {
+    /// The framework op's type (`aten__addmm`).
     #[prost(string, tag = "1")]
     pub op_type: String,
+    /// The framework op's name, its place in the model (`jit(f)/dense/dot_general`).
     #[prost(string, tag = "2")]
     pub op_name: String,
+    /// The source file of the framework call that made the op (empty when unknown).
     #[prost(string, tag = "3")]
     pub source_file: String,
+    /// Its 1-based line in `source_file` (0 when unknown).
     #[prost(int32, tag = "4")]
     pub source_line: i32,
 }
@@ -141,6 +167,7 @@ pub struct OpMetadata {
 /// `xla.HloInputOutputAliasProto`.
 #[derive(Clone, PartialEq, Message)]
 pub struct HloInputOutputAliasProto {
+    /// One entry per aliased output.
     #[prost(message, repeated, tag = "1")]
     pub entries: Vec<AliasEntryProto>,
 }
@@ -148,10 +175,13 @@ pub struct HloInputOutputAliasProto {
 /// `xla.HloInputOutputAliasProto.AliasEntryProto`.
 #[derive(Clone, PartialEq, Message)]
 pub struct AliasEntryProto {
+    /// Where in the result the aliased output is (`[]`: the whole result; `[k]`: tuple element k).
     #[prost(int64, repeated, tag = "1")]
     pub output_shape_index: Vec<i64>,
+    /// The entry parameter whose buffer it shares.
     #[prost(int64, tag = "2")]
     pub parameter_number: i64,
+    /// Where in that parameter the shared buffer is (`[]`: the whole parameter).
     #[prost(int64, repeated, tag = "3")]
     pub parameter_shape_index: Vec<i64>,
     /// `xla.Kind`: 1 may alias, 2 must alias.

@@ -6,37 +6,70 @@ use std::fmt;
 /// An element type. The numbers are XLA's `PrimitiveType` values (`xla/xla_data.proto`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dtype {
+    /// `pred`: a boolean, stored in one byte.
     Pred,
+    /// `s1`: a 1-bit signed integer.
     S1,
+    /// `s2`: a 2-bit signed integer.
     S2,
+    /// `s4`: a 4-bit signed integer.
     S4,
+    /// `s8`: an 8-bit signed integer.
     S8,
+    /// `s16`: a 16-bit signed integer.
     S16,
+    /// `s32`: a 32-bit signed integer.
     S32,
+    /// `s64`: a 64-bit signed integer.
     S64,
+    /// `u1`: a 1-bit unsigned integer.
     U1,
+    /// `u2`: a 2-bit unsigned integer.
     U2,
+    /// `u4`: a 4-bit unsigned integer.
     U4,
+    /// `u8`: an 8-bit unsigned integer.
     U8,
+    /// `u16`: a 16-bit unsigned integer.
     U16,
+    /// `u32`: a 32-bit unsigned integer.
     U32,
+    /// `u64`: a 64-bit unsigned integer.
     U64,
+    /// `f16`: IEEE half precision.
     F16,
+    /// `f32`: IEEE single precision.
     F32,
+    /// `bf16`: bfloat16 (8 exponent bits, 7 mantissa bits).
     Bf16,
+    /// `f64`: IEEE double precision.
     F64,
+    /// `f8e5m2`: 8-bit float, 5 exponent and 2 mantissa bits.
     F8e5m2,
+    /// `f8e4m3`: 8-bit float, 4 exponent and 3 mantissa bits, IEEE-like infinities and NaNs.
     F8e4m3,
+    /// `f8e4m3fn`: 8-bit float, 4 exponent and 3 mantissa bits, finite only (NaN, no infinity).
     F8e4m3fn,
+    /// `f8e4m3b11fnuz`: 8-bit float, 4 exponent (bias 11) and 3 mantissa bits, finite, unsigned
+    /// zero.
     F8e4m3b11fnuz,
+    /// `f8e3m4`: 8-bit float, 3 exponent and 4 mantissa bits.
     F8e3m4,
+    /// `f8e5m2fnuz`: 8-bit float, 5 exponent and 2 mantissa bits, finite, unsigned zero.
     F8e5m2fnuz,
+    /// `f8e4m3fnuz`: 8-bit float, 4 exponent and 3 mantissa bits, finite, unsigned zero.
     F8e4m3fnuz,
+    /// `f4e2m1fn`: 4-bit float, 2 exponent and 1 mantissa bit, finite only.
     F4e2m1fn,
+    /// `f8e8m0fnu`: 8-bit scale factor, 8 exponent bits and no mantissa, unsigned.
     F8e8m0fnu,
+    /// `c64`: a complex number of two `f32`.
     C64,
+    /// `c128`: a complex number of two `f64`.
     C128,
+    /// `token`: an ordering token; it occupies no bytes.
     Token,
+    /// `opaque`: a backend-defined handle; counted as no bytes.
     Opaque,
 }
 
@@ -97,10 +130,12 @@ impl Dtype {
         TYPES.iter().find(|r| r.2 == name).map(|r| r.0)
     }
 
+    /// The HLO text name (`f32`, `bf16`, ...).
     pub fn name(self) -> &'static str {
         self.row().2
     }
 
+    /// Bits per element (a sub-byte type's own width; `pred` 8; `token` and `opaque` 0).
     pub fn bits(self) -> u64 {
         self.row().3
     }
@@ -117,9 +152,12 @@ impl fmt::Display for Dtype {
 pub enum Shape {
     /// An array (a scalar has no dimensions); a token or opaque value is an array of no bits.
     Array {
+        /// The element type.
         dtype: Dtype,
+        /// The dimension sizes, major to minor as written (`f32[2,3]` → `[2, 3]`).
         dims: Vec<u64>,
     },
+    /// A tuple of shapes, in order (possibly empty, possibly nested).
     Tuple(Vec<Shape>),
 }
 

@@ -15,11 +15,15 @@ pub const LARGEST: usize = 10;
 pub struct Tensor {
     /// The parameter number, or the result's (or list's) index.
     pub number: usize,
+    /// The instruction's name; a result's: the root's, a root tuple's operand's, or `<root>.<k>`
+    /// when the root is no `tuple` of named operands.
     pub name: String,
+    /// Its shape.
     pub shape: Shape,
 }
 
 impl Tensor {
+    /// Bytes the value occupies ([`Shape::bytes`]).
     pub fn bytes(&self) -> u64 {
         self.shape.bytes()
     }
@@ -52,15 +56,21 @@ fn shape_json(s: &Shape) -> Value {
 /// `metadata` `op_name`; empty when it has none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Largest {
+    /// The instruction's output.
     pub tensor: Tensor,
+    /// The framework op it came from (the instruction's metadata `op_name`; empty when it has
+    /// none).
     pub op_name: String,
 }
 
 /// One computation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Computation {
+    /// The computation's name.
     pub name: String,
+    /// How many instructions it holds.
     pub instructions: usize,
+    /// Whether it is the module's entry computation.
     pub is_entry: bool,
 }
 
@@ -69,7 +79,9 @@ pub struct Computation {
 pub struct Alias {
     /// The first index of the output shape index (`{}` → 0).
     pub output_index: usize,
+    /// The entry parameter number whose buffer the output shares.
     pub parameter: usize,
+    /// `true`: the alias is required (`must-alias`); `false`: the compiler may alias.
     pub must_alias: bool,
 }
 
@@ -78,6 +90,7 @@ pub struct Alias {
 pub struct Module {
     /// `proto` or `text`.
     pub format: &'static str,
+    /// The module's name.
     pub name: String,
     /// The module id (HLO text carries none: 0).
     pub id: i64,
@@ -95,16 +108,19 @@ pub struct Module {
     pub opcodes: BTreeMap<String, usize>,
     /// The [`LARGEST`] largest instruction outputs, largest first (ties: by name).
     pub largest: Vec<Largest>,
+    /// The module's `input_output_alias` entries (results sharing a parameter's buffer), in order.
     pub aliases: Vec<Alias>,
 }
 
 impl Module {
+    /// Bytes of every entry parameter, summed (saturating).
     pub fn parameter_bytes(&self) -> u64 {
         self.parameters
             .iter()
             .fold(0u64, |a, t| a.saturating_add(t.bytes()))
     }
 
+    /// Bytes of every entry result, summed (saturating).
     pub fn result_bytes(&self) -> u64 {
         self.results
             .iter()
@@ -276,7 +292,9 @@ pub fn human(bytes: u64) -> String {
 /// Counts instructions and opcodes, and keeps the largest outputs, as a reader walks them.
 #[derive(Debug, Default)]
 pub struct Tally {
+    /// Instructions seen so far.
     pub instructions: usize,
+    /// Instructions seen so far per opcode.
     pub opcodes: BTreeMap<String, usize>,
     /// Largest first, at most [`LARGEST`].
     pub largest: Vec<Largest>,

@@ -31,6 +31,7 @@ pub enum Kind {
 /// The fields of one message that the decoder knows; any other field is skipped.
 #[derive(Debug)]
 pub struct Schema {
+    /// The message's schema name (`xla.HloModuleProto`), for error messages.
     pub name: &'static str,
     /// (field number, field name, kind).
     pub fields: &'static [(u32, &'static str, Kind)],
@@ -56,6 +57,7 @@ pub struct Problem {
     /// The field's place, `computations[0].instructions[3].shape` (empty at the top level when
     /// there is no field).
     pub path: String,
+    /// What is wrong there (`runs past the end`), shown after the field and offset.
     pub what: String,
 }
 

@@ -20,18 +20,31 @@ pub const MAX_OCTAL_SIZE: u64 = 0o777_7777_7777;
 
 /// Entry type flags.
 pub mod kind {
+    /// A regular file (`'0'`).
     pub const REGULAR: u8 = b'0';
+    /// A regular file, as pre-POSIX archives mark it (NUL).
     pub const REGULAR_OLD: u8 = 0;
+    /// A hard link to an earlier member (`'1'`).
     pub const HARD_LINK: u8 = b'1';
+    /// A symbolic link (`'2'`).
     pub const SYMLINK: u8 = b'2';
+    /// A character device (`'3'`).
     pub const CHAR_DEVICE: u8 = b'3';
+    /// A block device (`'4'`).
     pub const BLOCK_DEVICE: u8 = b'4';
+    /// A directory (`'5'`).
     pub const DIRECTORY: u8 = b'5';
+    /// A FIFO (`'6'`).
     pub const FIFO: u8 = b'6';
+    /// A contiguous file (`'7'`), read as a regular one.
     pub const CONTIGUOUS: u8 = b'7';
+    /// A PAX extended header for the next member (`'x'`).
     pub const PAX_LOCAL: u8 = b'x';
+    /// A PAX global extended header (`'g'`).
     pub const PAX_GLOBAL: u8 = b'g';
+    /// A GNU long name for the next member (`'L'`).
     pub const GNU_LONG_NAME: u8 = b'L';
+    /// A GNU long link target for the next member (`'K'`).
     pub const GNU_LONG_LINK: u8 = b'K';
 }
 
@@ -228,7 +241,9 @@ fn text(b: &[u8; BLOCK], (at, len): (usize, usize)) -> &[u8] {
 pub struct RawHeader {
     /// The name field (with the POSIX prefix joined in front when present).
     pub name: Vec<u8>,
+    /// The member's size field, bytes of data after the header.
     pub size: u64,
+    /// The entry type flag (see [`kind`]).
     pub typeflag: u8,
 }
 

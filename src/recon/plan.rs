@@ -72,7 +72,9 @@ pub fn apply_state(state: &str, names: &[String]) -> Result<std::ops::Range<usiz
 /// Why `--state` could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateError {
+    /// Not of the form `in:<A>:out:<B>`.
     Malformed,
+    /// A job name that is not in the pipeline (the name).
     NotInPipeline(String),
 }
 
@@ -80,6 +82,7 @@ pub enum StateError {
 /// four names it tests; what each branch does is reconstructed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FilterAction {
+    /// The name stays in the pipeline.
     Keep,
     /// Dropped, with the warning to print.
     Drop(String),

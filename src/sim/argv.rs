@@ -31,12 +31,17 @@ pub type Check = fn(&str) -> Result<(), String>;
 /// One declared option.
 #[derive(Debug, Clone, Copy)]
 pub struct Opt {
+    /// The option as written, dashes included (`--pass`).
     pub name: &'static str,
+    /// How its value is attached.
     pub form: Form,
+    /// Missing from the command line is a usage error.
     pub required: bool,
+    /// May be given more than once (else a second one is a usage error).
     pub repeat: bool,
     /// Also recognised among the extra options.
     pub everywhere: bool,
+    /// Checks each value given.
     pub check: Check,
 }
 
@@ -53,14 +58,17 @@ pub const fn opt(name: &'static str, form: Form, check: Check) -> Opt {
 }
 
 impl Opt {
+    /// The option must be given.
     pub const fn required(mut self) -> Opt {
         self.required = true;
         self
     }
+    /// The option may be given more than once.
     pub const fn repeat(mut self) -> Opt {
         self.repeat = true;
         self
     }
+    /// The option is recognised among the extra options too.
     pub const fn everywhere(mut self) -> Opt {
         self.everywhere = true;
         self
@@ -72,6 +80,7 @@ impl Opt {
 pub struct Spec {
     /// The metavar of a positional input that must be the first argument, if the tool has one.
     pub input_first: Option<&'static str>,
+    /// The declared options.
     pub opts: &'static [Opt],
     /// Extra `--flag[=value]` options accepted after the required ones (and what they are).
     pub extra: Option<&'static str>,
@@ -80,6 +89,7 @@ pub struct Spec {
 /// A parsed command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Args {
+    /// The positional input (`None`: the tool takes none).
     pub input: Option<String>,
     /// Declared options in command-line order (`None` for switches).
     pub opts: Vec<(&'static str, Option<String>)>,
@@ -111,6 +121,7 @@ impl Args {
             .collect()
     }
 
+    /// Whether an option (a switch or one with a value) was given.
     pub fn has(&self, name: &str) -> bool {
         self.opts.iter().any(|(n, _)| *n == name)
     }

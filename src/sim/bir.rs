@@ -27,13 +27,19 @@ const OPS: [&[&str]; 5] = [
 /// A tensor of a subgraph's interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Port {
+    /// The tensor's name: the HLO parameter's or result's, or `<sg>_output0` for the value one
+    /// subgraph passes to the next.
     pub name: String,
+    /// The element type as HLO text spells it (`f32`, `bf16`).
     pub dtype: String,
+    /// The dimension sizes (empty for a scalar).
     pub shape: Vec<u64>,
+    /// The tensor's size, bytes.
     pub bytes: u64,
 }
 
 impl Port {
+    /// `{name, dtype, shape, bytes}`, as the BIR file holds it.
     pub fn to_json(&self) -> Value {
         json!({"name": self.name, "dtype": self.dtype, "shape": self.shape, "bytes": self.bytes})
     }
@@ -42,12 +48,16 @@ impl Port {
 /// An input/output alias of a subgraph.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AliasEntry {
+    /// The aliased input port's name.
     pub input_name: String,
+    /// The output port's name that shares its buffer.
     pub output_name: String,
+    /// `true`: the alias is required; `false`: it may be made.
     pub must_alias: bool,
 }
 
 impl AliasEntry {
+    /// `{input_name, output_name, must_alias}`, as the BIR file holds it.
     pub fn to_json(&self) -> Value {
         json!({"input_name": self.input_name, "output_name": self.output_name, "must_alias": self.must_alias})
     }
@@ -56,16 +66,23 @@ impl AliasEntry {
 /// What the frontend knows of one subgraph.
 #[derive(Debug, Clone)]
 pub struct SubgraphSource<'a> {
+    /// The subgraph's name (`sg00`).
     pub sg: String,
+    /// Its 0-based position among the model's subgraphs.
     pub index: usize,
+    /// How many subgraphs the model was split into.
     pub count: usize,
     /// The model bytes this subgraph stands for.
     pub bytes: &'a [u8],
+    /// The blake3 of the whole model.
     pub model_digest: blake3::Hash,
     /// The digest of `penguin.py` (so target and options reach every backend output).
     pub penguin_digest: blake3::Hash,
+    /// The tensors the subgraph reads.
     pub inputs: Vec<Port>,
+    /// The tensors it produces.
     pub outputs: Vec<Port>,
+    /// Its input/output aliases.
     pub aliases: Vec<AliasEntry>,
 }
 
@@ -126,10 +143,13 @@ pub fn to_bytes(doc: &Value) -> Vec<u8> {
 /// A checked BIR document.
 #[derive(Debug, Clone)]
 pub struct Bir {
+    /// The whole document.
     pub doc: Map<String, Value>,
+    /// The subgraph's name (its `sg` field).
     pub sg: String,
     /// Instruction count per engine, in [`ENGINES`] order.
     pub per_engine: [usize; 5],
+    /// Instructions, over every engine.
     pub instruction_count: usize,
 }
 
@@ -210,6 +230,7 @@ impl Bir {
             .collect()
     }
 
+    /// A top-level field of the document (`Null` when absent).
     pub fn field(&self, key: &str) -> Value {
         self.doc.get(key).cloned().unwrap_or(Value::Null)
     }

@@ -35,10 +35,13 @@ pub fn first_run(state_dir: &Path, tool: &str, key: &blake3::Hash) -> std::io::R
 /// One invocation, as `NXCC_SIM_RECORD` records it.
 #[derive(Debug, Clone)]
 pub struct Invocation {
+    /// The tool's name (`walrus_driver`).
     pub tool: String,
     /// The full argv, `argv[0]` first.
     pub argv: Vec<String>,
+    /// The working directory it ran in.
     pub cwd: PathBuf,
+    /// When it started, milliseconds since the Unix epoch.
     pub start_ms: u64,
 }
 

@@ -27,6 +27,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// A model as the tools see it.
 #[derive(Debug, Clone)]
 pub struct Model {
+    /// The model path is a directory (a multi-module model).
     pub is_dir: bool,
     /// A file: one part named after the file. A directory: its regular files, by name.
     pub parts: Vec<(String, Vec<u8>)>,
@@ -96,6 +97,7 @@ impl Model {
         self.parts.iter().map(|(_, b)| b.len()).sum()
     }
 
+    /// Whether the model has no bytes at all.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

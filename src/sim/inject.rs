@@ -103,7 +103,9 @@ impl Selector {
 /// One `<tool>:<setting>[@first]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry<T> {
+    /// The tools it applies to.
     pub selector: Selector,
+    /// The setting.
     pub value: T,
     /// Ends in `@first`.
     pub first_only: bool,
@@ -112,16 +114,22 @@ pub struct Entry<T> {
 /// A setting chosen for one tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chosen<T> {
+    /// The setting.
     pub value: T,
+    /// It applies only to the tool's first run for a model (`@first`).
     pub first_only: bool,
 }
 
 /// Everything the environment asks of the simulated tools.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Inject {
+    /// `NXCC_SIM_FAULT`'s entries, in order.
     pub faults: Vec<Entry<Fault>>,
+    /// `NXCC_SIM_WORK_MS`'s entries, in order (milliseconds).
     pub work_ms: Vec<Entry<u64>>,
+    /// `NXCC_SIM_WORK_MS_PER_MB`'s entries, in order (milliseconds per MiB of model).
     pub work_ms_per_mb: Vec<Entry<u64>>,
+    /// `NXCC_SIM_RSS_MB`'s entries, in order (MiB).
     pub rss_mb: Vec<Entry<u64>>,
     /// `NXCC_SIM_RECORD`, as given.
     pub record: Option<PathBuf>,
@@ -132,9 +140,13 @@ pub struct Inject {
 /// The settings that apply to one tool.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ForTool {
+    /// The fault to play (`None`: run normally).
     pub fault: Option<Chosen<Fault>>,
+    /// CPU-bound work before writing outputs, milliseconds (`None`: none).
     pub work_ms: Option<Chosen<u64>>,
+    /// More CPU-bound work, milliseconds per MiB of the model read (`None`: none).
     pub work_ms_per_mb: Option<Chosen<u64>>,
+    /// Memory to touch and hold until the tool returns, MiB (`None`: none).
     pub rss_mb: Option<Chosen<u64>>,
 }
 

@@ -84,6 +84,7 @@ struct Job {
     extra: Vec<String>,
 }
 
+/// The [`PrepareFn`](super::PrepareFn) of `hlo2penguin`: check the argv, read the model.
 pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> {
     if args.has("--layers-per-module") && !args.has("--partition") {
         return Err(ToolError::Usage(

@@ -47,6 +47,8 @@ fn read(cwd: &Path, what: &str, p: &str) -> Result<Vec<u8>, ToolError> {
     std::fs::read(&path).map_err(|e| ToolError::reading(what, &path, e))
 }
 
+/// The [`PrepareFn`](super::PrepareFn) of `hlo-neff-wrapper`: check the argv, read the model, the
+/// NEFF, the netlist and the transposes files.
 pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> {
     let files: Vec<&str> = match (
         args.get("--io_transposes"),

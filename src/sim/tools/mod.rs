@@ -51,6 +51,7 @@ pub enum ToolError {
 }
 
 impl ToolError {
+    /// The exit status the tool ends with: 2 for a usage or compiler-format error, 1 for a failure.
     pub fn status(&self) -> i32 {
         match self {
             ToolError::Usage(_) | ToolError::Ncc(_) => 2,
@@ -74,6 +75,7 @@ impl ToolError {
         }
     }
 
+    /// An output that cannot be written: a failure.
     pub fn writing(path: &Path, e: std::io::Error) -> ToolError {
         ToolError::Failed(format!("cannot write {}: {e}", path.display()))
     }
@@ -88,7 +90,9 @@ impl ToolError {
 /// (summed over the model's modules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GraphCost {
+    /// Memory touched and held while the tool runs, bytes.
     pub rss_bytes: u64,
+    /// CPU-bound work, milliseconds.
     pub work_ms: u64,
 }
 
@@ -145,9 +149,13 @@ pub type PrepareFn = fn(&Args, &Path) -> Result<Box<dyn Prepared>, ToolError>;
 
 /// One simulated tool.
 pub struct ToolDef {
+    /// The tool's executable name (`hlo2penguin`).
     pub name: &'static str,
+    /// Its command line.
     pub spec: &'static Spec,
+    /// Its line in `nxcc-sim --help`: the job it stands for, what it reads and writes.
     pub summary: &'static str,
+    /// Checks a parsed command line and its inputs.
     pub prepare: PrepareFn,
 }
 

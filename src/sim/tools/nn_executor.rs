@@ -46,6 +46,7 @@ struct Job {
     output: PathBuf,
 }
 
+/// The [`PrepareFn`](super::PrepareFn) of `nn_executor`: check the argv, read the BIR.
 pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> {
     let bir_path = resolve(cwd, args.value("--bir"));
     let bytes = std::fs::read(&bir_path).map_err(|e| ToolError::reading("BIR", &bir_path, e))?;

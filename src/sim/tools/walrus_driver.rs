@@ -133,6 +133,7 @@ struct Job {
     options: Value,
 }
 
+/// The [`PrepareFn`](super::PrepareFn) of `walrus_driver`: check the argv, read the BIR.
 pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> {
     if args.has("--optlevel") {
         return Err(ToolError::Ncc(NccError::new(

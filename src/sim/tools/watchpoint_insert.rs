@@ -47,6 +47,7 @@ struct Job {
     mode: String,
 }
 
+/// The [`PrepareFn`](super::PrepareFn) of `watchpoint_insert`: check the argv, read the BIR.
 pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> {
     let path = resolve(cwd, args.value("--bir"));
     let bytes = std::fs::read(&path).map_err(|e| ToolError::reading("BIR", &path, e))?;

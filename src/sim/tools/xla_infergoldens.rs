@@ -62,6 +62,7 @@ struct Job {
     gold: PathBuf,
 }
 
+/// The [`PrepareFn`](super::PrepareFn) of `xla_infergoldens`: check the argv, read the model.
 pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> {
     let path = resolve(cwd, args.value("--module"));
     let model = Model::read(&path).map_err(|e| ToolError::reading("module", &path, e))?;
