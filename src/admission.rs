@@ -64,11 +64,15 @@ pub struct Schedule {
 /// What is running and waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Snapshot {
+    /// Compiles holding a place now.
     pub running: usize,
+    /// Compiles waiting for a place.
     pub queued: usize,
     /// Sum of the running compiles' estimates, bytes.
     pub memory_in_use: u64,
+    /// The memory budget, bytes (`None`: no budget).
     pub memory_budget: Option<u64>,
+    /// How many compiles may run at once.
     pub max_concurrent: usize,
 }
 
@@ -187,10 +191,12 @@ impl Schedule {
         started
     }
 
+    /// Whether the compile `id` holds a place.
     pub fn is_running(&self, id: Id) -> bool {
         self.running.contains_key(&id)
     }
 
+    /// What is running and waiting, as counts.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             running: self.running.len(),
@@ -285,6 +291,7 @@ impl Admission {
             .wait(cancel)
     }
 
+    /// What is running and waiting now.
     pub fn snapshot(&self) -> Snapshot {
         self.lock().snapshot()
     }

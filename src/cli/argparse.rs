@@ -20,9 +20,13 @@ pub use super::numbers::{parse_python_float, parse_python_int};
 /// How many values a positional takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nargs {
+    /// Exactly one value.
     One,
+    /// Zero or one value (`nargs='?'`).
     Optional,
+    /// Any number of values (`nargs='*'`).
     ZeroOrMore,
+    /// At least one value (`nargs='+'`).
     OneOrMore,
 }
 
@@ -44,15 +48,20 @@ impl Nargs {
 /// A positional argument.
 #[derive(Debug, Clone, Copy)]
 pub struct Positional {
+    /// The name shown in usage and help (`<model_file>`).
     pub metavar: &'static str,
+    /// How many values it takes.
     pub nargs: Nargs,
+    /// Its help text.
     pub help: &'static str,
 }
 
 /// One option string the parser recognises, and what it means.
 #[derive(Debug, Clone)]
 pub struct OptionEntry {
+    /// The option string as typed (`--target`, `-O`).
     pub text: String,
+    /// The flag it belongs to.
     pub flag: &'static Flag,
     /// `--disable-X` / `--no-X`: sets the dest to `false`.
     pub negated: bool,
@@ -61,17 +70,22 @@ pub struct OptionEntry {
 /// A parser: a program name, its option strings (in declaration order) and its positionals.
 #[derive(Debug, Clone)]
 pub struct ArgParser {
+    /// The program name usage lines start with (`nxcc compile`).
     pub prog: String,
     /// Shared: a parser for a fixed table is built once per process and cloned cheaply.
     pub entries: std::sync::Arc<Vec<OptionEntry>>,
+    /// The positionals, in the order they are filled.
     pub positionals: Vec<Positional>,
 }
 
 /// One option as it occurred on the command line, with its converted value(s).
 #[derive(Debug, Clone)]
 pub struct Occurrence {
+    /// The flag that occurred.
     pub flag: &'static Flag,
+    /// The option string used (after prefix matching: the full spelling).
     pub option_string: String,
+    /// It was the flag's negative form (`--disable-X`, `--no-X`).
     pub negated: bool,
     /// The converted value: `Bool` for flags, a scalar for `store`, `List` for `nargs='+'`.
     pub value: Value,
@@ -80,6 +94,7 @@ pub struct Occurrence {
 /// What a parse produced.
 #[derive(Debug, Clone, Default)]
 pub struct Parsed {
+    /// Every option given, in command-line order.
     pub occurrences: Vec<Occurrence>,
     /// The values of each positional, in declaration order (empty when not given).
     pub positionals: Vec<Vec<String>>,
@@ -94,9 +109,11 @@ impl Parsed {
     pub fn last(&self, dest: &str) -> Option<&Occurrence> {
         self.occurrences.iter().rev().find(|o| o.flag.dest == dest)
     }
+    /// The string value of the last occurrence of a dest.
     pub fn str(&self, dest: &str) -> Option<&str> {
         self.last(dest).and_then(|o| o.value.as_str())
     }
+    /// Whether the last occurrence of a dest is a true flag.
     pub fn flag(&self, dest: &str) -> bool {
         self.last(dest).is_some_and(|o| o.value.as_bool())
     }
@@ -128,6 +145,7 @@ fn value_text(v: &Value) -> String {
 /// A usage error in argparse's form: `argument --x: message`, or a bare message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgError {
+    /// The whole message, as argparse prints it after `error: `.
     pub message: String,
 }
 
@@ -137,6 +155,7 @@ impl ArgError {
             message: format!("argument {names}: {message}"),
         }
     }
+    /// An error whose message is printed as it is.
     pub fn plain(message: impl Into<String>) -> ArgError {
         ArgError {
             message: message.into(),

@@ -13,15 +13,22 @@ use super::level;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Value {
+    /// Not set and no default (Python's `None`).
     None,
+    /// A flag's `True` / `False`.
     Bool(bool),
+    /// An integer.
     Int(i64),
+    /// A float.
     Float(f64),
+    /// A string.
     Str(String),
+    /// A list of strings (`append`, `nargs='+'`).
     List(Vec<String>),
 }
 
 impl Value {
+    /// Python's truthiness of the value.
     pub fn as_bool(&self) -> bool {
         match self {
             Value::None => false,
@@ -33,6 +40,7 @@ impl Value {
         }
     }
 
+    /// The value as an integer (a bool as 0 or 1); `None` for other kinds.
     pub fn as_int(&self) -> Option<i64> {
         match self {
             Value::Int(i) => Some(*i),
@@ -41,6 +49,7 @@ impl Value {
         }
     }
 
+    /// The value as a float (an integer converted); `None` for other kinds.
     pub fn as_float(&self) -> Option<f64> {
         match self {
             Value::Float(f) => Some(*f),
@@ -49,6 +58,7 @@ impl Value {
         }
     }
 
+    /// The string, when the value is one.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
@@ -56,6 +66,7 @@ impl Value {
         }
     }
 
+    /// The list, when the value is one; else empty.
     pub fn as_list(&self) -> &[String] {
         match self {
             Value::List(l) => l,
@@ -121,6 +132,7 @@ impl Namespace {
         }
     }
 
+    /// The value of a dest (a dest outside the flag table is a programming error: it panics).
     pub fn get(&self, dest: &str) -> &Value {
         &self.values[slot(dest)]
     }
@@ -165,6 +177,7 @@ impl Namespace {
         self.used[i] = true;
     }
 
+    /// Mark a dest as set by the user without changing its value (`<dest>_Used`).
     pub fn mark_used(&mut self, dest: &str) {
         self.used[slot(dest)] = true;
     }
@@ -174,18 +187,22 @@ impl Namespace {
         self.used[slot(dest)]
     }
 
+    /// A dest's truthiness.
     pub fn bool(&self, dest: &str) -> bool {
         self.get(dest).as_bool()
     }
 
+    /// A dest's integer value.
     pub fn int(&self, dest: &str) -> Option<i64> {
         self.get(dest).as_int()
     }
 
+    /// A dest's string value.
     pub fn str(&self, dest: &str) -> Option<&str> {
         self.get(dest).as_str()
     }
 
+    /// A dest's list value (empty when it is not a list).
     pub fn list(&self, dest: &str) -> &[String] {
         self.get(dest).as_list()
     }

@@ -31,6 +31,7 @@ pub enum CacheUse {
 }
 
 impl CacheUse {
+    /// The word reports use: `hit`, `miss` or `off`.
     pub fn as_str(self) -> &'static str {
         match self {
             CacheUse::Hit => "hit",
@@ -62,9 +63,11 @@ pub struct EngineConfig {
 /// How one compile ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
+    /// The compile's exit status (0, 70, 130/143).
     pub exit_status: i32,
     /// The error lines reported (the `/compile` route answers them).
     pub error_lines: Vec<String>,
+    /// Whether the cache served it, ran it, or was not used.
     pub cache: CacheUse,
     /// Per-job figures (empty for a cache hit).
     pub jobs: Vec<JobMetrics>,
@@ -100,6 +103,7 @@ pub trait Engine: Send + Sync {
 pub struct Cached {
     /// The daemon's cache directory (a request's own `--cache_dir` / `--no_cache` win).
     pub cache_dir: PathBuf,
+    /// What runs a compile the cache does not serve.
     pub engine: crate::engine::Engine,
 }
 

@@ -86,6 +86,7 @@ pub struct Control {
 }
 
 impl Control {
+    /// A compile's control, counted in no phase counts (tests, one-off runs).
     pub fn new() -> Arc<Control> {
         Control::counted(Arc::default())
     }
@@ -127,14 +128,17 @@ impl Control {
         }
     }
 
+    /// Whether the compile was cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }
 
+    /// Whether the compile holds an admission place and runs.
     pub fn is_running(&self) -> bool {
         *self.phase() == Phase::Running
     }
 
+    /// Whether the compile still waits for admission.
     pub fn is_queued(&self) -> bool {
         *self.phase() == Phase::Queued
     }
@@ -165,10 +169,13 @@ impl Control {
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ended {
+    /// The exit status the client gets.
     pub exit_status: i32,
+    /// The error lines reported, in order.
     pub error_lines: Vec<String>,
     /// The NEFF the compile writes (when it got as far as a plan).
     pub output: Option<PathBuf>,
+    /// Whether the cache served it, ran it, or was not used.
     pub cache: CacheUse,
     /// From admission to the end (zero when it never started).
     pub wall: Duration,
@@ -176,7 +183,9 @@ pub struct Ended {
 
 /// What a compile needs from the daemon.
 pub struct Context<'a> {
+    /// What runs the compile.
     pub engine: &'a dyn Engine,
+    /// The daemon's admission control, which the compile waits on.
     pub admission: &'a Arc<Admission>,
 }
 

@@ -42,11 +42,15 @@ struct Totals {
 
 /// The daemon's shared state.
 pub struct Daemon {
+    /// The daemon's command-line settings.
     pub config: Config,
+    /// What runs the compiles.
     pub engine: Arc<dyn Engine>,
+    /// Admission control shared by every compile.
     pub admission: Arc<Admission>,
     /// Who may connect, and how many at once.
     pub gate: Arc<Gate>,
+    /// The daemon's log (stderr or `--log-file`).
     pub log: DaemonLog,
     /// The daemon's own uid (always served).
     pub uid: u32,
@@ -143,6 +147,7 @@ impl Daemon {
         }
     }
 
+    /// Whether the daemon is stopping (it takes no new compile).
     pub fn stopping(&self) -> bool {
         self.stop.borrow().is_some()
     }

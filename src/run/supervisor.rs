@@ -29,6 +29,7 @@ pub const WORKER_GRACE: Duration = Duration::from_millis(5500);
 
 /// Where the worker's stdout and stderr go.
 pub enum Output<'a> {
+    /// The worker writes to this process's own stdout and stderr.
     Inherit,
     /// Each line, with whether it came from stderr.
     Lines(&'a (dyn Fn(&str, bool) + Sync)),
@@ -39,8 +40,11 @@ pub enum Start<'a> {
     /// Execute a program (this binary with the worker's hidden argument): what the daemon does,
     /// and any process that has threads.
     Exec {
+        /// The executable to run.
         program: PathBuf,
+        /// Its arguments.
         args: Vec<String>,
+        /// Variables set in its environment.
         env: Vec<(String, String)>,
     },
     /// Fork this process — which must be single-threaded ([`single_threaded`]) — and run `body`
@@ -51,9 +55,11 @@ pub enum Start<'a> {
 
 /// What to run.
 pub struct WorkerSpec<'a> {
+    /// How the worker is started.
     pub start: Start<'a>,
     /// The worker's working directory (for [`Start::Exec`]; a forked worker keeps ours).
     pub cwd: &'a Path,
+    /// Where its output goes.
     pub output: Output<'a>,
     /// This process is a child subreaper ([`become_subreaper`]) and the worker is its only child:
     /// every process the compile leaves behind is then reparented here, so "no child left" proves
@@ -117,9 +123,11 @@ pub fn kill_children() {
 /// How the worker ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerOutcome {
+    /// The worker's process id.
     pub pid: u32,
     /// How it ended ([`End::Cancelled`] once the supervisor signalled it; never a timeout).
     pub end: End,
+    /// From the start to the worker's end.
     pub wall: Duration,
     /// Peak resident set size, KiB, of the worker or its largest waited-for descendant.
     pub max_rss_kb: u64,
@@ -129,7 +137,9 @@ pub struct WorkerOutcome {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the worker {program}: {source}")]
 pub struct StartError {
+    /// What was to be started (a program, or a forked worker).
     pub program: String,
+    /// Why it could not be.
     #[source]
     pub source: std::io::Error,
 }
