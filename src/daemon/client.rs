@@ -73,6 +73,8 @@ pub struct Target {
     pub socket: PathBuf,
     /// Arguments given to a daemon this client starts, besides `--socket` and `--log-file`.
     pub daemon_args: Vec<OsString>,
+    /// Variables set in the environment of a daemon this client starts.
+    pub daemon_env: Vec<(OsString, OsString)>,
 }
 
 impl Target {
@@ -81,6 +83,7 @@ impl Target {
         Target {
             socket: socket_path(),
             daemon_args: Vec::new(),
+            daemon_env: Vec::new(),
         }
     }
 }
@@ -235,6 +238,9 @@ pub fn start_daemon(target: &Target) -> Result<Child, String> {
     // This user's requests will carry the test variables: let the daemon take them.
     if test_vars {
         cmd.arg("--allow-test-env");
+    }
+    for (k, v) in &target.daemon_env {
+        cmd.env(k, v);
     }
     // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
     unsafe {

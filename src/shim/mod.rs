@@ -69,11 +69,19 @@ impl Config {
         ]
     }
 
-    /// Where the shim's compiles go.
-    pub fn target(&self) -> client::Target {
+    /// Where the shim's compiles go, from the shim in `dir`. The daemon's PATH leaves `dir` out,
+    /// so that nothing the real compiler starts by the name `neuronx-cc` comes back to the shim.
+    pub fn target(&self, dir: &Path) -> client::Target {
+        let path: Vec<PathBuf> = path_dirs()
+            .into_iter()
+            .filter(|d| !same_dir(d, dir))
+            .collect();
         client::Target {
             socket: self.socket.clone(),
             daemon_args: self.daemon_args(),
+            daemon_env: std::env::join_paths(path)
+                .map(|p| vec![("PATH".into(), p)])
+                .unwrap_or_default(),
         }
     }
 }

@@ -36,7 +36,13 @@ fn invoked_path(argv0: &std::ffi::OsStr) -> Option<PathBuf> {
     if argv0.as_encoded_bytes().contains(&b'/') {
         return Some(path.to_path_buf());
     }
-    super::which(LINK_NAME, None)
+    // The one the shell found — if it is this executable (a caller may run nxcc under the name
+    // neuronx-cc by another path).
+    let found = super::which(LINK_NAME, None)?;
+    let me = std::env::current_exe()
+        .and_then(|e| e.canonicalize())
+        .ok()?;
+    (found.canonicalize().ok()? == me).then_some(found)
 }
 
 /// The shim's entry point: `None` when this process is not an installed shim (nxcc goes on as
@@ -52,7 +58,7 @@ pub fn main(argv: &[OsString]) -> Option<i32> {
             return Some(crate::error::EXIT_COMPILE_FAILED);
         }
     };
-    Some(serve(&config, argv))
+    Some(serve(&config, dir, argv))
 }
 
 /// The compile argument list nxcc sends to the daemon for `args`, or `None` when the real
@@ -70,10 +76,10 @@ pub fn served_compile(args: &[OsString]) -> Option<Vec<String>> {
     }
 }
 
-fn serve(config: &Config, argv: &[OsString]) -> i32 {
+fn serve(config: &Config, dir: &Path, argv: &[OsString]) -> i32 {
     let args = &argv[1..];
     if let Some(compile) = served_compile(args) {
-        match client::send(&config.target(), &compile) {
+        match client::send(&config.target(dir), &compile) {
             Sent::Finished(status) => return status,
             Sent::Failed(e) => {
                 crate::cli::subcommand::err(&format!("[ERROR] {WHO}: {e}\n"));

@@ -10,6 +10,7 @@
 #   FAKE_COMPILER_CRASH=segv|abort|kill|exit=N   die by that signal (or exit N) instead
 #   FAKE_COMPILER_HOLD_MB=N                      hold N MiB (through python3) while working
 #   FAKE_COMPILER_SLEEP=SECONDS                  work this long (default with HOLD_MB: 0.2)
+#   FAKE_COMPILER_BUSY=1                         with HOLD_MB: that work keeps a CPU busy
 #   FAKE_COMPILER_RECORD=FILE                    append "<pid> <start ns> <end ns> <held MiB>
 #                                                <checksum of each model>" per run
 #   FAKE_COMPILER_ECHO=TEXT                      shown by --version and by usage errors
@@ -48,8 +49,13 @@ import sys, time
 b = bytearray(int(sys.argv[1]) << 20)
 for i in range(0, len(b), 4096):
     b[i] = 1
-time.sleep(float(sys.argv[2]))
-' "$FAKE_COMPILER_HOLD_MB" "${FAKE_COMPILER_SLEEP:-0.2}"
+if sys.argv[3] == "1":
+    end = time.process_time() + float(sys.argv[2])
+    while time.process_time() < end:
+        pass
+else:
+    time.sleep(float(sys.argv[2]))
+' "$FAKE_COMPILER_HOLD_MB" "${FAKE_COMPILER_SLEEP:-0.2}" "${FAKE_COMPILER_BUSY:-0}"
 elif [ -n "${FAKE_COMPILER_SLEEP:-}" ]; then
     sleep "$FAKE_COMPILER_SLEEP"
 fi
