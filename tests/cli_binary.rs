@@ -109,7 +109,9 @@ fn the_usage_line_lists_every_subcommand_the_originals_first() {
     let out = nxcc(&[]);
     let err = text(&out.stderr);
     assert!(
-        err.contains("{compile,list-operators,neff-info,parallel-compile,cache,daemon,toolchain}"),
+        err.contains(
+            "{compile,list-operators,neff-info,parallel-compile,cache,daemon,toolchain,shim}"
+        ),
         "{err}"
     );
 }
