@@ -123,14 +123,26 @@ fn compile(args: &cli::CompileArgs) -> i32 {
     };
     match plan.ns.str("dry_run") {
         Some("json") => {
-            let mut text =
-                serde_json::to_string_pretty(&dryrun::to_json(&plan)).unwrap_or_default();
+            let mut j = dryrun::to_json(&plan);
+            if let Some(o) = j.as_object_mut() {
+                o.insert(
+                    "memory_estimate".into(),
+                    crate::cache::estimate::to_json(&crate::cache::estimate::for_dry_run(&plan)),
+                );
+            }
+            let mut text = serde_json::to_string_pretty(&j).unwrap_or_default();
             text.push('\n');
             out(&text);
             0
         }
         Some(_) => {
-            out(&dryrun::to_text(&plan));
+            let e = crate::cache::estimate::for_dry_run(&plan);
+            out(&format!(
+                "{}\nmemory estimate: {} (from {})\n",
+                dryrun::to_text(&plan),
+                crate::hlo::summary::human(e.bytes),
+                e.basis.describe()
+            ));
             0
         }
         None => run_compile(&plan),
@@ -163,6 +175,7 @@ fn run_compile(plan: &plan::Plan) -> i32 {
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
     match name {
         "neff-info" => crate::neff::info::main(prog, args),
+        "hlo-info" => crate::hlo::command::main(prog, args),
         "toolchain" => crate::sim::layout::main(prog, args),
         "shim" => crate::shim::main(prog, args),
         "cache" => crate::cache::command::main(prog, args),

@@ -232,6 +232,16 @@ impl NccError {
             "Check that the compiler writes --output, and the output directory.",
         )
     }
+
+    /// NCC_EDRV113: a cache directory that others could write, or that is not what it must be
+    /// (`cause` says what is wrong and what fixes it).
+    pub fn unsafe_cache_dir(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV113",
+            format!("Cannot use {cause}"),
+            "Fix the cache directory as said, or use another one (--cache_dir), or --no_cache.",
+        )
+    }
 }
 
 impl fmt::Display for NccError {

@@ -6,10 +6,11 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
 //! table assigns them and `tests/layers.rs` checks every `crate::` path against it):
-//! 0. [`error`], [`shell`], [`npy`], [`provenance`];
+//! 0. [`error`], [`shell`], [`npy`], [`provenance`], [`fsx`] (atomic files, unique names,
+//!    directories walked without following links);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`];
-//! 2. [`admission`], [`neff`], [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]);
+//! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]);
 //! 3. [`jobs`]: the registry and one module per job kind;
 //! 4. [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
 //! 5. [`engine`]: what runs a compile (the pipeline: work dir, log, worker, executor, metrics,
@@ -30,6 +31,8 @@ pub mod daemon;
 pub mod driver;
 pub mod engine;
 pub mod error;
+pub mod fsx;
+pub mod hlo;
 pub mod jobs;
 pub mod neff;
 pub mod npy;

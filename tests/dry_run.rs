@@ -263,3 +263,92 @@ fn dry_run_model_stays_positional() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_dry_run_says_how_each_job_really_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo_module.pb"),
+        d.join("m.pb"),
+    )
+    .unwrap();
+    // A real (not simulated) toolchain: tools that exist, no simulation marker.
+    let tc = d.join("tc");
+    std::fs::create_dir(&tc).unwrap();
+    for t in ["hlo2penguin", "xla_infergoldens", "walrus_driver"] {
+        std::fs::write(tc.join(t), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            tc.join(t),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let dry = |args: &[&str], format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+            .args(["compile", "m.pb", "--target", "trn1", "--output", "o.neff"])
+            .args(args)
+            .arg(format!("--dry-run={format}"))
+            .current_dir(d)
+            .env("XDG_CACHE_HOME", d.join(".cache"))
+            .env_remove("NXCC_TOOLCHAIN")
+            .env_remove("NXCC_SIM_SUBGRAPHS")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let job = |j: &serde_json::Value, name: &str| {
+        j["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let tc_arg = tc.to_str().unwrap();
+
+    // The Frontend of a real toolchain is a subprocess of the installed driver, and the subgraph
+    // count is the Frontend's to decide.
+    let j: serde_json::Value =
+        serde_json::from_str(&dry(&["--toolchain", tc_arg], "json")).unwrap();
+    assert_eq!(job(&j, "Frontend")["runs_as"], "subprocess");
+    assert!(job(&j, "Frontend")["note"]
+        .as_str()
+        .unwrap()
+        .contains("installed neuronxcc package"));
+    assert_eq!(j["subgraphs_known"], false);
+    let text = dry(&["--toolchain", tc_arg], "text");
+    assert!(
+        text.contains("(predicted: the Frontend decides when it runs)"),
+        "{text}"
+    );
+    assert!(text.contains("per subgraph: one call for each sgNN directory the Frontend writes"));
+
+    // The simulated toolchain: an in-process Frontend, a known subgraph count.
+    let j: serde_json::Value = serde_json::from_str(&dry(&["--toolchain", "sim"], "json")).unwrap();
+    assert_eq!(job(&j, "Frontend")["runs_as"], "in-process");
+    assert_eq!(j["subgraphs_known"], true);
+    assert!(!dry(&["--toolchain", "sim"], "text").contains("per subgraph:"));
+
+    // The fork-walrus backend is a call inside the worker, in the launch directory.
+    let fork = ["--toolchain", "sim", "--enable-internal-fork-walrus"];
+    let j: serde_json::Value = serde_json::from_str(&dry(&fork, "json")).unwrap();
+    let walrus = job(&j, "WalrusDriver");
+    assert_eq!(walrus["runs_as"], "in-process");
+    assert_eq!(walrus["argv"][1], "<work dir>/sg00/bir.json");
+    let text = dry(&fork, "text");
+    assert!(
+        text.contains("WalrusDriver  [in-process, walrus_driver]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cwd     <launch dir> (inside the worker)"),
+        "{text}"
+    );
+}

@@ -1,4 +1,4 @@
-//! The layering rule, held: every `crate::` path in `src/` names a module of a lower layer than
+//! The layering rule, held: no import circles between modules, and every `crate::` path in `src/` names a module of a lower layer than
 //! the module it is written in, as the README's Layout table assigns them (a reconstructed rule,
 //! `recon::X`, may also serve the modules of its own layer). A module missing from
 //! the table, or an import that goes sideways or up, fails with the file and the path.
@@ -167,4 +167,127 @@ fn the_checker_sees_upward_and_sideways_imports() {
     let layers = layers();
     assert!(layers["run"] < layers["engine"] && layers["engine"] < layers["cache"]);
     assert_eq!(layers["sim"], layers["engine"]);
+}
+
+/// `src/a/b.rs` and `src/a/b/mod.rs` → `["a", "b"]`.
+fn module_path(rel: &str) -> Vec<String> {
+    let rest = rel.strip_prefix("src/").unwrap().trim_end_matches(".rs");
+    let mut parts: Vec<String> = rest.split('/').map(str::to_string).collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every `crate::...` and `super::...` path in `code`, as written.
+fn module_references(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let starts = (rest.starts_with("crate::") || rest.starts_with("super::"))
+            && (i == 0
+                || !(bytes[i - 1].is_ascii_alphanumeric()
+                    || bytes[i - 1] == b'_'
+                    || bytes[i - 1] == b':'));
+        if !starts {
+            i += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(rest.len());
+        out.push(
+            rest[..end]
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+        );
+        i += end.max(1);
+    }
+    out
+}
+
+#[test]
+fn no_module_imports_itself_through_others() {
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("src"), &mut files);
+    let mut modules: BTreeMap<Vec<String>, String> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(ROOT).unwrap().to_string_lossy().into_owned();
+        let m = module_path(&rel);
+        if !(m == ["lib"] || m == ["main"]) {
+            modules.insert(m, rel);
+        }
+    }
+    let mut edges: BTreeMap<Vec<String>, Vec<Vec<String>>> = BTreeMap::new();
+    for (m, rel) in &modules {
+        let text = std::fs::read_to_string(Path::new(ROOT).join(rel)).unwrap();
+        // Test modules may reach anywhere.
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for path in module_references(&code(text)) {
+            let (mut base, rest): (Vec<String>, &[String]) = match path[0].as_str() {
+                "crate" => (Vec::new(), &path[1..]),
+                _ => {
+                    let ups = path.iter().take_while(|p| *p == "super").count();
+                    (m[..m.len().saturating_sub(ups)].to_vec(), &path[ups..])
+                }
+            };
+            // The longest prefix that names a module file.
+            let mut target = None;
+            for n in (1..=rest.len()).rev() {
+                let mut cand = base.clone();
+                cand.extend_from_slice(&rest[..n]);
+                if modules.contains_key(&cand) {
+                    target = Some(cand);
+                    break;
+                }
+            }
+            base.clear();
+            if let Some(t) = target {
+                // A module's own items and its parent's are not edges between siblings.
+                if &t != m && !m.starts_with(&t) {
+                    edges.entry(m.clone()).or_default().push(t);
+                }
+            }
+        }
+    }
+    // Depth-first search for a back edge.
+    fn visit(
+        m: &Vec<String>,
+        edges: &BTreeMap<Vec<String>, Vec<Vec<String>>>,
+        state: &mut BTreeMap<Vec<String>, u8>,
+        stack: &mut Vec<Vec<String>>,
+        cycles: &mut Vec<String>,
+    ) {
+        state.insert(m.clone(), 1);
+        stack.push(m.clone());
+        for t in edges.get(m).into_iter().flatten() {
+            match state.get(t).copied().unwrap_or(0) {
+                0 => visit(t, edges, state, stack, cycles),
+                1 => {
+                    let from = stack.iter().position(|s| s == t).unwrap();
+                    let names: Vec<String> = stack[from..]
+                        .iter()
+                        .chain(std::iter::once(t))
+                        .map(|p| p.join("::"))
+                        .collect();
+                    cycles.push(names.join(" → "));
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(m.clone(), 2);
+    }
+    let mut state = BTreeMap::new();
+    let mut cycles = Vec::new();
+    for m in modules.keys() {
+        if !state.contains_key(m) {
+            visit(m, &edges, &mut state, &mut Vec::new(), &mut cycles);
+        }
+    }
+    assert!(cycles.is_empty(), "import circles:\n{}", cycles.join("\n"));
 }

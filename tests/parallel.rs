@@ -17,13 +17,16 @@ fn fake_compiler() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh")
 }
 
-/// `n` copies of the example model with distinct trailing bytes, in `dir`.
+/// `n` distinct copies of the example model in `dir`: each ends with its own unknown field
+/// (number 1000, length-delimited), which a reader skips, so each is still the same module.
 fn variants(s: &Scratch, dir: &str, n: usize) {
     std::fs::create_dir_all(s.join(dir)).unwrap();
     let base = std::fs::read(s.join(MODEL)).unwrap();
     for i in 0..n {
         let mut b = base.clone();
-        b.extend_from_slice(format!("variant {dir} {i:02}").as_bytes());
+        let tag = format!("variant {dir} {i:02}");
+        b.extend_from_slice(&[0xc2, 0x3e, tag.len() as u8]);
+        b.extend_from_slice(tag.as_bytes());
         std::fs::write(s.join(&format!("{dir}/g{i:02}.pb")), b).unwrap();
     }
 }
@@ -120,6 +123,17 @@ fn learned_estimates_keep_the_compiles_within_the_memory_budget() {
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     let r = report(&s, "report.json");
     assert_eq!(r["succeeded"], 12);
+    // The table says what each estimate came from.
+    let table = text(&o.stdout);
+    assert!(
+        table.lines().next().unwrap().contains("estimate MiB  from"),
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains("  similar  ")).count(),
+        12,
+        "{table}"
+    );
     for c in r["compiles"].as_array().unwrap() {
         assert_eq!(c["estimate"]["basis"], "similar", "{c}");
         let est = c["estimate"]["bytes"].as_u64().unwrap();

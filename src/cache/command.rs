@@ -7,8 +7,11 @@
 //!   (`512M`, `2G`, ...), and removes leftovers of interrupted compiles;
 //! - `clear`: evicts everything.
 //!
-//! The directory defaults to `$NEURON_COMPILE_CACHE_URL`, else [`DEFAULT_DIR`]; a remote URL is a usage error (exit 2). `--json`
-//! prints the report as one JSON object.
+//! The directory defaults to `$NEURON_COMPILE_CACHE_URL`, else [`DEFAULT_DIR`]; a remote URL, or
+//! a directory the cache must not use ([`super::store::Cache::check`]: owned by another user,
+//! writable by others), is a usage error (exit 2). `--json` prints the report as one JSON
+//! object. What was removed because it was not a plain directory or file (a link) is warned
+//! about on stderr.
 
 use super::compile::{check_local, DEFAULT_DIR};
 use super::maintain;
@@ -126,6 +129,14 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         &std::env::current_dir().unwrap_or_default(),
         &dir,
     ));
+    if let Err(u) = cache.check() {
+        return usage_error(prog, format!("argument --cache_dir: {u}"));
+    }
+    let warn = |warnings: &[String]| {
+        for w in warnings {
+            eprintln!("{prog}: warning: {w}");
+        }
+    };
     match action {
         "stats" => {
             let s = maintain::stats(&cache);
@@ -176,6 +187,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         }
         "gc" => {
             let r = maintain::gc(&cache, max_size);
+            warn(&r.warnings);
             print(json, &r, || {
                 format!(
                     "evicted {} entries ({}); {} entries left ({}); removed {} leftovers\n",
@@ -190,6 +202,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         }
         _ => {
             let r = maintain::clear(&cache);
+            warn(&r.warnings);
             print(json, &r, || {
                 format!(
                     "evicted {} entries; removed {} leftovers\n",

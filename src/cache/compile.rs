@@ -11,12 +11,17 @@
 //!    with a warning, and compiled again.
 //! 3. Otherwise take the key's lock (waiting for another compile of the same key), look again
 //!    (the other compile's result is reused), and compile on the engine.
-//! 4. Publish the result: a success as `model.neff`, `meta.json`, `log.txt`, and its peak memory
+//!    The cache directory is checked first ([`Cache::check`]): one that others could write fails
+//!    the compile (exit 70) with what to fix.
+//! 4. Before the compile runs, make a temporary entry ([`Cache::begin`]); the compile writes
+//!    its NEFF there itself ([`engine::run_producing`]) besides `--output`.
+//! 5. Publish the result: a success as `model.neff` (the file the compile wrote into the
+//!    temporary entry, hashed there), `meta.json`, `log.txt`, and its peak memory
 //!    in the estimate index; a failure the inputs caused (see
 //!    [`crate::recon::cache::failure_is_cacheable`]) as `failed.json`, `meta.json`, `log.txt`.
 //!    A cache that cannot be written costs a warning, never the compile.
 
-use std::io::{Read, Seek};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -175,6 +180,32 @@ fn warn(logger: &Option<Logger>, message: &str) {
     }
 }
 
+/// A cache directory that must not be used fails the compile at once (exit 70), saying what to
+/// fix; nothing runs.
+fn refuse_unsafe_dir(
+    u: &store::UnsafeDir,
+    logger: &Option<Logger>,
+    opts: &Options,
+) -> CachedOutcome {
+    let line = NccError::unsafe_cache_dir(u).to_string();
+    match logger {
+        Some(l) => l.error(log::DRIVER, &line),
+        None => eprintln!("{line}"),
+    }
+    if let Some(f) = opts.on_event {
+        f(&Event::Error { line: line.clone() });
+        f(&Event::Done {
+            exit_status: EXIT_COMPILE_FAILED,
+        });
+    }
+    CachedOutcome {
+        outcome: plain_outcome(EXIT_COMPILE_FAILED, vec![line]),
+        cache: CacheStatus::Off,
+        key: None,
+        entry: None,
+    }
+}
+
 /// Compile `plan` on `engine` through the cache (see the module documentation).
 pub fn compile_cached(
     plan: &Plan,
@@ -204,6 +235,9 @@ pub fn compile_cached_keyed(
         return uncached();
     };
     let logger = open_logger(plan, opts);
+    if let Err(u) = cache.check() {
+        return refuse_unsafe_dir(&u, &logger, opts);
+    }
     if !crate::recon::cache::plan_is_cacheable(&plan.pipeline) {
         if let Some(l) = &logger {
             l.info(
@@ -249,7 +283,15 @@ pub fn compile_cached_keyed(
         }
     });
     let _lock = match lock {
-        Ok(Some(l)) => l,
+        Ok(Some(l)) => {
+            if let Some(why) = &l.replaced {
+                warn(
+                    &logger,
+                    &format!("removed the cache lock {} ({why})", l.path.display()),
+                );
+            }
+            l
+        }
         Ok(None) => {
             // Cancelled while waiting: nothing ran.
             let sig = match opts.interrupted.load(Ordering::SeqCst) {
@@ -280,20 +322,38 @@ pub fn compile_cached_keyed(
     let log_start = std::fs::metadata(&plan.logfile)
         .map(|m| m.len())
         .unwrap_or(0);
-    let outcome = engine::run(plan, opts, engine);
+    // The compile writes the NEFF into a temporary entry only it knows; the entry is made from
+    // that file, never from --output (see the module documentation).
+    let pending = match cache.begin(&key.key) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            warn(
+                &logger,
+                &format!(
+                    "cannot write to the cache {} ({e}); compiling without storing the result",
+                    cache.dir().display()
+                ),
+            );
+            None
+        }
+    };
+    let product = pending.as_ref().map(|p| p.path().join(NEFF_FILE));
+    let outcome = engine::run_producing(plan, opts, engine, product.as_deref());
     let interrupted = opts.interrupted.load(Ordering::SeqCst) != 0 || opts.cancel.is_cancelled();
-    let entry = if outcome.exit_status == 0 {
-        ctx.publish(&outcome, engine, log_start, true)
-    } else if crate::recon::cache::failure_is_cacheable(
-        outcome.exit_status,
-        outcome.worker_pid.is_some(),
-        &outcome.jobs,
-        &outcome.error_lines,
-        interrupted,
-    ) {
-        ctx.publish(&outcome, engine, log_start, false)
-    } else {
-        None
+    let entry = match pending {
+        Some(p) if outcome.exit_status == 0 => ctx.publish(p, &outcome, engine, log_start, true),
+        Some(p)
+            if crate::recon::cache::failure_is_cacheable(
+                outcome.exit_status,
+                outcome.worker_pid.is_some(),
+                &outcome.jobs,
+                &outcome.error_lines,
+                interrupted,
+            ) =>
+        {
+            ctx.publish(p, &outcome, engine, log_start, false)
+        }
+        _ => None,
     };
     CachedOutcome {
         outcome,
@@ -436,6 +496,7 @@ impl Ctx<'_> {
     /// be stored.
     fn publish(
         &self,
+        pending: store::Pending,
         outcome: &Outcome,
         engine: &Engine,
         log_start: u64,
@@ -466,26 +527,34 @@ impl Ctx<'_> {
         };
         let mut log_text = compile_log(&plan.logfile, log_start, outcome);
         log_text.push_str(&metrics::table(&outcome.jobs));
-        let written = self.cache.publish(&key.key, &|tmp: &Path| {
+        let fill = |tmp: &crate::fsx::Dir| -> std::io::Result<Meta> {
             let mut m = meta.clone();
             if ok {
-                let (hash, size) = store::copy_in(&plan.output, &tmp.join(NEFF_FILE))?;
+                let (hash, size) = store::hash_in(tmp, NEFF_FILE).map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("the compile left no NEFF for the cache ({e})"),
+                    )
+                })?;
                 m.neff = Some(NeffInfo {
                     blake3: hash.to_hex().to_string(),
                     size,
                 });
             } else {
-                meta::write_json(
-                    &tmp.join(FAILED_FILE),
+                store::write_json_in(
+                    tmp,
+                    FAILED_FILE,
                     &Failed {
                         exit_status: outcome.exit_status,
                         error_lines: outcome.error_lines.clone(),
                     },
                 )?;
             }
-            std::fs::write(tmp.join(LOG_FILE), log_text.as_bytes())?;
-            meta::write_json(&tmp.join(META_FILE), &m)
-        });
+            tmp.create_file(LOG_FILE)?.write_all(log_text.as_bytes())?;
+            store::write_json_in(tmp, META_FILE, &m)?;
+            Ok(m)
+        };
+        let written = fill(pending.dir()).and_then(|_| pending.commit());
         match written {
             Ok(dir) => {
                 if let Some(l) = self.logger {
@@ -498,6 +567,9 @@ impl Ctx<'_> {
                     let rec = estimate::Record {
                         key: key.key.clone(),
                         model_size: key.model_size,
+                        parameter_bytes: key.features.parameter_bytes,
+                        result_bytes: key.features.result_bytes,
+                        instructions: key.features.instructions,
                         peak_rss_kb: meta.peak_rss_kb,
                         at_ms: now,
                     };

@@ -1,37 +1,74 @@
 //! The memory estimate of a compile (07), used by `parallel-compile` and the daemon to admit
 //! compiles within a memory budget: the peak RSS recorded in the cache for the same key; else the
 //! peak of the most similar earlier compile — the same arguments (the same args key), the nearest
-//! model size; else [`default_estimate`] (4 × the model size + 256 MiB).
+//! graph by its [`Features`] (file size, parameter and result bytes, instruction count; see
+//! [`distance`]); else the named formula [`FORMULA`] over those features ([`formula_estimate`]).
 //!
 //! Every successful compile through the cache appends one line to a small index,
-//! `nxcc-v1/estimates/<args key>.jsonl` (`{"key", "model_size", "peak_rss_kb", "at_ms"}`), so a
-//! lookup reads one small file instead of scanning every entry; the index outlives evictions
-//! (what a compile needed stays true after its NEFF is gone). A file that grows past
-//! [`COMPACT_AT`] lines is rewritten with the newest line per key, keeping [`KEEP`].
+//! `nxcc-v1/estimates/<args key>.jsonl` (`{"key", "model_size", "parameter_bytes",
+//! "result_bytes", "instructions", "peak_rss_kb", "at_ms"}`; lines written before the graph
+//! features existed read as features of 0), so a lookup reads one small file instead of scanning
+//! every entry; the index outlives evictions (what a compile needed stays true after its NEFF is
+//! gone). A file that grows past [`COMPACT_AT`] lines is rewritten with the newest line per key,
+//! keeping [`KEEP`].
 
 use std::io::{BufRead, Write};
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+
+use rustix::fs::OFlags;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::features::Features;
 use super::key::Key;
-use super::store::{Cache, Lookup, ESTIMATES_DIR};
+use super::store::{Cache, Lookup};
+use crate::fsx::{AtomicFile, Dir, Durability};
 
-/// The fixed part of the default estimate.
-pub const DEFAULT_BASE_BYTES: u64 = 256 << 20;
-/// The default estimate's multiple of the model size.
+/// The formula's name and definition, as estimates report it.
+pub const FORMULA: &str =
+    "graph-v1: 320 MiB + 4 × file size + 8 × (parameter + result bytes) + 16 KiB × instructions";
+/// [`FORMULA`]'s name alone.
+pub const FORMULA_NAME: &str = "graph-v1";
+/// [`FORMULA`]: the fixed part (above the ~303 MiB a small compile was measured to use).
+pub const DEFAULT_BASE_BYTES: u64 = 320 << 20;
+/// [`FORMULA`]: bytes per byte of the model file.
 pub const DEFAULT_MODEL_FACTOR: u64 = 4;
+/// [`FORMULA`]: bytes per byte of the entry computation's parameters and results.
+pub const TENSOR_FACTOR: u64 = 8;
+/// [`FORMULA`]: bytes per HLO instruction.
+pub const INSTRUCTION_BYTES: u64 = 16 << 10;
 /// Index lines that trigger a compaction.
 pub const COMPACT_AT: usize = 512;
 /// Lines a compaction keeps (the newest, one per key).
 pub const KEEP: usize = 256;
 
-/// The estimate when nothing is known: 4 × the model size + 256 MiB.
+/// [`FORMULA`] over a compile's features.
+pub fn formula_estimate(f: &Features) -> u64 {
+    DEFAULT_BASE_BYTES
+        .saturating_add(f.model_size.saturating_mul(DEFAULT_MODEL_FACTOR))
+        .saturating_add(
+            f.parameter_bytes
+                .saturating_add(f.result_bytes)
+                .saturating_mul(TENSOR_FACTOR),
+        )
+        .saturating_add(f.instructions.saturating_mul(INSTRUCTION_BYTES))
+}
+
+/// [`FORMULA`] for a model known only by its size: 4 × the model size + 320 MiB.
 pub fn default_estimate(model_size: u64) -> u64 {
-    model_size
-        .saturating_mul(DEFAULT_MODEL_FACTOR)
-        .saturating_add(DEFAULT_BASE_BYTES)
+    formula_estimate(&Features::of_size(model_size))
+}
+
+/// How unlike two compiles' models are: the sum over file size, parameter plus result bytes and
+/// instruction count of |log2(1 + a) − log2(1 + b)| (so a model twice as large in one figure is
+/// one unit away, whatever its scale).
+pub fn distance(a: &Features, b: &Features) -> f64 {
+    let d = |x: u64, y: u64| ((1.0 + x as f64).log2() - (1.0 + y as f64).log2()).abs();
+    d(a.model_size, b.model_size)
+        + d(
+            a.parameter_bytes.saturating_add(a.result_bytes),
+            b.parameter_bytes.saturating_add(b.result_bytes),
+        )
+        + d(a.instructions, b.instructions)
 }
 
 /// Where an estimate comes from.
@@ -40,10 +77,39 @@ pub fn default_estimate(model_size: u64) -> u64 {
 pub enum Basis {
     /// The peak recorded for this very key.
     Recorded,
-    /// The peak of an earlier compile with the same arguments and this model size.
-    Similar { key: String, model_size: u64 },
-    /// Nothing known: [`default_estimate`].
-    Default,
+    /// The peak of the earlier compile with the same arguments whose graph is nearest
+    /// ([`distance`]); its features.
+    Similar {
+        key: String,
+        model_size: u64,
+        parameter_bytes: u64,
+        result_bytes: u64,
+        instructions: u64,
+    },
+    /// Nothing known: [`FORMULA`] (`formula` is its name).
+    #[serde(rename = "formula")]
+    Default { formula: &'static str },
+}
+
+impl Basis {
+    /// The formula's basis.
+    pub fn formula() -> Basis {
+        Basis::Default {
+            formula: FORMULA_NAME,
+        }
+    }
+
+    /// What an estimate came from, in words.
+    pub fn describe(&self) -> String {
+        match self {
+            Basis::Recorded => "the peak recorded for this compile".into(),
+            Basis::Similar { key, .. } => format!(
+                "the peak of the nearest earlier compile with the same arguments ({})",
+                &key[..key.len().min(12)]
+            ),
+            Basis::Default { .. } => format!("the formula {FORMULA}"),
+        }
+    }
 }
 
 /// A compile's estimated peak memory.
@@ -59,40 +125,36 @@ pub struct Estimate {
 pub struct Record {
     pub key: String,
     pub model_size: u64,
+    #[serde(default)]
+    pub parameter_bytes: u64,
+    #[serde(default)]
+    pub result_bytes: u64,
+    #[serde(default)]
+    pub instructions: u64,
     pub peak_rss_kb: u64,
     pub at_ms: u64,
 }
 
-fn index_path(cache: &Cache, args_key: &str) -> PathBuf {
-    cache
-        .root()
-        .join(ESTIMATES_DIR)
-        .join(format!("{args_key}.jsonl"))
+fn index_name(args_key: &str) -> String {
+    format!("{args_key}.jsonl")
 }
 
-/// Open the index file of `args_key` under an exclusive lock (the file locked is checked to still
-/// be the one at the path: a compaction replaces it).
-fn open_locked(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)?;
-    }
+/// Open the index file `name` of `dir` under an exclusive lock (the file locked is checked to
+/// still be the one at the name: a compaction replaces it). A link there is refused.
+fn open_locked(dir: &Dir, name: &str) -> std::io::Result<std::fs::File> {
     loop {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)?;
+        let f = dir.open_file_with(name, OFlags::RDWR | OFlags::APPEND | OFlags::CREATE, 0o666)?;
         fs4::fs_std::FileExt::lock_exclusive(&f)?;
-        let held = f.metadata()?;
-        match std::fs::metadata(path) {
-            Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => return Ok(f),
+        let held = rustix::fs::fstat(&f)?;
+        match dir.stat(name) {
+            Ok(now) if now.st_ino == held.st_ino && now.st_dev == held.st_dev => return Ok(f),
             _ => continue,
         }
     }
 }
 
-fn read_records(path: &std::path::Path) -> Vec<Record> {
-    let Ok(f) = std::fs::File::open(path) else {
+fn read_records(dir: Option<&Dir>, name: &str) -> Vec<Record> {
+    let Some(Ok(f)) = dir.map(|d| d.open_file(name)) else {
         return Vec::new();
     };
     std::io::BufReader::new(f)
@@ -102,14 +164,29 @@ fn read_records(path: &std::path::Path) -> Vec<Record> {
         .collect()
 }
 
+impl Record {
+    /// The features the record was made with.
+    pub fn features(&self) -> Features {
+        Features {
+            model_size: self.model_size,
+            parameter_bytes: self.parameter_bytes,
+            result_bytes: self.result_bytes,
+            instructions: self.instructions,
+        }
+    }
+}
+
 /// Append a compile's figures to the index of its arguments.
 pub fn record(cache: &Cache, args_key: &str, rec: &Record) -> std::io::Result<()> {
-    let path = index_path(cache, args_key);
-    let mut f = open_locked(&path)?;
+    let dir = cache
+        .estimates_dir(true)?
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+    let name = index_name(args_key);
+    let mut f = open_locked(&dir, &name)?;
     let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     line.push(b'\n');
     f.write_all(&line)?;
-    let records = read_records(&path);
+    let records = read_records(Some(&dir), &name);
     if records.len() >= COMPACT_AT {
         let mut newest: Vec<Record> = Vec::new();
         for r in records.into_iter().rev() {
@@ -118,24 +195,22 @@ pub fn record(cache: &Cache, args_key: &str, rec: &Record) -> std::io::Result<()
             }
         }
         newest.reverse();
-        let tmp = path.with_extension(format!("jsonl.tmp-{}", std::process::id()));
-        let mut text = Vec::new();
+        let mut out = AtomicFile::create_in(&dir, &name)?;
         for r in &newest {
-            text.extend(serde_json::to_vec(r).map_err(std::io::Error::other)?);
-            text.push(b'\n');
+            out.write_all(&serde_json::to_vec(r).map_err(std::io::Error::other)?)?;
+            out.write_all(b"\n")?;
         }
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &path)?;
+        out.commit(Durability::Visible)?;
     }
     Ok(())
 }
 
-/// The estimate for a compile with this key (see the module documentation). With no cache, the
-/// default.
+/// The estimate for a compile with this key (see the module documentation), its model's
+/// features those of the key. With no cache, the formula.
 pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
     let default = Estimate {
-        bytes: default_estimate(key.model_size),
-        basis: Basis::Default,
+        bytes: formula_estimate(&key.features),
+        basis: Basis::formula(),
     };
     let Some(cache) = cache else {
         return default;
@@ -148,7 +223,8 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
             };
         }
     }
-    let records = read_records(&index_path(cache, &key.args_key));
+    let dir = cache.estimates_dir(false).ok().flatten();
+    let records = read_records(dir.as_ref(), &index_name(&key.args_key));
     if let Some(r) = records
         .iter()
         .rev()
@@ -159,25 +235,55 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
             basis: Basis::Recorded,
         };
     }
-    let nearest = records
-        .iter()
-        .filter(|r| r.peak_rss_kb > 0)
-        .min_by_key(|r| {
-            (
-                r.model_size.abs_diff(key.model_size),
-                u64::MAX - r.peak_rss_kb,
-            )
-        });
+    let nearest = records.iter().filter(|r| r.peak_rss_kb > 0).min_by(|a, b| {
+        distance(&a.features(), &key.features)
+            .total_cmp(&distance(&b.features(), &key.features))
+            .then(b.peak_rss_kb.cmp(&a.peak_rss_kb))
+    });
     match nearest {
         Some(r) => Estimate {
             bytes: r.peak_rss_kb.saturating_mul(1024),
             basis: Basis::Similar {
                 key: r.key.clone(),
                 model_size: r.model_size,
+                parameter_bytes: r.parameter_bytes,
+                result_bytes: r.result_bytes,
+                instructions: r.instructions,
             },
         },
         None => default,
     }
+}
+
+/// The estimate a dry run reports: the learned one when the plan has a cache (`--cache_dir`)
+/// and a resolved toolchain (keying it never spawns a process then), else the formula over the
+/// plan's features. Reads, never writes.
+pub fn for_dry_run(plan: &crate::plan::Plan) -> Estimate {
+    let formula = || Estimate {
+        bytes: formula_estimate(&Features::of_plan(plan)),
+        basis: Basis::formula(),
+    };
+    let Ok(cfg) = super::CacheConfig::from_plan(plan, None) else {
+        return formula();
+    };
+    match (cfg.cache(), &plan.toolchain) {
+        (Some(cache), Some(_)) if cache.root().is_dir() => {
+            match Key::compute(plan, &crate::engine::Engine::Pipeline) {
+                Ok(key) => estimate(Some(&cache), &key),
+                Err(_) => formula(),
+            }
+        }
+        _ => formula(),
+    }
+}
+
+/// An estimate as JSON: `{bytes, basis, ...basis fields, "from": words}`.
+pub fn to_json(e: &Estimate) -> serde_json::Value {
+    let mut v = serde_json::to_value(e).unwrap_or(serde_json::Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("from".into(), e.basis.describe().into());
+    }
+    v
 }
 
 #[cfg(test)]
@@ -196,13 +302,88 @@ mod tests {
         Record {
             key: k.key.clone(),
             model_size: k.model_size,
+            parameter_bytes: k.features.parameter_bytes,
+            result_bytes: k.features.result_bytes,
+            instructions: k.features.instructions,
             peak_rss_kb: peak_mb * 1024,
             at_ms: 1,
         }
     }
 
+    /// A key whose model has these graph features.
+    fn graph_key(args: &str, model: &str, size: u64, tensors: u64, instructions: u64) -> Key {
+        let mut k = key(args, model, size);
+        k.features = Features {
+            model_size: size,
+            parameter_bytes: tensors / 2,
+            result_bytes: tensors - tensors / 2,
+            instructions,
+        };
+        k
+    }
+
     #[test]
-    fn recorded_then_similar_then_default() {
+    fn the_formula_and_its_terms() {
+        let f = Features {
+            model_size: 1_000,
+            parameter_bytes: 2_688,
+            result_bytes: 1_024,
+            instructions: 10,
+        };
+        assert_eq!(
+            formula_estimate(&f),
+            (320 << 20) + 4 * 1_000 + 8 * (2_688 + 1_024) + 10 * (16 << 10)
+        );
+        assert_eq!(default_estimate(1_000), (320 << 20) + 4_000);
+        assert_eq!(formula_estimate(&Features::of_size(u64::MAX)), u64::MAX);
+        assert!(FORMULA.starts_with(FORMULA_NAME));
+        // The same file size, a graph with more instructions: a larger estimate.
+        assert!(
+            formula_estimate(&Features {
+                instructions: 10_000,
+                ..f
+            }) > formula_estimate(&f) + (100 << 20)
+        );
+        assert_eq!(distance(&f, &f), 0.0);
+    }
+
+    #[test]
+    fn the_nearest_compile_is_nearest_by_graph_not_by_file_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        // Two earlier compiles of files of the same size: one a small graph with a large constant,
+        // one a graph of many instructions and large tensors.
+        let constant = graph_key("O2", "constant", 4 << 20, 64 << 10, 4);
+        let wide = graph_key("O2", "wide", 4 << 20, 64 << 20, 40_000);
+        record(&cache, &constant.args_key, &rec(&constant, 350)).unwrap();
+        record(&cache, &wide.args_key, &rec(&wide, 2_000)).unwrap();
+        // A new model, smaller file, but a graph like the wide one: the wide one's peak.
+        let new = graph_key("O2", "new", 1 << 20, 60 << 20, 35_000);
+        let e = estimate(Some(&cache), &new);
+        assert_eq!(e.bytes, 2_000 << 20);
+        assert!(
+            matches!(&e.basis, Basis::Similar { key, instructions: 40_000, .. } if *key == wide.key),
+            "{e:?}"
+        );
+        assert!(e.basis.describe().contains("nearest earlier compile"));
+        // A record written before the graph features existed still reads (features of 0).
+        let old = serde_json::from_str::<Record>(
+            r#"{"key":"k","model_size":5,"peak_rss_kb":7,"at_ms":1}"#,
+        )
+        .unwrap();
+        assert_eq!(old.features(), Features::of_size(5));
+        // With nothing known: the formula over the new model's features.
+        let e = estimate(None, &new);
+        assert_eq!(e.bytes, formula_estimate(&new.features));
+        assert_eq!(
+            serde_json::to_value(&e).unwrap()["basis"],
+            serde_json::json!("formula")
+        );
+        assert_eq!(serde_json::to_value(&e).unwrap()["formula"], FORMULA_NAME);
+    }
+
+    #[test]
+    fn recorded_then_similar_then_the_formula() {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::new(dir.path());
         let small = key("O2", "small", 1_000);
@@ -211,11 +392,11 @@ mod tests {
         assert_eq!(
             estimate(Some(&cache), &small),
             Estimate {
-                bytes: 4_000 + (256 << 20),
-                basis: Basis::Default
+                bytes: 4_000 + (320 << 20),
+                basis: Basis::formula()
             }
         );
-        assert_eq!(estimate(None, &small).basis, Basis::Default);
+        assert_eq!(estimate(None, &small).basis, Basis::formula());
         record(&cache, &small.args_key, &rec(&small, 300)).unwrap();
         record(&cache, &big.args_key, &rec(&big, 900)).unwrap();
         record(&cache, &other_args.args_key, &rec(&other_args, 5)).unwrap();
@@ -244,7 +425,7 @@ mod tests {
         // Other arguments know nothing of these.
         assert_eq!(
             estimate(Some(&cache), &key("O3", "small", 1_000)).basis,
-            Basis::Default
+            Basis::formula()
         );
         // The newest record of a key wins.
         record(&cache, &small.args_key, &rec(&small, 310)).unwrap();
@@ -260,7 +441,8 @@ mod tests {
             last = key("a", &format!("m{}", i % 300), i as u64);
             record(&cache, &last.args_key, &rec(&last, 1 + i as u64)).unwrap();
         }
-        let lines = read_records(&index_path(&cache, &last.args_key));
+        let dir = cache.estimates_dir(false).unwrap();
+        let lines = read_records(dir.as_ref(), &index_name(&last.args_key));
         assert!(lines.len() <= COMPACT_AT, "{}", lines.len());
         assert!(lines.len() >= KEEP.min(300) / 2);
         assert_eq!(estimate(Some(&cache), &last).basis, Basis::Recorded);

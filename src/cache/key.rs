@@ -64,6 +64,9 @@ pub struct Key {
     pub model_digest: String,
     /// The model's size in bytes (a directory: the sum of its files).
     pub model_size: u64,
+    /// What the memory estimate knows of the model (its size, and its graph's figures when the
+    /// plan read it); not part of the key.
+    pub features: super::features::Features,
     /// What went into the args key, in clear: `plan_version`, `args`, `plan`, `toolchain`.
     pub inputs: Value,
 }
@@ -74,7 +77,12 @@ impl Key {
     pub fn compute(plan: &Plan, engine: &Engine) -> std::io::Result<Key> {
         let inputs = args_inputs(plan, engine);
         let (digest, size) = hash_model(&plan.model)?;
-        Ok(Key::from_parts(inputs, &digest, size))
+        let mut key = Key::from_parts(inputs, &digest, size);
+        key.features = super::features::Features {
+            model_size: size,
+            ..super::features::Features::of_plan(plan)
+        };
+        Ok(key)
     }
 
     /// The key from the args inputs (as [`args_inputs`] builds them) and the model's digest.
@@ -94,6 +102,7 @@ impl Key {
             args_key,
             model_digest,
             model_size,
+            features: super::features::Features::of_size(model_size),
             inputs,
         }
     }

@@ -12,6 +12,17 @@
 //! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...`;
 //! - [`chunks`]: large files read with the reads overlapped with hashing.
 //!
+//! Guarantees:
+//! - **An entry holds only what its compile wrote.** The NEFF of an entry is the file the
+//!   compile itself wrote into the entry's temporary directory — a fresh `0700` directory under
+//!   the cache root that no other compile knows — and its blake3 is computed from that file. It
+//!   is never read back from `--output` or any other path another process can write, so two
+//!   compiles racing for one `--output` each store their own NEFF under their own key.
+//! - **Nothing outside the cache is touched.** The root is checked as ssh checks its files, and
+//!   everything below it is reached without following links (see [`store`]).
+//! - **Only failures of the model are remembered** ([`crate::recon::cache::failure_is_cacheable`]).
+//! - **A hit is verified**: the NEFF is copied out against its recorded blake3, or not at all.
+//!
 //! A scheduler (the daemon, `parallel-compile`) keys the compile once, estimates its memory from
 //! the key, admits it, and compiles with the same key:
 //!
@@ -28,7 +39,7 @@
 //! let key = Key::compute(&plan, &engine).ok();
 //! let bytes = match &key {
 //!     Some(k) => cache::estimate(cfg.cache().as_ref(), k).bytes,
-//!     None => cache::estimate::default_estimate(plan.model_facts.size),
+//!     None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&plan)),
 //! };
 //! // ... admission.acquire(bytes, ...) ...
 //! let done = cache::compile_cached_keyed(&plan, key, &Options::terminal(), &cfg, &engine);
@@ -40,6 +51,7 @@ pub mod chunks;
 pub mod command;
 pub mod compile;
 pub mod estimate;
+pub mod features;
 pub mod key;
 pub mod maintain;
 pub mod meta;

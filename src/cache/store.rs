@@ -1,9 +1,23 @@
 //! The on-disk cache: `DIR/nxcc-v1/<2 hex>/<key>/` holding `model.neff`, `meta.json` and
 //! `log.txt` (or, for a failed compile, `failed.json`, `meta.json` and `log.txt`).
 //!
+//! Trust: the cache believes nothing it did not make.
+//! - The directory is checked before use as ssh checks its files ([`Cache::check`]): `DIR` must
+//!   be owned by the user or root and not writable by group or others unless sticky; `nxcc-v1`
+//!   must be a real directory, owned by the user or root, writable by nobody else. Otherwise
+//!   nothing in it is used, and the error says what to fix ([`UnsafeDir`]).
+//! - Below `nxcc-v1` every entry is reached through directory descriptors ([`crate::fsx::Dir`]),
+//!   one name at a time, following no symbolic link: a shard, entry, file, lock or estimate
+//!   index that is a link (or a FIFO, a device, a file where a directory belongs) is never
+//!   opened through; entries and shards that are not plain are evicted (the link itself
+//!   removed), so nothing outside the cache is ever read, written or removed.
+//! - Directories are created with the user's umask, or narrower: an entry is made in a `0700`
+//!   temporary directory and keeps that mode.
+//!
 //! Consistency rules, for any number of processes sharing the directory:
 //! - an entry is published by renaming a fully written temporary directory
-//!   (`<2 hex>/.tmp-<key>-...`) to its name, so a reader sees a whole entry or none;
+//!   (`<2 hex>/.tmp-<key>-...`, [`Cache::begin`]) to its name, so a reader sees a whole entry or
+//!   none;
 //! - an entry is removed by renaming it away first (`<2 hex>/.evict-<key>-...`) and deleting it
 //!   then, so no half-deleted entry is ever visible;
 //! - one compile per key at a time: an exclusive `flock` on `<2 hex>/<key>.lock`, which the kernel
@@ -14,17 +28,21 @@
 //!
 //! Names starting with `.` are never entries: stats and verify ignore them; `gc` and `clear`
 //! remove the temporary directories nobody is writing (their key's lock is free) and the
-//! half-evicted ones.
+//! half-evicted ones. [`Cache::scan`] streams the entries, one shard open at a time, so its
+//! memory does not grow with their number.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::meta::{self, Failed, Meta, NeffInfo, FAILED_FILE, META_FILE, NEFF_FILE};
+use rustix::fs::{FileType, OFlags, Stat};
+use serde::Deserialize;
+
+use super::meta::{Failed, Meta, NeffInfo, FAILED_FILE, META_FILE, NEFF_FILE};
+use crate::fsx::dir::is_not_plain;
+use crate::fsx::{unique, AtomicFile, Dir, Durability};
 use crate::run::process::Cancel;
 
 /// The subdirectory of the cache directory nxcc's entries live in.
@@ -41,6 +59,30 @@ pub struct Cache {
     dir: PathBuf,
     root: PathBuf,
 }
+
+/// A cache directory that must not be used, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsafeDir {
+    pub path: PathBuf,
+    /// What is wrong (`is owned by uid 65534, not by you (uid 1000) or root`).
+    pub problem: String,
+    /// What fixes it.
+    pub fix: String,
+}
+
+impl std::fmt::Display for UnsafeDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the cache directory {} {}; {}",
+            self.path.display(),
+            self.problem,
+            self.fix
+        )
+    }
+}
+
+impl std::error::Error for UnsafeDir {}
 
 /// What the cache holds for a key.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,29 +105,62 @@ pub enum ServeError {
     Output(std::io::Error),
 }
 
-/// One entry found by a scan.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Listed {
+/// How an entry found by a scan stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// A NEFF.
+    Ok,
+    /// A failed compile.
+    Failed,
+    /// Not usable (the reason).
+    Corrupt(String),
+}
+
+/// One entry found by a scan: what `stats` and `gc` need, read from `meta.json` (its few
+/// fields only) and the entry's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
     pub key: String,
-    pub dir: PathBuf,
-    /// `None` when `meta.json` is missing or unreadable.
-    pub meta: Option<Meta>,
-    pub failed: bool,
+    pub state: State,
     /// The apparent size of its files.
     pub bytes: u64,
+    /// `meta.json`'s `created_ms` (0 when unreadable).
+    pub created_ms: u64,
     /// See [`Cache::last_used_ms`].
     pub last_used_ms: u64,
 }
 
-/// What a scan found besides entries: temporary and half-evicted directories, lock files.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Leftovers {
-    /// `.tmp-<key>-...` directories: (key, path).
-    pub temp: Vec<(String, PathBuf)>,
-    /// `.evict-...` directories.
-    pub evicted: Vec<PathBuf>,
-    /// `<key>.lock` files: (key, path).
-    pub locks: Vec<(String, PathBuf)>,
+/// Something a scan found that is not an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// The shard it is in; `None`: directly in `nxcc-v1`.
+    pub shard: Option<String>,
+    pub name: String,
+    pub kind: LeftoverKind,
+}
+
+/// What a [`Leftover`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftoverKind {
+    /// A `.tmp-<key>-...` directory of a compile (running, or dead).
+    Temp { key: String },
+    /// A `.evict-...` directory, half removed.
+    Evicted,
+    /// A `<key>.lock` file.
+    Lock { key: String },
+    /// A shard, entry or lock that is not a plain directory or file (the reason): evicted by
+    /// `gc`, `clear` and `verify`.
+    NotPlain(String),
+}
+
+impl Leftover {
+    /// `ab/<name>` or `<name>`, for messages.
+    pub fn display(&self) -> String {
+        match &self.shard {
+            Some(s) => format!("{s}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
 }
 
 /// The exclusive right to compile one key (released when dropped, or by the kernel if the
@@ -94,19 +169,21 @@ pub struct Leftovers {
 pub struct KeyLock {
     _file: File,
     pub path: PathBuf,
+    /// Why something that was not a plain file was removed from the lock's name first.
+    pub replaced: Option<String>,
 }
 
-fn unique_suffix() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}-{}-{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+/// A temporary entry being written ([`Cache::begin`]): a fresh `0700` directory only this
+/// compile knows, published by [`Pending::commit`], removed if dropped.
+#[derive(Debug)]
+pub struct Pending {
+    shard: Dir,
+    name: String,
+    dir: Dir,
+    path: PathBuf,
+    key: String,
+    entry: PathBuf,
+    done: bool,
 }
 
 /// Whether `s` looks like a key (64 lower-case hex digits).
@@ -122,17 +199,94 @@ fn is_shard(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// The apparent size of the files under a directory.
-pub fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+fn unsafe_dir(path: &Path, problem: String, fix: String) -> std::io::Error {
+    std::io::Error::other(UnsafeDir {
+        path: path.to_path_buf(),
+        problem,
+        fix,
+    })
+}
+
+/// The ssh rule: owned by the user or root; not writable by group or others, unless `sticky_ok`
+/// and the directory is sticky.
+fn check_owner(st: &Stat, path: &Path, sticky_ok: bool) -> std::io::Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me && st.st_uid != 0 {
+        return Err(unsafe_dir(
+            path,
+            format!(
+                "is owned by uid {}, not by you (uid {me}) or root",
+                st.st_uid
+            ),
+            format!(
+                "use a cache directory of your own (--cache_dir), or give it to yourself (chown {me} {})",
+                path.display()
+            ),
+        ));
+    }
+    let mode = st.st_mode & 0o7777;
+    let sticky = mode & 0o1000 != 0;
+    if mode & 0o022 != 0 && !(sticky_ok && sticky) {
+        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+            (true, true) => "group and others",
+            (true, false) => "its group",
+            _ => "others",
+        };
+        return Err(unsafe_dir(
+            path,
+            format!("is writable by {who} (mode {mode:04o})"),
+            if sticky_ok {
+                format!(
+                    "remove that permission (chmod go-w {}) or make it sticky (chmod +t {})",
+                    path.display(),
+                    path.display()
+                )
+            } else {
+                format!("remove that permission (chmod go-w {})", path.display())
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The apparent size of the files of a directory (and of its directories), links not followed.
+fn dir_bytes(dir: &Dir) -> u64 {
+    let Ok(entries) = dir.entries() else {
         return 0;
     };
-    rd.flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+    entries
+        .filter_map(|(name, _)| name.into_string().ok())
+        .map(|name| match dir.stat(&name) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                dir.open_dir(&name).map_or(0, |d| dir_bytes(&d))
+            }
+            Ok(st) => st.st_size as u64,
+            Err(_) => 0,
         })
         .sum()
+}
+
+fn mtime_ms(st: &Stat) -> u64 {
+    (st.st_mtime as u64).saturating_mul(1000) + st.st_mtime_nsec / 1_000_000
+}
+
+/// The few fields of `meta.json` a scan reads.
+#[derive(Deserialize)]
+struct MetaHead {
+    key: String,
+    status: String,
+    #[serde(default)]
+    neff: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    created_ms: u64,
+    #[serde(default)]
+    last_used_ms: u64,
+}
+
+fn read_json_in<T: for<'de> Deserialize<'de>>(dir: &Dir, name: &str) -> std::io::Result<T> {
+    let bytes = dir.read(name)?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 impl Cache {
@@ -153,110 +307,145 @@ impl Cache {
         &self.root
     }
 
-    fn shard(&self, key: &str) -> PathBuf {
-        self.root.join(&key[..2.min(key.len())])
-    }
-
     /// Where the entry of `key` is (or would be).
     pub fn entry_dir(&self, key: &str) -> PathBuf {
-        self.shard(key).join(key)
+        self.root.join(shard_of(key)).join(key)
     }
 
     /// The lock file of `key`.
     pub fn lock_path(&self, key: &str) -> PathBuf {
-        self.shard(key).join(format!("{key}{LOCK_SUFFIX}"))
+        self.root
+            .join(shard_of(key))
+            .join(format!("{key}{LOCK_SUFFIX}"))
+    }
+
+    /// Whether the cache directory may be used (see the module documentation); an absent one
+    /// may. Other errors (a directory that cannot be read) are left to the operations.
+    pub fn check(&self) -> Result<(), UnsafeDir> {
+        match self.open_root(false) {
+            Err(e) => match e.into_inner().map(|i| i.downcast::<UnsafeDir>()) {
+                Some(Ok(u)) => Err(*u),
+                _ => Ok(()),
+            },
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// `nxcc-v1`, checked; `None` if absent and not to be created.
+    pub fn open_root(&self, create: bool) -> std::io::Result<Option<Dir>> {
+        let top = match Dir::open(&self.dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                std::fs::create_dir_all(&self.dir)?;
+                Dir::open(&self.dir)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            r => r?,
+        };
+        check_owner(&top.own_stat()?, &self.dir, true)?;
+        let root = match top.open_dir(LAYOUT_DIR) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                top.open_or_create_dir(LAYOUT_DIR)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if is_not_plain(&e) => {
+                return Err(unsafe_dir(
+                    &self.root,
+                    format!("is not a directory ({e})"),
+                    format!(
+                        "remove it (rm {}); nxcc makes it again",
+                        self.root.display()
+                    ),
+                ))
+            }
+            r => r,
+        }?;
+        check_owner(&root.own_stat()?, &self.root, false)?;
+        Ok(Some(root))
+    }
+
+    /// The shard of `key` in `root`; `None` if absent and not to be created.
+    fn shard(&self, root: &Dir, key: &str, create: bool) -> std::io::Result<Option<Dir>> {
+        subdir(root, shard_of(key), create)
+    }
+
+    /// The shard of `key`, created (with `nxcc-v1`) if absent.
+    fn made_shard(&self, key: &str) -> std::io::Result<Dir> {
+        let absent = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let root = self.open_root(true)?.ok_or_else(absent)?;
+        self.shard(&root, key, true)?.ok_or_else(absent)
+    }
+
+    /// The shard and entry directories of `key`, if there is an entry.
+    fn open_entry(&self, key: &str) -> std::io::Result<Option<(Dir, Dir)>> {
+        let Some(root) = self.open_root(false)? else {
+            return Ok(None);
+        };
+        let Some(shard) = self.shard(&root, key, false)? else {
+            return Ok(None);
+        };
+        match shard.open_dir(key) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            r => r.map(|d| Some((shard, d))),
+        }
     }
 
     /// What the cache holds for `key` (reads `meta.json` and `failed.json` only).
     pub fn lookup(&self, key: &str) -> Lookup {
-        let dir = self.entry_dir(key);
-        let meta: Meta = match meta::read_json(&dir.join(META_FILE)) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return if dir.exists() {
-                    Lookup::Corrupt(format!("{META_FILE} is missing"))
-                } else {
-                    Lookup::Absent
-                };
-            }
-            Err(e) => return Lookup::Corrupt(format!("{META_FILE} is unreadable: {e}")),
+        let dir = match self.open_entry(key) {
+            Ok(Some((_, d))) => d,
+            Ok(None) => return Lookup::Absent,
+            Err(e) if is_not_plain(&e) => return Lookup::Corrupt(e.to_string()),
+            Err(_) => return Lookup::Absent,
         };
-        if meta.key != key {
-            return Lookup::Corrupt(format!("{META_FILE} names another key"));
-        }
-        if meta.status == "failed" {
-            return match meta::read_json::<Failed>(&dir.join(FAILED_FILE)) {
-                Ok(f) => Lookup::Failed(Box::new(meta), f),
-                Err(e) => Lookup::Corrupt(format!("{FAILED_FILE} is unreadable: {e}")),
-            };
-        }
-        if meta.neff.is_none() {
-            return Lookup::Corrupt(format!("{META_FILE} records no NEFF"));
-        }
-        Lookup::Hit(Box::new(meta))
+        lookup_in(&dir, key)
     }
 
     /// Copy the entry's NEFF to `output` (a reflink when the file system can, else a copy; never
-    /// a hard link, the user may modify the output), verifying its blake3 on the way: written to a
-    /// temporary name beside `output`, renamed into place only when it matches.
+    /// a hard link, the user may modify the output), verifying its blake3 on the way: written to
+    /// an [`AtomicFile`] at `output`, committed only when it matches.
     pub fn serve(&self, key: &str, neff: &NeffInfo, output: &Path) -> Result<(), ServeError> {
-        let src_path = self.entry_dir(key).join(NEFF_FILE);
-        let src = File::open(&src_path)
-            .map_err(|e| ServeError::Corrupt(format!("{NEFF_FILE} cannot be read: {e}")))?;
-        let name = output
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("file.neff");
-        let tmp = output.with_file_name(format!(".{name}.nxcc-cache-{}", unique_suffix()));
+        let unreadable = |e: std::io::Error| ServeError::Corrupt(format!("{NEFF_FILE}: {e}"));
+        let src = match self.open_entry(key) {
+            Ok(Some((_, d))) => d.open_file(NEFF_FILE).map_err(unreadable)?,
+            Ok(None) => return Err(ServeError::Corrupt("the entry is gone".into())),
+            Err(e) => return Err(unreadable(e)),
+        };
         // As a compile would, create the output's directory.
-        if let Some(dir) = output.parent() {
+        if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(ServeError::Output)?;
         }
-        let dst = File::create(&tmp).map_err(ServeError::Output)?;
-        let result = copy_hashing(&src, &dst, &tmp);
-        drop(dst);
-        let fail = |e: ServeError| {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        };
-        match result {
+        let dst = AtomicFile::create(output).map_err(ServeError::Output)?;
+        match copy_hashing(&src, dst.file()) {
             Ok((hash, size)) if hash.to_hex().as_str() == neff.blake3 && size == neff.size => {}
             Ok(_) => {
-                return fail(ServeError::Corrupt(format!(
+                return Err(ServeError::Corrupt(format!(
                     "{NEFF_FILE} does not match its recorded blake3"
                 )))
             }
-            Err(CopyError::Read(e)) => {
-                return fail(ServeError::Corrupt(format!(
-                    "{NEFF_FILE} cannot be read: {e}"
-                )))
-            }
-            Err(CopyError::Write(e)) => return fail(ServeError::Output(e)),
+            Err(CopyError::Read(e)) => return Err(unreadable(e)),
+            Err(CopyError::Write(e)) => return Err(ServeError::Output(e)),
         }
-        if let Err(e) = std::fs::rename(&tmp, output) {
-            return fail(ServeError::Output(e));
-        }
-        Ok(())
+        dst.commit(Durability::Visible).map_err(ServeError::Output)
     }
 
     /// Record a use of the entry: its `meta.json`'s modification time becomes now (a metadata
     /// update, no rewrite). Best effort: a read-only cache or an entry evicted meanwhile is left
     /// alone.
     pub fn touch(&self, key: &str) {
-        let path = self.entry_dir(key).join(META_FILE);
-        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) {
-            let _ = f.set_modified(std::time::SystemTime::now());
+        if let Ok(Some((_, d))) = self.open_entry(key) {
+            if let Ok(f) = d.open_file_with(META_FILE, OFlags::WRONLY, 0) {
+                let _ = f.set_modified(std::time::SystemTime::now());
+            }
         }
     }
 
     /// When the entry was last used, ms since the Unix epoch: the later of `meta.json`'s
     /// `last_used_ms` (its creation) and the file's modification time (its last hit).
     pub fn last_used_ms(&self, key: &str, meta: Option<&Meta>) -> u64 {
-        let mtime = std::fs::metadata(self.entry_dir(key).join(META_FILE))
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_millis() as u64);
+        let mtime = match self.open_entry(key) {
+            Ok(Some((_, d))) => d.stat(META_FILE).map_or(0, |st| mtime_ms(&st)),
+            _ => 0,
+        };
         mtime.max(meta.map_or(0, |m| m.last_used_ms))
     }
 
@@ -286,164 +475,387 @@ impl Cache {
         }
     }
 
-    /// Take the lock of `key` if it is free.
+    /// Take the lock of `key` if it is free. Something at the lock's name that is not a plain
+    /// file (a link) is removed first — the link, never its target — and said in
+    /// [`KeyLock::replaced`].
     pub fn try_lock(&self, key: &str) -> std::io::Result<Option<KeyLock>> {
-        let path = self.lock_path(key);
+        self.try_lock_in(&self.made_shard(key)?, key)
+    }
+
+    fn try_lock_in(&self, shard: &Dir, key: &str) -> std::io::Result<Option<KeyLock>> {
+        let name = format!("{key}{LOCK_SUFFIX}");
+        let mut replaced = None;
         loop {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)?;
+            let file = match shard.open_file_with(&name, OFlags::RDWR | OFlags::CREATE, 0o666) {
+                Err(e) if is_not_plain(&e) && replaced.is_none() => {
+                    replaced = Some(e.to_string());
+                    shard.remove_all(&name)?;
+                    continue;
+                }
+                r => r?,
+            };
             if !fs4::fs_std::FileExt::try_lock_exclusive(&file)? {
                 return Ok(None);
             }
-            // The file locked must still be the one at the path (maintenance may have removed
+            // The file locked must still be the one at the name (maintenance may have removed
             // it between our open and our lock).
-            let held = file.metadata()?;
-            match std::fs::metadata(&path) {
-                Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
-                    return Ok(Some(KeyLock { _file: file, path }))
+            let held = rustix::fs::fstat(&file)?;
+            match shard.stat(&name) {
+                Ok(now) if now.st_ino == held.st_ino && now.st_dev == held.st_dev => {
+                    return Ok(Some(KeyLock {
+                        _file: file,
+                        path: self.lock_path(key),
+                        replaced,
+                    }))
                 }
                 _ => continue,
             }
         }
     }
 
-    /// Publish an entry for `key`: `write` fills a fresh temporary directory, which then replaces
-    /// whatever entry the key had. The caller holds the key's lock.
+    /// A fresh temporary entry for `key`, to be filled and then [`Pending::commit`]ted. The
+    /// caller holds the key's lock.
+    pub fn begin(&self, key: &str) -> std::io::Result<Pending> {
+        let shard = self.made_shard(key)?;
+        let name = unique::name(&format!("{TMP_PREFIX}{key}-"));
+        shard.create_dir(&name, Some(0o700))?;
+        let dir = shard.open_dir(&name)?;
+        Ok(Pending {
+            path: self.root.join(shard_of(key)).join(&name),
+            shard,
+            name,
+            dir,
+            key: key.to_string(),
+            entry: self.entry_dir(key),
+            done: false,
+        })
+    }
+
+    /// Publish an entry for `key` in one go: `write` fills a fresh temporary directory, which
+    /// then replaces whatever entry the key had. The caller holds the key's lock.
     pub fn publish(
         &self,
         key: &str,
-        write: &dyn Fn(&Path) -> std::io::Result<()>,
+        write: &dyn Fn(&Dir) -> std::io::Result<()>,
     ) -> std::io::Result<PathBuf> {
-        let shard = self.shard(key);
-        std::fs::create_dir_all(&shard)?;
-        let tmp = shard.join(format!("{TMP_PREFIX}{key}-{}", unique_suffix()));
-        std::fs::create_dir(&tmp)?;
-        if let Err(e) = write(&tmp) {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(e);
-        }
-        let dest = self.entry_dir(key);
-        for attempt in 0..3 {
-            if dest.exists() {
-                self.evict(key)?;
-            }
-            match std::fs::rename(&tmp, &dest) {
-                Ok(()) => return Ok(dest),
-                Err(e) if attempt < 2 && dest.exists() => {
-                    let _ = e;
-                    continue;
-                }
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                    return Err(e);
-                }
-            }
-        }
-        let _ = std::fs::remove_dir_all(&tmp);
-        Err(std::io::Error::other("the entry kept reappearing"))
+        let pending = self.begin(key)?;
+        write(pending.dir())?;
+        pending.commit()
     }
 
-    /// Remove the entry of `key`: renamed away first, then deleted. `false` if there was none.
+    /// Remove the entry of `key`: renamed away, then deleted; a shard that is not a plain
+    /// directory is removed itself (the link, never its target). `false` if there was none.
     pub fn evict(&self, key: &str) -> std::io::Result<bool> {
-        let dir = self.entry_dir(key);
-        let away = self
-            .shard(key)
-            .join(format!("{EVICT_PREFIX}{key}-{}", unique_suffix()));
-        match std::fs::rename(&dir, &away) {
-            Ok(()) => {
-                std::fs::remove_dir_all(&away)?;
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        let Some(root) = self.open_root(false)? else {
+            return Ok(false);
+        };
+        match self.shard(&root, key, false) {
+            Ok(Some(shard)) => evict_in(&shard, key),
+            Ok(None) => Ok(false),
+            Err(e) if is_not_plain(&e) => evict_in(&root, shard_of(key)),
             Err(e) => Err(e),
         }
     }
 
-    /// Every entry and every leftover, shard by shard (an absent cache has none).
-    pub fn scan(&self) -> (Vec<Listed>, Leftovers) {
-        let mut entries = Vec::new();
-        let mut left = Leftovers::default();
-        let Ok(shards) = std::fs::read_dir(&self.root) else {
-            return (entries, left);
+    /// Walk every entry, shard by shard, calling `on_entry` with each one's shard directory and
+    /// key; returns what else was found (an absent cache has nothing). Memory is one shard's
+    /// listing at a time, never the whole cache.
+    pub fn scan(&self, on_entry: &mut dyn FnMut(&Dir, &str)) -> std::io::Result<Vec<Leftover>> {
+        let mut left = Vec::new();
+        let Some(root) = self.open_root(false)? else {
+            return Ok(left);
         };
-        let mut shards: Vec<PathBuf> = shards
-            .flatten()
-            .filter(|e| e.file_name().to_str().is_some_and(is_shard))
-            .map(|e| e.path())
+        let mut shards: Vec<String> = root
+            .entries()?
+            .filter_map(|(n, _)| n.into_string().ok())
             .collect();
         shards.sort();
-        for shard in shards {
-            let Ok(rd) = std::fs::read_dir(&shard) else {
+        for name in shards {
+            if name.starts_with(EVICT_PREFIX) {
+                left.push(Leftover {
+                    shard: None,
+                    name,
+                    kind: LeftoverKind::Evicted,
+                });
+                continue;
+            }
+            if !is_shard(&name) {
+                continue;
+            }
+            let shard = match root.open_dir(&name) {
+                Ok(d) => d,
+                Err(e) if is_not_plain(&e) => {
+                    left.push(Leftover {
+                        shard: None,
+                        kind: LeftoverKind::NotPlain(format!("the shard {e}")),
+                        name,
+                    });
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            let Ok(items) = shard.entries() else {
                 continue;
             };
-            let mut items: Vec<(String, PathBuf)> = rd
-                .flatten()
-                .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
+            let mut items: Vec<(String, FileType)> = items
+                .filter_map(|(n, t)| Some((n.into_string().ok()?, t)))
                 .collect();
-            items.sort();
-            for (name, path) in items {
-                if let Some(rest) = name.strip_prefix(TMP_PREFIX) {
-                    left.temp.push((rest.chars().take(64).collect(), path));
-                } else if name.starts_with(EVICT_PREFIX) {
-                    left.evicted.push(path);
-                } else if let Some(k) = name.strip_suffix(LOCK_SUFFIX).filter(|k| is_key(k)) {
-                    left.locks.push((k.to_string(), path));
-                } else if is_key(&name) && path.is_dir() {
-                    let (meta, failed) = match self.lookup(&name) {
-                        Lookup::Hit(m) => (Some(*m), false),
-                        Lookup::Failed(m, _) => (Some(*m), true),
-                        Lookup::Absent | Lookup::Corrupt(_) => (None, false),
+            items.sort_by(|a, b| a.0.cmp(&b.0));
+            for (item, ft) in items {
+                let kind = if let Some(rest) = item.strip_prefix(TMP_PREFIX) {
+                    LeftoverKind::Temp {
+                        key: rest.chars().take(64).collect(),
+                    }
+                } else if item.starts_with(EVICT_PREFIX) {
+                    LeftoverKind::Evicted
+                } else if let Some(k) = item.strip_suffix(LOCK_SUFFIX).filter(|k| is_key(k)) {
+                    match shard.file_type(&item) {
+                        Ok(FileType::RegularFile) | Err(_) => {
+                            LeftoverKind::Lock { key: k.to_string() }
+                        }
+                        Ok(t) => LeftoverKind::NotPlain(format!(
+                            "the lock {item} is not a plain file ({t:?})"
+                        )),
+                    }
+                } else if is_key(&item) {
+                    let ft = match ft {
+                        FileType::Unknown => shard.file_type(&item).unwrap_or(FileType::Unknown),
+                        t => t,
                     };
-                    entries.push(Listed {
-                        last_used_ms: self.last_used_ms(&name, meta.as_ref()),
-                        key: name,
-                        bytes: dir_bytes(&path),
-                        dir: path,
-                        meta,
-                        failed,
-                    });
-                }
+                    if ft == FileType::Directory {
+                        on_entry(&shard, &item);
+                        continue;
+                    }
+                    LeftoverKind::NotPlain(format!(
+                        "the entry {item} is not a plain directory ({ft:?})"
+                    ))
+                } else {
+                    continue;
+                };
+                left.push(Leftover {
+                    shard: Some(name.clone()),
+                    name: item,
+                    kind,
+                });
             }
         }
-        (entries, left)
+        Ok(left)
+    }
+
+    /// [`Cache::scan`], summarising each entry from the few fields of `meta.json` it needs.
+    pub fn scan_summaries(
+        &self,
+        on_entry: &mut dyn FnMut(Summary),
+    ) -> std::io::Result<Vec<Leftover>> {
+        self.scan(&mut |shard, key| on_entry(summarise(shard, key)))
     }
 
     /// Remove the leftovers nobody is using: temporary directories whose key lock is free,
-    /// half-evicted directories, and free lock files of keys without an entry. Returns how many
-    /// were removed.
-    pub fn clean_leftovers(&self, left: &Leftovers) -> usize {
+    /// half-evicted directories, free lock files of keys without an entry, and whatever is not
+    /// a plain directory or file (the link itself). Returns how many were removed.
+    pub fn clean_leftovers(&self, left: &[Leftover]) -> usize {
+        let Ok(Some(root)) = self.open_root(false) else {
+            return 0;
+        };
         let mut n = 0;
-        for (key, path) in &left.temp {
-            if let Ok(Some(_lock)) = self.try_lock(key) {
-                if std::fs::remove_dir_all(path).is_ok() {
-                    n += 1;
+        for l in left {
+            let dir = match &l.shard {
+                None => root.try_clone(),
+                Some(s) => root.open_dir(s),
+            };
+            let Ok(dir) = dir else {
+                continue;
+            };
+            let removed = match &l.kind {
+                LeftoverKind::Temp { key } => match self.try_lock_in(&dir, key) {
+                    Ok(Some(_lock)) => dir.remove_all(&l.name).is_ok(),
+                    _ => false,
+                },
+                LeftoverKind::Evicted | LeftoverKind::NotPlain(_) => {
+                    dir.remove_all(&l.name).is_ok()
                 }
-            }
-        }
-        for path in &left.evicted {
-            if std::fs::remove_dir_all(path).is_ok() {
+                LeftoverKind::Lock { key } => {
+                    if dir.stat(key).is_ok() {
+                        continue;
+                    }
+                    match self.try_lock_in(&dir, key) {
+                        Ok(Some(lock)) => {
+                            let ok = dir.remove_file(&l.name).is_ok();
+                            drop(lock);
+                            ok
+                        }
+                        _ => false,
+                    }
+                }
+            };
+            if removed {
                 n += 1;
             }
         }
-        for (key, path) in &left.locks {
-            if self.entry_dir(key).exists() {
-                continue;
+        n
+    }
+
+    /// The estimate index directory, `nxcc-v1/estimates` (created when `create`).
+    pub fn estimates_dir(&self, create: bool) -> std::io::Result<Option<Dir>> {
+        match self.open_root(create)? {
+            Some(root) => subdir(&root, ESTIMATES_DIR, create),
+            None => Ok(None),
+        }
+    }
+
+    /// Remove the estimate index (renamed away, then deleted; a link is removed, not followed).
+    pub fn clear_estimates(&self) -> std::io::Result<bool> {
+        let Some(root) = self.open_root(false)? else {
+            return Ok(false);
+        };
+        let away = unique::name(&format!("{EVICT_PREFIX}{ESTIMATES_DIR}-"));
+        match root.rename(ESTIMATES_DIR, &root, &away) {
+            Ok(()) => root.remove_all(&away).map(|_| true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The directory `name` of `dir` (created when `create`); `None` if absent.
+fn subdir(dir: &Dir, name: &str, create: bool) -> std::io::Result<Option<Dir>> {
+    let r = if create {
+        dir.open_or_create_dir(name)
+    } else {
+        dir.open_dir(name)
+    };
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        r => r.map(Some),
+    }
+}
+
+fn shard_of(key: &str) -> &str {
+    &key[..2.min(key.len())]
+}
+
+/// Rename `name` of `dir` away, then delete it. `false` if it was not there.
+pub(crate) fn evict_in(dir: &Dir, name: &str) -> std::io::Result<bool> {
+    let away = unique::name(&format!("{EVICT_PREFIX}{name}-"));
+    match dir.rename(name, dir, &away) {
+        Ok(()) => {
+            dir.remove_all(&away)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) fn lookup_in(dir: &Dir, key: &str) -> Lookup {
+    let meta: Meta = match read_json_in(dir, META_FILE) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Lookup::Corrupt(format!("{META_FILE} is missing"));
+        }
+        Err(e) => return Lookup::Corrupt(format!("{META_FILE} is unreadable: {e}")),
+    };
+    if meta.key != key {
+        return Lookup::Corrupt(format!("{META_FILE} names another key"));
+    }
+    if meta.status == "failed" {
+        return match read_json_in::<Failed>(dir, FAILED_FILE) {
+            Ok(f) => Lookup::Failed(Box::new(meta), f),
+            Err(e) => Lookup::Corrupt(format!("{FAILED_FILE} is unreadable: {e}")),
+        };
+    }
+    if meta.neff.is_none() {
+        return Lookup::Corrupt(format!("{META_FILE} records no NEFF"));
+    }
+    Lookup::Hit(Box::new(meta))
+}
+
+/// An entry's [`Summary`], from the few fields of its `meta.json` and its directory.
+fn summarise(shard: &Dir, key: &str) -> Summary {
+    let mut s = Summary {
+        key: key.to_string(),
+        state: State::Corrupt(String::new()),
+        bytes: 0,
+        created_ms: 0,
+        last_used_ms: 0,
+    };
+    let dir = match shard.open_dir(key) {
+        Ok(d) => d,
+        Err(e) => {
+            s.state = State::Corrupt(e.to_string());
+            return s;
+        }
+    };
+    s.bytes = dir_bytes(&dir);
+    // One open of meta.json gives its modification time (the last hit) and its fields.
+    let read = dir.open_file(META_FILE).and_then(|mut f| {
+        let mtime = rustix::fs::fstat(&f).map_or(0, |st| mtime_ms(&st));
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut bytes)?;
+        let head: MetaHead = serde_json::from_slice(&bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        Ok((mtime, head))
+    });
+    let (mtime, head) = match read {
+        Ok(r) => r,
+        Err(e) => {
+            s.state = State::Corrupt(format!("{META_FILE}: {e}"));
+            return s;
+        }
+    };
+    s.created_ms = head.created_ms;
+    s.last_used_ms = mtime.max(head.last_used_ms);
+    s.state = if head.key != key {
+        State::Corrupt(format!("{META_FILE} names another key"))
+    } else if head.status == "failed" {
+        match dir.file_type(FAILED_FILE) {
+            Ok(FileType::RegularFile) => State::Failed,
+            _ => State::Corrupt(format!("{FAILED_FILE} is missing")),
+        }
+    } else if head.neff.is_none() {
+        State::Corrupt(format!("{META_FILE} records no NEFF"))
+    } else {
+        State::Ok
+    };
+    s
+}
+
+impl Pending {
+    /// The temporary directory's path (for a process that writes into it by name: the worker).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary directory.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// Publish the entry: the temporary directory replaces whatever entry the key had. Returns
+    /// the entry's path.
+    pub fn commit(mut self) -> std::io::Result<PathBuf> {
+        for attempt in 0..3 {
+            if self.shard.stat(&self.key).is_ok() {
+                evict_in(&self.shard, &self.key)?;
             }
-            if let Ok(Some(lock)) = self.try_lock(key) {
-                if std::fs::remove_file(path).is_ok() {
-                    n += 1;
+            match self.shard.rename(&self.name, &self.shard, &self.key) {
+                Ok(()) => {
+                    self.done = true;
+                    return Ok(self.entry.clone());
                 }
-                drop(lock);
+                Err(_) if attempt < 2 && self.shard.stat(&self.key).is_ok() => continue,
+                Err(e) => return Err(e),
             }
         }
-        n
+        Err(std::io::Error::other("the entry kept reappearing"))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.shard.remove_all(&self.name);
+        }
     }
 }
 
@@ -456,13 +868,20 @@ enum CopyError {
 const FICLONE: libc::c_ulong = 0x4004_9409;
 
 /// Copy `src` into `dst` (a reflink when possible) and return the blake3 and size of what `dst`
-/// now holds: the bytes written are the bytes hashed.
-fn copy_hashing(src: &File, dst: &File, dst_path: &Path) -> Result<(blake3::Hash, u64), CopyError> {
+/// now holds: the bytes written are the bytes hashed (after a reflink, `dst` is read back).
+fn copy_hashing(src: &File, dst: &File) -> Result<(blake3::Hash, u64), CopyError> {
     // SAFETY: ioctl(FICLONE) with two descriptors we own; on failure nothing was changed.
     let cloned = unsafe { libc::ioctl(dst.as_raw_fd(), FICLONE as _, src.as_raw_fd()) } == 0;
     let mut h = blake3::Hasher::new();
     if cloned {
-        let n = super::key::hash_file_into(dst_path, &mut h).map_err(CopyError::Read)?;
+        let mut d = dst;
+        d.seek(std::io::SeekFrom::Start(0))
+            .map_err(CopyError::Read)?;
+        let n = super::chunks::for_each_chunk(dst, &mut |c| {
+            h.update(c);
+            Ok(())
+        })
+        .map_err(CopyError::Read)?;
         return Ok((h.finalize(), n));
     }
     let mut w = dst;
@@ -482,18 +901,28 @@ fn copy_hashing(src: &File, dst: &File, dst_path: &Path) -> Result<(blake3::Hash
     }
 }
 
-/// Copy a file into a directory while hashing it: (blake3, size) of the bytes written.
-pub fn copy_in(src: &Path, dst: &Path) -> std::io::Result<(blake3::Hash, u64)> {
-    let s = File::open(src)?;
-    let d = File::create(dst)?;
-    copy_hashing(&s, &d, dst).map_err(|e| match e {
-        CopyError::Read(e) | CopyError::Write(e) => e,
-    })
+/// The blake3 and size of a plain file of a directory (opened without following a link).
+pub fn hash_in(dir: &Dir, name: &str) -> std::io::Result<(blake3::Hash, u64)> {
+    let f = dir.open_file(name)?;
+    let mut h = blake3::Hasher::new();
+    let n = super::chunks::for_each_chunk(&f, &mut |c| {
+        h.update(c);
+        Ok(())
+    })?;
+    Ok((h.finalize(), n))
+}
+
+/// Write JSON to a new file of a directory (pretty, newline-terminated).
+pub fn write_json_in<T: serde::Serialize>(dir: &Dir, name: &str, value: &T) -> std::io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    dir.create_file(name)?.write_all(&text)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::cache::meta;
 
     fn meta(key: &str, neff: Option<NeffInfo>) -> Meta {
         Meta {
@@ -518,7 +947,7 @@ mod tests {
         }
     }
 
-    fn put(cache: &Cache, key: &str, neff: &[u8]) {
+    pub(crate) fn put(cache: &Cache, key: &str, neff: &[u8]) {
         let info = NeffInfo {
             blake3: blake3::hash(neff).to_hex().to_string(),
             size: neff.len() as u64,
@@ -526,10 +955,16 @@ mod tests {
         let m = meta(key, Some(info));
         cache
             .publish(key, &|d| {
-                std::fs::write(d.join(NEFF_FILE), neff)?;
-                meta::write_json(&d.join(META_FILE), &m)
+                d.create_file(NEFF_FILE)?.write_all(neff)?;
+                write_json_in(d, META_FILE, &m)
             })
             .unwrap();
+    }
+
+    fn summaries(cache: &Cache) -> (Vec<Summary>, Vec<Leftover>) {
+        let mut v = Vec::new();
+        let left = cache.scan_summaries(&mut |s| v.push(s)).unwrap();
+        (v, left)
     }
 
     #[test]
@@ -569,8 +1004,8 @@ mod tests {
         assert!(cache.evict(&key).unwrap());
         assert!(!cache.evict(&key).unwrap());
         assert_eq!(cache.lookup(&key), Lookup::Absent);
-        let (entries, left) = cache.scan();
-        assert!(entries.is_empty() && left.evicted.is_empty() && left.temp.is_empty());
+        let (entries, left) = summaries(&cache);
+        assert!(entries.is_empty() && left.is_empty(), "{left:?}");
     }
 
     #[test]
@@ -594,9 +1029,11 @@ mod tests {
         assert_eq!(cache.last_used_ms(&key, Some(&m)), 1_000_000_000);
         cache.touch(&key);
         assert!(cache.last_used_ms(&key, Some(&m)) >= meta::now_ms() - 1000);
-        let (entries, _) = cache.scan();
+        let (entries, _) = summaries(&cache);
         assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].state, State::Ok);
         assert!(entries[0].bytes > 3);
+        assert!(entries[0].last_used_ms >= meta::now_ms() - 1000);
     }
 
     #[test]
@@ -614,6 +1051,7 @@ mod tests {
             matches!(cache.lookup(&key), Lookup::Corrupt(_)),
             "no failed.json"
         );
+        assert!(matches!(summaries(&cache).0[0].state, State::Corrupt(_)));
         meta::write_json(
             &cache.entry_dir(&key).join(FAILED_FILE),
             &Failed {
@@ -623,6 +1061,7 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(cache.lookup(&key), Lookup::Failed(..)));
+        assert_eq!(summaries(&cache).0[0].state, State::Failed);
     }
 
     #[test]
@@ -631,6 +1070,7 @@ mod tests {
         let cache = Cache::new(dir.path());
         let key = "01".repeat(32);
         let held = cache.try_lock(&key).unwrap().unwrap();
+        assert!(held.replaced.is_none());
         assert!(cache.try_lock(&key).unwrap().is_none());
         let cancel = Cancel::new();
         cancel.cancel();
@@ -641,19 +1081,43 @@ mod tests {
             .is_none());
         assert_eq!(waited, 1);
         // A temp dir of a held key stays; once free, it goes, and so does the lock file.
-        let tmp = cache.shard(&key).join(format!("{TMP_PREFIX}{key}-1-2-3"));
-        std::fs::create_dir_all(&tmp).unwrap();
-        let (_, left) = cache.scan();
-        assert_eq!(left.temp.len(), 1);
-        assert_eq!(left.temp[0].0, key);
+        let pending = cache.begin(&key).unwrap();
+        let tmp = pending.path().to_path_buf();
+        std::mem::forget(pending);
+        let (_, left) = summaries(&cache);
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left
+            .iter()
+            .any(|l| l.kind == LeftoverKind::Temp { key: key.clone() }));
         cache.clean_leftovers(&left);
         assert!(tmp.exists());
         drop(held);
-        let (_, left) = cache.scan();
+        let (_, left) = summaries(&cache);
         assert_eq!(cache.clean_leftovers(&left), 2);
         assert!(!tmp.exists() && !cache.lock_path(&key).exists());
         // Locking still works after the lock file was removed.
         let again = cache.try_lock(&key).unwrap();
         assert!(again.is_some());
+    }
+
+    #[test]
+    fn a_dropped_pending_entry_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let key = "02".repeat(32);
+        let p = cache.begin(&key).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(p.path()).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        p.dir().create_file(NEFF_FILE).unwrap();
+        drop(p);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("nxcc-v1/02"))
+                .unwrap()
+                .count(),
+            0
+        );
     }
 }

@@ -15,6 +15,7 @@
 
 use super::flags::{Action, Choices, Flag, Kind};
 use super::namespace::Value;
+pub use super::numbers::{parse_python_float, parse_python_int};
 
 /// How many values a positional takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,38 +171,6 @@ pub fn py_repr(s: &str) -> String {
     }
     out.push(quote);
     out
-}
-
-/// Python's `int()` on a string: surrounding whitespace, a sign, digits with single underscores
-/// between them.
-pub fn parse_python_int(text: &str) -> Option<i64> {
-    let t = text.trim();
-    let (neg, digits) = match t.as_bytes().first()? {
-        b'-' => (true, &t[1..]),
-        b'+' => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty()
-        || digits.starts_with('_')
-        || digits.ends_with('_')
-        || digits.contains("__")
-        || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'_')
-    {
-        return None;
-    }
-    let clean: String = digits.chars().filter(|c| *c != '_').collect();
-    let v: i64 = clean.parse().ok()?;
-    Some(if neg { -v } else { v })
-}
-
-/// Python's `float()` on a string (decimal, exponent, `inf`, `nan`, underscores between digits).
-pub fn parse_python_float(text: &str) -> Option<f64> {
-    let t = text.trim();
-    if t.is_empty() || t.contains("__") || t.starts_with('_') || t.ends_with('_') {
-        return None;
-    }
-    let clean: String = t.chars().filter(|c| *c != '_').collect();
-    clean.parse::<f64>().ok()
 }
 
 /// argparse's `_negative_number_matcher`: `^-\d+$|^-\d*\.\d+$`.

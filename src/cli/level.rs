@@ -30,7 +30,7 @@ pub fn parse(text: &str) -> Option<i64> {
     if let Some((_, n)) = NAMES.iter().find(|(name, _)| name.eq_ignore_ascii_case(t)) {
         return Some(*n);
     }
-    match super::argparse::parse_python_int(t)? {
+    match super::numbers::parse_python_int(t)? {
         0 => Some(WARNING),
         1 => Some(INFO),
         2 => Some(DEBUG),

@@ -16,6 +16,7 @@ pub mod flags;
 pub mod help;
 pub mod level;
 pub mod namespace;
+pub mod numbers;
 pub mod subcommand;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
@@ -33,6 +34,10 @@ pub const ORIGINAL_SUBCOMMANDS: &[(&str, &str)] = &[
 /// nxcc's own subcommands (a second block in the banner).
 pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
     ("neff-info", "Inspect, verify or unpack a NEFF file."),
+    (
+        "hlo-info",
+        "Describe an HLO module: parameters, results, instructions.",
+    ),
     (
         "parallel-compile",
         "Compile many models at once, within a memory budget, through the cache.",
@@ -173,6 +178,15 @@ pub const COMPILE_POSITIONALS: [Positional; 1] = [Positional {
 }];
 
 /// Parse the whole command line (without `argv[0]`).
+/// No argument can hold a NUL byte (no file name and no value can): the message for the first
+/// that does, refused before anything is planned or run. Only a request to the daemon can carry
+/// one (argv cannot); the daemon refuses it with the same words.
+pub fn nul_argument(args: &[String]) -> Option<String> {
+    args.iter()
+        .find(|a| a.contains('\0'))
+        .map(|a| format!("argument {}: contains a NUL byte", argparse::py_repr(a)))
+}
+
 pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
     let driver = ArgParser::new(prog, &driver_flags(), &[]);
     let top_usage = help::top_usage(prog);
@@ -181,6 +195,9 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         prog: prog.to_string(),
         message,
     };
+    if let Some(message) = nul_argument(args) {
+        return Err(usage_err(message));
+    }
 
     // Find the subcommand: the first value token that is not a driver option's value. Compile
     // options before it are delegated to it; one that takes a value and has no `=VALUE` takes the

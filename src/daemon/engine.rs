@@ -114,7 +114,7 @@ impl Engine for Cached {
             Some(k) => {
                 cache::estimate(cache.as_ref().ok().and_then(|c| c.cache()).as_ref(), k).bytes
             }
-            None => cache::estimate::default_estimate(plan.model_facts.size),
+            None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(plan)),
         };
         Prepared {
             estimate,
@@ -209,7 +209,7 @@ mod tests {
     }
 
     #[test]
-    fn without_a_cache_the_estimate_is_the_default_rule() {
+    fn without_a_cache_the_estimate_is_the_formula() {
         let dir = tempfile::tempdir().unwrap();
         let engine = select(&EngineConfig {
             cache_dir: Some(dir.path().into()),
@@ -217,7 +217,8 @@ mod tests {
         })
         .unwrap();
         let p = engine.prepare(&plan_for(1000, &["--no_cache"]));
-        assert_eq!(p.estimate, 4000 + (256 << 20));
+        // The static probe reads no graph: the formula over the file size alone.
+        assert_eq!(p.estimate, 4000 + (320 << 20));
         assert!(p.key.is_none());
     }
 

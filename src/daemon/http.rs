@@ -13,10 +13,11 @@
 //! request head over
 //! [`HEAD_LIMIT`] or a body over [`BODY_LIMIT`] gets `413` (a head over [`HARD_HEAD_LIMIT`] is not
 //! read at all: hyper answers `431`); a malformed request, bad JSON, a body that does not split
-//! into arguments, invalid UTF-8, a relative `working_directory` or an `env` name a request may
-//! not set ([`super::environ`]) gets `400` with the reason; a body that does not arrive within the
-//! head timeout (`--head-timeout`, default [`HEAD_TIMEOUT`]) gets `408` (a head: see
-//! [`super::conn`]); a compile request that reaches a stopping daemon gets `503`.
+//! into arguments, invalid UTF-8, an argument holding a NUL byte, a relative `working_directory`
+//! or an `env` name a request may not set ([`super::environ`]) gets `400` with the reason; a body
+//! that does not arrive within the head timeout (`--head-timeout`, default [`HEAD_TIMEOUT`]) gets
+//! `408` (a head: see [`super::conn`]); a compile request that reaches a stopping daemon gets
+//! `503`.
 
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -281,6 +282,9 @@ async fn compile(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Res
             )
         }
     };
+    if let Some(e) = crate::cli::nul_argument(&argv) {
+        return refuse(StatusCode::BAD_REQUEST, &e);
+    }
     if daemon.stopping() {
         return stopping();
     }
@@ -373,6 +377,9 @@ async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> 
         Ok(e) => e,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
     };
+    if let Some(e) = crate::cli::nul_argument(&parsed.argv) {
+        return refuse(StatusCode::BAD_REQUEST, &e);
+    }
     if daemon.stopping() {
         return stopping();
     }

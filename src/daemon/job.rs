@@ -200,6 +200,9 @@ impl Probe for RequestProbe<'_> {
     fn model(&self, path: &Path) -> Option<ModelFacts> {
         self.system.model(path)
     }
+    fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
+        self.system.model_graph(path)
+    }
     fn toolchain(&self, request: &ToolchainRequest) -> Option<Toolchain> {
         self.system.toolchain(request)
     }

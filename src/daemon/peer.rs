@@ -13,7 +13,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::state::Peer;
+/// Who is on the other end of a connection (`SO_PEERCRED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+}
+
+impl Peer {
+    pub fn pid_text(&self) -> String {
+        self.pid.map_or_else(|| "?".to_string(), |p| p.to_string())
+    }
+}
 
 /// How often at most the refusals of one uid are logged (one line, with a count).
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);

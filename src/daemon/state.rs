@@ -19,22 +19,9 @@ use super::engine::{CacheUse, Engine};
 use super::job::{self, Control, Emit, Ended, PhaseCounts};
 use super::log::DaemonLog;
 use super::peer::Gate;
+pub use super::peer::Peer;
 use crate::admission::Admission;
 use crate::error::EXIT_COMPILE_FAILED;
-
-/// Who is on the other end of a connection (`SO_PEERCRED`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer {
-    pub uid: u32,
-    pub gid: u32,
-    pub pid: Option<i32>,
-}
-
-impl Peer {
-    pub fn pid_text(&self) -> String {
-        self.pid.map_or_else(|| "?".to_string(), |p| p.to_string())
-    }
-}
 
 #[derive(Debug)]
 struct Activity {

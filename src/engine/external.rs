@@ -11,15 +11,15 @@
 //! RSS. The compiler's stdout and stderr lines go to the console as they come and to the log file
 //! at INFO under `job.ExternalCompiler.0`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
+use super::compile::{job_timeout, open_log, stopped_by, Options, Outcome};
 use super::ExternalCompiler;
 use crate::cli::level;
 use crate::engine::events::Event;
 use crate::engine::failure;
 use crate::engine::log::{self, Console, Logger};
 use crate::engine::metrics::{self, JobMetrics, JobStatus};
-use crate::engine::pipeline::{job_timeout, Options, Outcome};
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
 use crate::run::process::{self, End, Spec, Stream, Termination};
@@ -41,7 +41,17 @@ fn outcome(exit_status: i32, error_lines: Vec<String>, jobs: Vec<JobMetrics>) ->
 
 /// Run `plan` through the external compiler.
 pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    run_producing(plan, opts, ext, None)
+}
+
+/// [`run`], the compiler's output also copied to `product` (a new file in a directory private
+/// to the caller) from its temporary name, before that is renamed to `--output`.
+pub fn run_producing(
+    plan: &Plan,
+    opts: &Options,
+    ext: &ExternalCompiler,
+    product: Option<&Path>,
+) -> Outcome {
     let ns = &plan.ns;
     let console_level = ns.int("verbose").unwrap_or(level::USER);
     let file_level = ns.int("logfile_verbose").unwrap_or(level::INFO);
@@ -63,7 +73,7 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
         });
         outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new())
     };
-    let logger = match crate::engine::pipeline::open_log(plan, opts.console.clone()) {
+    let logger = match open_log(plan, opts.console.clone()) {
         Ok(l) => l,
         Err(e) => return fail(None, e),
     };
@@ -81,11 +91,11 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("file.neff");
-    let partial = plan.output.with_file_name(format!(
-        ".{name}.nxcc-partial-ext-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let partial = plan
+        .output
+        .with_file_name(crate::fsx::unique::name(&format!(
+            ".{name}.nxcc-partial-ext-"
+        )));
     let mut args: Vec<String> = vec!["compile".into()];
     args.extend(plan.argv.iter().cloned());
     args.push("--output".into());
@@ -170,7 +180,9 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
             error(failure::interrupted(sig));
             crate::run::signals::exit_status_for(sig)
         }
-        (None, End::Exited(0)) => match std::fs::rename(&partial, &plan.output) {
+        (None, End::Exited(0)) => match copy_product(&partial, product, &logger)
+            .and_then(|()| std::fs::rename(&partial, &plan.output))
+        {
             Ok(()) => 0,
             Err(e) => {
                 m.status = JobStatus::Failed;
@@ -204,13 +216,27 @@ pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
     o
 }
 
-/// The signal a compile was stopped by: the one the caller's handler recorded, else SIGTERM when
-/// it was cancelled otherwise (its daemon client went away); `None` when it was not stopped.
-pub(super) fn stopped_by(opts: &Options, end: End) -> Option<i32> {
-    match opts.interrupted.load(Ordering::SeqCst) {
-        0 => matches!(end, End::Cancelled(_)).then_some(libc::SIGTERM),
-        sig => Some(sig),
+/// Copy the compiler's output to `product`, if asked (an error there is a warning: the compile
+/// stands without the cache).
+fn copy_product(partial: &Path, product: Option<&Path>, logger: &Logger) -> std::io::Result<()> {
+    let Some(product) = product else {
+        return Ok(());
+    };
+    let copied = std::fs::File::open(partial).and_then(|mut src| {
+        let mut dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(product)?;
+        std::io::copy(&mut src, &mut dst)
+    });
+    if let Err(e) = copied {
+        let _ = std::fs::remove_file(product);
+        logger.info(
+            log::DRIVER,
+            &format!("Could not keep a copy of the NEFF for the cache: {e}"),
+        );
     }
+    Ok(())
 }
 
 /// A line on this process's stderr or stdout (a closed pipe is ignored).

@@ -105,7 +105,10 @@ pub fn job_lines(
         End::Signaled(sig) => with_tail(
             exited_abnormally(
                 job,
-                &format!("Killed by signal {sig} ({}).", signal_name(sig)),
+                &format!(
+                    "Killed by signal {sig} ({}).",
+                    crate::run::signals::signal_text(sig)
+                ),
             ),
             Some(sig),
         ),
@@ -124,21 +127,18 @@ pub fn job_status(end: End) -> JobStatus {
 
 /// `[ERROR] Compilation interrupted by SIGINT`: the end of a compile cancelled by a signal.
 pub fn interrupted(signal: i32) -> String {
-    format!("[ERROR] Compilation interrupted by {}", signal_name(signal))
+    format!(
+        "[ERROR] Compilation interrupted by {}",
+        crate::run::signals::signal_text(signal)
+    )
 }
 
 /// The line for a worker that stopped on a signal sent to it rather than to nxcc.
 pub fn worker_interrupted(signal: i32, worker_pid: u32) -> String {
     format!(
         "[ERROR] Compilation interrupted by {} sent to its worker (pid {worker_pid})",
-        signal_name(signal)
+        crate::run::signals::signal_text(signal)
     )
-}
-
-/// `SIGSEGV`-style name of a signal, or `signal N` for one without a conventional name.
-pub fn signal_name(signal: i32) -> String {
-    crate::run::signals::signal_name(signal)
-        .map_or_else(|| format!("signal {signal}"), str::to_string)
 }
 
 #[cfg(test)]

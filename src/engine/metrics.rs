@@ -45,7 +45,9 @@ pub fn table(jobs: &[JobMetrics]) -> String {
     ));
     for j in jobs {
         let status = match (j.status, j.exit_status, j.signal) {
-            (_, _, Some(sig)) => format!("{:?} ({})", j.status, super::failure::signal_name(sig)),
+            (_, _, Some(sig)) => {
+                format!("{:?} ({})", j.status, crate::run::signals::signal_text(sig))
+            }
             (JobStatus::Failed, Some(code), _) => format!("Failed (exit {code})"),
             _ => format!("{:?}", j.status),
         };

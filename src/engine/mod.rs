@@ -4,6 +4,7 @@
 //! [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
 //! cache, the memory-aware scheduling and the reports work the same with either.
 //!
+//! - [`compile`] — one compile's options and outcome, as every engine takes and gives them;
 //! - [`pipeline`] — `runPipeline`: work dir, log, toolchain, the worker, the final report, metrics;
 //! - [`worker`] — the worker's entry point; [`executor`] — in the worker: the plan's jobs in
 //!   order, each job's steps; it knows nothing about particular jobs;
@@ -11,6 +12,7 @@
 //! - [`external`] — the external-compiler engine;
 //! - helpers: [`workdir`], [`log`], [`progress`], [`metrics`], [`timeline`], [`events`].
 
+pub mod compile;
 pub mod events;
 pub mod executor;
 pub mod external;
@@ -25,7 +27,7 @@ pub mod worker;
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::pipeline::{run_pipeline, Options, Outcome};
+use crate::engine::pipeline::{run_pipeline_producing, Options, Outcome};
 use crate::plan::Plan;
 
 /// The engine a compile runs on.
@@ -64,9 +66,22 @@ impl Engine {
 
 /// Run a compile of `plan` on `engine` (no cache involved).
 pub fn run(plan: &Plan, opts: &Options, engine: &Engine) -> Outcome {
+    run_producing(plan, opts, engine, None)
+}
+
+/// [`run`], the NEFF written to `product` too: a new file in a directory private to the caller
+/// (the compile cache's temporary entry), written by the compile itself — never copied from
+/// `--output`, which another process may replace at any time. A product that cannot be written
+/// costs the compile nothing; the file is then absent.
+pub fn run_producing(
+    plan: &Plan,
+    opts: &Options,
+    engine: &Engine,
+    product: Option<&Path>,
+) -> Outcome {
     match engine {
-        Engine::Pipeline => run_pipeline(plan, opts),
-        Engine::External(ext) => external::run(plan, opts, ext),
+        Engine::Pipeline => run_pipeline_producing(plan, opts, product),
+        Engine::External(ext) => external::run_producing(plan, opts, ext, product),
     }
 }
 

@@ -7,10 +7,8 @@
 //! a partial output, removes or keeps the work dir, and writes the metrics (the log's table,
 //! `--submit-metrics`, `--timings`, `--trace`).
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use super::events::Event;
 use super::executor::partial_output;
@@ -19,71 +17,15 @@ use super::log::{self, Console, Logger};
 use super::metrics::{self, JobMetrics};
 use super::timeline::{self, Span};
 use super::workdir;
-use crate::cli::level;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
-use crate::run::process::{Cancel, End};
+use crate::run::process::End;
 use crate::run::supervisor::{self, Output, Start, WorkerSpec};
 use crate::toolchain::Request;
 
-/// The hidden first argument that makes the binary a worker.
-pub const WORKER_ARG: &str = "__nxcc_worker";
-/// Environment of the worker: the compile's argv (JSON), and its work dir.
-pub const WORKER_ARGV_ENV: &str = "NXCC_WORKER_ARGV";
-pub const WORKER_WORK_DIR_ENV: &str = "NXCC_WORKER_WORK_DIR";
-
-/// How to run.
-pub struct Options<'a> {
-    pub console: Console,
-    pub cancel: Cancel,
-    /// The signal that cancelled the compile, set by the caller's handler (0: none).
-    pub interrupted: Arc<AtomicI32>,
-    /// Extra environment for the worker (and so for the tools).
-    pub worker_env: Vec<(String, String)>,
-    /// Called with every worker event (the daemon streams them).
-    pub on_event: Option<&'a (dyn Fn(&Event) + Sync)>,
-    /// The executable to re-run as the worker (default: this one).
-    pub worker_program: Option<PathBuf>,
-    /// This process runs this one compile and is a child subreaper
-    /// ([`crate::run::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan, and
-    /// the worker may be forked rather than re-executed.
-    pub sole_compile: bool,
-    /// Install nxcc's SIGINT/SIGTERM/SIGHUP handling once the worker has started (the command
-    /// line): a signal cancels the compile and sets `interrupted`.
-    pub install_signals: bool,
-}
-
-impl Options<'_> {
-    /// Terminal console, no cancellation source yet.
-    pub fn terminal() -> Options<'static> {
-        Options {
-            console: Console::Terminal,
-            cancel: Cancel::new(),
-            interrupted: Arc::new(AtomicI32::new(0)),
-            worker_env: Vec::new(),
-            on_event: None,
-            worker_program: None,
-            sole_compile: false,
-            install_signals: false,
-        }
-    }
-}
-
-/// What happened.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    pub exit_status: i32,
-    /// Every error line printed (for a daemon's answer, a cached failure).
-    pub error_lines: Vec<String>,
-    pub jobs: Vec<JobMetrics>,
-    pub work_dir: Option<PathBuf>,
-    /// The work dir was kept.
-    pub kept: bool,
-    /// The worker's pid (its lines in the shared log file carry it), if it ran.
-    pub worker_pid: Option<u32>,
-    /// This (supervising) process's pid, as its log lines carry it.
-    pub supervisor_pid: u32,
-}
+pub use super::compile::{
+    job_timeout, open_log, Options, Outcome, WORKER_ARG, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV,
+};
 
 fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outcome {
     let line = e.to_string();
@@ -103,17 +45,15 @@ fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outco
     }
 }
 
-/// The compile's log, as the plan says (`--logfile`, `--logfile-verbose`, `--verbose`), with
-/// its console going to `console`; NCC_EDRV091 when the file cannot be opened.
-pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
-    let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
-    let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
-    Logger::open(Some(&plan.logfile), file_level, console_level, console)
-        .map_err(|e| NccError::log_file(plan.logfile.display(), e))
-}
-
 /// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
 pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
+    run_pipeline_producing(plan, opts, None)
+}
+
+/// [`run_pipeline`], the worker also writing the NEFF to `product`, a new file in a directory
+/// private to the caller (the compile cache's temporary entry; see
+/// [`crate::jobs::kelper::PRODUCT_ENV`]).
+pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path>) -> Outcome {
     let ns = &plan.ns;
     let logger = match open_log(plan, opts.console.clone()) {
         Ok(l) => l,
@@ -212,6 +152,12 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         WORKER_WORK_DIR_ENV.to_string(),
         work.path.display().to_string(),
     ));
+    if let Some(p) = product {
+        worker_env.push((
+            crate::jobs::kelper::PRODUCT_ENV.to_string(),
+            p.display().to_string(),
+        ));
+    }
 
     let program = match opts
         .worker_program
@@ -311,7 +257,7 @@ pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
         let _ = std::fs::remove_file(&partial);
     }
 
-    let stopped = super::external::stopped_by(opts, outcome.end);
+    let stopped = super::compile::stopped_by(opts, outcome.end);
     let exit_status = match (stopped, outcome.end) {
         (Some(sig), _) => crate::run::signals::exit_status_for(sig),
         (None, End::Exited(0)) => 0,
@@ -449,7 +395,9 @@ fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status:
                 ),
                 (
                     "signal".into(),
-                    j.signal.map(failure::signal_name).unwrap_or_default(),
+                    j.signal
+                        .map(crate::run::signals::signal_text)
+                        .unwrap_or_default(),
                 ),
             ],
         })
@@ -480,24 +428,18 @@ fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status:
 }
 
 fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
-    let tmp = path.with_file_name(format!(
-        ".{}.nxcc-tmp",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("report")
-    ));
     let r = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| std::fs::write(&tmp, text))
-        .and_then(|_| std::fs::rename(&tmp, path));
+        .and_then(|_| {
+            crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
+        });
     match r {
         Ok(()) => logger.info(
             log::DRIVER,
             &format!("Wrote the {what} to {}", path.display()),
         ),
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
             logger.warning(
                 log::DRIVER,
                 &format!("Could not write the {what} to {}: {e}", path.display()),
@@ -538,13 +480,4 @@ fn file_identity(path: &Path) -> Option<(u64, u64)> {
         m.ino(),
         m.mtime_nsec() as u64 ^ (m.mtime() as u64).rotate_left(32),
     ))
-}
-
-/// `--job-timeout` as a duration.
-pub fn job_timeout(plan: &Plan) -> Option<Duration> {
-    plan.ns
-        .get("job_timeout")
-        .as_float()
-        .filter(|s| *s > 0.0 && s.is_finite())
-        .map(Duration::from_secs_f64)
 }

@@ -1,17 +1,17 @@
 //! The worker: the child process that runs the jobs (the original's `--fork-subcommand`
 //! isolation, made the default). It runs [`super::executor`] and reports to its supervisor on the
 //! events pipe ([`run`]). It is started by the supervisor in one of two ways: re-executed with the
-//! hidden first argument [`super::pipeline::WORKER_ARG`] ([`main`] rebuilds the plan from the same
+//! hidden first argument [`super::compile::WORKER_ARG`] ([`main`] rebuilds the plan from the same
 //! command line in the same launch directory), or — from the command line, whose process is
 //! single-threaded when it starts the worker — forked, calling [`run`] with the plan it has.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+use super::compile::{job_timeout, open_log, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
 use super::events::Event;
 use super::executor::{partial_output, Executor, Failure};
 use super::log::Console;
-use super::pipeline::{job_timeout, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
 use crate::cli::{self, level, Command};
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, SystemProbe};
@@ -107,7 +107,7 @@ pub fn run(
         s.on_signal(move |_| c.cancel());
     }
     let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
-    let logger = match super::pipeline::open_log(plan, Console::Terminal) {
+    let logger = match open_log(plan, Console::Terminal) {
         Ok(l) => l,
         Err(e) => return fatal(events, &e.to_string()),
     };

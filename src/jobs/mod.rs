@@ -205,6 +205,16 @@ impl Step {
         }
     }
 
+    /// How this step runs (a library call runs inside the worker); `None` for a skipped step.
+    pub fn runs_as(&self) -> Option<RunsAs> {
+        match &self.action {
+            Action::Exec { .. } => Some(RunsAs::Subprocess),
+            Action::Shell { .. } => Some(RunsAs::Shell),
+            Action::Library { .. } | Action::InProcess { .. } => Some(RunsAs::InProcess),
+            Action::Skip { .. } => None,
+        }
+    }
+
     pub fn tool(&self) -> Option<&'static str> {
         match &self.action {
             Action::Exec { tool, .. } | Action::Shell { tool, .. } => Some(tool),

@@ -136,9 +136,7 @@ fn link_dirs(work_dir: &Path, subgraphs: &[String]) -> Vec<(PathBuf, &'static st
 }
 
 fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), NccError> {
-    let tmp = path.with_extension("json.nxcc-tmp");
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
+    crate::fsx::atomic::write_file(path, bytes, crate::fsx::Durability::Visible)
         .map_err(|e| io_error("write", path, e))
 }
 
@@ -224,10 +222,7 @@ fn transpose_input(
         .collect();
     std::fs::create_dir_all(out_dir).map_err(|err| io_error("create", out_dir, err))?;
     let out = out_dir.join(format!("value_{}.npy", e.input_name));
-    let tmp = out.with_extension("npy.nxcc-tmp");
-    std::fs::write(&tmp, npy::write(&array.descr, &out_shape, &moved))
-        .and_then(|_| std::fs::rename(&tmp, &out))
-        .map_err(|err| io_error("write", &out, err))
+    write_replacing(&out, &npy::write(&array.descr, &out_shape, &moved))
 }
 
 fn link_inputs(out_dir: &Path, work_dir: &Path, subgraphs: &[String]) -> Result<(), NccError> {

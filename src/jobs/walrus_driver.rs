@@ -56,9 +56,11 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         let reads = vec!["bir.json".to_string()];
         let mut step = match (fork, ctx.toolchain) {
             (true, Some(tc)) => {
+                // In process the call runs in the launch directory (nothing changes directory):
+                // the input is named by its path in the work dir.
                 let bir = match ctx.work_dir {
                     Some(w) => w.join(sg).join("bir.json").display().to_string(),
-                    None => "bir.json".to_string(),
+                    None => format!("<work dir>/{sg}/bir.json"),
                 };
                 let mut argv = vec!["walrus_driver".to_string()];
                 argv.extend(args(ctx, &bir)?);

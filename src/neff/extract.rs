@@ -163,7 +163,7 @@ fn unpack(neff: &Neff, root: &OwnedFd, dir: &Path) -> Result<(), NeffError> {
     let mut scan = neff.scan();
     while let Some(entry) = scan.next_entry()? {
         // The scanner hands out normalised names only; check again before touching the disk.
-        let name = names::normalise(&entry.name).map_err(NeffError::Unsafe)?;
+        let name = names::normalise(&entry.name).map_err(|e| NeffError::Unsafe(e.to_string()))?;
         let parts: Vec<&str> = name.split('/').collect();
         let (dirs, file) = if entry.is_dir {
             (&parts[..], None)

@@ -3,47 +3,67 @@
 //! repeated and trailing slashes, and refuses everything else that could reach outside the
 //! directory it is unpacked into.
 
+/// Why a member name is refused; each message shows the name as [`shown`] renders it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// The name is empty.
+    #[error("a member has an empty name")]
+    Empty,
+    /// It starts with `/`.
+    #[error("member '{0}' has an absolute name")]
+    Absolute(String),
+    /// It holds a control character (NUL, newline, ...).
+    #[error("member '{0}' has a control character in its name")]
+    Control(String),
+    /// One of its components is `..`.
+    #[error("member '{0}' has a '..' component in its name")]
+    ParentComponent(String),
+    /// Only `.` components and slashes.
+    #[error("member '{0}' names no file")]
+    NoFile(String),
+    /// A name given to the packer that is not already in normal form.
+    #[error("member '{name}' is not in normal form (expected '{expected}')")]
+    NotNormal {
+        /// The name as given (shown).
+        name: String,
+        /// Its normal form.
+        expected: String,
+    },
+}
+
 /// The normal form of a member name read from an archive, or why it is refused.
-pub fn normalise(raw: &str) -> Result<String, String> {
+pub fn normalise(raw: &str) -> Result<String, NameError> {
     if raw.is_empty() {
-        return Err("a member has an empty name".to_string());
+        return Err(NameError::Empty);
     }
     if raw.starts_with('/') {
-        return Err(format!("member '{}' has an absolute name", shown(raw)));
+        return Err(NameError::Absolute(shown(raw)));
     }
     if raw.chars().any(|c| c.is_control()) {
-        return Err(format!(
-            "member '{}' has a control character in its name",
-            shown(raw)
-        ));
+        return Err(NameError::Control(shown(raw)));
     }
     let mut parts = Vec::new();
     for part in raw.split('/') {
         match part {
             "" | "." => {}
-            ".." => {
-                return Err(format!(
-                    "member '{}' has a '..' component in its name",
-                    shown(raw)
-                ))
-            }
+            ".." => return Err(NameError::ParentComponent(shown(raw))),
             p => parts.push(p),
         }
     }
     if parts.is_empty() {
-        return Err(format!("member '{}' names no file", shown(raw)));
+        return Err(NameError::NoFile(shown(raw)));
     }
     Ok(parts.join("/"))
 }
 
 /// Check a name given to the packer: it must already be in normal form.
-pub fn check_for_pack(name: &str) -> Result<(), String> {
+pub fn check_for_pack(name: &str) -> Result<(), NameError> {
     let normal = normalise(name)?;
     if normal != name {
-        return Err(format!(
-            "member '{}' is not in normal form (expected '{normal}')",
-            shown(name)
-        ));
+        return Err(NameError::NotNormal {
+            name: shown(name),
+            expected: normal,
+        });
     }
     Ok(())
 }
@@ -94,8 +114,14 @@ mod tests {
         ] {
             assert!(normalise(bad).is_err(), "{bad:?} accepted");
         }
-        assert!(normalise("../evil").unwrap_err().contains("'..'"));
-        assert!(normalise("/tmp/x").unwrap_err().contains("absolute"));
+        assert!(normalise("../evil")
+            .unwrap_err()
+            .to_string()
+            .contains("'..'"));
+        assert!(normalise("/tmp/x")
+            .unwrap_err()
+            .to_string()
+            .contains("absolute"));
     }
 
     #[test]

@@ -711,7 +711,7 @@ impl Scanner<'_> {
                 gnu_name = None;
                 continue;
             }
-            let name = names::normalise(&raw_name).map_err(NeffError::Unsafe)?;
+            let name = names::normalise(&raw_name).map_err(|e| NeffError::Unsafe(e.to_string()))?;
             let size = pax_size.unwrap_or(raw.size);
             if size > self.limits.max_decompressed_bytes {
                 return Err(NeffError::Limit(format!(

@@ -13,6 +13,7 @@ use md5::{Digest, Md5};
 use serde_json::json;
 
 use crate::cli::namespace::Namespace;
+use crate::fsx::{AtomicFile, Durability};
 
 use super::header::{self, Header, FORMAT_VERSION, HEADER_SIZE, VERSION_STRING};
 use super::{names, tar, NeffError};
@@ -138,7 +139,7 @@ pub fn pack(
     }
     let mut total: u64 = 0;
     for (name, data) in &members {
-        names::check_for_pack(name).map_err(NeffError::Invalid)?;
+        names::check_for_pack(name).map_err(|e| NeffError::Invalid(e.to_string()))?;
         total += tar::padded(data.len() as u64) + 2 * tar::BLOCK as u64;
     }
     if total > limits.max_decompressed_bytes {
@@ -197,45 +198,13 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     enc.finish().expect("writing to memory")
 }
 
-/// Write a file atomically: a temporary file in the same directory, written and synced, then
-/// renamed over `path` (and the directory synced). On failure nothing is created at `path` and
-/// an existing file there is left as it was. The file gets mode 0644.
+/// Write a file atomically ([`crate::fsx::AtomicFile`], committed [`Durability::Durable`]): on
+/// failure nothing is created at `path` and an existing file there is left as it was. The file
+/// gets mode 0644.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let Some(file_name) = path.file_name() else {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{} does not name a file", path.display()),
-        ));
-    };
-    // `.<name>.<random>.tmp`, or `.nxcc.<random>.tmp` when that would be too long a name.
-    let mut prefix = std::ffi::OsString::from(".");
-    if file_name.len() <= 200 {
-        prefix.push(file_name);
-        prefix.push(".");
-    } else {
-        prefix.push("nxcc.");
-    }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    }
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    // Make the rename durable; a directory that cannot be opened or synced is not an error.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    let mut f = AtomicFile::create(path)?.with_mode(0o644);
+    f.write_all(bytes)?;
+    f.commit(Durability::Durable)
 }
 
 #[cfg(test)]

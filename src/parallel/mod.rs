@@ -4,8 +4,8 @@
 //!
 //! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
 //! ([`crate::cache::estimate()`]: the peak recorded for the same key, else for the same arguments
-//! and the nearest model size, else 4 × the model size + 256 MiB); then the largest estimate
-//! goes first. A dispatcher admits compiles through [`crate::admission::Admission`] — at most
+//! and the nearest graph, else the formula [`crate::cache::estimate::FORMULA`]; the report says
+//! which); then the largest estimate goes first. A dispatcher admits compiles through [`crate::admission::Admission`] — at most
 //! `jobs` at once and, with a memory budget, only while the running estimates plus the next one
 //! fit — and runs each in its own thread (its console output goes nowhere but its log file).
 //! A compile that ends with `[F137]` (a process killed by SIGKILL, most often the out-of-memory
@@ -337,8 +337,10 @@ pub fn run(
         let estimate = match &key {
             Some(k) => cache::estimate(cache_cfg.cache().as_ref(), k),
             None => Estimate {
-                bytes: cache::estimate::default_estimate(plan.model_facts.size),
-                basis: cache::Basis::Default,
+                bytes: cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(
+                    &plan,
+                )),
+                basis: cache::Basis::formula(),
             },
         };
         results[index].key = key.as_ref().map(|k| k.key.clone());

@@ -1,4 +1,5 @@
-//! The end of a batch: the table on stdout (input, status, wall time, peak RSS, cache), the error
+//! The end of a batch: the table on stdout (input, status, wall time, peak RSS, the memory estimate
+//! and what it came from — `recorded`, `similar` or the formula's name —, cache), the error
 //! lines of the failed compiles, `--report FILE` (the [`Report`] as JSON) and `--timings FILE`
 //! (an HTML timeline with one lane per worker slot, one bar per attempt).
 
@@ -17,8 +18,8 @@ pub fn table(report: &Report) -> String {
         .unwrap_or(5)
         .max(5);
     let mut t = format!(
-        "{:<width$}  {:<9}  {:>8}  {:>12}  {:<5}  {}\n",
-        "input", "status", "wall s", "peak RSS MiB", "cache", "attempts"
+        "{:<width$}  {:<9}  {:>8}  {:>12}  {:>12}  {:<8}  {:<5}  {}\n",
+        "input", "status", "wall s", "peak RSS MiB", "estimate MiB", "from", "cache", "attempts"
     );
     for c in &report.compiles {
         let status = match c.status {
@@ -30,12 +31,25 @@ pub fn table(report: &Report) -> String {
             .peak_rss_kb
             .map(|kb| format!("{:.1}", kb as f64 / 1024.0))
             .unwrap_or_else(|| "-".into());
+        let (estimate, from) = match &c.estimate {
+            Some(e) => (
+                format!("{:.1}", e.bytes as f64 / (1 << 20) as f64),
+                match &e.basis {
+                    crate::cache::Basis::Recorded => "recorded",
+                    crate::cache::Basis::Similar { .. } => "similar",
+                    crate::cache::Basis::Default { formula } => formula,
+                },
+            ),
+            None => ("-".into(), "-"),
+        };
         t.push_str(&format!(
-            "{:<width$}  {:<9}  {:>8.3}  {:>12}  {:<5}  {}\n",
+            "{:<width$}  {:<9}  {:>8.3}  {:>12}  {:>12}  {:<8}  {:<5}  {}\n",
             c.input,
             status,
             c.wall_s,
             peak,
+            estimate,
+            from,
             c.cache.as_str(),
             c.attempts.len()
         ));
@@ -134,21 +148,12 @@ pub fn timings_html(report: &Report) -> String {
     )
 }
 
-/// Write a file through a temporary name in the same directory.
+/// Write a file as one [`crate::fsx::AtomicFile`] (its directory created first).
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;
     }
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("report");
-    let tmp = path.with_file_name(format!(".{name}.nxcc-tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+    crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
 }
 
 /// The JSON report's text.

@@ -1,5 +1,7 @@
 //! The dry run (`compile ... --dry-run[=text|json]`): the plan printed, nothing run — like clang's
 //! `-###`. The JSON keys are stable (tests depend on them); `nxcc_plan_version` versions them.
+//! When the model file could be read as an HLO module, both show a one-line summary of it
+//! (`model_graph`; its `error` when it could not be).
 
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
@@ -39,6 +41,12 @@ fn note(step: &Step) -> Option<String> {
         Action::Library {
             library, symbol, ..
         } => Some(format!("in process: {symbol}() of {}", library.display())),
+        Action::Exec {
+            tool: "python3", ..
+        } => Some(
+            "a subprocess: the installed neuronxcc package's own driver runs this job alone"
+                .to_string(),
+        ),
         _ => None,
     }
 }
@@ -52,6 +60,25 @@ fn warnings(plan: &Plan) -> Vec<String> {
         ));
     }
     w
+}
+
+/// The `model_graph` object: the module's summary, its reader's error, or `null` (not read).
+pub fn graph_json(plan: &Plan) -> Json {
+    match &plan.model_graph {
+        Some(Ok(m)) => json!({
+            "summary": m.one_line(),
+            "module": m.name,
+            "format": m.format,
+            "entry_computation": m.entry,
+            "parameters": m.parameters.len(),
+            "results": m.results.len(),
+            "parameter_bytes": m.parameter_bytes(),
+            "result_bytes": m.result_bytes(),
+            "instruction_count": m.instruction_count,
+        }),
+        Some(Err(e)) => json!({ "error": e }),
+        None => Json::Null,
+    }
 }
 
 /// The plan as the dry-run JSON object.
@@ -109,7 +136,9 @@ pub fn to_json(plan: &Plan) -> Json {
         "derived": plan.derived,
         "model": plan.model.display().to_string(),
         "model_format": plan.model_facts.format,
+        "model_graph": graph_json(plan),
         "subgraphs": plan.subgraphs,
+        "subgraphs_known": plan.subgraphs_known,
         "toolchain": plan.toolchain.as_ref().map(|t| json!({"bin": t.bin.display().to_string(), "simulated": t.simulated})),
         "args": Json::Object(args),
         "jobs": jobs,
@@ -133,6 +162,11 @@ pub fn to_text(plan: &Plan) -> String {
             format!("HLO {}", plan.model_facts.format.as_str())
         }
     ));
+    match &plan.model_graph {
+        Some(Ok(m)) => o.push_str(&format!("graph      {}\n", m.one_line())),
+        Some(Err(e)) => o.push_str(&format!("graph      cannot be read: {e}\n")),
+        None => {}
+    }
     o.push_str(&format!("output     {}\n", plan.output.display()));
     o.push_str(&format!(
         "target     {} (arch {}), logical NeuronCore size {}\n",
@@ -171,7 +205,15 @@ pub fn to_text(plan: &Plan) -> String {
         ),
     };
     o.push_str(&format!("work dir   {work}\n"));
-    o.push_str(&format!("subgraphs  {}\n", plan.subgraphs.join(", ")));
+    o.push_str(&format!(
+        "subgraphs  {}{}\n",
+        plan.subgraphs.join(", "),
+        if plan.subgraphs_known {
+            ""
+        } else {
+            " (predicted: the Frontend decides when it runs)"
+        }
+    ));
     o.push_str(&format!(
         "\npipeline ({} jobs): {}\n",
         plan.pipeline.len(),
@@ -189,6 +231,10 @@ pub fn to_text(plan: &Plan) -> String {
             runs,
             job.tool.map(|t| format!(", {t}")).unwrap_or_default()
         ));
+        let per_subgraph = job.steps.iter().any(|s| s.cwd.starts_with("sg"));
+        if per_subgraph && !plan.subgraphs_known {
+            o.push_str("   per subgraph: one call for each sgNN directory the Frontend writes\n");
+        }
         for step in &job.steps {
             if let Some(command) = step.shown_command() {
                 if let Some(t) = step.tool() {
@@ -198,14 +244,13 @@ pub fn to_text(plan: &Plan) -> String {
                         .unwrap_or_else(|| "<not found>".into());
                     o.push_str(&format!("   tool    {t} = {path}\n"));
                 }
-                o.push_str(&format!(
-                    "   cwd     {}\n",
-                    if step.cwd == "." {
-                        "<work dir>".to_string()
-                    } else {
-                        format!("<work dir>/{}", step.cwd)
-                    }
-                ));
+                let cwd = match (&step.action, step.cwd.as_str()) {
+                    // A library call runs inside the worker, which never changes directory.
+                    (Action::Library { .. }, _) => "<launch dir> (inside the worker)".to_string(),
+                    (_, ".") => "<work dir>".to_string(),
+                    (_, sg) => format!("<work dir>/{sg}"),
+                };
+                o.push_str(&format!("   cwd     {cwd}\n"));
                 o.push_str(&format!("   $ {command}\n"));
             }
             if let Some(n) = note(step) {

@@ -89,6 +89,9 @@ pub struct Plan {
     /// Absolute.
     pub model: PathBuf,
     pub model_facts: ModelFacts,
+    /// The model file's HLO module as the probe read it (`None`: not read, e.g. a directory;
+    /// `Some(Err)`: why it cannot be read). Shown by the dry run, used by the memory estimate.
+    pub model_graph: Option<Result<crate::hlo::Module, String>>,
     /// Absolute.
     pub output: PathBuf,
     /// Absolute.
@@ -100,6 +103,9 @@ pub struct Plan {
     pub walrus_passes: Vec<&'static str>,
     /// The subgraph directories the plan expects the Frontend to write.
     pub subgraphs: Vec<String>,
+    /// Whether [`Plan::subgraphs`] is what the Frontend will write (the simulated frontend, a
+    /// model directory) or only a prediction (a real frontend decides when it runs).
+    pub subgraphs_known: bool,
     pub toolchain_request: Request,
     pub toolchain: Option<Toolchain>,
     pub jobs: Vec<PlannedJob>,
@@ -216,6 +222,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     let facts = probe.model(&model);
     normalise::validate_args(&ns, &model_arg, facts.is_some(), &mut decisions)?;
     let model_facts = facts.expect("checked by validate_args");
+    let model_graph = probe.model_graph(&model);
 
     // 4. Normalise.
     let derived = normalise::normalise(&mut ns, &mut decisions, &mut warnings, &mut user_messages);
@@ -335,6 +342,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         Source::Recon,
     ));
     let subgraphs = predicted_subgraphs(&model_facts, toolchain.as_ref(), probe);
+    let subgraphs_known = toolchain.as_ref().is_some_and(|t| t.simulated) || model_facts.is_dir;
     let output = absolute(&launch_dir, ns.str("output").unwrap_or("file.neff"));
     let logfile = absolute(
         &launch_dir,
@@ -355,12 +363,14 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         launch_dir,
         model,
         model_facts,
+        model_graph,
         output,
         logfile,
         collected,
         pipeline,
         walrus_passes,
         subgraphs,
+        subgraphs_known,
         toolchain_request,
         toolchain,
         jobs: Vec::new(),
@@ -377,9 +387,17 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         for name in &plan.pipeline {
             let job = jobs::lookup(name).expect("looked up above");
             let steps = (job.steps)(&ctx).map_err(PlanError::Compile)?;
+            // How the planned steps run, which is what the dry run shows: the Frontend of a real
+            // toolchain is a subprocess of the installed driver; a fork-walrus backend runs in
+            // the worker. The registry's kind stands when the steps do not agree or skip.
+            let mut kinds = steps.iter().filter_map(Step::runs_as);
+            let runs_as = match kinds.next() {
+                Some(first) if kinds.all(|k| k == first) => first,
+                _ => job.runs_as,
+            };
             planned.push(PlannedJob {
                 name: job.name,
-                runs_as: job.runs_as,
+                runs_as,
                 tool: job.tool,
                 steps,
             });

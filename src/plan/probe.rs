@@ -1,7 +1,7 @@
 //! What the plan builder may know about the world, behind a trait so the builder itself does no
-//! I/O: the launch directory, the environment, facts about the model path, and where the tools are.
-//! [`SystemProbe`] answers from the real system (stat and an 16-byte read, nothing else; no
-//! process is spawned); tests answer from tables.
+//! I/O: the launch directory, the environment, facts about the model path, the model's graph, and
+//! where the tools are. [`SystemProbe`] answers from the real system (a stat, and a read of a model
+//! file's HLO module; no process is spawned); tests answer from tables.
 
 use std::path::{Path, PathBuf};
 
@@ -26,11 +26,21 @@ pub trait Probe {
     fn env(&self, name: &str) -> Option<String>;
     /// `None` when the path does not exist.
     fn model(&self, path: &Path) -> Option<ModelFacts>;
+    /// The HLO module of a model file (`None`: not read — a directory, or a probe that reads no
+    /// files; `Some(Err)`: the reader's message). For the dry run's summary and the memory
+    /// estimate; the compile itself does not depend on it.
+    fn model_graph(&self, _path: &Path) -> Option<Result<crate::hlo::Module, String>> {
+        None
+    }
     /// The toolchain for a request, without spawning anything (`Auto` gives `None` here: the
     /// `python3` probe runs only when a compile actually needs a tool).
     fn toolchain(&self, request: &Request) -> Option<Toolchain>;
     fn cpu_count(&self) -> usize;
 }
+
+/// The largest model file whose graph [`SystemProbe`] reads (it is read whole into memory; a
+/// larger model is planned, and estimated by its size, without its graph).
+pub const GRAPH_READ_LIMIT: u64 = 1 << 30;
 
 /// The real system.
 #[derive(Debug, Clone)]
@@ -90,6 +100,21 @@ impl Probe for SystemProbe {
             pb_files: 0,
             size: meta.len(),
         })
+    }
+
+    fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
+        let meta = std::fs::metadata(path).ok()?;
+        if meta.is_dir() {
+            return None;
+        }
+        if meta.len() > GRAPH_READ_LIMIT {
+            return Some(Err(format!(
+                "{}: not read: larger than {} MiB (the plan reads a model's graph only up to that)",
+                path.display(),
+                GRAPH_READ_LIMIT >> 20
+            )));
+        }
+        Some(crate::hlo::read(path).map_err(|e| e.render(path)))
     }
 
     fn toolchain(&self, request: &Request) -> Option<Toolchain> {
@@ -166,5 +191,31 @@ impl Probe for StaticProbe {
     }
     fn cpu_count(&self) -> usize {
         self.cpus
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_system_probe_reads_a_graph_up_to_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let probe = SystemProbe {
+            launch_dir: dir.path().into(),
+        };
+        let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo");
+        let m = probe.model_graph(&model).unwrap().unwrap();
+        assert_eq!(m.parameters.len(), 3);
+        // A directory is not read; a file past the limit (sparse: no disk used) is not either.
+        assert!(probe.model_graph(dir.path()).is_none());
+        let huge = dir.path().join("huge.pb");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(GRAPH_READ_LIMIT + 1)
+            .unwrap();
+        let e = probe.model_graph(&huge).unwrap().unwrap_err();
+        assert!(e.contains("not read: larger than 1024 MiB"), "{e}");
+        assert!(probe.model_graph(&dir.path().join("missing.pb")).is_none());
     }
 }

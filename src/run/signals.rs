@@ -106,6 +106,12 @@ pub fn exit_status_for(sig: i32) -> i32 {
     }
 }
 
+/// The name of a signal for messages: `SIGSEGV`, or `signal N` for one without a conventional
+/// name.
+pub fn signal_text(sig: i32) -> String {
+    signal_name(sig).map_or_else(|| format!("signal {sig}"), str::to_string)
+}
+
 /// The conventional name of a signal number (`"SIGSEGV"`), for messages.
 pub fn signal_name(sig: i32) -> Option<&'static str> {
     Some(match sig {

@@ -260,9 +260,17 @@ fn failed(text: &str) -> i32 {
     1
 }
 
+/// Write the configuration file atomically and durably (mode 0644).
+fn write_config(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = crate::fsx::AtomicFile::create(path)?.with_mode(0o644);
+    f.write_all(bytes)?;
+    f.commit(crate::fsx::Durability::Durable)
+}
+
 /// Place a symbolic link atomically (a uniquely named link renamed over `link`).
 fn place_link(target: &Path, link: &Path) -> std::io::Result<()> {
-    let tmp = link.with_file_name(format!(".{LINK_NAME}.nxcc-shim-tmp.{}", std::process::id()));
+    let tmp = link.with_file_name(crate::fsx::unique::name(&format!(".{LINK_NAME}.tmp.")));
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(target, &tmp)?;
     std::fs::rename(&tmp, link).inspect_err(|_| {
@@ -354,7 +362,7 @@ fn install(prog: &str, dir: &Path, real: &str, budget: &str, socket: Option<&str
     let mut text = serde_json::to_string_pretty(&config).unwrap_or_default();
     text.push('\n');
     // The configuration first: a `neuronx-cc` link never exists without it.
-    if let Err(e) = crate::neff::write::write_atomically(&dir.join(CONFIG_NAME), text.as_bytes()) {
+    if let Err(e) = write_config(&dir.join(CONFIG_NAME), text.as_bytes()) {
         return failed(&format!(
             "cannot write {}: {e}",
             dir.join(CONFIG_NAME).display()

@@ -30,11 +30,12 @@ pub struct Port {
     pub name: String,
     pub dtype: String,
     pub shape: Vec<u64>,
+    pub bytes: u64,
 }
 
 impl Port {
     pub fn to_json(&self) -> Value {
-        json!({"name": self.name, "dtype": self.dtype, "shape": self.shape})
+        json!({"name": self.name, "dtype": self.dtype, "shape": self.shape, "bytes": self.bytes})
     }
 }
 
@@ -230,6 +231,7 @@ mod tests {
                 name: "p0".into(),
                 dtype: "f32".into(),
                 shape: vec![2, 3],
+                bytes: 24,
             }],
             outputs: vec![],
             aliases: vec![],

@@ -1,6 +1,6 @@
 //! File handling shared by the simulated tools and frontend: paths resolved against an explicit
 //! working directory (nothing here changes the process's current directory), atomic writes
-//! (a temporary name in the same directory, then a rename), and reading a model — a file, or a
+//! (through [`crate::fsx::AtomicFile`]), and reading a model — a file, or a
 //! directory of files — with its blake3 digest.
 
 use std::io::Write;
@@ -16,27 +16,12 @@ pub fn resolve(cwd: &Path, p: &str) -> PathBuf {
     }
 }
 
-/// Write `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// reader never sees a half-written file. The file gets mode 0644.
+/// Write `bytes` to `path` as one [`crate::fsx::AtomicFile`], so a reader never sees a
+/// half-written file. The file gets mode 0644.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let mut f = crate::fsx::AtomicFile::create(path)?.with_mode(0o644);
+    f.write_all(bytes)?;
+    f.commit(crate::fsx::Durability::Visible)
 }
 
 /// A model as the tools see it.
@@ -121,6 +106,29 @@ impl Model {
             (false, Some((_, b))) if b.starts_with(b"HloModule") => std::str::from_utf8(b).ok(),
             _ => None,
         }
+    }
+
+    /// The HLO modules of the model, as a frontend reads them: a file is one module (HLO text or
+    /// a binary `HloModuleProto`); a directory holds one per `*.pb` file, in name order. What is
+    /// not a module is refused with the reader's message (naming `path`, or the directory's
+    /// file).
+    pub fn graphs(&self, path: &Path) -> Result<Vec<crate::hlo::Module>, String> {
+        if !self.is_dir {
+            let (_, bytes) = self.parts.first().ok_or("no model bytes")?;
+            return crate::hlo::parse(bytes)
+                .map(|m| vec![m])
+                .map_err(|e| e.render(path));
+        }
+        let pbs = self.pb_parts();
+        if pbs.is_empty() {
+            return Err(format!(
+                "{}: a model directory holds no *.pb module",
+                path.display()
+            ));
+        }
+        pbs.iter()
+            .map(|(name, bytes)| crate::hlo::parse(bytes).map_err(|e| e.render(&path.join(name))))
+            .collect()
     }
 
     /// The parts that are `*.pb` files, in name order.

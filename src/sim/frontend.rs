@@ -2,18 +2,21 @@
 //! (the real one is Penguin, inside the Neuron compiler's Python package).
 //!
 //! It requires `penguin.py` in the work dir, written for this model by the (simulated)
-//! `hlo2penguin` before it, and writes per subgraph `sgNN/bir.json`, `sgNN/tensor_map.json` and
-//! `sgNN/io_transposes.json`, and `W/hlo_netlist.json`:
-//! - subgraphs: one by default; N for a model directory holding N `*.pb` files (one per file);
+//! `hlo2penguin` before it, reads the model's HLO modules ([`Model::graphs`]: a file is one module,
+//! text or binary; a directory one per `*.pb` file; anything else is refused), and writes per
+//! subgraph `sgNN/bir.json`, `sgNN/tensor_map.json` and `sgNN/io_transposes.json`, and
+//! `W/hlo_netlist.json`:
+//! - subgraphs: one by default; N for a model directory holding N `*.pb` files (one per module);
 //!   or the override (the driver passes `NXCC_SIM_SUBGRAPHS`), in which case the model's bytes
 //!   are split into that many equal runs;
 //! - the BIR's instruction count scales with the subgraph's model bytes ([`crate::sim::bir`]);
-//! - for an HLO text model, the inputs are the ENTRY computation's parameters and
-//!   `sg00/io_transposes.json` holds one entry per parameter of rank ≥ 2 (`reshape` = its shape,
-//!   `transpose` = the identity with the last two axes swapped), so StaticIOTranspose has real
-//!   work; the module's `input_output_alias` becomes the alias map. Later subgraphs take the
-//!   previous subgraph's output and have an empty io_transposes array. For a binary model,
-//!   every io_transposes array is empty and the inputs are derived from the model's digest.
+//! - a subgraph that is a whole module has that module's entry parameters as inputs and its
+//!   results as outputs (name, dtype, dimensions, bytes), and its `input_output_alias` as the
+//!   alias map; `io_transposes.json` holds one entry per parameter of rank 2 to 6 (`reshape` = its
+//!   shape, `transpose` = the identity with the last two axes swapped), so StaticIOTranspose has
+//!   real work. When one module is split over several subgraphs, the first takes its parameters,
+//!   the last gives its results, and the ones between pass `sgNN_output0` (shaped like the first
+//!   result) along, with empty io_transposes arrays.
 //!
 //! The fault and cost injection of the simulated tools does not apply here: the frontend runs
 //! inside the driver's own process.
@@ -24,9 +27,9 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::hlo;
 use crate::sim::bir::{self, AliasEntry, Port, SubgraphSource};
 use crate::sim::files::{atomic_write, Model};
-use crate::sim::hlo_text;
 use crate::sim::tools::hlo2penguin::MODEL_LINE_PREFIX;
 
 /// The file the frontend requires in the work dir.
@@ -69,74 +72,63 @@ pub fn run(
     }
     let penguin_digest = blake3::hash(&penguin);
 
+    let graphs = model_data.graphs(model)?;
     let segments = segments(&model_data, subgraphs_override);
     let count = segments.len();
     let names: Vec<String> = (0..count).map(|i| format!("sg{i:02}")).collect();
-    let signature = model_data.hlo_text().map(hlo_text::entry_signature);
-    let model_inputs = match &signature {
-        Some(sig) => sig.parameters.iter().map(port).collect(),
-        None => proto_inputs(&model_data.digest),
+    // One graph per subgraph (a directory of modules), or one graph split over every subgraph.
+    let own_graph = |i: usize| -> Option<&hlo::Module> {
+        if graphs.len() == count {
+            graphs.get(i)
+        } else if i == 0 {
+            graphs.first()
+        } else {
+            None
+        }
     };
-    let last_output = match signature.as_ref().and_then(|s| s.root.as_ref()) {
-        Some(root) => port(root),
-        None => Port {
-            name: "output0".into(),
-            dtype: "f32".into(),
-            shape: vec![],
-        },
+    let last = graphs.last().expect("graphs() gives at least one module");
+    let last_outputs: Vec<Port> = last.results.iter().map(port).collect();
+    let link = |sg: &str| -> Port {
+        let first = last.results.first();
+        Port {
+            name: format!("{sg}_output0"),
+            dtype: first.map_or("f32", |t| t.shape.dtype_name()).to_string(),
+            shape: first.map(|t| t.shape.dims().to_vec()).unwrap_or_default(),
+            bytes: first.map_or(0, hlo::Tensor::bytes),
+        }
     };
     let mut netlist_sgs = Vec::with_capacity(count);
     for (i, seg) in segments.iter().enumerate() {
         let sg = &names[i];
-        let inputs = if i == 0 {
-            model_inputs.clone()
-        } else {
-            vec![Port {
-                name: format!("{}_output0", names[i - 1]),
-                dtype: last_output.dtype.clone(),
-                shape: last_output.shape.clone(),
-            }]
+        let graph = own_graph(i);
+        let inputs = match graph {
+            Some(g) => g.parameters.iter().map(port).collect(),
+            None => vec![link(&names[i - 1])],
         };
-        let outputs = if i + 1 == count {
-            vec![last_output.clone()]
-        } else {
-            vec![Port {
-                name: format!("{sg}_output0"),
-                dtype: last_output.dtype.clone(),
-                shape: last_output.shape.clone(),
-            }]
+        let outputs = match (graphs.len() == count, i + 1 == count) {
+            (true, _) => graphs[i].results.iter().map(port).collect(),
+            (false, true) => last_outputs.clone(),
+            (false, false) => vec![link(sg)],
         };
-        let aliases = match (&signature, i) {
-            (Some(sig), 0) if count == 1 => sig
+        let aliases: Vec<AliasEntry> = match graph {
+            Some(g) if graphs.len() == count => g
                 .aliases
                 .iter()
                 .filter_map(|a| {
-                    let input = sig.parameters.get(a.parameter)?;
-                    (a.output_index < outputs.len()).then(|| AliasEntry {
+                    let input = g.parameters.get(a.parameter)?;
+                    let output = outputs.get(a.output_index)?;
+                    Some(AliasEntry {
                         input_name: input.name.clone(),
-                        output_name: outputs[a.output_index].name.clone(),
+                        output_name: output.name.clone(),
                         must_alias: a.must_alias,
                     })
                 })
                 .collect(),
             _ => Vec::new(),
         };
-        let transposes: Vec<Value> = match (&signature, i) {
-            (Some(sig), 0) => sig
-                .parameters
-                .iter()
-                .filter_map(|p| {
-                    let shape = p.shape.as_ref()?;
-                    (shape.len() >= 2).then(|| {
-                        let r = shape.len();
-                        let mut perm: Vec<usize> = (0..r).collect();
-                        perm.swap(r - 2, r - 1);
-                        json!({"input_name": p.name, "reshape": shape, "transpose": perm})
-                    })
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let transposes: Vec<Value> = graph
+            .map(|g| g.parameters.iter().filter_map(transpose).collect())
+            .unwrap_or_default();
         let src = SubgraphSource {
             sg: sg.clone(),
             index: i,
@@ -156,6 +148,7 @@ pub fn run(
             &dir.join("tensor_map.json"),
             &json!({
                 "inputs": inputs.iter().map(Port::to_json).collect::<Vec<_>>(),
+                "outputs": outputs.iter().map(Port::to_json).collect::<Vec<_>>(),
                 "alias_map": aliases.iter().map(AliasEntry::to_json).collect::<Vec<_>>(),
             }),
         )?;
@@ -198,25 +191,29 @@ fn segments(model: &Model, subgraphs_override: Option<usize>) -> Vec<Vec<u8>> {
     }
 }
 
-fn port(t: &hlo_text::Tensor) -> Port {
+fn port(t: &hlo::Tensor) -> Port {
     Port {
         name: t.name.clone(),
-        dtype: t.dtype.clone(),
-        shape: t.shape.clone().unwrap_or_default(),
+        dtype: t.shape.dtype_name().to_string(),
+        shape: t.shape.dims().to_vec(),
+        bytes: t.bytes(),
     }
 }
 
-/// Inputs of a binary model, which this frontend does not decode: one to three rank-2 `f32`
-/// inputs whose dimensions come from the model's digest.
-fn proto_inputs(digest: &blake3::Hash) -> Vec<Port> {
-    let d = digest.as_bytes();
-    (0..1 + d[0] as usize % 3)
-        .map(|i| Port {
-            name: format!("input{i}"),
-            dtype: "f32".into(),
-            shape: vec![1 + d[1 + 2 * i] as u64 % 16, 1 + d[2 + 2 * i] as u64 % 16],
-        })
-        .collect()
+/// The `io_transposes.json` entry of a parameter: for an array of rank 2 to
+/// [`MAX_DIMS`](crate::jobs::static_io_transpose::MAX_DIMS) with positive dimensions, `reshape` =
+/// its shape and `transpose` = the identity with the last two axes swapped.
+fn transpose(p: &hlo::Tensor) -> Option<Value> {
+    let hlo::Shape::Array { dims, .. } = &p.shape else {
+        return None;
+    };
+    let r = dims.len();
+    if !(2..=crate::jobs::static_io_transpose::MAX_DIMS).contains(&r) || dims.contains(&0) {
+        return None;
+    }
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 2, r - 1);
+    Some(json!({"input_name": p.name, "reshape": dims, "transpose": perm}))
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
@@ -325,41 +322,66 @@ ENTRY main {
         let dir = tempfile::tempdir().unwrap();
         let model = dir.path().join("graphs");
         std::fs::create_dir(&model).unwrap();
-        std::fs::write(model.join("a.pb"), vec![1u8; 100]).unwrap();
-        std::fs::write(model.join("b.pb"), vec![2u8; 40_000]).unwrap();
-        std::fs::write(model.join("c.pb"), vec![3u8; 300]).unwrap();
+        let zoo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+        for (part, example) in [("a", "mlp"), ("b", "many_params"), ("c", "matmul")] {
+            std::fs::copy(
+                zoo.join(format!("{example}.hlo_module.pb")),
+                model.join(format!("{part}.pb")),
+            )
+            .unwrap();
+        }
         std::fs::write(model.join("README"), b"not a graph").unwrap();
         let work = dir.path().join("w");
         std::fs::create_dir(&work).unwrap();
         penguin(&model, &work);
         let sgs = run(&model, &work, None).unwrap();
         assert_eq!(sgs, vec!["sg00", "sg01", "sg02"]);
-        let size = |sg: &str| {
-            std::fs::metadata(work.join(sg).join("bir.json"))
+        let instructions = |sg: &str| {
+            crate::sim::bir::Bir::check(&std::fs::read(work.join(sg).join("bir.json")).unwrap())
+                .unwrap()
+                .instruction_count
+        };
+        assert!(
+            instructions("sg01") > 10 * instructions("sg00"),
+            "the BIR scales with its graph's bytes"
+        );
+        // Each subgraph is its own module: its inputs and outputs are the module's.
+        let inputs = |sg: &str| -> Vec<String> {
+            read_json(work.join(sg).join("tensor_map.json"))["inputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(inputs("sg00"), ["x.1", "w.1", "b.1"]);
+        assert_eq!(inputs("sg01").len(), 48);
+        assert_eq!(inputs("sg02").len(), 2);
+        // The rank-2 parameters of mlp (x, w) and matmul (a, b) get transposes; many_params's
+        // rank-3 ones too, its vectors and scalars not.
+        let transposes = |sg: &str| {
+            read_json(work.join(sg).join("io_transposes.json"))
+                .as_array()
                 .unwrap()
                 .len()
         };
-        assert!(
-            size("sg01") > 10 * size("sg00"),
-            "bir.json scales with its graph"
+        assert_eq!(
+            (transposes("sg00"), transposes("sg01"), transposes("sg02")),
+            (2, 12, 2)
         );
-        for sg in &sgs {
-            assert_eq!(
-                read_json(work.join(sg).join("io_transposes.json")),
-                json!([])
-            );
-            assert!(work.join(sg).join("tensor_map.json").is_file());
-        }
         let netlist = read_json(work.join(NETLIST));
         assert_eq!(netlist["subgraphs"].as_array().unwrap().len(), 3);
-        assert_eq!(netlist["subgraphs"][1]["inputs"], json!(["sg00_output0"]));
+        assert_eq!(
+            netlist["subgraphs"][1]["outputs"].as_array().unwrap().len(),
+            2
+        );
     }
 
     #[test]
     fn the_override_sets_the_subgraph_count() {
         let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("m.pb");
-        std::fs::write(&model, vec![9u8; 5000]).unwrap();
+        let model = dir.path().join("m.hlo");
+        std::fs::write(&model, crate::hlo::testing::text_model(5000, 9)).unwrap();
         penguin(&model, dir.path());
         let sgs = run(&model, dir.path(), Some(4)).unwrap();
         assert_eq!(sgs, vec!["sg00", "sg01", "sg02", "sg03"]);
@@ -370,15 +392,15 @@ ENTRY main {
     #[test]
     fn penguin_py_must_exist_and_match_the_model() {
         let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("m.pb");
-        std::fs::write(&model, b"model one").unwrap();
+        let model = dir.path().join("m.hlo");
+        std::fs::write(&model, crate::hlo::testing::text_model(200, 1)).unwrap();
         let e = run(&model, dir.path(), None).unwrap_err();
         assert!(
             e.contains("penguin.py does not exist") && e.contains("hlo2penguin"),
             "{e}"
         );
-        let other = dir.path().join("other.pb");
-        std::fs::write(&other, b"model two").unwrap();
+        let other = dir.path().join("other.hlo");
+        std::fs::write(&other, crate::hlo::testing::text_model(200, 2)).unwrap();
         penguin(&other, dir.path());
         let e = run(&model, dir.path(), None).unwrap_err();
         assert!(e.contains("was not written for the model"), "{e}");

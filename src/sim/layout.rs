@@ -34,7 +34,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::argparse::{Nargs, Positional};
 use crate::cli::flags::{self, flag, Action, Choices, Flag, Kind as FlagKind, Scope, Visibility};
@@ -190,18 +190,13 @@ fn marker_text(src: &Sources, kind: Kind) -> String {
     )
 }
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
+/// A name beside `path` no other writer uses (`.<name>.tmp.<unique>`).
 fn temporary_beside(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    path.with_file_name(format!(
-        ".{name}.tmp.{}.{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ))
+    path.with_file_name(crate::fsx::unique::name(&format!(".{name}.tmp.")))
 }
 
 /// Make `link` a symbolic link to `target`, atomically (a uniquely named link renamed over it).

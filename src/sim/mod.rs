@@ -27,7 +27,6 @@ pub mod ffi;
 pub mod files;
 pub mod formats;
 pub mod frontend;
-pub mod hlo_text;
 pub mod inject;
 pub mod layout;
 pub mod tools;

@@ -267,7 +267,7 @@ fn every_bad_request_gets_its_4xx_and_the_daemon_keeps_serving() {
         ]),
     );
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(neff_first_input(&wd.join("ok.neff")), "input0");
+    assert_eq!(neff_first_input(&wd.join("ok.neff")), "x.1");
     let (_, events) = daemon.v1(&json!({
         "argv": [model, "--target", "trn2", "--toolchain", "sim", "--output", "ok2.neff"],
         "working_directory": wd,

@@ -36,8 +36,8 @@ pub fn nxcc_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_nxcc"))
 }
 
-/// The example model shipped with the project (a binary HloModuleProto; its first input is
-/// `input0` in the NEFF).
+/// The example model shipped with the project (a binary HloModuleProto; its first parameter, so
+/// the NEFF's first input, is `x.1`).
 pub fn example_model() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo_module.pb")
 }

@@ -50,7 +50,7 @@ fn a_half_closed_request_is_answered_and_its_compile_runs_to_the_end() {
         ]);
         let r = half_closed(&daemon, &original_request(&wd, &body, daemon.pid()));
         assert_eq!(r.status, 200, "{}", r.text());
-        assert_eq!(neff_first_input(&wd.join(&out)), "input0");
+        assert_eq!(neff_first_input(&wd.join(&out)), "x.1");
     }
     // A streamed compile: not cancelled, its last event is a success.
     let r = half_closed(
@@ -65,7 +65,7 @@ fn a_half_closed_request_is_answered_and_its_compile_runs_to_the_end() {
     let done = events.last().unwrap();
     assert_eq!(done["event"], "done", "{events:?}");
     assert_eq!(done["exit_status"], 0, "{done}");
-    assert_eq!(neff_first_input(&wd.join("v.neff")), "input0");
+    assert_eq!(neff_first_input(&wd.join("v.neff")), "x.1");
     assert_eq!(daemon.status()["compiles"]["cancelled"], 0);
     assert!(
         !daemon.log_text().contains("went away"),

@@ -91,7 +91,7 @@ fn sigterm_lets_a_running_compile_finish_then_cleans_up() {
     });
     let r = read_response(&mut BufReader::new(&s));
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(neff_first_input(&wd.join("t.neff")), "input0");
+    assert_eq!(neff_first_input(&wd.join("t.neff")), "x.1");
     let status = daemon.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status}");
     assert!(!daemon.pid_file.exists());

@@ -125,8 +125,8 @@ fn sixty_four_clients_at_once() {
 #[test]
 fn a_memory_budget_holds_compiles_back_and_status_shows_them() {
     let world = Arc::new(World::new());
-    // Each compile is estimated at 4 × its model + 256 MiB (nothing learned: no cache): two do
-    // not fit in 400 MiB.
+    // Each compile is estimated by the formula over its graph (nothing learned: no cache): 320
+    // MiB and a little more, so two do not fit in 400 MiB.
     let daemon = Arc::new(Daemon::start(
         &world,
         "d",
@@ -135,7 +135,13 @@ fn a_memory_budget_holds_compiles_back_and_status_shows_them() {
     ));
     let model = example_model();
     let size = std::fs::metadata(&model).unwrap().len();
-    let estimate = 4 * size + (256 << 20);
+    let graph = nxcc::hlo::read(&model).unwrap();
+    // The formula written out: 320 MiB + 4 × file + 8 × (parameter + result bytes) + 16 KiB ×
+    // instructions.
+    let estimate = (320u64 << 20)
+        + 4 * size
+        + 8 * (graph.parameter_bytes() + graph.result_bytes())
+        + (16 << 10) * graph.instruction_count as u64;
     let threads: Vec<_> = (0..3)
         .map(|i| {
             let (daemon, world) = (daemon.clone(), world.clone());

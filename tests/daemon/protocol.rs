@@ -205,7 +205,7 @@ fn v1_streams_events_and_ends_with_done() {
             .as_str()
             .unwrap()
             .ends_with("Compiler status PASS")));
-    assert_eq!(neff_first_input(&wd.join("v.neff")), "input0");
+    assert_eq!(neff_first_input(&wd.join("v.neff")), "x.1");
 
     // The request's environment reaches the tools: a fault injected for this compile only.
     let (_, events) = daemon.v1(&json!({

@@ -9,10 +9,16 @@
 //!   [<internal_hlo2tensorizer_options>...]
 //! ```
 //!
+//! The model must be what a real frontend accepts ([`Model::graphs`]): HLO text that parses or a
+//! binary `HloModuleProto` with an entry computation (a directory: one per `*.pb` file); anything
+//! else is refused with the reader's message (exit 1), so a garbage model fails the compile at
+//! HLOToTensorizer.
+//!
 //! Writes `<out-dir>/<output>`: a Python file of comments and constants holding the model's
-//! blake3, the target, the logical NeuronCore config and the optional and extra options — the
-//! relevant argv, never a path (so it is the same for the same model wherever it lives). The log
-//! options are checked and not used: the driver owns the log file.
+//! blake3, each module's summary (name, parameters, results, instruction count), the target, the
+//! logical NeuronCore config and the optional and extra options — the relevant argv, never a path
+//! (so it is the same for the same model wherever it lives). The log options are checked and not
+//! used: the driver owns the log file.
 
 use std::path::{Path, PathBuf};
 
@@ -70,6 +76,7 @@ pub static SPEC: Spec = Spec {
 
 struct Job {
     model: Model,
+    graphs: Vec<crate::hlo::Module>,
     out: PathBuf,
     target: String,
     lnc: String,
@@ -91,6 +98,7 @@ pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> 
             input.display()
         )));
     }
+    let graphs = model.graphs(&input).map_err(ToolError::Failed)?;
     let out_dir = resolve(cwd, args.value("--out-dir"));
     if !out_dir.is_dir() {
         return Err(ToolError::Usage(format!(
@@ -108,6 +116,7 @@ pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> 
     }
     Ok(Box::new(Job {
         model,
+        graphs,
         out: out_dir.join(args.value("--output")),
         target: args.value("--target-instance").to_string(),
         lnc: args.value("--logical-nc-config").to_string(),
@@ -135,18 +144,38 @@ impl Prepared for Job {
         self.model.size()
     }
 
+    fn graph_cost(&self) -> super::GraphCost {
+        super::GraphCost::of(self.model.size(), &self.graphs)
+    }
+
     fn execute(&self) -> Result<(), ToolError> {
         let hex = self.model.digest.to_hex();
+        let modules: Vec<String> = self
+            .graphs
+            .iter()
+            .map(|g| format!("# module: {}\n", g.one_line()))
+            .collect();
+        let signature = |ts: &[crate::hlo::Tensor]| {
+            py_list(
+                &ts.iter()
+                    .map(|t| format!("{} {}", t.name, t.shape))
+                    .collect::<Vec<_>>(),
+            )
+        };
         let text = format!(
             "# penguin.py, written by the simulated hlo2penguin (nxcc-sim).\n\
              # {note}\n\
              {MODEL_LINE_PREFIX}{hex}\n\
+             {modules}\
              # target-instance: {target}\n\
              # logical-nc-config: {lnc}\n\
              # options: {opts}\n\
              # extra options: {extra}\n\
              MODEL_BLAKE3 = {hex_py}\n\
              MODEL_BYTES = {len}\n\
+             PARAMETERS = {params}\n\
+             RESULTS = {results}\n\
+             INSTRUCTIONS = {instructions}\n\
              TARGET_INSTANCE = {target_py}\n\
              LOGICAL_NC_CONFIG = {lnc}\n\
              OPTIONS = {opts_py}\n\
@@ -158,6 +187,14 @@ impl Prepared for Job {
             extra = self.extra.join(" "),
             hex_py = py_str(hex.as_str()),
             len = self.model.len(),
+            modules = modules.concat(),
+            params = signature(&self.graphs[0].parameters),
+            results = signature(&self.graphs[self.graphs.len() - 1].results),
+            instructions = self
+                .graphs
+                .iter()
+                .map(|g| g.instruction_count)
+                .sum::<usize>(),
             target_py = py_str(&self.target),
             opts_py = py_list(&self.options),
             extra_py = py_list(&self.extra),

@@ -8,6 +8,11 @@
 //! run for the model), write the outputs (temporary name plus rename), and append the
 //! `NXCC_SIM_RECORD` line.
 //!
+//! The tools that read the model (`hlo2penguin`, `xla_infergoldens`) also cost what reading its
+//! graph costs, on top of any injected cost ([`GraphCost`]): memory touched and held, and CPU
+//! work, that scale with the graph — so a compile's measured peak RSS and time depend on its
+//! model as a real compile's do.
+//!
 //! Exit statuses: 0 success; 1 an input that is there but unusable (bad JSON, not a NEFF, ...);
 //! 2 a usage error (unknown option, missing value, missing input file, a rejected combination);
 //! an injected `exit=N` gives N.
@@ -74,6 +79,49 @@ impl ToolError {
     }
 }
 
+/// What reading a graph costs a simulated tool (a documented formula, not a measurement):
+///
+/// - memory touched and held while the tool runs:
+///   `2 × model bytes + 8 × (parameter bytes + result bytes) + 16 KiB × instructions`;
+/// - CPU work: `1 ms per 64 instructions`.
+///
+/// (summed over the model's modules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GraphCost {
+    pub rss_bytes: u64,
+    pub work_ms: u64,
+}
+
+/// [`GraphCost`]: bytes held per byte of the model file.
+pub const COST_MODEL_FACTOR: u64 = 2;
+/// [`GraphCost`]: bytes held per byte of parameters and results.
+pub const COST_TENSOR_FACTOR: u64 = 8;
+/// [`GraphCost`]: bytes held per instruction.
+pub const COST_INSTRUCTION_BYTES: u64 = 16 << 10;
+/// [`GraphCost`]: instructions per millisecond of CPU work.
+pub const COST_INSTRUCTIONS_PER_MS: u64 = 64;
+
+impl GraphCost {
+    /// The cost of a model of `model_bytes` holding `graphs`.
+    pub fn of(model_bytes: u64, graphs: &[crate::hlo::Module]) -> GraphCost {
+        let tensors = graphs.iter().fold(0u64, |a, g| {
+            a.saturating_add(g.parameter_bytes())
+                .saturating_add(g.result_bytes())
+        });
+        let instructions = graphs
+            .iter()
+            .map(|g| g.instruction_count as u64)
+            .sum::<u64>();
+        GraphCost {
+            rss_bytes: model_bytes
+                .saturating_mul(COST_MODEL_FACTOR)
+                .saturating_add(tensors.saturating_mul(COST_TENSOR_FACTOR))
+                .saturating_add(instructions.saturating_mul(COST_INSTRUCTION_BYTES)),
+            work_ms: instructions / COST_INSTRUCTIONS_PER_MS,
+        }
+    }
+}
+
 /// A tool invocation whose argv and inputs have been checked, ready to write its outputs.
 pub trait Prepared {
     /// The blake3 the `@first` settings are keyed on: the model, or the input file the tool
@@ -83,6 +131,10 @@ pub trait Prepared {
     /// `NXCC_SIM_WORK_MS_PER_MB`.
     fn model_bytes(&self) -> u64 {
         0
+    }
+    /// What reading the model's graph costs (nothing for tools that read none).
+    fn graph_cost(&self) -> GraphCost {
+        GraphCost::default()
     }
     /// Write the outputs.
     fn execute(&self) -> Result<(), ToolError>;
@@ -216,14 +268,17 @@ fn run_checked(tool: &str, args: &[String], cwd: &Path, inject: &Inject, record:
         }
     }
     // Held until this function returns (for the binary: until exit).
+    let graph = job.graph_cost();
     let memory = settings.rss_mb.map(|c| effects::touch_memory(c.value));
+    let graph_memory = effects::touch_memory(graph.rss_bytes.div_ceil(1 << 20));
     let per_mb = settings
         .work_ms_per_mb
         .map_or(0, |c| c.value.saturating_mul(job.model_bytes()) >> 20);
     let work = settings
         .work_ms
         .map_or(0, |c| c.value)
-        .saturating_add(per_mb);
+        .saturating_add(per_mb)
+        .saturating_add(graph.work_ms);
     if work > 0 {
         effects::burn_cpu(work);
     }
@@ -252,6 +307,7 @@ fn run_checked(tool: &str, args: &[String], cwd: &Path, inject: &Inject, record:
         }
     };
     drop(memory);
+    drop(graph_memory);
     status
 }
 

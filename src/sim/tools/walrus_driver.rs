@@ -247,6 +247,7 @@ impl Job {
         }
         let tensor_map = json!({
             "inputs": bir.field("inputs"),
+            "outputs": bir.field("outputs"),
             "alias_map": bir.field("aliases"),
         });
         self.write_json("tensor_map.json", &tensor_map)?;
@@ -315,11 +316,11 @@ impl Prepared for Job {
 mod tests {
     use super::*;
 
-    /// A work dir with the simulated frontend's output for a small model.
-    fn work_dir(model_bytes: &[u8]) -> tempfile::TempDir {
+    /// A work dir with the simulated frontend's output for a model of about `size` bytes.
+    fn work_dir(size: usize) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("m.pb");
-        std::fs::write(&model, model_bytes).unwrap();
+        let model = dir.path().join("m.hlo");
+        std::fs::write(&model, crate::hlo::testing::text_model(size, 1)).unwrap();
         let args: Vec<String> = [
             "--input",
             &model.display().to_string(),
@@ -347,7 +348,7 @@ mod tests {
 
     #[test]
     fn outputs_go_next_to_an_absolute_input_not_into_cwd() {
-        let w = work_dir(&[5u8; 3000]);
+        let w = work_dir(3000);
         let elsewhere = tempfile::tempdir().unwrap();
         let bir = w.path().join("sg00/bir.json").display().to_string();
         let status = crate::sim::run_tool(
@@ -383,7 +384,7 @@ mod tests {
 
     #[test]
     fn check_only_pass_lists_write_nothing() {
-        let w = work_dir(b"small");
+        let w = work_dir(0);
         let sg = w.path().join("sg00");
         let before: Vec<_> = std::fs::read_dir(&sg).unwrap().collect();
         for pass in ["birverifier", "bir_sim", "birverifier,bir_sim"] {
@@ -406,7 +407,7 @@ mod tests {
 
     #[test]
     fn optlevel_and_allocator_are_rejected_with_pass() {
-        let w = work_dir(b"small");
+        let w = work_dir(0);
         let sg = w.path().join("sg00");
         for extra in [
             &["--optlevel", "2"][..],
@@ -427,8 +428,8 @@ mod tests {
 
     #[test]
     fn larger_bir_gives_larger_engine_binaries() {
-        let small = work_dir(&[1u8; 1000]);
-        let large = work_dir(&[1u8; 100_000]);
+        let small = work_dir(1000);
+        let large = work_dir(100_000);
         let total = |w: &tempfile::TempDir| {
             let sg = w.path().join("sg00");
             assert_eq!(

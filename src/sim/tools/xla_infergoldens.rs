@@ -6,10 +6,12 @@
 //!   [--upcast-all-to-fp32] [--experimental-unsafe-fp8e4m3fn-as-fp8e4m3]
 //! ```
 //!
-//! `--module-type` must match the model (`text` exactly when it starts with `HloModule`); the
-//! inputs must be `.npy` files, given in sorted order. Writes `<output>.npy` (a 2×4 float32 array
-//! derived from the model, the inputs and the switches) and `gold-000.p` (a pickle of a string
-//! naming that array's digest).
+//! `--module-type` must match the model (`text` exactly when it starts with `HloModule`), and the
+//! model must be an HLO module a real frontend accepts ([`Model::graphs`]; else exit 1 with the
+//! reader's message); the inputs must be `.npy` files, given in sorted order. Writes
+//! `<output>.npy` — a float32 array of the entry computation's first result's shape (a scalar or
+//! tuple result: one value), its values derived from the model, the inputs and the switches —
+//! and `gold-000.p` (a pickle of a string naming that array's digest).
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +55,7 @@ pub const GOLD_FILE: &str = "gold-000.p";
 
 struct Job {
     model: Model,
+    graphs: Vec<crate::hlo::Module>,
     inputs: Vec<Vec<u8>>,
     switches: Vec<&'static str>,
     output: PathBuf,
@@ -78,6 +81,7 @@ pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> 
         }
         _ => {}
     }
+    let graphs = model.graphs(&path).map_err(ToolError::Failed)?;
     let names = args.all("--input");
     if names.windows(2).any(|w| w[0] >= w[1]) {
         return Err(ToolError::Usage(format!(
@@ -110,6 +114,7 @@ pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> 
     };
     Ok(Box::new(Job {
         model,
+        graphs,
         inputs,
         switches,
         output,
@@ -117,8 +122,16 @@ pub fn prepare(args: &Args, cwd: &Path) -> Result<Box<dyn Prepared>, ToolError> 
     }))
 }
 
-/// 2×4 float32 values in [-1, 1) from the model, the inputs and the switches.
-fn golden_values(job: &Job) -> Vec<f32> {
+/// The golden array's shape: the first result's dimensions (none for a scalar or a tuple).
+fn golden_shape(job: &Job) -> Vec<usize> {
+    let result = job.graphs.last().and_then(|g| g.results.first());
+    result
+        .map(|t| t.shape.dims().iter().map(|&d| d as usize).collect())
+        .unwrap_or_default()
+}
+
+/// `n` float32 values in [-1, 1) from the model, the inputs and the switches.
+fn golden_values(job: &Job, n: usize) -> Vec<f32> {
     let mut h = blake3::Hasher::new();
     h.update(b"nxcc-sim goldens\0");
     h.update(job.model.digest.as_bytes());
@@ -129,7 +142,7 @@ fn golden_values(job: &Job) -> Vec<f32> {
         h.update(s.as_bytes());
         h.update(&[0]);
     }
-    let mut bytes = [0u8; 32];
+    let mut bytes = vec![0u8; n * 4];
     h.finalize_xof().fill(&mut bytes);
     bytes
         .chunks_exact(4)
@@ -149,8 +162,14 @@ impl Prepared for Job {
         self.model.size()
     }
 
+    fn graph_cost(&self) -> super::GraphCost {
+        super::GraphCost::of(self.model.size(), &self.graphs)
+    }
+
     fn execute(&self) -> Result<(), ToolError> {
-        let npy = formats::npy_f32(&[2, 4], &golden_values(self));
+        let shape = golden_shape(self);
+        let n = shape.iter().product::<usize>();
+        let npy = formats::npy_f32(&shape, &golden_values(self, n));
         let gold = formats::pickle_str(&format!(
             "nxcc-sim golden {} (simulated; cannot run on Neuron hardware)",
             blake3::hash(&npy).to_hex()

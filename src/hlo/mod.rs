@@ -1,0 +1,189 @@
+//! Reading an XLA HLO module — the model file a framework hands the compiler — into the summary
+//! nxcc works from ([`Module`]): its name, the entry computation, its parameters and results
+//! (name, dtype, dimensions, bytes), every computation with its instructions' opcodes, and the
+//! input/output aliases.
+//!
+//! Two forms are read, told apart by the first bytes (as [`crate::jobs::ModelFormat::detect`]
+//! does): HLO text (the file starts with `HloModule`; [`text`]) and a binary `HloModuleProto`
+//! (anything else; [`proto`], decoded with `prost` from message definitions written here, only
+//! the fields nxcc needs — unknown fields are skipped). Either way the reader refuses what a real
+//! frontend refuses, with a [`ReadError`] that says where: bytes that are not an `HloModuleProto`
+//! (the byte offset and field number of the first thing that does not decode, found by
+//! [`wire`]), text that does not parse (the line), a module without an entry computation, an
+//! empty file. Neither form panics on any input, and the time taken is linear in its size.
+//!
+//! - [`shape`]: element types, their names and sizes;
+//! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
+//! - [`command`]: `nxcc hlo-info MODEL [--json]`.
+
+use std::path::Path;
+
+pub mod command;
+pub mod proto;
+pub mod shape;
+pub mod summary;
+pub mod text;
+pub mod wire;
+
+pub use shape::{Dtype, Shape};
+pub use summary::{Alias, Computation, Largest, Module, Tensor};
+
+/// Why a model could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The file could not be read.
+    Io(String),
+    /// Zero bytes.
+    Empty,
+    /// Not an `HloModuleProto` (and not HLO text): what went wrong and where.
+    NotProto(String),
+    /// HLO text that does not parse: the 1-based line and what is wrong with it.
+    Text { line: usize, message: String },
+    /// A well-formed module a frontend still refuses (no entry computation, a parameter missing).
+    Invalid(String),
+}
+
+impl ReadError {
+    /// The message for a model at `path`: `model.pb: not an HloModuleProto: field 3 at byte 212
+    /// runs past the end`.
+    pub fn render(&self, path: &Path) -> String {
+        let p = path.display();
+        match self {
+            ReadError::Io(e) => format!("{p}: cannot read: {e}"),
+            ReadError::Empty => format!("{p}: not an HLO module: the file is empty"),
+            ReadError::NotProto(m) => format!("{p}: not an HloModuleProto: {m}"),
+            ReadError::Text { line, message } => {
+                format!("{p}: HLO text does not parse: line {line}: {message}")
+            }
+            ReadError::Invalid(m) => format!("{p}: not a usable HLO module: {m}"),
+        }
+    }
+}
+
+/// Read a module from its bytes: HLO text when they start with `HloModule`, else a binary
+/// `HloModuleProto`.
+pub fn parse(bytes: &[u8]) -> Result<Module, ReadError> {
+    match form(bytes)? {
+        Form::Text => parse_text(bytes),
+        Form::Proto => proto::parse(bytes),
+    }
+}
+
+enum Form {
+    Text,
+    Proto,
+}
+
+fn form(bytes: &[u8]) -> Result<Form, ReadError> {
+    if bytes.is_empty() {
+        Err(ReadError::Empty)
+    } else if bytes.starts_with(b"HloModule") {
+        Ok(Form::Text)
+    } else {
+        Ok(Form::Proto)
+    }
+}
+
+fn parse_text(bytes: &[u8]) -> Result<Module, ReadError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| ReadError::Text {
+        line: 1 + bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count(),
+        message: "not UTF-8".into(),
+    })?;
+    text::parse(text)
+}
+
+/// Read the module file at `path` (a model directory is not a module: an error).
+pub fn read(path: &Path) -> Result<Module, ReadError> {
+    let meta = std::fs::metadata(path).map_err(|e| ReadError::Io(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(ReadError::Io(
+            "a directory, not an HLO module file".to_string(),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(e.to_string()))?;
+    parse(&bytes)
+}
+
+/// A file's bytes mapped into memory instead of copied, for `nxcc hlo-info`: a process that
+/// reads one file and exits. (A file another process truncates while it is mapped ends the
+/// process with SIGBUS, so the plan, the daemon and the simulated tools read with [`read`].)
+pub struct Mapped {
+    ptr: *mut std::ffi::c_void,
+    len: usize,
+}
+
+impl Mapped {
+    /// Map the whole file read-only (private, populated up front). An empty file maps to no
+    /// memory.
+    pub fn open(path: &Path) -> std::io::Result<Mapped> {
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
+        let file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            return Err(std::io::Error::other("a directory, not an HLO module file"));
+        }
+        let len = usize::try_from(meta.len()).map_err(std::io::Error::other)?;
+        if len == 0 {
+            return Ok(Mapped {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        // SAFETY: a new mapping at an address the kernel chooses, of the file's length; it is
+        // only read, and unmapped once, in `drop`.
+        let ptr = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ,
+                MapFlags::PRIVATE | MapFlags::POPULATE,
+                &file,
+                0,
+            )
+        }?;
+        Ok(Mapped { ptr, len })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr` is a live read-only mapping of `len` bytes until `drop`.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: the mapping made in `open`, unmapped once; no slice of it outlives `self`.
+            let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
+        }
+    }
+}
+
+/// Models for the crate's own tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A valid HLO text module (`p0: f32[4,8]`, `p1: f32[8]` → `f32[4,8]`) padded with comment
+    /// lines to at least `size` bytes, its padding bytes derived from `seed` (so different seeds
+    /// give different models of the same graph).
+    pub fn text_model(size: usize, seed: u8) -> Vec<u8> {
+        let mut t = String::from(
+            "HloModule padded\n\nENTRY main {\n  p0 = f32[4,8]{1,0} parameter(0)\n  p1 = f32[8]{0} parameter(1)\n  b = f32[4,8]{1,0} broadcast(p1), dimensions={1}\n  ROOT r = f32[4,8]{1,0} add(p0, b)\n}\n",
+        );
+        let mut x = seed as u32 | 1;
+        while t.len() < size {
+            t.push_str("// ");
+            for _ in 0..60 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                t.push((b'a' + (x >> 16) as u8 % 26) as char);
+            }
+            t.push('\n');
+        }
+        t.into_bytes()
+    }
+}

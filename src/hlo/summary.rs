@@ -1,0 +1,369 @@
+//! The summary of an HLO module that both readers produce, and its two renderings (the text and
+//! the `--json` of `nxcc hlo-info`, whose keys are stable).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::shape::Shape;
+
+/// How many of the largest tensors the summary keeps.
+pub const LARGEST: usize = 10;
+
+/// A named value: an entry parameter, a result, or an instruction's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tensor {
+    /// The parameter number, or the result's (or list's) index.
+    pub number: usize,
+    pub name: String,
+    pub shape: Shape,
+}
+
+impl Tensor {
+    pub fn bytes(&self) -> u64 {
+        self.shape.bytes()
+    }
+
+    /// `{number, name, dtype, shape, bytes}` (`shape`: the dimensions; a tuple's: its parts').
+    pub fn to_json(&self) -> Value {
+        json!({
+            "number": self.number,
+            "name": self.name,
+            "dtype": self.shape.dtype_name(),
+            "shape": shape_json(&self.shape),
+            "bytes": self.bytes(),
+        })
+    }
+}
+
+fn shape_json(s: &Shape) -> Value {
+    match s {
+        Shape::Array { dims, .. } => json!(dims),
+        Shape::Tuple(parts) => Value::Array(
+            parts
+                .iter()
+                .map(|p| json!({"dtype": p.dtype_name(), "shape": shape_json(p)}))
+                .collect(),
+        ),
+    }
+}
+
+/// One of the largest instruction outputs, with the framework op it came from (the instruction's
+/// `metadata` `op_name`; empty when it has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Largest {
+    pub tensor: Tensor,
+    pub op_name: String,
+}
+
+/// One computation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Computation {
+    pub name: String,
+    pub instructions: usize,
+    pub is_entry: bool,
+}
+
+/// One `input_output_alias` entry: result `output_index` shares the buffer of a parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alias {
+    /// The first index of the output shape index (`{}` → 0).
+    pub output_index: usize,
+    pub parameter: usize,
+    pub must_alias: bool,
+}
+
+/// What nxcc knows of a module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Module {
+    /// `proto` or `text`.
+    pub format: &'static str,
+    pub name: String,
+    /// The module id (HLO text carries none: 0).
+    pub id: i64,
+    /// The entry computation's name.
+    pub entry: String,
+    /// The entry computation's parameters, by parameter number.
+    pub parameters: Vec<Tensor>,
+    /// The entry computation's results: the root's value, or the elements of a root tuple.
+    pub results: Vec<Tensor>,
+    /// In the module's order.
+    pub computations: Vec<Computation>,
+    /// Every instruction of every computation.
+    pub instruction_count: usize,
+    /// Instructions per opcode, over every computation.
+    pub opcodes: BTreeMap<String, usize>,
+    /// The [`LARGEST`] largest instruction outputs, largest first (ties: by name).
+    pub largest: Vec<Largest>,
+    pub aliases: Vec<Alias>,
+}
+
+impl Module {
+    pub fn parameter_bytes(&self) -> u64 {
+        self.parameters
+            .iter()
+            .fold(0u64, |a, t| a.saturating_add(t.bytes()))
+    }
+
+    pub fn result_bytes(&self) -> u64 {
+        self.results
+            .iter()
+            .fold(0u64, |a, t| a.saturating_add(t.bytes()))
+    }
+
+    /// One line: `jit_layer: 3 parameters (2.6 KiB) → 1 result (1.0 KiB), 10 instructions in 1
+    /// computation`.
+    pub fn one_line(&self) -> String {
+        format!(
+            "{}: {} ({}) → {} ({}), {} in {}",
+            self.name,
+            count(self.parameters.len(), "parameter"),
+            human(self.parameter_bytes()),
+            count(self.results.len(), "result"),
+            human(self.result_bytes()),
+            count(self.instruction_count, "instruction"),
+            count(self.computations.len(), "computation"),
+        )
+    }
+
+    /// The `hlo-info --json` object; `file_size` is the model file's size in bytes.
+    pub fn to_json(&self, file_size: u64) -> Value {
+        json!({
+            "format": self.format,
+            "module": self.name,
+            "id": self.id,
+            "file_size": file_size,
+            "entry_computation": self.entry,
+            "parameters": self.parameters.iter().map(Tensor::to_json).collect::<Vec<_>>(),
+            "results": self.results.iter().map(Tensor::to_json).collect::<Vec<_>>(),
+            "parameter_bytes": self.parameter_bytes(),
+            "result_bytes": self.result_bytes(),
+            "instruction_count": self.instruction_count,
+            "opcodes": self.opcodes,
+            "computations": self.computations.iter().map(|c| json!({
+                "name": c.name,
+                "instructions": c.instructions,
+                "entry": c.is_entry,
+            })).collect::<Vec<_>>(),
+            "largest_tensors": self.largest.iter().map(|l| json!({
+                "name": l.tensor.name,
+                "dtype": l.tensor.shape.dtype_name(),
+                "shape": shape_json(&l.tensor.shape),
+                "bytes": l.tensor.bytes(),
+                "op_name": l.op_name,
+            })).collect::<Vec<_>>(),
+            "aliases": self.aliases.iter().map(|a| json!({
+                "output_index": a.output_index,
+                "parameter": a.parameter,
+                "must_alias": a.must_alias,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The `hlo-info` text.
+    pub fn to_text(&self, file_size: u64) -> String {
+        let mut o = String::new();
+        o.push_str(&format!(
+            "module       {} (HLO {}, {} bytes{})\n",
+            self.name,
+            self.format,
+            file_size,
+            if self.id != 0 {
+                format!(", id {}", self.id)
+            } else {
+                String::new()
+            }
+        ));
+        o.push_str(&format!("entry        {}\n", self.entry));
+        let tensors = |o: &mut String, title: &str, ts: &[Tensor], total: u64| {
+            o.push_str(&format!("\n{title} ({}, {} bytes):\n", ts.len(), total));
+            let width = ts.iter().map(|t| t.name.len()).max().unwrap_or(0);
+            for t in ts {
+                o.push_str(&format!(
+                    "  {:>3}  {:<width$}  {:<24}  {:>12} bytes\n",
+                    t.number,
+                    t.name,
+                    t.shape.to_string(),
+                    t.bytes()
+                ));
+            }
+        };
+        tensors(
+            &mut o,
+            "parameters",
+            &self.parameters,
+            self.parameter_bytes(),
+        );
+        tensors(&mut o, "results", &self.results, self.result_bytes());
+        if !self.aliases.is_empty() {
+            o.push_str("\naliases:\n");
+            for a in &self.aliases {
+                o.push_str(&format!(
+                    "  result {} ← parameter {} ({})\n",
+                    a.output_index,
+                    a.parameter,
+                    if a.must_alias { "must" } else { "may" }
+                ));
+            }
+        }
+        o.push_str(&format!(
+            "\ninstructions {} in {}:\n",
+            self.instruction_count,
+            count(self.computations.len(), "computation")
+        ));
+        for c in &self.computations {
+            o.push_str(&format!(
+                "  {}{}  {}\n",
+                if c.is_entry { "ENTRY " } else { "" },
+                c.name,
+                c.instructions
+            ));
+        }
+        let mut ops: Vec<(&String, &usize)> = self.opcodes.iter().collect();
+        ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        o.push_str("\nopcodes:\n");
+        for (op, n) in ops {
+            o.push_str(&format!("  {n:>6}  {op}\n"));
+        }
+        o.push_str("\nlargest tensors:\n");
+        let width = self
+            .largest
+            .iter()
+            .map(|l| l.tensor.shape.to_string().len())
+            .max()
+            .unwrap_or(0);
+        let names = self
+            .largest
+            .iter()
+            .map(|l| l.tensor.name.len())
+            .max()
+            .unwrap_or(0);
+        for l in &self.largest {
+            let t = &l.tensor;
+            let line = format!(
+                "  {:>12} bytes  {:<width$}  {:<names$}  {}",
+                t.bytes(),
+                t.shape.to_string(),
+                t.name,
+                l.op_name
+            );
+            o.push_str(line.trim_end());
+            o.push('\n');
+        }
+        o
+    }
+}
+
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// Bytes in B, KiB, MiB or GiB with one decimal.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// Counts instructions and opcodes, and keeps the largest outputs, as a reader walks them.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub instructions: usize,
+    pub opcodes: BTreeMap<String, usize>,
+    /// Largest first, at most [`LARGEST`].
+    pub largest: Vec<Largest>,
+}
+
+impl Tally {
+    /// One instruction.
+    pub fn add(&mut self, name: &str, opcode: &str, shape: &Shape) {
+        self.add_lazy(name, opcode, shape.bytes(), || {
+            (shape.clone(), String::new())
+        });
+    }
+
+    /// One instruction whose output is `bytes` large; its shape and op name are made only when
+    /// it is among the largest.
+    pub fn add_lazy(
+        &mut self,
+        name: &str,
+        opcode: &str,
+        bytes: u64,
+        details: impl FnOnce() -> (Shape, String),
+    ) {
+        self.instructions += 1;
+        match self.opcodes.get_mut(opcode) {
+            Some(n) => *n += 1,
+            None => {
+                self.opcodes.insert(opcode.to_string(), 1);
+            }
+        }
+        let beats = |l: &Largest| {
+            (bytes, std::cmp::Reverse(name))
+                > (l.tensor.bytes(), std::cmp::Reverse(l.tensor.name.as_str()))
+        };
+        if self.largest.len() < LARGEST || self.largest.last().is_some_and(beats) {
+            let at = self
+                .largest
+                .iter()
+                .position(beats)
+                .unwrap_or(self.largest.len());
+            let (shape, op_name) = details();
+            self.largest.insert(
+                at,
+                Largest {
+                    tensor: Tensor {
+                        number: 0,
+                        name: name.to_string(),
+                        shape,
+                    },
+                    op_name,
+                },
+            );
+            self.largest.truncate(LARGEST);
+            for (i, l) in self.largest.iter_mut().enumerate() {
+                l.tensor.number = i;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hlo::Dtype;
+
+    #[test]
+    fn the_tally_keeps_the_largest_in_order() {
+        let mut t = Tally::default();
+        for i in 0..30u64 {
+            let s = Shape::Array {
+                dtype: Dtype::F32,
+                dims: vec![i % 13],
+            };
+            t.add(
+                &format!("i{i:02}"),
+                if i % 2 == 0 { "add" } else { "dot" },
+                &s,
+            );
+        }
+        assert_eq!(t.instructions, 30);
+        assert_eq!(t.opcodes["add"], 15);
+        let names: Vec<&str> = t.largest.iter().map(|x| x.tensor.name.as_str()).collect();
+        // 12 elements: i12 and i25; 11: i11, i24; 10: i10, i23; ...
+        assert_eq!(
+            names,
+            ["i12", "i25", "i11", "i24", "i10", "i23", "i09", "i22", "i08", "i21"]
+        );
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(12), "12 B");
+    }
+}

@@ -1,0 +1,537 @@
+//! The HLO reader and `nxcc hlo-info`: the example zoo against what each JAX program defines
+//! (`examples/models/zoo.json`, written by `make_models.py` from the programs, not from nxcc), HLO
+//! text and proto of the same module agreeing, the committed corpus of refused inputs
+//! (`tests/data/hlo-corpus/`), compiles of the zoo whose NEFFs list exactly the model's inputs and
+//! outputs, garbage refused by a compile, and property tests over arbitrary bytes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use nxcc::hlo::{self, ReadError};
+use proptest::prelude::*;
+use serde_json::Value;
+
+use common::{text, Scratch};
+
+fn models() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models")
+}
+
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/hlo-corpus")
+        .join(name)
+}
+
+/// `zoo.json`: stem → what the program defines.
+fn zoo() -> Vec<(String, Value)> {
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(models().join("zoo.json")).unwrap()).unwrap();
+    v.as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn hlo_info(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(common::NXCC)
+        .arg("hlo-info")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// (dtype, shape, bytes) of each tensor of a JSON list.
+fn signature(list: &Value) -> Vec<(String, Value, u64)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["dtype"].as_str().unwrap().to_string(),
+                t["shape"].clone(),
+                t["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn hlo_info_matches_what_each_zoo_program_defines() {
+    let zoo = zoo();
+    assert!(zoo.len() >= 7, "the zoo has its seven models");
+    for (stem, want) in &zoo {
+        for form in ["hlo_module.pb", "hlo"] {
+            let file = models().join(format!("{stem}.{form}"));
+            let out = hlo_info(&["--json", file.to_str().unwrap()]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{stem}.{form}: {}",
+                text(&out.stderr)
+            );
+            let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let what = format!("{stem}.{form}");
+            assert_eq!(got["module"], want["module"], "{what}");
+            assert_eq!(
+                signature(&got["parameters"]),
+                signature(&want["parameters"]),
+                "{what}"
+            );
+            assert_eq!(
+                signature(&got["results"]),
+                signature(&want["results"]),
+                "{what}"
+            );
+            assert_eq!(got["parameter_bytes"], want["parameter_bytes"], "{what}");
+            assert_eq!(got["result_bytes"], want["result_bytes"], "{what}");
+            assert_eq!(
+                got["file_size"].as_u64().unwrap(),
+                std::fs::metadata(&file).unwrap().len()
+            );
+            // Parameters are numbered 0..n in order.
+            for (i, p) in got["parameters"].as_array().unwrap().iter().enumerate() {
+                assert_eq!(p["number"], i, "{what}");
+            }
+            // The histogram counts every instruction; the entry computation is one of them.
+            let ops: u64 = got["opcodes"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|v| v.as_u64().unwrap())
+                .sum();
+            assert_eq!(ops, got["instruction_count"].as_u64().unwrap(), "{what}");
+            assert!(
+                got["opcodes"]["parameter"].as_u64().unwrap() as usize
+                    >= want["parameters"].as_array().unwrap().len(),
+                "{what}"
+            );
+            let entries: Vec<&Value> = got["computations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["entry"] == true)
+                .collect();
+            assert_eq!(entries.len(), 1, "{what}");
+            assert_eq!(entries[0]["name"], got["entry_computation"], "{what}");
+        }
+    }
+}
+
+#[test]
+fn the_zoo_holds_what_its_programs_are_about() {
+    // Opcodes that make each model what it is, from the JAX programs.
+    let ops = |stem: &str| -> Value {
+        let out = hlo_info(&[
+            "--json",
+            models()
+                .join(format!("{stem}.hlo_module.pb"))
+                .to_str()
+                .unwrap(),
+        ]);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    assert!(ops("matmul")["opcodes"]["dot"].as_u64() >= Some(1));
+    assert!(ops("conv")["opcodes"]["convolution"].as_u64() >= Some(1));
+    let attention = ops("attention");
+    assert!(
+        attention["opcodes"]["dot"].as_u64() >= Some(5),
+        "q, k, v, scores, out: {attention}"
+    );
+    assert!(attention["opcodes"]["exponential"].as_u64() >= Some(1));
+    let many = ops("many_params");
+    assert_eq!(many["parameters"].as_array().unwrap().len(), 48);
+    assert_eq!(many["results"].as_array().unwrap().len(), 2);
+    // The big model's weight is a 4 MiB constant: its largest tensor, and most of the file.
+    let big = ops("big");
+    assert_eq!(big["largest_tensors"][0]["bytes"], 4 << 20);
+    assert_eq!(
+        big["largest_tensors"][0]["shape"],
+        serde_json::json!([1024, 1024])
+    );
+    assert!(big["file_size"].as_u64().unwrap() > 4 << 20);
+    // The binary form carries each instruction's metadata: the framework op behind a tensor.
+    let op = big["largest_tensors"][1]["op_name"].as_str().unwrap();
+    assert!(op.contains("dot_general") || op.contains("tanh"), "{big}");
+}
+
+#[test]
+fn hlo_info_text_lists_parameters_results_and_opcodes() {
+    let out = hlo_info(&[models().join("mlp.hlo_module.pb").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let t = text(&out.stdout);
+    assert!(t.starts_with("module       jit_layer (HLO proto, "), "{t}");
+    assert!(t.contains("parameters (3, 2688 bytes):"), "{t}");
+    assert!(
+        t.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["1", "w.1", "f32[16,32]", "2048", "bytes"]),
+        "{t}"
+    );
+    assert!(t.contains("results (1, 1024 bytes):"), "{t}");
+    assert!(t.contains("ENTRY main.1  10"), "{t}");
+    assert!(t.contains("largest tensors:"), "{t}");
+    // Usage errors are argparse's.
+    let out = hlo_info(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("the following arguments are required: MODEL"));
+}
+
+#[test]
+fn text_and_proto_of_the_same_module_agree() {
+    for (stem, _) in zoo() {
+        let p = hlo::read(&models().join(format!("{stem}.hlo_module.pb"))).unwrap();
+        let t = hlo::read(&models().join(format!("{stem}.hlo"))).unwrap();
+        assert_eq!((p.format, t.format), ("proto", "text"));
+        assert_eq!(p.name, t.name, "{stem}");
+        assert_eq!(p.entry, t.entry, "{stem}");
+        assert_eq!(p.parameters, t.parameters, "{stem}");
+        assert_eq!(p.results, t.results, "{stem}");
+        assert_eq!(p.instruction_count, t.instruction_count, "{stem}");
+        assert_eq!(p.opcodes, t.opcodes, "{stem}");
+        assert_eq!(p.computations, t.computations, "{stem}");
+        assert_eq!(p.aliases, t.aliases, "{stem}");
+        let sizes = |m: &hlo::Module| {
+            m.largest
+                .iter()
+                .map(|x| x.tensor.bytes())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sizes(&p), sizes(&t), "{stem}");
+    }
+}
+
+/// Each committed corpus file and the message it is refused with.
+const REFUSED: &[(&str, &str)] = &[
+    ("empty.pb", "not an HLO module: the file is empty"),
+    (
+        "truncated.hlo_module.pb",
+        "not an HloModuleProto: field 3 at byte ",
+    ),
+    (
+        "length-past-end.pb",
+        "not an HloModuleProto: field 3 at byte 3 runs past the end (computations)",
+    ),
+    (
+        "wrong-wire-type.pb",
+        "not an HloModuleProto: field 1 at byte 0 has wire type 0, not 2 (a string) (name)",
+    ),
+    (
+        "zero-field.pb",
+        "field 0 at byte 0 has the invalid field number 0",
+    ),
+    ("garbage.pb", "not an HloModuleProto: "),
+    (
+        "deep-tuple.pb",
+        "nests too deeply (host_program_shape[0].result[0].tuple_shapes[0]",
+    ),
+    ("no-computations.pb", "it has no computations"),
+    (
+        "no-entry.pb",
+        "no entry computation: no computation has the entry computation id 7",
+    ),
+    ("not-utf8.hlo", "HLO text does not parse: line 2: not UTF-8"),
+    (
+        "bad-instruction.hlo",
+        "HLO text does not parse: line 5: expected an instruction",
+    ),
+    (
+        "unclosed.hlo",
+        "HLO text does not parse: line 3: the computation e is not closed",
+    ),
+    ("no-entry.hlo", "no ENTRY computation"),
+];
+
+#[test]
+fn the_corpus_is_refused_with_messages_that_say_where() {
+    let listed: Vec<&str> = REFUSED.iter().map(|(f, _)| *f).collect();
+    let mut on_disk: Vec<String> = std::fs::read_dir(corpus(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(
+        on_disk, sorted,
+        "every corpus file has its expected message"
+    );
+    for (file, want) in REFUSED {
+        let path = corpus(file);
+        let e = hlo::read(&path).unwrap_err();
+        let m = e.render(&path);
+        assert!(m.starts_with(&format!("{}: ", path.display())), "{m}");
+        assert!(m.contains(want), "{file}: {m}");
+        let out = hlo_info(&[path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{file}");
+        let err = text(&out.stderr);
+        assert!(err.contains(want), "{file}: {err}");
+        assert!(out.stdout.is_empty());
+        assert!(!err.contains("panicked"));
+    }
+    // The truncated file names the computation it cut through.
+    let m = hlo::read(&corpus("truncated.hlo_module.pb"))
+        .unwrap_err()
+        .render(Path::new("model.pb"));
+    assert!(m.contains("runs past the end"), "{m}");
+    // A directory and a missing file are read errors.
+    assert!(matches!(hlo::read(&models()), Err(ReadError::Io(_))));
+    let out = hlo_info(&["/nonexistent/model.pb"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("cannot read"));
+}
+
+/// A compile of `model` (in the scratch dir) to `out.neff`.
+fn compile(s: &Scratch, model: &str) -> std::process::Output {
+    s.run(&[
+        "compile",
+        model,
+        "--framework",
+        "XLA",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--output",
+        "out.neff",
+    ])
+}
+
+#[test]
+fn the_neff_of_each_zoo_model_lists_exactly_its_inputs_and_outputs() {
+    for (stem, want) in zoo() {
+        let s = Scratch::new();
+        let file = format!("{stem}.hlo_module.pb");
+        std::fs::copy(models().join(&file), s.join(&file)).unwrap();
+        let out = compile(&s, &file);
+        assert_eq!(out.status.code(), Some(0), "{stem}: {}", text(&out.stderr));
+        let neff = nxcc::neff::read::Neff::open(&s.join("out.neff")).unwrap();
+        assert!(nxcc::neff::verify::verify(&neff).is_ok(), "{stem}");
+        let def: Value =
+            serde_json::from_slice(&neff.read_member("sg00/def.json").unwrap()).unwrap();
+        let map: Value =
+            serde_json::from_slice(&neff.read_member("sg00/tensor_map.json").unwrap()).unwrap();
+        for doc in [&def, &map] {
+            assert_eq!(
+                signature(&doc["inputs"]),
+                signature(&want["parameters"]),
+                "{stem}"
+            );
+            assert_eq!(
+                signature(&doc["outputs"]),
+                signature(&want["results"]),
+                "{stem}"
+            );
+        }
+        // The names are the module's own parameter names.
+        let m = hlo::read(&models().join(&file)).unwrap();
+        let names = |l: &Value| -> Vec<String> {
+            l.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let want_names: Vec<String> = m.parameters.iter().map(|t| t.name.clone()).collect();
+        assert_eq!(names(&def["inputs"]), want_names, "{stem}");
+    }
+}
+
+#[test]
+fn three_inputs_of_known_shapes_give_a_neff_that_says_so() {
+    let s = Scratch::new();
+    std::fs::write(
+        s.join("three.hlo"),
+        "HloModule three\n\nENTRY main {\n  a = f32[2,3]{1,0} parameter(0)\n  b = bf16[7]{0} parameter(1)\n  c = s32[4,5,6]{2,1,0} parameter(2)\n  ROOT r = f32[2,3]{1,0} negate(a)\n}\n",
+    )
+    .unwrap();
+    let out = compile(&s, "three.hlo");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let neff = nxcc::neff::read::Neff::open(&s.join("out.neff")).unwrap();
+    let def: Value = serde_json::from_slice(&neff.read_member("sg00/def.json").unwrap()).unwrap();
+    assert_eq!(
+        def["inputs"],
+        serde_json::json!([
+            {"name": "a", "dtype": "f32", "shape": [2, 3], "bytes": 24},
+            {"name": "b", "dtype": "bf16", "shape": [7], "bytes": 14},
+            {"name": "c", "dtype": "s32", "shape": [4, 5, 6], "bytes": 480},
+        ])
+    );
+    assert_eq!(
+        def["outputs"],
+        serde_json::json!([{"name": "r", "dtype": "f32", "shape": [2, 3], "bytes": 24}])
+    );
+}
+
+#[test]
+fn garbage_truncated_and_empty_models_fail_the_compile_at_hlo_to_tensorizer() {
+    for file in [
+        "garbage.pb",
+        "truncated.hlo_module.pb",
+        "empty.pb",
+        "bad-instruction.hlo",
+    ] {
+        let s = Scratch::new();
+        std::fs::copy(corpus(file), s.join(file)).unwrap();
+        let out = compile(&s, file);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(70), "{file}: {err}");
+        assert!(!s.join("out.neff").exists(), "{file}: no NEFF");
+        assert!(err.contains("HLOToTensorizer"), "{file}: {err}");
+        let want = REFUSED.iter().find(|(f, _)| f == &file).unwrap().1;
+        let shown = if file == "empty.pb" { "is empty" } else { want };
+        assert!(err.contains(shown), "{file}: {err}");
+        // Nothing after the frontend's first tool ran.
+        let tools: Vec<String> = s
+            .records()
+            .iter()
+            .map(|r| r["tool"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(tools, ["hlo2penguin"], "{file}");
+    }
+}
+
+fn check_outcome(bytes: &[u8]) {
+    match hlo::parse(bytes) {
+        Ok(m) => {
+            // A module that reads has its entry computation among its computations.
+            assert!(m
+                .computations
+                .iter()
+                .any(|c| c.is_entry && c.name == m.entry));
+        }
+        Err(e) => {
+            let msg = e.render(Path::new("m"));
+            assert!(msg.starts_with("m: "), "{msg}");
+        }
+    }
+}
+
+/// Whether prost decodes the bytes; the wire walk finds a problem exactly when it does not.
+fn walker_agrees_with_prost(bytes: &[u8]) {
+    let prost_ok = hlo::proto::decodes(bytes).is_ok();
+    let problem = hlo::wire::locate(bytes, &hlo::proto::MODULE);
+    assert_eq!(prost_ok, problem.is_none(), "{problem:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn any_bytes_read_or_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        check_outcome(&bytes);
+        walker_agrees_with_prost(&bytes);
+    }
+
+    #[test]
+    fn any_text_after_the_header_reads_or_is_refused(tail in ".{0,600}") {
+        check_outcome(format!("HloModule m\n{tail}").as_bytes());
+    }
+
+    #[test]
+    fn a_truncated_or_altered_module_reads_or_is_refused(
+        cut in 0usize..4250,
+        at in 0usize..4250,
+        byte in any::<u8>(),
+    ) {
+        for stem in ["mlp", "attention", "conv"] {
+            let pb = std::fs::read(models().join(format!("{stem}.hlo_module.pb"))).unwrap();
+            let cut = cut % (pb.len() + 1);
+            check_outcome(&pb[..cut]);
+            walker_agrees_with_prost(&pb[..cut]);
+            let mut altered = pb.clone();
+            let at = at % pb.len();
+            altered[at] = byte;
+            check_outcome(&altered);
+            walker_agrees_with_prost(&altered);
+            let text = std::fs::read(models().join(format!("{stem}.hlo"))).unwrap();
+            check_outcome(&text[..cut % (text.len() + 1)]);
+            let mut t = text.clone();
+            t[at % text.len()] = byte;
+            check_outcome(&t);
+        }
+    }
+}
+
+#[test]
+fn the_dry_run_shows_the_graph_and_the_estimate_it_came_from() {
+    let s = Scratch::new();
+    std::fs::copy(models().join("big.hlo_module.pb"), s.join("big.pb")).unwrap();
+    std::fs::copy(corpus("garbage.pb"), s.join("garbage.pb")).unwrap();
+    let dry = |model: &str, extra: &[&str]| -> Value {
+        let mut args = vec!["compile", model, "--target", "trn2", "--toolchain", "sim"];
+        args.extend(extra);
+        args.push("--dry-run=json");
+        let out = s.run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let j = dry("big.pb", &[]);
+    let g = &j["model_graph"];
+    assert_eq!(
+        g["summary"],
+        "jit_big: 1 parameter (32.0 KiB) → 1 result (32.0 KiB), 4 instructions in 1 computation"
+    );
+    assert_eq!(
+        (g["parameter_bytes"].as_u64(), g["result_bytes"].as_u64()),
+        (Some(32768), Some(32768))
+    );
+    // The existing keys are all there, unchanged in kind.
+    assert_eq!(j["model_format"], "proto");
+    assert!(j["jobs"].is_array() && j["decisions"].is_array());
+    // Nothing learned: the formula over the graph, written out here.
+    let size = std::fs::metadata(s.join("big.pb")).unwrap().len();
+    let e = &j["memory_estimate"];
+    assert_eq!(e["basis"], "formula");
+    assert_eq!(e["formula"], "graph-v1");
+    assert_eq!(
+        e["bytes"].as_u64().unwrap(),
+        (320 << 20) + 4 * size + 8 * (32768 + 32768) + 4 * (16 << 10)
+    );
+    assert!(e["from"].as_str().unwrap().contains("graph-v1"));
+    // A model that is not one: the reader's message, and the formula over the file size.
+    let j = dry("garbage.pb", &[]);
+    assert!(
+        j["model_graph"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("garbage.pb: not an HloModuleProto"),
+        "{}",
+        j["model_graph"]
+    );
+    assert_eq!(j["memory_estimate"]["bytes"], (320u64 << 20) + 4 * 300);
+    // The text form says the same in a line each.
+    let out = s.run(&["compile", "big.pb", "--target", "trn2", "--dry-run"]);
+    let t = text(&out.stdout);
+    assert!(
+        t.contains("\ngraph      jit_big: 1 parameter (32.0 KiB)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("memory estimate: ") && t.contains("(from the formula graph-v1"),
+        "{t}"
+    );
+    // After a compile through the cache, the dry run reports the recorded peak.
+    let out = s.run(&[
+        "compile",
+        "big.pb",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--cache_dir",
+        "c",
+        "--output",
+        "big.neff",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let j = dry("big.pb", &["--cache_dir", "c"]);
+    assert_eq!(
+        j["memory_estimate"]["basis"], "recorded",
+        "{}",
+        j["memory_estimate"]
+    );
+    // The simulated tools held memory in proportion to the graph: 2 × the 4 MiB file at least.
+    assert!(j["memory_estimate"]["bytes"].as_u64().unwrap() > 8 << 20);
+}
