@@ -561,3 +561,37 @@ fn a_daemon_that_cannot_start_leaves_the_compile_to_the_real_compiler() {
         .unwrap()
         .starts_with(b"FAKE-NEFF"));
 }
+
+/// The daemon the shim starts runs the compiler without the shim's directory on its PATH: a
+/// compiler that runs `neuronx-cc` itself does not come back to the shim.
+#[test]
+fn the_compiler_behind_the_shim_does_not_find_the_shim() {
+    let w = World::new();
+    w.install(&[]);
+    std::fs::write(w.path().join("m.pb"), "graph\n").unwrap();
+    let which = w.path().join("which");
+    let o = w
+        .env(&mut Command::new("neuronx-cc"))
+        .args(["compile", "m.pb", "--target", "trn2", "--output", "m.neff"])
+        .env("FAKE_COMPILER_WHICH", &which)
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(w.socket().exists(), "the compile went to the daemon");
+    let found = std::fs::read_to_string(&which).unwrap();
+    assert!(
+        !found.trim().starts_with(w.shim_dir().to_str().unwrap()),
+        "the compiler's neuronx-cc: {found}"
+    );
+    // While the caller itself finds the shim first.
+    let o = w
+        .env(&mut Command::new("sh"))
+        .args(["-c", "command -v neuronx-cc"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&o.stdout).trim(),
+        w.shim_dir().join("neuronx-cc").to_str().unwrap()
+    );
+}

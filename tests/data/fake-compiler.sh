@@ -14,6 +14,8 @@
 #   FAKE_COMPILER_RECORD=FILE                    append "<pid> <start ns> <end ns> <held MiB>
 #                                                <checksum of each model>" per run
 #   FAKE_COMPILER_ECHO=TEXT                      shown by --version and by usage errors
+#   FAKE_COMPILER_WHICH=FILE                     write where `neuronx-cc` is on its PATH (or
+#                                                "none") into FILE
 #
 # A model whose bytes contain the line "fake-compiler: fail" fails to compile: two error lines
 # on stderr, exit status 70 (the real compiler's status for a failed compile). `--version`
@@ -42,6 +44,9 @@ if [ -z "$out" ]; then
     exit 2
 fi
 start=$(date +%s%N)
+if [ -n "${FAKE_COMPILER_WHICH:-}" ]; then
+    command -v neuronx-cc >"$FAKE_COMPILER_WHICH" || echo none >"$FAKE_COMPILER_WHICH"
+fi
 echo "fake-compiler: compiling into $out"
 if [ -n "${FAKE_COMPILER_HOLD_MB:-}" ]; then
     python3 -c '
