@@ -109,3 +109,55 @@ fn run_real(config: &Config, args: &[OsString]) -> i32 {
         126
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<OsString> {
+        line.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn what_the_daemon_serves() {
+        for line in [
+            "compile m.pb --target trn2 --output m.neff",
+            "compile --framework=XLA m.hlo_module.pb --target=trn1 --verbose=35",
+            "--verbose 35 compile m.pb --target trn1",
+        ] {
+            let served = served_compile(&args(line));
+            assert!(served.is_some(), "{line}");
+            assert!(served.unwrap().iter().any(|a| a.ends_with(".pb")), "{line}");
+        }
+        for line in [
+            "--version",
+            "--help",
+            "list-operators --framework XLA",
+            "compile --help",
+            "compile m.pb --target trn2 --dry-run",
+            "compile m.pb --target trn2 --daemon",
+            "compile m.pb --no-such-flag",
+            "frobnicate",
+            "",
+        ] {
+            assert_eq!(served_compile(&args(line)), None, "{line}");
+        }
+        use std::os::unix::ffi::OsStringExt;
+        let not_utf8 = vec![
+            OsString::from("compile"),
+            OsString::from_vec(vec![b'm', 0xff, b'.', b'p', b'b']),
+        ];
+        assert_eq!(served_compile(&not_utf8), None);
+    }
+
+    #[test]
+    fn only_the_name_neuronx_cc_is_looked_at() {
+        assert_eq!(invoked_path(std::ffi::OsStr::new("nxcc")), None);
+        assert_eq!(invoked_path(std::ffi::OsStr::new("/usr/bin/nxcc")), None);
+        assert_eq!(
+            invoked_path(std::ffi::OsStr::new("/opt/shim/neuronx-cc")),
+            Some(PathBuf::from("/opt/shim/neuronx-cc"))
+        );
+        assert_eq!(main(&[OsString::from("/nonexistent/dir/neuronx-cc")]), None);
+    }
+}
