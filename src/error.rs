@@ -11,12 +11,14 @@ pub const EXIT_COMPILE_FAILED: i32 = 70;
 pub struct NccError {
     /// `EARG001`, `DRV068`, ... (`None` for the original's uncoded texts).
     pub code: Option<&'static str>,
+    /// What went wrong, as the original words it.
     pub cause: String,
     /// What the user can do; empty when the original gives none.
     pub resolution: String,
 }
 
 impl NccError {
+    /// An error with the code `code` (`EDRV082`: the text after `NCC_`).
     pub fn new(
         code: &'static str,
         cause: impl Into<String>,

@@ -11,9 +11,13 @@ const MAGIC: &[u8] = b"\x93NUMPY";
 pub struct Array {
     /// The `descr` string, e.g. `<f4`.
     pub descr: String,
+    /// The data is in Fortran (column-major) order rather than C order.
     pub fortran_order: bool,
+    /// The dimensions, outermost first (empty for a scalar).
     pub shape: Vec<usize>,
+    /// Bytes per element, from the `descr`.
     pub itemsize: usize,
+    /// The element bytes as the file holds them: `itemsize` × the product of `shape`.
     pub data: Vec<u8>,
 }
 

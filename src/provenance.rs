@@ -4,6 +4,7 @@
 use serde::Serialize;
 use std::fmt;
 
+/// Where a rule comes from, as a dry run tags it (`SEED`, `WIKI`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Source {
     /// Stated in the seed document (the compile-pipeline reverse-engineering notes).

@@ -566,10 +566,7 @@ impl Ctx<'_> {
                 if ok && meta.peak_rss_kb > 0 {
                     let rec = estimate::Record {
                         key: key.key.clone(),
-                        model_size: key.model_size,
-                        parameter_bytes: key.features.parameter_bytes,
-                        result_bytes: key.features.result_bytes,
-                        instructions: key.features.instructions,
+                        features: key.features,
                         peak_rss_kb: meta.peak_rss_kb,
                         at_ms: now,
                     };

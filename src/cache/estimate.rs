@@ -81,10 +81,8 @@ pub enum Basis {
     /// ([`distance`]); its features.
     Similar {
         key: String,
-        model_size: u64,
-        parameter_bytes: u64,
-        result_bytes: u64,
-        instructions: u64,
+        #[serde(flatten)]
+        features: Features,
     },
     /// Nothing known: [`FORMULA`] (`formula` is its name).
     #[serde(rename = "formula")]
@@ -124,13 +122,8 @@ pub struct Estimate {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub key: String,
-    pub model_size: u64,
-    #[serde(default)]
-    pub parameter_bytes: u64,
-    #[serde(default)]
-    pub result_bytes: u64,
-    #[serde(default)]
-    pub instructions: u64,
+    #[serde(flatten)]
+    pub features: Features,
     pub peak_rss_kb: u64,
     pub at_ms: u64,
 }
@@ -162,18 +155,6 @@ fn read_records(dir: Option<&Dir>, name: &str) -> Vec<Record> {
         .map_while(Result::ok)
         .filter_map(|l| serde_json::from_str(&l).ok())
         .collect()
-}
-
-impl Record {
-    /// The features the record was made with.
-    pub fn features(&self) -> Features {
-        Features {
-            model_size: self.model_size,
-            parameter_bytes: self.parameter_bytes,
-            result_bytes: self.result_bytes,
-            instructions: self.instructions,
-        }
-    }
 }
 
 /// Append a compile's figures to the index of its arguments.
@@ -236,8 +217,8 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
         };
     }
     let nearest = records.iter().filter(|r| r.peak_rss_kb > 0).min_by(|a, b| {
-        distance(&a.features(), &key.features)
-            .total_cmp(&distance(&b.features(), &key.features))
+        distance(&a.features, &key.features)
+            .total_cmp(&distance(&b.features, &key.features))
             .then(b.peak_rss_kb.cmp(&a.peak_rss_kb))
     });
     match nearest {
@@ -245,10 +226,7 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
             bytes: r.peak_rss_kb.saturating_mul(1024),
             basis: Basis::Similar {
                 key: r.key.clone(),
-                model_size: r.model_size,
-                parameter_bytes: r.parameter_bytes,
-                result_bytes: r.result_bytes,
-                instructions: r.instructions,
+                features: r.features,
             },
         },
         None => default,
@@ -301,10 +279,7 @@ mod tests {
     fn rec(k: &Key, peak_mb: u64) -> Record {
         Record {
             key: k.key.clone(),
-            model_size: k.model_size,
-            parameter_bytes: k.features.parameter_bytes,
-            result_bytes: k.features.result_bytes,
-            instructions: k.features.instructions,
+            features: k.features,
             peak_rss_kb: peak_mb * 1024,
             at_ms: 1,
         }
@@ -362,7 +337,7 @@ mod tests {
         let e = estimate(Some(&cache), &new);
         assert_eq!(e.bytes, 2_000 << 20);
         assert!(
-            matches!(&e.basis, Basis::Similar { key, instructions: 40_000, .. } if *key == wide.key),
+            matches!(&e.basis, Basis::Similar { key, features } if *key == wide.key && features.instructions == 40_000),
             "{e:?}"
         );
         assert!(e.basis.describe().contains("nearest earlier compile"));
@@ -371,7 +346,7 @@ mod tests {
             r#"{"key":"k","model_size":5,"peak_rss_kb":7,"at_ms":1}"#,
         )
         .unwrap();
-        assert_eq!(old.features(), Features::of_size(5));
+        assert_eq!(old.features, Features::of_size(5));
         // With nothing known: the formula over the new model's features.
         let e = estimate(None, &new);
         assert_eq!(e.bytes, formula_estimate(&new.features));
@@ -413,10 +388,7 @@ mod tests {
         assert_eq!(e.bytes, 300 << 20);
         assert!(matches!(
             e.basis,
-            Basis::Similar {
-                model_size: 1_000,
-                ..
-            }
+            Basis::Similar { features, .. } if features.model_size == 1_000
         ));
         assert_eq!(
             estimate(Some(&cache), &key("O2", "near big", 90_000)).bytes,

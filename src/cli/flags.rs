@@ -14,7 +14,10 @@ pub enum Action {
     /// No value; sets `true`.
     StoreTrue,
     /// `nargs='?'`: an optional value, `constant` when absent.
-    StoreOptional { constant: &'static str },
+    StoreOptional {
+        /// The value stored when the option is given without one.
+        constant: &'static str,
+    },
     /// `--enable-X` / `--disable-X` pair on one boolean dest; last one wins.
     EnableDisable,
     /// `--X` / `--no-X` pair on one boolean dest; last one wins.
@@ -26,9 +29,15 @@ pub enum Action {
     /// `nargs='+'`: every following value-looking token, at least one.
     OneOrMore,
     /// `store_true` that prints a deprecation warning.
-    DeprecatedStoreTrue { warning: &'static str },
+    DeprecatedStoreTrue {
+        /// The warning printed each time the option is given.
+        warning: &'static str,
+    },
     /// `store` that prints a deprecation warning.
-    DeprecatedStore { warning: &'static str },
+    DeprecatedStore {
+        /// The warning printed each time the option is given.
+        warning: &'static str,
+    },
     /// `--help`: public options.
     Help,
     /// `--help-hidden`: public, hidden and experimental options.
@@ -47,16 +56,23 @@ pub const SECONDS_RANGE: (f64, f64) = (1.0, 1e7);
 /// The type a value is converted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// `true`/`false`, set by the action itself (the option takes no value).
     Bool,
+    /// An integer as Python's `int()` reads it.
     Int,
+    /// A number as Python's `float()` reads it.
     Float,
+    /// Text, kept as given.
     Str,
+    /// A file or directory path, kept as given.
     Path,
+    /// Text that must be one of the [`Choices`].
     Choice,
     /// A log level: a name (any case) or an integer.
     Level,
     /// A duration: a number of seconds within [`SECONDS_RANGE`] (no NaN, no infinity).
     Seconds,
+    /// Several values (`nargs='+'` or one per occurrence), kept as given.
     List,
 }
 
@@ -65,10 +81,15 @@ pub enum Kind {
 pub enum Default {
     /// No default (`None` in the namespace).
     None,
+    /// This boolean.
     Bool(bool),
+    /// This integer.
     Int(i64),
+    /// This number.
     Float(f64),
+    /// This text (also the default of path and choice options).
     Str(&'static str),
+    /// This list of values.
     List(&'static [&'static str]),
     /// A level name, converted like a command-line value.
     Level(&'static str),
@@ -81,7 +102,9 @@ pub enum Default {
 /// The values an option accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choices {
+    /// Any value the [`Kind`] converts.
     Any,
+    /// Exactly one of these spellings (argparse `choices=`).
     OneOf(&'static [&'static str]),
     /// Compared after lower-casing (argparse `type=str.lower`).
     OneOfIgnoreCase(&'static [&'static str]),
@@ -94,35 +117,51 @@ pub enum Choices {
 /// Which help surface lists an option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Visibility {
+    /// Listed by `--help` and `--help-hidden`.
     Public,
+    /// Listed by `--help-hidden` only.
     Hidden,
+    /// Listed by `--help-hidden-list` only, with its default.
     Internal,
+    /// Listed by `--help-hidden`, its help prefixed `[experimental]`.
     Experimental,
+    /// Listed by no help surface; still accepted, with its deprecation warning.
     Deprecated,
 }
 
 /// Whether an option belongs to the driver (before or after the subcommand) or to `compile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// A driver option, accepted before or after the subcommand name.
     Driver,
+    /// An option of `compile` only.
     Compile,
 }
 
 /// One row of the table.
 #[derive(Debug, Clone, Copy)]
 pub struct Flag {
+    /// The primary option string (`--target`), shown first in help and errors.
     pub spelling: &'static str,
+    /// Further option strings for the same option (`-O` for `--optlevel`), possibly none.
     pub aliases: &'static [&'static str],
     /// The namespace attribute; empty for help and version.
     pub dest: &'static str,
+    /// How the parser treats an occurrence.
     pub action: Action,
+    /// The type the value is converted to.
     pub kind: Kind,
+    /// The value of [`Flag::dest`] when the option is absent.
     pub default: Default,
+    /// The values the option accepts.
     pub choices: Choices,
+    /// Which help surface lists it.
     pub visibility: Visibility,
+    /// Whether it is a driver option or an option of `compile`.
     pub scope: Scope,
     /// Where the flag is known from (`wiki-catalog:CERTAIN`, `clients`, `nxcc`, ...).
     pub source: &'static str,
+    /// The help text, as the help surfaces print it (wrapped there).
     pub help: &'static str,
 }
 
@@ -159,6 +198,8 @@ impl Flag {
     }
 }
 
+/// A [`Flag`] from its fields in the table's column order (keeps each row of [`FLAGS`] on one
+/// line).
 #[allow(clippy::too_many_arguments)]
 pub const fn flag(
     spelling: &'static str,

@@ -13,7 +13,9 @@ const HELP_COLUMN: usize = 24;
 /// Which options a help surface lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Surface {
+    /// What `--help` lists: the public options.
     Public,
+    /// What `--help-hidden` lists: public, hidden and experimental options.
     Hidden,
 }
 

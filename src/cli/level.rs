@@ -2,15 +2,23 @@
 //! name in any case, or an integer (`0` → warning, `1` → info, `2` → debug, any other integer is
 //! the numeric level itself; `35` is console level *user* plus progress-dots mode).
 
+/// `trace`: the finest level, below Python's `DEBUG`.
 pub const TRACE: i64 = 5;
+/// `debug` (Python's `logging.DEBUG`).
 pub const DEBUG: i64 = 10;
+/// `info` (Python's `logging.INFO`); the log file's default.
 pub const INFO: i64 = 20;
+/// `warning` (Python's `logging.WARNING`).
 pub const WARNING: i64 = 30;
 /// `--verbose 35`: what the PyTorch integration passes; user level plus progress dots.
 pub const DOTS: i64 = 35;
+/// `error` (Python's `logging.ERROR`).
 pub const ERROR: i64 = 40;
+/// `critical` (Python's `logging.CRITICAL`).
 pub const CRITICAL: i64 = 50;
+/// `user`: the messages meant for the user (progress, results); the console's default.
 pub const USER: i64 = 60;
+/// `off`: above every message, so nothing is written.
 pub const OFF: i64 = 70;
 
 const NAMES: &[(&str, i64)] = &[

@@ -78,15 +78,24 @@ pub fn prog_name(argv0: &str) -> String {
 pub enum CliError {
     /// `usage: ...` then `<prog>: error: <message>`.
     Usage {
+        /// The parser's usage text (`usage: nxcc compile [-h] ...`).
         usage: String,
+        /// The program name the error line starts with (`nxcc`, `nxcc compile`).
         prog: String,
+        /// What is wrong, as argparse words it.
         message: String,
     },
     /// The original's NCC_EARG002 line naming every unrecognised argument.
-    Unrecognized { usage: String, args: Vec<String> },
+    Unrecognized {
+        /// The parser's usage text, quoted at the end of the line as the resolution.
+        usage: String,
+        /// The unrecognised arguments, in command-line order.
+        args: Vec<String>,
+    },
 }
 
 impl CliError {
+    /// The exit status of every usage error (argparse's).
     pub const EXIT_STATUS: i32 = 2;
 
     /// The text to print on stderr.
@@ -107,6 +116,7 @@ impl CliError {
 pub struct CompileArgs {
     /// `nxcc compile` or `neuronx-cc compile`.
     pub prog: String,
+    /// Every dest of the flag table with its value after parsing.
     pub ns: Namespace,
     /// The positional model files (exactly one is valid; checked by validation).
     pub model_files: Vec<String>,
@@ -123,10 +133,13 @@ pub enum Command {
     Help(String),
     /// `--version` / `-V`.
     Version,
+    /// `compile` with its parsed command line.
     Compile(Box<CompileArgs>),
     /// Another subcommand with its arguments (driver arguments given before it included first).
     Other {
+        /// The subcommand's name as given.
         name: String,
+        /// The arguments for it: the driver arguments given before it, then those after it.
         args: Vec<String>,
     },
 }
@@ -187,6 +200,7 @@ pub fn nul_argument(args: &[String]) -> Option<String> {
         .map(|a| format!("argument {}: contains a NUL byte", argparse::py_repr(a)))
 }
 
+/// Parse the whole command line (without `argv[0]`).
 pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
     let driver = ArgParser::new(prog, &driver_flags(), &[]);
     let top_usage = help::top_usage(prog);

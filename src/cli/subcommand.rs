@@ -36,6 +36,7 @@ pub struct Subcommand {
     pub name: &'static str,
     /// Its own options, `HELP` first.
     pub flags: &'static [&'static Flag],
+    /// Its positional arguments, in order (possibly none).
     pub positionals: &'static [Positional],
     /// A paragraph for its help, after the usage.
     pub about: &'static str,

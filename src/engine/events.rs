@@ -12,20 +12,29 @@ use super::metrics::JobMetrics;
 pub enum Event {
     /// The jobs about to run, in order.
     Pipeline {
+        /// The job names, in run order.
         jobs: Vec<String>,
     },
+    /// A job is starting.
     JobStarted {
+        /// The job's name (`Frontend`).
         job: String,
+        /// Its place in the run, from 1.
         index: usize,
+        /// How many jobs the run has.
         total: usize,
     },
+    /// A job has ended (in any way), with its figures.
     JobFinished(JobMetrics),
     /// An error line the worker printed (`[ERROR] ...`, an F-code banner, a stderr tail line).
     Error {
+        /// The line as printed, without the line end.
         line: String,
     },
     /// The worker is done; its exit status follows.
     Done {
+        /// The compile's exit status: 0 on success, else the status nxcc exits with (70 for a
+        /// failed compile).
         exit_status: i32,
     },
 }

@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::events::Event;
@@ -32,16 +32,21 @@ pub enum Failure {
 
 /// Everything the executor needs.
 pub struct Executor<'a> {
+    /// The plan whose jobs are run.
     pub plan: &'a Plan,
+    /// The toolchain that provides the native tools; `None` when none was found (a job that needs a
+    /// tool then fails with NCC_EDRV082).
     pub toolchain: Option<&'a Toolchain>,
+    /// The compile's work directory, where every job runs.
     pub work_dir: &'a Path,
+    /// The compile's log (file and console).
     pub logger: &'a Logger,
+    /// The report pipe to the supervisor; `None` when nobody supervises the worker.
     pub events: Option<&'a EventWriter>,
+    /// Cancels the running job (set on a signal); no further job starts once it is set.
     pub cancel: &'a Cancel,
     /// `--job-timeout`: per job.
     pub job_timeout: Option<Duration>,
-    /// Where the job that writes `--output` writes it first.
-    pub output_partial: &'a Path,
     /// Show dots (`--verbose 35`) or a status line while running.
     pub progress: bool,
 }
@@ -281,7 +286,6 @@ impl Executor<'_> {
                     work_dir: self.work_dir,
                     launch_dir: &self.plan.launch_dir,
                     log: &log_fn,
-                    output_partial: self.output_partial,
                 };
                 run(&rc).map_err(|e| {
                     self.error(logger_name, &e.to_string());
@@ -431,14 +435,4 @@ impl Executor<'_> {
         }
         Ok(())
     }
-}
-
-/// The temporary name `--output` is written under before it is renamed into place: beside the
-/// output, named after the worker's pid so the supervisor can remove it if the worker dies.
-pub fn partial_output(output: &Path, worker_pid: u32) -> PathBuf {
-    let name = output
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("file.neff");
-    output.with_file_name(format!(".{name}.nxcc-partial-{worker_pid}"))
 }

@@ -16,6 +16,7 @@ use crate::cli::level;
 
 /// Logger names of the original.
 pub const DRIVER: &str = "neuronx-cc";
+/// The pipeline's logger: the run's start and end, each job's start and end.
 pub const PIPELINE: &str = "pipeline.Pipeline.0";
 
 /// The job logger's name: `job.<Job>.0`.
@@ -151,12 +152,15 @@ impl Logger {
         }
     }
 
+    /// Log `message` at DEBUG under the logger named `logger`.
     pub fn debug(&self, logger: &str, message: &str) {
         self.log(logger, level::DEBUG, message)
     }
+    /// Log `message` at INFO under the logger named `logger`.
     pub fn info(&self, logger: &str, message: &str) {
         self.log(logger, level::INFO, message)
     }
+    /// Log `message` at WARNING under the logger named `logger`.
     pub fn warning(&self, logger: &str, message: &str) {
         self.log(logger, level::WARNING, message)
     }

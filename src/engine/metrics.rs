@@ -12,25 +12,39 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
+    /// It did its work.
     Ok,
+    /// It failed: a non-zero exit, a signal, an error of its own.
     Failed,
+    /// It had nothing to do (its step said why, in the log).
     Skipped,
+    /// `--job-timeout` elapsed and nxcc killed it.
     TimedOut,
+    /// The compile was cancelled while it ran.
     Cancelled,
 }
 
 /// One job's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobMetrics {
+    /// The job's name (`Frontend`).
     pub job: String,
+    /// How it ended.
     pub status: JobStatus,
     /// Seconds from the start of the pipeline.
     pub start_s: f64,
+    /// Wall time, seconds.
     pub wall_s: f64,
+    /// User CPU time of its processes (or the worker's own, in-process), seconds.
     pub user_s: f64,
+    /// System CPU time, counted as [`JobMetrics::user_s`] is, seconds.
     pub sys_s: f64,
+    /// Peak resident set size, KiB, of its largest process (the worker's own for in-process work).
     pub max_rss_kb: u64,
+    /// The exit status (or a library call's return value) that ended it, when it was one; `None`
+    /// when nothing exited with a status, or a signal ended it.
     pub exit_status: Option<i32>,
+    /// The signal that ended its process, if one did (also after a timeout or a cancellation).
     pub signal: Option<i32>,
     /// Native tool processes the job ran.
     pub processes: u32,
@@ -65,12 +79,19 @@ pub fn table(jobs: &[JobMetrics]) -> String {
 /// The `--submit-metrics` record.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record<'a> {
+    /// `--run-id`, or a generated `nxcc-<ms>-<pid>`.
     pub run_id: &'a str,
+    /// `--metrics-timestamp`, or the time the record was written (the log's timestamp format).
     pub metrics_timestamp: &'a str,
+    /// `--target`.
     pub target: &'a str,
+    /// `--optlevel` (`0` to `3`).
     pub optlevel: &'a str,
+    /// `--lnc`: how many physical NeuronCores form one logical core (1 or 2).
     pub logical_nc_config: i64,
+    /// The compile's exit status.
     pub exit_status: i32,
+    /// Every job's figures, in run order.
     pub jobs: &'a [JobMetrics],
 }
 

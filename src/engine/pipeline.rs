@@ -4,14 +4,13 @@
 //! worker (see [`crate::run::supervisor`]; the worker runs [`super::executor`]), then reports: `Compiler
 //! status PASS`, or the failure with `Artifacts stored in` and `Diagnostic logs stored in`; the
 //! F-code banner when the worker itself was killed; exit 130/143 after an interrupt. It removes
-//! a partial output, removes or keeps the work dir, and writes the metrics (the log's table,
+//! an output the failed compile wrote, removes or keeps the work dir, and writes the metrics (the log's table,
 //! `--submit-metrics`, `--timings`, `--trace`).
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use super::events::Event;
-use super::executor::partial_output;
 use super::failure;
 use super::log::{self, Console, Logger};
 use super::metrics::{self, JobMetrics};
@@ -252,10 +251,6 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             return fail_early(Some(&logger), &err, &opts.console);
         }
     };
-    let partial = partial_output(&plan.output, outcome.pid);
-    if partial.exists() {
-        let _ = std::fs::remove_file(&partial);
-    }
 
     let stopped = super::compile::stopped_by(opts, outcome.end);
     let exit_status = match (stopped, outcome.end) {

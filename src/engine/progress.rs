@@ -26,6 +26,8 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// Start the reporter's thread: a dot every [`DOT_INTERVAL`] when `dots`, otherwise the status
+    /// line redrawn with the job's elapsed time four times a second.
     pub fn start(logger: &Logger, dots: bool) -> Progress {
         let state = Arc::new((
             Mutex::new(State {

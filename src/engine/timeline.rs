@@ -9,8 +9,11 @@ use serde_json::json;
 pub struct Span {
     /// The lane (row) it is drawn in.
     pub lane: String,
+    /// The text on the bar (a job's name, a compile's stem).
     pub label: String,
+    /// Where the bar starts: seconds from the start of the run it belongs to.
     pub start_s: f64,
+    /// Where the bar ends, in the same seconds.
     pub end_s: f64,
     /// `ok`, `failed`, ... (colours the bar).
     pub status: String,

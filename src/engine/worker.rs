@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::compile::{job_timeout, open_log, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
 use super::events::Event;
-use super::executor::{partial_output, Executor, Failure};
+use super::executor::{Executor, Failure};
 use super::log::Console;
 use crate::cli::{self, level, Command};
 use crate::error::EXIT_COMPILE_FAILED;
@@ -111,7 +111,6 @@ pub fn run(
         Ok(l) => l,
         Err(e) => return fatal(events, &e.to_string()),
     };
-    let partial = partial_output(&plan.output, std::process::id());
     let executor = Executor {
         plan,
         toolchain,
@@ -120,7 +119,6 @@ pub fn run(
         events,
         cancel: &cancel,
         job_timeout: job_timeout(plan),
-        output_partial: &partial,
         // Dots (`--verbose 35`) or a live status line on a terminal; nothing to draw otherwise.
         progress: console_level == level::DOTS || std::io::stderr().is_terminal(),
     };

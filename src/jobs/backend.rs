@@ -5,6 +5,8 @@
 use super::{Action, JobContext, Step};
 use crate::error::NccError;
 
+/// One step: `nn_executor` on the first subgraph's BIR and tensor map, through `/bin/bash -c` under
+/// `ulimit -t`.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let program = ctx.tool_path("nn_executor");
     let exe = program

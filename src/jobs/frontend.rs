@@ -26,6 +26,8 @@ fn writes(ctx: &JobContext) -> Vec<String> {
     w
 }
 
+/// One step: the installed driver's Frontend through [`BRIDGE`] with a real toolchain; in process
+/// otherwise (the simulated frontend, or a plan made before the toolchain is known).
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let reads = vec![ctx.model.display().to_string(), "penguin.py".to_string()];
     match ctx.toolchain {

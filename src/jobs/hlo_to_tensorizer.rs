@@ -8,6 +8,8 @@ use super::{exec, shell_split, JobContext, Step};
 use crate::cli::level;
 use crate::error::NccError;
 
+/// One step: `hlo2penguin` in the work dir on the model, with the compile's target, LNC and log
+/// settings, the optional flags, then `--internal-hlo2tensorizer-options`.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let ns = ctx.ns;
     let console = level::console_threshold(ns.int("verbose").unwrap_or(level::USER));

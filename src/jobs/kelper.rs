@@ -9,6 +9,8 @@ use super::{in_process, JobContext, Step};
 use crate::error::NccError;
 use crate::fsx::{AtomicFile, Durability};
 
+/// One in-process step: read every subgraph's `def.json`, `tensor_map.json`, `neff.json` and engine
+/// `.bin` files, write `--output`.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let mut reads = Vec::new();
     for sg in ctx.subgraphs {

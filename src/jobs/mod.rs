@@ -66,6 +66,7 @@ impl ModelFormat {
         }
     }
 
+    /// The `--module-type` spelling: `proto` or `text`.
     pub fn as_str(self) -> &'static str {
         match self {
             ModelFormat::Proto => "proto",
@@ -78,14 +79,17 @@ impl ModelFormat {
 /// line are absolute (WIKI `getAbsPath`); work-dir paths are relative to the step's `cwd`.
 #[derive(Debug, Clone, Copy)]
 pub struct JobContext<'a> {
+    /// The normalised namespace: every dest of the flag table with its value.
     pub ns: &'a Namespace,
     /// The model file or directory, absolute.
     pub model: &'a Path,
+    /// Whether the model is a binary proto or HLO text.
     pub model_format: ModelFormat,
     /// `--output`, absolute.
     pub output: &'a Path,
     /// `--logfile`, absolute.
     pub logfile: &'a Path,
+    /// The walrus pass list, in order (joined into `walrus_driver --pass`).
     pub walrus_passes: &'a [&'static str],
     /// Sorted.
     pub dge_on_levels: &'a [String],
@@ -95,6 +99,8 @@ pub struct JobContext<'a> {
     pub value_inputs: &'a [String],
     /// `W/gold-000.p` exists.
     pub gold_exists: bool,
+    /// The toolchain the native tools come from; `None` when none is known (none was found, or it
+    /// is resolved only when the compile runs).
     pub toolchain: Option<&'a Toolchain>,
     /// The work dir when running (`None` while planning: paths stay relative).
     pub work_dir: Option<&'a Path>,
@@ -109,10 +115,12 @@ impl JobContext<'_> {
             .or_else(|| tc.simulated.then(|| tc.expected(tool)))
     }
 
+    /// `--lnc` after normalisation (1 if unset).
     pub fn logical_nc_config(&self) -> i64 {
         self.ns.int("logical_nc_config").unwrap_or(1)
     }
 
+    /// `--target` (or the environment's target; planning refuses a compile without one).
     pub fn target(&self) -> &str {
         self.ns.str("target").unwrap_or("")
     }
@@ -124,36 +132,55 @@ impl JobContext<'_> {
 pub enum Action {
     /// Run a native tool: `program` is `tool` resolved (or the tool name when not found).
     Exec {
+        /// The tool's name (`walrus_driver`).
         tool: &'static str,
+        /// Its path in the toolchain; `None` when no toolchain provides it.
         program: Option<PathBuf>,
+        /// The arguments after the program name.
         args: Vec<String>,
     },
     /// Run a native tool through [`SHELL`] `-c <script>`.
     Shell {
+        /// The tool the script runs (`nn_executor`).
         tool: &'static str,
+        /// Its path in the toolchain; `None` when no toolchain provides it.
         program: Option<PathBuf>,
+        /// The script given to `-c`, the tool's path already quoted in it.
         script: String,
     },
     /// Call `run_backend_driver(argc, argv)` of a loaded library, in process.
     Library {
+        /// The shared library (the toolchain's `libwalrus.so`).
         library: PathBuf,
+        /// The entry point called (`run_backend_driver`).
         symbol: &'static str,
+        /// The argv it is called with, the tool's name first.
         argv: Vec<String>,
     },
     /// Work done inside the worker; the text says what.
-    InProcess { what: String },
+    InProcess {
+        /// A short description for the dry run (`pack the NEFF`).
+        what: String,
+    },
     /// Nothing to do, for the reason given (logged).
-    Skip { reason: String },
+    Skip {
+        /// The line logged at INFO instead of running the job.
+        reason: String,
+    },
 }
 
 /// One step of a job: an action, where it runs, and the files it reads and writes (relative to
 /// the work dir unless absolute).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
+    /// What the step does.
     pub action: Action,
     /// Relative to the work dir: `.` or `sgNN`.
     pub cwd: String,
+    /// The files it reads (relative to [`Step::cwd`] unless absolute; `*` patterns allowed), as the
+    /// dry run lists them.
     pub reads: Vec<String>,
+    /// The files it writes, named as [`Step::reads`] names them.
     pub writes: Vec<String>,
     /// Files written into `cwd` before the action runs: (name, content, executable).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -215,6 +242,8 @@ impl Step {
         }
     }
 
+    /// The native tool the step stands for (`walrus_driver` for a library call); `None` for
+    /// in-process and skipped steps.
     pub fn tool(&self) -> Option<&'static str> {
         match &self.action {
             Action::Exec { tool, .. } | Action::Shell { tool, .. } => Some(tool),
@@ -223,6 +252,8 @@ impl Step {
         }
     }
 
+    /// Where that tool is: the program's path, or the library's; `None` when it was not found or
+    /// there is no tool.
     pub fn tool_path(&self) -> Option<&Path> {
         match &self.action {
             Action::Exec { program, .. } | Action::Shell { program, .. } => program.as_deref(),
@@ -287,19 +318,20 @@ pub(crate) fn shell_split(option: &str, dest: &str) -> Result<Vec<String>, NccEr
 pub type StepsFn = fn(&JobContext) -> Result<Vec<Step>, NccError>;
 
 /// What an in-process job gets when it runs: the job context with the real subgraphs, the work
-/// and launch directories, a log function, and (for the job that writes `--output`) the temporary
-/// path to write it to before the executor renames it into place.
+/// and launch directories, and a log function.
 pub struct RunContext<'a> {
+    /// The job's context, with the subgraphs and inputs the run really has.
     pub job: JobContext<'a>,
+    /// The compile's work directory, absolute.
     pub work_dir: &'a Path,
+    /// The directory nxcc was launched in (where SaveTemps copies the work dir to).
     pub launch_dir: &'a Path,
     /// `log(level, message)` under the job's logger.
     pub log: &'a dyn Fn(i64, &str),
-    /// Where the output is written first (same directory as `--output`).
-    pub output_partial: &'a Path,
 }
 
 impl RunContext<'_> {
+    /// Log `message` at INFO under the job's logger.
     pub fn info(&self, message: &str) {
         (self.log)(crate::cli::level::INFO, message)
     }
@@ -311,10 +343,14 @@ pub type RunFn = fn(&RunContext) -> Result<(), NccError>;
 /// One row of the registry.
 #[derive(Debug, Clone, Copy)]
 pub struct Job {
+    /// The job's class name in the original (`WalrusDriver`), as `--pipeline` names it.
     pub name: &'static str,
+    /// How the job runs, unless its steps say otherwise (a real toolchain's Frontend, a fork-walrus
+    /// backend).
     pub runs_as: RunsAs,
     /// The native tool, for subprocess jobs.
     pub tool: Option<&'static str>,
+    /// Describes the job's steps for a context (the plan's or the run's).
     pub steps: StepsFn,
     /// The in-process work, for jobs that have some.
     pub run: Option<RunFn>,

@@ -12,6 +12,8 @@ pub fn wrapped_path(output: &std::path::Path) -> std::path::PathBuf {
     output.with_file_name(format!("{stem}.wrapped.hlo.pb"))
 }
 
+/// One step: `hlo-neff-wrapper` on the model, the NEFF and the netlist with every subgraph's
+/// `io_transposes.json`, writing [`wrapped_path`].
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let wrapped = wrapped_path(ctx.output);
     let mut args = vec![

@@ -5,6 +5,7 @@
 use super::{in_process, JobContext, Step};
 use crate::error::NccError;
 
+/// One in-process step: copy the work dir into the launch directory (see [`run`]).
 pub fn steps(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     Ok(vec![in_process(
         "copy the work dir into the launch directory; keep the work dir",

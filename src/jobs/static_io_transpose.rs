@@ -17,6 +17,8 @@ use super::{in_process, JobContext, RunContext, Step};
 use crate::error::NccError;
 use crate::npy;
 
+/// One in-process step: read the work dir's and each subgraph's `io_transposes.json` and
+/// `inputs/value_*.npy`, write `transposed_inputs/`.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let mut reads = vec!["io_transposes.json".to_string()];
     reads.extend(
@@ -36,9 +38,13 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
 /// One entry of `io_transposes.json`; unknown fields are kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The model input it applies to (its file is `inputs/value_<input_name>.npy`).
     pub input_name: String,
+    /// The shape the input is reshaped to first (positive dims, at most [`MAX_DIMS`]).
     pub reshape: Vec<i64>,
+    /// The permutation of the reshaped dims applied next.
     pub transpose: Vec<i64>,
+    /// Every other field, written back unchanged when the file is rewritten.
     #[serde(flatten)]
     pub other: serde_json::Map<String, serde_json::Value>,
 }
@@ -140,6 +146,8 @@ fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), NccError> {
         .map_err(|e| io_error("write", path, e))
 }
 
+/// Validate, simplify and rewrite every `io_transposes.json`, transpose the inputs that exist and
+/// link them into each subgraph directory (see the module documentation).
 pub fn run(ctx: &RunContext) -> Result<(), NccError> {
     let files = transpose_files(ctx.work_dir, ctx.job.subgraphs);
     if files.is_empty() {

@@ -39,6 +39,9 @@ pub fn replay_script(command: &Spec) -> String {
     format!("#!{}\n# Replays this subgraph's walrus_driver run.\ncd \"$(dirname \"$0\")\" || exit 1\nexec {command}\n", super::SHELL)
 }
 
+/// One step per subgraph directory: `walrus_driver` there with [`args`], or with
+/// `--enable-internal-fork-walrus` the toolchain's `run_backend_driver` in process; each with its
+/// replay script when asked for.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let mut writes = vec![
         "def.json".to_string(),

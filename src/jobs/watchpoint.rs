@@ -4,6 +4,8 @@
 use super::{exec, JobContext, Step};
 use crate::error::NccError;
 
+/// One step per subgraph: `watchpoint_insert --bir sgNN/bir.json --mode MODE` (`MODE` from
+/// `--internal-compiler-debug-mode`, default `all`), rewriting the BIR in place.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let mode = ctx
         .ns

@@ -10,6 +10,8 @@ use crate::error::NccError;
 /// The log line of the skip (WIKI).
 pub const SKIP_MESSAGE: &str = "Detected gold-000.p, dumping goldens and skipping XLAInferGoldens";
 
+/// One step: `xla_infergoldens` on the model and the work dir's `value_input*.npy`; a skip step
+/// instead when `gold-000.p` exists.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     if ctx.gold_exists {
         return Ok(vec![Step {

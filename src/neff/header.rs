@@ -62,7 +62,9 @@ pub const FIELDS: [(&str, usize, usize); 13] = [
 /// The decoded header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
+    /// The header's format version ([`FORMAT_VERSION`] in the NEFFs nxcc writes).
     pub format_version: u64,
+    /// The header size it states ([`HEADER_SIZE`] in a well-formed header).
     pub header_size: u64,
     /// The archive's length in bytes (what follows the header).
     pub archive_length: u64,
@@ -70,15 +72,21 @@ pub struct Header {
     pub ir_signature: String,
     /// `Dynamic` in a well-formed header (decoded up to the first NUL).
     pub version_string: String,
+    /// The NEFF format's major version.
     pub version_major: u32,
+    /// The NEFF format's minor version.
     pub version_minor: u32,
+    /// The feature-flag bitmask.
     pub feature_flags: u64,
+    /// The NEFF's UUID, as stored (a version-4 UUID in a well-formed header).
     pub uuid: [u8; 16],
     /// Decoded up to the first NUL.
     pub neff_filename: String,
     /// One flag per engine, in [`ENGINE_ORDER`].
     pub engines: [bool; 5],
+    /// The collective-communication rank world size.
     pub world_size: u32,
+    /// The arch mode of the target ([`crate::recon::neff::arch_mode`]).
     pub arch_mode: u32,
 }
 

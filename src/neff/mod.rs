@@ -54,11 +54,18 @@ pub enum NeffError {
     MissingInput(PathBuf),
     /// A file the packer needs is unusable.
     #[error("unusable input {}: {reason}", path.display())]
-    BadInput { path: PathBuf, reason: String },
+    BadInput {
+        /// The unusable file.
+        path: PathBuf,
+        /// What is wrong with it, in a few words.
+        reason: String,
+    },
     /// An I/O error on a named file.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file the operation was on.
         path: PathBuf,
+        /// The error of the operation.
         #[source]
         source: std::io::Error,
     },

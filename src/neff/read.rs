@@ -32,9 +32,13 @@ pub const MAX_KEPT_BYTES: u64 = 256 << 20;
 /// The reader's limits (the defaults are the constants above; tests lower them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Most archive bytes read after decompression (also the largest member accepted).
     pub max_decompressed_bytes: u64,
+    /// Most archive entries read.
     pub max_members: u64,
+    /// Largest PAX extended header or GNU long name accepted, in bytes.
     pub max_metadata_bytes: u64,
+    /// Most bytes of JSON members kept in memory for summaries, in total.
     pub max_kept_bytes: u64,
 }
 
@@ -89,7 +93,9 @@ impl Layout {
 /// A regular-file member: its name and size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Member {
+    /// Its path in the archive, normalised (no `.` components, no repeated or trailing `/`).
     pub name: String,
+    /// Its size in bytes.
     pub size: u64,
 }
 
@@ -261,10 +267,12 @@ impl Neff {
         })
     }
 
+    /// How the file is laid out (header or not, compressed or not).
     pub fn layout(&self) -> Layout {
         self.layout
     }
 
+    /// The limits every read of this NEFF enforces.
     pub fn limits(&self) -> Limits {
         self.limits
     }
@@ -479,8 +487,11 @@ impl<R: Read> Read for Counted<R> {
 /// One archive entry (a regular file or a directory).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// Its path in the archive, normalised (no `.` components, no repeated or trailing `/`).
     pub name: String,
+    /// Its data's size in bytes (0 for a directory).
     pub size: u64,
+    /// The entry is a directory.
     pub is_dir: bool,
 }
 

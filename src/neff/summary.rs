@@ -111,6 +111,7 @@ fn kept_json(
 pub struct Detail {
     /// The key in `neff.json`'s `graphs` (`None`: a directory the manifest does not name).
     pub key: Option<String>,
+    /// The entry's `op` (`Null` when it has none).
     pub op: Value,
     /// The entry's other fields, as they are.
     pub fields: Map<String, Value>,
@@ -124,6 +125,8 @@ pub struct Detail {
 /// `def.json` and `tensor_map.json` in brief and its files.
 #[derive(Debug, Clone)]
 pub struct Subgraph {
+    /// Its directory in the archive (`sg00`): the manifest entry's `sg`, or the directory's name
+    /// for one the manifest does not name; `None` for an entry without `sg`.
     pub sg: Option<String>,
     detail: Option<Box<Detail>>,
     /// Where its files are in [`Summary`]'s grouped member indices.
@@ -133,6 +136,7 @@ pub struct Subgraph {
 static NO_DETAIL: std::sync::LazyLock<Detail> = std::sync::LazyLock::new(Detail::default);
 
 impl Subgraph {
+    /// What the manifest and its JSON members say about it (an empty [`Detail`] when nothing does).
     pub fn detail(&self) -> &Detail {
         self.detail.as_deref().unwrap_or(&NO_DETAIL)
     }
@@ -141,12 +145,19 @@ impl Subgraph {
 /// What `neff-info` shows. Member lists are not copied: they are serialised (or rendered)
 /// straight from the inspection, so memory stays a small multiple of the member list itself.
 pub struct Summary<'a> {
+    /// The NEFF summarised (its layout and header).
     pub neff: &'a Neff,
+    /// Its regular-file members, in archive order.
     pub members: &'a [Member],
+    /// `info.json` as it is (`None` when missing or unreadable; the reason is in
+    /// [`Summary::notes`]).
     pub info: Option<Value>,
     /// `neff.json`'s fields other than `graphs`, in brief (`Null` without a manifest).
     pub manifest: Value,
+    /// The manifest's graphs in its order, then any directory it does not name.
     pub subgraphs: Vec<Subgraph>,
+    /// Why a JSON member could not be summarised (too large to keep, not valid JSON), one sentence
+    /// each.
     pub notes: Vec<String>,
     /// Indices of the members under a directory, grouped by directory.
     grouped: Vec<u32>,

@@ -21,6 +21,7 @@ pub struct Verification {
 }
 
 impl Verification {
+    /// No problem was found: the NEFF is valid.
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
     }

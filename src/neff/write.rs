@@ -40,6 +40,7 @@ pub struct PackOptions {
     pub arch_mode: u32,
     /// The NEFF format version recorded in `info.json` and the header.
     pub version_major: u32,
+    /// The minor NEFF format version, recorded beside [`PackOptions::version_major`].
     pub version_minor: u32,
 }
 

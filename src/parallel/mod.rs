@@ -53,6 +53,7 @@ pub struct Config {
     pub output_dir: PathBuf,
     /// Retries of a failure other than `[F137]`.
     pub retries: u32,
+    /// What every compile runs on: nxcc's pipeline or an external compiler.
     pub engine: Engine,
     /// The cache directory (`None`: off); each compile's `--retry_failed_compilation` applies.
     pub cache_dir: Option<PathBuf>,
@@ -60,6 +61,7 @@ pub struct Config {
     pub launch_dir: PathBuf,
     /// The executable run as the pipeline's worker (default: this one).
     pub worker_program: Option<PathBuf>,
+    /// How progress is shown: a live count on a terminal, one line per compile elsewhere.
     pub progress: ProgressMode,
 }
 
@@ -68,6 +70,7 @@ pub struct Config {
 pub struct Input {
     /// As given (or found in a directory given), absolute.
     pub model: PathBuf,
+    /// What its outputs are named after ([`stem_of`] the model).
     pub stem: String,
 }
 
@@ -126,9 +129,13 @@ pub fn stem_of(model: &Path) -> String {
 /// One run of one compile.
 #[derive(Debug, Clone, Serialize)]
 pub struct Attempt {
+    /// When it started: seconds from the start of the batch.
     pub start_s: f64,
+    /// When it ended, in the same seconds.
     pub end_s: f64,
+    /// The compile's exit status (0 on success).
     pub exit_status: i32,
+    /// What the cache did for it: hit, miss, or off.
     pub cache: CacheStatus,
     /// Run with nothing else running (the `[F137]` retry).
     pub alone: bool,
@@ -136,6 +143,7 @@ pub struct Attempt {
     pub slot: usize,
     /// The largest peak RSS of its jobs, KiB (`None` when nothing ran).
     pub peak_rss_kb: Option<u64>,
+    /// The error lines the compile printed, in order.
     pub error_lines: Vec<String>,
 }
 
@@ -143,7 +151,9 @@ pub struct Attempt {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    /// Its last attempt succeeded: the NEFF is at [`CompileResult::output`].
     Ok,
+    /// It could not be planned, or its last attempt failed (after the retries).
     Failed,
     /// Not run, or stopped, because the batch was interrupted.
     Cancelled,
@@ -152,37 +162,59 @@ pub enum Status {
 /// What happened to one input.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompileResult {
+    /// The model, absolute.
     pub input: String,
+    /// What its outputs are named after.
     pub stem: String,
+    /// Its NEFF: `<output dir>/<stem>.neff`.
     pub output: String,
+    /// Its log file: `<output dir>/<stem>.log`.
     pub log: String,
+    /// Its final state.
     pub status: Status,
+    /// The last attempt's exit status (70 when it could not be planned, 0 when it never ran).
     pub exit_status: i32,
     /// The last attempt's cache status.
     pub cache: CacheStatus,
+    /// Its estimated peak memory and what the estimate is based on; `None` when it could not be
+    /// planned.
     pub estimate: Option<Estimate>,
+    /// Its cache key; `None` without a cache or when it could not be planned.
     pub key: Option<String>,
     /// Wall time of every attempt together.
     pub wall_s: f64,
+    /// The largest peak RSS of the jobs of the last attempt that ran any, KiB (`None`: no job ran).
     pub peak_rss_kb: Option<u64>,
     /// The last attempt's error lines (a planning error if it never ran).
     pub error_lines: Vec<String>,
+    /// Every attempt, in order (the first run, then the retries).
     pub attempts: Vec<Attempt>,
 }
 
 /// The whole batch.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The version of nxcc that ran the batch.
     pub nxcc_version: String,
+    /// The most compiles run at once (`--jobs`, at least 1).
     pub jobs: usize,
+    /// The memory budget in bytes (`None`: no budget).
     pub memory_budget: Option<u64>,
+    /// `pipeline` or `external`.
     pub engine: String,
+    /// The cache directory (`None`: no cache).
     pub cache_dir: Option<String>,
+    /// Where the NEFFs and logs were written, absolute.
     pub output_dir: String,
+    /// Seconds from the start of the batch to the end of its last compile.
     pub makespan_s: f64,
+    /// How many inputs ended [`Status::Ok`].
     pub succeeded: usize,
+    /// How many inputs ended [`Status::Failed`].
     pub failed: usize,
+    /// How many inputs ended [`Status::Cancelled`].
     pub cancelled: usize,
+    /// Every input's result, in input order.
     pub compiles: Vec<CompileResult>,
 }
 

@@ -126,10 +126,12 @@ impl Progress {
         cv.notify_all();
     }
 
+    /// How many compiles are running now.
     pub fn set_running(&self, n: usize) {
         self.update(|s| s.running = n);
     }
 
+    /// How many compiles are still waiting to start.
     pub fn set_queued(&self, n: usize) {
         self.update(|s| s.queued = n);
     }

@@ -35,12 +35,16 @@ pub const PLAN_VERSION: u32 = 1;
 /// One rule's outcome, with where the rule comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
+    /// The rule's name (`-O3`, `DGE levels`, `process_serial_tpb_opts`).
     pub rule: String,
+    /// What it decided for this command line, in words.
     pub outcome: String,
+    /// Where the rule is known from.
     pub source: Source,
 }
 
 impl Decision {
+    /// A decision of `rule` with its `outcome`, known from `source`.
     pub fn new(rule: impl Into<String>, outcome: impl Into<String>, source: Source) -> Decision {
         Decision {
             rule: rule.into(),
@@ -60,6 +64,7 @@ pub enum PlanError {
 }
 
 impl PlanError {
+    /// The exit status nxcc ends with: 2 for a usage error, 70 for a compile failure.
     pub fn exit_status(&self) -> i32 {
         match self {
             PlanError::Usage(_) => CliError::EXIT_STATUS,
@@ -71,9 +76,14 @@ impl PlanError {
 /// A job of the plan: its registry row and its steps.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlannedJob {
+    /// The job's name (`WalrusDriver`).
     pub name: &'static str,
+    /// How its steps run (the registry's kind when they disagree or are skipped): a real
+    /// toolchain's Frontend is a subprocess, a fork-walrus backend in process.
     pub runs_as: RunsAs,
+    /// The registry's native tool for the job, if it has one.
     pub tool: Option<&'static str>,
+    /// Its steps as the plan predicts them (no work dir yet: paths relative).
     pub steps: Vec<Step>,
 }
 
@@ -82,12 +92,16 @@ pub struct PlannedJob {
 pub struct Plan {
     /// The normalised namespace.
     pub ns: Namespace,
+    /// What normalisation derived beside the namespace (DGE levels, the legacy flow, BIR
+    /// simulation).
     pub derived: Derived,
     /// `<prog> compile`.
     pub prog: String,
+    /// The directory nxcc was launched in, against which every relative path is resolved.
     pub launch_dir: PathBuf,
     /// Absolute.
     pub model: PathBuf,
+    /// What the probe found about the model path (directory or file, format, size).
     pub model_facts: ModelFacts,
     /// The model file's HLO module as the probe read it (`None`: not read, e.g. a directory;
     /// `Some(Err)`: why it cannot be read). Shown by the dry run, used by the memory estimate.
@@ -100,16 +114,23 @@ pub struct Plan {
     pub collected: Vec<&'static str>,
     /// The final job names, in run order.
     pub pipeline: Vec<&'static str>,
+    /// The walrus pass list for `walrus_driver --pass`, in order.
     pub walrus_passes: Vec<&'static str>,
     /// The subgraph directories the plan expects the Frontend to write.
     pub subgraphs: Vec<String>,
     /// Whether [`Plan::subgraphs`] is what the Frontend will write (the simulated frontend, a
     /// model directory) or only a prediction (a real frontend decides when it runs).
     pub subgraphs_known: bool,
+    /// Which toolchain the command line and environment ask for.
     pub toolchain_request: Request,
+    /// The toolchain found for the request; `None` when none is (yet): an automatic request finds
+    /// the installed package only when a tool is needed.
     pub toolchain: Option<Toolchain>,
+    /// The jobs of [`Plan::pipeline`] with their steps, in run order.
     pub jobs: Vec<PlannedJob>,
+    /// Every rule's outcome, in the order they were applied, for the dry run.
     pub decisions: Vec<Decision>,
+    /// Warnings the dry run prints, and the compile logs.
     pub warnings: Vec<String>,
     /// Tools the plan's jobs need that no toolchain provides yet: (job, tool). A dry run warns
     /// about each; a compile fails at the job (NCC_EDRV082) if the tool is still missing then.
@@ -124,15 +145,19 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// `--optlevel` after normalisation (`-O3` is planned as `2`).
     pub fn optlevel(&self) -> &str {
         self.ns.str("optlevel").unwrap_or("2")
     }
+    /// `--target` (or the environment's target; planning refuses a compile without one).
     pub fn target(&self) -> &str {
         self.ns.str("target").unwrap_or("")
     }
+    /// `--lnc` after normalisation (1 if unset).
     pub fn logical_nc_config(&self) -> i64 {
         self.ns.int("logical_nc_config").unwrap_or(1)
     }
+    /// `--layer-unroll-factor` after normalisation (0: the whole graph is one module).
     pub fn layer_unroll_factor(&self) -> i64 {
         self.ns.int("layer_unroll_factor").unwrap_or(0)
     }

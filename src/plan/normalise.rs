@@ -16,10 +16,15 @@ pub const LNC2_TARGETS: &[&str] = &["trn2", "trn2n", "trn3"];
 pub struct Derived {
     /// Sorted.
     pub dge_on_levels: Vec<String>,
+    /// The legacy standalone flow is selected (by `--enable-experimental-tensorized-scheduler`):
+    /// the experimental Backend job is scheduled when the backend gate is open.
     pub internal_run_standalone_legacy_compilation: bool,
+    /// BIR simulation is on (tensorizer opt level `nki`, unless
+    /// `--internal-disable-birsim-validation`): the name filter keeps BIRSim.
     pub bir_simulation: bool,
 }
 
+/// The `--lnc` a target gets when none is given: 2 on [`LNC2_TARGETS`], else 1.
 pub fn default_lnc(target: &str) -> i64 {
     if LNC2_TARGETS.contains(&target) {
         2

@@ -11,7 +11,9 @@ use crate::toolchain::{self, Request, Toolchain};
 /// What the plan needs to know about the model path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelFacts {
+    /// The path is a directory of `*.pb` files rather than one model file.
     pub is_dir: bool,
+    /// The model file's format (a directory counts as binary protos).
     pub format: ModelFormat,
     /// For a directory: how many `*.pb` files it holds (the simulated frontend writes one
     /// subgraph per file).
@@ -22,7 +24,9 @@ pub struct ModelFacts {
 
 /// The builder's view of the world.
 pub trait Probe {
+    /// The directory nxcc was launched in, absolute.
     fn launch_dir(&self) -> &Path;
+    /// The value of environment variable `name`, if it is set.
     fn env(&self, name: &str) -> Option<String>;
     /// `None` when the path does not exist.
     fn model(&self, path: &Path) -> Option<ModelFacts>;
@@ -35,6 +39,7 @@ pub trait Probe {
     /// The toolchain for a request, without spawning anything (`Auto` gives `None` here: the
     /// `python3` probe runs only when a compile actually needs a tool).
     fn toolchain(&self, request: &Request) -> Option<Toolchain>;
+    /// How many CPUs the machine offers (at least 1).
     fn cpu_count(&self) -> usize;
 }
 
@@ -45,10 +50,13 @@ pub const GRAPH_READ_LIMIT: u64 = 1 << 30;
 /// The real system.
 #[derive(Debug, Clone)]
 pub struct SystemProbe {
+    /// The directory nxcc was launched in (the current directory when made with
+    /// [`SystemProbe::new`]).
     pub launch_dir: PathBuf,
 }
 
 impl SystemProbe {
+    /// A probe of the current process's world, launched in its current directory.
     pub fn new() -> std::io::Result<SystemProbe> {
         Ok(SystemProbe {
             launch_dir: std::env::current_dir()?,
@@ -136,15 +144,23 @@ impl Probe for SystemProbe {
 /// HLO text. For tests, benchmarks and plan previews.
 #[derive(Debug, Clone)]
 pub struct StaticProbe {
+    /// The launch directory it reports.
     pub launch_dir: PathBuf,
+    /// The whole environment it reports: (name, value), the first of a name wins.
     pub env: Vec<(String, String)>,
+    /// Model paths it says do not exist.
     pub missing: Vec<PathBuf>,
+    /// The size in bytes it gives every existing model file (1 MiB from [`StaticProbe::new`]).
     pub model_size: u64,
+    /// The toolchain it gives every request but `Auto` (which finds none).
     pub toolchain: Option<Toolchain>,
+    /// The CPU count it reports.
     pub cpus: usize,
 }
 
 impl StaticProbe {
+    /// A probe launched in `launch_dir`: empty environment, every model 1 MiB, no toolchain, 2
+    /// CPUs.
     pub fn new(launch_dir: impl Into<PathBuf>) -> StaticProbe {
         StaticProbe {
             launch_dir: launch_dir.into(),

@@ -38,8 +38,11 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 pub struct ProcStat {
     /// `R`, `S`, `Z`, ...
     pub state: char,
+    /// The parent's process id.
     pub ppid: u32,
+    /// The process group id.
     pub pgrp: u32,
+    /// The session id.
     pub session: u32,
 }
 

@@ -30,6 +30,7 @@ struct CancelInner {
 pub(super) const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 impl Cancel {
+    /// A flag not yet cancelled, with its own wake-up socket pair (when one can be made).
     pub fn new() -> Cancel {
         Cancel {
             inner: Arc::new(CancelInner {
@@ -48,6 +49,7 @@ impl Cancel {
         }
     }
 
+    /// Whether [`Cancel::cancel`] has been called on this flag or any clone of it.
     pub fn is_cancelled(&self) -> bool {
         self.inner.flag.load(Ordering::SeqCst)
     }

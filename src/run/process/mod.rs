@@ -70,7 +70,9 @@ pub const OUTPUT_DRAIN_LIMIT: Duration = Duration::from_millis(500);
 /// Which output stream a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stream {
+    /// The child's standard output.
     Stdout,
+    /// The child's standard error.
     Stderr,
 }
 

@@ -113,6 +113,7 @@ impl End {
 /// What happened to a child that was started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// The child's process id (also its process group id).
     pub pid: u32,
     /// How it ended.
     pub end: End,
@@ -120,6 +121,7 @@ pub struct Outcome {
     pub wall: Duration,
     /// CPU time of the child and its waited-for descendants (`wait4` rusage).
     pub user: Duration,
+    /// System CPU time of the child and its waited-for descendants (`wait4` rusage).
     pub sys: Duration,
     /// Peak resident set size, KiB, of the child or its largest waited-for descendant.
     pub max_rss_kb: u64,
@@ -137,24 +139,54 @@ impl Outcome {
 /// The child could not be started (or, rarely, could not be waited for).
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
+    /// No file at the program's path, or no such name in `PATH`.
     #[error("cannot run {}: program not found", program.display())]
-    ProgramNotFound { program: PathBuf },
+    ProgramNotFound {
+        /// The program as the [`Spec`] names it.
+        program: PathBuf,
+    },
+    /// The program exists but cannot be executed (no permission, or not a format the kernel runs).
     #[error("cannot run {}: not executable ({source})", program.display())]
-    NotExecutable { program: PathBuf, source: io::Error },
+    NotExecutable {
+        /// The program as the [`Spec`] names it.
+        program: PathBuf,
+        /// The error of `exec` (EACCES, ENOEXEC, ...).
+        source: io::Error,
+    },
+    /// The [`Spec::cwd`] is not a directory (checked before the spawn, and again if it fails).
     #[error(
         "cannot run {}: working directory {} does not exist",
         program.display(),
         cwd.display()
     )]
-    CwdMissing { program: PathBuf, cwd: PathBuf },
+    CwdMissing {
+        /// The program as the [`Spec`] names it.
+        program: PathBuf,
+        /// The missing working directory.
+        cwd: PathBuf,
+    },
+    /// The [`Cancel`](super::Cancel) was already set when the run was asked for; nothing started.
     #[error("cannot run {}: cancelled before it started", program.display())]
-    Cancelled { program: PathBuf },
+    Cancelled {
+        /// The program as the [`Spec`] names it.
+        program: PathBuf,
+    },
+    /// Any other failure to start it or to set up its pipes and waiter thread.
     #[error("cannot run {}: {source}", program.display())]
-    Io { program: PathBuf, source: io::Error },
+    Io {
+        /// The program as the [`Spec`] names it.
+        program: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// It started but could not be waited for (e.g. SIGCHLD ignored, so the kernel reaped it).
     #[error("cannot wait for {} (pid {pid}): {source}", program.display())]
     Wait {
+        /// The program as the [`Spec`] names it.
         program: PathBuf,
+        /// The child's process id.
         pid: u32,
+        /// The error of `wait4`.
         source: io::Error,
     },
 }

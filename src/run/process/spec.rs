@@ -13,6 +13,7 @@ use super::DEFAULT_KILL_GRACE;
 pub struct Spec {
     /// A path, or a bare name looked up in `PATH`.
     pub program: PathBuf,
+    /// The arguments after the program name, passed as they are (no shell).
     pub args: Vec<OsString>,
     /// The child's working directory (required: nxcc never relies on its own).
     pub cwd: PathBuf,
@@ -40,11 +41,13 @@ impl Spec {
         }
     }
 
+    /// Append one argument.
     pub fn arg(mut self, arg: impl Into<OsString>) -> Spec {
         self.args.push(arg.into());
         self
     }
 
+    /// Append several arguments, in order.
     pub fn args<I, S>(mut self, args: I) -> Spec
     where
         I: IntoIterator<Item = S>,
@@ -66,11 +69,13 @@ impl Spec {
         self
     }
 
+    /// Set the limit on the run's wall time (`None`: no limit).
     pub fn timeout(mut self, timeout: Option<Duration>) -> Spec {
         self.timeout = timeout;
         self
     }
 
+    /// Set the time between SIGTERM and SIGKILL.
     pub fn kill_grace(mut self, grace: Duration) -> Spec {
         self.kill_grace = grace;
         self
