@@ -29,6 +29,15 @@ pub fn for_each_chunk(
     file: &File,
     f: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<u64> {
+    for_each_chunk_of(file, CHUNK, f)
+}
+
+/// [`for_each_chunk`] with chunks of `chunk` bytes on the helper thread.
+pub fn for_each_chunk_of(
+    file: &File,
+    chunk: usize,
+    f: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut total = 0u64;
     if len < OVERLAP_FROM {
@@ -46,11 +55,11 @@ pub fn for_each_chunk(
         let (full_tx, full_rx) = sync_channel::<std::io::Result<Vec<u8>>>(BUFFERS);
         let (empty_tx, empty_rx) = sync_channel::<Vec<u8>>(BUFFERS);
         for _ in 0..BUFFERS {
-            let _ = empty_tx.send(vec![0u8; CHUNK]);
+            let _ = empty_tx.send(vec![0u8; chunk]);
         }
         s.spawn(move || {
             while let Ok(mut b) = empty_rx.recv() {
-                b.resize(CHUNK, 0);
+                b.resize(chunk, 0);
                 match read_some(file, &mut b) {
                     Ok(n) => {
                         b.truncate(n);

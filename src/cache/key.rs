@@ -233,10 +233,26 @@ pub fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
     Ok((h.finalize(), total))
 }
 
-/// Stream a file into a hasher (reads overlapped with hashing, see [`super::chunks`]); returns
-/// the number of bytes read.
+/// Files at least this large are hashed on every core ([`RAYON_CHUNK`] at a time); smaller ones
+/// on the calling thread, where starting the other threads would cost more than they save.
+/// Chosen by measurement (BENCHMARKS.md, "Hashing a large model").
+pub const RAYON_FROM: u64 = 16 << 20;
+/// The chunk a large file is read and hashed in: large enough that each call splits into a
+/// subtree per core.
+pub const RAYON_CHUNK: usize = 8 << 20;
+
+/// Stream a file into a hasher (reads overlapped with hashing, see [`super::chunks`]; a large
+/// file hashed on every core). The file is read, never mapped: a file truncated meanwhile is an
+/// error, not a SIGBUS in a long-lived daemon. Returns the number of bytes read.
 pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
     let f = std::fs::File::open(path)?;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len >= RAYON_FROM {
+        return super::chunks::for_each_chunk_of(&f, RAYON_CHUNK, &mut |c| {
+            h.update_rayon(c);
+            Ok(())
+        });
+    }
     super::chunks::for_each_chunk(&f, &mut |c| {
         h.update(c);
         Ok(())
@@ -358,6 +374,18 @@ mod tests {
         let (d, n) = hash_model(&p).unwrap();
         assert_eq!(d, blake3::hash(&data));
         assert_eq!(n, data.len() as u64);
+    }
+
+    #[test]
+    fn a_large_file_hashed_on_every_core_has_the_plain_blake3_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("large");
+        let len = RAYON_FROM as usize + 3 * RAYON_CHUNK / 2 + 5;
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let (d, n) = hash_model(&p).unwrap();
+        assert_eq!(d, blake3::hash(&data));
+        assert_eq!(n, len as u64);
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub mod subcommand;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
 use flags::{Action, Flag, Scope, FLAGS};
-use namespace::{Namespace, Value};
+use namespace::Namespace;
 
 /// The subcommands, in the order the usage banner lists them.
 pub const ORIGINAL_SUBCOMMANDS: &[(&str, &str)] = &[
@@ -363,21 +363,10 @@ pub fn apply(ns: &mut Namespace, occ: &Occurrence, warnings: &mut Vec<String>) {
     let dest = occ.flag.dest;
     match occ.flag.action {
         Action::ExtendStr => {
-            let new = occ.value.as_str().unwrap_or_default().to_string();
-            let joined = match ns.get(dest) {
-                Value::Str(old) if ns.used(dest) => format!("{old} {new}"),
-                _ => new,
-            };
-            ns.set_by_user(dest, Value::Str(joined));
+            ns.extend_str_by_user(dest, occ.value.as_str().unwrap_or_default());
         }
         Action::Append => {
-            let mut list = if ns.used(dest) {
-                ns.list(dest).to_vec()
-            } else {
-                Vec::new()
-            };
-            list.push(occ.value.as_str().unwrap_or_default().to_string());
-            ns.set_by_user(dest, Value::List(list));
+            ns.append_by_user(dest, occ.value.as_str().unwrap_or_default().to_string());
         }
         Action::DeprecatedStoreTrue { warning } | Action::DeprecatedStore { warning } => {
             if !warnings.iter().any(|w| w == warning) {
@@ -498,7 +487,7 @@ mod tests {
         let c = compile("compile m.pb --target trn1 --layer-unroll-factor -1").unwrap();
         assert_eq!(c.ns.int("layer_unroll_factor"), Some(-1));
         let c = compile("compile m.pb --target trn1 --softmax-epsilon -0.5").unwrap();
-        assert_eq!(c.ns.get("softmax_epsilon"), &Value::Float(-0.5));
+        assert_eq!(c.ns.get("softmax_epsilon"), &namespace::Value::Float(-0.5));
     }
 
     #[test]

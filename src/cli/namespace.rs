@@ -137,6 +137,34 @@ impl Namespace {
         self.used[i] = true;
     }
 
+    /// argparse's `append`: add `item` to the list the user gives for `dest` (the first
+    /// occurrence replaces the table default). Amortised O(1): the list grows in place.
+    pub fn append_by_user(&mut self, dest: &str, item: String) {
+        let i = slot(dest);
+        if !self.used[i] || !matches!(self.values[i], Value::List(_)) {
+            self.values[i] = Value::List(Vec::new());
+        }
+        if let Value::List(list) = &mut self.values[i] {
+            list.push(item);
+        }
+        self.used[i] = true;
+    }
+
+    /// A repeatable string option whose occurrences are joined with one space (the first
+    /// occurrence replaces the table default). Amortised O(length of `text`): the string grows in
+    /// place.
+    pub fn extend_str_by_user(&mut self, dest: &str, text: &str) {
+        let i = slot(dest);
+        match &mut self.values[i] {
+            Value::Str(old) if self.used[i] => {
+                old.push(' ');
+                old.push_str(text);
+            }
+            v => *v = Value::Str(text.to_string()),
+        }
+        self.used[i] = true;
+    }
+
     pub fn mark_used(&mut self, dest: &str) {
         self.used[slot(dest)] = true;
     }
@@ -165,5 +193,25 @@ impl Namespace {
     /// Every (dest, value) pair, in table order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Value)> {
         index().0.iter().copied().zip(self.values.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_replace_the_default_then_grow() {
+        let mut ns = Namespace::new();
+        ns.set("skip_pass", Value::List(vec!["from-a-default".into()]));
+        ns.append_by_user("skip_pass", "a".into());
+        ns.append_by_user("skip_pass", "b".into());
+        assert_eq!(ns.list("skip_pass"), ["a", "b"]);
+        assert!(ns.used("skip_pass"));
+
+        ns.set("tensorizer_options", Value::Str("from-a-default".into()));
+        ns.extend_str_by_user("tensorizer_options", "--a");
+        ns.extend_str_by_user("tensorizer_options", "--b --c");
+        assert_eq!(ns.str("tensorizer_options"), Some("--a --b --c"));
     }
 }

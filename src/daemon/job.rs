@@ -1,7 +1,7 @@
 //! One compile request, from its arguments to its end, as the daemon runs it (on a blocking
 //! thread): make the working directory, parse the arguments as `compile` does, plan the compile
-//! as if launched in the working directory (nothing ever `chdir`s), wait for admission (FIFO, the
-//! concurrency limit, the memory budget), run it through the [`Engine`], and report.
+//! as if launched in the working directory (nothing ever `chdir`s), wait for admission (arrival
+//! order with backfilling, the concurrency limit, the memory budget: [`crate::admission`]), run it through the [`Engine`], and report.
 //!
 //! Every line the compile prints goes to an [`Emit`] (the `/v1/compile` stream, or nowhere: the
 //! compile's log file in its working directory has them all), and so does every worker event.

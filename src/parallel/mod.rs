@@ -5,9 +5,12 @@
 //! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
 //! ([`crate::cache::estimate()`]: the peak recorded for the same key, else for the same arguments
 //! and the nearest graph, else the formula [`crate::cache::estimate::FORMULA`]; the report says
-//! which); then the largest estimate goes first. A dispatcher admits compiles through [`crate::admission::Admission`] — at most
-//! `jobs` at once and, with a memory budget, only while the running estimates plus the next one
-//! fit — and runs each in its own thread (its console output goes nowhere but its log file).
+//! which); then the largest estimate goes first. Every compile joins the queue of
+//! [`crate::admission::Admission`] in that order and waits for its place in a thread of its own —
+//! at most `jobs` run at once and, with a memory budget, only while the running estimates plus
+//! its own fit; a smaller compile that fits starts while a larger one waits (backfilling, with a
+//! reservation that keeps the larger from starving). Its console output goes nowhere but its log
+//! file.
 //! A compile that ends with `[F137]` (a process killed by SIGKILL, most often the out-of-memory
 //! killer) is retried once *alone* before it counts as failed; other failures are retried
 //! `retries` times (a retry compiles again even if the cache remembers the failure).
@@ -19,16 +22,15 @@ pub mod command;
 pub mod progress;
 pub mod report;
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicI32;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::admission::Admission;
+use crate::admission::{Admission, Request};
 use crate::cache::{self, CacheConfig, CacheStatus, Estimate, Key};
 use crate::cli::{self, CliError, Command};
 use crate::engine::log::Console;
@@ -249,6 +251,13 @@ struct Finished {
     attempt: Attempt,
 }
 
+/// What a compile's thread tells the dispatcher.
+enum Message {
+    Finished(Box<Finished>),
+    /// Cancelled before it was admitted.
+    NotStarted,
+}
+
 fn is_f137(lines: &[String]) -> bool {
     lines.iter().any(|l| l.starts_with("[F137]"))
 }
@@ -404,107 +413,40 @@ pub fn run(
     for r in results.iter().filter(|r| r.status == Status::Failed) {
         progress.finished(r);
     }
-    let mut queue: VecDeque<Task> = tasks.into();
-    let mut retries: VecDeque<Task> = VecDeque::new();
-    let mut slots = vec![false; jobs];
-    let mut running = 0usize;
-    let (tx, rx) = mpsc::channel::<Finished>();
+    let slots = Mutex::new(vec![false; jobs]);
+    let (tx, rx) = mpsc::channel::<Message>();
 
     std::thread::scope(|scope| {
-        let mut handle = |f: Finished,
-                          slots: &mut Vec<bool>,
-                          running: &mut usize,
-                          retries: &mut VecDeque<Task>| {
-            *running -= 1;
-            slots[f.attempt.slot] = false;
-            let mut task = f.task;
-            let a = f.attempt;
-            let r = &mut results[task.index];
-            r.wall_s += a.end_s - a.start_s;
-            r.exit_status = a.exit_status;
-            r.cache = a.cache;
-            r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
-            r.error_lines = a.error_lines.clone();
-            let failed = a.exit_status != 0;
-            let cancelled = cancel.is_cancelled();
-            r.attempts.push(a);
-            progress.set_running(*running);
-            if !failed {
-                r.status = Status::Ok;
-                progress.finished(r);
-                return;
-            }
-            if cancelled {
-                r.status = Status::Cancelled;
-                progress.finished(r);
-                return;
-            }
-            // A remembered failure is the cache's answer, not an accident: no retry.
-            let from_cache = r.cache == CacheStatus::Hit;
-            let f137 = is_f137(&r.error_lines);
-            if !from_cache && f137 && !task.alone_retry_used {
-                task.alone_retry_used = true;
-                task.alone = true;
-            } else if !from_cache && task.retries_used < cfg.retries {
-                task.retries_used += 1;
-                task.alone = f137;
-            } else {
-                r.status = Status::Failed;
-                progress.finished(r);
-                return;
-            }
-            task.force = true;
-            progress.retrying(r, task.alone);
-            retries.push_back(task);
-        };
-
-        loop {
-            while let Ok(f) = rx.try_recv() {
-                handle(f, &mut slots, &mut running, &mut retries);
-            }
-            if cancel.is_cancelled() {
-                break;
-            }
-            let next = retries.pop_front().or_else(|| queue.pop_front());
-            let Some(task) = next else {
-                if running == 0 {
-                    break;
-                }
-                if let Ok(f) = rx.recv() {
-                    handle(f, &mut slots, &mut running, &mut retries);
-                }
-                continue;
-            };
-            progress.set_queued(queue.len() + retries.len() + 1);
-            let permit = if task.alone {
-                admission.acquire_alone(task.estimate, Some(cancel))
-            } else {
-                admission.acquire(task.estimate, Some(cancel))
-            };
-            let Some(permit) = permit else {
-                queue.push_front(task);
-                break;
-            };
-            // The permit was granted, so a slot is free: the finished compile that freed it may
-            // still be in the channel.
-            let slot = loop {
-                if let Some(s) = slots.iter().position(|t| !*t) {
-                    break s;
-                }
-                match rx.recv() {
-                    Ok(f) => handle(f, &mut slots, &mut running, &mut retries),
-                    Err(_) => break 0,
-                }
-            };
-            slots[slot] = true;
-            running += 1;
-            progress.set_running(running);
-            progress.set_queued(queue.len() + retries.len());
+        // Join the queue now (so the queue's order is this order), then wait for a place in a
+        // thread of its own: admission, not this loop, decides which waiting compile goes next.
+        let launch = |task: Task, first: bool| {
+            let ticket = admission.enqueue(
+                Request {
+                    bytes: task.estimate,
+                    alone: task.alone,
+                },
+                first,
+            );
             let tx = tx.clone();
+            let (admission, progress, slots) = (&admission, &progress, &slots);
             let engine = &cfg.engine;
             let worker_program = cfg.worker_program.clone();
             let interrupted = interrupted.clone();
             scope.spawn(move || {
+                let Some(permit) = ticket.wait(Some(cancel)) else {
+                    let _ = tx.send(Message::NotStarted);
+                    return;
+                };
+                // At most `jobs` permits at once, and a slot is freed before its permit: one is free.
+                let slot = {
+                    let mut s = slots.lock().unwrap_or_else(|p| p.into_inner());
+                    let slot = s.iter().position(|t| !*t).unwrap_or(0);
+                    s[slot] = true;
+                    slot
+                };
+                let snap = admission.snapshot();
+                progress.set_running(snap.running);
+                progress.set_queued(snap.queued);
                 let mut cache_cfg = task.cache.clone();
                 if task.force {
                     cache_cfg.retry_failed = true;
@@ -529,6 +471,7 @@ pub fn run(
                     engine,
                 );
                 let end_s = started.elapsed().as_secs_f64();
+                slots.lock().unwrap_or_else(|p| p.into_inner())[slot] = false;
                 drop(permit);
                 let o = &done.outcome;
                 let attempt = Attempt {
@@ -541,15 +484,71 @@ pub fn run(
                     peak_rss_kb: o.jobs.iter().map(|j| j.max_rss_kb).max(),
                     error_lines: o.error_lines.clone(),
                 };
-                let _ = tx.send(Finished { task, attempt });
+                let _ = tx.send(Message::Finished(Box::new(Finished { task, attempt })));
             });
-        }
-        // Interrupted: wait for the compiles in flight (they were cancelled too).
-        while running > 0 {
-            match rx.recv() {
-                Ok(f) => handle(f, &mut slots, &mut running, &mut retries),
-                Err(_) => break,
+        };
+
+        // What a finished attempt leads to: a final state, or a retry (returned).
+        let mut handle = |f: Finished| -> Option<Task> {
+            let mut task = f.task;
+            let a = f.attempt;
+            let r = &mut results[task.index];
+            r.wall_s += a.end_s - a.start_s;
+            r.exit_status = a.exit_status;
+            r.cache = a.cache;
+            r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
+            r.error_lines = a.error_lines.clone();
+            let failed = a.exit_status != 0;
+            let cancelled = cancel.is_cancelled();
+            r.attempts.push(a);
+            if !failed {
+                r.status = Status::Ok;
+                progress.finished(r);
+                return None;
             }
+            if cancelled {
+                r.status = Status::Cancelled;
+                progress.finished(r);
+                return None;
+            }
+            // A remembered failure is the cache's answer, not an accident: no retry.
+            let from_cache = r.cache == CacheStatus::Hit;
+            let f137 = is_f137(&r.error_lines);
+            if !from_cache && f137 && !task.alone_retry_used {
+                task.alone_retry_used = true;
+                task.alone = true;
+            } else if !from_cache && task.retries_used < cfg.retries {
+                task.retries_used += 1;
+                task.alone = f137;
+            } else {
+                r.status = Status::Failed;
+                progress.finished(r);
+                return None;
+            }
+            task.force = true;
+            progress.retrying(r, task.alone);
+            Some(task)
+        };
+
+        let mut outstanding = 0usize;
+        for task in tasks {
+            launch(task, false);
+            outstanding += 1;
+        }
+        // Until every compile has ended or given up its place (cancelled while waiting).
+        while outstanding > 0 {
+            let Ok(message) = rx.recv() else { break };
+            outstanding -= 1;
+            if let Message::Finished(f) = message {
+                if let Some(retry) = handle(*f) {
+                    // A retry goes ahead of the compiles that have not started yet.
+                    launch(retry, true);
+                    outstanding += 1;
+                }
+            }
+            let snap = admission.snapshot();
+            progress.set_running(snap.running);
+            progress.set_queued(snap.queued);
         }
     });
     drop(progress);

@@ -2,6 +2,7 @@
 //! `--max-concurrent` run at a time, and the daemon's memory stays bounded.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -205,4 +206,83 @@ fn a_memory_budget_holds_compiles_back_and_status_shows_them() {
         );
     }
     assert_eq!(daemon.status()["memory"]["in_use"], 0);
+}
+
+/// The example model padded with `mib` MiB in a field the module does not define (a reader skips
+/// it): the same graph, a larger file, so a larger estimate.
+fn padded_model(dir: &std::path::Path, mib: usize) -> std::path::PathBuf {
+    fn varint(mut n: usize, out: &mut Vec<u8>) {
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+    let mut data = std::fs::read(example_model()).unwrap();
+    let pad = vec![7u8; mib << 20];
+    varint((1000 << 3) | 2, &mut data);
+    varint(pad.len(), &mut data);
+    data.extend_from_slice(&pad);
+    let path = dir.join(format!("big{mib}.hlo_module.pb"));
+    std::fs::write(&path, data).unwrap();
+    path
+}
+
+#[test]
+fn a_compile_that_fits_passes_a_larger_one_waiting_for_memory() {
+    let world = Arc::new(World::new());
+    // Estimates (the formula, no cache): the example ~320 MiB, the padded one ~416 MiB. In 780
+    // MiB a small one fits beside a big one, two big ones do not.
+    let daemon = Arc::new(Daemon::start(
+        &world,
+        "d",
+        &[
+            "--max-concurrent",
+            "4",
+            "--memory-budget",
+            "780M",
+            "--allow-test-env",
+        ],
+        &[],
+    ));
+    let big = padded_model(world.path(), 24);
+    let small = example_model();
+    let body = |model: &std::path::Path, wd: &std::path::Path, hang: bool| {
+        let mut v = json!({
+            "argv": [model, "--target", "trn2", "--toolchain", "sim", "--output", "o.neff", "--no_cache"],
+            "working_directory": wd,
+        });
+        if hang {
+            v["env"] = json!({"NXCC_SIM_FAULT": "walrus_driver:hang"});
+        }
+        v1_request(&v)
+    };
+    // A: big, and it runs until its client goes away.
+    let mut a = daemon.connect();
+    a.write_all(&body(&big, &world.mkdir("a"), true)).unwrap();
+    wait_until(hang_guard(), "the first big compile to run", || {
+        daemon.status()["running"] == 1
+    });
+    let big_estimate = daemon.status()["memory"]["in_use"].as_u64().unwrap();
+    // B: big, waits for memory.
+    let (d2, b_wd) = (daemon.clone(), world.mkdir("b"));
+    let b_body = body(&big, &b_wd, false);
+    let b = std::thread::spawn(move || d2.raw(&b_body));
+    wait_until(hang_guard(), "the second big compile to queue", || {
+        daemon.status()["queued"] == 1
+    });
+    // C: small, arrives last and fits beside A: it runs and ends while B still waits.
+    let r = daemon.raw(&body(&small, &world.mkdir("c"), false));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.events().last().unwrap()["exit_status"], 0, "{}", r.text());
+    let s = daemon.status();
+    assert_eq!(s["running"], 1, "{s}");
+    assert_eq!(s["queued"], 1, "the big one still waits: {s}");
+    assert_eq!(s["memory"]["in_use"], big_estimate, "{s}");
+    // A's client goes away: A is cancelled, B fits and runs.
+    drop(a);
+    let r = b.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.events().last().unwrap()["exit_status"], 0, "{}", r.text());
+    assert!(b_wd.join("o.neff").is_file());
 }
