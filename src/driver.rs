@@ -43,6 +43,14 @@ pub fn version_text(prog: &str) -> String {
 
 /// Run nxcc with a full argv (`argv[0]` first); returns the exit status.
 pub fn main(argv: Vec<OsString>) -> i32 {
+    // One executable is every simulated tool (by its argv[0]) and the shim (see `crate::shim`).
+    if argv.first().is_some_and(|a| crate::sim::invoked_as_tool(a)) {
+        return crate::sim::binary_main(argv);
+    }
+    crate::sim::layout::serve_tools_from_self();
+    if let Some(status) = crate::shim::serve::main(&argv) {
+        return status;
+    }
     crate::sim::register();
     if argv
         .get(1)
@@ -169,6 +177,7 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
         "neff-info" => crate::neff::info::main(prog, args),
         "hlo-info" => crate::hlo::command::main(prog, args),
         "toolchain" => crate::sim::layout::main(prog, args),
+        "shim" => crate::shim::main(prog, args),
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),
         "daemon" => crate::daemon::main(prog, args),

@@ -104,7 +104,7 @@ impl NccError {
         NccError::new(
             "EDRV082",
             format!("Could not lay out the simulated toolchain: {cause}"),
-            "Check that nxcc-sim is installed next to nxcc, or use a real toolchain (--toolchain DIR).",
+            "Check that the cache directory (XDG_CACHE_HOME, else ~/.cache) is writable, or lay one out with nxcc toolchain sim DIR and use --toolchain DIR.",
         )
     }
 

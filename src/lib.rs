@@ -18,7 +18,8 @@
 //!    test instrument);
 //! 6. [`cache`]: the compile cache and the memory estimates;
 //! 7. [`parallel`]: many compiles at once; [`daemon`]: the compile daemon and its client;
-//! 8. [`driver`]: the thin entry point `main` calls.
+//! 8. [`shim`]: `neuronx-cc` on PATH served by the host's compile daemon (`nxcc shim`);
+//! 9. [`driver`]: the thin entry point `main` calls.
 //!
 //! [`recon`] holds every reconstructed rule, each in one named place, in the layer of what it
 //! decides.
@@ -41,6 +42,7 @@ pub mod provenance;
 pub mod recon;
 pub mod run;
 pub mod shell;
+pub mod shim;
 pub mod sim;
 pub mod toolchain;
 

@@ -112,15 +112,55 @@ pub fn from_dir(dir: &Path) -> Toolchain {
 }
 
 /// The directory `--toolchain sim` lays the simulated toolchain out in (once): the user cache
-/// directory, per nxcc version.
+/// directory, per nxcc version and per running executable
+/// (`sim-toolchain-<version>-<`[`program_identity`]`>`), so that two builds at one version —
+/// two checkouts, a rebuild, an installed copy — never run each other's tools.
 pub fn simulated_home() -> PathBuf {
+    simulated_base().join(format!(
+        "{SIM_HOME_PREFIX}{}-{}",
+        crate::VERSION,
+        program_identity()
+    ))
+}
+
+/// The start of the name of every [`simulated_home`] directory.
+pub const SIM_HOME_PREFIX: &str = "sim-toolchain-";
+
+/// The directory the [`simulated_home`] directories are in: `$XDG_CACHE_HOME/nxcc`, else
+/// `~/.cache/nxcc`.
+pub fn simulated_base() -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     base.join("nxcc")
-        .join(format!("sim-toolchain-{}", crate::VERSION))
+}
+
+/// 16 hex digits naming the running executable: blake3 over its canonical path, device, inode,
+/// size and modification time (one `stat`, computed once). A rebuild or a copy is another
+/// executable; the same file is the same one.
+pub fn program_identity() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::env::current_exe().unwrap_or_default();
+        let exe = exe.canonicalize().unwrap_or(exe);
+        let mut h = blake3::Hasher::new();
+        h.update(exe.as_os_str().as_encoded_bytes());
+        if let Ok(m) = std::fs::metadata(&exe) {
+            for n in [
+                m.dev(),
+                m.ino(),
+                m.size(),
+                m.mtime() as u64,
+                m.mtime_nsec() as u64,
+            ] {
+                h.update(&n.to_le_bytes());
+            }
+        }
+        h.finalize().to_hex()[..16].to_string()
+    })
 }
 
 /// The simulated toolchain as `--toolchain sim` uses it (not laid out by this call).

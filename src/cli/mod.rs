@@ -54,6 +54,10 @@ pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
         "toolchain",
         "Lay out or describe a toolchain directory (toolchain sim DIR).",
     ),
+    (
+        "shim",
+        "Put the host's compile daemon behind every neuronx-cc on PATH (install, status, uninstall).",
+    ),
 ];
 
 /// The program name users see: `neuronx-cc` when invoked under that name, else `nxcc`.

@@ -13,6 +13,7 @@
 //! variables), sent with the request; relative paths are this directory's. A daemon this client
 //! starts while test variables are set is started with `--allow-test-env`.
 
+use std::ffi::OsString;
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -66,23 +67,67 @@ fn fail(text: &str) -> i32 {
     EXIT_COMPILE_FAILED
 }
 
+/// Where a client sends its compiles, and how it starts a daemon there when none answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub socket: PathBuf,
+    /// Arguments given to a daemon this client starts, besides `--socket` and `--log-file`.
+    pub daemon_args: Vec<OsString>,
+    /// Variables set in the environment of a daemon this client starts.
+    pub daemon_env: Vec<(OsString, OsString)>,
+}
+
+impl Target {
+    /// `nxcc compile --daemon`'s: [`socket_path`], a daemon with its defaults.
+    pub fn from_env() -> Target {
+        Target {
+            socket: socket_path(),
+            daemon_args: Vec::new(),
+            daemon_env: Vec::new(),
+        }
+    }
+}
+
+/// How sending a compile ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// The daemon ran the compile (its console lines were printed); its exit status.
+    Finished(i32),
+    /// No daemon could be reached or started: the compile was not sent (why).
+    Unreached(String),
+    /// The daemon took the compile but the exchange failed (why).
+    Failed(String),
+}
+
 /// Send a compile to the daemon; returns its exit status.
 pub fn compile(args: &CompileArgs) -> i32 {
-    let socket = socket_path();
+    let argv: Vec<String> = args
+        .argv
+        .iter()
+        .filter(|a| *a != "--daemon")
+        .cloned()
+        .collect();
+    match send(&Target::from_env(), &argv) {
+        Sent::Finished(status) => status,
+        Sent::Unreached(e) | Sent::Failed(e) => fail(&e),
+    }
+}
+
+/// Send the compile `argv` (without a leading `compile`) to `target`'s daemon, starting one if
+/// none answers, and print its console lines as they come.
+pub fn send(target: &Target, argv: &[String]) -> Sent {
+    let socket = &target.socket;
     // The default place may be in /tmp: talk only to a daemon in this user's private directory.
-    if socket == config::default_socket() {
-        let dir = config::default_dir();
-        if dir.exists() {
-            if let Err(e) = super::listen::check_private_dir(&dir) {
-                return fail(&e.to_string());
-            }
+    let dir = config::default_dir();
+    if socket.parent() == Some(dir.as_path()) && dir.exists() {
+        if let Err(e) = super::listen::check_private_dir(&dir) {
+            return Sent::Unreached(e.to_string());
         }
     }
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
-        Err(e) => return fail(&format!("cannot read the current directory: {e}")),
+        Err(e) => return Sent::Unreached(format!("cannot read the current directory: {e}")),
     };
-    let argv: Vec<&String> = args.argv.iter().filter(|a| *a != "--daemon").collect();
     let body = json!({
         "argv": argv,
         "working_directory": cwd.display().to_string(),
@@ -93,24 +138,26 @@ pub fn compile(args: &CompileArgs) -> i32 {
         .build()
     {
         Ok(r) => r,
-        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+        Err(e) => return Sent::Unreached(format!("cannot start the runtime: {e}")),
     };
     let body = serde_json::to_vec(&body).unwrap_or_default();
     // A daemon that is stopping answers 503 before the compile starts: wait for it to go, and
     // send the compile again (to a new daemon).
     let mut stopping_waits = BACKOFF_S.iter();
     loop {
-        let stream = match connect_or_start(&socket) {
+        let stream = match connect_or_start(target) {
             Ok(s) => s,
-            Err(e) => return fail(&e),
+            Err(e) => return Sent::Unreached(e),
         };
         match runtime.block_on(exchange(stream, body.clone())) {
-            Ok(Answer::Finished(status)) => return status,
+            Ok(Answer::Finished(status)) => return Sent::Finished(status),
             Ok(Answer::Stopping(text)) => match stopping_waits.next() {
                 Some(wait) => std::thread::sleep(Duration::from_secs_f64(*wait)),
-                None => return fail(&format!("the daemon on {}: {text}", socket.display())),
+                None => {
+                    return Sent::Unreached(format!("the daemon on {}: {text}", socket.display()))
+                }
             },
-            Err(e) => return fail(&format!("the daemon on {}: {e}", socket.display())),
+            Err(e) => return Sent::Failed(format!("the daemon on {}: {e}", socket.display())),
         }
     }
 }
@@ -124,7 +171,8 @@ enum Answer {
 }
 
 /// Connect to the daemon, starting one if none answers.
-pub fn connect_or_start(socket: &Path) -> Result<UnixStream, String> {
+pub fn connect_or_start(target: &Target) -> Result<UnixStream, String> {
+    let socket = &target.socket;
     match UnixStream::connect(socket) {
         Ok(s) => return Ok(s),
         Err(e)
@@ -134,7 +182,7 @@ pub fn connect_or_start(socket: &Path) -> Result<UnixStream, String> {
             ) => {}
         Err(e) => return Err(format!("cannot connect to {}: {e}", socket.display())),
     }
-    let mut child = start_daemon(socket)?;
+    let mut child = start_daemon(target)?;
     for wait in BACKOFF_S {
         std::thread::sleep(Duration::from_secs_f64(wait));
         if let Ok(s) = UnixStream::connect(socket) {
@@ -143,7 +191,7 @@ pub fn connect_or_start(socket: &Path) -> Result<UnixStream, String> {
         // A daemon that exited at once (typically: another one was still stopping and held the
         // pid file) is started again.
         if let Ok(Some(_)) = child.try_wait() {
-            child = start_daemon(socket)?;
+            child = start_daemon(target)?;
         }
     }
     Err(format!(
@@ -154,8 +202,9 @@ pub fn connect_or_start(socket: &Path) -> Result<UnixStream, String> {
     ))
 }
 
-/// Start `nxcc daemon` in the background for `socket`.
-pub fn start_daemon(socket: &Path) -> Result<Child, String> {
+/// Start `nxcc daemon` in the background for `target`.
+pub fn start_daemon(target: &Target) -> Result<Child, String> {
+    let socket = &target.socket;
     let log = config::log_file_for(socket);
     if let Some(e) = config::collision(Some(socket), &config::pid_file_for(socket), Some(&log)) {
         return Err(format!(
@@ -171,6 +220,7 @@ pub fn start_daemon(socket: &Path) -> Result<Child, String> {
         .arg(socket)
         .arg("--log-file")
         .arg(&log)
+        .args(&target.daemon_args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -188,6 +238,9 @@ pub fn start_daemon(socket: &Path) -> Result<Child, String> {
     // This user's requests will carry the test variables: let the daemon take them.
     if test_vars {
         cmd.arg("--allow-test-env");
+    }
+    for (k, v) in &target.daemon_env {
+        cmd.env(k, v);
     }
     // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
@@ -233,6 +286,43 @@ pub fn interpret(line: &str) -> Line {
         ),
         _ => Line::Other,
     }
+}
+
+/// A request without a body to the daemon on `socket` (`GET /v1/status`, `POST /exit`), if one
+/// answers: its status code and body.
+pub fn request(socket: &Path, method: &str, path: &str) -> Result<(u16, String), String> {
+    let stream = UnixStream::connect(socket)
+        .map_err(|e| format!("no daemon answers on {}: {e}", socket.display()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| e.to_string())?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(HOST, "nxcc-daemon")
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("the daemon on {} did not answer: {e}", socket.display()))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    })
 }
 
 async fn exchange(stream: UnixStream, body: Vec<u8>) -> Result<Answer, String> {

@@ -92,9 +92,20 @@ pub fn help_text() -> String {
     )
 }
 
-/// The `nxcc-sim` binary: act as the tool named by `argv[0]`'s file name, or, invoked as
-/// `nxcc-sim`, as the tool named by the first argument. Returns the exit status.
+/// Whether a program invoked as `argv0` is to act as a simulated tool: its file name is a tool's
+/// or `nxcc-sim` (nxcc's entry point then hands the whole argv to [`binary_main`]).
+pub fn invoked_as_tool(argv0: &std::ffi::OsStr) -> bool {
+    std::path::Path::new(argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == layout::SIM_EXE || tools::find(n).is_some())
+}
+
+/// The simulated tools' entry point (the `nxcc-sim` binary, and `nxcc` invoked under a tool's
+/// name): act as the tool named by `argv[0]`'s file name, or, invoked as `nxcc-sim`, as the tool
+/// named by the first argument. Returns the exit status.
 pub fn binary_main(argv: Vec<std::ffi::OsString>) -> i32 {
+    layout::serve_tools_from_self();
     let mut args: Vec<String> = Vec::with_capacity(argv.len());
     for a in &argv {
         match a.to_str() {

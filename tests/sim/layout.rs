@@ -5,7 +5,15 @@ use std::process::Command;
 
 use crate::common::*;
 use nxcc::recon::toolchain::SIM_MARKER;
-use nxcc::sim::layout;
+use nxcc::sim::layout::{self, Kind};
+
+/// What `nxcc toolchain sim` lays out from: nxcc itself and the crate's library.
+fn standalone() -> layout::Sources {
+    layout::Sources {
+        sim: nxcc_exe(),
+        lib: Some(lib_path()),
+    }
+}
 
 fn nxcc(args: &[&str], cwd: &std::path::Path) -> std::process::Output {
     let mut c = Command::new(nxcc_exe());
@@ -16,30 +24,42 @@ fn nxcc(args: &[&str], cwd: &std::path::Path) -> std::process::Output {
     c.output().unwrap()
 }
 
+/// Whether two files hold the same bytes.
+fn same_bytes(a: &std::path::Path, b: &std::path::Path) -> bool {
+    std::fs::read(a).unwrap() == std::fs::read(b).unwrap()
+}
+
 #[test]
 fn toolchain_sim_lays_out_working_links() {
     let dir = tempfile::tempdir().unwrap();
-    let out = nxcc(&["toolchain", "sim", "tc"], dir.path());
+    // Laid out by a copy of nxcc that is then removed (as `cargo clean` removes a build): the
+    // layout holds its own executable and keeps working.
+    let gone = dir.path().join("build");
+    std::fs::create_dir(&gone).unwrap();
+    let exe = gone.join("nxcc");
+    std::fs::copy(nxcc_exe(), &exe).unwrap();
+    std::fs::copy(lib_path(), gone.join("libnxcc.so")).unwrap();
+    let out = Command::new(&exe)
+        .args(["toolchain", "sim", "tc"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("cannot run on Neuron hardware"), "{text}");
     let root = dir.path().join("tc");
     assert!(root.join("bin").join(SIM_MARKER).is_file());
+    assert!(same_bytes(&root.join("bin/nxcc-sim"), &exe));
     for tool in nxcc::toolchain::TOOLS {
         let link = root.join("bin").join(tool);
-        assert!(std::fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink());
         assert_eq!(
-            std::fs::canonicalize(&link).unwrap(),
-            std::fs::canonicalize(sim_exe()).unwrap()
+            std::fs::read_link(&link).unwrap(),
+            std::path::PathBuf::from("nxcc-sim"),
+            "{tool} links to the layout's own executable"
         );
     }
-    assert_eq!(
-        std::fs::canonicalize(root.join("lib/libwalrus.so")).unwrap(),
-        std::fs::canonicalize(lib_path()).unwrap()
-    );
+    assert!(same_bytes(&root.join("lib/libwalrus.so"), &lib_path()));
+    std::fs::remove_dir_all(&gone).unwrap();
     // The driver's toolchain code recognises it as simulated and resolves every tool in it.
     let tc = nxcc::toolchain::from_dir(&root);
     assert!(tc.simulated);
@@ -145,7 +165,7 @@ fn concurrent_layouts_of_one_directory_all_succeed() {
         .collect();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)
-            .map(|_| s.spawn(|| layout::lay_out_from(&root, &sources())))
+            .map(|_| s.spawn(|| layout::lay_out_kind(&root, &standalone(), Kind::Standalone)))
             .collect();
         for h in handles {
             let tc = h.join().unwrap().unwrap();
@@ -156,7 +176,10 @@ fn concurrent_layouts_of_one_directory_all_succeed() {
     for mut p in procs {
         assert!(p.wait().unwrap().success());
     }
-    assert!(layout::is_complete(&root, &sources()));
+    assert!(same_bytes(&root.join("bin/nxcc-sim"), &nxcc_exe()));
+    for tool in nxcc::toolchain::TOOLS {
+        assert!(same_bytes(&root.join("bin").join(tool), &nxcc_exe()));
+    }
     // No temporaries left behind.
     for d in ["bin", "lib"] {
         for e in std::fs::read_dir(root.join(d)).unwrap().flatten() {
@@ -198,4 +221,73 @@ fn ensure_at_lays_out_once() {
     assert!(!layout::is_complete(&stale, &sources()));
     layout::ensure_at(&stale, &sources()).unwrap();
     assert!(layout::is_complete(&stale, &sources()));
+}
+
+#[test]
+fn standalone_layout_never_replaces_a_file_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("nxcc-sim"), b"mine").unwrap();
+    let e = layout::lay_out_kind(dir.path(), &standalone(), Kind::Standalone).unwrap_err();
+    assert!(e.to_string().contains("was not laid out by nxcc"), "{e}");
+    assert_eq!(std::fs::read(bin.join("nxcc-sim")).unwrap(), b"mine");
+    // Once it is a layout (its marker written), laying out again brings its executable up to
+    // date.
+    std::fs::remove_file(bin.join("nxcc-sim")).unwrap();
+    layout::lay_out_kind(dir.path(), &sources(), Kind::Standalone).unwrap();
+    assert!(same_bytes(&bin.join("nxcc-sim"), &sim_exe()));
+    layout::lay_out_kind(dir.path(), &standalone(), Kind::Standalone).unwrap();
+    assert!(same_bytes(&bin.join("nxcc-sim"), &nxcc_exe()));
+}
+
+/// `--toolchain sim` from two copies of nxcc at one version: each runs its own tools; a new
+/// executable's layout removes those of executables that are gone.
+#[test]
+fn each_executable_has_its_own_default_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let xdg = dir.path().join("xdg");
+    let model =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo_module.pb");
+    let copy = |name: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::copy(nxcc_exe(), d.join("nxcc")).unwrap();
+        d.join("nxcc")
+    };
+    let compile = |exe: &std::path::Path, out: &str| {
+        let o = Command::new(exe)
+            .args(["compile", model.to_str().unwrap(), "--target", "trn2"])
+            .args(["--toolchain", "sim", "--output", out])
+            .current_dir(dir.path())
+            .env("XDG_CACHE_HOME", &xdg)
+            .env_remove("NXCC_TOOLCHAIN")
+            .env_remove("NXCC_SIM_FAULT")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    // Which executable each default layout's tools are.
+    let homes = || -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(xdg.join("nxcc"))
+            .unwrap()
+            .flatten()
+            .map(|e| std::fs::read_link(e.path().join("bin/hlo2penguin")).unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let (a, b) = (copy("a"), copy("b"));
+    compile(&a, "a.neff");
+    compile(&b, "b.neff");
+    assert_eq!(homes(), vec![a.clone(), b.clone()]);
+    // The same bytes from either (the NEFF names its file: compare two of one name).
+    compile(&a, "x.neff");
+    let first = std::fs::read(dir.path().join("x.neff")).unwrap();
+    compile(&b, "x.neff");
+    assert_eq!(std::fs::read(dir.path().join("x.neff")).unwrap(), first);
+    std::fs::remove_file(&a).unwrap();
+    let c = copy("c");
+    compile(&c, "c.neff");
+    assert_eq!(homes(), vec![b, c]);
 }

@@ -1,0 +1,597 @@
+//! `nxcc shim`: many processes calling `neuronx-cc compile` at once through the shim get one real
+//! compile per distinct graph, within the daemon's memory budget, each with its own output, log,
+//! console and exit status; every other use of `neuronx-cc` is the real compiler; uninstall
+//! leaves the directory as it was.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
+
+fn fake_compiler() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A scratch world: a shim directory, the daemon's socket and cache, callers' directories.
+struct World {
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn shim_dir(&self) -> PathBuf {
+        self.path().join("shim")
+    }
+    fn socket(&self) -> PathBuf {
+        self.path().join("d.sock")
+    }
+    /// `nxcc ARGS` with this world's environment.
+    fn nxcc(&self, args: &[&str]) -> Output {
+        self.env(&mut Command::new(NXCC))
+            .args(args)
+            .current_dir(self.path())
+            .output()
+            .unwrap()
+    }
+    /// The environment of every process of the world: the shim first on PATH, the cache here.
+    fn env<'a>(&self, c: &'a mut Command) -> &'a mut Command {
+        let path = format!(
+            "{}:{}",
+            self.shim_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        c.env("PATH", path)
+            .env("NEURON_COMPILE_CACHE_URL", self.path().join("cache"))
+            .env("XDG_CACHE_HOME", self.path().join("xdg"))
+            .env_remove("NXCC_DAEMON_SOCKET")
+            .env_remove("NEURON_CC_FLAGS")
+            .env_remove("FAKE_COMPILER_CRASH")
+    }
+    fn install(&self, extra: &[&str]) {
+        let mut args = vec![
+            "shim",
+            "install",
+            self.shim_dir().to_str().unwrap(),
+            "--compiler",
+            fake_compiler().to_str().unwrap(),
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        let socket = self.socket().display().to_string();
+        args.extend(["--socket".to_string(), socket]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = self.nxcc(&refs);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+}
+
+impl Drop for World {
+    /// Stop the daemon the shim started (it would otherwise wait out its inactivity timeout).
+    fn drop(&mut self) {
+        if let Ok(mut s) = std::os::unix::net::UnixStream::connect(self.socket()) {
+            let _ = s.write_all(b"POST /exit HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            let mut answer = Vec::new();
+            let _ = s.read_to_end(&mut answer);
+        }
+    }
+}
+
+/// One run recorded by the fake compiler: start and end (ns), MiB held, the models' checksums.
+#[derive(Debug)]
+struct Run {
+    start: u128,
+    end: u128,
+    held_mb: u64,
+    models: Vec<String>,
+}
+
+fn runs(record: &Path) -> Vec<Run> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Run {
+                start: f[1].parse().unwrap(),
+                end: f[2].parse().unwrap(),
+                held_mb: f[3].parse().unwrap(),
+                models: f[4..].iter().map(|s| s.to_string()).collect(),
+            }
+        })
+        .collect()
+}
+
+/// The largest sum of memory held by runs that overlap in time, MiB.
+fn peak_concurrent_mb(runs: &[Run]) -> u64 {
+    let mut events: Vec<(u128, i64)> = Vec::new();
+    for r in runs {
+        events.push((r.start, r.held_mb as i64));
+        events.push((r.end, -(r.held_mb as i64)));
+    }
+    // Ends before starts at the same instant.
+    events.sort_by_key(|&(t, d)| (t, d));
+    let (mut now, mut peak) = (0i64, 0i64);
+    for (_, d) in events {
+        now += d;
+        peak = peak.max(now);
+    }
+    peak as u64
+}
+
+fn cksum(path: &Path) -> String {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("cksum < \"$1\" | cut -d' ' -f1")
+        .arg("sh")
+        .arg(path)
+        .output()
+        .unwrap();
+    text(&o.stdout).trim().to_string()
+}
+
+/// The budget the shim's daemon is given, and what each compile holds: two fit at once, three
+/// do not (the first estimate of a compile is 256 MiB + 4 × its small model).
+const BUDGET_MB: u64 = 700;
+const HOLD_MB: u64 = 300;
+
+#[test]
+fn thirty_two_callers_for_four_graphs_get_four_compiles_within_the_budget() {
+    let w = World::new();
+    w.install(&["--memory-budget", &format!("{BUDGET_MB}M")]);
+    let record = w.path().join("record");
+    // Four graphs that compile, one that fails.
+    let graphs: Vec<PathBuf> = (0..5)
+        .map(|i| {
+            let p = w.path().join(format!("g{i}.pb"));
+            let body = if i == 4 {
+                "graph 4\nfake-compiler: fail\n".to_string()
+            } else {
+                format!("graph {i}\n{}\n", "x".repeat(100 * (i + 1)))
+            };
+            std::fs::write(&p, body).unwrap();
+            p
+        })
+        .collect();
+    // What the real compiler writes for each, run directly (not recorded).
+    let reference: Vec<Option<Vec<u8>>> = graphs
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let out = w.path().join(format!("ref{i}.neff"));
+            let o = Command::new(fake_compiler())
+                .args(["compile", "--framework", "XLA"])
+                .arg(g)
+                .args(["--target", "trn2", "--output"])
+                .arg(&out)
+                .env_remove("FAKE_COMPILER_RECORD")
+                .output()
+                .unwrap();
+            if i == 4 {
+                assert_eq!(o.status.code(), Some(70));
+                assert!(text(&o.stderr).contains("compilation failed"));
+                None
+            } else {
+                assert!(o.status.success(), "{}", text(&o.stderr));
+                Some(std::fs::read(&out).unwrap())
+            }
+        })
+        .collect();
+    // 32 callers for the four good graphs (8 each) and 4 for the failing one, all at once, each
+    // in its own directory with its own copy of its graph, as framework processes do.
+    let callers: Vec<(usize, PathBuf)> = (0..36)
+        .map(|i| {
+            let g = if i < 32 { i % 4 } else { 4 };
+            let cwd = w.path().join(format!("rank{i}"));
+            std::fs::create_dir(&cwd).unwrap();
+            std::fs::copy(&graphs[g], cwd.join("model.hlo_module.pb")).unwrap();
+            (g, cwd)
+        })
+        .collect();
+    let children: Vec<_> = callers
+        .iter()
+        .map(|(_, cwd)| {
+            w.env(&mut Command::new("neuronx-cc"))
+                .args([
+                    "compile",
+                    "--framework=XLA",
+                    "model.hlo_module.pb",
+                    "--target=trn2",
+                    "--output",
+                    "model.neff",
+                ])
+                .current_dir(cwd)
+                .env("FAKE_COMPILER_HOLD_MB", HOLD_MB.to_string())
+                .env("FAKE_COMPILER_SLEEP", "0.3")
+                .env("FAKE_COMPILER_RECORD", &record)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for ((g, cwd), o) in callers.iter().zip(&outputs) {
+        let neff = cwd.join("model.neff");
+        let log = std::fs::read_to_string(cwd.join("log-neuron-cc.txt")).unwrap_or_default();
+        match &reference[*g] {
+            Some(bytes) => {
+                assert_eq!(
+                    o.status.code(),
+                    Some(0),
+                    "{}: {}{}",
+                    cwd.display(),
+                    text(&o.stdout),
+                    text(&o.stderr)
+                );
+                assert_eq!(
+                    &std::fs::read(&neff).unwrap(),
+                    bytes,
+                    "{}: the NEFF is the compiler's for graph {g}",
+                    cwd.display()
+                );
+                assert!(
+                    text(&o.stdout).contains("Compiler status PASS"),
+                    "{}",
+                    text(&o.stdout)
+                );
+                assert!(
+                    log.contains("Compiler status PASS"),
+                    "{}: a log of its own: {log}",
+                    cwd.display()
+                );
+            }
+            None => {
+                assert_eq!(
+                    o.status.code(),
+                    Some(70),
+                    "{}: {}",
+                    cwd.display(),
+                    text(&o.stderr)
+                );
+                let err = text(&o.stderr);
+                assert!(
+                    err.contains("fake-compiler: error: compilation failed"),
+                    "{}: the compiler's error lines reach every caller: {err}",
+                    cwd.display()
+                );
+                assert!(!neff.exists(), "a failed compile writes no NEFF");
+                assert!(!log.is_empty(), "{}: a log of its own", cwd.display());
+            }
+        }
+    }
+    // Exactly one real compile per graph, and never more memory held at once than the budget.
+    let runs = runs(&record);
+    let mut per_graph: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &runs {
+        assert_eq!(r.models.len(), 1, "{r:?}");
+        *per_graph.entry(r.models[0].clone()).or_default() += 1;
+    }
+    let expected: BTreeSet<String> = graphs.iter().map(|g| cksum(g)).collect();
+    assert_eq!(
+        per_graph.keys().cloned().collect::<BTreeSet<_>>(),
+        expected,
+        "{runs:?}"
+    );
+    assert!(per_graph.values().all(|&n| n == 1), "{per_graph:?}");
+    let peak = peak_concurrent_mb(&runs);
+    assert!(peak >= HOLD_MB, "the runs held memory: {runs:?}");
+    assert!(
+        peak <= BUDGET_MB,
+        "{peak} MiB held at once, over the daemon's budget of {BUDGET_MB} MiB: {runs:?}"
+    );
+    // status sees the daemon.
+    let s = w.nxcc(&["shim", "status", w.shim_dir().to_str().unwrap()]);
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    let st = text(&s.stdout);
+    assert!(st.contains("first on PATH: yes"), "{st}");
+    assert!(st.contains("daemon: answers on"), "{st}");
+    assert!(st.contains("the external compiler"), "{st}");
+}
+
+#[test]
+fn everything_but_a_compile_is_the_real_compiler() {
+    let w = World::new();
+    w.install(&[]);
+    for args in [
+        &["--version"][..],
+        &["list-operators", "--framework", "XLA"][..],
+        &["frobnicate", "a b", "--x=1"][..],
+        // A compile nxcc cannot parse: the real compiler judges it.
+        &["compile", "m.pb", "--no-such-flag-anywhere"][..],
+    ] {
+        let run = |program: &Path| {
+            w.env(&mut Command::new(program))
+                .args(args)
+                .env("FAKE_COMPILER_ECHO", "from the caller")
+                .current_dir(w.path())
+                .output()
+                .unwrap()
+        };
+        let through = run(&w.shim_dir().join("neuronx-cc"));
+        let direct = run(&fake_compiler());
+        assert_eq!(through.status.code(), direct.status.code(), "{args:?}");
+        assert_eq!(text(&through.stdout), text(&direct.stdout), "{args:?}");
+        assert_eq!(text(&through.stderr), text(&direct.stderr), "{args:?}");
+        if args[0] != "compile" {
+            assert!(
+                text(&direct.stdout).contains("from the caller")
+                    || text(&direct.stderr).contains("from the caller"),
+                "{args:?}: the environment reaches the compiler"
+            );
+        }
+    }
+    // The same through PATH, as a framework calls it.
+    let o = w
+        .env(&mut Command::new("neuronx-cc"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(
+        text(&o.stdout).starts_with("fake-compiler 2.24.0.0"),
+        "{}",
+        text(&o.stdout)
+    );
+    // Nothing started a daemon.
+    assert!(!w.socket().exists());
+}
+
+/// Every entry of `dir`: name → (kind, contents or link target).
+fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let v = if m.file_type().is_symlink() {
+            format!("link {}", std::fs::read_link(&p).unwrap().display())
+        } else if m.is_dir() {
+            "dir".to_string()
+        } else {
+            format!("file {}", text(&std::fs::read(&p).unwrap()))
+        };
+        out.insert(e.file_name().to_string_lossy().into_owned(), v);
+    }
+    out
+}
+
+#[test]
+fn uninstall_leaves_the_directory_as_it_was() {
+    let w = World::new();
+    // A directory with things of its own.
+    let dir = w.shim_dir();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("python3"), "#!/bin/sh\n").unwrap();
+    std::os::unix::fs::symlink("/bin/true", dir.join("tool")).unwrap();
+    let before = snapshot(&dir);
+    w.install(&[]);
+    let installed = snapshot(&dir);
+    assert_eq!(installed.len(), before.len() + 2, "{installed:?}");
+    assert_eq!(
+        installed["neuronx-cc"],
+        format!("link {}", std::fs::canonicalize(NXCC).unwrap().display())
+    );
+    // Installing again changes nothing but the configuration.
+    w.install(&["--memory-budget", "8G"]);
+    assert_eq!(snapshot(&dir).len(), installed.len());
+    let s = w.nxcc(&["shim", "status"]);
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    assert!(
+        text(&s.stdout).contains("memory budget: 8G"),
+        "{}",
+        text(&s.stdout)
+    );
+    assert!(
+        text(&s.stdout).contains("daemon: not running"),
+        "{}",
+        text(&s.stdout)
+    );
+    let o = w.nxcc(&["shim", "uninstall", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(snapshot(&dir), before);
+    // Nothing left to uninstall, and status says there is no shim.
+    let again = w.nxcc(&["shim", "uninstall", dir.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("no nxcc shim in"),
+        "{}",
+        text(&again.stderr)
+    );
+    let s = w.nxcc(&["shim", "status", dir.to_str().unwrap()]);
+    assert_eq!(s.status.code(), Some(1));
+
+    // A directory install created is removed again.
+    let fresh = w.path().join("fresh/bin");
+    std::fs::create_dir(w.path().join("fresh")).unwrap();
+    let o = w.nxcc(&[
+        "shim",
+        "install",
+        fresh.to_str().unwrap(),
+        "--compiler",
+        fake_compiler().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = w.nxcc(&["shim", "uninstall", fresh.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!fresh.exists());
+    assert!(w.path().join("fresh").is_dir());
+}
+
+#[test]
+fn install_refuses_what_it_must_not_touch() {
+    let w = World::new();
+    let dir = w.shim_dir();
+    std::fs::create_dir(&dir).unwrap();
+    // A neuronx-cc of someone else's.
+    std::fs::write(dir.join("neuronx-cc"), "#!/bin/sh\necho mine\n").unwrap();
+    let fake = fake_compiler();
+    let o = w.nxcc(&[
+        "shim",
+        "install",
+        dir.to_str().unwrap(),
+        "--compiler",
+        fake.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("is not an nxcc shim; refusing to replace it"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("neuronx-cc")).unwrap(),
+        "#!/bin/sh\necho mine\n"
+    );
+    std::fs::remove_file(dir.join("neuronx-cc")).unwrap();
+    // A compiler that is not there, a budget the daemon would not take, a shim as the compiler.
+    for (args, needle) in [
+        (
+            vec!["--compiler", "/nonexistent/neuronx-cc"],
+            "not an executable file",
+        ),
+        (
+            vec!["--compiler", "no-such-compiler-on-path"],
+            "no executable no-such-compiler-on-path on PATH",
+        ),
+        (
+            vec![
+                "--compiler",
+                fake.to_str().unwrap(),
+                "--memory-budget",
+                "lots",
+            ],
+            "--memory-budget",
+        ),
+    ] {
+        let mut a = vec!["shim", "install", dir.to_str().unwrap()];
+        a.extend(args.iter().copied());
+        let o = w.nxcc(&a);
+        assert_ne!(o.status.code(), Some(0), "{args:?}");
+        assert!(
+            text(&o.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    assert!(snapshot(&dir).is_empty(), "{:?}", snapshot(&dir));
+    w.install(&[]);
+    let other = w.path().join("other");
+    let shim = dir.join("neuronx-cc");
+    let o = w.nxcc(&[
+        "shim",
+        "install",
+        other.to_str().unwrap(),
+        "--compiler",
+        shim.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("is an nxcc shim itself"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Usage errors.
+    for (args, needle) in [
+        (&["shim"][..], "required: {install,status,uninstall}"),
+        (&["shim", "install", "d"][..], "required: --compiler"),
+        (&["shim", "uninstall"][..], "required: DIR"),
+        (
+            &["shim", "status", "--compiler", "x"][..],
+            "applies to install only",
+        ),
+        (&["shim", "remove", "d"][..], "invalid choice: 'remove'"),
+    ] {
+        let o = w.nxcc(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&o.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_daemon_that_cannot_start_leaves_the_compile_to_the_real_compiler() {
+    let w = World::new();
+    // A socket where no daemon can listen: its directory is a file.
+    std::fs::write(w.path().join("not-a-dir"), "").unwrap();
+    let socket = w.path().join("not-a-dir/d.sock");
+    let o = w.nxcc(&[
+        "shim",
+        "install",
+        w.shim_dir().to_str().unwrap(),
+        "--compiler",
+        fake_compiler().to_str().unwrap(),
+        "--socket",
+        socket.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::fs::write(w.path().join("m.pb"), "graph\n").unwrap();
+    let o = w
+        .env(&mut Command::new("neuronx-cc"))
+        .args(["compile", "m.pb", "--target", "trn2", "--output", "m.neff"])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("compiling with") && text(&o.stderr).contains("directly"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(std::fs::read(w.path().join("m.neff"))
+        .unwrap()
+        .starts_with(b"FAKE-NEFF"));
+}
+
+/// The daemon the shim starts runs the compiler without the shim's directory on its PATH: a
+/// compiler that runs `neuronx-cc` itself does not come back to the shim.
+#[test]
+fn the_compiler_behind_the_shim_does_not_find_the_shim() {
+    let w = World::new();
+    w.install(&[]);
+    std::fs::write(w.path().join("m.pb"), "graph\n").unwrap();
+    let which = w.path().join("which");
+    let o = w
+        .env(&mut Command::new("neuronx-cc"))
+        .args(["compile", "m.pb", "--target", "trn2", "--output", "m.neff"])
+        .env("FAKE_COMPILER_WHICH", &which)
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(w.socket().exists(), "the compile went to the daemon");
+    let found = std::fs::read_to_string(&which).unwrap();
+    assert!(
+        !found.trim().starts_with(w.shim_dir().to_str().unwrap()),
+        "the compiler's neuronx-cc: {found}"
+    );
+    // While the caller itself finds the shim first.
+    let o = w
+        .env(&mut Command::new("sh"))
+        .args(["-c", "command -v neuronx-cc"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&o.stdout).trim(),
+        w.shim_dir().join("neuronx-cc").to_str().unwrap()
+    );
+}

@@ -1,0 +1,224 @@
+//! The Python wheel: built by maturin from `pyproject.toml`, installed into a fresh virtual
+//! environment, it puts `nxcc` on the environment's PATH at the crate's version, and the installed
+//! command compiles with the simulated toolchain outside the checkout, with nothing of the build
+//! directory.
+//!
+//! The wheel is `$NXCC_TEST_WHEEL` when set (CI builds one first), else built here: maturin is
+//! installed from PyPI into `target/wheel/maturin-venv` on first use, and builds into its own
+//! target directory (`target/wheel/target`), never the one this test runs from.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn check(what: &str, o: &Output) {
+    assert!(
+        o.status.success(),
+        "{what}: {:?}\n{}{}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+}
+
+/// The cargo target directory the tests were built in.
+fn target_dir() -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_nxcc"));
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+fn build_wheel() -> PathBuf {
+    let work = target_dir().join("wheel");
+    let venv = work.join("maturin-venv");
+    let maturin = venv.join("bin/maturin");
+    if !maturin.exists() {
+        check(
+            "python3 -m venv (python3 with its venv module is needed to build the wheel)",
+            &Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .output()
+                .unwrap(),
+        );
+        check(
+            "pip install maturin (from PyPI)",
+            &Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet", "maturin>=1.5,<2"])
+                .output()
+                .unwrap(),
+        );
+    }
+    let dist = work.join("dist");
+    let _ = std::fs::remove_dir_all(&dist);
+    check(
+        "maturin build",
+        &Command::new(&maturin)
+            .args(["build", "--release", "--out"])
+            .arg(&dist)
+            .current_dir(ROOT)
+            .env("CARGO_TARGET_DIR", work.join("target"))
+            .output()
+            .unwrap(),
+    );
+    let wheels: Vec<PathBuf> = std::fs::read_dir(&dist)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .collect();
+    assert_eq!(wheels.len(), 1, "{wheels:?}");
+    wheels[0].clone()
+}
+
+#[test]
+fn the_installed_wheel_compiles_outside_the_checkout() {
+    let wheel = match std::env::var_os("NXCC_TEST_WHEEL") {
+        Some(w) if !w.is_empty() => PathBuf::from(w),
+        _ => build_wheel(),
+    };
+    let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with(&format!("nxcc-{VERSION}-")),
+        "the wheel's version is the crate's: {name}"
+    );
+    // A fresh environment, and a directory outside the checkout.
+    let world = tempfile::tempdir().unwrap();
+    assert!(!world.path().starts_with(ROOT));
+    let venv = world.path().join("venv");
+    check(
+        "python3 -m venv",
+        &Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .unwrap(),
+    );
+    check(
+        "pip install the wheel",
+        &Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--no-index", "--no-deps"])
+            .arg(&wheel)
+            .output()
+            .unwrap(),
+    );
+    let bin = venv.join("bin");
+    assert!(bin.join("nxcc").is_file());
+    let work = world.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::copy(
+        Path::new(ROOT).join("examples/models/mlp.hlo_module.pb"),
+        work.join("mlp.hlo_module.pb"),
+    )
+    .unwrap();
+    let xdg = world.path().join("xdg");
+    let run = |args: &[&str]| -> Output {
+        Command::new("nxcc")
+            .args(args)
+            .current_dir(&work)
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .env("XDG_CACHE_HOME", &xdg)
+            .env_remove("NXCC_TOOLCHAIN")
+            .env_remove("NXCC_SIM_FAULT")
+            .env_remove("NXCC_SIM_RECORD")
+            .output()
+            .unwrap()
+    };
+    let v = run(&["--version"]);
+    check("nxcc --version", &v);
+    assert!(text(&v.stdout).contains(VERSION), "{}", text(&v.stdout));
+
+    // The default simulated toolchain: laid out for the installed executable.
+    let c = run(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--output",
+        "mlp.neff",
+    ]);
+    check("nxcc compile --toolchain sim", &c);
+    check(
+        "nxcc neff-info --verify",
+        &run(&["neff-info", "--verify", "mlp.neff"]),
+    );
+    let homes: Vec<PathBuf> = std::fs::read_dir(xdg.join("nxcc"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(homes.len(), 1, "{homes:?}");
+    assert_eq!(
+        std::fs::read_link(homes[0].join("bin/walrus_driver")).unwrap(),
+        std::fs::canonicalize(bin.join("nxcc")).unwrap(),
+        "the installed nxcc is every simulated tool"
+    );
+    // The same NEFF as the build this test comes from writes.
+    let reference = world.path().join("reference");
+    std::fs::create_dir(&reference).unwrap();
+    let r = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args(["compile", "../work/mlp.hlo_module.pb", "--target", "trn2"])
+        .args(["--toolchain", "sim", "--output", "mlp.neff"])
+        .current_dir(&reference)
+        .env("XDG_CACHE_HOME", world.path().join("xdg-reference"))
+        .env_remove("NXCC_TOOLCHAIN")
+        .env_remove("NXCC_SIM_FAULT")
+        .env_remove("NXCC_SIM_RECORD")
+        .output()
+        .unwrap();
+    check("the reference compile", &r);
+    assert_eq!(
+        std::fs::read(work.join("mlp.neff")).unwrap(),
+        std::fs::read(reference.join("mlp.neff")).unwrap()
+    );
+
+    // A standalone layout from the installed nxcc: no libwalrus.so (the wheel does not carry the
+    // crate's library), said clearly, and a compile with the fork-walrus path names it.
+    let t = run(&["toolchain", "sim", "tc"]);
+    check("nxcc toolchain sim", &t);
+    assert!(
+        text(&t.stdout).contains("library: none"),
+        "{}",
+        text(&t.stdout)
+    );
+    check(
+        "nxcc compile --toolchain tc",
+        &run(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "tc",
+            "--output",
+            "tc.neff",
+        ]),
+    );
+    let f = run(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "tc",
+        "--enable-internal-fork-walrus",
+        "--output",
+        "fork.neff",
+    ]);
+    assert_eq!(f.status.code(), Some(70), "{}", text(&f.stderr));
+    assert!(
+        text(&f.stderr).contains("libwalrus.so"),
+        "{}",
+        text(&f.stderr)
+    );
+}
