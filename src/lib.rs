@@ -24,6 +24,8 @@
 //! [`recon`] holds every reconstructed rule, each in one named place, in the layer of what it
 //! decides.
 
+#![warn(missing_docs)]
+
 pub mod admission;
 pub mod cache;
 pub mod cli;

@@ -70,6 +70,7 @@ fn fail(text: &str) -> i32 {
 /// Where a client sends its compiles, and how it starts a daemon there when none answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// The daemon's socket.
     pub socket: PathBuf,
     /// Arguments given to a daemon this client starts, besides `--socket` and `--log-file`.
     pub daemon_args: Vec<OsString>,
@@ -258,9 +259,13 @@ pub fn start_daemon(target: &Target) -> Result<Child, String> {
 /// What a stream line asks the client to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
+    /// A line for the client's stdout.
     Out(String),
+    /// A line for the client's stderr.
     Err(String),
+    /// The compile ended with this exit status.
     Done(i32),
+    /// Anything else (ignored).
     Other,
 }
 

@@ -43,6 +43,7 @@ pub const DAEMON_MAX_CONNECTIONS_PER_UID: usize = 256;
 /// What `DIR/neuronx-cc.nxcc-shim.json` holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Config {
+    /// The configuration's format tag ([`FORMAT`]); another one is refused when it is read.
     pub format: String,
     /// The real compiler (absolute): the daemon's `--compiler`, and what every other use runs.
     pub compiler: PathBuf,
