@@ -334,35 +334,47 @@ fn a_killed_supervisor_takes_the_whole_compile_with_it() {
     assert_nothing_left(&m, sent);
 }
 
-#[test]
-fn a_tool_that_leaves_background_processes_behind_does_not_leave_them_running() {
+/// `nxcc compile ... --pipeline HLOToTensorizer` with a toolchain whose `hlo2penguin` is the
+/// shell `script`, tagged with `marker`.
+fn hlo2penguin_command(s: &Scratch, marker: &str, script: &str) -> std::process::Command {
     use std::os::unix::fs::PermissionsExt;
-    let s = Scratch::new();
     let tc = s.join("tc");
     std::fs::create_dir_all(&tc).unwrap();
-    // A tool that escapes its process group and its session, then exits successfully.
-    let script = "#!/bin/sh\n(setsid sleep 1000 >/dev/null 2>&1 &)\nsleep 1000 >/dev/null 2>&1 &\ntouch penguin.py\nexit 0\n";
-    std::fs::write(tc.join("hlo2penguin"), script).unwrap();
+    std::fs::write(tc.join("hlo2penguin"), format!("#!/bin/sh\n{script}\n")).unwrap();
     std::fs::set_permissions(
         tc.join("hlo2penguin"),
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
+    let mut c = s.nxcc(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn1",
+        "--toolchain",
+        tc.to_str().unwrap(),
+        "--pipeline",
+        "HLOToTensorizer",
+    ]);
+    c.env("NXCC_TEST_MARK", marker);
+    c
+}
+
+/// [`hlo2penguin_command`], run to completion.
+fn hlo2penguin_compile(s: &Scratch, marker: &str, script: &str) -> std::process::Output {
+    hlo2penguin_command(s, marker, script).output().unwrap()
+}
+
+#[test]
+fn a_tool_that_leaves_background_processes_behind_does_not_leave_them_running() {
+    let s = Scratch::new();
+    // A tool that escapes its process group and its session, then exits successfully.
     let m = marker("strays");
-    let out = s
-        .nxcc(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
-            "trn1",
-            "--toolchain",
-            tc.to_str().unwrap(),
-            "--pipeline",
-            "HLOToTensorizer",
-        ])
-        .env("NXCC_TEST_MARK", &m)
-        .output()
-        .unwrap();
+    let out = hlo2penguin_compile(
+        &s,
+        &m,
+        "(setsid sleep 1000 >/dev/null 2>&1 &)\nsleep 1000 >/dev/null 2>&1 &\ntouch penguin.py\nexit 0",
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_nothing_left(&m, Instant::now());
     assert!(
@@ -373,36 +385,16 @@ fn a_tool_that_leaves_background_processes_behind_does_not_leave_them_running() 
 
 #[test]
 fn a_killed_supervisor_takes_a_tools_escaped_grandchildren_with_it() {
-    use std::os::unix::fs::PermissionsExt;
     let s = Scratch::new();
-    let tc = s.join("tc");
-    std::fs::create_dir_all(&tc).unwrap();
     // A tool that leaves one process in a new session, one in its group, says it is running,
     // and keeps running.
     let ready = s.join("ready");
+    let m = marker("grandchildren");
     let script = format!(
-        "#!/bin/sh\n(setsid sleep 1000 >/dev/null 2>&1 &)\nsleep 1000 >/dev/null 2>&1 &\ntouch '{}'\nexec sleep 1000\n",
+        "(setsid sleep 1000 >/dev/null 2>&1 &)\nsleep 1000 >/dev/null 2>&1 &\ntouch '{}'\nexec sleep 1000",
         ready.display()
     );
-    std::fs::write(tc.join("hlo2penguin"), script).unwrap();
-    std::fs::set_permissions(
-        tc.join("hlo2penguin"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
-    let m = marker("grandchildren");
-    let mut child = s
-        .nxcc(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
-            "trn1",
-            "--toolchain",
-            tc.to_str().unwrap(),
-            "--pipeline",
-            "HLOToTensorizer",
-        ])
-        .env("NXCC_TEST_MARK", &m)
+    let mut child = hlo2penguin_command(&s, &m, &script)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
