@@ -451,31 +451,8 @@ mod tests {
 
     #[test]
     fn a_worker_with_the_parent_death_signal_dies_with_its_parent() {
-        use crate::run::process::tests::{dies_within, is_dead};
-        let mut middle = Command::new(std::env::current_exe().expect("current_exe"))
-            .args([
-                "--exact",
-                HELPER_TEST,
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(HELPER_ENV, "MIDDLE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn helper");
-        let mut worker = None;
-        for line in BufReader::new(middle.stdout.take().expect("stdout")).lines() {
-            let line = line.expect("read helper output");
-            // libtest may print "test <name> ... " on the same line first.
-            if let Some((_, rest)) = line.split_once("PID ") {
-                worker = rest.trim().parse::<u32>().ok();
-                break;
-            }
-        }
-        let worker = worker.expect("the worker printed its pid");
+        use crate::run::process::tests::{dies_within, is_dead, start_helper};
+        let (mut middle, worker) = start_helper(HELPER_TEST, HELPER_ENV, "MIDDLE");
         let alive_before = !is_dead(worker);
         let _ = middle.kill();
         let _ = middle.wait();

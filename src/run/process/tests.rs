@@ -294,34 +294,41 @@ fn a_cancelled_flag_prevents_the_start() {
     assert_eq!(error.program(), Path::new("/bin/sh"));
 }
 
-#[test]
-fn parent_death_kills_the_child() {
-    let mut parent = Command::new(std::env::current_exe().expect("current_exe"))
+/// Start this test binary running the ignored helper test `test` with `env` = `mode`, and read
+/// the pid it prints on a `PID <n>` line (libtest may print "test <name> ... " before it on the
+/// same line). The helper's stdout is read up to that line; its stderr is discarded.
+pub(crate) fn start_helper(test: &str, env: &str, mode: &str) -> (std::process::Child, u32) {
+    let mut child = Command::new(std::env::current_exe().expect("current_exe"))
         .args([
             "--exact",
-            HELPER_TEST,
+            test,
             "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(HELPER_ENV, "PARENT")
+        .env(env, mode)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn helper");
     let mut pid = None;
-    for line in BufReader::new(parent.stdout.take().expect("stdout")).lines() {
+    for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
         let line = line.expect("read helper output");
-        // libtest may print "test <name> ... " on the same line first.
         if let Some((_, rest)) = line.split_once("PID ") {
-            pid = rest.parse::<u32>().ok();
+            pid = rest.trim().parse::<u32>().ok();
             break;
         }
     }
+    let pid = pid.expect("the helper printed a pid");
+    (child, pid)
+}
+
+#[test]
+fn parent_death_kills_the_child() {
+    let (mut parent, sleeper) = start_helper(HELPER_TEST, HELPER_ENV, "PARENT");
     let _ = parent.kill();
     let _ = parent.wait();
-    let sleeper = pid.expect("the helper printed the child's pid");
     let ended = dies_within(sleeper, Duration::from_secs(2));
     kill_stray(sleeper);
     assert!(ended, "the child {sleeper} outlived its parent");
