@@ -28,19 +28,10 @@ import subprocess
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-MODEL = os.path.join(ROOT, "examples", "models", "mlp.hlo_module.pb")
+from padded_models import write_models
+
 SIZES = [24, 5, 14, 3, 20, 10, 16, 6, 22, 12, 4, 18]
 JOBS = 2
-
-
-def varint(n):
-    out = b""
-    while True:
-        low, n = n & 0x7F, n >> 7
-        if not n:
-            return out + bytes([low])
-        out += bytes([low | 0x80])
 
 
 def run_once(nxcc, models, out, report, env, cwd, budget):
@@ -75,17 +66,10 @@ def main():
     ap.add_argument("--budget", default="778M", help="MiB, with an M")
     a = ap.parse_args()
     budget = int(a.budget.rstrip("Mm")) << 20
-    base = open(MODEL, "rb").read()
     with tempfile.TemporaryDirectory() as d:
         models = os.path.join(d, "models")
         os.mkdir(models)
-        for i, mib in enumerate(SIZES):
-            # The padding is a field the module does not define (number 1000, length-delimited),
-            # which a reader skips: the file still reads as the same module.
-            pad = bytes((i * 31 + j) % 251 for j in range(4096)) * ((mib << 20) // 4096)
-            data = base + varint((1000 << 3) | 2) + varint(len(pad)) + pad
-            with open(os.path.join(models, f"g{i:02}.pb"), "wb") as f:
-                f.write(data)
+        write_models(models, SIZES)
         env = dict(os.environ)
         for v in ("NXCC_SIM_FAULT", "NXCC_SIM_WORK_MS", "NXCC_SIM_RSS_MB", "NXCC_SIM_RECORD"):
             env.pop(v, None)

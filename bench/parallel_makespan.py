@@ -22,40 +22,22 @@ import sys
 import tempfile
 import time
 
+from padded_models import write_models
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 NXCC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
 JOBS = int(sys.argv[2]) if len(sys.argv) > 2 else os.cpu_count()
 MS_PER_MB = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 REPS = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-MODEL = os.path.join(ROOT, "examples", "models", "mlp.hlo_module.pb")
 # Model sizes in MiB: varied, in no particular order.
 SIZES = [7, 1, 5, 3, 8, 2, 6, 4, 7, 3, 5, 1, 6, 2, 8, 4]
 
 
-def varint(v):
-    """A protobuf varint."""
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v == 0:
-            out.append(b)
-            return bytes(out)
-        out.append(b | 0x80)
-
-
 def main():
-    base = open(MODEL, "rb").read()
     with tempfile.TemporaryDirectory() as d:
         models = os.path.join(d, "models")
         os.mkdir(models)
-        for i, mib in enumerate(SIZES):
-            # The padding is a field the module does not define (number 1000,
-            # length-delimited), which readers skip: the model still reads as the same module.
-            pad = bytes((i * 31 + j) % 251 for j in range(4096)) * ((mib << 20) // 4096)
-            data = base + varint((1000 << 3) | 2) + varint(len(pad)) + pad
-            with open(os.path.join(models, f"g{i:02}.pb"), "wb") as f:
-                f.write(data)
+        write_models(models, SIZES)
         env = dict(os.environ)
         for v in ("NXCC_SIM_FAULT", "NXCC_SIM_WORK_MS", "NXCC_SIM_RSS_MB", "NXCC_SIM_RECORD"):
             env.pop(v, None)
