@@ -6,8 +6,11 @@
 //! Two floors, both separate processes started the same way from this harness (this same
 //! executable re-run with `--baseline`), alternated with nxcc in one run:
 //! - `reader`: blake3's own streaming API, `Hasher::update_reader` (what `b3sum --no-mmap` does);
-//! - `overlapped`: nxcc's own hashing routine (`nxcc::cache::key::hash_file_into`, reads
-//!   overlapped with hashing on two threads) — the strict floor: it leaves nxcc no advantage.
+//! - `overlapped`: nxcc's reading routine (`nxcc::cache::key::hash_read_into`, reads
+//!   overlapped with hashing on two threads);
+//! - `mapped`: nxcc's mapped routine (`nxcc::cache::key::hash_mapped_into`, the file mapped and
+//!   hashed on every core, what a hit of a large model does) — the strict floor: it leaves nxcc
+//!   no advantage of method.
 //!
 //! Every side writes to an output that does not exist yet (it is removed, untimed, before each
 //! run): replacing an existing file makes ext4 flush the new file's data (`auto_da_alloc`), a
@@ -16,6 +19,9 @@
 //! A third floor is what a user's own tools reach: `b3sum` (memory-mapped, every core) and `cp`
 //! of the NEFF, two processes — when a `b3sum` is on `PATH` or named by `NXCC_BENCH_B3SUM`
 //! (`cargo install b3sum`).
+//!
+//! Then the threshold between reading and mapping ([`nxcc::cache::key::MAP_FROM`]): files of
+//! 256 KiB to 32 MiB hashed by a process that reads them and by one that maps them, alternated.
 //!
 //! ```sh
 //! cargo bench --bench cache_hit            # NXCC_BENCH_ROUNDS=N to change the rounds (30)
@@ -30,16 +36,23 @@ const MODEL_BYTES: usize = 100_000_000;
 /// The floor: hash the model, copy the NEFF.
 fn baseline(mode: &str, model: &Path, neff: &Path, out: &Path) {
     let mut h = blake3::Hasher::new();
+    let f = std::fs::File::open(model).expect("model");
     match mode {
         "reader" => {
-            h.update_reader(std::fs::File::open(model).expect("model"))
-                .expect("read");
+            h.update_reader(f).expect("read");
+        }
+        "overlapped" => {
+            nxcc::cache::key::hash_read_into(&f, &mut h).expect("read");
         }
         _ => {
-            nxcc::cache::key::hash_file_into(model, &mut h).expect("read");
+            nxcc::cache::key::hash_mapped_into(&f, model, &mut h)
+                .expect("mappable")
+                .expect("read");
         }
     }
-    std::fs::copy(neff, out).expect("copy");
+    if neff != Path::new("-") {
+        std::fs::copy(neff, out).expect("copy");
+    }
     println!("{}", h.finalize().to_hex());
 }
 
@@ -201,8 +214,10 @@ fn main() {
     time(nxcc_cmd("out.neff"), &hit);
     time(base_cmd("reader", "out-reader.neff"), &|_| {});
     time(base_cmd("overlapped", "out-overlapped.neff"), &|_| {});
+    time(base_cmd("mapped", "out-mapped.neff"), &|_| {});
     let _ = tools("out-tools.neff");
     let (mut a, mut b, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut m = Vec::new();
     let mut t = Vec::new();
     for _ in 0..rounds {
         fresh("out-tools.neff");
@@ -215,6 +230,8 @@ fn main() {
         b.push(time(base_cmd("reader", "out-reader.neff"), &|_| {}));
         fresh("out-overlapped.neff");
         c.push(time(base_cmd("overlapped", "out-overlapped.neff"), &|_| {}));
+        fresh("out-mapped.neff");
+        m.push(time(base_cmd("mapped", "out-mapped.neff"), &|_| {}));
         // The output exists: a hit replaces it.
         r.push(time(nxcc_cmd("out.neff"), &hit));
     }
@@ -228,7 +245,8 @@ fn main() {
     for (name, v) in [
         ("nxcc compile, cache hit, new output", &a),
         ("floor `reader`: update_reader + copy", &b),
-        ("floor `overlapped`: nxcc's hashing + copy", &c),
+        ("floor `overlapped`: nxcc's read hashing + copy", &c),
+        ("floor `mapped`: nxcc's mapped hashing + copy", &m),
         ("nxcc compile, cache hit, replacing the output", &r),
         ("floor `b3sum` + `cp` (two processes)", &t),
     ] {
@@ -244,14 +262,45 @@ fn main() {
         );
     }
     println!(
-        "hit / reader floor: {:.3}; hit / overlapped floor: {:.3} (target: <= 1.3)",
+        "hit / reader floor: {:.3}; hit / overlapped floor: {:.3}; hit / mapped floor: {:.3} (target: <= 1.3)",
         med(&a) / med(&b),
-        med(&a) / med(&c)
+        med(&a) / med(&c),
+        med(&a) / med(&m)
     );
     if !t.is_empty() {
         println!(
             "hit / b3sum + cp: {:.3} (target: <= 1.15)",
             med(&a) / med(&t)
+        );
+    }
+
+    // The threshold: a process hashing a file by reading it against one mapping it.
+    println!();
+    println!("reading against mapping, whole processes, {rounds} rounds alternated");
+    println!("| file | read (median) | mapped (median) | mapped / read |");
+    println!("|---|---|---|---|");
+    let big = std::fs::read(d.join("big.pb")).unwrap();
+    for kib in [256usize, 1024, 2048, 4096, 8192, 32768] {
+        let f = d.join(format!("f{kib}"));
+        std::fs::write(&f, &big[..kib << 10]).unwrap();
+        let cmd = |mode: &str| {
+            let mut c = Command::new(std::env::current_exe().unwrap());
+            c.arg("--baseline").arg(mode).arg(&f).arg("-").arg("-");
+            c
+        };
+        time(cmd("overlapped"), &|_| {});
+        time(cmd("mapped"), &|_| {});
+        let (mut rd, mut mp) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            rd.push(time(cmd("overlapped"), &|_| {}));
+            mp.push(time(cmd("mapped"), &|_| {}));
+        }
+        println!(
+            "| {} KiB | {} | {} | {:.3} |",
+            kib,
+            ms(percentile(&rd, 0.5)),
+            ms(percentile(&mp, 0.5)),
+            med(&mp) / med(&rd)
         );
     }
 }

@@ -233,17 +233,62 @@ pub fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
     Ok((h.finalize(), total))
 }
 
-/// Stream a file into a hasher (reads overlapped with hashing, see [`super::chunks`]). The file
-/// is read, never mapped: a file truncated meanwhile is an error, not a SIGBUS in a long-lived
-/// daemon. One thread hashes: on this project's machines neither blake3's multi-threaded nor its
-/// memory-mapped hashing beat it (BENCHMARKS.md, "Hashing a large model"). Returns the number of
-/// bytes read.
+/// Files at least this large are hashed memory-mapped, on every core (`BENCHMARKS.md`, "Hashing
+/// a large model"); smaller ones are read.
+pub const MAP_FROM: u64 = 4 << 20;
+
+/// Feed a file into a hasher; returns the number of bytes hashed. A file of at least
+/// [`MAP_FROM`] bytes is mapped ([`crate::fsx::Mapped`]) and hashed by blake3 on every core
+/// (`update_rayon`); a smaller one, or one that cannot be mapped, is read, the reads overlapped
+/// with hashing ([`super::chunks`]). A file that shrank while it was mapped, or whose size or
+/// modification time changed while it was hashed, is an error: what was hashed is not the file.
+/// Never a SIGBUS, even in the daemon.
 pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
     let f = std::fs::File::open(path)?;
-    super::chunks::for_each_chunk(&f, &mut |c| {
+    let len = f.metadata()?.len();
+    if len >= MAP_FROM {
+        if let Some(r) = hash_mapped_into(&f, path, h) {
+            return r;
+        }
+    }
+    hash_read_into(&f, h)
+}
+
+/// Feed an open file into a hasher by reading it (from its current position), the reads
+/// overlapped with hashing.
+pub fn hash_read_into(f: &std::fs::File, h: &mut blake3::Hasher) -> std::io::Result<u64> {
+    super::chunks::for_each_chunk(f, &mut |c| {
         h.update(c);
         Ok(())
     })
+}
+
+/// Feed a regular file into a hasher through a mapping, hashed on every core; `None` when it
+/// cannot be mapped (nothing was hashed then). `path` names it in the error of a file that
+/// changed meanwhile.
+pub fn hash_mapped_into(
+    f: &std::fs::File,
+    path: &Path,
+    h: &mut blake3::Hasher,
+) -> Option<std::io::Result<u64>> {
+    let before = f.metadata().ok().filter(|m| m.is_file())?;
+    let m = crate::fsx::Mapped::new(f, before.len())?;
+    h.update_rayon(m.bytes());
+    let changed = match f.metadata() {
+        Ok(after) => {
+            m.truncated()
+                || after.len() != before.len()
+                || after.modified().ok() != before.modified().ok()
+        }
+        Err(e) => return Some(Err(e)),
+    };
+    if changed {
+        return Some(Err(std::io::Error::other(format!(
+            "{} changed while it was being read",
+            path.display()
+        ))));
+    }
+    Some(Ok(before.len()))
 }
 
 fn collect_files(
@@ -350,6 +395,25 @@ mod tests {
         std::fs::create_dir(&sub).unwrap();
         std::fs::copy(dir.path().join("m.pb"), sub.join("m.pb")).unwrap();
         assert_eq!(key(&sub, &base).key, k0.key);
+    }
+
+    #[test]
+    fn a_mapped_file_hashes_as_a_read_one_and_a_directory_of_them_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("m");
+        std::fs::create_dir(&m).unwrap();
+        let len = MAP_FROM as usize + 4097;
+        let data: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+        std::fs::write(m.join("a.bin"), &data).unwrap();
+        let (d, n) = hash_model(&m.join("a.bin")).unwrap();
+        assert_eq!((d, n), (blake3::hash(&data), len as u64));
+        // The directory digest over the mapped file equals the one over its bytes.
+        let mut h = blake3::Hasher::new();
+        h.update(b"a.bin");
+        h.update(&[0]);
+        h.update(&(len as u64).to_le_bytes());
+        h.update(&data);
+        assert_eq!(hash_model(&m).unwrap(), (h.finalize(), len as u64));
     }
 
     #[test]
