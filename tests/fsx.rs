@@ -1,5 +1,6 @@
 //! The atomic file under real processes: a writer killed before its commit leaves nothing
-//! behind, and writers running at once never share a temporary name (each commit is whole).
+//! behind, and writers running at once never share a temporary name (each commit is whole); and
+//! the mapped file's SIGBUS handler leaves a SIGBUS elsewhere fatal, as it was.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -109,4 +110,80 @@ fn writers_at_once_never_share_a_temporary_and_each_commit_is_whole() {
     let a = nxcc::fsx::unique::name(".x.");
     let b = nxcc::fsx::unique::name(".x.");
     assert_ne!(a, b);
+}
+
+const SIGBUS_CHILD_ENV: &str = "NXCC_TEST_FOREIGN_SIGBUS";
+
+/// Not a test: the child of the test below (`--ignored`). It installs the mapped-file handler
+/// (by mapping a file through `fsx::Mapped`), then reads past the end of a mapping of its own
+/// that the module knows nothing of: a real SIGBUS, which must end it as if the module did not
+/// exist.
+#[test]
+#[ignore = "the child process of a_sigbus_outside_the_mapped_files_still_ends_the_process"]
+fn child_foreign_sigbus() {
+    let dir = std::env::var(SIGBUS_CHILD_ENV).expect("run only as the child of the SIGBUS test");
+    let ours = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(Path::new(&dir).join("ours"))
+        .unwrap();
+    ours.set_len(1 << 16).unwrap();
+    let m = nxcc::fsx::Mapped::new(&ours, 1 << 16).expect("mapped");
+    let foreign = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(Path::new(&dir).join("foreign"))
+        .unwrap();
+    foreign.set_len(1 << 16).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain shared mapping of a file this process owns; read below after the file shrank.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            1 << 16,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            foreign.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    foreign.set_len(0).unwrap();
+    println!("reading");
+    std::io::stdout().flush().unwrap();
+    // SAFETY: deliberately reads a page past the end of the file: SIGBUS.
+    let b = unsafe { std::ptr::read_volatile((p as *const u8).add(1 << 15)) };
+    println!("survived {b} {}", m.bytes().len());
+}
+
+#[test]
+fn a_sigbus_outside_the_mapped_files_still_ends_the_process() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_foreign_sigbus",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SIGBUS_CHILD_ENV, dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("reading"),
+        "the child did not get as far: {said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !said.contains("survived"),
+        "the foreign SIGBUS was swallowed: {said}"
+    );
+    assert_eq!(out.status.signal(), Some(libc::SIGBUS), "{:?}", out.status);
 }
