@@ -187,6 +187,8 @@ pub struct Context<'a> {
     pub engine: &'a dyn Engine,
     /// The daemon's admission control, which the compile waits on.
     pub admission: &'a Arc<Admission>,
+    /// The daemon's fork server, which starts the compile's worker (`None`: re-executed).
+    pub fork_server: Option<&'a Arc<crate::forkserver::ForkServer>>,
 }
 
 /// The plan's view of the world for a request: the system's, launched in the working directory,
@@ -377,6 +379,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         // Many compiles share this process: leftovers are found by each worker's session.
         sole_compile: false,
         install_signals: false,
+        fork_server: ctx.fork_server.cloned(),
     };
     let finished = ctx.engine.run(&plan, prepared, &opts);
     drop(permit);
@@ -429,6 +432,7 @@ mod tests {
         let ctx = Context {
             engine: engine.as_ref(),
             admission: &admission,
+            fork_server: None,
         };
         let collect = Arc::new(Collect::default());
         let emit: Arc<dyn Emit> = collect.clone();
@@ -508,6 +512,7 @@ mod tests {
             let ctx = Context {
                 engine: engine.as_ref(),
                 admission: &admission,
+                fork_server: None,
             };
             let emit: Arc<dyn Emit> = Arc::new(Discard);
             let req = Request {

@@ -24,7 +24,8 @@ use crate::toolchain::{self, Request, Toolchain};
 /// reports by name.
 pub const EXIT_CANCELLED: i32 = 75;
 
-fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
+/// Report a worker that cannot run at all (an error line, then `Done` with exit 70).
+pub(super) fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
     eprintln!("{message}");
     if let Some(ev) = events {
         ev.send(&Event::Error {
