@@ -19,12 +19,17 @@
 //!   worker through the pidfd, which names that process and no other even after its pid is
 //!   reused. (Its session is killed by id, as for any worker: a session id is not reused while a
 //!   member of the session lives.)
+//! - **Leftovers.** The helper is a child subreaper: whatever a worker's session still holds
+//!   when the worker ends (a worker killed before it could end its tools) is reparented to the
+//!   helper, so the caller finds the session's members among the helper's children
+//!   (`/proc/PID/task/PID/children`) instead of reading every process on the machine.
 //! - **The helper dying** (killed, crashed) is seen by the caller's reader as end-of-file: the
 //!   helper is reaped, every worker still waited for is reported lost (its parent-death SIGTERM
 //!   has stopped it; the caller waits on its pidfd, bounded, then kills its session), and the
 //!   next request starts a new helper by executing this binary with [`HELPER_ARG`] (the caller has
-//!   threads by then, so it cannot fork one). A request the dead helper never answered is sent
-//!   to the new one.
+//!   threads by then, so it cannot fork one). A request the dead helper never received is sent
+//!   to the new one; one it received but never answered fails (the caller then re-executes the
+//!   worker, on new pipes).
 
 use std::collections::HashMap;
 use std::io;
@@ -353,7 +358,7 @@ impl ForkServer {
             )));
         }
         let mut msg = Vec::with_capacity(payload.len() + 9);
-        // A helper that dies before it answers is started again once, and asked again.
+        // A helper found dead when the request is sent is started again once, and asked again.
         for _ in 0..2 {
             let link = self.link()?;
             let id = self.next_id.fetch_add(1, Ordering::SeqCst);
@@ -387,7 +392,7 @@ impl ForkServer {
             }
             match rx.recv() {
                 Ok(Reply::Started { pid, pidfd }) => {
-                    return Ok(launched(pid, pidfd, rx));
+                    return Ok(launched(pid, pidfd, rx, link.helper));
                 }
                 Ok(Reply::Failed(errno)) => {
                     return Err(io::Error::from_raw_os_error(errno));
@@ -395,12 +400,15 @@ impl ForkServer {
                 Ok(Reply::Exited { .. }) => {
                     return Err(io::Error::other("the fork server answered out of order"));
                 }
-                // The helper died before it answered: no worker of this request exists.
-                Err(_) => continue,
+                // The helper died after it took the request, before it answered: a worker may
+                // have been forked (and is ending on its parent-death signal, holding these
+                // pipes). Not asked again on these pipes: the caller starts the worker another
+                // way, on new ones.
+                Err(_) => return Err(io::Error::other("the fork server died before it answered")),
             }
         }
         Err(io::Error::other(
-            "the fork server died twice before it answered",
+            "the fork server was gone twice when a request was sent",
         ))
     }
 
@@ -413,12 +421,30 @@ impl ForkServer {
     }
 }
 
-fn launched(pid: u32, pidfd: OwnedFd, rx: mpsc::Receiver<Reply>) -> Launched {
+/// The live members of session `sid` among the helper's children: once a worker has ended,
+/// whatever its session left is there (the helper is a child subreaper; a member whose parent
+/// lives is found when that parent is killed). `None` when the helper's children cannot be read
+/// (it is gone: its orphans went elsewhere).
+fn helper_children_in(helper: u32, sid: u32) -> Option<Vec<u32>> {
+    let list = std::fs::read_to_string(format!("/proc/{helper}/task/{helper}/children")).ok()?;
+    Some(
+        list.split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .filter(|&p| {
+                crate::run::os::ProcStat::read(p)
+                    .is_some_and(|s| s.state != 'Z' && s.session == sid && s.ppid == helper)
+            })
+            .collect(),
+    )
+}
+
+fn launched(pid: u32, pidfd: OwnedFd, rx: mpsc::Receiver<Reply>, helper: u32) -> Launched {
     let pidfd = Arc::new(pidfd);
     let for_signal = pidfd.clone();
     Launched {
         pid,
         signal: Box::new(move |sig| pidfd_signal(&for_signal, sig)),
+        session_members: Box::new(move |sid| helper_children_in(helper, sid)),
         wait: Box::new(move || loop {
             match rx.recv() {
                 Ok(Reply::Exited { status, max_rss_kb }) => return Ok((status, max_rss_kb)),
@@ -546,6 +572,8 @@ fn serve(sock: OwnedFd, body: Body) -> i32 {
     let sfd = unsafe {
         libc::setsid();
         libc::prctl(libc::PR_SET_NAME, HELPER_NAME.as_ptr());
+        // What a worker's session leaves when the worker ends comes back here (and is reaped).
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
         libc::sigemptyset(&mut chld);
         libc::sigaddset(&mut chld, libc::SIGCHLD);
         libc::sigprocmask(libc::SIG_BLOCK, &chld, &mut old);

@@ -76,6 +76,10 @@ pub struct Launched {
     /// Block until it has ended: its raw wait status and peak RSS in KiB, or why its end cannot
     /// be known (the process that reaps it died first; the worker is then gone too).
     pub wait: Box<dyn FnOnce() -> Result<(i32, u64), String> + Send>,
+    /// The live members of a session, found without reading every process's `/proc` entry
+    /// (the launcher is a child subreaper and knows where they can be); `None`: it cannot tell,
+    /// and every process is looked at.
+    pub session_members: Box<dyn Fn(u32) -> Option<Vec<u32>> + Send + Sync>,
 }
 
 /// Starts workers in another process.
@@ -184,9 +188,14 @@ pub struct StartError {
 /// SIGKILL every process of a session (scanning `/proc`), until none is left or `rounds` scans
 /// found nothing new. Returns how many were signalled.
 pub fn kill_session(sid: u32) -> usize {
+    kill_members(sid, &|sid| session_members(sid))
+}
+
+/// [`kill_session`], the members found by `members`.
+fn kill_members(sid: u32, members: &dyn Fn(u32) -> Vec<u32>) -> usize {
     let mut killed = 0;
     for _ in 0..20 {
-        let members = session_members(sid);
+        let members = members(sid);
         if members.is_empty() {
             break;
         }
@@ -233,6 +242,8 @@ pub fn run(
     let mut readers = Vec::new();
     let started = Instant::now();
     let mut signal: Option<Box<dyn Fn(i32) + Send + Sync>> = None;
+    type Members = Box<dyn Fn(u32) -> Option<Vec<u32>> + Send + Sync>;
+    let mut members: Option<Members> = None;
     let pid = match &spec.start {
         Start::Exec { program, args, env } => {
             let mut child = spawn_exec(spec, program, args, env, &events_w).map_err(start_err)?;
@@ -322,6 +333,7 @@ pub fn run(
                 });
             });
             signal = Some(launched.signal);
+            members = Some(launched.session_members);
             launched.pid
         }
     };
@@ -385,7 +397,10 @@ pub fn run(
     // Whatever the worker left behind goes now; then drain the remaining messages (a process that
     // escaped the session may hold a pipe open: stop waiting after a bound).
     if !spec.sole_child {
-        kill_session(pid);
+        match &members {
+            Some(m) => kill_members(pid, &|sid| m(sid).unwrap_or_else(|| session_members(sid))),
+            None => kill_session(pid),
+        };
     } else {
         for _ in 0..50 {
             if !children_left() {
