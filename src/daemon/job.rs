@@ -40,6 +40,8 @@ pub trait Emit: Send + Sync {
     fn log(&self, line: &str, stderr: bool);
     /// One worker event.
     fn event(&self, event: &Event);
+    /// The compile is over (after the daemon counted it), as it ended.
+    fn done(&self, _ended: &Ended) {}
 }
 
 /// Lines and events go nowhere.

@@ -210,8 +210,10 @@ impl Daemon {
                 fork_server: daemon.fork_server.get(),
             };
             let ended = job::run(&ctx, &request, &emit, &c2);
-            drop(emit);
             daemon.finished(id, &ended, c2.is_cancelled());
+            // The end goes out from here, without waiting for this thread to be joined.
+            emit.done(&ended);
+            drop(emit);
             ended
         });
         Some((id, control, handle))
