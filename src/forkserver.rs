@@ -68,6 +68,7 @@ const REP_EXITED: u8 = b'X';
 /// The caller's side: sends requests to the helper, restarts it when it died.
 pub struct ForkServer {
     link: Mutex<Option<Arc<Link>>>,
+    /// This executable's path (the restarted helper's `argv[0]`).
     program: Option<PathBuf>,
     next_id: AtomicU64,
     restarts: AtomicU64,
@@ -316,16 +317,19 @@ impl ForkServer {
         if let Some(l) = guard.as_ref().filter(|l| !l.closed.load(Ordering::SeqCst)) {
             return Ok(l.clone());
         }
-        let program = self.program.clone().ok_or_else(|| {
+        let name = self.program.clone().ok_or_else(|| {
             io::Error::other("cannot find this executable to restart the fork server")
         })?;
         let (ours, theirs) = seqpacket_pair()?;
         let fd = theirs.as_raw_fd();
-        let mut cmd = std::process::Command::new(program);
-        cmd.arg(HELPER_ARG)
+        use std::os::unix::process::CommandExt;
+        // This very executable, even if its file was replaced since (an upgrade): the request
+        // format is this build's.
+        let mut cmd = std::process::Command::new("/proc/self/exe");
+        cmd.arg0(name)
+            .arg(HELPER_ARG)
             .stdin(std::process::Stdio::null())
             .current_dir("/");
-        use std::os::unix::process::CommandExt;
         // SAFETY: only async-signal-safe calls between fork and exec (dup2, fcntl, setsid).
         unsafe {
             cmd.pre_exec(move || {
