@@ -1,5 +1,6 @@
-//! The supervisor: runs one worker child (this process forked, or this binary re-executed) and
-//! survives whatever happens to it. It knows nothing about compiling.
+//! The supervisor: runs one worker (this process forked, this binary re-executed, or a process
+//! another one starts for it — the daemon's fork server, through [`Launch`]) and survives
+//! whatever happens to it. It knows nothing about compiling.
 //!
 //! - The worker leads its own session (`setsid`) and is a child subreaper, so every process it
 //!   starts — tools in their own process groups, and anything they spawn — stays in that session
@@ -94,7 +95,8 @@ pub trait Launch: Sync {
 pub struct WorkerSpec<'a> {
     /// How the worker is started.
     pub start: Start<'a>,
-    /// The worker's working directory (for [`Start::Exec`]; a forked worker keeps ours).
+    /// The worker's working directory (for [`Start::Exec`]; a forked worker keeps ours; a
+    /// launched one is its launcher's to set).
     pub cwd: &'a Path,
     /// Where its output goes.
     pub output: Output<'a>,
