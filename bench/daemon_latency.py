@@ -22,6 +22,8 @@ against a fresh `nxcc compile` process, and a cache hit through a fresh `nxcc co
 process against a fresh `nxcc compile` process hitting its own cache; p50, p99 and the ratios of
 the p50s. With --baseline, a second build (a daemon of its own, its own caches) is measured in
 the same rounds, alternating with the first, so before and after share the same conditions.
+--ratio-clients 4,16 adds the throughput of every row at 4 and at 16 concurrent clients (TOTAL
+compiles per row in ROUNDS rounds, every row in every round).
 --cache_dir is given to every compile (daemon and fresh processes), for the cache-hit figures;
 without it every compile runs with --no_cache.
 Build first: cargo build --release
@@ -176,6 +178,44 @@ def ratios(o):
                     p50 = statistics.median(xs)
                     print(f"| {label} | {cache} | {row[2]} | {p50 * 1e3:.2f} ms | "
                           f"{pct(xs, 0.99) * 1e3:.2f} ms | {p50 / base:.2f}× |")
+        for clients in [int(c) for c in o.ratio_clients.split(",") if c]:
+            walls = {row[:3]: 0.0 for row in rows}
+            per_round = max(1, o.total // o.rounds)
+            for _ in range(o.rounds):
+                for k, row in enumerate(rows):
+                    dirs = [os.path.join(tmp, "throughput", f"row{k}", f"client{c}")
+                            for c in range(clients)]
+                    for d in dirs:
+                        os.makedirs(d, exist_ok=True)
+                    counter = iter(range(per_round))
+                    lock = threading.Lock()
+
+                    def worker(d, f=row[3], counter=counter, lock=lock):
+                        while True:
+                            with lock:
+                                if next(counter, None) is None:
+                                    return
+                            f(d)
+
+                    t = time.perf_counter()
+                    threads = [threading.Thread(target=worker, args=(d,)) for d in dirs]
+                    for th in threads:
+                        th.start()
+                    for th in threads:
+                        th.join()
+                    walls[row[:3]] += time.perf_counter() - t
+            n = per_round * o.rounds
+            print(f"\nThroughput, {clients} concurrent clients, {n} compiles per row "
+                  f"(in {o.rounds} rounds, every row in every round):\n")
+            print("| build | cache | mode | compiles/s | / fresh process |")
+            print("|---|---|---|---|---|")
+            for label, _ in builds:
+                for cache in ("miss", "hit"):
+                    base = n / walls[(label, cache, "fresh `nxcc compile` process")]
+                    for row in rows:
+                        if row[0] == label and row[1] == cache:
+                            rate = n / walls[row[:3]]
+                            print(f"| {label} | {cache} | {row[2]} | {rate:.1f} | {rate / base:.2f}× |")
     finally:
         for d in daemons:
             d.terminate()
@@ -193,6 +233,8 @@ def main():
     ap.add_argument("--cache_dir", default=None)
     ap.add_argument("--ratios", action="store_true")
     ap.add_argument("--baseline", default=None)
+    ap.add_argument("--ratio-clients", default="", help="with --ratios: throughput at these "
+                    "numbers of concurrent clients too (comma-separated: 4,16)")
     o = ap.parse_args()
     if o.ratios:
         return ratios(o)
