@@ -14,7 +14,16 @@ Each client compiles in its own directory.
 
 Usage: bench/daemon_latency.py [--nxcc PATH] [--runs N] [--clients N] [--total N] [--rounds N]
                                [--max-concurrent N] [--cache_dir DIR]
+       bench/daemon_latency.py --ratios [--nxcc PATH] [--baseline PATH] [--runs N]
 --runs 0 skips the latency part.
+--ratios measures the two goals of the daemon in one run, everything interleaved: a cache miss
+(--no_cache) through the daemon (POST /v1/compile, and a fresh `nxcc compile --daemon` process)
+against a fresh `nxcc compile` process, and a cache hit through a fresh `nxcc compile --daemon`
+process against a fresh `nxcc compile` process hitting its own cache; p50, p99 and the ratios of
+the p50s. With --baseline, a second build (a daemon of its own, its own caches) is measured in
+the same rounds, alternating with the first, so before and after share the same conditions.
+--ratio-clients 4,16 adds the throughput of every row at 4 and at 16 concurrent clients (TOTAL
+compiles per row in ROUNDS rounds, every row in every round).
 --cache_dir is given to every compile (daemon and fresh processes), for the cache-hit figures;
 without it every compile runs with --no_cache.
 Build first: cargo build --release
@@ -109,6 +118,110 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(len(xs) * p))]
 
 
+def start_daemon(nxcc, tmp, name, extra):
+    """A daemon of `nxcc` on a socket of its own; returns (process, socket, env)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NXCC_", "NEURON_"))}
+    env.update(XDG_CACHE_HOME=os.path.join(tmp, name, "cache"),
+               XDG_RUNTIME_DIR=os.path.join(tmp, name, "run"))
+    sock = os.path.join(tmp, name, "run", "nxcc", "daemon.sock")
+    env["NXCC_DAEMON_SOCKET"] = sock
+    cmd = [nxcc, "daemon", "--socket", sock, "--log-file", os.path.join(tmp, name, "daemon.log"),
+           "--inactivity-timeout", "0"] + extra
+    os.makedirs(os.path.join(tmp, name), exist_ok=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(500):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.01)
+    return proc, sock, env
+
+
+def ratios(o):
+    """Both goals, every mode and build interleaved in each round."""
+    tmp = tempfile.mkdtemp(prefix="nxcc-bench-")
+    builds = [("after", o.nxcc)] + ([("before", o.baseline)] if o.baseline else [])
+    daemons, rows = [], []
+    try:
+        for label, nxcc in builds:
+            cache = os.path.join(tmp, label, "compile-cache")
+            extra = ["--max-concurrent", str(o.max_concurrent)] if o.max_concurrent else []
+            proc, sock, env = start_daemon(nxcc, tmp, label, extra + ["--cache_dir", cache])
+            daemons.append(proc)
+            miss = Modes(nxcc, sock, env, None)
+            hit = Modes(nxcc, sock, env, cache)
+            rows += [(label, "miss", "fresh `nxcc compile` process", miss.process),
+                     (label, "miss", "daemon, POST /v1/compile", miss.v1),
+                     (label, "miss", "fresh `nxcc compile --daemon` process", miss.client),
+                     (label, "hit", "fresh `nxcc compile` process", hit.process),
+                     (label, "hit", "daemon, POST /v1/compile", hit.v1),
+                     (label, "hit", "fresh `nxcc compile --daemon` process", hit.client)]
+        wd = os.path.join(tmp, "latency")
+        os.makedirs(wd)
+        for row in rows:  # warm up; the hit rows fill their caches
+            row[3](wd)
+        times = {row[:3]: [] for row in rows}
+        for _ in range(o.runs):
+            for row in rows:
+                t = time.perf_counter()
+                row[3](wd)
+                times[row[:3]].append(time.perf_counter() - t)
+        print(f"Latency, one compile at a time, {o.runs} runs per row, every row in every round:\n")
+        print("| build | cache | mode | p50 | p99 | p50 / fresh process |")
+        print("|---|---|---|---|---|---|")
+        for label, _ in builds:
+            for cache in ("miss", "hit"):
+                base = statistics.median(times[(label, cache, "fresh `nxcc compile` process")])
+                for row in rows:
+                    if row[0] != label or row[1] != cache:
+                        continue
+                    xs = times[row[:3]]
+                    p50 = statistics.median(xs)
+                    print(f"| {label} | {cache} | {row[2]} | {p50 * 1e3:.2f} ms | "
+                          f"{pct(xs, 0.99) * 1e3:.2f} ms | {p50 / base:.2f}× |")
+        for clients in [int(c) for c in o.ratio_clients.split(",") if c]:
+            walls = {row[:3]: 0.0 for row in rows}
+            per_round = max(1, o.total // o.rounds)
+            for _ in range(o.rounds):
+                for k, row in enumerate(rows):
+                    dirs = [os.path.join(tmp, "throughput", f"row{k}", f"client{c}")
+                            for c in range(clients)]
+                    for d in dirs:
+                        os.makedirs(d, exist_ok=True)
+                    counter = iter(range(per_round))
+                    lock = threading.Lock()
+
+                    def worker(d, f=row[3], counter=counter, lock=lock):
+                        while True:
+                            with lock:
+                                if next(counter, None) is None:
+                                    return
+                            f(d)
+
+                    t = time.perf_counter()
+                    threads = [threading.Thread(target=worker, args=(d,)) for d in dirs]
+                    for th in threads:
+                        th.start()
+                    for th in threads:
+                        th.join()
+                    walls[row[:3]] += time.perf_counter() - t
+            n = per_round * o.rounds
+            print(f"\nThroughput, {clients} concurrent clients, {n} compiles per row "
+                  f"(in {o.rounds} rounds, every row in every round):\n")
+            print("| build | cache | mode | compiles/s | / fresh process |")
+            print("|---|---|---|---|---|")
+            for label, _ in builds:
+                for cache in ("miss", "hit"):
+                    base = n / walls[(label, cache, "fresh `nxcc compile` process")]
+                    for row in rows:
+                        if row[0] == label and row[1] == cache:
+                            rate = n / walls[row[:3]]
+                            print(f"| {label} | {cache} | {row[2]} | {rate:.1f} | {rate / base:.2f}× |")
+    finally:
+        for d in daemons:
+            d.terminate()
+            d.wait(timeout=60)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nxcc", default=os.path.join(ROOT, "target", "release", "nxcc"))
@@ -118,7 +231,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--max-concurrent", type=int, default=None)
     ap.add_argument("--cache_dir", default=None)
+    ap.add_argument("--ratios", action="store_true")
+    ap.add_argument("--baseline", default=None)
+    ap.add_argument("--ratio-clients", default="", help="with --ratios: throughput at these "
+                    "numbers of concurrent clients too (comma-separated: 4,16)")
     o = ap.parse_args()
+    if o.ratios:
+        return ratios(o)
 
     tmp = tempfile.mkdtemp(prefix="nxcc-bench-")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NXCC_", "NEURON_"))}

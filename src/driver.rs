@@ -58,6 +58,12 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     {
         return crate::engine::worker::main();
     }
+    if argv
+        .get(1)
+        .is_some_and(|a| a == crate::forkserver::HELPER_ARG)
+    {
+        return crate::engine::handoff::fork_server_main();
+    }
     let prog = cli::prog_name(
         &argv
             .first()

@@ -10,7 +10,8 @@
 //!    directories walked without following links);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`];
-//! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]);
+//! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]),
+//!    [`forkserver`] (a single-threaded helper that forks workers for a process with threads);
 //! 3. [`jobs`]: the registry and one module per job kind;
 //! 4. [`plan`]: normalisation, collectors, walrus passes, the name filter, the dry run;
 //! 5. [`engine`]: what runs a compile (the pipeline: work dir, log, worker, executor, metrics,
@@ -33,6 +34,7 @@ pub mod daemon;
 pub mod driver;
 pub mod engine;
 pub mod error;
+pub mod forkserver;
 pub mod fsx;
 pub mod hlo;
 pub mod jobs;

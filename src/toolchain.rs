@@ -31,7 +31,7 @@ pub const SIM_SUBGRAPHS_ENV: &str = "NXCC_SIM_SUBGRAPHS";
 pub const LIBWALRUS: &str = "libwalrus.so";
 
 /// What the command line (or environment) asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Request {
     /// Nothing given: look for an installed `neuronxcc` package when a tool is needed.
     Auto,
@@ -53,7 +53,7 @@ impl Request {
 }
 
 /// A located toolchain.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Toolchain {
     /// The directory the tools are in (`.../starfish/bin`, or a simulated layout's `bin/`).
     pub bin: PathBuf,

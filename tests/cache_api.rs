@@ -51,6 +51,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         worker_program: Some(PathBuf::from(NXCC)),
         sole_compile: false,
         install_signals: false,
+        fork_server: None,
     };
     let done = cache::compile_cached(plan, &opts, cfg, &Engine::Pipeline);
     let console = console.lock().unwrap().clone();

@@ -213,6 +213,75 @@ impl Namespace {
     }
 }
 
+/// A namespace as data for another process of the same nxcc (the fork server's worker): every
+/// value in the flag table's order, tagged (so a float is never read back as an integer), and
+/// the user-set marks.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NamespaceData {
+    values: Vec<ValueData>,
+    used: Vec<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+enum ValueData {
+    N,
+    B(bool),
+    I(i64),
+    F(f64),
+    S(String),
+    L(Vec<String>),
+}
+
+impl Namespace {
+    /// This namespace as data.
+    pub fn to_data(&self) -> NamespaceData {
+        let values = self
+            .values
+            .iter()
+            .map(|v| match v {
+                Value::None => ValueData::N,
+                Value::Bool(b) => ValueData::B(*b),
+                Value::Int(i) => ValueData::I(*i),
+                Value::Float(f) => ValueData::F(*f),
+                Value::Str(s) => ValueData::S(s.clone()),
+                Value::List(l) => ValueData::L(l.clone()),
+            })
+            .collect();
+        NamespaceData {
+            values,
+            used: self.used.clone(),
+        }
+    }
+
+    /// The namespace [`Namespace::to_data`] gave; an error when it does not fit this build's flag
+    /// table.
+    pub fn from_data(data: NamespaceData) -> Result<Namespace, String> {
+        let n = index().0.len();
+        if data.values.len() != n || data.used.len() != n {
+            return Err(format!(
+                "a namespace of {} values for a flag table of {n} dests",
+                data.values.len()
+            ));
+        }
+        let values = data
+            .values
+            .into_iter()
+            .map(|v| match v {
+                ValueData::N => Value::None,
+                ValueData::B(b) => Value::Bool(b),
+                ValueData::I(i) => Value::Int(i),
+                ValueData::F(f) => Value::Float(f),
+                ValueData::S(s) => Value::Str(s),
+                ValueData::L(l) => Value::List(l),
+            })
+            .collect();
+        Ok(Namespace {
+            values,
+            used: data.used,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

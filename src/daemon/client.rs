@@ -8,6 +8,11 @@
 //!
 //! A daemon that is stopping (it answers `503`) is waited for, and the compile is sent again.
 //!
+//! The client does the least it can: no runtime and no HTTP library — a blocking socket, the
+//! request (`POST /v1/compile`, a JSON body) written with one `write`, and the answer read as it
+//! streams in ([`http1`]: an HTTP/1.1 response, `Content-Length` or chunked), each event line
+//! acted on as soon as it is complete.
+//!
 //! The compile runs in the daemon's environment plus this process's variables that a request may
 //! set ([`super::environ`]: the ones that change a compile, and the simulated toolchain's test
 //! variables), sent with the request; relative paths are this directory's. A daemon this client
@@ -21,11 +26,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper::header::{CONTENT_TYPE, HOST};
-use hyper::{Request, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 use super::config;
@@ -134,13 +134,6 @@ pub fn send(target: &Target, argv: &[String]) -> Sent {
         "working_directory": cwd.display().to_string(),
         "env": forwarded_env(),
     });
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return Sent::Unreached(format!("cannot start the runtime: {e}")),
-    };
     let body = serde_json::to_vec(&body).unwrap_or_default();
     // A daemon that is stopping answers 503 before the compile starts: wait for it to go, and
     // send the compile again (to a new daemon).
@@ -150,7 +143,7 @@ pub fn send(target: &Target, argv: &[String]) -> Sent {
             Ok(s) => s,
             Err(e) => return Sent::Unreached(e),
         };
-        match runtime.block_on(exchange(stream, body.clone())) {
+        match exchange(stream, &body) {
             Ok(Answer::Finished(status)) => return Sent::Finished(status),
             Ok(Answer::Stopping(text)) => match stopping_waits.next() {
                 Some(wait) => std::thread::sleep(Duration::from_secs_f64(*wait)),
@@ -298,93 +291,285 @@ pub fn interpret(line: &str) -> Line {
 pub fn request(socket: &Path, method: &str, path: &str) -> Result<(u16, String), String> {
     let stream = UnixStream::connect(socket)
         .map_err(|e| format!("no daemon answers on {}: {e}", socket.display()))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(async move {
-        stream.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| e.to_string())?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(HOST, "nxcc-daemon")
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| e.to_string())?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| format!("the daemon on {} did not answer: {e}", socket.display()))?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok((status, String::from_utf8_lossy(&body).into_owned()))
-    })
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: nxcc-daemon\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let mut answer = http1::Response::send(stream, head.as_bytes())
+        .map_err(|e| format!("the daemon on {} did not answer: {e}", socket.display()))?;
+    let body = answer.read_to_end().map_err(|e| e.to_string())?;
+    Ok((answer.status, String::from_utf8_lossy(&body).into_owned()))
 }
 
-async fn exchange(stream: UnixStream, body: Vec<u8>) -> Result<Answer, String> {
-    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| e.to_string())?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let req = Request::post("/v1/compile")
-        .header(HOST, "nxcc-daemon")
-        .header(CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let resp = sender.send_request(req).await.map_err(|e| {
+fn exchange(stream: UnixStream, body: &[u8]) -> Result<Answer, String> {
+    let mut request = format!(
+        "POST /v1/compile HTTP/1.1\r\nHost: nxcc-daemon\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    let mut answer = http1::Response::send(stream, &request).map_err(|e| {
         format!(
             "the daemon closed the connection before answering ({e}); a daemon closes at once the connections of users it does not serve (see its --allow-uid) and of users over its connection limits"
         )
     })?;
-    let status = resp.status();
-    let mut body = resp.into_body();
-    if status != StatusCode::OK {
-        let text = body
-            .collect()
-            .await
-            .map(|c| {
-                String::from_utf8_lossy(&c.to_bytes())
-                    .trim_end()
-                    .to_string()
-            })
+    if answer.status != 200 {
+        let text = answer
+            .read_to_end()
+            .map(|b| String::from_utf8_lossy(&b).trim_end().to_string())
             .unwrap_or_default();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if answer.status == 503 {
             return Ok(Answer::Stopping(text));
         }
-        return Err(format!("the daemon refused the compile ({status}): {text}"));
+        return Err(format!(
+            "the daemon refused the compile ({}): {text}",
+            http1::status_text(answer.status)
+        ));
     }
     let mut pending: Vec<u8> = Vec::new();
     let mut exit = None;
-    while let Some(frame) = body.frame().await {
-        let frame =
-            frame.map_err(|e| format!("the connection broke before the compile finished: {e}"))?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        pending.extend_from_slice(&data);
-        while let Some(pos) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=pos).collect();
-            match interpret(String::from_utf8_lossy(&line[..line.len() - 1]).as_ref()) {
+    let mut chunk = Vec::new();
+    loop {
+        chunk.clear();
+        let more = answer
+            .read_some(&mut chunk)
+            .map_err(|e| format!("the connection broke before the compile finished: {e}"))?;
+        if !more {
+            break;
+        }
+        pending.extend_from_slice(&chunk);
+        let mut start = 0;
+        while let Some(pos) = pending[start..].iter().position(|b| *b == b'\n') {
+            let line = &pending[start..start + pos];
+            match interpret(String::from_utf8_lossy(line).as_ref()) {
                 Line::Out(t) => super::out(&format!("{t}\n")),
                 Line::Err(t) => super::err(&format!("{t}\n")),
                 Line::Done(s) => exit = Some(s),
                 Line::Other => {}
             }
+            start += pos + 1;
         }
+        pending.drain(..start);
     }
     exit.map(Answer::Finished)
         .ok_or_else(|| "the daemon ended the answer before the compile finished".to_string())
+}
+
+/// The client's side of HTTP/1.1, as little as it needs: one request written at once, one
+/// response read as it comes (a status line, headers, then a body framed by `Content-Length`,
+/// chunks, or the end of the connection).
+pub mod http1 {
+    use std::io::{self, BufRead, BufReader, Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    /// The longest status or header line taken, bytes.
+    const MAX_LINE: usize = 16 << 10;
+    /// The most header lines taken.
+    const MAX_HEADERS: usize = 100;
+
+    enum Framing {
+        Length(u64),
+        Chunked { left: u64, done: bool },
+        UntilClose,
+    }
+
+    /// A response being read.
+    pub struct Response<R> {
+        /// The status code.
+        pub status: u16,
+        reader: R,
+        framing: Framing,
+    }
+
+    fn bad(what: &str) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+    }
+
+    fn line<R: BufRead>(r: &mut R) -> io::Result<String> {
+        let mut buf = Vec::new();
+        let n = r
+            .by_ref()
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the connection closed",
+            ));
+        }
+        if buf.last() != Some(&b'\n') {
+            return Err(bad("a line of the answer is too long or cut"));
+        }
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        String::from_utf8(buf).map_err(|_| bad("a line of the answer is not UTF-8"))
+    }
+
+    /// `200 OK`-style text for a status code.
+    pub fn status_text(status: u16) -> String {
+        let reason = match status {
+            400 => " Bad Request",
+            403 => " Forbidden",
+            404 => " Not Found",
+            405 => " Method Not Allowed",
+            413 => " Payload Too Large",
+            429 => " Too Many Requests",
+            500 => " Internal Server Error",
+            503 => " Service Unavailable",
+            _ => "",
+        };
+        format!("{status}{reason}")
+    }
+
+    impl Response<BufReader<UnixStream>> {
+        /// Write `request` (whole: head and body) with one `write`, and read the response's head.
+        pub fn send(
+            mut stream: UnixStream,
+            request: &[u8],
+        ) -> io::Result<Response<BufReader<UnixStream>>> {
+            stream.write_all(request)?;
+            Response::read_head(BufReader::with_capacity(64 << 10, stream))
+        }
+    }
+
+    impl<R: BufRead> Response<R> {
+        /// Read a response's status line and headers from `reader` (interim `1xx` answers are
+        /// skipped).
+        pub fn read_head(mut reader: R) -> io::Result<Response<R>> {
+            loop {
+                let status_line = line(&mut reader)?;
+                let mut parts = status_line.split(' ');
+                let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
+                    return Err(bad("the answer is not HTTP"));
+                };
+                if !version.starts_with("HTTP/1.") {
+                    return Err(bad("the answer is not HTTP/1.x"));
+                }
+                let status: u16 = code.parse().map_err(|_| bad("a bad status code"))?;
+                let mut length = None;
+                let mut chunked = false;
+                for n in 0.. {
+                    let header = line(&mut reader)?;
+                    if header.is_empty() {
+                        break;
+                    }
+                    if n >= MAX_HEADERS {
+                        return Err(bad("too many header lines"));
+                    }
+                    let Some((name, value)) = header.split_once(':') else {
+                        return Err(bad("a bad header line"));
+                    };
+                    let value = value.trim();
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = Some(
+                            value
+                                .parse::<u64>()
+                                .map_err(|_| bad("a bad Content-Length"))?,
+                        );
+                    } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                        chunked = value
+                            .rsplit(',')
+                            .next()
+                            .is_some_and(|v| v.trim().eq_ignore_ascii_case("chunked"));
+                    }
+                }
+                if (100..200).contains(&status) {
+                    continue;
+                }
+                let framing = match (chunked, length) {
+                    (true, _) => Framing::Chunked {
+                        left: 0,
+                        done: false,
+                    },
+                    (false, Some(n)) => Framing::Length(n),
+                    (false, None) if status == 204 || status == 304 => Framing::Length(0),
+                    (false, None) => Framing::UntilClose,
+                };
+                return Ok(Response {
+                    status,
+                    reader,
+                    framing,
+                });
+            }
+        }
+
+        /// Append the body bytes that are at hand (waiting for at least one) to `out`; false
+        /// once the body has ended.
+        pub fn read_some(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
+            loop {
+                match &mut self.framing {
+                    Framing::Length(0) => return Ok(false),
+                    Framing::Length(left) => {
+                        let want = *left;
+                        let n = self.take(out, want)?;
+                        if n == 0 {
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "the connection closed inside the answer",
+                            ));
+                        }
+                        self.framing = Framing::Length(want - n as u64);
+                        return Ok(true);
+                    }
+                    Framing::UntilClose => return Ok(self.take(out, u64::MAX)? > 0),
+                    Framing::Chunked { done: true, .. } => return Ok(false),
+                    Framing::Chunked { left: 0, .. } => {
+                        let size_line = line(&mut self.reader)?;
+                        let size = size_line.split(';').next().unwrap_or("").trim();
+                        let size =
+                            u64::from_str_radix(size, 16).map_err(|_| bad("a bad chunk size"))?;
+                        if size == 0 {
+                            // Trailers, up to the empty line.
+                            while !line(&mut self.reader)?.is_empty() {}
+                            self.framing = Framing::Chunked {
+                                left: 0,
+                                done: true,
+                            };
+                            return Ok(false);
+                        }
+                        self.framing = Framing::Chunked {
+                            left: size,
+                            done: false,
+                        };
+                    }
+                    Framing::Chunked { left, .. } => {
+                        let want = *left;
+                        let n = self.take(out, want)?;
+                        if n == 0 {
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "the connection closed inside a chunk",
+                            ));
+                        }
+                        if let Framing::Chunked { left, .. } = &mut self.framing {
+                            *left -= n as u64;
+                            if *left == 0 && !line(&mut self.reader)?.is_empty() {
+                                return Err(bad("a chunk does not end with CRLF"));
+                            }
+                        }
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+
+        /// What is buffered (reading once if nothing is), at most `max` bytes, appended to `out`.
+        fn take(&mut self, out: &mut Vec<u8>, max: u64) -> io::Result<usize> {
+            let buf = self.reader.fill_buf()?;
+            let n = buf.len().min(usize::try_from(max).unwrap_or(usize::MAX));
+            out.extend_from_slice(&buf[..n]);
+            self.reader.consume(n);
+            Ok(n)
+        }
+
+        /// The whole (rest of the) body.
+        pub fn read_to_end(&mut self) -> io::Result<Vec<u8>> {
+            let mut out = Vec::new();
+            while self.read_some(&mut out)? {}
+            Ok(out)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -401,6 +586,39 @@ mod tests {
         assert!(!is_forwarded("PATH"));
         assert!(!is_forwarded("XDG_CACHE_HOME"));
         assert!(!is_forwarded("LD_PRELOAD"));
+    }
+
+    fn response(raw: &[u8]) -> http1::Response<&[u8]> {
+        http1::Response::read_head(raw).unwrap()
+    }
+
+    #[test]
+    fn answers_are_read_by_their_framing() {
+        let mut r = response(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhelloEXTRA");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.read_to_end().unwrap(), b"hello");
+        let mut r = response(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\nab\nc\r\n3\r\nd\ne\r\n0\r\nTrailer: t\r\n\r\nNEXT",
+        );
+        assert_eq!(r.status, 200);
+        assert_eq!(r.read_to_end().unwrap(), b"ab\ncd\ne");
+        let mut r = response(b"HTTP/1.0 503 Service Unavailable\r\n\r\nstopping");
+        assert_eq!(r.status, 503);
+        assert_eq!(r.read_to_end().unwrap(), b"stopping");
+        // Cut answers and bad framing are errors, not short bodies.
+        let mut r = response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort");
+        assert!(r.read_to_end().is_err());
+        let mut r = response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
+        assert!(r.read_to_end().is_err());
+        let mut r = response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab");
+        assert!(r.read_to_end().is_err());
+        assert!(http1::Response::read_head(&b"SSH-2.0\r\n\r\n"[..]).is_err());
+        assert!(http1::Response::read_head(&b""[..]).is_err());
+        assert!(
+            http1::Response::read_head(&b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"[..])
+                .is_err()
+        );
+        assert_eq!(http1::status_text(503), "503 Service Unavailable");
     }
 
     #[test]

@@ -72,20 +72,25 @@ pub fn stream_compile(
         tx,
         backlog: backlog.clone(),
         overflowed: AtomicBool::new(false),
+        done_sent: AtomicBool::new(false),
         control: control_slot.clone(),
     });
     let (id, control, handle) = daemon.spawn_compile(request, emit.clone(), peer, "/v1/compile")?;
     let _ = control_slot.set(control.clone());
     let guard = CancelOnDrop::new(daemon.clone(), id, control);
-    // The last event, once the compile's thread (and its copy of the sender) is done.
+    // The last event comes from the compile's thread as it ends ([`Emit::done`]); if that thread
+    // panicked, from here once it is joined.
     tokio::spawn(async move {
         let ended = Daemon::join(handle).await;
-        emit.send(&done_event(&ended));
+        if !emit.done_sent.load(Ordering::SeqCst) {
+            emit.send(&done_event(&ended));
+        }
     });
     Some((
         id,
         EventStream {
             rx,
+            first: None,
             backlog,
             _cancel: guard,
             _activity: daemon.activity(),
@@ -118,6 +123,7 @@ struct StreamEmit {
     tx: mpsc::UnboundedSender<Bytes>,
     backlog: Arc<AtomicUsize>,
     overflowed: AtomicBool,
+    done_sent: AtomicBool,
     control: Arc<std::sync::OnceLock<Arc<job::Control>>>,
 }
 
@@ -154,15 +160,31 @@ impl Emit for StreamEmit {
             self.send(&v);
         }
     }
+    fn done(&self, ended: &Ended) {
+        self.done_sent.store(true, Ordering::SeqCst);
+        self.send(&done_event(ended));
+    }
 }
 
 /// The response body of `/v1/compile`: event lines as they come. Dropping it (the client went
 /// away) cancels the compile.
 pub struct EventStream {
     rx: mpsc::UnboundedReceiver<Bytes>,
+    /// A line taken early ([`EventStream::wait_first`]), sent first.
+    first: Option<Bytes>,
     backlog: Arc<AtomicUsize>,
     _cancel: CancelOnDrop,
     _activity: ActivityGuard,
+}
+
+impl EventStream {
+    /// Wait at most `within` for the first line, so that the answer's head goes out with it in
+    /// one write (a compile the cache answers is over by then: head, lines and `done` at once).
+    pub async fn wait_first(&mut self, within: std::time::Duration) {
+        if let Ok(Some(b)) = tokio::time::timeout(within, self.rx.recv()).await {
+            self.first = Some(b);
+        }
+    }
 }
 
 impl hyper::body::Body for EventStream {
@@ -174,8 +196,28 @@ impl hyper::body::Body for EventStream {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
-        match this.rx.poll_recv(cx) {
-            Poll::Ready(Some(b)) => {
+        let ready = match this.first.take() {
+            Some(b) => Poll::Ready(Some(b)),
+            None => this.rx.poll_recv(cx),
+        };
+        match ready {
+            Poll::Ready(Some(first)) => {
+                // Lines already waiting go out with this one, in one chunk (one write).
+                let b = match this.rx.try_recv() {
+                    Ok(next) => {
+                        let mut all = Vec::with_capacity(first.len() + next.len());
+                        all.extend_from_slice(&first);
+                        all.extend_from_slice(&next);
+                        while all.len() < 64 << 10 {
+                            match this.rx.try_recv() {
+                                Ok(more) => all.extend_from_slice(&more),
+                                Err(_) => break,
+                            }
+                        }
+                        Bytes::from(all)
+                    }
+                    Err(_) => first,
+                };
                 this.backlog.fetch_sub(b.len(), Ordering::SeqCst);
                 Poll::Ready(Some(Ok(Frame::data(b))))
             }

@@ -354,6 +354,9 @@ pub fn request_env(
     Ok(out)
 }
 
+/// How long `/v1/compile` holds its answer's head back for the first line, to send both at once.
+const FIRST_LINE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// `POST /v1/compile`: the compile's events, streamed as it runs.
 async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Response<Body> {
     let body = match read_body(req, daemon.config.head_timeout).await {
@@ -388,9 +391,10 @@ async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> 
         working_directory: wd,
         env,
     };
-    let Some((id, stream)) = events::stream_compile(&daemon, request, &peer) else {
+    let Some((id, mut stream)) = events::stream_compile(&daemon, request, &peer) else {
         return stopping();
     };
+    stream.wait_first(FIRST_LINE_WAIT).await;
     let mut r = Response::new(stream.boxed());
     r.headers_mut().insert(
         CONTENT_TYPE,

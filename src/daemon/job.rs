@@ -40,6 +40,8 @@ pub trait Emit: Send + Sync {
     fn log(&self, line: &str, stderr: bool);
     /// One worker event.
     fn event(&self, event: &Event);
+    /// The compile is over (after the daemon counted it), as it ended.
+    fn done(&self, _ended: &Ended) {}
 }
 
 /// Lines and events go nowhere.
@@ -187,6 +189,8 @@ pub struct Context<'a> {
     pub engine: &'a dyn Engine,
     /// The daemon's admission control, which the compile waits on.
     pub admission: &'a Arc<Admission>,
+    /// The daemon's fork server, which starts the compile's worker (`None`: re-executed).
+    pub fork_server: Option<&'a Arc<crate::forkserver::ForkServer>>,
 }
 
 /// The plan's view of the world for a request: the system's, launched in the working directory,
@@ -377,6 +381,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         // Many compiles share this process: leftovers are found by each worker's session.
         sole_compile: false,
         install_signals: false,
+        fork_server: ctx.fork_server.cloned(),
     };
     let finished = ctx.engine.run(&plan, prepared, &opts);
     drop(permit);
@@ -429,6 +434,7 @@ mod tests {
         let ctx = Context {
             engine: engine.as_ref(),
             admission: &admission,
+            fork_server: None,
         };
         let collect = Arc::new(Collect::default());
         let emit: Arc<dyn Emit> = collect.clone();
@@ -508,6 +514,7 @@ mod tests {
             let ctx = Context {
                 engine: engine.as_ref(),
                 admission: &admission,
+                fork_server: None,
             };
             let emit: Arc<dyn Emit> = Arc::new(Discard);
             let req = Request {

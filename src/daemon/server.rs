@@ -316,6 +316,9 @@ pub fn run(config: Config) -> i32 {
             config.pid_file.display()
         ));
     }
+    // Before any thread: the fork server that starts every compile's worker (without it, each
+    // worker is this binary re-executed).
+    let fork_server = crate::engine::handoff::start_fork_server();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("nxcc-daemon")
@@ -347,6 +350,18 @@ pub fn run(config: Config) -> i32 {
         engine.describe()
     ));
     let daemon = Daemon::new(config, engine, log, uid, endpoint);
+    match fork_server {
+        Ok(f) => {
+            daemon.log.info(&format!(
+                "fork server (pid {}) starts the compiles' workers",
+                f.helper_pid().unwrap_or(0)
+            ));
+            let _ = daemon.fork_server.set(f);
+        }
+        Err(e) => daemon.log.info(&format!(
+            "no fork server ({e}): every compile's worker is nxcc re-executed"
+        )),
+    }
     let served = runtime.block_on(async {
         std_listener.set_nonblocking(true)?;
         let listener = tokio::net::UnixListener::from_std(std_listener)?;

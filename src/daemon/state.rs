@@ -66,6 +66,9 @@ pub struct Daemon {
     totals: Totals,
     /// `Some(reason)` once the daemon is stopping.
     stop: watch::Sender<Option<String>>,
+    /// The fork server its compiles' workers are started by (set once at start-up; unset: every
+    /// worker is re-executed).
+    pub fork_server: std::sync::OnceLock<Arc<crate::forkserver::ForkServer>>,
 }
 
 /// Counts a request as active until dropped.
@@ -112,6 +115,7 @@ impl Daemon {
             next_job: AtomicU64::new(1),
             totals: Totals::default(),
             stop,
+            fork_server: std::sync::OnceLock::new(),
             engine,
             log,
             config,
@@ -203,10 +207,13 @@ impl Daemon {
             let ctx = job::Context {
                 engine: daemon.engine.as_ref(),
                 admission: &daemon.admission,
+                fork_server: daemon.fork_server.get(),
             };
             let ended = job::run(&ctx, &request, &emit, &c2);
-            drop(emit);
             daemon.finished(id, &ended, c2.is_cancelled());
+            // The end goes out from here, without waiting for this thread to be joined.
+            emit.done(&ended);
+            drop(emit);
             ended
         });
         Some((id, control, handle))
@@ -295,6 +302,10 @@ impl Daemon {
                 "max_per_uid": self.config.max_connections_per_uid,
             },
             "engine": self.engine.describe(),
+            "fork_server": self.fork_server.get().map(|f| json!({
+                "pid": f.helper_pid(),
+                "restarts": f.restarts(),
+            })),
             "cache": cache,
             "inactivity_timeout_s": self.config.inactivity_timeout.map(|d| d.as_secs_f64()),
             "stopping": self.stopping(),

@@ -44,6 +44,9 @@ pub struct Options<'a> {
     /// Install nxcc's SIGINT/SIGTERM/SIGHUP handling once the worker has started (the command
     /// line): a signal cancels the compile and sets `interrupted`.
     pub install_signals: bool,
+    /// Start the worker through this fork server (the daemon's), handing it the plan, instead of
+    /// re-executing this binary; the re-executed worker stays the fallback.
+    pub fork_server: Option<std::sync::Arc<crate::forkserver::ForkServer>>,
 }
 
 impl Options<'_> {
@@ -58,6 +61,7 @@ impl Options<'_> {
             worker_program: None,
             sole_compile: false,
             install_signals: false,
+            fork_server: None,
         }
     }
 }

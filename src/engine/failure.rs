@@ -141,6 +141,12 @@ pub fn worker_interrupted(signal: i32, worker_pid: u32) -> String {
     )
 }
 
+/// The line for a worker whose end is unknown: the process that started and reaped it (the
+/// daemon's fork server) died while it ran, taking the worker with it.
+pub fn worker_lost(why: &str) -> String {
+    format!("[ERROR] The compile's worker was lost: {why}; the compile did not finish")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,8 @@
 //!
 //! - [`compile`] — one compile's options and outcome, as every engine takes and gives them;
 //! - [`pipeline`] — `runPipeline`: work dir, log, toolchain, the worker, the final report, metrics;
-//! - [`worker`] — the worker's entry point; [`executor`] — in the worker: the plan's jobs in
+//! - [`worker`] — the worker's entry point; [`handoff`] — a worker's plan through the daemon's
+//!   fork server; [`executor`] — in the worker: the plan's jobs in
 //!   order, each job's steps; it knows nothing about particular jobs;
 //! - [`failure`] — how a failed job or worker is reported, in the original's words;
 //! - [`external`] — the external-compiler engine;
@@ -17,6 +18,7 @@ pub mod events;
 pub mod executor;
 pub mod external;
 pub mod failure;
+pub mod handoff;
 pub mod log;
 pub mod metrics;
 pub mod pipeline;

@@ -197,23 +197,34 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         && sink.is_none()
         && opts.worker_program.is_none()
         && supervisor::single_threaded();
-    let start = if fork {
-        Start::Fork(&body)
-    } else {
-        Start::Exec {
-            program,
-            args: vec![WORKER_ARG.to_string()],
-            env: worker_env,
+    // A process with threads that has a fork server (the daemon) hands it the plan.
+    let launcher = match &opts.fork_server {
+        Some(server) if !fork && opts.worker_program.is_none() => Some(server.launcher(
+            super::handoff::payload(plan, toolchain.as_ref(), &work.path, &worker_env),
+        )),
+        _ => None,
+    };
+    let exec = || Start::Exec {
+        program: program.clone(),
+        args: vec![WORKER_ARG.to_string()],
+        env: forked_env.clone(),
+    };
+    let start = match (&launcher, fork) {
+        (_, true) => Start::Fork(&body),
+        (Some(l), false) => Start::Launch(l),
+        (None, false) => exec(),
+    };
+    let output = || {
+        if sink.is_some() {
+            Output::Lines(&forward)
+        } else {
+            Output::Inherit
         }
     };
     let spec = WorkerSpec {
         start,
         cwd: &plan.launch_dir,
-        output: if sink.is_some() {
-            Output::Lines(&forward)
-        } else {
-            Output::Inherit
-        },
+        output: output(),
         sole_child: opts.sole_compile,
     };
     // nxcc's own signal handling starts once the worker exists (a forked worker must not inherit
@@ -244,7 +255,22 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             _ => {}
         }
     };
-    let outcome = match supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event) {
+    let mut ran = supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event);
+    if let (Err(e), Start::Launch(_)) = (&ran, &spec.start) {
+        // The fork server could not start the worker: re-execute this binary as the worker.
+        logger.info(
+            log::DRIVER,
+            &format!("The fork server did not start the worker ({e}); re-executing nxcc"),
+        );
+        let spec = WorkerSpec {
+            start: exec(),
+            cwd: &plan.launch_dir,
+            output: output(),
+            sole_child: opts.sole_compile,
+        };
+        ran = supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event);
+    }
+    let outcome = match ran {
         Ok(o) => o,
         Err(e) => {
             let err = NccError::internal(e);
@@ -255,6 +281,12 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
     let stopped = super::compile::stopped_by(opts, outcome.end);
     let exit_status = match (stopped, outcome.end) {
         (Some(sig), _) => crate::run::signals::exit_status_for(sig),
+        (None, _) if outcome.lost.is_some() => {
+            let line = failure::worker_lost(outcome.lost.as_deref().unwrap_or_default());
+            logger.error(log::DRIVER, &line);
+            error_lines.push(line);
+            EXIT_COMPILE_FAILED
+        }
         (None, End::Exited(0)) => 0,
         (None, End::Signaled(sig)) => {
             for line in failure::banner_lines(sig, outcome.max_rss_kb) {

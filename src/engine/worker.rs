@@ -3,7 +3,9 @@
 //! events pipe ([`run`]). It is started by the supervisor in one of two ways: re-executed with the
 //! hidden first argument [`super::compile::WORKER_ARG`] ([`main`] rebuilds the plan from the same
 //! command line in the same launch directory), or — from the command line, whose process is
-//! single-threaded when it starts the worker — forked, calling [`run`] with the plan it has.
+//! single-threaded when it starts the worker — forked, calling [`run`] with the plan it has, or
+//! — in the daemon — forked by its fork server, calling [`run`] with the plan the daemon sent
+//! ([`super::handoff`]).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -24,7 +26,8 @@ use crate::toolchain::{self, Request, Toolchain};
 /// reports by name.
 pub const EXIT_CANCELLED: i32 = 75;
 
-fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
+/// Report a worker that cannot run at all (an error line, then `Done` with exit 70).
+pub(super) fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
     eprintln!("{message}");
     if let Some(ev) = events {
         ev.send(&Event::Error {

@@ -46,7 +46,7 @@ pub enum RunsAs {
 }
 
 /// The format of the model file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum ModelFormat {
     /// A binary `HloModuleProto`.
     #[serde(rename = "proto")]

@@ -461,6 +461,7 @@ pub fn run(
                     // Many compiles share this process.
                     sole_compile: false,
                     install_signals: false,
+                    fork_server: None,
                 };
                 let start_s = started.elapsed().as_secs_f64();
                 let done = cache::compile_cached_keyed(

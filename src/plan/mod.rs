@@ -10,6 +10,7 @@ pub mod collectors;
 pub mod dryrun;
 pub mod normalise;
 pub mod probe;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,7 @@ use crate::recon::plan as recon;
 pub const LNC2_TARGETS: &[&str] = &["trn2", "trn2n", "trn3"];
 
 /// Attributes normalisation derives that are not dests of the flag table.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Derived {
     /// Sorted.
     pub dge_on_levels: Vec<String>,

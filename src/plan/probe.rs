@@ -9,7 +9,7 @@ use crate::jobs::ModelFormat;
 use crate::toolchain::{self, Request, Toolchain};
 
 /// What the plan needs to know about the model path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ModelFacts {
     /// The path is a directory of `*.pb` files rather than one model file.
     pub is_dir: bool,

@@ -1,5 +1,6 @@
-//! The supervisor: runs one worker child (this process forked, or this binary re-executed) and
-//! survives whatever happens to it. It knows nothing about compiling.
+//! The supervisor: runs one worker (this process forked, this binary re-executed, or a process
+//! another one starts for it — the daemon's fork server, through [`Launch`]) and survives
+//! whatever happens to it. It knows nothing about compiling.
 //!
 //! - The worker leads its own session (`setsid`) and is a child subreaper, so every process it
 //!   starts — tools in their own process groups, and anything they spawn — stays in that session
@@ -51,13 +52,51 @@ pub enum Start<'a> {
     /// in the child, which exits with its result: no exec, no second parse and plan. The worker's
     /// output is then inherited.
     Fork(&'a (dyn Fn(EventWriter) -> i32 + Sync)),
+    /// Ask a launcher to start the worker in a process this one did not fork (the daemon's fork
+    /// server): it gets the worker's ends of the report pipe and of its stdout and stderr, and
+    /// gives back how to signal and wait for the worker.
+    Launch(&'a dyn Launch),
+}
+
+/// The worker's ends of its pipes, for a [`Launch`]er to hand over.
+pub struct WorkerFds {
+    /// The report pipe's writing end.
+    pub events: OwnedFd,
+    /// The worker's stdout.
+    pub stdout: OwnedFd,
+    /// The worker's stderr.
+    pub stderr: OwnedFd,
+}
+
+/// A worker another process started for us.
+pub struct Launched {
+    /// Its process id (the id of its session, too).
+    pub pid: u32,
+    /// Send it a signal; race-free against the reuse of its pid (a pidfd).
+    pub signal: Box<dyn Fn(i32) + Send + Sync>,
+    /// Block until it has ended: its raw wait status and peak RSS in KiB, or why its end cannot
+    /// be known (the process that reaps it died first; the worker is then gone too).
+    pub wait: Box<dyn FnOnce() -> Result<(i32, u64), String> + Send>,
+    /// The live members of a session, found without reading every process's `/proc` entry
+    /// (the launcher is a child subreaper and knows where they can be); `None`: it cannot tell,
+    /// and every process is looked at.
+    pub session_members: Box<dyn Fn(u32) -> Option<Vec<u32>> + Send + Sync>,
+}
+
+/// Starts workers in another process.
+pub trait Launch: Sync {
+    /// Start a worker with these pipe ends, in its own session, dying with its parent.
+    fn launch(&self, fds: WorkerFds) -> std::io::Result<Launched>;
+    /// What starts it, for messages.
+    fn what(&self) -> String;
 }
 
 /// What to run.
 pub struct WorkerSpec<'a> {
     /// How the worker is started.
     pub start: Start<'a>,
-    /// The worker's working directory (for [`Start::Exec`]; a forked worker keeps ours).
+    /// The worker's working directory (for [`Start::Exec`]; a forked worker keeps ours; a
+    /// launched one is its launcher's to set).
     pub cwd: &'a Path,
     /// Where its output goes.
     pub output: Output<'a>,
@@ -72,6 +111,7 @@ impl WorkerSpec<'_> {
         match &self.start {
             Start::Exec { program, .. } => program.display().to_string(),
             Start::Fork(_) => "(a forked worker)".to_string(),
+            Start::Launch(l) => l.what(),
         }
     }
 }
@@ -131,6 +171,9 @@ pub struct WorkerOutcome {
     pub wall: Duration,
     /// Peak resident set size, KiB, of the worker or its largest waited-for descendant.
     pub max_rss_kb: u64,
+    /// The worker's end could not be known ([`Start::Launch`]: the process that reaps it died),
+    /// and why; [`WorkerOutcome::end`] then says nothing.
+    pub lost: Option<String>,
 }
 
 /// Why the worker could not be started.
@@ -147,9 +190,14 @@ pub struct StartError {
 /// SIGKILL every process of a session (scanning `/proc`), until none is left or `rounds` scans
 /// found nothing new. Returns how many were signalled.
 pub fn kill_session(sid: u32) -> usize {
+    kill_members(sid, &|sid| session_members(sid))
+}
+
+/// [`kill_session`], the members found by `members`.
+fn kill_members(sid: u32, members: &dyn Fn(u32) -> Vec<u32>) -> usize {
     let mut killed = 0;
     for _ in 0..20 {
-        let members = session_members(sid);
+        let members = members(sid);
         if members.is_empty() {
             break;
         }
@@ -195,6 +243,9 @@ pub fn run(
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut readers = Vec::new();
     let started = Instant::now();
+    let mut signal: Option<Box<dyn Fn(i32) + Send + Sync>> = None;
+    type Members = Box<dyn Fn(u32) -> Option<Vec<u32>> + Send + Sync>;
+    let mut members: Option<Members> = None;
     let pid = match &spec.start {
         Start::Exec { program, args, env } => {
             let mut child = spawn_exec(spec, program, args, env, &events_w).map_err(start_err)?;
@@ -247,6 +298,46 @@ pub fn run(
             });
             pid
         }
+        Start::Launch(launcher) => {
+            let (out_r, out_w) = pipe().map_err(start_err)?;
+            let (err_r, err_w) = pipe().map_err(start_err)?;
+            let launched = launcher
+                .launch(WorkerFds {
+                    events: events_w.try_clone().map_err(start_err)?,
+                    stdout: out_w,
+                    stderr: err_w,
+                })
+                .map_err(start_err)?;
+            for (stream, is_err) in [(out_r, false), (err_r, true)] {
+                let tx = tx.clone();
+                let inherit = matches!(spec.output, Output::Inherit);
+                readers.push(std::thread::spawn(move || {
+                    super::lines::read_all(std::fs::File::from(stream), &mut |line| {
+                        if inherit {
+                            // The worker's lines, on this process's own streams.
+                            if is_err {
+                                eprintln!("{line}");
+                            } else {
+                                println!("{line}");
+                            }
+                        } else {
+                            let _ = tx.send(Msg::Line(line.to_string(), is_err));
+                        }
+                    });
+                }));
+            }
+            let tx = tx.clone();
+            let wait = launched.wait;
+            std::thread::spawn(move || {
+                let _ = tx.send(match wait() {
+                    Ok(raw) => Msg::Exited(raw),
+                    Err(why) => Msg::Lost(why),
+                });
+            });
+            signal = Some(launched.signal);
+            members = Some(launched.session_members);
+            launched.pid
+        }
     };
     drop(events_w);
     on_started();
@@ -264,6 +355,14 @@ pub fn run(
     let mut term_sent: Option<Instant> = None;
     let mut killed = false;
     let mut exited: Option<(i32, u64)> = None;
+    let mut lost: Option<String> = None;
+    let send_signal = |sig: i32| match &signal {
+        Some(f) => f(sig),
+        // SAFETY: signalling our own child, which has not been reaped yet.
+        None => unsafe {
+            libc::kill(pid as libc::pid_t, sig);
+        },
+    };
     loop {
         match rx.recv_timeout(Duration::from_millis(25)) {
             Ok(Msg::Event(line)) => on_event(&line),
@@ -276,14 +375,17 @@ pub fn run(
                 exited = Some(raw);
                 break;
             }
+            Ok(Msg::Lost(why)) => {
+                lost = Some(why);
+                break;
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         if cancel.is_cancelled() {
             match term_sent {
                 None => {
-                    // SAFETY: signalling our own child, which has not been reaped yet.
-                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                    send_signal(libc::SIGTERM);
                     term_sent = Some(Instant::now());
                 }
                 Some(t) if !killed && t.elapsed() >= WORKER_GRACE => {
@@ -297,7 +399,10 @@ pub fn run(
     // Whatever the worker left behind goes now; then drain the remaining messages (a process that
     // escaped the session may hold a pipe open: stop waiting after a bound).
     if !spec.sole_child {
-        kill_session(pid);
+        match &members {
+            Some(m) => kill_members(pid, &|sid| m(sid).unwrap_or_else(|| session_members(sid))),
+            None => kill_session(pid),
+        };
     } else {
         for _ in 0..50 {
             if !children_left() {
@@ -318,6 +423,7 @@ pub fn run(
                 }
             }
             Ok(Msg::Exited(raw)) => exited = Some(raw),
+            Ok(Msg::Lost(why)) => lost = Some(why),
             Err(_) => break,
         }
     }
@@ -332,6 +438,7 @@ pub fn run(
         ),
         wall: started.elapsed(),
         max_rss_kb,
+        lost,
     })
 }
 
@@ -436,4 +543,6 @@ enum Msg {
     Event(String),
     Line(String, bool),
     Exited((i32, u64)),
+    /// A launched worker's end cannot be known.
+    Lost(String),
 }

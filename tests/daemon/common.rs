@@ -426,7 +426,7 @@ pub fn processes_with(marker: &str, except: u32) -> Vec<(u32, String)> {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        if pid == except {
+        if pid == except || is_fork_server_of(pid, except) {
             continue;
         }
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
@@ -438,6 +438,17 @@ pub fn processes_with(marker: &str, except: u32) -> Vec<(u32, String)> {
         }
     }
     out
+}
+
+/// Whether `pid` is the fork server of the daemon `daemon` (its child named `nxcc-forkserver`),
+/// which lives as long as the daemon, with the daemon's environment.
+pub fn is_fork_server_of(pid: u32, daemon: u32) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ppid = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+    comm.trim() == "nxcc-forkserver" && ppid == Some(daemon)
 }
 
 /// A process's peak resident set (`VmHWM`), KiB.

@@ -7,6 +7,7 @@ mod bad_input;
 mod client;
 mod common;
 mod connections;
+mod forkserver;
 mod lifecycle;
 mod load;
 mod protocol;

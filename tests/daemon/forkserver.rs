@@ -1,0 +1,253 @@
+//! The daemon's fork server: every compile's worker is forked by it (not re-executed), and such a
+//! worker is cancelled, timed out and reported as a re-executed one was; the fork server killed
+//! is noticed, the compile it took with it fails cleanly, and it is started again.
+
+use std::io::{BufReader, Write};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::common::*;
+
+/// `(pid, ppid, comm)` of a process.
+fn stat(pid: u32) -> Option<(u32, String)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some((ppid, comm.trim().to_string()))
+}
+
+/// The daemon's fork server, as its status reports it, checked against `/proc`.
+fn fork_server(daemon: &Daemon) -> (u32, u64) {
+    let s = daemon.status();
+    let pid = s["fork_server"]["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no fork server in the status: {s}")) as u32;
+    // It names itself first thing, which a loaded machine may not have let it do yet.
+    wait_until(
+        Duration::from_secs(10),
+        "the fork server to name itself",
+        || stat(pid).is_some_and(|(_, comm)| comm == "nxcc-forkserver"),
+    );
+    assert_eq!(
+        stat(pid).map(|(ppid, _)| ppid),
+        Some(daemon.pid()),
+        "the fork server is the daemon's child"
+    );
+    (pid, s["fork_server"]["restarts"].as_u64().unwrap())
+}
+
+/// The workers (`nxcc-worker`) whose parent is `parent`.
+fn workers_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| stat(p) == Some((parent, "nxcc-worker".to_string())))
+        .collect()
+}
+
+/// Send a `/v1/compile` and read events until `until` holds for one; the stream, still open.
+fn stream_until(
+    daemon: &Daemon,
+    request: &Value,
+    until: impl Fn(&Value) -> bool,
+) -> (std::os::unix::net::UnixStream, Vec<Value>) {
+    let s = daemon.connect();
+    (&s).write_all(&v1_request(request)).unwrap();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let (status, _) = read_head(&mut reader);
+    assert_eq!(status, 200);
+    let mut seen = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = read_chunk(&mut reader) {
+        pending.extend(chunk);
+        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=n).collect();
+            let e: Value = serde_json::from_slice(&line).unwrap();
+            let stop = until(&e);
+            seen.push(e);
+            if stop {
+                return (s, seen);
+            }
+        }
+    }
+    panic!("the stream ended before the awaited event: {seen:?}");
+}
+
+fn done(events: &[Value]) -> &Value {
+    events
+        .iter()
+        .find(|e| e["event"] == "done")
+        .unwrap_or_else(|| panic!("no done event: {events:?}"))
+}
+
+fn errors(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "log" && e["stream"] == "stderr")
+        .map(|e| e["line"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn workers_are_forked_by_it_and_cancelled_when_their_client_goes() {
+    let world = World::new();
+    let (k, v) = marker("fs-cancel");
+    let kv = format!("{k}={v}");
+    let daemon = Daemon::start(
+        &world,
+        "d",
+        &[],
+        &[("NXCC_SIM_WORK_MS", "walrus_driver:20000"), (&k, &v)],
+    );
+    let (helper, restarts) = fork_server(&daemon);
+    assert_eq!(restarts, 0);
+    let wd = world.mkdir("w");
+    let request = json!({
+        "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", "c.neff"],
+        "working_directory": wd,
+    });
+    let (s, _) = stream_until(&daemon, &request, |e| {
+        e["event"] == "job_started" && e["job"] == "WalrusDriver"
+    });
+    wait_until(Duration::from_secs(20), "walrus_driver to run", || {
+        processes_with(&kv, daemon.pid())
+            .iter()
+            .any(|(_, c)| c == "walrus_driver")
+    });
+    // The worker is the fork server's child — no worker was re-executed by the daemon.
+    let workers = workers_of(helper);
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    assert!(processes_with(&kv, daemon.pid())
+        .iter()
+        .all(|(_, c)| c != "nxcc"));
+    drop(s);
+    let t = Instant::now();
+    wait_until(
+        Duration::from_secs(7),
+        "the compile's processes to go",
+        || processes_with(&kv, daemon.pid()).is_empty(),
+    );
+    eprintln!("client gone: processes ended within {:?}", t.elapsed());
+    wait_until(Duration::from_secs(10), "the compile to be counted", || {
+        daemon.status()["compiles"]["cancelled"] == 1
+    });
+    assert!(workers_of(helper).is_empty());
+    // The fork server is still the same one, and serves the next compile.
+    assert_eq!(fork_server(&daemon), (helper, 0));
+}
+
+#[test]
+fn a_forked_worker_times_out_a_hanging_tool_and_reports_it() {
+    let world = World::new();
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
+    let (helper, _) = fork_server(&daemon);
+    let wd = world.mkdir("w");
+    let (_, events) = daemon.v1(&json!({
+        "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", "t.neff",
+                 "--job-timeout", "1", "--no_cache"],
+        "working_directory": wd,
+        "env": {"NXCC_SIM_FAULT": "walrus_driver:hang"},
+    }));
+    let d = done(&events);
+    assert_eq!(d["exit_status"], 70, "{events:?}");
+    let errors = errors(&events);
+    assert!(
+        errors
+            .iter()
+            .any(|l| l == "[ERROR] Job WalrusDriver timed out after 1 s"),
+        "{errors:?}"
+    );
+    assert!(!wd.join("t.neff").exists());
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "job_finished")
+        .collect();
+    assert_eq!(
+        finished.last().unwrap()["job"],
+        "WalrusDriver",
+        "{finished:?}"
+    );
+    assert_eq!(
+        finished.last().unwrap()["status"],
+        "timed_out",
+        "{finished:?}"
+    );
+    assert!(workers_of(helper).is_empty());
+    // The same compile without the fault: a NEFF.
+    let (_, events) = daemon.v1(&json!({
+        "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", "t.neff",
+                 "--job-timeout", "100", "--no_cache"],
+        "working_directory": wd,
+    }));
+    assert_eq!(done(&events)["exit_status"], 0, "{events:?}");
+    assert!(wd.join("t.neff").is_file());
+}
+
+#[test]
+fn a_killed_fork_server_fails_its_compile_cleanly_and_is_started_again() {
+    let world = World::new();
+    let (k, v) = marker("fs-kill");
+    let kv = format!("{k}={v}");
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[(&k, &v)]);
+    let (helper, _) = fork_server(&daemon);
+    let wd = world.mkdir("w");
+    let request = json!({
+        "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", "k.neff",
+                 "--no_cache"],
+        "working_directory": wd,
+        "env": {"NXCC_SIM_WORK_MS": "walrus_driver:20000"},
+    });
+    let (s, mut events) = stream_until(&daemon, &request, |e| {
+        e["event"] == "job_started" && e["job"] == "WalrusDriver"
+    });
+    wait_until(Duration::from_secs(20), "walrus_driver to run", || {
+        processes_with(&kv, daemon.pid())
+            .iter()
+            .any(|(_, c)| c == "walrus_driver")
+    });
+    // SAFETY: kill(2) on the daemon's fork server, a process this test identified by /proc.
+    assert_eq!(unsafe { libc::kill(helper as i32, libc::SIGKILL) }, 0);
+    // The compile in flight ends, failed, with the reason; nothing of it is left.
+    let mut reader = BufReader::new(s);
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = read_chunk(&mut reader) {
+        pending.extend(chunk);
+        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=n).collect();
+            events.push(serde_json::from_slice(&line).unwrap());
+        }
+    }
+    let d = done(&events);
+    assert_eq!(d["exit_status"], 70, "{events:?}");
+    let errors = errors(&events);
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.contains("The compile's worker was lost")
+                && l.contains("fork server")
+                && l.contains("died")),
+        "{errors:?}"
+    );
+    wait_until(
+        Duration::from_secs(7),
+        "the compile's processes to go",
+        || processes_with(&kv, daemon.pid()).is_empty(),
+    );
+    assert!(!wd.join("k.neff").exists());
+    // The next compile succeeds, through a new fork server.
+    let (_, events) = daemon.v1(&json!({
+        "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", "k.neff",
+                 "--no_cache"],
+        "working_directory": wd,
+    }));
+    assert_eq!(done(&events)["exit_status"], 0, "{events:?}");
+    assert!(wd.join("k.neff").is_file());
+    let (again, restarts) = fork_server(&daemon);
+    assert_ne!(again, helper);
+    assert_eq!(restarts, 1);
+    // The daemon reaped the one it lost: no zombie is left behind.
+    assert!(stat(helper).is_none_or(|(ppid, _)| ppid != daemon.pid()));
+}
