@@ -63,6 +63,7 @@ pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
         Status::Ok => "ok",
         Status::Failed => "failed",
         Status::Cancelled => "cancelled",
+        Status::Skipped => "skipped",
     };
     let mut t = format!(
         "[{done:>w$}/{total}] {status:<9} {}  {:.2} s",

@@ -26,6 +26,7 @@ pub fn table(report: &Report) -> String {
             Status::Ok => "ok",
             Status::Failed => "failed",
             Status::Cancelled => "cancelled",
+            Status::Skipped => "skipped",
         };
         let peak = c
             .peak_rss_kb
