@@ -144,6 +144,21 @@ pub enum LockOwner {
     },
 }
 
+impl LockOwner {
+    /// In words: `held by a running process (nxcc pid=...)`, `left by a dead nxcc run (...)`,
+    /// `a lock file nxcc did not make`.
+    pub fn describe(&self) -> String {
+        match self {
+            LockOwner::Running { text } => format!("held by a running process ({text})"),
+            LockOwner::DeadNxcc { text } => format!("left by a dead nxcc run ({text})"),
+            LockOwner::Foreign { text } if text.is_empty() => {
+                "a lock file nxcc did not make (the framework's?)".to_string()
+            }
+            LockOwner::Foreign { text } => format!("a lock file nxcc did not make ({text})"),
+        }
+    }
+}
+
 /// How an entry stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Class {

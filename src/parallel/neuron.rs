@@ -100,14 +100,7 @@ pub struct Discovery {
 }
 
 fn owner_text(o: &LockOwner) -> String {
-    match o {
-        LockOwner::Running { text } => format!("held by a running process ({text})"),
-        LockOwner::DeadNxcc { text } => format!("left by a dead nxcc run ({text})"),
-        LockOwner::Foreign { text } if text.is_empty() => {
-            "a lock file nxcc did not make (the framework's?)".to_string()
-        }
-        LockOwner::Foreign { text } => format!("a lock file nxcc did not make ({text})"),
-    }
+    o.describe()
 }
 
 /// The entries of `run`'s version directory: the inputs to compile and the skipped.
