@@ -424,12 +424,15 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
                 for x in &r.kept {
                     t.push_str(&format!("kept {} ({})\n", x.path, x.why));
                 }
-                t.push_str(&format!(
-                    "{} {}, kept {}\n",
-                    verb,
-                    r.removed.len(),
-                    r.kept.len()
-                ));
+                t.push_str(&if r.dry_run {
+                    format!(
+                        "dry run: {} to remove, {} kept\n",
+                        r.removed.len(),
+                        r.kept.len()
+                    )
+                } else {
+                    format!("{} removed, {} kept\n", r.removed.len(), r.kept.len())
+                });
                 t
             });
             0
