@@ -416,7 +416,7 @@ fn an_external_compiler_names_the_version_directory() {
 fn start_slow(s: &Scratch, n: usize, marker: &str) -> std::process::Child {
     for i in 0..n {
         entry(
-            &s,
+            s,
             &format!("slow{i:02}"),
             &variant(&format!("slow {i}")),
             "model.hlo_module.pb",

@@ -213,6 +213,8 @@ mod tests {
             succeeded: 2,
             failed: 1,
             cancelled: 0,
+            skipped: 0,
+            neuron_cache: None,
             compiles: vec![
                 result(
                     "a",
