@@ -1,4 +1,7 @@
-//! `nxcc cache stats|verify|gc|clear [--cache_dir DIR] [--max-size SIZE] [--json]`.
+//! `nxcc cache stats|verify|gc|clear [--cache_dir DIR] [--max-size SIZE] [--json]`, and
+//! `nxcc cache stats|verify|clean --neuron-cache DIR [--neuron-version V] [--failed] [--locks]
+//! [--min-age AGE] [--old-versions] [--dry-run] [--json]` for the framework's compile cache
+//! ([`crate::neuron_cache::maintain`]; `clean` only there).
 //!
 //! - `stats`: entries, failed entries, bytes, oldest and newest entry;
 //! - `verify`: checks every entry's NEFF against its recorded blake3 and evicts the corrupt ones

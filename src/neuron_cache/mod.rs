@@ -13,7 +13,7 @@
 //!     model.hlo_module.pb.lock a plain file while a compile runs
 //! ```
 //!
-//! - [`scan`]: every entry of a cache, classified ([`Class`]): done, failed, locked, to do, or
+//! - [`NeuronCache::scan`]: every entry of a cache, classified ([`Class`]): done, failed, locked, to do, or
 //!   refused (a link, a FIFO, a file where a directory belongs, no graph, unreadable flags).
 //!   Everything below the cache directory is reached through directory descriptors
 //!   ([`crate::fsx::Dir`]), following no symbolic link.

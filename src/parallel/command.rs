@@ -11,6 +11,11 @@
 //! The cache is on by default in [`crate::cache::default_dir`] (`$NEURON_COMPILE_CACHE_URL`, else `/var/tmp/neuron-compile-cache`); `--cache_dir DIR` (here or in
 //! the compile arguments) moves it, `--no_cache` turns it off; a remote URL is a usage error.
 //!
+//! `--neuron-cache [DIR]` compiles the entries to do of the framework's compile cache instead of
+//! INPUTs (see [`super::neuron`]): `--neuron-version V`, `--allow-simulated` (the simulated
+//! toolchain is refused otherwise), `--break-locks`, `--retry_failed_compilation`. nxcc's own
+//! optional values need `=`, so `--neuron-cache DIR` reads the one word after it as DIR.
+//!
 //! Exit status: 0 when every compile succeeded, 70 when any failed, 130/143 when interrupted, 2
 //! for a usage error (nothing compiled).
 

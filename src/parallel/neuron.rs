@@ -229,11 +229,16 @@ pub fn before(run: &Run, t: &Target) -> Result<Before, String> {
         bytes: 0,
     };
     nc::classify(&dir, &mut now);
+    // (Our own lock now makes the entry `locked`: done and refused take precedence over it,
+    // a failure is looked for by hand.)
     match &now.class {
         Class::Done => return Ok(Before::Skip("done meanwhile".into())),
-        Class::Failed if !run.retry_failed => return Ok(Before::Skip("failed meanwhile".into())),
         Class::Refused(why) => return Err(fail(why)),
         _ => {}
+    }
+    let failed = dir.stat(nc::LOG_FILE).is_ok() && dir.stat(nc::NEFF_FILE).is_err();
+    if failed && !run.retry_failed {
+        return Ok(Before::Skip("failed meanwhile".into()));
     }
     publish::remove_leftovers(&dir);
     let staging = Staging::create(&dir, &t.staging).map_err(|e| fail(&e))?;

@@ -64,6 +64,10 @@ pub fn table(report: &Report) -> String {
             format!(", {} cancelled", report.cancelled)
         } else {
             String::new()
+        } + &if report.skipped > 0 {
+            format!(", {} skipped", report.skipped)
+        } else {
+            String::new()
         },
         report.makespan_s,
         report.jobs,
