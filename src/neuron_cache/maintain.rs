@@ -332,6 +332,9 @@ pub fn clean(cache: &NeuronCache, req: &CleanRequest) -> io::Result<CleanReport>
                     }
                 }
             }
+            if req.locks {
+                clean_staging(&dir, e, req.dry_run, &mut r)?;
+            }
             if req.failed && e.class == Class::Failed {
                 let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
                 if req.dry_run {
@@ -358,6 +361,46 @@ pub fn clean(cache: &NeuronCache, req: &CleanRequest) -> io::Result<CleanReport>
         }
     }
     Ok(r)
+}
+
+/// The staging directories dead nxcc runs left in an entry (`.nxcc-tmp-*`): removed under the
+/// entry's lock (an entry locked by anyone is left alone).
+fn clean_staging(dir: &Dir, e: &Entry, dry_run: bool, r: &mut CleanReport) -> io::Result<()> {
+    let names: Vec<String> = dir
+        .entries()?
+        .filter_map(|(n, _)| n.into_string().ok())
+        .filter(|n| n.starts_with(super::STAGING_PREFIX))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let why = "the staging directory of a dead nxcc run";
+    let shown = |n: &String| e.path.join(n).display().to_string();
+    if dry_run {
+        for n in &names {
+            r.removed.push(Removal {
+                path: shown(n),
+                why: why.into(),
+            });
+        }
+        return Ok(());
+    }
+    match lock::acquire(dir, e.graph.unwrap_or(GRAPH_FILES[0]), false)? {
+        lock::Acquire::Locked(_l) => {
+            for n in &names {
+                dir.remove_all(n)?;
+                r.removed.push(Removal {
+                    path: shown(n),
+                    why: why.into(),
+                });
+            }
+        }
+        _ => r.kept.push(Removal {
+            path: e.path.display().to_string(),
+            why: "its staging directories stay: the entry is locked".into(),
+        }),
+    }
+    Ok(())
 }
 
 /// `30`, `30s`, `10m`, `2h`, `1d`: seconds.
@@ -416,6 +459,7 @@ mod tests {
             &[base[0], base[1], ("model.hlo_module.pb.lock", "")],
         );
         let old = mk("2.9.0", "MODULE_o+1", &base);
+        std::fs::create_dir_all(locked.join(".nxcc-tmp-1-0-0")).unwrap();
         let cache = NeuronCache::new(t.path());
         let req = CleanRequest {
             failed: true,
@@ -426,7 +470,7 @@ mod tests {
         };
         assert_eq!(req.keep_version.as_deref(), Some("2.24.1"));
         let dry = clean(&cache, &req).unwrap();
-        assert_eq!(dry.removed.len(), 3, "{dry:?}");
+        assert_eq!(dry.removed.len(), 4, "{dry:?}");
         assert!(failed.join(LOG_FILE).exists() && old.exists());
         assert!(locked.join("model.hlo_module.pb.lock").exists());
         let done = clean(
@@ -441,6 +485,7 @@ mod tests {
         assert!(!failed.join(LOG_FILE).exists() && failed.join(base[0].0).exists());
         assert!(!old.exists());
         assert!(!locked.join("model.hlo_module.pb.lock").exists());
+        assert!(!locked.join(".nxcc-tmp-1-0-0").exists());
         let s = stats(&cache, None).unwrap();
         assert_eq!(s.versions.len(), 1);
         assert_eq!(s.versions[0].to_do, 2);

@@ -13,8 +13,9 @@
 //!     model.hlo_module.pb.lock a plain file while a compile runs
 //! ```
 //!
-//! - [`NeuronCache::scan`]: every entry of a cache, classified ([`Class`]): done, failed, locked, to do, or
-//!   refused (a link, a FIFO, a file where a directory belongs, no graph, unreadable flags).
+//! - [`NeuronCache::scan`]: every entry of a cache, classified ([`Class`]): done, failed,
+//!   locked, to do, or refused (a link, a FIFO, a file where a directory belongs, no graph,
+//!   unreadable flags).
 //!   Everything below the cache directory is reached through directory descriptors
 //!   ([`crate::fsx::Dir`]), following no symbolic link.
 //! - [`lock`]: the entry's lock file, held with an `flock` as well, so that the lock files of
