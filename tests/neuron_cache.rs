@@ -361,6 +361,45 @@ fn the_simulated_toolchain_is_refused_without_allow_simulated() {
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
     assert!(!s.join("nc/nxcc-v1").exists());
+    // A missing cache or version directory: said, with the versions there are.
+    let o = s.run(&[
+        "parallel-compile",
+        "--neuron-cache",
+        "nowhere",
+        "--allow-simulated",
+        "--",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("nowhere does not exist"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = s.run(&[
+        "parallel-compile",
+        "--neuron-cache",
+        "nc",
+        "--allow-simulated",
+        "--neuron-version",
+        "9.9",
+        "--",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "has no neuronxcc-9.9 directory (it has: {SIM_VERSION})"
+        )),
+        "{}",
+        text(&o.stderr)
+    );
     // Usage: INPUTs and --neuron-cache exclude each other; --break-locks needs it.
     let o = s.run(&[
         "parallel-compile",

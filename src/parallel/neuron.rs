@@ -433,8 +433,41 @@ pub fn prepare(
         }
     };
     nc::check_version(&version).map_err(|e| format!("argument --neuron-version: {e}"))?;
+    // A missing directory is a wrong path or a version the framework did not use: say which.
+    let cache = NeuronCache::new(req.dir);
+    match cache.open() {
+        Ok(None) => {
+            return Err(format!(
+                "argument --neuron-cache: {} does not exist",
+                req.dir.display()
+            ))
+        }
+        Err(e) => {
+            return Err(format!(
+                "argument --neuron-cache: {}: {e}",
+                req.dir.display()
+            ))
+        }
+        Ok(Some(_)) => {}
+    }
+    if !cache.version_path(&version).exists() {
+        let present: Vec<String> = cache
+            .scan(None)
+            .map(|s| s.versions.into_iter().map(|v| v.version).collect())
+            .unwrap_or_default();
+        return Err(format!(
+            "argument --neuron-version: {} has no {} directory ({}); give the version the framework compiled with (--neuron-version)",
+            req.dir.display(),
+            nc::version_dir_name(&version),
+            if present.is_empty() {
+                "it has no neuronxcc-<version> directory: run the framework's extraction phase first".to_string()
+            } else {
+                format!("it has: {}", present.join(", "))
+            }
+        ));
+    }
     Ok(Run {
-        cache: NeuronCache::new(req.dir),
+        cache,
         version,
         break_locks: req.break_locks,
         retry_failed: req.retry_failed,
