@@ -830,3 +830,42 @@ fn verify_and_clean_say_what_they_find_and_remove() {
     let o = s.run(&["cache", "clean", "--neuron-cache", "nc"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn two_runs_at_once_compile_each_entry_once() {
+    let s = Scratch::new();
+    let marker = format!("ncache-two-{}", std::process::id());
+    let n = 4;
+    let mut first = start_slow(&s, n, &marker);
+    // The second run sees the first's lock held, and races it for the rest.
+    let second = parallel(&s, &["--jobs", "1", "--no_cache"])
+        .env("NXCC_SIM_WORK_MS", "hlo2penguin:1500")
+        .output()
+        .unwrap();
+    let first_status = first.wait().unwrap();
+    let mut first_err = String::new();
+    use std::io::Read;
+    first
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut first_err)
+        .unwrap();
+    assert_eq!(first_status.code(), Some(0), "{first_err}");
+    let err = text(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("(locked): held by a running process (nxcc pid="),
+        "{err}"
+    );
+    for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
+        assert!(e.path().join("model.done").is_file(), "{:?}", e.path());
+    }
+    let frontends = s
+        .records()
+        .into_iter()
+        .filter(|r| r["tool"] == "hlo2penguin")
+        .count();
+    assert_eq!(frontends, n, "an entry was compiled twice");
+    no_leftovers(&s.join("nc"));
+}
