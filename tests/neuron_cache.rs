@@ -271,6 +271,15 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
     let report: Value =
         serde_json::from_slice(&std::fs::read(s.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["succeeded"], 5);
+    for c in report["compiles"].as_array().unwrap() {
+        let out = c["output"].as_str().unwrap();
+        assert!(
+            out.starts_with(version_dir(&s).to_str().unwrap())
+                && out.ends_with("+d41d8cd9/model.neff"),
+            "{out}"
+        );
+        assert!(Path::new(out).is_file(), "{out}");
+    }
     assert_eq!(report["neuron_cache"]["version"], SIM_VERSION);
     let skipped: Vec<&str> = report["neuron_cache"]["skipped"]
         .as_array()
@@ -419,6 +428,18 @@ fn the_simulated_toolchain_is_refused_without_allow_simulated() {
         "trn2",
     ]);
     assert_eq!(o.status.code(), Some(2));
+    let o = s.run(&[
+        "parallel-compile",
+        "--neuron-cache",
+        "nc",
+        "--output-dir",
+        "o",
+        "--",
+        "--target",
+        "trn2",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!s.join("o").exists());
 }
 
 #[test]

@@ -184,6 +184,12 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         }
         _ => {}
     }
+    if neuron_dir.is_some() && parsed.last("output_dir").is_some() {
+        return usage_error(
+            prog,
+            "argument --output-dir: not with --neuron-cache (the NEFFs go into the entries)".into(),
+        );
+    }
     if neuron_dir.is_none() {
         for f in ["neuron_version", "allow_simulated", "break_locks"] {
             if parsed.last(f).is_some() {

@@ -378,8 +378,19 @@ pub fn run(
         .map(|i| CompileResult {
             input: i.model.display().to_string(),
             stem: i.stem.clone(),
-            output: output_path(cfg, i).display().to_string(),
-            log: log_path(cfg, i).display().to_string(),
+            // An entry's NEFF ends up in the entry; its compile log is kept only as model.log.
+            output: match &i.neuron {
+                Some(t) => t.entry.join(crate::neuron_cache::NEFF_FILE),
+                None => output_path(cfg, i),
+            }
+            .display()
+            .to_string(),
+            log: match &i.neuron {
+                Some(t) => t.entry.join(crate::neuron_cache::LOG_FILE),
+                None => log_path(cfg, i),
+            }
+            .display()
+            .to_string(),
             status: Status::Cancelled,
             exit_status: 0,
             cache: CacheStatus::Off,
