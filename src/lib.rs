@@ -39,6 +39,7 @@ pub mod fsx;
 pub mod hlo;
 pub mod jobs;
 pub mod neff;
+pub mod neuron_cache;
 pub mod npy;
 pub mod parallel;
 pub mod plan;

@@ -68,6 +68,7 @@ fn opts(compress: bool) -> PackOptions {
         arch_mode: nxcc::recon::neff::arch_mode("trn1"),
         version_major: 2,
         version_minor: 0,
+        simulated: false,
     }
 }
 

@@ -1,4 +1,7 @@
-//! `nxcc cache stats|verify|gc|clear [--cache_dir DIR] [--max-size SIZE] [--json]`.
+//! `nxcc cache stats|verify|gc|clear [--cache_dir DIR] [--max-size SIZE] [--json]`, and
+//! `nxcc cache stats|verify|clean --neuron-cache DIR [--neuron-version V] [--failed] [--locks]
+//! [--min-age AGE] [--old-versions] [--dry-run] [--json]` for the framework's compile cache
+//! ([`crate::neuron_cache::maintain`]; `clean` only there).
 //!
 //! - `stats`: entries, failed entries, bytes, oldest and newest entry;
 //! - `verify`: checks every entry's NEFF against its recorded blake3 and evicts the corrupt ones
@@ -23,7 +26,7 @@ use crate::cli::subcommand::{out, Stop, Subcommand, HELP};
 /// Exit status of `verify` when it found (and evicted) corrupt entries.
 pub const EXIT_CORRUPT: i32 = 1;
 
-const ACTIONS: [&str; 4] = ["stats", "verify", "gc", "clear"];
+const ACTIONS: [&str; 5] = ["stats", "verify", "gc", "clear", "clean"];
 
 #[rustfmt::skip]
 static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::Str(DEFAULT_DIR), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -35,12 +38,46 @@ static MAX_SIZE: Flag = flag("--max-size", &[], "max_size", Action::Store, Kind:
 static JSON: Flag = flag("--json", &[], "json", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Print the report as one JSON object.");
 
-static OWN_FLAGS: [&Flag; 4] = [&HELP, &CACHE_DIR, &MAX_SIZE, &JSON];
+#[rustfmt::skip]
+static NEURON_CACHE: Flag = flag("--neuron-cache", &[], "neuron_cache", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Work on the framework's compile cache DIR (its neuronxcc-<version>/MODULE_* entries) instead of nxcc's: stats, verify, clean.");
+#[rustfmt::skip]
+static NEURON_VERSION: Flag = flag("--neuron-version", &[], "neuron_version", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "With --neuron-cache: only this compiler version's directory (clean --old-versions: the one kept; default: the newest).");
+#[rustfmt::skip]
+static FAILED: Flag = flag("--failed", &[], "failed", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "clean: remove the model.log of failed entries (they are to do again).");
+#[rustfmt::skip]
+static LOCKS: Flag = flag("--locks", &[], "locks", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "clean: remove lock files no process holds an flock on and older than --min-age.");
+#[rustfmt::skip]
+static MIN_AGE: Flag = flag("--min-age", &[], "min_age", Action::Store, Kind::Str, Default::Str("1d"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "clean --locks: the age a lock file must have (30s, 10m, 2h, 1d; 0: any).");
+#[rustfmt::skip]
+static OLD_VERSIONS: Flag = flag("--old-versions", &[], "old_versions", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "clean: remove the directories of every compiler version but --neuron-version (default: the newest).");
+#[rustfmt::skip]
+static DRY_RUN: Flag = flag("--dry-run", &[], "dry_run", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "clean: say what would be removed, remove nothing.");
+
+static OWN_FLAGS: [&Flag; 11] = [
+    &HELP,
+    &CACHE_DIR,
+    &MAX_SIZE,
+    &JSON,
+    &NEURON_CACHE,
+    &NEURON_VERSION,
+    &FAILED,
+    &LOCKS,
+    &MIN_AGE,
+    &OLD_VERSIONS,
+    &DRY_RUN,
+];
 
 const POSITIONALS: [Positional; 1] = [Positional {
-    metavar: "{stats,verify,gc,clear}",
+    metavar: "{stats,verify,gc,clear,clean}",
     nargs: Nargs::One,
-    help: "stats: what the cache holds; verify: check every entry, evict corrupt ones; gc: evict least recently used entries down to --max-size; clear: evict everything.",
+    help: "stats: what the cache holds; verify: check every entry, evict corrupt ones; gc: evict least recently used entries down to --max-size; clear: evict everything; clean (with --neuron-cache): remove failed entries' logs, stale locks, old versions.",
 }];
 
 static COMMAND: Subcommand = Subcommand {
@@ -96,6 +133,32 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
                 argparse::py_repr(action),
                 choices.join(", ")
             ),
+        );
+    }
+    if let Some(dir) = parsed.str("neuron_cache") {
+        return neuron_main(prog, action, &parsed, dir);
+    }
+    for f in [
+        "neuron_version",
+        "failed",
+        "locks",
+        "old_versions",
+        "dry_run",
+    ] {
+        if parsed.last(f).is_some() {
+            return usage_error(
+                prog,
+                format!(
+                    "argument --{}: only with --neuron-cache",
+                    f.replace('_', "-")
+                ),
+            );
+        }
+    }
+    if action == "clean" {
+        return usage_error(
+            prog,
+            "clean: only with --neuron-cache (nxcc's own cache has gc and clear)".into(),
         );
     }
     let dir = parsed
@@ -208,6 +271,172 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
                     "evicted {} entries; removed {} leftovers\n",
                     r.evicted, r.leftovers_removed
                 )
+            });
+            0
+        }
+    }
+}
+
+/// `cache stats|verify|clean --neuron-cache DIR`: the framework's cache
+/// ([`crate::neuron_cache::maintain`]). Exit status: 0; `verify`: 1 when a NEFF does not
+/// verify; a usage error 2; a cache that cannot be read 70.
+fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -> i32 {
+    use crate::neuron_cache::{maintain as nm, NeuronCache};
+    let json = parsed.flag("json");
+    if matches!(action, "gc" | "clear") {
+        return usage_error(
+            prog,
+            format!("{action}: not with --neuron-cache (clean removes what is asked of it)"),
+        );
+    }
+    if parsed.str("max_size").is_some() {
+        return usage_error(prog, "argument --max-size: only with gc".into());
+    }
+    let clean_flags = ["failed", "locks", "old_versions", "dry_run"];
+    if action != "clean" {
+        if let Some(f) = clean_flags.iter().find(|f| parsed.flag(f)) {
+            return usage_error(
+                prog,
+                format!("argument --{}: only with clean", f.replace('_', "-")),
+            );
+        }
+    }
+    let version = parsed.str("neuron_version");
+    if let Some(v) = version {
+        if let Err(e) = crate::neuron_cache::check_version(v) {
+            return usage_error(prog, format!("argument --neuron-version: {e}"));
+        }
+    }
+    let cache = NeuronCache::new(crate::plan::absolute(
+        &std::env::current_dir().unwrap_or_default(),
+        dir,
+    ));
+    let unreadable = |e: std::io::Error| {
+        crate::cli::subcommand::err(&format!(
+            "{prog} cache: error: cannot read the neuron cache {}: {e}\n",
+            cache.dir().display()
+        ));
+        crate::error::EXIT_COMPILE_FAILED
+    };
+    match action {
+        "stats" => {
+            let s = match nm::stats(&cache, version) {
+                Ok(s) => s,
+                Err(e) => return unreadable(e),
+            };
+            print(json, &s, || {
+                let mut t = format!("neuron cache: {}\n", s.dir);
+                if s.versions.is_empty() {
+                    t.push_str("no neuronxcc-<version> directory\n");
+                }
+                for v in &s.versions {
+                    t.push_str(&format!(
+                        "neuronxcc-{}: {} done, {} failed, {} locked ({} held by nobody), {} to do, {} refused; {}\n",
+                        v.version, v.done, v.failed, v.locked, v.locked_unheld, v.to_do, v.refused,
+                        human_bytes(v.bytes)
+                    ));
+                }
+                for e in &s.entries {
+                    if let Some(r) = &e.reason {
+                        t.push_str(&format!("  refused {}/{}: {r}\n", e.version, e.name));
+                    }
+                    if let Some(l) = &e.lock {
+                        t.push_str(&format!(
+                            "  locked {}/{}: {}\n",
+                            e.version,
+                            e.name,
+                            l.describe()
+                        ));
+                    }
+                }
+                for (name, why) in &s.refused_versions {
+                    t.push_str(&format!("  refused {name}: {why}\n"));
+                }
+                t
+            });
+            0
+        }
+        "verify" => {
+            let r = match nm::verify(&cache, version) {
+                Ok(r) => r,
+                Err(e) => return unreadable(e),
+            };
+            print(json, &r, || {
+                let mut t = String::new();
+                for b in &r.bad {
+                    t.push_str(&format!(
+                        "bad: neuronxcc-{}/{}: {}\n",
+                        b.version,
+                        b.name,
+                        b.problems.join("; ")
+                    ));
+                }
+                t.push_str(&format!(
+                    "checked {} NEFFs: {} ok, {} bad\n",
+                    r.checked,
+                    r.ok,
+                    r.bad.len()
+                ));
+                t
+            });
+            if r.bad.is_empty() {
+                0
+            } else {
+                EXIT_CORRUPT
+            }
+        }
+        _ => {
+            if !clean_flags[..3].iter().any(|f| parsed.flag(f)) {
+                return usage_error(
+                    prog,
+                    "clean: say what to remove: --failed, --locks, --old-versions".into(),
+                );
+            }
+            let min_age_s = match nm::parse_age(parsed.str("min_age").unwrap_or("1d")) {
+                Ok(n) => n,
+                Err(e) => return usage_error(prog, format!("argument --min-age: {e}")),
+            };
+            let keep_version = if parsed.flag("old_versions") {
+                match version.map(str::to_string) {
+                    Some(v) => Some(v),
+                    None => match cache.scan(None) {
+                        Ok(scan) => nm::newest_version(&scan),
+                        Err(e) => return unreadable(e),
+                    },
+                }
+            } else {
+                None
+            };
+            let req = nm::CleanRequest {
+                failed: parsed.flag("failed"),
+                locks: parsed.flag("locks"),
+                min_age_s,
+                keep_version,
+                dry_run: parsed.flag("dry_run"),
+            };
+            let r = match nm::clean(&cache, &req) {
+                Ok(r) => r,
+                Err(e) => return unreadable(e),
+            };
+            print(json, &r, || {
+                let verb = if r.dry_run { "would remove" } else { "removed" };
+                let mut t = String::new();
+                for x in &r.removed {
+                    t.push_str(&format!("{verb} {} ({})\n", x.path, x.why));
+                }
+                for x in &r.kept {
+                    t.push_str(&format!("kept {} ({})\n", x.path, x.why));
+                }
+                t.push_str(&if r.dry_run {
+                    format!(
+                        "dry run: {} to remove, {} kept\n",
+                        r.removed.len(),
+                        r.kept.len()
+                    )
+                } else {
+                    format!("{} removed, {} kept\n", r.removed.len(), r.kept.len())
+                });
+                t
             });
             0
         }

@@ -249,6 +249,9 @@ pub fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
             writeln!(w, "  {k:<16}{v}")?;
         }
     }
+    if let Some(p) = s.info.as_ref().and_then(|i| i.get("producer")) {
+        writeln!(w, "producer: {}", text_of(p))?;
+    }
     let total: u64 = s.members.iter().map(|m| m.size).sum();
     writeln!(w, "members ({}, {total} bytes):", s.members.len())?;
     for m in s.members {

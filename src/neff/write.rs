@@ -42,6 +42,9 @@ pub struct PackOptions {
     pub version_major: u32,
     /// The minor NEFF format version, recorded beside [`PackOptions::version_major`].
     pub version_minor: u32,
+    /// The members come from the simulated toolchain: `info.json`'s producer says so
+    /// ([`SIMULATED_MARK`]), so the NEFF is never mistaken for one that runs on hardware.
+    pub simulated: bool,
 }
 
 impl Default for PackOptions {
@@ -54,6 +57,7 @@ impl Default for PackOptions {
             arch_mode: 0,
             version_major: 2,
             version_minor: 0,
+            simulated: false,
         }
     }
 }
@@ -94,6 +98,19 @@ pub fn producer() -> String {
     format!("nxcc {}", crate::VERSION)
 }
 
+/// What the producer says after [`producer`] in a NEFF of the simulated toolchain.
+pub const SIMULATED_MARK: &str = "(simulated toolchain: cannot run on Neuron hardware)";
+
+/// The producer of a NEFF packed with `opts`: [`producer`], and [`SIMULATED_MARK`] when its
+/// members come from the simulated toolchain.
+pub fn producer_of(opts: &PackOptions) -> String {
+    if opts.simulated {
+        format!("{} {SIMULATED_MARK}", producer())
+    } else {
+        producer()
+    }
+}
+
 /// The `info.json` member's bytes.
 pub fn info_json(
     opts: &PackOptions,
@@ -112,7 +129,7 @@ pub fn info_json(
         "feature_flags": opts.feature_flags,
         "uuid": header::format_uuid(uuid),
         "ir_signature": ir_signature,
-        "producer": producer(),
+        "producer": producer_of(opts),
     });
     let mut bytes = serde_json::to_vec_pretty(&info).expect("JSON of plain values");
     bytes.push(b'\n');

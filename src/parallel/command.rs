@@ -11,6 +11,11 @@
 //! The cache is on by default in [`crate::cache::default_dir`] (`$NEURON_COMPILE_CACHE_URL`, else `/var/tmp/neuron-compile-cache`); `--cache_dir DIR` (here or in
 //! the compile arguments) moves it, `--no_cache` turns it off; a remote URL is a usage error.
 //!
+//! `--neuron-cache [DIR]` compiles the entries to do of the framework's compile cache instead of
+//! INPUTs (see [`super::neuron`]): `--neuron-version V`, `--allow-simulated` (the simulated
+//! toolchain is refused otherwise), `--break-locks`, `--retry_failed_compilation`. nxcc's own
+//! optional values need `=`, so `--neuron-cache DIR` reads the one word after it as DIR.
+//!
 //! Exit status: 0 when every compile succeeded, 70 when any failed, 130/143 when interrupted, 2
 //! for a usage error (nothing compiled).
 
@@ -55,7 +60,23 @@ static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Acti
 static NO_CACHE: Flag = flag("--no_cache", &["--no-cache"], "no_cache", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Do not use the compile cache.");
 
-static OWN_FLAGS: [&Flag; 10] = [
+#[rustfmt::skip]
+static NEURON_CACHE: Flag = flag("--neuron-cache", &[], "neuron_cache", Action::StoreOptional { constant: "" }, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Compile the entries to do of the framework's compile cache DIR (default: --cache_dir of NEURON_CC_FLAGS, else NEURON_COMPILE_CACHE_URL, else /var/tmp/neuron-compile-cache) into their model.neff, instead of INPUTs.");
+#[rustfmt::skip]
+static NEURON_VERSION: Flag = flag("--neuron-version", &[], "neuron_version", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "With --neuron-cache: the compiler version whose neuronxcc-<version> directory is compiled (default: what --compiler PATH --version says; 2.24.5133.0+nxcc-sim on the simulated toolchain).");
+#[rustfmt::skip]
+static ALLOW_SIMULATED: Flag = flag("--allow-simulated", &[], "allow_simulated", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "With --neuron-cache: let the simulated toolchain write its NEFFs (which cannot run on hardware) into the cache (for tests).");
+#[rustfmt::skip]
+static BREAK_LOCKS: Flag = flag("--break-locks", &[], "break_locks", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "With --neuron-cache: take over lock files nxcc did not make (a compile the framework is running loses its entry).");
+#[rustfmt::skip]
+static RETRY_FAILED: Flag = flag("--retry_failed_compilation", &["--retry-failed-compilation"], "retry_failed_compilation", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Compile again what failed before (a failure nxcc's cache remembers; with --neuron-cache, entries with a model.log).");
+
+static OWN_FLAGS: [&Flag; 15] = [
     &HELP,
     &JOBS,
     &BUDGET,
@@ -66,12 +87,17 @@ static OWN_FLAGS: [&Flag; 10] = [
     &COMPILER,
     &CACHE_DIR,
     &NO_CACHE,
+    &NEURON_CACHE,
+    &NEURON_VERSION,
+    &ALLOW_SIMULATED,
+    &BREAK_LOCKS,
+    &RETRY_FAILED,
 ];
 
 const POSITIONALS: [Positional; 1] = [Positional {
     metavar: "INPUT",
-    nargs: Nargs::OneOrMore,
-    help: "A model file, or a directory of *.pb / *.hlo files; the compile arguments follow `--`.",
+    nargs: Nargs::ZeroOrMore,
+    help: "A model file, or a directory of *.pb / *.hlo files (none with --neuron-cache); the compile arguments follow `--`.",
 }];
 
 static COMMAND: Subcommand = Subcommand {
@@ -132,6 +158,51 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         },
     };
     let no_cache = parsed.flag("no_cache");
+    // `--neuron-cache DIR` (nxcc's own optional values need `=`: the one word after it is DIR).
+    let mut positionals = parsed.positionals[0].clone();
+    let neuron_dir = parsed
+        .str("neuron_cache")
+        .map(|d| match d {
+            "" if positionals.len() == 1 => positionals.remove(0),
+            "" => crate::neuron_cache::default_dir(),
+            d => d.to_string(),
+        })
+        .map(|d| crate::plan::absolute(&launch_dir, &d));
+    match (&neuron_dir, positionals.is_empty()) {
+        (Some(_), false) => {
+            return usage_error(
+                prog,
+                "argument INPUT: not allowed with --neuron-cache (its entries are the inputs)"
+                    .into(),
+            )
+        }
+        (None, true) => {
+            return usage_error(
+                prog,
+                "the following arguments are required: INPUT (or --neuron-cache)".into(),
+            )
+        }
+        _ => {}
+    }
+    if neuron_dir.is_some() && parsed.last("output_dir").is_some() {
+        return usage_error(
+            prog,
+            "argument --output-dir: not with --neuron-cache (the NEFFs go into the entries)".into(),
+        );
+    }
+    if neuron_dir.is_none() {
+        for f in ["neuron_version", "allow_simulated", "break_locks"] {
+            if parsed.last(f).is_some() {
+                return usage_error(
+                    prog,
+                    format!(
+                        "argument --{}: only with --neuron-cache",
+                        f.replace('_', "-")
+                    ),
+                );
+            }
+        }
+    }
     // The cache dir: this command's option, else the compile arguments', else the default.
     let compile_cache_dir = compile_args
         .iter()
@@ -150,10 +221,12 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     let cache_dir = if no_cache {
         None
     } else {
+        // With --neuron-cache, nxcc's own cache defaults to DIR/nxcc-v1 beside the framework's.
         let d = parsed
             .str("cache_dir")
             .map(str::to_string)
             .or(compile_cache_dir)
+            .or_else(|| neuron_dir.as_ref().map(|d| d.display().to_string()))
             .unwrap_or_else(crate::cache::default_dir);
         if let Err(e) = check_local(&d) {
             return usage_error(
@@ -164,11 +237,18 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Some(crate::plan::absolute(&launch_dir, &d))
     };
     let output_dir = crate::plan::absolute(&launch_dir, parsed.str("output_dir").unwrap_or("."));
-    let inputs = match expand_inputs(&parsed.positionals[0], &launch_dir) {
-        Ok(i) => i,
-        Err(e) => return usage_error(prog, format!("argument INPUT: {e}")),
+    let inputs = match neuron_dir {
+        Some(_) => Vec::new(),
+        None => match expand_inputs(&positionals, &launch_dir) {
+            Ok(i) => i,
+            Err(e) => return usage_error(prog, format!("argument INPUT: {e}")),
+        },
     };
-    if let Err(e) = std::fs::create_dir_all(&output_dir) {
+    let made = match neuron_dir {
+        Some(_) => Ok(()),
+        None => std::fs::create_dir_all(&output_dir),
+    };
+    if let Err(e) = made {
         err(&format!(
             "{prog} parallel-compile: error: cannot create the output directory {}: {e}\n",
             output_dir.display()
@@ -189,20 +269,67 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         }
     }
     shared.extend(compile_args.iter().cloned());
+    let retry_failed = parsed.flag("retry_failed_compilation")
+        || compile_args
+            .iter()
+            .any(|a| a == "--retry_failed_compilation" || a == "--retry-failed-compilation");
+    if parsed.flag("retry_failed_compilation") {
+        shared.push("--retry_failed_compilation".into());
+    }
+    let engine = match parsed.str("compiler") {
+        Some(c) => Engine::external(PathBuf::from(c)),
+        None => Engine::Pipeline,
+    };
+    let (neuron, inputs, skipped, cache_dir) = match &neuron_dir {
+        None => (None, inputs, Vec::new(), cache_dir),
+        Some(dir) => {
+            let req = super::neuron::Request {
+                dir,
+                version: parsed.str("neuron_version"),
+                allow_simulated: parsed.flag("allow_simulated"),
+                break_locks: parsed.flag("break_locks"),
+                retry_failed,
+            };
+            let run = match super::neuron::prepare(prog, &req, &engine, &shared, &launch_dir) {
+                Ok(r) => r,
+                Err(message) => return usage_error(prog, message),
+            };
+            let found = match super::neuron::discover(&run) {
+                Ok(f) => f,
+                Err(e) => {
+                    err(&format!(
+                        "{prog} parallel-compile: error: cannot read the neuron cache {}: {e}\n",
+                        run.cache.version_path(&run.version).display()
+                    ));
+                    return EXIT_COMPILE_FAILED;
+                }
+            };
+            err(&super::neuron::announce(&run, &found));
+            // nxcc's own cache where the framework's is: used only when it is safe to.
+            let cache_dir = cache_dir.filter(|d| match crate::cache::Cache::new(d).check() {
+                Ok(()) => true,
+                Err(u) => {
+                    err(&format!(
+                        "{prog} parallel-compile: warning: compiling without nxcc's cache: {u}\n"
+                    ));
+                    false
+                }
+            });
+            (Some(run), found.inputs, found.skipped, cache_dir)
+        }
+    };
     let cfg = Config {
         prog: prog.to_string(),
         jobs,
         memory_budget,
         output_dir,
         retries,
-        engine: match parsed.str("compiler") {
-            Some(c) => Engine::external(PathBuf::from(c)),
-            None => Engine::Pipeline,
-        },
+        engine,
         cache_dir,
         launch_dir,
         worker_program: None,
         progress: ProgressMode::detect(),
+        neuron,
     };
     let cancel = Cancel::new();
     let interrupted = Arc::new(AtomicI32::new(0));
@@ -213,10 +340,13 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             c.cancel();
         });
     }
-    let report = match super::run(&cfg, &inputs, &shared, &cancel, &interrupted) {
+    let mut report = match super::run(&cfg, &inputs, &shared, &cancel, &interrupted) {
         Ok(r) => r,
         Err(e) => return Stop::Usage(e).report(),
     };
+    if let Some(run) = &cfg.neuron {
+        report.neuron_cache = Some(super::neuron::report_json(run, &skipped));
+    }
     out(&report::table(&report));
     err(&report::failures(&report));
     let mut status = report.exit_status();

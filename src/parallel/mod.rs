@@ -15,10 +15,16 @@
 //! killer) is retried once *alone* before it counts as failed; other failures are retried
 //! `retries` times (a retry compiles again even if the cache remembers the failure).
 //!
+//! Inputs are model files, or the entries to do of the framework's compile cache
+//! (`--neuron-cache`, [`neuron`]): then each compile is wrapped in the entry's lock, its NEFF
+//! published into the entry, and a failure of the graph recorded there.
+//!
 //! - [`command`]: the command line; [`report`]: the final table, the JSON report and the HTML
-//!   timeline; [`progress`]: the live count on a terminal, one line per compile elsewhere.
+//!   timeline; [`progress`]: the live count on a terminal, one line per compile elsewhere;
+//!   [`neuron`]: the framework's cache as inputs and outputs.
 
 pub mod command;
+pub mod neuron;
 pub mod progress;
 pub mod report;
 
@@ -65,6 +71,8 @@ pub struct Config {
     pub worker_program: Option<PathBuf>,
     /// How progress is shown: a live count on a terminal, one line per compile elsewhere.
     pub progress: ProgressMode,
+    /// The framework's compile cache the inputs come from (`--neuron-cache`), if they do.
+    pub neuron: Option<neuron::Run>,
 }
 
 /// One input: a model and the stem its outputs are named after.
@@ -74,6 +82,9 @@ pub struct Input {
     pub model: PathBuf,
     /// What its outputs are named after ([`stem_of`] the model).
     pub stem: String,
+    /// The framework cache entry it comes from, whose `model.neff` it compiles (then its
+    /// flags follow the compile arguments, and its outputs go into the entry).
+    pub neuron: Option<neuron::Target>,
 }
 
 /// The inputs a list of INPUT arguments stands for: files as they are, directories by their
@@ -108,7 +119,11 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
                     model.display()
                 ));
             }
-            out.push(Input { model, stem });
+            out.push(Input {
+                model,
+                stem,
+                neuron: None,
+            });
         }
     }
     Ok(out)
@@ -159,6 +174,9 @@ pub enum Status {
     Failed,
     /// Not run, or stopped, because the batch was interrupted.
     Cancelled,
+    /// Not compiled: its framework cache entry was locked by another, or done, by the time its
+    /// turn came (the reason is in its error lines).
+    Skipped,
 }
 
 /// What happened to one input.
@@ -216,6 +234,11 @@ pub struct Report {
     pub failed: usize,
     /// How many inputs ended [`Status::Cancelled`].
     pub cancelled: usize,
+    /// How many inputs ended [`Status::Skipped`].
+    pub skipped: usize,
+    /// With `--neuron-cache`: the cache, its version directory, and the entries not compiled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub neuron_cache: Option<serde_json::Value>,
     /// Every input's result, in input order.
     pub compiles: Vec<CompileResult>,
 }
@@ -249,6 +272,15 @@ struct Task {
 struct Finished {
     task: Task,
     attempt: Attempt,
+    /// Not compiled after all, and why (its framework cache entry was locked or done meanwhile).
+    skipped: Option<String>,
+}
+
+/// Whether a failed attempt of `task` is tried again: once alone after `[F137]`, else while
+/// `retries` last; never a failure the cache remembered (the one rule of the dispatcher, also
+/// told to a compile's framework cache entry before it records a failure).
+fn tried_again(task: &Task, retries: u32, from_cache: bool, f137: bool) -> bool {
+    !from_cache && ((f137 && !task.alone_retry_used) || task.retries_used < retries)
 }
 
 /// What a compile's thread tells the dispatcher.
@@ -270,6 +302,9 @@ fn plan_input(
 ) -> Result<Result<Plan, String>, CliError> {
     let mut argv: Vec<String> = vec!["compile".into()];
     argv.extend(compile_args.iter().cloned());
+    if let Some(t) = &input.neuron {
+        argv.extend(t.flags.iter().cloned());
+    }
     argv.push(input.model.display().to_string());
     argv.push("--output".into());
     argv.push(output_path(cfg, input).display().to_string());
@@ -311,14 +346,20 @@ fn plan_input(
     }
 }
 
-/// `<output dir>/<stem>.neff`.
+/// `<output dir>/<stem>.neff` (for an entry of the framework's cache, its staging `model.neff`).
 pub fn output_path(cfg: &Config, input: &Input) -> PathBuf {
-    cfg.output_dir.join(format!("{}.neff", input.stem))
+    match &input.neuron {
+        Some(t) => t.output(),
+        None => cfg.output_dir.join(format!("{}.neff", input.stem)),
+    }
 }
 
-/// `<output dir>/<stem>.log`.
+/// `<output dir>/<stem>.log` (for an entry of the framework's cache, in its staging directory).
 pub fn log_path(cfg: &Config, input: &Input) -> PathBuf {
-    cfg.output_dir.join(format!("{}.log", input.stem))
+    match &input.neuron {
+        Some(t) => t.log(),
+        None => cfg.output_dir.join(format!("{}.log", input.stem)),
+    }
 }
 
 /// Compile every input (see the module documentation). `Err` is a usage error in the compile
@@ -337,8 +378,19 @@ pub fn run(
         .map(|i| CompileResult {
             input: i.model.display().to_string(),
             stem: i.stem.clone(),
-            output: output_path(cfg, i).display().to_string(),
-            log: log_path(cfg, i).display().to_string(),
+            // An entry's NEFF ends up in the entry; its compile log is kept only as model.log.
+            output: match &i.neuron {
+                Some(t) => t.entry.join(crate::neuron_cache::NEFF_FILE),
+                None => output_path(cfg, i),
+            }
+            .display()
+            .to_string(),
+            log: match &i.neuron {
+                Some(t) => t.entry.join(crate::neuron_cache::LOG_FILE),
+                None => log_path(cfg, i),
+            }
+            .display()
+            .to_string(),
             status: Status::Cancelled,
             exit_status: 0,
             cache: CacheStatus::Off,
@@ -354,7 +406,16 @@ pub fn run(
     // Plan, key and estimate every input; largest estimate first.
     let mut tasks: Vec<Task> = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
-        let plan = match plan_input(cfg, input, compile_args)? {
+        // An entry's own flags that do not make a compile fail that entry, not the batch.
+        let planned = match plan_input(cfg, input, compile_args) {
+            Err(e) if input.neuron.is_some() => Ok(Err(format!(
+                "[ERROR] the entry's {} do not make a compile: {}",
+                crate::neuron_cache::FLAGS_FILE,
+                e.render().trim_end().replace('\n', " ")
+            ))),
+            r => r,
+        };
+        let plan = match planned? {
             Ok(p) => p,
             Err(line) => {
                 let r = &mut results[index];
@@ -432,6 +493,8 @@ pub fn run(
             let engine = &cfg.engine;
             let worker_program = cfg.worker_program.clone();
             let interrupted = interrupted.clone();
+            let (neuron_run, target) = (cfg.neuron.as_ref(), inputs[task.index].neuron.as_ref());
+            let retries = cfg.retries;
             scope.spawn(move || {
                 let Some(permit) = ticket.wait(Some(cancel)) else {
                     let _ = tx.send(Message::NotStarted);
@@ -464,13 +527,63 @@ pub fn run(
                     fork_server: None,
                 };
                 let start_s = started.elapsed().as_secs_f64();
-                let done = cache::compile_cached_keyed(
-                    &task.plan,
-                    task.key.clone(),
-                    &opts,
-                    &cache_cfg,
-                    engine,
-                );
+                let signalled = opts.interrupted.clone();
+                // An entry of the framework's cache: its lock first (it may be taken by now).
+                let (prepared, skipped, refused) = match (neuron_run, target) {
+                    (Some(run), Some(t)) => match neuron::before(run, t) {
+                        Ok(neuron::Before::Go(p)) => (Some(p), None, None),
+                        Ok(neuron::Before::Skip(why)) => (None, Some(why), None),
+                        Err(line) => (None, None, Some(line)),
+                    },
+                    _ => (None, None, None),
+                };
+                let mut done = if skipped.is_some() || refused.is_some() {
+                    cache::CachedOutcome {
+                        outcome: crate::engine::pipeline::Outcome {
+                            exit_status: if refused.is_some() {
+                                EXIT_COMPILE_FAILED
+                            } else {
+                                0
+                            },
+                            error_lines: refused.into_iter().collect(),
+                            jobs: Vec::new(),
+                            work_dir: None,
+                            kept: false,
+                            worker_pid: None,
+                            supervisor_pid: std::process::id(),
+                        },
+                        cache: CacheStatus::Off,
+                        key: None,
+                        entry: None,
+                    }
+                } else {
+                    cache::compile_cached_keyed(
+                        &task.plan,
+                        task.key.clone(),
+                        &opts,
+                        &cache_cfg,
+                        engine,
+                    )
+                };
+                if let (Some(p), Some(t)) = (prepared, target) {
+                    let o = &done.outcome;
+                    let interrupted_now = signalled.load(std::sync::atomic::Ordering::SeqCst) != 0
+                        || cancel.is_cancelled();
+                    let again = o.exit_status != 0
+                        && !interrupted_now
+                        && tried_again(
+                            &task,
+                            retries,
+                            done.cache == CacheStatus::Hit,
+                            is_f137(&o.error_lines),
+                        );
+                    if let Err(line) = neuron::after(p, t, o, done.cache, again, interrupted_now) {
+                        done.outcome.error_lines.push(line);
+                        if done.outcome.exit_status == 0 {
+                            done.outcome.exit_status = EXIT_COMPILE_FAILED;
+                        }
+                    }
+                }
                 let end_s = started.elapsed().as_secs_f64();
                 slots.lock().unwrap_or_else(|p| p.into_inner())[slot] = false;
                 drop(permit);
@@ -485,7 +598,11 @@ pub fn run(
                     peak_rss_kb: o.jobs.iter().map(|j| j.max_rss_kb).max(),
                     error_lines: o.error_lines.clone(),
                 };
-                let _ = tx.send(Message::Finished(Box::new(Finished { task, attempt })));
+                let _ = tx.send(Message::Finished(Box::new(Finished {
+                    task,
+                    attempt,
+                    skipped,
+                })));
             });
         };
 
@@ -494,6 +611,12 @@ pub fn run(
             let mut task = f.task;
             let a = f.attempt;
             let r = &mut results[task.index];
+            if let Some(why) = f.skipped {
+                r.status = Status::Skipped;
+                r.error_lines = vec![why];
+                progress.finished(r);
+                return None;
+            }
             r.wall_s += a.end_s - a.start_s;
             r.exit_status = a.exit_status;
             r.cache = a.cache;
@@ -515,16 +638,16 @@ pub fn run(
             // A remembered failure is the cache's answer, not an accident: no retry.
             let from_cache = r.cache == CacheStatus::Hit;
             let f137 = is_f137(&r.error_lines);
-            if !from_cache && f137 && !task.alone_retry_used {
-                task.alone_retry_used = true;
-                task.alone = true;
-            } else if !from_cache && task.retries_used < cfg.retries {
-                task.retries_used += 1;
-                task.alone = f137;
-            } else {
+            if !tried_again(&task, cfg.retries, from_cache, f137) {
                 r.status = Status::Failed;
                 progress.finished(r);
                 return None;
+            } else if f137 && !task.alone_retry_used {
+                task.alone_retry_used = true;
+                task.alone = true;
+            } else {
+                task.retries_used += 1;
+                task.alone = f137;
             }
             task.force = true;
             progress.retrying(r, task.alone);
@@ -566,6 +689,8 @@ pub fn run(
         succeeded: count(Status::Ok),
         failed: count(Status::Failed),
         cancelled: count(Status::Cancelled),
+        skipped: count(Status::Skipped),
+        neuron_cache: None,
         compiles: results,
     })
 }

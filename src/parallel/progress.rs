@@ -63,6 +63,7 @@ pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
         Status::Ok => "ok",
         Status::Failed => "failed",
         Status::Cancelled => "cancelled",
+        Status::Skipped => "skipped",
     };
     let mut t = format!(
         "[{done:>w$}/{total}] {status:<9} {}  {:.2} s",
@@ -73,7 +74,9 @@ pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
     if let Some(kb) = r.peak_rss_kb {
         t.push_str(&format!("  peak {:.1} MiB", kb as f64 / 1024.0));
     }
-    if r.status != Status::Ok {
+    if r.status == Status::Skipped {
+        t.push_str(&format!("  ({})", r.error_lines.join("; ")));
+    } else if r.status != Status::Ok {
         t.push_str(&format!("  exit {}", r.exit_status));
     }
     t.push_str(&format!("  cache {}", r.cache.as_str()));
@@ -142,7 +145,7 @@ impl Progress {
         let mut total = 0;
         self.update(|s| {
             s.done += 1;
-            if r.status != Status::Ok {
+            if !matches!(r.status, Status::Ok | Status::Skipped) {
                 s.failed += 1;
             }
             done = s.done;

@@ -26,6 +26,7 @@ pub fn table(report: &Report) -> String {
             Status::Ok => "ok",
             Status::Failed => "failed",
             Status::Cancelled => "cancelled",
+            Status::Skipped => "skipped",
         };
         let peak = c
             .peak_rss_kb
@@ -61,6 +62,10 @@ pub fn table(report: &Report) -> String {
         report.failed,
         if report.cancelled > 0 {
             format!(", {} cancelled", report.cancelled)
+        } else {
+            String::new()
+        } + &if report.skipped > 0 {
+            format!(", {} skipped", report.skipped)
         } else {
             String::new()
         },
@@ -212,6 +217,8 @@ mod tests {
             succeeded: 2,
             failed: 1,
             cancelled: 0,
+            skipped: 0,
+            neuron_cache: None,
             compiles: vec![
                 result(
                     "a",

@@ -1,0 +1,528 @@
+//! The framework's compile cache (the one torch-neuronx / libneuronxla keep, and
+//! `neuron_parallel_compile` fills): its layout, read and written with the care of nxcc's own
+//! cache. nxcc never computes the framework's hashes; it reads the entries the framework's
+//! extraction phase left and completes them.
+//!
+//! ```text
+//! <cache>/neuronxcc-<compiler version>/MODULE_<graph hash>+<flags hash>/
+//!     model.hlo_module.pb      the graph (older releases: model.hlo.pb)
+//!     compile_flags.json       the compile flags: a JSON list of strings
+//!     model.neff               the NEFF, on success
+//!     model.done               empty, on success
+//!     model.log                on failure (and no model.neff)
+//!     model.hlo_module.pb.lock a plain file while a compile runs
+//! ```
+//!
+//! - [`NeuronCache::scan`]: every entry of a cache, classified ([`Class`]): done, failed,
+//!   locked, to do, or refused (a link, a FIFO, a file where a directory belongs, no graph,
+//!   unreadable flags).
+//!   Everything below the cache directory is reached through directory descriptors
+//!   ([`crate::fsx::Dir`]), following no symbolic link.
+//! - [`lock`]: the entry's lock file, held with an `flock` as well, so that the lock files of
+//!   nxcc's own dead runs are recognised as stale.
+//! - [`publish`]: results put in place so that a reader sees nothing or a whole NEFF.
+//! - [`maintain`]: `nxcc cache stats|verify|clean --neuron-cache DIR`.
+
+pub mod lock;
+pub mod maintain;
+pub mod publish;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::FileType;
+use serde::Serialize;
+
+use crate::fsx::dir::is_not_plain;
+use crate::fsx::Dir;
+
+/// The framework's default cache directory.
+pub const DEFAULT_DIR: &str = "/var/tmp/neuron-compile-cache";
+/// The environment variable of the framework's compiler flags (its `--cache_dir=DIR`).
+pub const CC_FLAGS_ENV: &str = "NEURON_CC_FLAGS";
+/// The environment variable of the framework's cache location.
+pub const CACHE_URL_ENV: &str = "NEURON_COMPILE_CACHE_URL";
+/// The start of a version directory's name; the compiler's version follows.
+pub const VERSION_PREFIX: &str = "neuronxcc-";
+/// The start of an entry directory's name.
+pub const ENTRY_PREFIX: &str = "MODULE_";
+/// The graph's file names, the current one first.
+pub const GRAPH_FILES: [&str; 2] = ["model.hlo_module.pb", "model.hlo.pb"];
+/// The compile flags (a JSON list of strings).
+pub const FLAGS_FILE: &str = "compile_flags.json";
+/// The NEFF.
+pub const NEFF_FILE: &str = "model.neff";
+/// The success marker.
+pub const DONE_FILE: &str = "model.done";
+/// The failure log.
+pub const LOG_FILE: &str = "model.log";
+/// What a lock file's name adds to the graph's.
+pub const LOCK_SUFFIX: &str = ".lock";
+/// The start of the names of nxcc's staging directories in an entry ([`publish::Staging`]).
+pub const STAGING_PREFIX: &str = ".nxcc-tmp-";
+
+/// The framework's cache directory as the framework finds it: `--cache_dir` in
+/// `$NEURON_CC_FLAGS`, else `$NEURON_COMPILE_CACHE_URL`, else [`DEFAULT_DIR`].
+pub fn default_dir() -> String {
+    let from_flags = std::env::var(CC_FLAGS_ENV)
+        .ok()
+        .and_then(|f| cache_dir_of_flags(&f));
+    from_flags
+        .or_else(|| std::env::var(CACHE_URL_ENV).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| DEFAULT_DIR.to_string())
+}
+
+/// The last `--cache_dir=DIR` or `--cache_dir DIR` of a flags string (split on white space).
+pub fn cache_dir_of_flags(flags: &str) -> Option<String> {
+    let words: Vec<&str> = flags.split_whitespace().collect();
+    let mut found = None;
+    for (i, w) in words.iter().enumerate() {
+        if let Some(d) = w.strip_prefix("--cache_dir=") {
+            found = Some(d.to_string());
+        } else if *w == "--cache_dir" {
+            if let Some(d) = words.get(i + 1) {
+                found = Some(d.to_string());
+            }
+        }
+    }
+    found.filter(|d| !d.is_empty())
+}
+
+/// The version directory's name for a compiler version: `neuronxcc-<version>`.
+pub fn version_dir_name(version: &str) -> String {
+    format!("{VERSION_PREFIX}{version}")
+}
+
+/// Whether `v` can name a version directory (not empty, one path component, printable).
+pub fn check_version(v: &str) -> Result<(), String> {
+    if v.is_empty()
+        || v == "."
+        || v == ".."
+        || v.contains('/')
+        || v.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err(format!("{v:?} cannot name a version directory"));
+    }
+    Ok(())
+}
+
+/// The first word of a compiler's `--version` output that reads as a version: digits and dots
+/// with at least one dot, then anything but white space (`2.24.5133.0+58f8de22`).
+pub fn version_in(text: &str) -> Option<String> {
+    text.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
+        .map(|w| w.trim_start_matches('v'))
+        .find(|w| {
+            let lead: String = w
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            lead.contains('.')
+                && lead.starts_with(|c: char| c.is_ascii_digit())
+                && lead.split('.').filter(|p| !p.is_empty()).count() >= 2
+        })
+        .map(str::to_string)
+}
+
+/// Who holds an entry's lock file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum LockOwner {
+    /// A running process holds an `flock` on it (an nxcc run compiling the entry).
+    Running {
+        /// What the lock file says (`nxcc pid=... started=...`).
+        text: String,
+    },
+    /// nxcc made it and nobody holds it: a dead run's lock, stale.
+    DeadNxcc {
+        /// What the lock file says.
+        text: String,
+    },
+    /// Someone else made it (the framework, `neuron_parallel_compile`): a plain file no `flock`
+    /// tells anything about.
+    Foreign {
+        /// What the lock file says (often nothing).
+        text: String,
+    },
+}
+
+impl LockOwner {
+    /// In words: `held by a running process (nxcc pid=...)`, `left by a dead nxcc run (...)`,
+    /// `a lock file nxcc did not make`.
+    pub fn describe(&self) -> String {
+        match self {
+            LockOwner::Running { text } => format!("held by a running process ({text})"),
+            LockOwner::DeadNxcc { text } => format!("left by a dead nxcc run ({text})"),
+            LockOwner::Foreign { text } if text.is_empty() => {
+                "a lock file nxcc did not make (the framework's?)".to_string()
+            }
+            LockOwner::Foreign { text } => format!("a lock file nxcc did not make ({text})"),
+        }
+    }
+}
+
+/// How an entry stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Class {
+    /// `model.neff` and `model.done`.
+    Done,
+    /// A lock file (and not done).
+    Locked(LockOwner),
+    /// `model.log` and no `model.neff`.
+    Failed,
+    /// A graph and flags, nothing else that settles it (a `model.neff` without `model.done` is
+    /// an unfinished write: compiled again).
+    ToDo,
+    /// Not usable as it is (the reason): a link, something that is not a plain file or
+    /// directory, no graph, unreadable flags.
+    Refused(String),
+}
+
+impl Class {
+    /// `done`, `locked`, `failed`, `to_do` or `refused`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Class::Done => "done",
+            Class::Locked(_) => "locked",
+            Class::Failed => "failed",
+            Class::ToDo => "to_do",
+            Class::Refused(_) => "refused",
+        }
+    }
+}
+
+/// One entry of a version directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The compiler version (the version directory's name without [`VERSION_PREFIX`]).
+    pub version: String,
+    /// The entry directory's name (`MODULE_...`).
+    pub name: String,
+    /// The entry directory's path.
+    pub path: PathBuf,
+    /// The graph's file name ([`GRAPH_FILES`]), when there is one.
+    pub graph: Option<&'static str>,
+    /// The compile flags, when they read.
+    pub flags: Option<Vec<String>>,
+    /// How it stands.
+    pub class: Class,
+    /// The apparent size of its files, links not followed.
+    pub bytes: u64,
+}
+
+impl Entry {
+    /// The graph's path (`None` without a graph).
+    pub fn graph_path(&self) -> Option<PathBuf> {
+        self.graph.map(|g| self.path.join(g))
+    }
+}
+
+/// A version directory's entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    /// The compiler version.
+    pub version: String,
+    /// `neuronxcc-<version>` in the cache directory.
+    pub path: PathBuf,
+    /// Its entries, sorted by name.
+    pub entries: Vec<Entry>,
+}
+
+/// Everything a scan found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// The version directories (only the one asked for, when one was), sorted by name.
+    pub versions: Vec<Version>,
+    /// Names of the cache directory that look like version directories but are not plain
+    /// directories (a link, a file), with the reason.
+    pub refused_versions: Vec<(String, String)>,
+}
+
+/// The framework's compile cache in a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeuronCache {
+    dir: PathBuf,
+}
+
+impl NeuronCache {
+    /// The cache in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> NeuronCache {
+        NeuronCache { dir: dir.into() }
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The cache directory (a path the user gave: links on the way followed); `None` if absent.
+    pub fn open(&self) -> io::Result<Option<Dir>> {
+        match Dir::open(&self.dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            r => r.map(Some),
+        }
+    }
+
+    /// Where the version directory of `version` is.
+    pub fn version_path(&self, version: &str) -> PathBuf {
+        self.dir.join(version_dir_name(version))
+    }
+
+    /// Every version directory (or only `only`'s) and its entries, classified. An absent cache
+    /// or version directory has none.
+    pub fn scan(&self, only: Option<&str>) -> io::Result<Scan> {
+        let mut scan = Scan::default();
+        let Some(top) = self.open()? else {
+            return Ok(scan);
+        };
+        let mut names: Vec<String> = match only {
+            Some(v) => vec![version_dir_name(v)],
+            None => top
+                .entries()?
+                .filter_map(|(n, _)| n.into_string().ok())
+                .filter(|n| n.starts_with(VERSION_PREFIX) && n.len() > VERSION_PREFIX.len())
+                .collect(),
+        };
+        names.sort();
+        for name in names {
+            let dir = match top.open_dir(&name) {
+                Ok(d) => d,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if is_not_plain(&e) => {
+                    scan.refused_versions.push((name, e.to_string()));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let version = name[VERSION_PREFIX.len()..].to_string();
+            let path = self.dir.join(&name);
+            let entries = scan_version(&dir, &version, &path)?;
+            scan.versions.push(Version {
+                version,
+                path,
+                entries,
+            });
+        }
+        Ok(scan)
+    }
+}
+
+/// The entries (`MODULE_*`) of one version directory, classified, sorted by name.
+pub fn scan_version(dir: &Dir, version: &str, path: &Path) -> io::Result<Vec<Entry>> {
+    let mut names: Vec<String> = dir
+        .entries()?
+        .filter_map(|(n, _)| n.into_string().ok())
+        .filter(|n| n.starts_with(ENTRY_PREFIX))
+        .collect();
+    names.sort();
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let entry_path = path.join(&name);
+        let mut e = Entry {
+            version: version.to_string(),
+            name: name.clone(),
+            path: entry_path,
+            graph: None,
+            flags: None,
+            class: Class::ToDo,
+            bytes: 0,
+        };
+        match dir.open_dir(&name) {
+            Ok(d) => classify(&d, &mut e),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+            Err(err) => e.class = Class::Refused(err.to_string()),
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// What an entry's name holds: absent, a plain file, or something refused (the reason).
+enum Item {
+    Absent,
+    File(u64),
+    Refused(String),
+}
+
+fn item(dir: &Dir, name: &str) -> Item {
+    match dir.stat(name) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Item::Absent,
+        Err(e) => Item::Refused(format!("{name}: {e}")),
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => Item::File(st.st_size as u64),
+            FileType::Symlink => Item::Refused(format!("{name} is a symbolic link")),
+            FileType::Directory => Item::Refused(format!("{name} is a directory")),
+            _ => Item::Refused(format!("{name} is not a plain file")),
+        },
+    }
+}
+
+/// Read the flags of an entry: a JSON list of strings.
+pub fn read_flags(dir: &Dir) -> Result<Vec<String>, String> {
+    let bytes = dir
+        .read(FLAGS_FILE)
+        .map_err(|e| format!("{FLAGS_FILE}: {e}"))?;
+    serde_json::from_slice::<Vec<String>>(&bytes)
+        .map_err(|e| format!("{FLAGS_FILE} is not a JSON list of strings ({e})"))
+}
+
+/// Classify the entry open at `dir` into `e` (see [`Class`]; precedence: refused, done, locked,
+/// failed, to do).
+pub fn classify(dir: &Dir, e: &mut Entry) {
+    let mut sizes = 0u64;
+    let mut present = std::collections::BTreeSet::new();
+    let mut names: Vec<String> = vec![
+        FLAGS_FILE.into(),
+        NEFF_FILE.into(),
+        DONE_FILE.into(),
+        LOG_FILE.into(),
+    ];
+    for g in GRAPH_FILES {
+        names.push(g.to_string());
+        names.push(format!("{g}{LOCK_SUFFIX}"));
+    }
+    for n in &names {
+        match item(dir, n) {
+            Item::Absent => {}
+            Item::File(s) => {
+                sizes += s;
+                present.insert(n.clone());
+            }
+            Item::Refused(why) => {
+                e.class = Class::Refused(why);
+                e.bytes = sizes;
+                return;
+            }
+        }
+    }
+    e.bytes = sizes;
+    e.graph = GRAPH_FILES.into_iter().find(|g| present.contains(*g));
+    if present.contains(NEFF_FILE) && present.contains(DONE_FILE) {
+        e.class = Class::Done;
+        return;
+    }
+    let lock = GRAPH_FILES
+        .iter()
+        .map(|g| format!("{g}{LOCK_SUFFIX}"))
+        .find(|l| present.contains(l));
+    if let Some(lock) = lock {
+        e.class = match lock::owner(dir, &lock) {
+            Ok(Some(owner)) => Class::Locked(owner),
+            Ok(None) => Class::ToDo,
+            Err(err) => Class::Refused(format!("{lock}: {err}")),
+        };
+        if e.class != Class::ToDo {
+            return;
+        }
+    }
+    if present.contains(LOG_FILE) && !present.contains(NEFF_FILE) {
+        e.class = Class::Failed;
+        return;
+    }
+    if e.graph.is_none() {
+        e.class = Class::Refused("no graph (model.hlo_module.pb or model.hlo.pb)".into());
+        return;
+    }
+    match read_flags(dir) {
+        Ok(f) => {
+            e.flags = Some(f);
+            e.class = Class::ToDo;
+        }
+        Err(why) => e.class = Class::Refused(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_found_in_version_output() {
+        assert_eq!(
+            version_in("NeuronX Compiler version 2.24.5133.0+58f8de22\n\nPython version 3.10")
+                .as_deref(),
+            Some("2.24.5133.0+58f8de22")
+        );
+        assert_eq!(
+            version_in("fake-compiler 2.24.0.0 (arguments: --version)").as_deref(),
+            Some("2.24.0.0")
+        );
+        assert_eq!(version_in("no version here 3"), None);
+        assert!(check_version("2.24.5133.0+58f8de22").is_ok());
+        for bad in ["", "..", "a/b", "a b"] {
+            assert!(check_version(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_cache_dir_comes_from_the_flags() {
+        assert_eq!(
+            cache_dir_of_flags("--model-type=transformer --cache_dir=/c1 -O1").as_deref(),
+            Some("/c1")
+        );
+        assert_eq!(
+            cache_dir_of_flags("--cache_dir /c2 --cache_dir=/c3").as_deref(),
+            Some("/c3")
+        );
+        assert_eq!(cache_dir_of_flags("--retry_failed_compilation"), None);
+    }
+
+    #[test]
+    fn entries_are_classified_and_links_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let v = t.path().join("neuronxcc-2.24.1");
+        let mk = |name: &str, files: &[&str]| {
+            let d = v.join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            for f in files {
+                let body: &[u8] = if *f == FLAGS_FILE { b"[\"-O1\"]" } else { b"x" };
+                std::fs::write(d.join(f), body).unwrap();
+            }
+        };
+        mk("MODULE_a+1", &["model.hlo_module.pb", FLAGS_FILE]);
+        mk(
+            "MODULE_b+1",
+            &["model.hlo_module.pb", FLAGS_FILE, NEFF_FILE, DONE_FILE],
+        );
+        mk("MODULE_c+1", &["model.hlo_module.pb", FLAGS_FILE, LOG_FILE]);
+        mk(
+            "MODULE_d+1",
+            &["model.hlo.pb", FLAGS_FILE, "model.hlo.pb.lock"],
+        );
+        mk("MODULE_e+1", &["model.hlo_module.pb", FLAGS_FILE]);
+        std::os::unix::fs::symlink("/etc/passwd", v.join("MODULE_e+1").join(NEFF_FILE)).unwrap();
+        std::os::unix::fs::symlink(v.join("MODULE_a+1"), v.join("MODULE_f+1")).unwrap();
+        mk("MODULE_g+1", &[FLAGS_FILE]);
+        mk("MODULE_h+1", &["model.hlo_module.pb", NEFF_FILE]);
+        std::fs::write(v.join("MODULE_h+1").join(FLAGS_FILE), b"{}").unwrap();
+        std::fs::create_dir_all(t.path().join("nxcc-v1")).unwrap();
+        let scan = NeuronCache::new(t.path()).scan(None).unwrap();
+        assert_eq!(scan.versions.len(), 1);
+        let classes: Vec<(&str, &str)> = scan.versions[0]
+            .entries
+            .iter()
+            .map(|e| (e.name.as_str(), e.class.name()))
+            .collect();
+        assert_eq!(
+            classes,
+            [
+                ("MODULE_a+1", "to_do"),
+                ("MODULE_b+1", "done"),
+                ("MODULE_c+1", "failed"),
+                ("MODULE_d+1", "locked"),
+                ("MODULE_e+1", "refused"),
+                ("MODULE_f+1", "refused"),
+                ("MODULE_g+1", "refused"),
+                ("MODULE_h+1", "refused"),
+            ]
+        );
+        let e = &scan.versions[0].entries;
+        assert_eq!(e[0].flags.as_deref(), Some(&["-O1".to_string()][..]));
+        assert_eq!(e[3].graph, Some("model.hlo.pb"));
+        assert!(matches!(
+            &e[3].class,
+            Class::Locked(LockOwner::Foreign { .. })
+        ));
+        assert!(matches!(&e[4].class, Class::Refused(w) if w.contains("symbolic link")));
+        assert!(matches!(&e[5].class, Class::Refused(w) if w.contains("symbolic link")));
+    }
+}

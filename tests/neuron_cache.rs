@@ -1,0 +1,892 @@
+//! `parallel-compile --neuron-cache` and `cache stats|verify|clean --neuron-cache` on a
+//! framework compile cache each test builds itself (`neuronxcc-<version>/MODULE_*/` with a
+//! graph and `compile_flags.json`): NEFFs byte-identical to plain compiles, done and failed
+//! entries untouched, foreign locks skipped, dead runs' locks taken over, links refused, an
+//! interrupt or a kill leaving nothing half-made, the memory budget kept, and a framework-side
+//! reader written here from the layout alone agreeing with `cache stats`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{processes_with_env, text, verifies, Scratch};
+use serde_json::Value;
+
+/// The version directory nxcc's pipeline on the simulated toolchain compiles by default.
+const SIM_VERSION: &str = "2.24.5133.0+nxcc-sim";
+const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models");
+
+fn version_dir(s: &Scratch) -> PathBuf {
+    s.join(&format!("nc/neuronxcc-{SIM_VERSION}"))
+}
+
+/// An entry `MODULE_<name>+<flags hash>` with the graph `model` (a file of the example zoo, or
+/// raw bytes) under `graph_name`, and `flags`.
+fn entry(s: &Scratch, name: &str, graph: &[u8], graph_name: &str, flags: &[&str]) -> PathBuf {
+    let d = version_dir(s).join(format!("MODULE_{name}+d41d8cd9"));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join(graph_name), graph).unwrap();
+    std::fs::write(
+        d.join("compile_flags.json"),
+        serde_json::to_vec(&flags).unwrap(),
+    )
+    .unwrap();
+    d
+}
+
+fn zoo(model: &str) -> Vec<u8> {
+    std::fs::read(Path::new(MODELS).join(model)).unwrap()
+}
+
+/// The example model made distinct by an unknown field a reader skips.
+fn variant(tag: &str) -> Vec<u8> {
+    let mut b = zoo("mlp.hlo_module.pb");
+    b.extend_from_slice(&[0xc2, 0x3e, tag.len() as u8]);
+    b.extend_from_slice(tag.as_bytes());
+    b
+}
+
+fn compile_args() -> Vec<&'static str> {
+    vec!["--", "--target", "trn2", "--toolchain", "sim"]
+}
+
+fn parallel(s: &Scratch, extra: &[&str]) -> Command {
+    let mut args = vec![
+        "parallel-compile",
+        "--neuron-cache",
+        "nc",
+        "--allow-simulated",
+    ];
+    args.extend(extra);
+    args.extend(compile_args());
+    s.nxcc(&args)
+}
+
+/// A plain `nxcc compile GRAPH FLAGS --target trn2 --toolchain sim` to `<dir>/model.neff`.
+fn plain_compile(s: &Scratch, graph: &Path, flags: &[&str], dir: &str) -> Vec<u8> {
+    std::fs::create_dir_all(s.join(dir)).unwrap();
+    let out = s.join(&format!("{dir}/model.neff"));
+    let mut args = vec!["compile", "--target", "trn2", "--toolchain", "sim"];
+    args.extend(flags);
+    let g = graph.display().to_string();
+    let o = out.display().to_string();
+    let log = s.join(&format!("{dir}/log.txt")).display().to_string();
+    args.extend([
+        g.as_str(),
+        "--output",
+        o.as_str(),
+        "--logfile",
+        log.as_str(),
+    ]);
+    let r = s.run(&args);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    std::fs::read(out).unwrap()
+}
+
+/// Every path below `dir` whose name satisfies `pred`.
+fn find(dir: &Path, pred: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if pred(&e.file_name().to_string_lossy()) {
+            out.push(p.clone());
+        }
+        if e.file_type().unwrap().is_dir() {
+            out.extend(find(&p, pred));
+        }
+    }
+    out
+}
+
+fn no_leftovers(dir: &Path) {
+    let left = find(dir, &|n| {
+        n.ends_with(".lock") && n.starts_with("model.")
+            || n.starts_with(".nxcc-tmp-")
+            || n.contains(".nxcc-")
+    });
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
+    let s = Scratch::new();
+    // To do: graphs of the zoo with several flag sets, one in the older layout.
+    let todo: Vec<(&str, Vec<u8>, &str, Vec<&str>)> = vec![
+        (
+            "mlp",
+            zoo("mlp.hlo_module.pb"),
+            "model.hlo_module.pb",
+            vec![],
+        ),
+        (
+            "mlpO1",
+            zoo("mlp.hlo_module.pb"),
+            "model.hlo_module.pb",
+            vec!["-O1"],
+        ),
+        (
+            "attn",
+            zoo("attention.hlo_module.pb"),
+            "model.hlo_module.pb",
+            vec!["--model-type=transformer", "-O2"],
+        ),
+        (
+            "conv",
+            zoo("conv.hlo_module.pb"),
+            "model.hlo.pb",
+            vec!["--lnc", "1"],
+        ),
+    ];
+    for (name, graph, file, flags) in &todo {
+        entry(&s, name, graph, file, flags);
+    }
+    // Done: a NEFF and the marker, a day old.
+    let done = entry(
+        &s,
+        "done",
+        &zoo("matmul.hlo_module.pb"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    std::fs::write(done.join("model.neff"), b"the framework's own NEFF").unwrap();
+    std::fs::write(done.join("model.done"), b"").unwrap();
+    let day_ago = std::time::SystemTime::now() - Duration::from_secs(86400);
+    std::fs::File::options()
+        .write(true)
+        .open(done.join("model.neff"))
+        .unwrap()
+        .set_modified(day_ago)
+        .unwrap();
+    let done_mtime = std::fs::metadata(done.join("model.neff")).unwrap().mtime();
+    // Failed: a log and no NEFF (its graph compiles: only a retry shows it).
+    let failed = entry(
+        &s,
+        "failed",
+        &zoo("mlp2.hlo_module.pb"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    std::fs::write(failed.join("model.log"), "the framework's failure\n").unwrap();
+    // Locked by another (the framework's plain lock file) and by a dead nxcc run.
+    let foreign = entry(
+        &s,
+        "foreign",
+        &variant("foreign"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    std::fs::write(foreign.join("model.hlo_module.pb.lock"), b"").unwrap();
+    let dead = entry(
+        &s,
+        "dead",
+        &variant("dead"),
+        "model.hlo_module.pb",
+        &["-O1"],
+    );
+    std::fs::write(
+        dead.join("model.hlo_module.pb.lock"),
+        "nxcc pid=999999 started=1 host=gone\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dead.join(".nxcc-tmp-999999-0-0")).unwrap();
+    // A symlinked model.neff: refused, its target untouched.
+    let linked = entry(&s, "linked", &variant("linked"), "model.hlo_module.pb", &[]);
+    std::fs::write(s.join("victim"), b"victim").unwrap();
+    std::os::unix::fs::symlink(s.join("victim"), linked.join("model.neff")).unwrap();
+    // A symlinked entry directory: refused.
+    std::os::unix::fs::symlink(&failed, version_dir(&s).join("MODULE_dirlink+d41d8cd9")).unwrap();
+
+    let o = parallel(&s, &["--report", "report.json"]).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}\n{}", text(&o.stdout));
+    for (name, graph, file, flags) in &todo {
+        let d = version_dir(&s).join(format!("MODULE_{name}+d41d8cd9"));
+        let neff = std::fs::read(d.join("model.neff")).unwrap();
+        let plain = plain_compile(&s, &d.join(file), flags, &format!("plain-{name}"));
+        assert!(
+            neff == plain,
+            "{name}: the NEFF differs from a plain compile's"
+        );
+        assert!(d.join("model.done").is_file(), "{name}");
+        assert!(!d.join("model.log").exists(), "{name}");
+        assert_eq!(&std::fs::read(d.join(file)).unwrap(), graph);
+        assert!(verifies(&d.join("model.neff")));
+    }
+    // The simulated toolchain's NEFFs say so.
+    let info = s.run(&[
+        "neff-info",
+        version_dir(&s)
+            .join("MODULE_mlp+d41d8cd9/model.neff")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(
+        text(&info.stdout)
+            .contains("producer: nxcc 0.1.0 (simulated toolchain: cannot run on Neuron hardware)"),
+        "{}",
+        text(&info.stdout)
+    );
+    // The dead run's lock taken over: compiled, lock and staging gone.
+    assert!(dead.join("model.done").is_file());
+    // Done: untouched, bytes and mtime.
+    assert_eq!(
+        std::fs::read(done.join("model.neff")).unwrap(),
+        b"the framework's own NEFF"
+    );
+    assert_eq!(
+        std::fs::metadata(done.join("model.neff")).unwrap().mtime(),
+        done_mtime
+    );
+    // Failed: untouched.
+    assert_eq!(
+        std::fs::read_to_string(failed.join("model.log")).unwrap(),
+        "the framework's failure\n"
+    );
+    assert!(!failed.join("model.neff").exists());
+    // Foreign lock: skipped, reported, left.
+    assert!(foreign.join("model.hlo_module.pb.lock").is_file());
+    assert!(!foreign.join("model.neff").exists());
+    assert!(
+        err.contains("MODULE_foreign+d41d8cd9 (locked): a lock file nxcc did not make"),
+        "{err}"
+    );
+    // Links: refused, reported, their targets untouched.
+    assert_eq!(std::fs::read(s.join("victim")).unwrap(), b"victim");
+    assert!(std::fs::symlink_metadata(linked.join("model.neff"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(
+        err.contains("MODULE_linked+d41d8cd9 (refused): refused: model.neff is a symbolic link"),
+        "{err}"
+    );
+    assert!(err.contains("MODULE_dirlink+d41d8cd9 (refused)"), "{err}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(s.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["succeeded"], 5);
+    for c in report["compiles"].as_array().unwrap() {
+        let out = c["output"].as_str().unwrap();
+        assert!(
+            out.starts_with(version_dir(&s).to_str().unwrap())
+                && out.ends_with("+d41d8cd9/model.neff"),
+            "{out}"
+        );
+        assert!(Path::new(out).is_file(), "{out}");
+    }
+    assert_eq!(report["neuron_cache"]["version"], SIM_VERSION);
+    let skipped: Vec<&str> = report["neuron_cache"]["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["refused", "done", "failed", "locked", "refused"]);
+    // Only the foreign lock is left; no staging directory anywhere.
+    let locks = find(&s.join("nc"), &|n| n.ends_with(".pb.lock"));
+    assert_eq!(locks, [foreign.join("model.hlo_module.pb.lock")]);
+    assert!(find(&s.join("nc"), &|n| n.starts_with(".nxcc-tmp-")).is_empty());
+
+    // Retrying the failed entry: compiled, its log gone; the rest as it was.
+    let o = parallel(&s, &["--retry_failed_compilation"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(failed.join("model.done").is_file() && !failed.join("model.log").exists());
+    assert_eq!(
+        std::fs::metadata(done.join("model.neff")).unwrap().mtime(),
+        done_mtime
+    );
+    // Breaking the foreign lock compiles that entry too.
+    let o = parallel(&s, &["--break-locks"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(foreign.join("model.done").is_file());
+    assert!(!foreign.join("model.hlo_module.pb.lock").exists());
+}
+
+#[test]
+fn a_failure_of_the_graph_leaves_model_log_and_no_neff() {
+    let s = Scratch::new();
+    let bad = entry(
+        &s,
+        "bad",
+        b"not a module at all",
+        "model.hlo_module.pb",
+        &[],
+    );
+    let good = entry(
+        &s,
+        "good",
+        &zoo("mlp.hlo_module.pb"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    let o = parallel(&s, &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    assert!(good.join("model.done").is_file());
+    assert!(!bad.join("model.neff").exists() && !bad.join("model.done").exists());
+    let log = std::fs::read_to_string(bad.join("model.log")).unwrap();
+    assert!(
+        log.contains("Child process job \"HLOToTensorizer\" exited abnormally"),
+        "{log}"
+    );
+    assert!(log.contains("lines of the compile's log ---"), "{log}");
+    no_leftovers(&s.join("nc"));
+    // Again: the failed entry is skipped, nothing compiled, success.
+    let o = parallel(&s, &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("MODULE_bad+d41d8cd9 (failed): failed earlier"));
+}
+
+#[test]
+fn the_simulated_toolchain_is_refused_without_allow_simulated() {
+    let s = Scratch::new();
+    let e = entry(
+        &s,
+        "m",
+        &zoo("mlp.hlo_module.pb"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    let mut args = vec!["parallel-compile", "--neuron-cache", "nc"];
+    args.extend(compile_args());
+    let o = s.run(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("--allow-simulated"),
+        "{}",
+        text(&o.stderr)
+    );
+    let names: Vec<_> = std::fs::read_dir(&e)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(!s.join("nc/nxcc-v1").exists());
+    // A missing cache or version directory: said, with the versions there are.
+    let o = s.run(&[
+        "parallel-compile",
+        "--neuron-cache",
+        "nowhere",
+        "--allow-simulated",
+        "--",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("nowhere does not exist"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = s.run(&[
+        "parallel-compile",
+        "--neuron-cache",
+        "nc",
+        "--allow-simulated",
+        "--neuron-version",
+        "9.9",
+        "--",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "has no neuronxcc-9.9 directory (it has: {SIM_VERSION})"
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+    // Usage: INPUTs and --neuron-cache exclude each other; --break-locks needs it.
+    let o = s.run(&[
+        "parallel-compile",
+        "--neuron-cache=nc",
+        "x.pb",
+        "--",
+        "--target",
+        "trn2",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = s.run(&[
+        "parallel-compile",
+        "x.pb",
+        "--break-locks",
+        "--",
+        "--target",
+        "trn2",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = s.run(&[
+        "parallel-compile",
+        "--neuron-cache",
+        "nc",
+        "--output-dir",
+        "o",
+        "--",
+        "--target",
+        "trn2",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!s.join("o").exists());
+}
+
+#[test]
+fn an_external_compiler_names_the_version_directory() {
+    let s = Scratch::new();
+    let d = s.join("nc/neuronxcc-2.24.0.0/MODULE_x+d41d8cd9");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("model.hlo_module.pb"), zoo("mlp.hlo_module.pb")).unwrap();
+    std::fs::write(
+        d.join("compile_flags.json"),
+        br#"["--model-type=transformer"]"#,
+    )
+    .unwrap();
+    let compiler = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh");
+    let o = s.run(&[
+        "parallel-compile",
+        "--neuron-cache",
+        "nc",
+        "--compiler",
+        compiler.to_str().unwrap(),
+        "--",
+        "--target",
+        "trn2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(d.join("model.done").is_file());
+    assert!(std::fs::read(d.join("model.neff"))
+        .unwrap()
+        .starts_with(b"FAKE-NEFF"));
+}
+
+/// Start a batch of `n` slow entries tagged with `marker`; returns the child once some entry is
+/// locked (a compile is running).
+fn start_slow(s: &Scratch, n: usize, marker: &str) -> std::process::Child {
+    for i in 0..n {
+        entry(
+            s,
+            &format!("slow{i:02}"),
+            &variant(&format!("slow {i}")),
+            "model.hlo_module.pb",
+            &[],
+        );
+    }
+    let child = parallel(s, &["--jobs", "2", "--no_cache"])
+        .env("NXCC_SIM_WORK_MS", "hlo2penguin:1500")
+        .env("NXCC_TEST_MARK", marker)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while find(&version_dir(s), &|n| n.ends_with(".pb.lock")).is_empty() {
+        assert!(Instant::now() < deadline, "no entry was ever locked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And its compile really started (its tool is recording).
+    while !s.record().exists() {
+        assert!(Instant::now() < deadline, "no tool ever ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn wait_gone(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !processes_with_env("NXCC_TEST_MARK", marker).is_empty() {
+        assert!(Instant::now() < deadline, "processes of the batch remain");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_interrupt_leaves_no_log_no_partial_neff_and_no_lock() {
+    let s = Scratch::new();
+    let marker = format!("ncache-int-{}", std::process::id());
+    let mut child = start_slow(&s, 4, &marker);
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    wait_gone(&marker);
+    assert!(find(&s.join("nc"), &|n| n == "model.log").is_empty());
+    for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
+        let p = e.path();
+        // A NEFF is only ever there whole, with its marker.
+        assert_eq!(
+            p.join("model.neff").exists(),
+            p.join("model.done").exists(),
+            "{p:?}"
+        );
+    }
+    no_leftovers(&s.join("nc"));
+}
+
+#[test]
+fn a_killed_runs_locks_are_stale_and_taken_over() {
+    let s = Scratch::new();
+    let marker = format!("ncache-kill-{}", std::process::id());
+    let mut child = start_slow(&s, 3, &marker);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_gone(&marker);
+    let locks = find(&version_dir(&s), &|n| n.ends_with(".pb.lock"));
+    assert!(!locks.is_empty(), "the killed run left no lock");
+    let stats = s.run(&["cache", "stats", "--neuron-cache", "nc", "--json"]);
+    let v: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let dead: Vec<&Value> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["lock"]["by"] == "dead_nxcc")
+        .collect();
+    assert_eq!(dead.len(), locks.len(), "{v}");
+    let o = parallel(&s, &["--no_cache"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
+        assert!(e.path().join("model.done").is_file(), "{:?}", e.path());
+    }
+    no_leftovers(&s.join("nc"));
+}
+
+#[test]
+fn twelve_entries_keep_to_the_memory_budget() {
+    let s = Scratch::new();
+    let flag_sets: [&[&str]; 3] = [&[], &["-O1"], &["--model-type=transformer"]];
+    for i in 0..12 {
+        entry(
+            &s,
+            &format!("m{i:02}"),
+            &variant(&format!("mem {i}")),
+            "model.hlo_module.pb",
+            flag_sets[i % 3],
+        );
+    }
+    let o = parallel(
+        &s,
+        &[
+            "--jobs",
+            "8",
+            "--memory-budget",
+            "1G",
+            "--report",
+            "report.json",
+        ],
+    )
+    .env("NXCC_SIM_RSS_MB", "*:300")
+    .env("NXCC_SIM_WORK_MS", "*:40")
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(s.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["succeeded"], 12);
+    for c in report["compiles"].as_array().unwrap() {
+        assert_eq!(
+            c["attempts"].as_array().unwrap().len(),
+            1,
+            "a compile was retried: {c}"
+        );
+        assert!(c["estimate"]["bytes"].as_u64().unwrap() >= 300 << 20);
+    }
+    // Each compile's interval from its tools' records (by work dir): never more than 3 x 300 MiB
+    // (the estimates, at least 320 MiB each, let at most 3 share 1 GiB).
+    let mut by_dir: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for r in s.records() {
+        let work = r["cwd"]
+            .as_str()
+            .unwrap()
+            .split('/')
+            .find(|c| c.starts_with("neuronxcc-"))
+            .unwrap()
+            .to_string();
+        let (a, b) = (
+            r["start_ms"].as_u64().unwrap(),
+            r["end_ms"].as_u64().unwrap(),
+        );
+        let e = by_dir.entry(work).or_insert((a, b));
+        e.0 = e.0.min(a);
+        e.1 = e.1.max(b);
+    }
+    assert_eq!(by_dir.len(), 12);
+    let mut events: Vec<(u64, i32)> = by_dir
+        .values()
+        .flat_map(|(a, b)| [(*a, 1), (*b, -1)])
+        .collect();
+    events.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.cmp(&y.1)));
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in events {
+        now += d;
+        most = most.max(now);
+    }
+    assert!(
+        most * 300 <= 1024,
+        "{most} compiles of 300 MiB ran at once under 1 GiB"
+    );
+    assert!(most >= 2, "the budget left room for more than one at once");
+    for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
+        assert!(e.path().join("model.done").is_file());
+    }
+}
+
+/// A reader of the framework's cache written from the layout alone (as a framework would read
+/// it), plus nxcc's one rule of its own: a link anywhere in an entry refuses it.
+const FRAMEWORK_READER: &str = r#"
+import json, os, stat, sys
+root = sys.argv[1]
+out = {}
+for v in sorted(os.listdir(root)):
+    if not v.startswith("neuronxcc-"):
+        continue
+    vd = os.path.join(root, v)
+    for name in sorted(os.listdir(vd)):
+        if not name.startswith("MODULE_"):
+            continue
+        d = os.path.join(vd, name)
+        key = v[len("neuronxcc-"):] + "/" + name
+        if os.path.islink(d) or not os.path.isdir(d):
+            out[key] = "refused"; continue
+        files = {}
+        refused = False
+        for f in os.listdir(d):
+            st = os.lstat(os.path.join(d, f))
+            files[f] = stat.S_ISREG(st.st_mode)
+        layout = ["model.hlo_module.pb", "model.hlo.pb", "compile_flags.json", "model.neff",
+                  "model.done", "model.log", "model.hlo_module.pb.lock", "model.hlo.pb.lock"]
+        if any(f in files and not files[f] for f in layout):
+            out[key] = "refused"; continue
+        has = lambda f: files.get(f, False)
+        graph = has("model.hlo_module.pb") or has("model.hlo.pb")
+        if has("model.neff") and has("model.done"):
+            out[key] = "done"
+        elif has("model.hlo_module.pb.lock") or has("model.hlo.pb.lock"):
+            out[key] = "locked"
+        elif has("model.log") and not has("model.neff"):
+            out[key] = "failed"
+        elif not graph:
+            out[key] = "refused"
+        else:
+            try:
+                flags = json.load(open(os.path.join(d, "compile_flags.json")))
+                ok = isinstance(flags, list) and all(isinstance(x, str) for x in flags)
+            except Exception:
+                ok = False
+            out[key] = "to_do" if ok else "refused"
+print(json.dumps(out))
+"#;
+
+#[test]
+fn a_framework_side_reader_agrees_with_cache_stats() {
+    let s = Scratch::new();
+    let g = zoo("mlp.hlo_module.pb");
+    entry(&s, "todo", &g, "model.hlo_module.pb", &["-O1"]);
+    let old = entry(&s, "old", &g, "model.hlo.pb", &[]);
+    std::fs::write(old.join("model.neff"), b"n").unwrap();
+    std::fs::write(old.join("model.done"), b"").unwrap();
+    let f = entry(&s, "failed", &g, "model.hlo_module.pb", &[]);
+    std::fs::write(f.join("model.log"), b"x").unwrap();
+    let l = entry(&s, "locked", &g, "model.hlo_module.pb", &[]);
+    std::fs::write(l.join("model.hlo_module.pb.lock"), b"").unwrap();
+    let half = entry(&s, "half", &g, "model.hlo_module.pb", &[]);
+    std::fs::write(half.join("model.neff"), b"no done marker yet").unwrap();
+    let bad = entry(&s, "badflags", &g, "model.hlo_module.pb", &[]);
+    std::fs::write(bad.join("compile_flags.json"), b"{\"not\": \"a list\"}").unwrap();
+    let nograph = entry(&s, "nograph", &g, "model.hlo_module.pb", &[]);
+    std::fs::remove_file(nograph.join("model.hlo_module.pb")).unwrap();
+    let link = entry(&s, "link", &g, "model.hlo_module.pb", &[]);
+    std::fs::remove_file(link.join("compile_flags.json")).unwrap();
+    std::os::unix::fs::symlink(
+        bad.join("compile_flags.json"),
+        link.join("compile_flags.json"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&f, version_dir(&s).join("MODULE_dirlink+1")).unwrap();
+    // A second version, with a done entry.
+    let v2 = s.join("nc/neuronxcc-2.9.0.0+0/MODULE_v2+1");
+    std::fs::create_dir_all(&v2).unwrap();
+    for (n, b) in [
+        ("model.hlo_module.pb", &g[..]),
+        ("compile_flags.json", b"[]"),
+        ("model.neff", b"n"),
+        ("model.done", b""),
+    ] {
+        std::fs::write(v2.join(n), b).unwrap();
+    }
+    let py = Command::new("python3")
+        .args(["-c", FRAMEWORK_READER])
+        .arg(s.join("nc"))
+        .output();
+    let py = match py {
+        Ok(o) if o.status.success() => o,
+        other => {
+            eprintln!("SKIPPED a_framework_side_reader_agrees_with_cache_stats: python3 cannot run the reader ({other:?})");
+            return;
+        }
+    };
+    let theirs: BTreeMap<String, String> = serde_json::from_slice(&py.stdout).unwrap();
+    let o = s.run(&["cache", "stats", "--neuron-cache", "nc", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ours: BTreeMap<String, String> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                format!(
+                    "{}/{}",
+                    e["version"].as_str().unwrap(),
+                    e["name"].as_str().unwrap()
+                ),
+                e["class"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(ours, theirs);
+    assert_eq!(ours.len(), 10);
+    let classes: Vec<&str> = ours.values().map(String::as_str).collect();
+    for c in ["done", "failed", "locked", "to_do", "refused"] {
+        assert!(classes.contains(&c), "no {c} entry: {ours:?}");
+    }
+    // The text form counts per version.
+    let o = s.run(&["cache", "stats", "--neuron-cache", "nc"]);
+    let t = text(&o.stdout);
+    assert!(t.contains(&format!("neuronxcc-{SIM_VERSION}: 1 done, 1 failed, 1 locked (1 held by nobody), 2 to do, 4 refused")), "{t}");
+    assert!(t.contains("neuronxcc-2.9.0.0+0: 1 done"), "{t}");
+}
+
+#[test]
+fn verify_and_clean_say_what_they_find_and_remove() {
+    let s = Scratch::new();
+    entry(
+        &s,
+        "good",
+        &zoo("mlp.hlo_module.pb"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    let o = parallel(&s, &[]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let corrupt = entry(
+        &s,
+        "corrupt",
+        &zoo("mlp.hlo_module.pb"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    std::fs::write(corrupt.join("model.neff"), b"not a NEFF").unwrap();
+    std::fs::write(corrupt.join("model.done"), b"").unwrap();
+    let o = s.run(&["cache", "verify", "--neuron-cache", "nc"]);
+    assert_eq!(o.status.code(), Some(1));
+    let t = text(&o.stdout);
+    assert!(
+        t.contains("bad: ") && t.contains("MODULE_corrupt+d41d8cd9"),
+        "{t}"
+    );
+    assert!(t.contains("checked 2 NEFFs: 1 ok, 1 bad"), "{t}");
+
+    let f = entry(
+        &s,
+        "failed",
+        &zoo("mlp.hlo_module.pb"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    std::fs::write(f.join("model.log"), b"x").unwrap();
+    let l = entry(
+        &s,
+        "stale",
+        &zoo("mlp.hlo_module.pb"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    std::fs::write(l.join("model.hlo_module.pb.lock"), b"").unwrap();
+    let old = s.join("nc/neuronxcc-2.0.0.0/MODULE_o+1");
+    std::fs::create_dir_all(&old).unwrap();
+    let all = [
+        "cache",
+        "clean",
+        "--neuron-cache",
+        "nc",
+        "--failed",
+        "--locks",
+        "--min-age",
+        "0",
+        "--old-versions",
+    ];
+    let mut dry = all.to_vec();
+    dry.push("--dry-run");
+    let o = s.run(&dry);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let t = text(&o.stdout);
+    assert_eq!(t.matches("would remove ").count(), 3, "{t}");
+    assert!(
+        f.join("model.log").exists() && l.join("model.hlo_module.pb.lock").exists() && old.exists()
+    );
+    let o = s.run(&all);
+    let t = text(&o.stdout);
+    assert_eq!(t.matches("removed ").count(), 3, "{t}");
+    assert!(
+        t.contains("neuronxcc-2.0.0.0 (another compiler version"),
+        "{t}"
+    );
+    assert!(!f.join("model.log").exists() && !l.join("model.hlo_module.pb.lock").exists());
+    assert!(!s.join("nc/neuronxcc-2.0.0.0").exists());
+    assert!(
+        s.join("nc/nxcc-v1").exists(),
+        "nxcc's own cache is not a version directory"
+    );
+    let o = s.run(&["cache", "clean", "--neuron-cache", "nc"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn two_runs_at_once_compile_each_entry_once() {
+    let s = Scratch::new();
+    let marker = format!("ncache-two-{}", std::process::id());
+    let n = 4;
+    let mut first = start_slow(&s, n, &marker);
+    // The second run sees the first's lock held, and races it for the rest.
+    let second = parallel(&s, &["--jobs", "1", "--no_cache"])
+        .env("NXCC_SIM_WORK_MS", "hlo2penguin:1500")
+        .output()
+        .unwrap();
+    let first_status = first.wait().unwrap();
+    let mut first_err = String::new();
+    use std::io::Read;
+    first
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut first_err)
+        .unwrap();
+    assert_eq!(first_status.code(), Some(0), "{first_err}");
+    let err = text(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("(locked): held by a running process (nxcc pid="),
+        "{err}"
+    );
+    for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
+        assert!(e.path().join("model.done").is_file(), "{:?}", e.path());
+    }
+    let frontends = s
+        .records()
+        .into_iter()
+        .filter(|r| r["tool"] == "hlo2penguin")
+        .count();
+    assert_eq!(frontends, n, "an entry was compiled twice");
+    no_leftovers(&s.join("nc"));
+}
