@@ -235,7 +235,7 @@ pub fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
 
 /// Files at least this large are hashed memory-mapped, on every core (`BENCHMARKS.md`, "Hashing
 /// a large model"); smaller ones are read.
-pub const MAP_FROM: u64 = 4 << 20;
+pub const MAP_FROM: u64 = 1 << 20;
 
 /// Feed a file into a hasher; returns the number of bytes hashed. A file of at least
 /// [`MAP_FROM`] bytes is mapped ([`crate::fsx::Mapped`]) and hashed by blake3 on every core

@@ -880,23 +880,18 @@ enum CopyError {
 /// `FICLONE` (`_IOW(0x94, 9, int)`): share the source's extents (btrfs, XFS, ...).
 const FICLONE: libc::c_ulong = 0x4004_9409;
 
-/// Copy `src` into `dst` (a reflink when possible) and return the blake3 and size of what `dst`
-/// now holds: the bytes written are the bytes hashed (after a reflink, `dst` is read back).
+/// Copy `src` into `dst` and return the blake3 and size of what `dst` now holds. A reflink when
+/// the file system can, else an in-kernel copy (`copy_file_range`); then `dst` is read back and
+/// hashed ([`super::key::hash_file_into`]'s ways: mapped on every core when large). Where neither
+/// works, a copy through this process, hashing what it writes. Either way the bytes hashed are
+/// the bytes written.
 fn copy_hashing(src: &File, dst: &File) -> Result<(blake3::Hash, u64), CopyError> {
     // SAFETY: ioctl(FICLONE) with two descriptors we own; on failure nothing was changed.
     let cloned = unsafe { libc::ioctl(dst.as_raw_fd(), FICLONE as _, src.as_raw_fd()) } == 0;
-    let mut h = blake3::Hasher::new();
-    if cloned {
-        let mut d = dst;
-        d.seek(std::io::SeekFrom::Start(0))
-            .map_err(CopyError::Read)?;
-        let n = super::chunks::for_each_chunk(dst, &mut |c| {
-            h.update(c);
-            Ok(())
-        })
-        .map_err(CopyError::Read)?;
-        return Ok((h.finalize(), n));
+    if cloned || copy_in_kernel(src, dst)? {
+        return hash_back(dst).map_err(CopyError::Write);
     }
+    let mut h = blake3::Hasher::new();
     let mut w = dst;
     let mut write_error: Option<std::io::Error> = None;
     let read = super::chunks::for_each_chunk(src, &mut |c| {
@@ -912,6 +907,57 @@ fn copy_hashing(src: &File, dst: &File) -> Result<(blake3::Hash, u64), CopyError
         (Err(e), None) => Err(CopyError::Read(e)),
         (Ok(n), None) => Ok((h.finalize(), n)),
     }
+}
+
+/// Copy all of `src` (from its position) to `dst` with `copy_file_range`. `Ok(false)` when the
+/// kernel cannot do it for these files and nothing was copied (the caller copies itself).
+fn copy_in_kernel(src: &File, dst: &File) -> Result<bool, CopyError> {
+    let mut copied = 0u64;
+    loop {
+        // SAFETY: copy_file_range between two descriptors we own, at their file positions.
+        let n = unsafe {
+            libc::copy_file_range(
+                src.as_raw_fd(),
+                std::ptr::null_mut(),
+                dst.as_raw_fd(),
+                std::ptr::null_mut(),
+                1 << 30,
+                0,
+            )
+        };
+        if n > 0 {
+            copied += n as u64;
+            continue;
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EXDEV | libc::ENOSYS | libc::EOPNOTSUPP | libc::EINVAL | libc::EBADF)
+                if copied == 0 =>
+            {
+                return Ok(false)
+            }
+            _ => return Err(CopyError::Write(e)),
+        }
+    }
+}
+
+/// The blake3 and size of what `dst` holds, read back from its start.
+fn hash_back(dst: &File) -> std::io::Result<(blake3::Hash, u64)> {
+    let mut h = blake3::Hasher::new();
+    let len = dst.metadata()?.len();
+    if len >= super::key::MAP_FROM {
+        if let Some(r) = super::key::hash_mapped_into(dst, Path::new("the output"), &mut h) {
+            return r.map(|n| (h.finalize(), n));
+        }
+    }
+    let mut d = dst;
+    d.seek(std::io::SeekFrom::Start(0))?;
+    let n = super::key::hash_read_into(dst, &mut h)?;
+    Ok((h.finalize(), n))
 }
 
 /// The blake3 and size of a plain file of a directory (opened without following a link).
