@@ -463,13 +463,24 @@ pub fn run(
                     install_signals: false,
                 };
                 let start_s = started.elapsed().as_secs_f64();
-                let done = cache::compile_cached_keyed(
-                    &task.plan,
-                    task.key.clone(),
-                    &opts,
-                    &cache_cfg,
-                    engine,
-                );
+                // A compile with --remote or --remote-cache goes through the remote server.
+                let done = match crate::remote::RemoteConfig::from_plan(&task.plan) {
+                    Ok(Some(r)) => crate::remote::compile::compile(
+                        &task.plan,
+                        task.key.clone(),
+                        &opts,
+                        &cache_cfg,
+                        engine,
+                        &r,
+                    ),
+                    _ => cache::compile_cached_keyed(
+                        &task.plan,
+                        task.key.clone(),
+                        &opts,
+                        &cache_cfg,
+                        engine,
+                    ),
+                };
                 let end_s = started.elapsed().as_secs_f64();
                 slots.lock().unwrap_or_else(|p| p.into_inner())[slot] = false;
                 drop(permit);

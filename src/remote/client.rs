@@ -115,6 +115,18 @@ impl Remote {
         })
     }
 
+    /// `GetCapabilities`: whether the server answers (readiness), and what it offers.
+    pub fn capabilities(&self) -> Result<super::re::ServerCapabilities, RemoteError> {
+        let mut c = super::re::capabilities_client::CapabilitiesClient::new(self.channel.clone());
+        let req = super::re::GetCapabilitiesRequest {
+            instance_name: self.address.instance.clone(),
+        };
+        self.rt
+            .block_on(c.get_capabilities(Remote::request(req, CALL_TIMEOUT)))
+            .map(|r| r.into_inner())
+            .map_err(|s| self.error("GetCapabilities", &s))
+    }
+
     /// The error for a failed call `what`.
     pub fn error(&self, what: &str, status: &tonic::Status) -> RemoteError {
         let unreachable = matches!(

@@ -578,8 +578,8 @@ fn run_action(
         },
         &cancel,
     );
-    drop(permit);
     let left = w.running.fetch_sub(1, Ordering::SeqCst) - 1;
+    drop(permit);
     let exit_code = match &ran {
         Ok(o) => match o.end {
             End::Exited(c) => c,
