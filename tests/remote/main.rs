@@ -522,3 +522,49 @@ fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
     }
     out
 }
+
+#[test]
+fn the_daemon_sends_its_compiles_to_the_remote_workers() {
+    use std::os::unix::process::CommandExt;
+    let server = Server::start();
+    let w = Worker::start(&server, "dw", &[], &[]);
+    let c = Client::new();
+    let socket = c.path().join("d.sock");
+    let log = std::fs::File::create(c.path().join("daemon.log")).unwrap();
+    let mut daemon = c.nxcc(&["daemon", "--socket"]);
+    daemon
+        .arg(&socket)
+        .arg("--cache_dir")
+        .arg(c.path().join("daemon-cache"))
+        .args(["--remote", &server.url()])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0);
+    let mut child = daemon.spawn().unwrap();
+    let t = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(t.elapsed() < LIMIT, "the daemon did not listen");
+        assert!(child.try_wait().unwrap().is_none(), "the daemon exited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sock = socket.display().to_string();
+    let o = c.run(
+        &compile_args("mlp.hlo_module.pb", "model.neff", &["--daemon", "-O1"]),
+        &[("NXCC_DAEMON_SOCKET", sock.as_str())],
+        LIMIT,
+    );
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    let _ = child.wait();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        text(&o.stderr),
+        std::fs::read_to_string(c.path().join("daemon.log")).unwrap_or_default()
+    );
+    assert!(c.path().join("model.neff").is_file());
+    assert!(
+        w.log().contains("finished with exit status 0"),
+        "{}",
+        w.log()
+    );
+}
