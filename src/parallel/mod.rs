@@ -301,6 +301,18 @@ fn plan_input(
             });
         }
     }
+    let remote_flag = |d: &str| args.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
+    if let Err(e) = crate::remote::RemoteConfig::from_flags(
+        remote_flag("remote"),
+        remote_flag("remote_cache"),
+        "",
+    ) {
+        return Err(CliError::Usage {
+            usage: String::new(),
+            prog: format!("{} parallel-compile", cfg.prog),
+            message: format!("the compile arguments' --remote: {}", e.cause),
+        });
+    }
     let probe = SystemProbe {
         launch_dir: cfg.launch_dir.clone(),
     };
