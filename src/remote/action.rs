@@ -149,25 +149,31 @@ pub fn remote_arguments(plan: &Plan) -> Result<Vec<String>, String> {
         if f.dest.is_empty() || is_local_only(f.dest) {
             continue;
         }
-        let long = o.option_string.starts_with("--");
+        // The flag's own spelling (a negative form, `--no-X` / `--disable-X`, as given).
+        let name = if o.negated {
+            o.option_string.clone()
+        } else {
+            f.spelling.to_string()
+        };
+        let long = name.starts_with("--");
         let mut one = |v: String| {
             if long {
-                out.push(format!("{}={v}", o.option_string));
+                out.push(format!("{name}={v}"));
             } else {
-                out.push(o.option_string.clone());
+                out.push(name.clone());
                 out.push(v);
             }
         };
         match &o.value {
-            Value::Bool(_) | Value::None if !f.takes_value() => out.push(o.option_string.clone()),
+            Value::Bool(_) | Value::None if !f.takes_value() => out.push(name.clone()),
             Value::Bool(b) => one(b.to_string()),
-            Value::None => out.push(o.option_string.clone()),
+            Value::None => out.push(name.clone()),
             Value::Int(i) => one(i.to_string()),
             Value::Float(x) => one(format!("{x}")),
             Value::Str(s) => one(s.clone()),
             Value::List(l) => {
                 if matches!(f.action, crate::cli::flags::Action::OneOrMore) {
-                    out.push(o.option_string.clone());
+                    out.push(name.clone());
                     out.extend(l.iter().cloned());
                 } else {
                     for v in l {
@@ -317,4 +323,55 @@ fn directory(
     let (bytes, digest) = digest::of_message(&d);
     blobs.push((digest.clone(), Blob::Bytes(bytes)));
     Ok(digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::StaticProbe;
+
+    fn plan(extra: &[&str]) -> Plan {
+        let mut argv: Vec<String> = ["compile", "m.pb", "--target", "trn2"]
+            .map(String::from)
+            .to_vec();
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        let args = match crate::cli::parse("nxcc", &argv).unwrap() {
+            crate::cli::Command::Compile(c) => c,
+            _ => unreachable!(),
+        };
+        crate::plan::build(&args, &StaticProbe::new("/launch")).unwrap()
+    }
+
+    #[test]
+    fn the_arguments_are_written_in_one_spelling_without_local_flags() {
+        let a = remote_arguments(&plan(&[
+            "-O1",
+            "--output",
+            "/x/y.neff",
+            "--logfile",
+            "/x/log.txt",
+            "--toolchain",
+            "sim",
+            "--remote",
+            "grpc://h:1",
+        ]))
+        .unwrap();
+        assert_eq!(a, ["--target=trn2", "--optlevel=1"], "{a:?}");
+        // The same compile spelled otherwise gives the same arguments.
+        let b = remote_arguments(&plan(&["--optlevel", "1", "--job-timeout", "9"])).unwrap();
+        assert_eq!(a, b);
+        let c = remote_arguments(&plan(&["-O2"])).unwrap();
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn the_platform_is_sorted_and_names_the_toolchain() {
+        let p = platform("nxcc-sim-0");
+        let names: Vec<&str> = p.properties.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["ISA", "OSFamily", TOOLCHAIN_PROPERTY]);
+        assert_eq!(
+            toolchain_id(&Request::Simulated, None, &Engine::Pipeline),
+            format!("nxcc-sim-{}", crate::VERSION)
+        );
+    }
 }

@@ -302,18 +302,20 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
         Err(e) => return run.fail_remote(e),
     };
     match remote.get_action_result(&built.digest) {
-        Ok(Some(r)) if usable(&r) => {
-            return match run.deliver(&remote, &r, product) {
-                Ok(()) => {
-                    run.logger.user(&format!(
-                        "Using a remote cached neff (action {}) from {}",
-                        built.digest.hash, address.url
-                    ));
-                    run.succeed()
-                }
-                Err(e) => run.fail_remote(e),
+        Ok(Some(r)) if usable(&r) => match run.deliver(&remote, &r, product) {
+            Ok(()) => {
+                run.logger.user(&format!(
+                    "Using a remote cached neff (action {}) from {}",
+                    built.digest.hash, address.url
+                ));
+                return run.succeed();
             }
-        }
+            // A result whose NEFF the CAS lost (or that came back corrupt): compile again.
+            Err(e) => run.logger.warning_shown(
+                log::DRIVER,
+                &format!("the remote cached result is not usable ({e}); compiling remotely"),
+            ),
+        },
         Ok(_) => {}
         Err(e) => return run.fail_remote(e),
     }
@@ -418,6 +420,11 @@ fn cache_only(
                 Ok(()) => {
                     run.emit(Event::Pipeline {
                         jobs: vec![JOB_NAME.to_string()],
+                    });
+                    run.emit(Event::JobStarted {
+                        job: JOB_NAME.to_string(),
+                        index: 1,
+                        total: 1,
                     });
                     run.logger.user(&format!(
                         "Using a remote cached neff (action {}) from {}",

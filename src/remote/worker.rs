@@ -491,6 +491,11 @@ fn run_action(
         w.say(&message);
         return Err(refuse(message));
     }
+    if let Err(why) = check_compile_args(&args[2..]) {
+        let message = format!("refused: {why}");
+        w.say(&message);
+        return Err(refuse(message));
+    }
     #[allow(deprecated)]
     let wanted = command
         .platform
@@ -643,6 +648,39 @@ fn run_action(
     })
 }
 
+/// A compile action's arguments (after `compile`) must name one model, a plain name in the input
+/// root, and set nothing local to a machine ([`action::is_local_only`]: where logs, reports, work
+/// dirs and caches go, which toolchain) but the final `--output model.neff`: an action cannot
+/// make the worker write outside the action's directory.
+pub fn check_compile_args(args: &[String]) -> Result<(), String> {
+    let parsed = crate::cli::compile_parser(PROGRAM)
+        .parse(args)
+        .map_err(|e| format!("the compile arguments do not parse: {e:?}"))?;
+    if !parsed.extras.is_empty() {
+        return Err(format!(
+            "unknown compile arguments: {}",
+            crate::shell::join(&parsed.extras)
+        ));
+    }
+    for o in &parsed.occurrences {
+        let d = o.flag.dest;
+        if d == "output" && o.value.as_str() == Some(OUTPUT) {
+            continue;
+        }
+        if action::is_local_only(d) {
+            return Err(format!(
+                "the action sets {}, which only the worker decides",
+                o.option_string
+            ));
+        }
+    }
+    let models: Vec<&String> = parsed.positionals.iter().flatten().collect();
+    match models.as_slice() {
+        [m] if !m.is_empty() && !m.contains('/') && *m != "." && *m != ".." => Ok(()),
+        _ => Err("a compile action names exactly one model, a plain name in its input root".into()),
+    }
+}
+
 /// The last [`OUTPUT_KEEP`] bytes of a stream, whole lines.
 #[derive(Default)]
 struct Tail {
@@ -754,5 +792,38 @@ fn estimate_of(w: &Worker, dir: &Path, args: &[String]) -> u64 {
         None => crate::cache::estimate::formula_estimate(
             &crate::cache::features::Features::of_size(size),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_plain_compile_arguments_are_run() {
+        assert!(check_compile_args(&v(&[
+            "m.pb",
+            "--target=trn2",
+            "-O1",
+            "--output",
+            "model.neff"
+        ]))
+        .is_ok());
+        for bad in [
+            &["m.pb", "--logfile=/etc/x", "--output", "model.neff"][..],
+            &["m.pb", "--timings", "/tmp/t.html", "--output", "model.neff"],
+            &["m.pb", "--cache_dir=/x", "--output", "model.neff"],
+            &["m.pb", "--output", "/tmp/elsewhere.neff"],
+            &["m.pb", "--temp-dir", "/tmp/w", "--output", "model.neff"],
+            &["../m.pb", "--output", "model.neff"],
+            &["a.pb", "b.pb", "--output", "model.neff"],
+            &["m.pb", "--toolchain", "/opt/x", "--output", "model.neff"],
+        ] {
+            assert!(check_compile_args(&v(bad)).is_err(), "{bad:?}");
+        }
     }
 }
