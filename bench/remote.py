@@ -12,7 +12,7 @@ in the same run, interleaved.
    uploaded once): from the compiles' logs (`Uploaded N blobs (B bytes)`).
 
 Needs target/buildgrid-venv (the remote tests provision it: cargo test --test remote).
-Usage: bench/remote.py [path/to/nxcc] [repetitions] [hits]
+Usage: bench/remote.py [path/to/nxcc] [repetitions] [hits] [slots per worker]
 Build first: cargo build --release
 """
 import os
@@ -31,6 +31,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 NXCC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
 REPS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 HITS = int(sys.argv[3]) if len(sys.argv) > 3 else 50
+# Leases each worker holds at once (its --max-concurrent).
+SLOTS = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 BGD = os.path.join(ROOT, "target", "buildgrid-venv", "bin", "bgd")
 MODEL = open(os.path.join(ROOT, "examples", "models", "mlp.hlo_module.pb"), "rb").read()
 COMMON = ["--target", "trn2", "--toolchain", "sim"]
@@ -93,7 +95,7 @@ def stop(p, grace=5):
 def start_worker(d, url, name, env):
     log = open(os.path.join(d, f"{name}.log"), "w")
     w = subprocess.Popen([NXCC, "worker", "--remote", url, "--toolchain", "sim", "--name", name,
-                          "--max-concurrent", "1"], cwd=d, env=env, stdout=log, stderr=log,
+                          "--max-concurrent", str(SLOTS)], cwd=d, env=env, stdout=log, stderr=log,
                          start_new_session=True)
     for _ in range(300):
         if "serving" in open(os.path.join(d, f"{name}.log")).read():
@@ -121,7 +123,7 @@ def main():
             open(os.path.join(d, "warm.pb"), "wb").write(model("warm"))
             subprocess.run([NXCC, "compile", "warm.pb", "--output", "warm.neff", "--remote", url]
                            + COMMON, cwd=d, env=env, check=True, stdout=subprocess.DEVNULL)
-            print("## Makespan: 16 compiles of 400 ms CPU each")
+            print(f"## Makespan: 16 compiles of 400 ms CPU each; 2 workers, --max-concurrent {SLOTS} each")
             print("| run | local --jobs 2 s | remote, 2 workers s | ratio |")
             print("|---|---|---|---|")
             ratios = []
@@ -135,10 +137,13 @@ def main():
                 local = time.perf_counter() - t
                 remote_models = batch(d, f"r{rep}")
                 t = time.perf_counter()
-                subprocess.run([NXCC, "parallel-compile", remote_models, "--no_cache", "--jobs", "16",
-                                "--remote", url, "--output-dir", os.path.join(d, f"rout{rep}"),
-                                "--"] + COMMON, cwd=d, env=env, check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                o = subprocess.run([NXCC, "parallel-compile", remote_models, "--no_cache", "--jobs",
+                                    "16", "--remote", url, "--output-dir",
+                                    os.path.join(d, f"rout{rep}"), "--"] + COMMON, cwd=d, env=env,
+                                   capture_output=True, text=True)
+                if o.returncode != 0:
+                    logs = "".join(open(os.path.join(d, f"{n}.log")).read() for n in ("w1", "w2"))
+                    raise SystemExit(f"remote batch failed:\n{o.stdout}\n{o.stderr}\n{logs}")
                 remote = time.perf_counter() - t
                 ratios.append(remote / local)
                 print(f"| {rep + 1} | {local:.2f} | {remote:.2f} | {remote / local:.2f} |")

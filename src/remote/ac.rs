@@ -10,7 +10,7 @@ impl Remote {
         &self,
         action: &re::Digest,
     ) -> Result<Option<re::ActionResult>, RemoteError> {
-        let mut ac = ActionCacheClient::new(self.channel.clone());
+        let ac = ActionCacheClient::new(self.channel.clone());
         let req = re::GetActionResultRequest {
             instance_name: self.address.instance.clone(),
             action_digest: Some(action.clone()),
@@ -19,14 +19,19 @@ impl Remote {
             inline_output_files: Vec::new(),
             digest_function: 0,
         };
-        match self
-            .rt
-            .block_on(ac.get_action_result(Remote::request(req, CALL_TIMEOUT)))
-        {
-            Ok(r) => Ok(Some(r.into_inner())),
-            Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
-            Err(s) => Err(self.error("GetActionResult", &s)),
-        }
+        self.retry("GetActionResult", || {
+            let (mut ac, req) = (ac.clone(), req.clone());
+            async move {
+                match ac
+                    .get_action_result(Remote::request(req, CALL_TIMEOUT))
+                    .await
+                {
+                    Ok(r) => Ok(Some(r.into_inner())),
+                    Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
+                    Err(s) => Err(s),
+                }
+            }
+        })
     }
 
     /// Store `result` as the action's result.
@@ -35,7 +40,7 @@ impl Remote {
         action: &re::Digest,
         result: re::ActionResult,
     ) -> Result<(), RemoteError> {
-        let mut ac = ActionCacheClient::new(self.channel.clone());
+        let ac = ActionCacheClient::new(self.channel.clone());
         let req = re::UpdateActionResultRequest {
             instance_name: self.address.instance.clone(),
             action_digest: Some(action.clone()),
@@ -43,9 +48,13 @@ impl Remote {
             results_cache_policy: None,
             digest_function: 0,
         };
-        self.rt
-            .block_on(ac.update_action_result(Remote::request(req, CALL_TIMEOUT)))
-            .map(|_| ())
-            .map_err(|s| self.error("UpdateActionResult", &s))
+        self.retry("UpdateActionResult", || {
+            let (mut ac, req) = (ac.clone(), req.clone());
+            async move {
+                ac.update_action_result(Remote::request(req, CALL_TIMEOUT))
+                    .await
+                    .map(|_| ())
+            }
+        })
     }
 }

@@ -45,16 +45,20 @@ impl Remote {
         if digests.is_empty() {
             return Ok(Vec::new());
         }
-        let mut cas = ContentAddressableStorageClient::new(self.channel.clone());
+        let cas = ContentAddressableStorageClient::new(self.channel.clone());
         let req = re::FindMissingBlobsRequest {
             instance_name: self.address.instance.clone(),
             blob_digests: digests.to_vec(),
             digest_function: 0,
         };
-        self.rt
-            .block_on(cas.find_missing_blobs(Remote::request(req, CALL_TIMEOUT)))
-            .map(|r| r.into_inner().missing_blob_digests)
-            .map_err(|s| self.error("FindMissingBlobs", &s))
+        self.retry("FindMissingBlobs", || {
+            let (mut cas, req) = (cas.clone(), req.clone());
+            async move {
+                cas.find_missing_blobs(Remote::request(req, CALL_TIMEOUT))
+                    .await
+                    .map(|r| r.into_inner().missing_blob_digests)
+            }
+        })
     }
 
     /// Upload what the server lacks of `blobs` (deduplicated by digest).
@@ -103,7 +107,7 @@ impl Remote {
         if batch.is_empty() {
             return Ok(());
         }
-        let mut cas = ContentAddressableStorageClient::new(self.channel.clone());
+        let cas = ContentAddressableStorageClient::new(self.channel.clone());
         let req = re::BatchUpdateBlobsRequest {
             instance_name: self.address.instance.clone(),
             requests: batch
@@ -116,11 +120,14 @@ impl Remote {
                 .collect(),
             digest_function: 0,
         };
-        let resp = self
-            .rt
-            .block_on(cas.batch_update_blobs(Remote::request(req, CALL_TIMEOUT)))
-            .map_err(|s| self.error("BatchUpdateBlobs", &s))?
-            .into_inner();
+        let resp = self.retry("BatchUpdateBlobs", || {
+            let (mut cas, req) = (cas.clone(), req.clone());
+            async move {
+                cas.batch_update_blobs(Remote::request(req, CALL_TIMEOUT))
+                    .await
+                    .map(|r| r.into_inner())
+            }
+        })?;
         for r in resp.responses {
             if let Some(st) = r.status.filter(|s| s.code != 0) {
                 return Err(self.other(format!(

@@ -13,6 +13,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a unary call (a lookup, an upload batch) may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How many times a call the server refused for now is tried again ([`Remote::retry`]).
+pub const RETRIES: u32 = 6;
+
 /// Where the remote services are: `--remote grpc://HOST:PORT` (or `--remote-cache`) and
 /// `--remote-instance NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +128,34 @@ impl Remote {
             .block_on(c.get_capabilities(Remote::request(req, CALL_TIMEOUT)))
             .map(|r| r.into_inner())
             .map_err(|s| self.error("GetCapabilities", &s))
+    }
+
+    /// Run a call, again after a pause when the server refused it for now
+    /// (`RESOURCE_EXHAUSTED`: its concurrency limit; `UNAVAILABLE`), at most [`RETRIES`] times.
+    pub(crate) fn retry<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, RemoteError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+    {
+        let mut pause = Duration::from_millis(100);
+        let mut attempt = 0;
+        loop {
+            match self.rt.block_on(call()) {
+                Ok(v) => return Ok(v),
+                Err(s)
+                    if attempt < RETRIES
+                        && matches!(
+                            s.code(),
+                            tonic::Code::ResourceExhausted | tonic::Code::Unavailable
+                        ) =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(s) => return Err(self.error(what, &s)),
+            }
+        }
     }
 
     /// The error for a failed call `what`.

@@ -33,12 +33,11 @@ impl Remote {
             inline_stderr: false,
             inline_output_files: Vec::new(),
         };
+        let mut stream = self.retry("Execute", || {
+            let (mut ex, req) = (ex.clone(), req.clone());
+            async move { ex.execute(req).await.map(|r| r.into_inner()) }
+        })?;
         self.rt.block_on(async {
-            let mut stream = ex
-                .execute(req)
-                .await
-                .map_err(|s| self.error("Execute", &s))?
-                .into_inner();
             let mut name = String::new();
             let mut waits = 0;
             loop {
