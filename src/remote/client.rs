@@ -13,7 +13,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a unary call (a lookup, an upload batch) may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How many times a call the server refused for now is tried again ([`Remote::retry`]).
+/// How many times a call the server refused for now (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`) is
+/// tried again, after pauses doubling from 100 ms.
 pub const RETRIES: u32 = 6;
 
 /// Where the remote services are: `--remote grpc://HOST:PORT` (or `--remote-cache`) and
