@@ -60,9 +60,9 @@ fn remote_compiles_match_local_ones_and_hit_the_action_cache() {
         text(&o.stderr),
         a.log() + &b.log()
     );
-    assert_eq!(
-        std::fs::read(first.path().join("model.neff")).unwrap(),
-        std::fs::read(local.path().join("model.neff")).unwrap(),
+    assert!(
+        std::fs::read(first.path().join("model.neff")).unwrap()
+            == std::fs::read(local.path().join("model.neff")).unwrap(),
         "a remote NEFF differs from the local one"
     );
     let runs = tool_runs(&a) + tool_runs(&b);
@@ -102,10 +102,10 @@ fn remote_compiles_match_local_ones_and_hit_the_action_cache() {
     let after_flag = tool_runs(&a) + tool_runs(&b);
     assert!(after_flag > runs, "a changed flag did not compile");
 
-    // ... and so does a changed model.
+    // ... and so does a changed model (of 2 MiB: it goes up and down through ByteStream).
     std::fs::write(
         second.path().join("changed.pb"),
-        model_variant("changed", 16),
+        model_variant("changed", 2 << 20),
     )
     .unwrap();
     let o = second.run(
@@ -118,6 +118,21 @@ fn remote_compiles_match_local_ones_and_hit_the_action_cache() {
     assert!(
         tool_runs(&a) + tool_runs(&b) > after_flag,
         "a changed model did not compile"
+    );
+    let local_changed = Client::new();
+    std::fs::write(
+        local_changed.path().join("changed.pb"),
+        model_variant("changed", 2 << 20),
+    )
+    .unwrap();
+    // A NEFF names the file it was written as: the local reference is written as model.neff,
+    // the name the worker compiles to.
+    let o = local_changed.run(&compile_args("changed.pb", "model.neff", &[]), &[], LIMIT);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        std::fs::read(second.path().join("changed.neff")).unwrap()
+            == std::fs::read(local_changed.path().join("model.neff")).unwrap(),
+        "a large model's remote NEFF differs from the local one"
     );
 }
 
