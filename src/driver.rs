@@ -173,9 +173,21 @@ fn run_compile(plan: &plan::Plan) -> i32 {
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
-    crate::cache::compile_cached(plan, &opts, &cfg, &crate::engine::Engine::Pipeline)
-        .outcome
-        .exit_status
+    // A remote server (--remote, --remote-cache), behind the local cache: `remote::compile`.
+    let remote = match crate::remote::RemoteConfig::from_plan(plan) {
+        Ok(r) => r,
+        Err(e) => {
+            err(&format!("{e}\n"));
+            return crate::error::EXIT_COMPILE_FAILED;
+        }
+    };
+    let engine = crate::engine::Engine::Pipeline;
+    match remote {
+        Some(r) => crate::remote::compile::compile(plan, None, &opts, &cfg, &engine, &r),
+        None => crate::cache::compile_cached(plan, &opts, &cfg, &engine),
+    }
+    .outcome
+    .exit_status
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
@@ -187,6 +199,7 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),
         "daemon" => crate::daemon::main(prog, args),
+        "worker" => crate::remote::worker::main(prog, args),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

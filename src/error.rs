@@ -235,6 +235,16 @@ impl NccError {
         )
     }
 
+    /// NCC_EDRV130: a remote compile (`--remote`) or a remote cache operation failed: the server
+    /// did not answer, refused, or the action could not be built (`cause` names the address).
+    pub fn remote(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV130",
+            format!("Remote compile failed: {cause}"),
+            "Check --remote (grpc://HOST:PORT), that the server answers there, and that workers for this toolchain are connected.",
+        )
+    }
+
     /// NCC_EDRV113: a cache directory that others could write, or that is not what it must be
     /// (`cause` says what is wrong and what fixes it).
     pub fn unsafe_cache_dir(cause: impl fmt::Display) -> NccError {

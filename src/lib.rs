@@ -18,9 +18,12 @@
 //!    failure reports; or an external compiler as one job); [`sim`]: the simulated toolchain (a
 //!    test instrument);
 //! 6. [`cache`]: the compile cache and the memory estimates;
-//! 7. [`parallel`]: many compiles at once; [`daemon`]: the compile daemon and its client;
-//! 8. [`shim`]: `neuronx-cc` on PATH served by the host's compile daemon (`nxcc shim`);
-//! 9. [`driver`]: the thin entry point `main` calls.
+//! 7. [`environ`]: which environment variables a compile request may carry;
+//! 8. [`remote`]: the Remote Execution API client (remote cache, remote execution) and
+//!    `nxcc worker`;
+//! 9. [`parallel`]: many compiles at once; [`daemon`]: the compile daemon and its client;
+//! 10. [`shim`]: `neuronx-cc` on PATH served by the host's compile daemon (`nxcc shim`);
+//! 11. [`driver`]: the thin entry point `main` calls.
 //!
 //! [`recon`] holds every reconstructed rule, each in one named place, in the layer of what it
 //! decides.
@@ -33,6 +36,7 @@ pub mod cli;
 pub mod daemon;
 pub mod driver;
 pub mod engine;
+pub mod environ;
 pub mod error;
 pub mod forkserver;
 pub mod fsx;
@@ -45,6 +49,7 @@ pub mod parallel;
 pub mod plan;
 pub mod provenance;
 pub mod recon;
+pub mod remote;
 pub mod run;
 pub mod shell;
 pub mod shim;

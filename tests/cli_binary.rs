@@ -110,7 +110,7 @@ fn the_usage_line_lists_every_subcommand_the_originals_first() {
     let err = text(&out.stderr);
     assert!(
         err.contains(
-            "{compile,list-operators,neff-info,hlo-info,parallel-compile,cache,daemon,toolchain,shim}"
+            "{compile,list-operators,neff-info,hlo-info,parallel-compile,cache,daemon,toolchain,shim,worker}"
         ),
         "{err}"
     );

@@ -228,8 +228,25 @@ pub fn compile_cached_keyed(
     cfg: &CacheConfig,
     engine: &Engine,
 ) -> CachedOutcome {
+    compile_cached_with(plan, key, opts, cfg, engine, &engine::run_producing)
+}
+
+/// What runs a compile the cache did not answer: [`engine::run_producing`], or a caller's
+/// wrapper around it (a remote action cache, remote execution: `crate::remote`).
+pub type Runner<'a> = &'a dyn Fn(&Plan, &Options, &Engine, Option<&Path>) -> Outcome;
+
+/// [`compile_cached_keyed`] with the compile run by `run` (the NEFF written to the product path
+/// it is given, as [`engine::run_producing`] does).
+pub fn compile_cached_with(
+    plan: &Plan,
+    key: Option<Key>,
+    opts: &Options,
+    cfg: &CacheConfig,
+    engine: &Engine,
+    run: Runner,
+) -> CachedOutcome {
     let uncached = || CachedOutcome {
-        outcome: engine::run(plan, opts, engine),
+        outcome: run(plan, opts, engine, None),
         cache: CacheStatus::Off,
         key: None,
         entry: None,
@@ -341,7 +358,7 @@ pub fn compile_cached_keyed(
         }
     };
     let product = pending.as_ref().map(|p| p.path().join(NEFF_FILE));
-    let outcome = engine::run_producing(plan, opts, engine, product.as_deref());
+    let outcome = run(plan, opts, engine, product.as_deref());
     let interrupted = opts.interrupted.load(Ordering::SeqCst) != 0 || opts.cancel.is_cancelled();
     let entry = match pending {
         Some(p) if outcome.exit_status == 0 => ctx.publish(p, &outcome, engine, log_start, true),

@@ -27,8 +27,8 @@ use crate::toolchain::{self, Request, Toolchain};
 /// The plan arguments that cannot change the output, left out of the key. This list is the one
 /// place that decides it: the output and log locations, console and log levels, the work dir,
 /// the dry run, reports (`--timings`, `--trace`, metrics), the cache's own flags, the job
-/// timeout, keeping the work dir, the daemon switch, and `--toolchain` (the toolchain's identity
-/// is hashed instead of its spelling).
+/// timeout, keeping the work dir, the daemon switch, `--toolchain` (the toolchain's identity
+/// is hashed instead of its spelling), and where a remote service is (`--remote*`).
 pub const EXCLUDED_ARGS: &[&str] = &[
     "output",
     "logfile",
@@ -48,6 +48,9 @@ pub const EXCLUDED_ARGS: &[&str] = &[
     "run_id",
     "metrics_timestamp",
     "toolchain",
+    "remote",
+    "remote_cache",
+    "remote_instance",
 ];
 
 /// The chunk size model files are read in while hashing.

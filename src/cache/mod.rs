@@ -58,8 +58,8 @@ pub mod meta;
 pub mod store;
 
 pub use compile::{
-    check_local, compile_cached, compile_cached_keyed, default_dir, CacheConfig, CacheStatus,
-    CachedOutcome, CACHE_URL_ENV, DEFAULT_DIR,
+    check_local, compile_cached, compile_cached_keyed, compile_cached_with, default_dir,
+    CacheConfig, CacheStatus, CachedOutcome, CACHE_URL_ENV, DEFAULT_DIR,
 };
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::{Key, EXCLUDED_ARGS};

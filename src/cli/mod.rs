@@ -58,6 +58,10 @@ pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
         "shim",
         "Put the host's compile daemon behind every neuronx-cc on PATH (install, status, uninstall).",
     ),
+    (
+        "worker",
+        "Run compile actions for a Remote Execution API server (a Remote Workers API bot).",
+    ),
 ];
 
 /// The program name users see: `neuronx-cc` when invoked under that name, else `nxcc`.

@@ -171,7 +171,17 @@ static HEAD_TIMEOUT: Flag = flag("--head-timeout", &[], "head_timeout", Action::
 static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Run each compile as one supervised job `PATH compile <args> --output <out>` (taken by the daemon's compile engine).");
 
-static OWN_FLAGS: [&Flag; 17] = [
+#[rustfmt::skip]
+static REMOTE: Flag = flag("--remote", &[], "remote", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Send every compile the cache does not serve to a Remote Execution API server (grpc://HOST:PORT).");
+#[rustfmt::skip]
+static REMOTE_CACHE: Flag = flag("--remote-cache", &[], "remote_cache", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Share the compiles through a Remote Execution API action cache (grpc://HOST:PORT); compile here on a miss.");
+#[rustfmt::skip]
+static REMOTE_INSTANCE: Flag = flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "The instance name on the remote server.");
+
+static OWN_FLAGS: [&Flag; 20] = [
     &HELP,
     &SOCKET,
     &ABSTRACT,
@@ -189,6 +199,9 @@ static OWN_FLAGS: [&Flag; 17] = [
     &MAX_CONNECTIONS,
     &MAX_CONNECTIONS_PER_UID,
     &HEAD_TIMEOUT,
+    &REMOTE,
+    &REMOTE_CACHE,
+    &REMOTE_INSTANCE,
 ];
 
 static COMMAND: Subcommand = Subcommand {
@@ -322,6 +335,12 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
                 .map_err(|e| fail(format!("argument --memory-budget: {e}")))?,
         ),
     };
+    let remote = crate::remote::RemoteConfig::from_flags(
+        parsed.str("remote").map(str::to_string),
+        parsed.str("remote_cache").map(str::to_string),
+        parsed.str("remote_instance").unwrap_or(""),
+    )
+    .map_err(|e| fail(format!("argument --remote: {}", e.cause)))?;
     let mut allow_uids = Vec::new();
     for raw in parsed.all("allow_uid") {
         match raw.parse::<u32>() {
@@ -368,6 +387,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
         engine: EngineConfig {
             cache_dir: parsed.str("cache_dir").map(PathBuf::from),
             compiler: parsed.str("compiler").map(PathBuf::from),
+            remote,
         },
     })))
 }

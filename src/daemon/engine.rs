@@ -58,6 +58,9 @@ pub struct EngineConfig {
     pub cache_dir: Option<PathBuf>,
     /// `--compiler PATH`: an external compiler run as one supervised job per compile.
     pub compiler: Option<PathBuf>,
+    /// `--remote grpc://HOST:PORT` (or `--remote-cache`): every compile goes to a Remote
+    /// Execution API server behind the local cache ([`crate::remote::compile`]).
+    pub remote: Option<crate::remote::RemoteConfig>,
 }
 
 /// How one compile ended.
@@ -105,6 +108,8 @@ pub struct Cached {
     pub cache_dir: PathBuf,
     /// What runs a compile the cache does not serve.
     pub engine: crate::engine::Engine,
+    /// The daemon's remote server, if any (a request's own `--remote*` flags are not used).
+    pub remote: Option<crate::remote::RemoteConfig>,
 }
 
 impl Engine for Cached {
@@ -139,7 +144,12 @@ impl Engine for Cached {
                 }
             }
         };
-        let done = cache::compile_cached_keyed(plan, prepared.key, opts, &cfg, &self.engine);
+        let done = match &self.remote {
+            Some(r) => {
+                crate::remote::compile::compile(plan, prepared.key, opts, &cfg, &self.engine, r)
+            }
+            None => cache::compile_cached_keyed(plan, prepared.key, opts, &cfg, &self.engine),
+        };
         Finished {
             exit_status: done.outcome.exit_status,
             error_lines: done.outcome.error_lines,
@@ -155,8 +165,19 @@ impl Engine for Cached {
                 format!("the external compiler {}", e.program.display())
             }
         };
+        let remote = match &self.remote {
+            Some(r) => format!(
+                ", and the {} at {}",
+                match r.mode {
+                    crate::remote::Mode::Execute => "remote execution service",
+                    crate::remote::Mode::CacheOnly => "remote action cache",
+                },
+                r.address.url
+            ),
+            None => String::new(),
+        };
         format!(
-            "{engine}, through the compile cache in {}",
+            "{engine}, through the compile cache in {}{remote}",
             self.cache_dir.display()
         )
     }
@@ -188,7 +209,11 @@ pub fn select(config: &EngineConfig) -> Result<Arc<dyn Engine>, String> {
         }
         None => crate::engine::Engine::Pipeline,
     };
-    Ok(Arc::new(Cached { cache_dir, engine }))
+    Ok(Arc::new(Cached {
+        cache_dir,
+        engine,
+        remote: config.remote.clone(),
+    }))
 }
 
 #[cfg(test)]
@@ -218,6 +243,7 @@ mod tests {
         let engine = select(&EngineConfig {
             cache_dir: Some(dir.path().into()),
             compiler: None,
+            remote: None,
         })
         .unwrap();
         let p = engine.prepare(&plan_for(1000, &["--no_cache"]));
@@ -232,6 +258,7 @@ mod tests {
         let e = select(&EngineConfig {
             cache_dir: Some(dir.path().into()),
             compiler: None,
+            remote: None,
         })
         .unwrap();
         assert!(
@@ -244,6 +271,7 @@ mod tests {
         let e = select(&EngineConfig {
             cache_dir: Some(dir.path().into()),
             compiler: Some("/bin/sh".into()),
+            remote: None,
         })
         .unwrap();
         assert!(
@@ -254,6 +282,7 @@ mod tests {
         let err = select(&EngineConfig {
             cache_dir: None,
             compiler: Some("/nonexistent/neuronx-cc".into()),
+            remote: None,
         })
         .err()
         .unwrap();
@@ -261,6 +290,7 @@ mod tests {
         let err = select(&EngineConfig {
             cache_dir: Some("s3://bucket/x".into()),
             compiler: None,
+            remote: None,
         })
         .err()
         .unwrap();

@@ -21,7 +21,7 @@ pub mod client;
 pub mod config;
 pub mod conn;
 pub mod engine;
-pub mod environ;
+pub use crate::environ;
 pub mod events;
 pub mod http;
 pub mod job;

@@ -76,7 +76,17 @@ static BREAK_LOCKS: Flag = flag("--break-locks", &[], "break_locks", Action::Sto
 static RETRY_FAILED: Flag = flag("--retry_failed_compilation", &["--retry-failed-compilation"], "retry_failed_compilation", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Compile again what failed before (a failure nxcc's cache remembers; with --neuron-cache, entries with a model.log).");
 
-static OWN_FLAGS: [&Flag; 15] = [
+#[rustfmt::skip]
+static REMOTE: Flag = flag("--remote", &[], "remote", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Compile on a Remote Execution API service (grpc://HOST:PORT): each compile's --remote (raise --jobs: the compiles run on the server's workers).");
+#[rustfmt::skip]
+static REMOTE_CACHE: Flag = flag("--remote-cache", &[], "remote_cache", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Share results through a Remote Execution API action cache (grpc://HOST:PORT): each compile's --remote-cache.");
+#[rustfmt::skip]
+static REMOTE_INSTANCE: Flag = flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "The instance name on the remote server.");
+
+static OWN_FLAGS: [&Flag; 18] = [
     &HELP,
     &JOBS,
     &BUDGET,
@@ -92,6 +102,9 @@ static OWN_FLAGS: [&Flag; 15] = [
     &ALLOW_SIMULATED,
     &BREAK_LOCKS,
     &RETRY_FAILED,
+    &REMOTE,
+    &REMOTE_CACHE,
+    &REMOTE_INSTANCE,
 ];
 
 const POSITIONALS: [Positional; 1] = [Positional {
@@ -269,6 +282,19 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         }
     }
     shared.extend(compile_args.iter().cloned());
+    // The remote server: every compile's own --remote / --remote-cache / --remote-instance.
+    for dest in ["remote", "remote_cache", "remote_instance"] {
+        if let Some(v) = parsed.str(dest) {
+            shared.push(format!("--{}={v}", dest.replace('_', "-")));
+        }
+    }
+    if let Err(e) = crate::remote::RemoteConfig::from_flags(
+        parsed.str("remote").map(str::to_string),
+        parsed.str("remote_cache").map(str::to_string),
+        "",
+    ) {
+        return usage_error(prog, format!("argument --remote: {}", e.cause));
+    }
     let retry_failed = parsed.flag("retry_failed_compilation")
         || compile_args
             .iter()

@@ -336,6 +336,18 @@ fn plan_input(
             });
         }
     }
+    let remote_flag = |d: &str| args.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
+    if let Err(e) = crate::remote::RemoteConfig::from_flags(
+        remote_flag("remote"),
+        remote_flag("remote_cache"),
+        "",
+    ) {
+        return Err(CliError::Usage {
+            usage: String::new(),
+            prog: format!("{} parallel-compile", cfg.prog),
+            message: format!("the compile arguments' --remote: {}", e.cause),
+        });
+    }
     let probe = SystemProbe {
         launch_dir: cfg.launch_dir.clone(),
     };
@@ -557,13 +569,24 @@ pub fn run(
                         entry: None,
                     }
                 } else {
-                    cache::compile_cached_keyed(
-                        &task.plan,
-                        task.key.clone(),
-                        &opts,
-                        &cache_cfg,
-                        engine,
-                    )
+                    // A compile with --remote or --remote-cache goes through the remote server.
+                    match crate::remote::RemoteConfig::from_plan(&task.plan) {
+                        Ok(Some(r)) => crate::remote::compile::compile(
+                            &task.plan,
+                            task.key.clone(),
+                            &opts,
+                            &cache_cfg,
+                            engine,
+                            &r,
+                        ),
+                        _ => cache::compile_cached_keyed(
+                            &task.plan,
+                            task.key.clone(),
+                            &opts,
+                            &cache_cfg,
+                            engine,
+                        ),
+                    }
                 };
                 if let (Some(p), Some(t)) = (prepared, target) {
                     let o = &done.outcome;

@@ -65,6 +65,14 @@ impl SystemProbe {
             launch_dir: std::env::current_dir()?,
         })
     }
+
+    /// A probe of the current process's world, as if launched in `dir` (`nxcc worker` plans an
+    /// action in its own directory).
+    pub fn at(dir: &Path) -> SystemProbe {
+        SystemProbe {
+            launch_dir: dir.to_path_buf(),
+        }
+    }
 }
 
 impl Probe for SystemProbe {

@@ -277,7 +277,11 @@ fn place_file(src: &Path, dest: &Path, ours: bool) -> io::Result<()> {
     }
     std::fs::rename(&tmp, dest).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
-    })
+    })?;
+    // When another writer already linked `dest` to the same file, rename(2) of one hard link
+    // onto another does nothing and succeeds: the temporary name (ours alone) is still there.
+    let _ = std::fs::remove_file(&tmp);
+    Ok(())
 }
 
 /// Whether `dir` holds a complete linked layout pointing at `src`.

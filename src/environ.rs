@@ -1,5 +1,5 @@
-//! Which environment variables a compile request may set (`/v1/compile`'s `env`, and what
-//! `nxcc compile --daemon` forwards): an allow-list of names, because a compile runs as the
+//! Which environment variables a compile request may set (the daemon's `/v1/compile` `env`, what
+//! `nxcc compile --daemon` forwards, and what a remote compile's Command carries to `nxcc worker`): an allow-list of names, because a compile runs as the
 //! daemon's user and a variable such as `LD_PRELOAD` or `PATH` would make a client's code run in
 //! the daemon's name.
 //!

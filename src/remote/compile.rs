@@ -1,0 +1,490 @@
+//! A compile through a Remote Execution API server, behind the local compile cache
+//! ([`crate::cache::compile_cached_with`]: a local hit never reaches the server):
+//!
+//! - `--remote grpc://HOST:PORT`: the action cache first (`GetActionResult`); on a miss the
+//!   missing blobs are uploaded, the action is executed on the server's workers and followed to
+//!   its end, and the NEFF is downloaded, verified against its digest and renamed into place. A
+//!   failed remote compile is reported as a local one is: `Child process job "RemoteCompile"
+//!   exited abnormally!`, the last 50 lines of the remote stderr, the F-code banner of a crash
+//!   status, exit 70. An unreachable server is an error naming the address (exit 70).
+//! - `--remote-cache grpc://HOST:PORT`: the action cache first; on a miss the compile runs here,
+//!   and a success is uploaded (the model, the action, the NEFF) and recorded in the action
+//!   cache. The server is an optimisation there: when it fails, the compile still runs (a warning).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use super::action::{self, Built, OUTPUT};
+use super::cas::Blob;
+use super::client::{Address, Remote, RemoteError};
+use super::digest;
+use super::re;
+use crate::cache::{CacheConfig, CachedOutcome, Key};
+use crate::engine::events::Event;
+use crate::engine::failure;
+use crate::engine::log::{self, Logger};
+use crate::engine::metrics::{JobMetrics, JobStatus};
+use crate::engine::pipeline::{Options, Outcome};
+use crate::engine::Engine;
+use crate::error::{NccError, EXIT_COMPILE_FAILED};
+use crate::plan::Plan;
+use crate::run::process::End;
+
+/// The pseudo-job a remote compile reports as.
+pub const JOB_NAME: &str = "RemoteCompile";
+
+/// How many lines of the remote stderr a failure shows.
+pub const STDERR_TAIL: usize = 50;
+
+/// What the server is used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `--remote`: its action cache and its workers.
+    Execute,
+    /// `--remote-cache`: its action cache only; compiles run here.
+    CacheOnly,
+}
+
+/// A remote server and what it is used for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteConfig {
+    /// Where.
+    pub address: Address,
+    /// For what.
+    pub mode: Mode,
+}
+
+impl RemoteConfig {
+    /// From a compile's flags (`--remote`, `--remote-cache`, `--remote-instance`): `None`
+    /// when neither is given; an error for a malformed address or both at once.
+    pub fn from_plan(plan: &Plan) -> Result<Option<RemoteConfig>, NccError> {
+        let instance = plan.ns.str("remote_instance").unwrap_or("");
+        let get = |d: &str| plan.ns.str(d).filter(|s| !s.is_empty()).map(str::to_string);
+        RemoteConfig::from_flags(get("remote"), get("remote_cache"), instance)
+    }
+
+    /// From the values of `--remote`, `--remote-cache` and `--remote-instance`.
+    pub fn from_flags(
+        remote: Option<String>,
+        remote_cache: Option<String>,
+        instance: &str,
+    ) -> Result<Option<RemoteConfig>, NccError> {
+        let (url, mode) = match (remote, remote_cache) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(_)) => {
+                return Err(NccError::remote(
+                    "--remote and --remote-cache exclude each other (--remote uses the server's action cache too)",
+                ))
+            }
+            (Some(u), None) => (u, Mode::Execute),
+            (None, Some(u)) => (u, Mode::CacheOnly),
+        };
+        let address = Address::parse(&url, instance).map_err(NccError::remote)?;
+        Ok(Some(RemoteConfig { address, mode }))
+    }
+}
+
+/// Compile `plan` through the local cache (`cfg`) and then the remote server.
+pub fn compile(
+    plan: &Plan,
+    key: Option<Key>,
+    opts: &Options,
+    cfg: &CacheConfig,
+    engine: &Engine,
+    remote: &RemoteConfig,
+) -> CachedOutcome {
+    let run = |p: &Plan, o: &Options, e: &Engine, product: Option<&Path>| {
+        run_remote(p, o, e, product, remote)
+    };
+    crate::cache::compile_cached_with(plan, key, opts, cfg, engine, &run)
+}
+
+fn outcome(exit_status: i32, error_lines: Vec<String>, jobs: Vec<JobMetrics>) -> Outcome {
+    Outcome {
+        exit_status,
+        error_lines,
+        jobs,
+        work_dir: None,
+        kept: false,
+        worker_pid: None,
+        supervisor_pid: std::process::id(),
+    }
+}
+
+/// The environment a compile's Command carries: the variables of this process (and of the
+/// request, `worker_env`) that a compile request may forward ([`crate::environ::is_forwarded`]).
+pub fn command_env(opts: &Options) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| crate::environ::is_forwarded(k))
+        .collect();
+    for (k, v) in &opts.worker_env {
+        if crate::environ::is_forwarded(k) {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    env
+}
+
+struct Run<'a> {
+    plan: &'a Plan,
+    opts: &'a Options<'a>,
+    logger: Logger,
+    started: Instant,
+}
+
+impl Run<'_> {
+    fn emit(&self, ev: Event) {
+        if let Some(f) = self.opts.on_event {
+            f(&ev);
+        }
+    }
+
+    fn metrics(&self, status: JobStatus, exit_status: Option<i32>) -> JobMetrics {
+        JobMetrics {
+            job: JOB_NAME.to_string(),
+            status,
+            start_s: 0.0,
+            wall_s: self.started.elapsed().as_secs_f64(),
+            user_s: 0.0,
+            sys_s: 0.0,
+            max_rss_kb: 0,
+            exit_status,
+            signal: None,
+            processes: 0,
+        }
+    }
+
+    /// The compile failed with `lines` (exit 70).
+    fn fail(&self, lines: Vec<String>) -> Outcome {
+        for l in &lines {
+            self.logger.error(log::DRIVER, l);
+            self.emit(Event::Error { line: l.clone() });
+        }
+        let m = self.metrics(JobStatus::Failed, Some(EXIT_COMPILE_FAILED));
+        self.emit(Event::JobFinished(m.clone()));
+        self.logger.user(&format!(
+            "Diagnostic logs stored in {}",
+            self.plan.logfile.display()
+        ));
+        self.emit(Event::Done {
+            exit_status: EXIT_COMPILE_FAILED,
+        });
+        outcome(EXIT_COMPILE_FAILED, lines, vec![m])
+    }
+
+    fn fail_remote(&self, e: impl std::fmt::Display) -> Outcome {
+        self.fail(vec![NccError::remote(e).to_string()])
+    }
+
+    fn succeed(&self) -> Outcome {
+        let m = self.metrics(JobStatus::Ok, Some(0));
+        self.emit(Event::JobFinished(m.clone()));
+        self.logger.user("Compiler status PASS");
+        self.emit(Event::Done { exit_status: 0 });
+        outcome(0, Vec::new(), vec![m])
+    }
+
+    /// Download the result's NEFF (verified), into `product` (a new file) and then to
+    /// `--output` through a temporary name.
+    fn deliver(
+        &self,
+        remote: &Remote,
+        result: &re::ActionResult,
+        product: Option<&Path>,
+    ) -> Result<(), String> {
+        let neff = result
+            .output_files
+            .iter()
+            .find(|f| f.path == OUTPUT)
+            .and_then(|f| f.digest.clone())
+            .ok_or_else(|| format!("the remote result has no {OUTPUT}"))?;
+        let out = &self.plan.output;
+        let name = out
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("file.neff");
+        let partial = out.with_file_name(crate::fsx::unique::name(&format!(
+            ".{name}.nxcc-partial-remote-"
+        )));
+        remote
+            .download_to(&neff, &partial)
+            .map_err(|e| e.to_string())?;
+        let placed = (|| -> std::io::Result<()> {
+            if let Some(p) = product {
+                let mut src = std::fs::File::open(&partial)?;
+                let mut dst = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(p)?;
+                std::io::copy(&mut src, &mut dst)?;
+            }
+            std::fs::rename(&partial, out)
+        })();
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&partial);
+            return Err(NccError::output_not_written(out.display(), e).to_string());
+        }
+        self.logger.info(
+            log::DRIVER,
+            &format!(
+                "Downloaded the NEFF {} ({} bytes) from {}",
+                neff.hash, neff.size_bytes, remote.address.url
+            ),
+        );
+        Ok(())
+    }
+}
+
+/// Run one compile remotely (or, `--remote-cache`, here with the remote action cache around it).
+pub fn run_remote(
+    plan: &Plan,
+    opts: &Options,
+    engine: &Engine,
+    product: Option<&Path>,
+    remote: &RemoteConfig,
+) -> Outcome {
+    let logger = match crate::engine::pipeline::open_log(plan, opts.console.clone()) {
+        Ok(l) => l,
+        Err(e) => {
+            let line = e.to_string();
+            eprintln!("{line}");
+            return outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new());
+        }
+    };
+    let run = Run {
+        plan,
+        opts,
+        logger,
+        started: Instant::now(),
+    };
+    let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
+    let built = match action::build(plan, &tc, &command_env(opts)) {
+        Ok(b) => b,
+        Err(e) if remote.mode == Mode::Execute => return run.fail_remote(e),
+        Err(e) => {
+            run.logger
+                .warning_shown(log::DRIVER, &format!("not using the remote cache: {e}"));
+            return crate::engine::run_producing(plan, opts, engine, product);
+        }
+    };
+    run.logger.info(
+        log::DRIVER,
+        &format!(
+            "Remote action {} ({}): {}",
+            digest::show(&built.digest),
+            remote.address.url,
+            crate::shell::join(&built.command.arguments)
+        ),
+    );
+    match remote.mode {
+        Mode::Execute => execute(&run, &built, product, &remote.address),
+        Mode::CacheOnly => cache_only(&run, &built, engine, product, &remote.address),
+    }
+}
+
+/// A usable cached result: exit 0 with the NEFF among its outputs.
+fn usable(r: &re::ActionResult) -> bool {
+    r.exit_code == 0 && r.output_files.iter().any(|f| f.path == OUTPUT)
+}
+
+fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) -> Outcome {
+    run.emit(Event::Pipeline {
+        jobs: vec![JOB_NAME.to_string()],
+    });
+    run.emit(Event::JobStarted {
+        job: JOB_NAME.to_string(),
+        index: 1,
+        total: 1,
+    });
+    let remote = match Remote::connect(address) {
+        Ok(r) => r,
+        Err(e) => return run.fail_remote(e),
+    };
+    match remote.get_action_result(&built.digest) {
+        Ok(Some(r)) if usable(&r) => match run.deliver(&remote, &r, product) {
+            Ok(()) => {
+                run.logger.user(&format!(
+                    "Using a remote cached neff (action {}) from {}",
+                    built.digest.hash, address.url
+                ));
+                return run.succeed();
+            }
+            // A result whose NEFF the CAS lost (or that came back corrupt): compile again.
+            Err(e) => run.logger.warning_shown(
+                log::DRIVER,
+                &format!("the remote cached result is not usable ({e}); compiling remotely"),
+            ),
+        },
+        Ok(_) => {}
+        Err(e) => return run.fail_remote(e),
+    }
+    let sent = match remote.upload_missing(&built.blobs) {
+        Ok(s) => s,
+        Err(e) => return run.fail_remote(e),
+    };
+    run.logger.info(
+        log::DRIVER,
+        &format!(
+            "Uploaded {} blobs ({} bytes) to {}",
+            sent.blobs, sent.bytes, address.url
+        ),
+    );
+    let resp = match remote.execute(&built.digest, false) {
+        Ok(r) => r,
+        Err(e) => return run.fail_remote(e),
+    };
+    if let Some(st) = resp.status.as_ref().filter(|s| s.code != 0) {
+        return run.fail_remote(RemoteError {
+            url: address.url.clone(),
+            what: format!(
+                "the server could not run the action: {} (code {})",
+                st.message, st.code
+            ),
+            unreachable: false,
+        });
+    }
+    let Some(result) = resp.result else {
+        return run.fail_remote(format!(
+            "the server answered without a result ({})",
+            address.url
+        ));
+    };
+    let job_logger = log::job_logger(JOB_NAME);
+    let stderr = match stream_text(&remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
+        Ok(s) => s,
+        Err(e) => format!("(the remote stderr could not be read: {e})"),
+    };
+    for line in stderr.lines() {
+        run.logger.info(&job_logger, line);
+    }
+    if result.exit_code != 0 {
+        let lines: Vec<String> = stderr.lines().map(str::to_string).collect();
+        let tail = &lines[lines.len().saturating_sub(STDERR_TAIL)..];
+        let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
+        errors.push(format!(
+            "[ERROR] The remote compile ran on {}",
+            result
+                .execution_metadata
+                .as_ref()
+                .map(|m| m.worker.clone())
+                .filter(|w| !w.is_empty())
+                .unwrap_or_else(|| address.url.clone())
+        ));
+        return run.fail(errors);
+    }
+    match run.deliver(&remote, &result, product) {
+        Ok(()) => run.succeed(),
+        Err(e) => run.fail_remote(e),
+    }
+}
+
+/// A Command's stdout or stderr: inline, or from the CAS.
+fn stream_text(
+    remote: &Remote,
+    raw: &[u8],
+    digest: Option<&re::Digest>,
+) -> Result<String, RemoteError> {
+    if !raw.is_empty() {
+        return Ok(String::from_utf8_lossy(raw).into_owned());
+    }
+    match digest {
+        Some(d) if d.size_bytes > 0 => {
+            Ok(String::from_utf8_lossy(&remote.read_blob(d)?).into_owned())
+        }
+        _ => Ok(String::new()),
+    }
+}
+
+fn cache_only(
+    run: &Run,
+    built: &Built,
+    engine: &Engine,
+    product: Option<&Path>,
+    address: &Address,
+) -> Outcome {
+    let warn = |e: &dyn std::fmt::Display| {
+        run.logger
+            .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
+    };
+    let remote = match Remote::connect(address) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            warn(&format!("{e}; compiling here without it"));
+            None
+        }
+    };
+    if let Some(remote) = &remote {
+        match remote.get_action_result(&built.digest) {
+            Ok(Some(r)) if usable(&r) => match run.deliver(remote, &r, product) {
+                Ok(()) => {
+                    run.emit(Event::Pipeline {
+                        jobs: vec![JOB_NAME.to_string()],
+                    });
+                    run.emit(Event::JobStarted {
+                        job: JOB_NAME.to_string(),
+                        index: 1,
+                        total: 1,
+                    });
+                    run.logger.user(&format!(
+                        "Using a remote cached neff (action {}) from {}",
+                        built.digest.hash, address.url
+                    ));
+                    return run.succeed();
+                }
+                Err(e) => warn(&format!("{e}; compiling here")),
+            },
+            Ok(_) => {}
+            Err(e) => warn(&e),
+        }
+    }
+    // Compile here; the NEFF for the upload is the one the compile wrote itself (into the
+    // caller's private product, or into a private directory of ours).
+    let own = tempfile::Builder::new()
+        .prefix("nxcc-remote-")
+        .tempdir()
+        .ok();
+    let product_path = product
+        .map(Path::to_path_buf)
+        .or_else(|| own.as_ref().map(|d| d.path().join(OUTPUT)));
+    let outcome = crate::engine::run_producing(run.plan, run.opts, engine, product_path.as_deref());
+    if outcome.exit_status != 0 {
+        return outcome;
+    }
+    let (Some(remote), Some(neff)) = (remote, product_path) else {
+        return outcome;
+    };
+    if let Err(e) = upload_result(&remote, built, &neff) {
+        warn(&e);
+    } else {
+        run.logger.info(
+            log::DRIVER,
+            &format!(
+                "Stored the compile in the remote cache {} (action {})",
+                address.url, built.digest.hash
+            ),
+        );
+    }
+    outcome
+}
+
+/// Upload the action, its inputs and the NEFF, and record the result in the action cache.
+pub fn upload_result(remote: &Remote, built: &Built, neff: &Path) -> Result<(), RemoteError> {
+    let d = digest::of_file(neff)
+        .map_err(|e| remote.other(format!("cannot read {}: {e}", neff.display())))?;
+    let mut blobs = built.blobs.clone();
+    blobs.push((d.clone(), Blob::File(neff.to_path_buf())));
+    remote.upload_missing(&blobs)?;
+    let result = re::ActionResult {
+        output_files: vec![re::OutputFile {
+            path: OUTPUT.to_string(),
+            digest: Some(d),
+            is_executable: false,
+            contents: Default::default(),
+            node_properties: None,
+        }],
+        exit_code: 0,
+        ..Default::default()
+    };
+    remote.update_action_result(&built.digest, result)
+}

@@ -1,0 +1,415 @@
+//! A real BuildGrid 0.1.9 for the remote tests, on loopback only: provisioned on first use into
+//! a virtual environment under `target/` (Python 3.11, `pip install buildgrid==0.1.9` pinned by
+//! `tests/data/buildgrid/constraints.txt`; a lock file keeps parallel test binaries from
+//! installing twice), started on a free port with a fresh SQLite queue per start, ready when
+//! `GetCapabilities` answers, stopped by pid (SIGTERM, then SIGKILL after a timeout). Workers are
+//! `nxcc worker` processes, stopped the same way.
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const VERSION: &str = "0.1.9";
+
+fn data(name: &str) -> PathBuf {
+    Path::new(ROOT).join("tests/data/buildgrid").join(name)
+}
+
+/// The virtual environment's `bgd`, provisioning it if needed; why not, if it cannot be.
+pub fn provision() -> Result<PathBuf, String> {
+    let venv = Path::new(ROOT).join("target/buildgrid-venv");
+    let bgd = venv.join("bin/bgd");
+    let constraints = std::fs::read(data("constraints.txt")).map_err(|e| e.to_string())?;
+    let stamp_text = format!(
+        "buildgrid=={VERSION}\n{}",
+        String::from_utf8_lossy(&constraints)
+    );
+    let stamp = venv.join(".nxcc-provisioned");
+    let ready = || std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_text) && bgd.is_file();
+    if ready() {
+        return Ok(bgd);
+    }
+    std::fs::create_dir_all(Path::new(ROOT).join("target")).map_err(|e| e.to_string())?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(Path::new(ROOT).join("target/buildgrid-venv.lock"))
+        .map_err(|e| format!("cannot open the provisioning lock: {e}"))?;
+    fs4::fs_std::FileExt::lock_exclusive(&lock).map_err(|e| format!("cannot lock: {e}"))?;
+    if ready() {
+        return Ok(bgd);
+    }
+    eprintln!(
+        "remote tests: provisioning BuildGrid {VERSION} into {} (once)",
+        venv.display()
+    );
+    let python = ["python3.11"]
+        .into_iter()
+        .find(|p| {
+            Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .ok_or("no python3.11 on PATH (BuildGrid 0.1.9 needs Python 3.11)")?;
+    let _ = std::fs::remove_dir_all(&venv);
+    let run = |c: &mut Command, what: &str| -> Result<(), String> {
+        let o = c.output().map_err(|e| format!("{what}: {e}"))?;
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .rev()
+                    .take(15)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ))
+        }
+    };
+    run(
+        Command::new(python).args(["-m", "venv"]).arg(&venv),
+        "python3.11 -m venv",
+    )?;
+    run(
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .arg(format!("buildgrid=={VERSION}"))
+            .arg("-c")
+            .arg(data("constraints.txt")),
+        "pip install buildgrid",
+    )?;
+    std::fs::write(&stamp, &stamp_text).map_err(|e| e.to_string())?;
+    Ok(bgd)
+}
+
+/// `provision()`, or a failed test that says why, visibly.
+pub fn bgd() -> PathBuf {
+    match provision() {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!("remote tests: BuildGrid cannot be provisioned here: {why}");
+            panic!("BuildGrid cannot be provisioned here (a remote test needs it): {why}");
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Stop a child by pid: SIGTERM to its process group, then SIGKILL after `grace`.
+fn stop(child: &mut Child, grace: Duration) {
+    let pid = child.id() as i32;
+    unsafe { libc::kill(-pid, libc::SIGTERM) };
+    let t = Instant::now();
+    while t.elapsed() < grace {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+/// A running BuildGrid.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    /// Holds the config, the queue database and the log while the server runs.
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        let bgd = bgd();
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..3 {
+            let port = free_port();
+            let config = std::fs::read_to_string(data("config.yml"))
+                .unwrap()
+                .replace("PORT", &port.to_string())
+                .replace(
+                    "SCHEDULER_DB",
+                    &dir.path()
+                        .join(format!("queue-{port}.db"))
+                        .display()
+                        .to_string(),
+                );
+            let cfg = dir.path().join("config.yml");
+            std::fs::write(&cfg, config).unwrap();
+            let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+            let mut child = Command::new(&bgd)
+                .args(["server", "start"])
+                .arg(&cfg)
+                .current_dir(dir.path())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let url = format!("grpc://127.0.0.1:{port}");
+            let address = nxcc::remote::Address::parse(&url, "").unwrap();
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(90) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if let Ok(r) = nxcc::remote::Remote::connect(&address) {
+                    if r.capabilities().is_ok() {
+                        return Server {
+                            child,
+                            port,
+                            _dir: dir,
+                        };
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            stop(&mut child, Duration::from_secs(5));
+            eprintln!(
+                "remote tests: BuildGrid did not come up on port {port}:\n{}",
+                std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
+            );
+        }
+        panic!("BuildGrid did not start (its log is above)");
+    }
+
+    pub fn url(&self) -> String {
+        format!("grpc://127.0.0.1:{}", self.port)
+    }
+
+    pub fn remote(&self) -> nxcc::remote::Remote {
+        nxcc::remote::Remote::connect(&nxcc::remote::Address::parse(&self.url(), "").unwrap())
+            .unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        stop(&mut self.child, Duration::from_secs(5));
+    }
+}
+
+/// A running `nxcc worker`, its stderr in a file, its tools' runs in its own record.
+pub struct Worker {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+impl Worker {
+    /// `nxcc worker --remote URL --toolchain sim --allow-test-env EXTRA...` with `env`.
+    pub fn start(server: &Server, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
+        let mut c = Command::new(NXCC);
+        c.args([
+            "worker",
+            "--remote",
+            &server.url(),
+            "--toolchain",
+            "sim",
+            "--allow-test-env",
+            "--name",
+            name,
+        ])
+        .args(extra)
+        .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env("NXCC_SIM_STATE", dir.path().join("state"))
+        .env("NXCC_SIM_RECORD", dir.path().join("record.jsonl"))
+        .env_remove("NXCC_SIM_FAULT")
+        .env_remove("NXCC_SIM_WORK_MS")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let child = c.spawn().unwrap();
+        let w = Worker { child, dir };
+        w.wait_for("serving ", Duration::from_secs(60));
+        w
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("worker.log")).unwrap_or_default()
+    }
+
+    /// The tool invocations the worker's compiles recorded.
+    pub fn records(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.path().join("record.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Wait until the worker's log holds `text` (a failure after `limit`, with the log).
+    pub fn wait_for(&self, text: &str, limit: Duration) {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if self.log().contains(text) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the worker never said {text:?}; its log:\n{}", self.log());
+    }
+
+    pub fn kill(&mut self) {
+        let pid = self.child.id() as i32;
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM; the exit status once it has drained.
+    pub fn terminate(&mut self, limit: Duration) -> Option<i32> {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        stop(&mut self.child, Duration::from_secs(10));
+    }
+}
+
+/// The example model, made distinct by `tag` (an unknown length-delimited field 1000 the
+/// readers skip, as `bench/padded_models.py` pads it).
+pub fn model_variant(tag: &str, pad: usize) -> Vec<u8> {
+    let mut b = std::fs::read(Path::new(ROOT).join("examples/models/mlp.hlo_module.pb")).unwrap();
+    let mut payload = tag.as_bytes().to_vec();
+    payload.resize(payload.len() + pad, 0x5a);
+    let varint = |mut n: u64, out: &mut Vec<u8>| loop {
+        let low = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(low);
+            break;
+        }
+        out.push(low | 0x80);
+    };
+    varint((1000 << 3) | 2, &mut b);
+    varint(payload.len() as u64, &mut b);
+    b.write_all(&payload).unwrap();
+    b
+}
+
+/// A client launch directory: `nxcc` without the per-directory simulator variables (they would
+/// travel in the Command and make every directory's action differ).
+pub struct Client {
+    pub dir: tempfile::TempDir,
+}
+
+impl Client {
+    pub fn new() -> Client {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        std::fs::copy(
+            Path::new(ROOT).join("examples/models/mlp.hlo_module.pb"),
+            dir.path().join("mlp.hlo_module.pb"),
+        )
+        .unwrap();
+        std::fs::copy(
+            Path::new(ROOT).join("examples/models/mlp.hlo"),
+            dir.path().join("mlp.hlo"),
+        )
+        .unwrap();
+        Client { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn nxcc(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(NXCC);
+        c.args(args)
+            .current_dir(self.path())
+            .env("XDG_CACHE_HOME", self.path().join("cache"))
+            .stdin(Stdio::null());
+        for k in [
+            "NXCC_SIM_FAULT",
+            "NXCC_SIM_WORK_MS",
+            "NXCC_SIM_WORK_MS_PER_MB",
+            "NXCC_SIM_RSS_MB",
+            "NXCC_SIM_RECORD",
+            "NXCC_SIM_STATE",
+            "NXCC_SIM_SUBGRAPHS",
+            "NXCC_TOOLCHAIN",
+            "NEURON_PLATFORM_TARGET_OVERRIDE",
+            "NEURON_CC_FLAGS",
+        ] {
+            c.env_remove(k);
+        }
+        c
+    }
+
+    /// Run with a time limit (a test never hangs): the output, or a failure after `limit`.
+    pub fn run(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> std::process::Output {
+        let mut c = self.nxcc(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        run_limited(c, limit)
+    }
+}
+
+/// Run a command to completion within `limit` (killed and failed otherwise).
+pub fn run_limited(mut c: Command, limit: Duration) -> std::process::Output {
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{c:?} did not finish within {} s", limit.as_secs());
+        }
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
