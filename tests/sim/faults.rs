@@ -272,7 +272,10 @@ fn work_per_mib_scales_with_the_model() {
     assert!(small < base + 100, "{small} ms of CPU for a tiny model");
     // Another tool's setting does not apply.
     let other = cpu_ms(&big, "walrus_driver:100");
-    assert!(other < base + 150, "{other} ms of CPU ({base} ms without the setting)");
+    assert!(
+        other < base + 150,
+        "{other} ms of CPU ({base} ms without the setting)"
+    );
 }
 
 /// A host process for the library: loads `libwalrus.so` and calls `run_backend_driver` with the
