@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{text, verifies, Scratch};
+use common::{compile_spans, max_overlap, text, verifies, work_dir_of, Scratch};
 use serde_json::Value;
 
 const MODEL: &str = "mlp.hlo_module.pb";
@@ -33,44 +32,6 @@ fn variants(s: &Scratch, dir: &str, n: usize) {
 
 fn report(s: &Scratch, file: &str) -> Value {
     serde_json::from_slice(&std::fs::read(s.join(file)).unwrap()).unwrap()
-}
-
-/// Each compile's interval (first tool start, last tool end), by work dir.
-fn compile_intervals(s: &Scratch) -> Vec<(u64, u64)> {
-    let mut by_dir: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for r in s.records() {
-        let cwd = r["cwd"].as_str().unwrap();
-        let work = cwd
-            .split('/')
-            .find(|c| c.starts_with("neuronxcc-"))
-            .unwrap()
-            .to_string();
-        let (a, b) = (
-            r["start_ms"].as_u64().unwrap(),
-            r["end_ms"].as_u64().unwrap(),
-        );
-        let e = by_dir.entry(work).or_insert((a, b));
-        e.0 = e.0.min(a);
-        e.1 = e.1.max(b);
-    }
-    by_dir.into_values().collect()
-}
-
-/// The largest number of intervals open at one instant.
-fn max_overlap(intervals: &[(f64, f64)]) -> usize {
-    let mut events: Vec<(f64, i32)> = Vec::new();
-    for (a, b) in intervals {
-        events.push((*a, 1));
-        events.push((*b, -1));
-    }
-    // Ends before starts at the same instant.
-    events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-    let (mut now, mut max) = (0i32, 0i32);
-    for (_, d) in events {
-        now += d;
-        max = max.max(now);
-    }
-    max as usize
 }
 
 #[test]
@@ -141,10 +102,7 @@ fn learned_estimates_keep_the_compiles_within_the_memory_budget() {
         assert!(c["peak_rss_kb"].as_u64().unwrap() >= 300 << 10);
         assert!(verifies(Path::new(c["output"].as_str().unwrap())));
     }
-    let intervals: Vec<(f64, f64)> = compile_intervals(&s)
-        .into_iter()
-        .map(|(a, b)| (a as f64, b as f64))
-        .collect();
+    let intervals = compile_spans(&s.records(), work_dir_of);
     assert_eq!(intervals.len(), 12);
     let overlap = max_overlap(&intervals);
     assert!(

@@ -148,3 +148,43 @@ pub fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
     }
     out
 }
+
+/// Each compile's span in time (its tools' first start, last end, in ms) from the simulated
+/// tools' records, the compile a record belongs to named by `compile_of(its cwd)`.
+pub fn compile_spans(
+    records: &[serde_json::Value],
+    compile_of: impl Fn(&str) -> String,
+) -> Vec<(u64, u64)> {
+    let mut by: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for r in records {
+        let key = compile_of(r["cwd"].as_str().expect("a record's cwd"));
+        let (a, b) = (
+            r["start_ms"].as_u64().unwrap(),
+            r["end_ms"].as_u64().unwrap(),
+        );
+        let e = by.entry(key).or_insert((a, b));
+        e.0 = e.0.min(a);
+        e.1 = e.1.max(b);
+    }
+    by.into_values().collect()
+}
+
+/// The compile a tool ran for, by its work dir: the `neuronxcc-*` component of its cwd.
+pub fn work_dir_of(cwd: &str) -> String {
+    cwd.split('/')
+        .find(|c| c.starts_with("neuronxcc-"))
+        .unwrap_or_else(|| panic!("no work dir in {cwd}"))
+        .to_string()
+}
+
+/// The largest number of spans open at one instant (one ending when another starts: not both).
+pub fn max_overlap(spans: &[(u64, u64)]) -> usize {
+    let mut events: Vec<(u64, i32)> = spans.iter().flat_map(|&(a, b)| [(a, 1), (b, -1)]).collect();
+    events.sort();
+    let (mut now, mut max) = (0i32, 0i32);
+    for (_, d) in events {
+        now += d;
+        max = max.max(now);
+    }
+    max as usize
+}

@@ -5,10 +5,13 @@
 //! action, a worker's memory budget, SIGTERM draining, parallel-compile over two workers.
 
 mod buildgrid;
+#[path = "../common/mod.rs"]
+mod common;
 
 use std::time::Duration;
 
 use buildgrid::{model_variant, text, Client, Server, Worker};
+use common::{compile_spans, max_overlap};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -296,39 +299,6 @@ fn a_non_compile_action_is_refused_by_the_worker() {
     assert!(w.records().is_empty());
 }
 
-/// Per compile (one work dir), the interval from its first tool's start to its last tool's end.
-fn compile_intervals(records: &[serde_json::Value]) -> Vec<(u64, u64)> {
-    let mut by: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
-    for r in records {
-        let cwd = r["cwd"].as_str().unwrap_or_default();
-        // .../action-XXXX/neuronxcc-YYYY[/sg00]: the action's directory identifies the compile.
-        let key = cwd.split("/neuronxcc-").next().unwrap_or(cwd).to_string();
-        let (s, e) = (
-            r["start_ms"].as_u64().unwrap(),
-            r["end_ms"].as_u64().unwrap(),
-        );
-        let v = by.entry(key).or_insert((s, e));
-        v.0 = v.0.min(s);
-        v.1 = v.1.max(e);
-    }
-    by.into_values().collect()
-}
-
-fn max_overlap(intervals: &[(u64, u64)]) -> usize {
-    let mut events: Vec<(u64, i32)> = Vec::new();
-    for &(s, e) in intervals {
-        events.push((s, 1));
-        events.push((e, -1));
-    }
-    events.sort_by_key(|&(t, d)| (t, d));
-    let (mut now, mut max) = (0i32, 0i32);
-    for (_, d) in events {
-        now += d;
-        max = max.max(now);
-    }
-    max as usize
-}
-
 #[test]
 fn a_workers_memory_budget_holds_under_eight_leases() {
     let server = Server::start();
@@ -387,7 +357,10 @@ fn a_workers_memory_budget_holds_under_eight_leases() {
         "more compiles ran than the budget admits:\n{log}"
     );
     assert!(held_max > 2, "the worker never held more leases than it ran (the budget was not what limited it):\n{log}");
-    let overlap = max_overlap(&compile_intervals(&w.records()));
+    let overlap = max_overlap(&compile_spans(&w.records(), |cwd| {
+        // .../action-XXXX/neuronxcc-YYYY[/sg00]: the action's directory identifies the compile.
+        cwd.split("/neuronxcc-").next().unwrap_or(cwd).to_string()
+    }));
     assert!(overlap <= 2, "{overlap} compiles' tools overlapped in time");
 }
 
