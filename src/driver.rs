@@ -182,12 +182,9 @@ fn run_compile(plan: &plan::Plan) -> i32 {
         }
     };
     let engine = crate::engine::Engine::Pipeline;
-    match remote {
-        Some(r) => crate::remote::compile::compile(plan, None, &opts, &cfg, &engine, &r),
-        None => crate::cache::compile_cached(plan, &opts, &cfg, &engine),
-    }
-    .outcome
-    .exit_status
+    crate::remote::compile::compile(plan, None, &opts, &cfg, &engine, remote.as_ref())
+        .outcome
+        .exit_status
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {

@@ -144,12 +144,14 @@ impl Engine for Cached {
                 }
             }
         };
-        let done = match &self.remote {
-            Some(r) => {
-                crate::remote::compile::compile(plan, prepared.key, opts, &cfg, &self.engine, r)
-            }
-            None => cache::compile_cached_keyed(plan, prepared.key, opts, &cfg, &self.engine),
-        };
+        let done = crate::remote::compile::compile(
+            plan,
+            prepared.key,
+            opts,
+            &cfg,
+            &self.engine,
+            self.remote.as_ref(),
+        );
         Finished {
             exit_status: done.outcome.exit_status,
             error_lines: done.outcome.error_lines,

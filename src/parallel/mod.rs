@@ -569,24 +569,19 @@ pub fn run(
                         entry: None,
                     }
                 } else {
-                    // A compile with --remote or --remote-cache goes through the remote server.
-                    match crate::remote::RemoteConfig::from_plan(&task.plan) {
-                        Ok(Some(r)) => crate::remote::compile::compile(
-                            &task.plan,
-                            task.key.clone(),
-                            &opts,
-                            &cache_cfg,
-                            engine,
-                            &r,
-                        ),
-                        _ => cache::compile_cached_keyed(
-                            &task.plan,
-                            task.key.clone(),
-                            &opts,
-                            &cache_cfg,
-                            engine,
-                        ),
-                    }
+                    // A compile with --remote or --remote-cache goes through the remote server
+                    // (its flags were checked before anything started).
+                    let remote = crate::remote::RemoteConfig::from_plan(&task.plan)
+                        .ok()
+                        .flatten();
+                    crate::remote::compile::compile(
+                        &task.plan,
+                        task.key.clone(),
+                        &opts,
+                        &cache_cfg,
+                        engine,
+                        remote.as_ref(),
+                    )
                 };
                 if let (Some(p), Some(t)) = (prepared, target) {
                     let o = &done.outcome;

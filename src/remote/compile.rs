@@ -85,15 +85,20 @@ impl RemoteConfig {
     }
 }
 
-/// Compile `plan` through the local cache (`cfg`) and then the remote server.
+/// Compile `plan` through the local cache (`cfg`), then, with a `remote`, through the remote
+/// server; without one, on `engine` here ([`crate::cache::compile_cached_keyed`]). What every
+/// caller (the command line, `parallel-compile`, the daemon) calls.
 pub fn compile(
     plan: &Plan,
     key: Option<Key>,
     opts: &Options,
     cfg: &CacheConfig,
     engine: &Engine,
-    remote: &RemoteConfig,
+    remote: Option<&RemoteConfig>,
 ) -> CachedOutcome {
+    let Some(remote) = remote else {
+        return crate::cache::compile_cached_keyed(plan, key, opts, cfg, engine);
+    };
     let run = |p: &Plan, o: &Options, e: &Engine, product: Option<&Path>| {
         run_remote(p, o, e, product, remote)
     };
