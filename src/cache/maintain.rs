@@ -272,7 +272,8 @@ pub fn gc(cache: &Cache, max_bytes: u64) -> GcReport {
     report
 }
 
-/// Evict every entry, remove the leftovers nobody uses and the memory-estimate index.
+/// Evict every entry, remove the leftovers nobody uses, the memory-estimate index, the lists
+/// of near entries and the remembered digests (the counters and the configuration stay).
 pub fn clear(cache: &Cache) -> ClearReport {
     let mut evicted = 0;
     let left = cache
@@ -285,6 +286,15 @@ pub fn clear(cache: &Cache) -> ClearReport {
     let mut leftovers_removed = cache.clean_leftovers(&left);
     if matches!(cache.clear_estimates(), Ok(true)) {
         leftovers_removed += 1;
+    }
+    // What pointed at entries (the lists of near entries) and what was remembered of files
+    // (their digests) go too.
+    if let Ok(Some(root)) = cache.open_root(false) {
+        for dir in [super::index::NEAR_DIR, super::digests::DIGESTS_DIR] {
+            if matches!(store::evict_in(&root, dir), Ok(true)) {
+                leftovers_removed += 1;
+            }
+        }
     }
     ClearReport {
         evicted,

@@ -47,12 +47,22 @@
 //! # let _ = bytes;
 //! ```
 
+pub mod actions;
 pub mod chunks;
 pub mod command;
 pub mod compile;
+pub mod config;
+pub mod counters;
+pub mod digests;
+pub mod evict;
+pub mod explain;
 pub mod estimate;
 pub mod features;
+pub mod host;
+pub mod identity;
+pub mod index;
 pub mod key;
+pub mod layers;
 pub mod maintain;
 pub mod meta;
 pub mod store;

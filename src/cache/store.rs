@@ -263,7 +263,7 @@ fn check_owner(st: &Stat, path: &Path, sticky_ok: bool) -> std::io::Result<()> {
 }
 
 /// The apparent size of the files of a directory (and of its directories), links not followed.
-fn dir_bytes(dir: &Dir) -> u64 {
+pub(crate) fn dir_bytes(dir: &Dir) -> u64 {
     let Ok(entries) = dir.entries() else {
         return 0;
     };
@@ -418,11 +418,17 @@ impl Cache {
     /// an [`AtomicFile`] at `output`, committed only when it matches.
     pub fn serve(&self, key: &str, neff: &NeffInfo, output: &Path) -> Result<(), ServeError> {
         let unreadable = |e: std::io::Error| ServeError::Corrupt(format!("{NEFF_FILE}: {e}"));
-        let src = match self.open_entry(key) {
-            Ok(Some((_, d))) => d.open_file(NEFF_FILE).map_err(unreadable)?,
+        let entry = match self.open_entry(key) {
+            Ok(Some((_, d))) => d,
             Ok(None) => return Err(ServeError::Corrupt("the entry is gone".into())),
             Err(e) => return Err(unreadable(e)),
         };
+        // Read under a shared lock on meta.json: eviction leaves an entry being read alone
+        // ([`evict_unread`]). Once the NEFF is open, its bytes stay readable whatever happens.
+        let _reading = entry.open_file(META_FILE).ok().filter(|f| {
+            fs4::fs_std::FileExt::lock_shared(f).is_ok()
+        });
+        let src = entry.open_file(NEFF_FILE).map_err(unreadable)?;
         // As a compile would, create the output's directory.
         if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(ServeError::Output)?;
@@ -439,6 +445,14 @@ impl Cache {
             Err(CopyError::Write(e)) => return Err(ServeError::Output(e)),
         }
         dst.commit(Durability::Visible).map_err(ServeError::Output)
+    }
+
+    /// The apparent size of the entry of `key`, if there is one.
+    pub fn entry_bytes(&self, key: &str) -> Option<u64> {
+        match self.open_entry(key) {
+            Ok(Some((_, d))) => Some(dir_bytes(&d)),
+            _ => None,
+        }
     }
 
     /// Record a use of the entry: its `meta.json`'s modification time becomes now (a metadata
@@ -544,6 +558,42 @@ impl Cache {
         })
     }
 
+    /// A fresh temporary entry of `key` in this cache holding a copy of `from`'s entry of the
+    /// same key: its `meta.json`, `log.txt` and `failed.json` as they are, its NEFF checked
+    /// against the blake3 and size `meta` (read from `from`) records — a NEFF that does not
+    /// match is an error and nothing is kept. Everything is read without following a link.
+    pub fn begin_copy(&self, from: &Cache, key: &str, meta: &Meta) -> std::io::Result<Pending> {
+        let src = from
+            .open_entry(key)?
+            .map(|(_, d)| d)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+        let pending = self.begin(key)?;
+        let tmp = pending.dir();
+        if let Some(neff) = &meta.neff {
+            let from_file = src.open_file(NEFF_FILE)?;
+            let to_file =
+                tmp.open_file_with(NEFF_FILE, OFlags::RDWR | OFlags::CREATE | OFlags::EXCL, 0o666)?;
+            match copy_hashing(&from_file, &to_file) {
+                Ok((h, n)) if h.to_hex().as_str() == neff.blake3 && n == neff.size => {}
+                Ok(_) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{NEFF_FILE} does not match its recorded blake3"),
+                    ))
+                }
+                Err(CopyError::Read(e) | CopyError::Write(e)) => return Err(e),
+            }
+        }
+        for name in [META_FILE, super::meta::LOG_FILE, FAILED_FILE] {
+            match src.read(name) {
+                Ok(bytes) => tmp.create_file(name)?.write_all(&bytes)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && name != META_FILE => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(pending)
+    }
+
     /// Publish an entry for `key` in one go: `write` fills a fresh temporary directory, which
     /// then replaces whatever entry the key had. The caller holds the key's lock.
     pub fn publish(
@@ -574,6 +624,16 @@ impl Cache {
     /// key; returns what else was found (an absent cache has nothing). Memory is one shard's
     /// listing at a time, never the whole cache.
     pub fn scan(&self, on_entry: &mut dyn FnMut(&Dir, &str)) -> std::io::Result<Vec<Leftover>> {
+        self.scan_shards(&|_| true, on_entry)
+    }
+
+    /// [`Cache::scan`] over the shards whose name `wanted` accepts (the sixteenth of the cache
+    /// whose keys start with one hex digit, for the size keeper).
+    pub fn scan_shards(
+        &self,
+        wanted: &dyn Fn(&str) -> bool,
+        on_entry: &mut dyn FnMut(&Dir, &str),
+    ) -> std::io::Result<Vec<Leftover>> {
         let mut left = Vec::new();
         let Some(root) = self.open_root(false)? else {
             return Ok(left);
@@ -592,7 +652,7 @@ impl Cache {
                 });
                 continue;
             }
-            if !is_shard(&name) {
+            if !is_shard(&name) || !wanted(&name) {
                 continue;
             }
             let shard = match root.open_dir(&name) {
@@ -760,6 +820,51 @@ pub(crate) fn evict_in(dir: &Dir, name: &str) -> std::io::Result<bool> {
     }
 }
 
+/// What [`evict_unread`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evicted {
+    /// The entry was removed; its apparent size.
+    Removed(u64),
+    /// A reader holds it (a shared `flock` on its `meta.json`): left alone.
+    Held,
+    /// It was not there any more.
+    Gone,
+}
+
+/// Remove the entry `key` of `shard` unless a process of this host is reading it: an exclusive
+/// `flock` on its `meta.json`, not waited for, is held while it is renamed away ([`Cache::serve`]
+/// reads under a shared one), so an entry is never removed under its reader.
+pub fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
+    let dir = match shard.open_dir(key) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Evicted::Gone),
+        Err(e) if is_not_plain(&e) => {
+            return evict_in(shard, key).map(|_| Evicted::Removed(0));
+        }
+        Err(e) => return Err(e),
+    };
+    let bytes = dir_bytes(&dir);
+    let _held = match dir.open_file(META_FILE) {
+        Ok(f) => {
+            if !fs4::fs_std::FileExt::try_lock_exclusive(&f)? {
+                return Ok(Evicted::Held);
+            }
+            Some(f)
+        }
+        Err(_) => None,
+    };
+    // The entry at the name must still be the one locked (it may have been replaced).
+    let (now, then) = (shard.stat(key)?, dir.own_stat()?);
+    if now.st_ino != then.st_ino || now.st_dev != then.st_dev {
+        return Ok(Evicted::Held);
+    }
+    Ok(if evict_in(shard, key)? {
+        Evicted::Removed(bytes)
+    } else {
+        Evicted::Gone
+    })
+}
+
 pub(crate) fn lookup_in(dir: &Dir, key: &str) -> Lookup {
     let meta: Meta = match read_json_in(dir, META_FILE) {
         Ok(m) => m,
@@ -784,7 +889,7 @@ pub(crate) fn lookup_in(dir: &Dir, key: &str) -> Lookup {
 }
 
 /// An entry's [`Summary`], from the few fields of its `meta.json` and its directory.
-fn summarise(shard: &Dir, key: &str) -> Summary {
+pub(crate) fn summarise(shard: &Dir, key: &str) -> Summary {
     let mut s = Summary {
         key: key.to_string(),
         state: State::Corrupt(String::new()),
@@ -992,6 +1097,8 @@ pub(crate) mod tests {
             model_path: "/m.pb".into(),
             model_blake3: "b".repeat(64),
             model_size: 10,
+            model_digest_kind: None,
+            model_hlo_metadata: None,
             status: if neff.is_some() { "ok" } else { "failed" }.into(),
             exit_status: if neff.is_some() { 0 } else { 70 },
             neff,
