@@ -7,7 +7,6 @@
 
 use serde::Serialize;
 
-use super::command::{human_bytes, print, usage_error, EXIT_CORRUPT};
 use super::compile::{check_local, CacheConfig};
 use super::config::{self, Settings};
 use super::counters::{self, Counters};
@@ -18,15 +17,46 @@ use crate::cli::argparse::Parsed;
 /// Exit status of `explain` when the compile would miss.
 pub const EXIT_MISS: i32 = 1;
 
+/// Exit status of `verify` when it found (and evicted) corrupt entries.
+pub const EXIT_CORRUPT: i32 = 1;
+
+/// What an action ends with: its exit status, or a usage error's message (exit 2, reported by
+/// [`super::command`] with the command's usage).
+pub type Ended = Result<i32, String>;
+
+/// A byte count for people: `1.5 MiB (1572864 bytes)`.
+pub fn human_bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} bytes")
+    } else {
+        format!("{v:.1} {} ({n} bytes)", units[u])
+    }
+}
+
+/// Print a report: JSON with `--json`, else the text.
+pub fn print<T: Serialize>(json: bool, report: &T, text: impl FnOnce() -> String) {
+    if json {
+        let mut s = serde_json::to_string_pretty(report).unwrap_or_default();
+        s.push('\n');
+        crate::cli::subcommand::out(&s);
+    } else {
+        crate::cli::subcommand::out(&text());
+    }
+}
+
 /// Run `action` on the cache `--cache_dir` names; the exit status.
-pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -> i32 {
+pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
     if action == "explain" {
         return explain_main(prog, parsed, compile_args);
     }
-    let cache = match own_cache(prog, parsed.str("cache_dir")) {
-        Ok(c) => c,
-        Err(status) => return status,
-    };
+    let cache = own_cache(parsed.str("cache_dir"))?;
     let json = parsed.flag("json");
     let warn = |warnings: &[String]| {
         for w in warnings {
@@ -34,7 +64,7 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
         }
     };
     match action {
-        "stats" => stats(&cache, json, parsed.flag("zero")),
+        "stats" => Ok(stats(&cache, json, parsed.flag("zero"))),
         "config" => config_main(prog, &cache, json, &parsed.positionals[1]),
         "verify" => {
             let r = maintain::verify(&cache);
@@ -61,17 +91,14 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
                 ));
                 t
             });
-            if r.corrupt.is_empty() {
+            Ok(if r.corrupt.is_empty() {
                 0
             } else {
                 EXIT_CORRUPT
-            }
+            })
         }
         "gc" => {
-            let max_size = match gc_size(prog, &cache, parsed.str("max_size")) {
-                Ok(n) => n,
-                Err(status) => return status,
-            };
+            let max_size = gc_size(&cache, parsed.str("max_size"))?;
             let r = maintain::gc(&cache, max_size);
             evict::recount(&cache);
             let _ = counters::add(
@@ -93,7 +120,7 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
                     r.leftovers_removed
                 )
             });
-            0
+            Ok(0)
         }
         _ => {
             let r = maintain::clear(&cache);
@@ -105,21 +132,18 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
                     r.evicted, r.leftovers_removed
                 )
             });
-            0
+            Ok(0)
         }
     }
 }
 
-/// The cache `dir` (else the default) names, checked; the exit status of a usage error.
-fn own_cache(prog: &str, dir: Option<&str>) -> Result<Cache, i32> {
+/// The cache `dir` (else the default) names, checked; a usage error's message.
+fn own_cache(dir: Option<&str>) -> Result<Cache, String> {
     let dir = dir
         .map(str::to_string)
         .unwrap_or_else(super::compile::default_dir);
     if let Err(e) = check_local(&dir) {
-        return Err(usage_error(
-            prog,
-            format!("argument --cache_dir: {}", e.cause.to_lowercase()),
-        ));
+        return Err(format!("argument --cache_dir: {}", e.cause.to_lowercase()));
     }
     let cache = Cache::new(crate::plan::absolute(
         &std::env::current_dir().unwrap_or_default(),
@@ -127,22 +151,20 @@ fn own_cache(prog: &str, dir: Option<&str>) -> Result<Cache, i32> {
     ));
     match cache.check() {
         Ok(()) => Ok(cache),
-        Err(u) => Err(usage_error(prog, format!("argument --cache_dir: {u}"))),
+        Err(u) => Err(format!("argument --cache_dir: {u}")),
     }
 }
 
 /// `gc`'s size: `--max-size`, else the configured `max_size`.
-fn gc_size(prog: &str, cache: &Cache, flag: Option<&str>) -> Result<u64, i32> {
+fn gc_size(cache: &Cache, flag: Option<&str>) -> Result<u64, String> {
     match flag {
-        Some(s) => config::parse_size(s)
-            .map_err(|e| usage_error(prog, format!("argument --max-size: {e}"))),
-        None => match config::File::read(cache).max_size.filter(|n| *n > 0) {
-            Some(n) => Ok(n),
-            None => Err(usage_error(
-                prog,
-                "gc: give --max-size, or configure one (nxcc cache config max_size=20G)".into(),
-            )),
-        },
+        Some(s) => config::parse_size(s).map_err(|e| format!("argument --max-size: {e}")),
+        None => config::File::read(cache)
+            .max_size
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                "gc: give --max-size, or configure one (nxcc cache config max_size=20G)".into()
+            }),
     }
 }
 
@@ -207,13 +229,19 @@ fn stats_text(r: &StatsReport) -> String {
         c.misses_toolchain,
         c.misses_other
     ));
-    t.push_str(&format!("remembered failures served: {}\n", c.failures_served));
+    t.push_str(&format!(
+        "remembered failures served: {}\n",
+        c.failures_served
+    ));
     t.push_str(&format!(
         "compiles: {} ({} failed)\n",
         c.compiles, c.compile_failures
     ));
     if c.misses_refused > 0 {
-        t.push_str(&format!("misses refused (hit-only): {}\n", c.misses_refused));
+        t.push_str(&format!(
+            "misses refused (hit-only): {}\n",
+            c.misses_refused
+        ));
     }
     t.push_str(&format!("evictions: {}\n", c.evictions));
     t.push_str(&format!(
@@ -233,7 +261,7 @@ fn stats_text(r: &StatsReport) -> String {
 
 /// `config`: print the configuration, or change the keys given (each checked first; nothing is
 /// written if one does not read).
-fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> i32 {
+fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> Ended {
     let mut file = config::File::read(cache);
     for w in &file.warnings {
         eprintln!("{prog}: warning: {}: {w}", cache.root().display());
@@ -241,10 +269,15 @@ fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> i32 {
     file.warnings.clear();
     if pairs.is_empty() {
         print(json, &file, || {
-            let mut t = format!("config: {}\n", cache.root().join(config::CONFIG_FILE).display());
+            let mut t = format!(
+                "config: {}\n",
+                cache.root().join(config::CONFIG_FILE).display()
+            );
             let lines: Vec<String> = file.text().lines().skip(1).map(str::to_string).collect();
             if lines.is_empty() {
-                t.push_str("(nothing set: no size limit, no sloppiness, stat digests on, read-write)\n");
+                t.push_str(
+                    "(nothing set: no size limit, no sloppiness, stat digests on, read-write)\n",
+                );
             }
             for l in lines {
                 t.push_str(&l);
@@ -252,12 +285,11 @@ fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> i32 {
             }
             t
         });
-        return 0;
+        return Ok(0);
     }
     for p in pairs {
-        if let Err(e) = file.set_line(p) {
-            return usage_error(prog, format!("argument KEY=VALUE: {e}"));
-        }
+        file.set_line(p)
+            .map_err(|e| format!("argument KEY=VALUE: {e}"))?;
     }
     match file.write(cache) {
         Ok(path) => {
@@ -265,27 +297,30 @@ fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> i32 {
                 format!(
                     "wrote {}:\n{}",
                     path.display(),
-                    file.text().lines().skip(1).map(|l| format!("{l}\n")).collect::<String>()
+                    file.text()
+                        .lines()
+                        .skip(1)
+                        .map(|l| format!("{l}\n"))
+                        .collect::<String>()
                 )
             });
-            0
+            Ok(0)
         }
         Err(e) => {
             eprintln!(
                 "[ERROR] cannot write the cache configuration in {}: {e}",
                 cache.root().display()
             );
-            crate::error::EXIT_COMPILE_FAILED
+            Ok(crate::error::EXIT_COMPILE_FAILED)
         }
     }
 }
 
 /// `explain -- COMPILE-ARGS`: plan the compile as `nxcc compile` would, key it as the cache
 /// would (writing nothing), and explain. Exit 0 on a hit, [`EXIT_MISS`] on a miss.
-fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> i32 {
+fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
     if compile_args.is_empty() {
-        return usage_error(
-            prog,
+        return Err(
             "explain: give the compile's arguments after -- (nxcc cache explain -- model.pb --target trn2 ...)".into(),
         );
     }
@@ -294,17 +329,19 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> i32 {
         .collect();
     let args = match crate::cli::parse(prog, &argv) {
         Ok(crate::cli::Command::Compile(c)) => c,
-        Ok(_) => return usage_error(prog, "explain: the arguments after -- are not a compile's".into()),
+        Ok(_) => return Err("explain: the arguments after -- are not a compile's".into()),
         Err(e) => {
             crate::cli::subcommand::err(&e.render());
-            return crate::cli::CliError::EXIT_STATUS;
+            return Ok(crate::cli::CliError::EXIT_STATUS);
         }
     };
     let probe = match crate::plan::SystemProbe::new() {
         Ok(p) => p,
         Err(e) => {
-            crate::cli::subcommand::err(&format!("[ERROR] cannot read the current directory: {e}\n"));
-            return crate::error::EXIT_COMPILE_FAILED;
+            crate::cli::subcommand::err(&format!(
+                "[ERROR] cannot read the current directory: {e}\n"
+            ));
+            return Ok(crate::error::EXIT_COMPILE_FAILED);
         }
     };
     let plan = match crate::plan::build(&args, &probe) {
@@ -316,7 +353,7 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> i32 {
                     crate::cli::subcommand::err(&format!("{c}\n"))
                 }
             }
-            return e.exit_status();
+            return Ok(e.exit_status());
         }
     };
     let dir = plan
@@ -324,15 +361,12 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> i32 {
         .str("cache_dir")
         .filter(|d| !d.is_empty())
         .or(parsed.str("cache_dir"));
-    let cache = match own_cache(prog, dir) {
-        Ok(c) => c,
-        Err(status) => return status,
-    };
+    let cache = own_cache(dir)?;
     let mut cfg = match CacheConfig::for_plan_in(&plan, Some(cache.dir().to_path_buf())) {
         Ok(c) => c,
         Err(e) => {
             crate::cli::subcommand::err(&format!("{e}\n"));
-            return crate::error::EXIT_COMPILE_FAILED;
+            return Ok(crate::error::EXIT_COMPILE_FAILED);
         }
     };
     // Explaining writes nothing, not even a remembered digest.
@@ -341,7 +375,14 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> i32 {
         Some(c) => crate::engine::Engine::external(crate::plan::absolute(&plan.launch_dir, c)),
         None => crate::engine::Engine::Pipeline,
     };
-    explain_planned(&plan, &cache, &cfg.settings, &cfg.table(), &engine, parsed.flag("json"))
+    Ok(explain_planned(
+        &plan,
+        &cache,
+        &cfg.settings,
+        &cfg.table(),
+        &engine,
+        parsed.flag("json"),
+    ))
 }
 
 fn explain_planned(
@@ -352,7 +393,8 @@ fn explain_planned(
     engine: &crate::engine::Engine,
     json: bool,
 ) -> i32 {
-    let key = match super::key::Key::compute(plan, engine, settings, table) {
+    let key = match super::key::Key::compute(plan, engine, settings.sloppiness.hlo_metadata, table)
+    {
         Ok(k) => k,
         Err(e) => {
             crate::cli::subcommand::err(&format!(

@@ -19,10 +19,10 @@
 use super::compile::DEFAULT_DIR;
 use crate::cli::argparse::{self, Nargs, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{out, Stop, Subcommand, HELP};
+use crate::cli::subcommand::{Stop, Subcommand, HELP};
 
-/// Exit status of `verify` when it found (and evicted) corrupt entries.
-pub const EXIT_CORRUPT: i32 = 1;
+use super::actions::print;
+pub use super::actions::{human_bytes, EXIT_CORRUPT};
 
 const ACTIONS: [&str; 7] = [
     "stats", "verify", "gc", "clear", "clean", "explain", "config",
@@ -103,36 +103,8 @@ static COMMAND: Subcommand = Subcommand {
     about: "Inspect and maintain the compile cache.",
 };
 
-/// A usage error of `nxcc cache` (exit 2).
-pub fn usage_error(prog: &str, message: String) -> i32 {
+fn usage_error(prog: &str, message: String) -> i32 {
     Stop::Usage(COMMAND.usage_error(prog, message)).report()
-}
-
-/// A byte count for people: `1.5 MiB (1572864 bytes)`.
-pub fn human_bytes(n: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} bytes")
-    } else {
-        format!("{v:.1} {} ({n} bytes)", units[u])
-    }
-}
-
-/// Print a report: JSON with `--json`, else the text.
-pub fn print<T: serde::Serialize>(json: bool, report: &T, text: impl FnOnce() -> String) {
-    if json {
-        let mut s = serde_json::to_string_pretty(report).unwrap_or_default();
-        s.push('\n');
-        out(&s);
-    } else {
-        out(&text());
-    }
 }
 
 /// Run `cache` with its arguments; returns the exit status.
@@ -160,7 +132,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     if action != "explain" && !compile_args.is_empty() {
         return usage_error(prog, "arguments after --: only with explain".into());
     }
-    if action != "config" && parsed.positionals[1].len() > 0 {
+    if action != "config" && !parsed.positionals[1].is_empty() {
         return usage_error(
             prog,
             format!(
@@ -203,7 +175,10 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             "clean: only with --neuron-cache (nxcc's own cache has gc and clear)".into(),
         );
     }
-    super::actions::run(prog, action, &parsed, compile_args)
+    match super::actions::run(prog, action, &parsed, compile_args) {
+        Ok(status) => status,
+        Err(message) => usage_error(prog, message),
+    }
 }
 
 /// `cache stats|verify|clean --neuron-cache DIR`: the framework's cache

@@ -147,8 +147,7 @@ impl CacheConfig {
     /// its cache flags over the directory's configuration file.
     pub fn for_plan_in(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
         let cache = dir.as_ref().map(Cache::new);
-        let settings =
-            Settings::of_plan(plan, cache.as_ref()).map_err(NccError::cache_setting)?;
+        let settings = Settings::of_plan(plan, cache.as_ref()).map_err(NccError::cache_setting)?;
         Ok(CacheConfig {
             dir,
             retry_failed: plan.ns.bool("retry_failed_compilation"),
@@ -157,13 +156,17 @@ impl CacheConfig {
     }
 
     /// Where this compile's digests are remembered ([`super::digests`]): the cache's table
-    /// (written unless the cache is read-only), this process's memory when the cache does not
-    /// exist yet, nothing with `--cache-rehash`.
+    /// (made and written unless the cache is read-only), this process's memory when the cache
+    /// cannot be used, nothing with `--cache-rehash`.
     pub fn table(&self) -> Table {
         if !self.settings.stat_digests {
             return Table::off();
         }
-        match self.cache().and_then(|c| c.open_root(false).ok().flatten()) {
+        let writes = self.settings.mode.writes();
+        match self
+            .cache()
+            .and_then(|c| c.open_root(writes).ok().flatten())
+        {
             Some(root) => Table::in_cache(root, self.settings.mode.writes()),
             None => Table::memory_only(),
         }
@@ -171,7 +174,12 @@ impl CacheConfig {
 
     /// The key of a compile of `plan` on `engine` under these settings.
     pub fn key(&self, plan: &Plan, engine: &Engine) -> std::io::Result<Key> {
-        Key::compute(plan, engine, &self.settings, &self.table())
+        Key::compute(
+            plan,
+            engine,
+            self.settings.sloppiness.hlo_metadata,
+            &self.table(),
+        )
     }
 
     /// From a compile's own flags: `--no_cache` turns it off; `--cache_dir DIR` (relative to the
@@ -288,11 +296,8 @@ pub fn compile_cached_with(
     let done = cached(plan, key, opts, cfg, engine, run, &tally);
     if let (Some(cache), Some(k)) = (cfg.cache(), &done.key) {
         if cfg.settings.mode.writes() {
-            let _ = super::counters::add(
-                &cache,
-                super::counters::shard_of(&k.key),
-                &tally.borrow(),
-            );
+            let _ =
+                super::counters::add(&cache, super::counters::shard_of(&k.key), &tally.borrow());
         }
     }
     done
@@ -333,9 +338,9 @@ fn cached(
         return uncached();
     }
     let table = cfg.table();
-    let computed = key
-        .map(Ok)
-        .unwrap_or_else(|| Key::compute(plan, engine, &cfg.settings, &table));
+    let computed = key.map(Ok).unwrap_or_else(|| {
+        Key::compute(plan, engine, cfg.settings.sloppiness.hlo_metadata, &table)
+    });
     let key = match computed {
         Ok(k) => k,
         Err(e) => {
@@ -800,7 +805,11 @@ impl Ctx<'_> {
         }
         let hlo = model
             .is_file()
-            .then(|| super::key::hlo_metadata_digest(model, self.table).ok().flatten())
+            .then(|| {
+                super::key::hlo_metadata_digest(model, self.table)
+                    .ok()
+                    .flatten()
+            })
             .flatten()
             .map(|(d, _)| d);
         (key.model_digest.clone(), hlo)

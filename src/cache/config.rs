@@ -151,7 +151,8 @@ impl File {
                 continue;
             }
             if let Err(e) = f.set_line(line) {
-                f.warnings.push(format!("{CONFIG_FILE}:{}: {e}; line left out", n + 1));
+                f.warnings
+                    .push(format!("{CONFIG_FILE}:{}: {e}; line left out", n + 1));
             }
         }
         f

@@ -162,10 +162,7 @@ impl Counters {
 
 /// The shard (0-15) a key is counted in: its first hex digit.
 pub fn shard_of(key: &str) -> usize {
-    key.chars()
-        .next()
-        .and_then(|c| c.to_digit(16))
-        .unwrap_or(0) as usize
+    key.chars().next().and_then(|c| c.to_digit(16)).unwrap_or(0) as usize
 }
 
 fn shard_name(shard: usize) -> String {
@@ -253,11 +250,7 @@ fn for_each_file(cache: &Cache, shard: Option<usize>, each: &mut dyn FnMut(&Dir,
     for_each_host_file(cache, shard, &mut |_, dir, name| each(dir, name));
 }
 
-fn for_each_host_file(
-    cache: &Cache,
-    shard: Option<usize>,
-    each: &mut dyn FnMut(&str, &Dir, &str),
-) {
+fn for_each_host_file(cache: &Cache, shard: Option<usize>, each: &mut dyn FnMut(&str, &Dir, &str)) {
     let Ok(Some(root)) = cache.open_root(false) else {
         return;
     };
@@ -330,7 +323,10 @@ mod tests {
         )
         .unwrap();
         let all = read(&cache, None);
-        assert_eq!((all.hits, all.bytes_read, all.time_saved_ms), (2, 200, 5000));
+        assert_eq!(
+            (all.hits, all.bytes_read, all.time_saved_ms),
+            (2, 200, 5000)
+        );
         assert_eq!((all.misses_toolchain, all.misses()), (1, 1));
         assert_eq!(read(&cache, Some(3)).hits, 2);
         assert_eq!(read(&cache, Some(12)).hits, 0);
@@ -341,10 +337,16 @@ mod tests {
             .join(super::super::host::key())
             .join("3");
         let len = std::fs::metadata(&f).unwrap().len();
-        assert_eq!(len as usize, Counters::NAMES.len() * (NAME_WIDTH + VALUE_WIDTH + 2));
+        assert_eq!(
+            len as usize,
+            Counters::NAMES.len() * (NAME_WIDTH + VALUE_WIDTH + 2)
+        );
         zero(&cache);
         let z = read(&cache, None);
-        assert_eq!((z.hits, z.misses(), z.entries, z.size_bytes), (0, 0, 1, 4096));
+        assert_eq!(
+            (z.hits, z.misses(), z.entries, z.size_bytes),
+            (0, 0, 1, 4096)
+        );
         assert_eq!(std::fs::metadata(&f).unwrap().len(), len);
     }
 

@@ -257,7 +257,11 @@ impl Disk {
             return d.as_ref();
         }
         let name = super::host::key();
-        let opened = match self.root.open_dir(DIGESTS_DIR).and_then(|d| d.open_dir(name)) {
+        let opened = match self
+            .root
+            .open_dir(DIGESTS_DIR)
+            .and_then(|d| d.open_dir(name))
+        {
             Ok(d) => Some(d),
             Err(_) if create && self.writable => self.make(name),
             Err(_) => return None,
@@ -275,7 +279,7 @@ impl Disk {
                     continue;
                 };
                 if other.starts_with(&host) && other != name {
-                    let _ = super::store::evict_in(&digests, &other);
+                    let _ = digests.remove_all(&other);
                 }
             }
         }
@@ -331,11 +335,6 @@ fn write_record(dir: &Dir, kind: Kind, id: &StatId, value: &str) -> std::io::Res
     let mut f = AtomicFile::create_in(dir, &record_name(kind, id))?;
     f.write_all(record_text(kind, id, value).as_bytes())?;
     f.commit(Durability::Visible)
-}
-
-/// Remove every host's table (`nxcc cache clear`); `false` when there was none.
-pub fn clear(root: &Dir) -> std::io::Result<bool> {
-    super::store::evict_in(root, DIGESTS_DIR)
 }
 
 #[cfg(test)]
@@ -396,7 +395,12 @@ mod tests {
         let calls = Cell::new(0);
         let mut compute = hash_counting(&calls);
         remember_aged(&table, &file);
-        assert!(table.get(&file, Kind::Blake3, &mut compute).unwrap().remembered);
+        assert!(
+            table
+                .get(&file, Kind::Blake3, &mut compute)
+                .unwrap()
+                .remembered
+        );
         // A changed byte, same size, the modification time put back: the change time moved.
         let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
         std::fs::write(&file, b"model bytez").unwrap();
@@ -414,17 +418,32 @@ mod tests {
         let tmp = file.with_extension("new");
         std::fs::write(&tmp, b"model bytez").unwrap();
         std::fs::rename(&tmp, &file).unwrap();
-        assert!(!table.get(&file, Kind::Blake3, &mut compute).unwrap().remembered);
+        assert!(
+            !table
+                .get(&file, Kind::Blake3, &mut compute)
+                .unwrap()
+                .remembered
+        );
         // A touched file.
         remember_aged(&table, &file);
-        assert!(table.get(&file, Kind::Blake3, &mut compute).unwrap().remembered);
+        assert!(
+            table
+                .get(&file, Kind::Blake3, &mut compute)
+                .unwrap()
+                .remembered
+        );
         File::options()
             .write(true)
             .open(&file)
             .unwrap()
             .set_modified(std::time::SystemTime::now())
             .unwrap();
-        assert!(!table.get(&file, Kind::Blake3, &mut compute).unwrap().remembered);
+        assert!(
+            !table
+                .get(&file, Kind::Blake3, &mut compute)
+                .unwrap()
+                .remembered
+        );
     }
 
     #[test]
@@ -442,19 +461,32 @@ mod tests {
         let other = table.get(&file, Kind::HloMetadata, &mut compute).unwrap();
         assert!(!other.remembered);
         // A record naming another identity is not used.
-        let dir = Dir::open(&d.path().join("nxcc-v1/digests").join(super::super::host::key()))
-            .unwrap();
+        let dir = Dir::open(
+            &d.path()
+                .join("nxcc-v1/digests")
+                .join(super::super::host::key()),
+        )
+        .unwrap();
         let lie = StatId { size: 999, ..id };
         let mut f = AtomicFile::create_in(&dir, &record_name(Kind::Blake3, &id)).unwrap();
         f.write_all(record_text(Kind::Blake3, &lie, "ff").as_bytes())
             .unwrap();
         f.commit(Durability::Visible).unwrap();
         memory().lock().unwrap().clear();
-        assert!(!table.get(&file, Kind::Blake3, &mut compute).unwrap().remembered);
+        assert!(
+            !table
+                .get(&file, Kind::Blake3, &mut compute)
+                .unwrap()
+                .remembered
+        );
         // Off: never remembered, never recalled.
         remember_aged(&table, &file);
         let off = Table::off();
-        assert!(!off.get(&file, Kind::Blake3, &mut compute).unwrap().remembered);
+        assert!(
+            !off.get(&file, Kind::Blake3, &mut compute)
+                .unwrap()
+                .remembered
+        );
     }
 
     #[test]

@@ -220,7 +220,10 @@ mod tests {
             let key = format!("{}{}", &format!("{:x}", i % 16), &key[1..]);
             evicted += put(&cache, &key, 4000, Some(max)).evicted;
             assert!(real_bytes(&cache) <= max, "over max_size after {i}");
-            assert!(cache.entry_dir(&held_key).exists(), "the held entry was removed");
+            assert!(
+                cache.entry_dir(&held_key).exists(),
+                "the held entry was removed"
+            );
         }
         assert!(evicted > 100, "{evicted}");
         let c = counters::read(&cache, None);
@@ -244,6 +247,9 @@ mod tests {
         let q = put(&cache, &format!("5e{}", "0".repeat(62)), 100, None);
         assert!(!q.scanned);
         assert_eq!(counters::read(&cache, Some(5)).entries, 7);
-        assert_eq!(counters::read(&cache, Some(5)).size_bytes as u64, real_bytes(&cache));
+        assert_eq!(
+            counters::read(&cache, Some(5)).size_bytes as u64,
+            real_bytes(&cache)
+        );
     }
 }

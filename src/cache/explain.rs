@@ -111,7 +111,12 @@ impl Near {
 
     /// One line: `<key12> (same model name) differs in argument --optlevel: 2 → 1`.
     pub fn summary(&self) -> String {
-        let diffs: Vec<String> = self.differences.iter().take(3).map(|d| d.to_string()).collect();
+        let diffs: Vec<String> = self
+            .differences
+            .iter()
+            .take(3)
+            .map(|d| d.to_string())
+            .collect();
         let more = self.differences.len().saturating_sub(3);
         let mut s = format!(
             "the nearest entry {} ({}) differs in {}",
@@ -182,7 +187,8 @@ pub struct Explanation {
 }
 
 impl Explanation {
-    /// The miss line a compile logs, the hit-only refusal's words: `miss: ...`, or `hit`.
+    /// In one line: on a miss what differs from the nearest entry (what a compile's miss line
+    /// and a hit-only refusal say); else where the entry is.
     pub fn line(&self) -> String {
         match &self.verdict {
             Verdict::Hit { entry, .. } => format!("hit: {}", entry.display()),
@@ -282,7 +288,12 @@ pub fn explain(
         }
     }
     let model_blake3 = facts.blake3.clone().unwrap_or_default();
-    let found = index::near(cache, &groups(key, model, &model_blake3), PER_GROUP, &key.key);
+    let found = index::near(
+        cache,
+        &groups(key, model, &model_blake3),
+        PER_GROUP,
+        &key.key,
+    );
     let mut nearest: Vec<Near> = found
         .into_iter()
         .filter_map(|(by, k)| near_entry(cache, by, &k, key, &facts))
@@ -297,12 +308,11 @@ pub fn explain(
     nearest.truncate(SHOWN);
     e.verdict = match nearest.first() {
         Some(n) => Verdict::Miss {
-            why: format!("miss: {}", n.summary()),
+            why: n.summary(),
             reason: n.reason(),
         },
         None => Verdict::Miss {
-            why: "miss: a new model (no entry has the same model, arguments or model name)"
-                .to_string(),
+            why: "a new model (no entry has the same model, arguments or model name)".to_string(),
             reason: MissReason::Model,
         },
     };
@@ -352,15 +362,18 @@ fn differences(meta: &Meta, key: &Key, facts: &Model) -> Vec<Difference> {
     for dest in union(&old["args"], &new["args"]) {
         let (a, b) = (&old["args"][&dest], &new["args"][&dest]);
         if a != b {
-            let name = crate::cli::flags::by_dest(&dest)
-                .map_or(dest.clone(), |f| f.spelling.to_string());
+            let name =
+                crate::cli::flags::by_dest(&dest).map_or(dest.clone(), |f| f.spelling.to_string());
             out.push(diff("argument", &name, a, b));
         }
     }
-    for part in ["pipeline", "walrus_passes", "subgraphs"] {
-        let (a, b) = (&old["plan"][part], &new["plan"][part]);
-        if a != b {
-            out.push(diff("plan", part, a, b));
+    // What the plan derived: shown when no argument explains it (another environment).
+    if !out.iter().any(|d| d.what == "argument") {
+        for part in ["pipeline", "walrus_passes", "subgraphs"] {
+            let (a, b) = (&old["plan"][part], &new["plan"][part]);
+            if a != b {
+                out.push(diff("plan", part, a, b));
+            }
         }
     }
     out.extend(toolchain_differences(&old["toolchain"], &new["toolchain"]));
@@ -472,8 +485,7 @@ pub fn text(e: &Explanation) -> String {
             entry.display()
         )),
         Verdict::Miss { why, .. } => {
-            t.push_str(why);
-            t.push('\n');
+            t.push_str(&format!("miss: {why}\n"));
             for n in &e.nearest {
                 t.push_str(&format!(
                     "near: {} ({}, {}, created {}): {} difference{}\n",

@@ -52,9 +52,7 @@ mod tests {
         let k = key();
         assert_eq!(k.len(), 33);
         assert!(k.starts_with(name_key()));
-        assert!(k
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() || b == b'-'));
+        assert!(k.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
         assert!(boot_id().is_some(), "Linux has a boot id");
     }
 }

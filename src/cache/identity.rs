@@ -69,9 +69,25 @@ pub fn of(
         return json!({ "kind": "none" });
     };
     let mut digests: BTreeMap<String, Value> = BTreeMap::new();
+    // Tools are often links to one executable: each file is hashed once.
+    let mut seen: Vec<(super::digests::StatId, Value)> = Vec::new();
     for (name, path) in tool_paths(&tc, &tools) {
         let id = match path {
-            Some(p) => file_digest(&p, table),
+            Some(p) => {
+                let stat = std::fs::File::open(&p)
+                    .and_then(|f| super::digests::StatId::of_file(&f))
+                    .ok();
+                match seen.iter().find(|(s, _)| Some(*s) == stat) {
+                    Some((_, v)) => v.clone(),
+                    None => {
+                        let v = file_digest(&p, table);
+                        if let Some(s) = stat {
+                            seen.push((s, v.clone()));
+                        }
+                        v
+                    }
+                }
+            }
             None => json!({ "missing": true }),
         };
         digests.insert(name, id);
@@ -108,7 +124,10 @@ fn tool_paths(tc: &Toolchain, tools: &Tools) -> Vec<(String, Option<PathBuf>)> {
                 out.push((t.to_string(), tc.resolve(t)));
             }
             let lib = tc.libwalrus();
-            out.push((toolchain::LIBWALRUS.to_string(), lib.is_file().then_some(lib)));
+            out.push((
+                toolchain::LIBWALRUS.to_string(),
+                lib.is_file().then_some(lib),
+            ));
         }
         Tools::OfPlan(plan) => {
             for step in plan.jobs.iter().flat_map(|j| &j.steps) {
@@ -135,7 +154,7 @@ fn tool_paths(tc: &Toolchain, tools: &Tools) -> Vec<(String, Option<PathBuf>)> {
 pub fn file_digest(path: &Path, table: &Table) -> Value {
     let got = table.get(path, Kind::Blake3, &mut |f| {
         let mut h = blake3::Hasher::new();
-        super::key::hash_open_into(f, path, &mut h)?;
+        super::hashing::hash_open_into(f, path, &mut h)?;
         Ok(h.finalize().to_hex().to_string())
     });
     match got {
@@ -148,13 +167,17 @@ pub fn file_digest(path: &Path, table: &Table) -> Value {
 /// the executable when it answered with status 0); a description of what went wrong otherwise.
 pub fn version_line(program: &Path, table: &Table) -> String {
     let mut failed: Option<String> = None;
-    let got = table.get(program, Kind::Version, &mut |_| match ask_version(program) {
-        Ok(line) => Ok(line),
-        Err(why) => {
-            failed = Some(why.clone());
-            Err(std::io::Error::other(why))
-        }
-    });
+    let got = table.get(
+        program,
+        Kind::Version,
+        &mut |_| match ask_version(program) {
+            Ok(line) => Ok(line),
+            Err(why) => {
+                failed = Some(why.clone());
+                Err(std::io::Error::other(why))
+            }
+        },
+    );
     match (got, failed) {
         (Ok(g), _) => g.value,
         (Err(_), Some(why)) => why,

@@ -21,7 +21,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::config::Settings;
+pub use super::hashing::{
+    hash_file_into, hash_mapped_into, hash_open_into, hash_read_into, MAP_FROM,
+};
+
 use super::digests::{Kind, Table};
 use super::identity::{self, Tools};
 use crate::engine::Engine;
@@ -87,17 +90,17 @@ pub struct Key {
 }
 
 impl Key {
-    /// The key of a compile of `plan` by `engine` under `settings`, remembering digests in
-    /// `table`. Reads the model once at most (not at all when its digest is remembered); for an
+    /// The key of a compile of `plan` by `engine` (`hlo_metadata`: the model keyed without its
+    /// op metadata, when it is a binary HLO module), remembering digests in `table`. Reads the model once at most (not at all when its digest is remembered); for an
     /// auto-located toolchain it may run the one `python3` probe.
     pub fn compute(
         plan: &Plan,
         engine: &Engine,
-        settings: &Settings,
+        hlo_metadata: bool,
         table: &Table,
     ) -> std::io::Result<Key> {
         let inputs = args_inputs(plan, engine, table);
-        let m = model_digest(&plan.model, settings.sloppiness.hlo_metadata, table)?;
+        let m = model_digest(&plan.model, hlo_metadata, table)?;
         let mut key = Key::from_digest(inputs, &m.digest, m.size, m.sloppy);
         key.features = super::features::Features {
             model_size: m.size,
@@ -197,7 +200,11 @@ pub struct ModelDigest {
 /// The model's digest for the key: with `hlo_metadata` sloppiness and a binary HLO module, the
 /// module without its op metadata; else the blake3 of its bytes ([`hash_model`]'s). Remembered
 /// per stat identity in `table`.
-pub fn model_digest(path: &Path, hlo_metadata: bool, table: &Table) -> std::io::Result<ModelDigest> {
+pub fn model_digest(
+    path: &Path,
+    hlo_metadata: bool,
+    table: &Table,
+) -> std::io::Result<ModelDigest> {
     if hlo_metadata && std::fs::metadata(path)?.is_file() {
         if let Some((digest, size)) = hlo_metadata_digest(path, table)? {
             return Ok(ModelDigest {
@@ -235,11 +242,7 @@ pub fn hlo_metadata_digest(path: &Path, table: &Table) -> std::io::Result<Option
 
 /// Call `f` with the whole contents of an open file: mapped when large (a file truncated
 /// meanwhile is an error), else read.
-fn with_bytes<T>(
-    f: &File,
-    path: &Path,
-    each: &mut dyn FnMut(&[u8]) -> T,
-) -> std::io::Result<T> {
+fn with_bytes<T>(f: &File, path: &Path, each: &mut dyn FnMut(&[u8]) -> T) -> std::io::Result<T> {
     let len = f.metadata()?.len();
     if len >= MAP_FROM {
         if let Some(m) = crate::fsx::Mapped::new(f, len) {
@@ -301,69 +304,6 @@ pub fn file_blake3(path: &Path, table: &Table) -> std::io::Result<(String, u64)>
     Ok((got.value, got.size))
 }
 
-/// Files at least this large are hashed memory-mapped, on every core (`BENCHMARKS.md`, "Hashing
-/// a large model"); smaller ones are read.
-pub const MAP_FROM: u64 = 1 << 20;
-
-/// Feed a file into a hasher; returns the number of bytes hashed. A file of at least
-/// [`MAP_FROM`] bytes is mapped ([`crate::fsx::Mapped`]) and hashed by blake3 on every core
-/// (`update_rayon`); a smaller one, or one that cannot be mapped, is read, the reads overlapped
-/// with hashing ([`super::chunks`]). A file that shrank while it was mapped, or whose size or
-/// modification time changed while it was hashed, is an error: what was hashed is not the file.
-/// Never a SIGBUS, even in the daemon.
-pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    hash_open_into(&File::open(path)?, path, h)
-}
-
-/// [`hash_file_into`] for a file already open (read from its start; `path` names it in
-/// errors).
-pub fn hash_open_into(f: &File, path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    let len = f.metadata()?.len();
-    if len >= MAP_FROM {
-        if let Some(r) = hash_mapped_into(f, path, h) {
-            return r;
-        }
-    }
-    hash_read_into(f, h)
-}
-
-/// Feed an open file into a hasher by reading it (from its current position), the reads
-/// overlapped with hashing.
-pub fn hash_read_into(f: &std::fs::File, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    super::chunks::for_each_chunk(f, &mut |c| {
-        h.update(c);
-        Ok(())
-    })
-}
-
-/// Feed a regular file into a hasher through a mapping, hashed on every core; `None` when it
-/// cannot be mapped (nothing was hashed then). `path` names it in the error of a file that
-/// changed meanwhile.
-pub fn hash_mapped_into(
-    f: &std::fs::File,
-    path: &Path,
-    h: &mut blake3::Hasher,
-) -> Option<std::io::Result<u64>> {
-    let before = f.metadata().ok().filter(|m| m.is_file())?;
-    let m = crate::fsx::Mapped::new(f, before.len())?;
-    h.update_rayon(m.bytes());
-    let changed = match f.metadata() {
-        Ok(after) => {
-            m.truncated()
-                || after.len() != before.len()
-                || after.modified().ok() != before.modified().ok()
-        }
-        Err(e) => return Some(Err(e)),
-    };
-    if changed {
-        return Some(Err(std::io::Error::other(format!(
-            "{} changed while it was being read",
-            path.display()
-        ))));
-    }
-    Some(Ok(before.len()))
-}
-
 fn collect_files(
     dir: &Path,
     prefix: &str,
@@ -391,7 +331,6 @@ fn collect_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::config::Sloppiness;
     use crate::cli::{self, Command};
     use crate::plan::SystemProbe;
 
@@ -413,13 +352,7 @@ mod tests {
     }
 
     fn key(dir: &Path, args: &[&str]) -> Key {
-        Key::compute(
-            &plan_in(dir, args),
-            &Engine::Pipeline,
-            &Settings::default(),
-            &Table::off(),
-        )
-        .unwrap()
+        Key::compute(&plan_in(dir, args), &Engine::Pipeline, false, &Table::off()).unwrap()
     }
 
     #[test]
@@ -584,26 +517,23 @@ mod tests {
         }
         std::fs::write(dir.path().join("b.pb"), &moved).unwrap();
         std::fs::copy(models.join("mlp.hlo"), dir.path().join("t.hlo")).unwrap();
-        let sloppy = Settings {
-            sloppiness: Sloppiness { hlo_metadata: true },
-            ..Settings::default()
-        };
-        let k = |m: &str, s: &Settings| {
+        let sloppy = true;
+        let k = |m: &str, s: bool| {
             let plan = plan_in(dir.path(), &[m, "--target", "trn2", "--toolchain", "sim"]);
             Key::compute(&plan, &Engine::Pipeline, s, &Table::off()).unwrap()
         };
-        let (a, b) = (k("a.pb", &sloppy), k("b.pb", &sloppy));
+        let (a, b) = (k("a.pb", sloppy), k("b.pb", sloppy));
         assert!(a.sloppy && b.sloppy);
         assert_eq!(a.key, b.key, "only op metadata differs");
         assert_eq!(a.model_digest_kind(), "hlo_metadata");
         // Exact: the two differ; and an exact key is never a sloppy one.
-        let (ea, eb) = (k("a.pb", &Settings::default()), k("b.pb", &Settings::default()));
+        let (ea, eb) = (k("a.pb", false), k("b.pb", false));
         assert_ne!(ea.key, eb.key);
         assert_ne!(ea.key, a.key);
         assert_eq!(ea.model_digest, blake3::hash(&bytes).to_hex().as_str());
         // HLO text: sloppiness does not apply, the bytes count.
-        let t = k("t.hlo", &sloppy);
+        let t = k("t.hlo", sloppy);
         assert!(!t.sloppy);
-        assert_eq!(t.key, k("t.hlo", &Settings::default()).key);
+        assert_eq!(t.key, k("t.hlo", false).key);
     }
 }

@@ -132,7 +132,11 @@ mod tests {
         // A secondary's NEFF that does not match its record is not copied.
         let other = "cd".repeat(32);
         put(&Cache::new(&image), &other, b"good");
-        std::fs::write(Cache::new(&image).entry_dir(&other).join(NEFF_FILE), b"evil").unwrap();
+        std::fs::write(
+            Cache::new(&image).entry_dir(&other).join(NEFF_FILE),
+            b"evil",
+        )
+        .unwrap();
         let bad = find(std::slice::from_ref(&image), &other, &mut |_| {}).unwrap();
         assert!(copy_into(&primary, &bad, &other, None).is_err());
         assert_eq!(primary.lookup(&other), Lookup::Absent);

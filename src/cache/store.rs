@@ -425,9 +425,10 @@ impl Cache {
         };
         // Read under a shared lock on meta.json: eviction leaves an entry being read alone
         // ([`evict_unread`]). Once the NEFF is open, its bytes stay readable whatever happens.
-        let _reading = entry.open_file(META_FILE).ok().filter(|f| {
-            fs4::fs_std::FileExt::lock_shared(f).is_ok()
-        });
+        let _reading = entry
+            .open_file(META_FILE)
+            .ok()
+            .filter(|f| fs4::fs_std::FileExt::lock_shared(f).is_ok());
         let src = entry.open_file(NEFF_FILE).map_err(unreadable)?;
         // As a compile would, create the output's directory.
         if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -571,8 +572,11 @@ impl Cache {
         let tmp = pending.dir();
         if let Some(neff) = &meta.neff {
             let from_file = src.open_file(NEFF_FILE)?;
-            let to_file =
-                tmp.open_file_with(NEFF_FILE, OFlags::RDWR | OFlags::CREATE | OFlags::EXCL, 0o666)?;
+            let to_file = tmp.open_file_with(
+                NEFF_FILE,
+                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
+                0o666,
+            )?;
             match copy_hashing(&from_file, &to_file) {
                 Ok((h, n)) if h.to_hex().as_str() == neff.blake3 && n == neff.size => {}
                 Ok(_) => {
@@ -987,7 +991,7 @@ const FICLONE: libc::c_ulong = 0x4004_9409;
 
 /// Copy `src` into `dst` and return the blake3 and size of what `dst` now holds. A reflink when
 /// the file system can, else an in-kernel copy (`copy_file_range`); then `dst` is read back and
-/// hashed ([`super::key::hash_file_into`]'s ways: mapped on every core when large). Where neither
+/// hashed ([`super::hashing::hash_file_into`]'s ways: mapped on every core when large). Where neither
 /// works, a copy through this process, hashing what it writes. Either way the bytes hashed are
 /// the bytes written.
 fn copy_hashing(src: &File, dst: &File) -> Result<(blake3::Hash, u64), CopyError> {
@@ -1054,14 +1058,14 @@ fn copy_in_kernel(src: &File, dst: &File) -> Result<bool, CopyError> {
 fn hash_back(dst: &File) -> std::io::Result<(blake3::Hash, u64)> {
     let mut h = blake3::Hasher::new();
     let len = dst.metadata()?.len();
-    if len >= super::key::MAP_FROM {
-        if let Some(r) = super::key::hash_mapped_into(dst, Path::new("the output"), &mut h) {
+    if len >= super::hashing::MAP_FROM {
+        if let Some(r) = super::hashing::hash_mapped_into(dst, Path::new("the output"), &mut h) {
             return r.map(|n| (h.finalize(), n));
         }
     }
     let mut d = dst;
     d.seek(std::io::SeekFrom::Start(0))?;
-    let n = super::key::hash_read_into(dst, &mut h)?;
+    let n = super::hashing::hash_read_into(dst, &mut h)?;
     Ok((h.finalize(), n))
 }
 

@@ -300,7 +300,13 @@ mod tests {
                     ..base()
                 },
             ),
-            ("a name", Inst { name: "c.2", ..base() }),
+            (
+                "a name",
+                Inst {
+                    name: "c.2",
+                    ..base()
+                },
+            ),
             (
                 "a metadata field that is not a location",
                 Inst {
@@ -324,7 +330,10 @@ mod tests {
         // The same instruction bytes in one computation, or split over two: another digest.
         let one = [
             field(1, 2, b"m"),
-            msg(3, &[msg(2, &[field(1, 2, b"a")]), msg(2, &[field(1, 2, b"b")])]),
+            msg(
+                3,
+                &[msg(2, &[field(1, 2, b"a")]), msg(2, &[field(1, 2, b"b")])],
+            ),
         ]
         .concat();
         let two = [
