@@ -65,13 +65,39 @@ fn parallel(s: &Scratch, extra: &[&str]) -> Command {
     ];
     args.extend(extra);
     args.extend(compile_args());
-    s.nxcc(&args)
+    let mut c = s.nxcc(&args);
+    c.env("TMPDIR", tmp_dir(s));
+    c
 }
 
-/// A plain `nxcc compile GRAPH FLAGS --target trn2 --toolchain sim` to `<dir>/model.neff`.
+/// The scratch's own temporary directory (the entries' private work directories go there).
+fn tmp_dir(s: &Scratch) -> PathBuf {
+    let t = s.join("tmp");
+    std::fs::create_dir_all(&t).unwrap();
+    t
+}
+
+/// This host's name, as nxcc writes it in its lock files.
+fn host() -> String {
+    String::from_utf8(Command::new("uname").arg("-n").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A plain `nxcc compile GRAPH FLAGS --target trn2 --toolchain sim` to
+/// `<dir>/model.<entry>.neff`: the name the framework's wrapper gives the NEFF it compiles for
+/// the entry, which the NEFF's header records.
 fn plain_compile(s: &Scratch, graph: &Path, flags: &[&str], dir: &str) -> Vec<u8> {
     std::fs::create_dir_all(s.join(dir)).unwrap();
-    let out = s.join(&format!("{dir}/model.neff"));
+    let entry = graph
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let out = s.join(&format!("{dir}/model.{entry}.neff"));
     let mut args = vec!["compile", "--target", "trn2", "--toolchain", "sim"];
     args.extend(flags);
     let g = graph.display().to_string();
@@ -194,10 +220,10 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
     );
     std::fs::write(
         dead.join("model.hlo_module.pb.lock"),
-        "nxcc pid=999999 started=1 host=gone\n",
+        format!("nxcc pid=999999999 started=1 host={}\n", host()),
     )
     .unwrap();
-    std::fs::create_dir(dead.join(".nxcc-tmp-999999-0-0")).unwrap();
+    std::fs::create_dir(dead.join(".nxcc-tmp-999999999-0-0")).unwrap();
     // A symlinked model.neff: refused, its target untouched.
     let linked = entry(&s, "linked", &variant("linked"), "model.hlo_module.pb", &[]);
     std::fs::write(s.join("victim"), b"victim").unwrap();
@@ -537,24 +563,55 @@ fn an_interrupt_leaves_no_log_no_partial_neff_and_no_lock() {
 }
 
 #[test]
-fn a_killed_runs_locks_are_stale_and_taken_over() {
+fn sigkill_then_a_default_clean_leaves_no_lock_and_no_staging_dir() {
     let s = Scratch::new();
     let marker = format!("ncache-kill-{}", std::process::id());
     let mut child = start_slow(&s, 3, &marker);
     child.kill().unwrap();
     child.wait().unwrap();
+    // The killed run's lock keeper removes its locks and work directories, then ends.
     wait_gone(&marker);
     let locks = find(&version_dir(&s), &|n| n.ends_with(".pb.lock"));
-    assert!(!locks.is_empty(), "the killed run left no lock");
+    assert!(locks.is_empty(), "locks outlived the killed run: {locks:?}");
+    // A run of this host that died a moment ago without a keeper: its lock and staging
+    // directory.
+    let earlier = entry(
+        &s,
+        "earlier",
+        &variant("earlier"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    std::fs::write(
+        earlier.join("model.hlo_module.pb.lock"),
+        format!("nxcc pid=999999999 started=1 host={}\n", host()),
+    )
+    .unwrap();
+    std::fs::create_dir(earlier.join(".nxcc-tmp-999999999-0-0")).unwrap();
+    let work: Vec<_> = std::fs::read_dir(tmp_dir(&s)).unwrap().flatten().collect();
+    assert!(
+        work.is_empty(),
+        "work directories outlived the run: {work:?}"
+    );
     let stats = s.run(&["cache", "stats", "--neuron-cache", "nc", "--json"]);
     let v: Value = serde_json::from_slice(&stats.stdout).unwrap();
     let dead: Vec<&Value> = v["entries"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["lock"]["by"] == "dead_nxcc")
+        .filter(|e| e["lock"]["by"] == "dead")
         .collect();
-    assert_eq!(dead.len(), locks.len(), "{v}");
+    assert_eq!(dead.len(), 1, "{v}");
+    // A default clean (--min-age 1d) removes a dead holder's lock and staging directory at
+    // any age.
+    let o = s.run(&["cache", "clean", "--neuron-cache", "nc", "--locks"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("its holder, a process of this host, is gone"),
+        "{out}"
+    );
+    no_leftovers(&s.join("nc"));
     let o = parallel(&s, &["--no_cache"]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
@@ -820,8 +877,8 @@ fn verify_and_clean_say_what_they_find_and_remove() {
     assert!(!f.join("model.log").exists() && !l.join("model.hlo_module.pb.lock").exists());
     assert!(!s.join("nc/neuronxcc-2.0.0.0").exists());
     assert!(
-        s.join("nc/nxcc-v1").exists(),
-        "nxcc's own cache is not a version directory"
+        !s.join("nc/nxcc-v1").exists(),
+        "nxcc's own cache is never inside the framework's"
     );
     let o = s.run(&["cache", "clean", "--neuron-cache", "nc"]);
     assert_eq!(o.status.code(), Some(2));

@@ -106,7 +106,7 @@ fn recv(sock: RawFd) -> io::Result<Vec<u8>> {
 }
 
 /// The helper's side: serve requests until the parent goes, then release everything.
-fn serve(sock: RawFd, parent: u32, lease: Duration) {
+fn serve(sock: RawFd, parent: u32, lease: Duration, remove: Option<&Path>) {
     let mut held: HashMap<u64, Lock> = HashMap::new();
     let mut next = 1u64;
     let every = refresh_every(lease);
@@ -183,6 +183,9 @@ fn serve(sock: RawFd, parent: u32, lease: Duration) {
     }
     // Removed before the flocks go (each Lock's drop).
     held.clear();
+    if let Some(dir) = remove {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Make `sock` the child's only descriptor besides 0, 1 and 2 (which become `/dev/null`).
@@ -218,9 +221,10 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Fork the helper, with `lease` for its locks. Refused (an error) unless this process has
-    /// a single thread: the helper runs on after `fork`, which is safe only then.
-    pub fn start(lease: Duration) -> io::Result<Arc<Keeper>> {
+    /// Fork the helper, with `lease` for its locks; when it ends it also removes the directory
+    /// `remove` (the parent's private work directory). Refused (an error) unless this process
+    /// has a single thread: the helper runs on after `fork`, which is safe only then.
+    pub fn start(lease: Duration, remove: Option<&Path>) -> io::Result<Arc<Keeper>> {
         if crate::run::os::own_status_field("Threads") != Some(1) {
             return Err(io::Error::other(
                 "the lock keeper must be started while the process has one thread",
@@ -236,7 +240,7 @@ impl Keeper {
         if pid == 0 {
             drop(mine);
             let sock = isolate(theirs.as_raw_fd());
-            serve(sock, parent, lease);
+            serve(sock, parent, lease, remove);
             // SAFETY: leave at once, running none of the parent's exit handlers.
             unsafe { libc::_exit(0) };
         }
