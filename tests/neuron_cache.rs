@@ -1221,3 +1221,144 @@ fn s3_caches_are_refused_clearly_and_legacy_and_foreign_directories_are_sized() 
     assert_eq!(st["versions"][0]["refused"], 0, "{st}");
     assert_eq!(st["versions"][0]["foreign"], 2, "{st}");
 }
+
+/// Hold `<cache>/lock` as the framework's wrapper might (`flock` or `lockf`), print `held`,
+/// wait for a line on stdin, print the release time (ms since the epoch), release.
+const HOLD_CACHE_LOCK: &str = r#"
+import fcntl, sys, time
+f = open(sys.argv[1], "w")
+if sys.argv[2] == "flock":
+    fcntl.flock(f, fcntl.LOCK_EX)
+else:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.readline()
+print(int(time.time() * 1000), flush=True)
+f.close()
+"#;
+
+#[test]
+fn a_held_cache_lock_makes_nxcc_wait_and_say_so() {
+    use std::io::{BufRead, BufReader, Write};
+    for kind in ["flock", "lockf"] {
+        let s = Scratch::new();
+        entry(
+            &s,
+            "m",
+            &zoo("mlp.hlo_module.pb"),
+            "model.hlo_module.pb",
+            &[],
+        );
+        let mut holder = Command::new("python3")
+            .args(["-c", HOLD_CACHE_LOCK])
+            .arg(s.join("nc/lock"))
+            .arg(kind)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 (a test requirement) runs");
+        let mut said = BufReader::new(holder.stdout.take().unwrap());
+        let mut line = String::new();
+        said.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "held");
+        let mut run = parallel(&s, &["--no_cache"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(run.stderr.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut l = String::new();
+            assert!(
+                err.read_line(&mut l).unwrap() > 0,
+                "{kind}: no wait said: {seen}"
+            );
+            seen.push_str(&l);
+            if l.contains("waiting for the cache lock") {
+                break;
+            }
+        }
+        assert!(
+            seen.contains(&s.join("nc/lock").display().to_string()),
+            "{seen}"
+        );
+        // Nothing compiled while it waits.
+        assert!(
+            s.records().is_empty(),
+            "{kind}: a tool ran under the framework's lock"
+        );
+        holder.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        line.clear();
+        said.read_line(&mut line).unwrap();
+        let released: u64 = line.trim().parse().unwrap();
+        holder.wait().unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+        assert_eq!(run.wait().unwrap().code(), Some(0), "{kind}: {seen}{rest}");
+        let first = s
+            .records()
+            .iter()
+            .map(|r| r["start_ms"].as_u64().unwrap())
+            .min()
+            .expect("the entry was compiled");
+        assert!(
+            first >= released,
+            "{kind}: a tool started before the lock was released"
+        );
+        assert!(version_dir(&s)
+            .join("MODULE_m+d41d8cd9/model.done")
+            .is_file());
+    }
+}
+
+#[test]
+fn locks_removed_by_another_process_mid_run_leave_done_entries_alone() {
+    let s = Scratch::new();
+    let marker = format!("ncache-steal-{}", std::process::id());
+    let n = 4;
+    let mut first = start_slow(&s, n, &marker);
+    // optimum-neuron's cleanup (its Hub synchronisation runs it): every `*.lock` removed.
+    for l in find(&s.join("nc"), &|n| n.ends_with(".lock")) {
+        let _ = std::fs::remove_file(l);
+    }
+    // A second run compiles the entries it finds unlocked, while the first still runs.
+    let second = parallel(&s, &["--jobs", "2", "--no_cache"])
+        .env("NXCC_SIM_WORK_MS", "hlo2penguin:1500")
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    use std::os::unix::fs::MetadataExt;
+    let snapshot = || -> BTreeMap<PathBuf, (u64, i64, i64)> {
+        find(&version_dir(&s), &|n| n == "model.neff")
+            .into_iter()
+            .map(|p| {
+                let m = std::fs::metadata(&p).unwrap();
+                (p, (m.ino(), m.mtime(), m.mtime_nsec()))
+            })
+            .collect()
+    };
+    let done_before = snapshot();
+    let status = first.wait().unwrap();
+    let mut first_err = String::new();
+    std::io::Read::read_to_string(&mut first.stderr.take().unwrap(), &mut first_err).unwrap();
+    wait_gone(&marker);
+    // The first run lost the locks it compiled under: it says so and writes nothing.
+    assert!(
+        first_err.contains("lost the lock of") || status.success(),
+        "{first_err}"
+    );
+    for (p, id) in &done_before {
+        assert_eq!(&snapshot()[p], id, "a done entry changed: {p:?}");
+    }
+    for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
+        let p = e.path();
+        assert!(
+            !(p.join("model.done").exists() && p.join("model.log").exists()),
+            "{p:?} is done and failed at once"
+        );
+        assert!(p.join("model.done").is_file(), "{p:?}: {first_err}");
+        assert!(verifies(&p.join("model.neff")));
+    }
+    no_leftovers(&s.join("nc"));
+}
