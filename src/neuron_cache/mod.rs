@@ -62,7 +62,8 @@ pub const DONE_FILE: &str = "model.done";
 pub const LOG_FILE: &str = "model.log";
 /// What a lock file's name adds to the graph's.
 pub const LOCK_SUFFIX: &str = ".lock";
-/// The start of the names of nxcc's staging directories in an entry ([`publish::Staging`]).
+/// The start of the names of the staging directories earlier releases of nxcc made in an entry
+/// (removed once their maker is gone, [`publish::remove_leftovers`]).
 pub const STAGING_PREFIX: &str = ".nxcc-tmp-";
 
 /// The framework's cache directory as the framework finds it: `--cache_dir` in
