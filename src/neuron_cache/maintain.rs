@@ -497,7 +497,7 @@ mod tests {
             &[base[0], base[1], ("model.hlo_module.pb.lock", "")],
         );
         let old = mk("2.9.0", "MODULE_o+1", &base);
-        std::fs::create_dir_all(locked.join(".nxcc-tmp-1-0-0")).unwrap();
+        std::fs::create_dir_all(locked.join(".nxcc-tmp-999999999-0-0")).unwrap();
         let cache = NeuronCache::new(t.path());
         let req = CleanRequest {
             failed: true,
@@ -524,7 +524,7 @@ mod tests {
         assert!(!failed.join(LOG_FILE).exists() && failed.join(base[0].0).exists());
         assert!(!old.exists());
         assert!(!locked.join("model.hlo_module.pb.lock").exists());
-        assert!(!locked.join(".nxcc-tmp-1-0-0").exists());
+        assert!(!locked.join(".nxcc-tmp-999999999-0-0").exists());
         let s = stats(&cache, None).unwrap();
         assert_eq!(s.versions.len(), 1);
         assert_eq!(s.versions[0].to_do, 2);
