@@ -82,13 +82,16 @@ fn put_varint(mut v: u64, out: &mut Vec<u8>) {
     }
 }
 
+/// What to do with a field at the end of a path: a new value, or `None` to keep it.
+type Edit<'a> = dyn FnMut(u32, u8, &[u8]) -> Option<Vec<u8>> + 'a;
+
 /// The message `buf` with the messages at `path` (field numbers, descended into) rewritten:
 /// at the end of the path `edit(field, wire type, value bytes)` returns a new value (`None`:
 /// keep the field as it is).
 fn rewrite(
     buf: &[u8],
     path: &[u32],
-    edit: &mut dyn FnMut(u32, u8, &[u8]) -> Option<Vec<u8>>,
+    edit: &mut Edit,
 ) -> Vec<u8> {
     let mut out = Vec::new();
     let mut pos = 0;

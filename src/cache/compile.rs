@@ -394,12 +394,12 @@ fn cached(
         }
         OnMiss::Compile { store: true } => {}
     }
-    let lock = cache.lock(&key.key, Some(&opts.cancel), &mut || {
+    let lock = cache.lock(&key.key, Some(&opts.cancel), &mut |who: &str| {
         if let Some(l) = &logger {
             l.info(
                 log::DRIVER,
                 &format!(
-                    "Waiting for another compile of the same model and arguments (lock {})",
+                    "Waiting for another compile of the same model and arguments (lock {}, {who})",
                     cache.lock_path(&key.key).display()
                 ),
             );

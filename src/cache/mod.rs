@@ -63,6 +63,7 @@ pub mod host;
 pub mod identity;
 pub mod index;
 pub mod key;
+pub mod keylock;
 pub mod layers;
 pub mod maintain;
 pub mod meta;

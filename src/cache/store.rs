@@ -35,7 +35,6 @@ use std::fs::File;
 use std::io::{Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rustix::fs::{FileType, OFlags, Stat};
 use serde::Deserialize;
@@ -175,16 +174,8 @@ impl Leftover {
     }
 }
 
-/// The exclusive right to compile one key (released when dropped, or by the kernel if the
-/// process dies).
-#[derive(Debug)]
-pub struct KeyLock {
-    _file: File,
-    /// The lock file, `<key>.lock` in the key's shard.
-    pub path: PathBuf,
-    /// Why something that was not a plain file was removed from the lock's name first.
-    pub replaced: Option<String>,
-}
+pub use super::keylock::KeyLock;
+use super::keylock::{self, Hold};
 
 /// A temporary entry being written ([`Cache::begin`]): a fresh `0700` directory only this
 /// compile knows, published by [`Pending::commit`], removed if dropped.
@@ -477,34 +468,29 @@ impl Cache {
         mtime.max(meta.map_or(0, |m| m.last_used_ms))
     }
 
-    /// Take the lock of `key`, waiting for another holder; `on_wait` is called once if it has
-    /// to wait. `Ok(None)` if `cancel` was cancelled while waiting.
+    /// Take the lock of `key` for a compile ([`super::keylock`]: across processes and hosts,
+    /// its lease refreshed while held), waiting for another holder; `on_wait` is told once who
+    /// holds it. `Ok(None)` if `cancel` was cancelled while waiting.
     pub fn lock(
         &self,
         key: &str,
         cancel: Option<&Cancel>,
-        on_wait: &mut dyn FnMut(),
+        on_wait: &mut dyn FnMut(&str),
     ) -> std::io::Result<Option<KeyLock>> {
-        let mut waited = false;
-        let mut pause = Duration::from_millis(2);
-        loop {
-            if let Some(l) = self.try_lock(key)? {
-                return Ok(Some(l));
-            }
-            if !waited {
-                waited = true;
-                on_wait();
-            }
-            if cancel.is_some_and(Cancel::is_cancelled) {
-                return Ok(None);
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(50));
-        }
+        let name = format!("{key}{LOCK_SUFFIX}");
+        let shard = self.made_shard(key)?;
+        keylock::take(
+            &shard,
+            &name,
+            &self.lock_path(key),
+            Hold::Long,
+            cancel,
+            on_wait,
+        )
     }
 
-    /// Take the lock of `key` if it is free. Something at the lock's name that is not a plain
-    /// file (a link) is removed first — the link, never its target — and said in
+    /// Take the lock of `key` for a moment if it is free. Something at the lock's name that is
+    /// not a plain file (a link) is removed first — the link, never its target — and said in
     /// [`KeyLock::replaced`].
     pub fn try_lock(&self, key: &str) -> std::io::Result<Option<KeyLock>> {
         self.try_lock_in(&self.made_shard(key)?, key)
@@ -512,33 +498,13 @@ impl Cache {
 
     fn try_lock_in(&self, shard: &Dir, key: &str) -> std::io::Result<Option<KeyLock>> {
         let name = format!("{key}{LOCK_SUFFIX}");
-        let mut replaced = None;
-        loop {
-            let file = match shard.open_file_with(&name, OFlags::RDWR | OFlags::CREATE, 0o666) {
-                Err(e) if is_not_plain(&e) && replaced.is_none() => {
-                    replaced = Some(e.to_string());
-                    shard.remove_all(&name)?;
-                    continue;
-                }
-                r => r?,
-            };
-            if !fs4::fs_std::FileExt::try_lock_exclusive(&file)? {
-                return Ok(None);
-            }
-            // The file locked must still be the one at the name (maintenance may have removed
-            // it between our open and our lock).
-            let held = rustix::fs::fstat(&file)?;
-            match shard.stat(&name) {
-                Ok(now) if now.st_ino == held.st_ino && now.st_dev == held.st_dev => {
-                    return Ok(Some(KeyLock {
-                        _file: file,
-                        path: self.lock_path(key),
-                        replaced,
-                    }))
-                }
-                _ => continue,
-            }
-        }
+        let lease = crate::lockfile::lease();
+        Ok(
+            match keylock::try_take(shard, &name, &self.lock_path(key), lease)? {
+                keylock::Attempt::Locked(l) => Some(l),
+                keylock::Attempt::Busy(_) => None,
+            },
+        )
     }
 
     /// A fresh temporary entry for `key`, to be filled and then [`Pending::commit`]ted. The
@@ -1189,7 +1155,7 @@ pub(crate) mod tests {
             panic!()
         };
         assert_eq!(m.neff.as_ref().unwrap().size, 3);
-        let old = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         std::fs::File::options()
             .write(true)
             .open(cache.entry_dir(&key).join(META_FILE))
@@ -1246,7 +1212,7 @@ pub(crate) mod tests {
         cancel.cancel();
         let mut waited = 0;
         assert!(cache
-            .lock(&key, Some(&cancel), &mut || waited += 1)
+            .lock(&key, Some(&cancel), &mut |_| waited += 1)
             .unwrap()
             .is_none());
         assert_eq!(waited, 1);
@@ -1261,7 +1227,12 @@ pub(crate) mod tests {
             .any(|l| l.kind == LeftoverKind::Temp { key: key.clone() }));
         cache.clean_leftovers(&left);
         assert!(tmp.exists());
+        // A released lock's file goes with it; one a dead process left is cleaned.
         drop(held);
+        assert!(!cache.lock_path(&key).exists());
+        let mut dead = crate::lockfile::Stamp::mine(crate::lockfile::DEFAULT_LEASE);
+        dead.pid = u32::MAX - 7;
+        std::fs::write(cache.lock_path(&key), dead.text()).unwrap();
         let (_, left) = summaries(&cache);
         assert_eq!(cache.clean_leftovers(&left), 2);
         assert!(!tmp.exists() && !cache.lock_path(&key).exists());
