@@ -45,6 +45,9 @@ impl Drop for KeyLock {
     }
 }
 
+/// How long taking a lock may keep failing before the failure is reported.
+pub const TRANSIENT: Duration = Duration::from_secs(10);
+
 /// How long a lock is wanted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
@@ -107,19 +110,30 @@ pub fn take(
     let lease = lockfile::lease();
     let mut waited = false;
     let mut pause = Duration::from_millis(2);
+    let mut failing_since: Option<std::time::Instant> = None;
     loop {
-        match try_take(shard, name, path, lease)? {
-            Attempt::Locked(mut l) => {
+        match try_take(shard, name, path, lease) {
+            Ok(Attempt::Locked(mut l)) => {
                 if hold == Hold::Long {
                     l.keep_alive();
                 }
                 return Ok(Some(l));
             }
-            Attempt::Busy(who) if !waited => {
-                waited = true;
-                on_wait(&who);
+            Ok(Attempt::Busy(who)) => {
+                failing_since = None;
+                if !waited {
+                    waited = true;
+                    on_wait(&who);
+                }
             }
-            Attempt::Busy(_) => {}
+            // A network file system's client may go on seeing a lock file that was just
+            // removed (its cached attributes) while opening it fails: the lock keeps changing
+            // under the taker. Try again for a while before giving up.
+            Err(e) => match failing_since {
+                Some(t) if t.elapsed() >= TRANSIENT => return Err(e),
+                Some(_) => {}
+                None => failing_since = Some(std::time::Instant::now()),
+            },
         }
         if cancel.is_some_and(Cancel::is_cancelled) {
             return Ok(None);
