@@ -90,7 +90,10 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(400);
     let dir = tempfile::tempdir().unwrap();
-    eprintln!("filling three caches of {ENTRIES} entries in {}", dir.path().display());
+    eprintln!(
+        "filling three caches of {ENTRIES} entries in {}",
+        dir.path().display()
+    );
     let free = fill(&dir.path().join("free"), 1);
     let full = fill(&dir.path().join("full"), 2);
     let gc = fill(&dir.path().join("gc"), 3);

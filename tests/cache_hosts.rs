@@ -193,7 +193,10 @@ fn two_hosts_compiling_the_same_20_models_into_one_directory_run_the_compiler_20
             .count()
     };
     assert_eq!(misses("host-a") + misses("host-b"), MODELS);
-    assert!(lock_files(&s.join("server/cache")).is_empty(), "a lock stayed");
+    assert!(
+        lock_files(&s.join("server/cache")).is_empty(),
+        "a lock stayed"
+    );
     drop(a_view);
     drop(b_view);
 }
