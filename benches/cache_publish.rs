@@ -110,7 +110,7 @@ fn main() {
         b.push(t.elapsed());
         evicted += done.evicted;
         scans += u64::from(done.scanned);
-        if i as usize % gc_every == 0 {
+        if (i as usize).is_multiple_of(gc_every) {
             let t = Instant::now();
             publish(&gc, &key_of(13, i), None);
             maintain::gc(&gc, limit);

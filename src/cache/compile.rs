@@ -36,7 +36,7 @@ use super::explain::{self, Verdict};
 use super::key::Key;
 use super::layers::{self, OnMiss};
 use super::meta::{self, Failed, Meta, NeffInfo, FAILED_FILE, LOG_FILE, META_FILE, NEFF_FILE};
-use super::store::{self, Cache, Lookup, ServeError};
+use super::store::{self, Cache, KeyLock, Lookup, ServeError};
 use crate::cli::level;
 use crate::engine::events::Event;
 use crate::engine::log::{self, Logger};
@@ -362,129 +362,37 @@ fn cached(
         table: &table,
         tally,
     };
-    if let Some(done) = ctx.serve_from_cache() {
+    if let Some(done) = ctx
+        .serve_from_cache()
+        .or_else(|| ctx.serve_from_secondary())
+    {
         return done;
     }
-    if let Some(done) = ctx.serve_from_secondary() {
-        return done;
-    }
-    let explained = explain::explain(&cache, &[], &key, &plan.model, &table);
-    if let Some(l) = &logger {
-        l.info(
-            log::DRIVER,
-            &format!("Cache miss, key {}: {}", key.key, explained.line()),
-        );
-    }
-    let reason = match &explained.verdict {
-        Verdict::Miss { reason, .. } => *reason,
-        _ => super::counters::MissReason::Other,
-    };
+    let (explained, reason) = ctx.explain_miss();
     match layers::on_miss(cfg.settings.mode, &cache, &explained) {
-        OnMiss::Refuse(e) => return ctx.refuse(e, reason),
+        OnMiss::Refuse(e) => ctx.refuse(e, reason),
         OnMiss::Compile { store: false } => {
             ctx.count_miss(reason);
             let outcome = run(plan, opts, engine, None);
             ctx.count_compiled(outcome.exit_status);
-            return CachedOutcome {
-                outcome,
-                cache: CacheStatus::Miss,
-                key: Some(key),
-                entry: None,
-            };
+            ctx.compiled(outcome, None)
         }
-        OnMiss::Compile { store: true } => {}
-    }
-    let lock = cache.lock(&key.key, Some(&opts.cancel), &mut |who: &str| {
-        if let Some(l) = &logger {
-            l.info(
-                log::DRIVER,
-                &format!(
-                    "Waiting for another compile of the same model and arguments (lock {}, {who})",
-                    cache.lock_path(&key.key).display()
-                ),
-            );
-        }
-    });
-    let _lock = match lock {
-        Ok(Some(l)) => {
-            if let Some(why) = &l.replaced {
-                warn(
-                    &logger,
-                    &format!("removed the cache lock {} ({why})", l.path.display()),
-                );
+        OnMiss::Compile { store: true } => match ctx.lock_key() {
+            Ok(Some(_lock)) => match ctx.serve_from_cache() {
+                Some(done) => done,
+                None => ctx.compile_and_store(reason, engine, run),
+            },
+            Ok(None) => {
+                // Cancelled while waiting: nothing ran.
+                let sig = match opts.interrupted.load(Ordering::SeqCst) {
+                    0 => libc::SIGTERM,
+                    s => s,
+                };
+                let status = crate::run::signals::exit_status_for(sig);
+                ctx.compiled(plain_outcome(status, Vec::new()), None)
             }
-            l
-        }
-        Ok(None) => {
-            // Cancelled while waiting: nothing ran.
-            let sig = match opts.interrupted.load(Ordering::SeqCst) {
-                0 => libc::SIGTERM,
-                s => s,
-            };
-            return CachedOutcome {
-                outcome: plain_outcome(crate::run::signals::exit_status_for(sig), Vec::new()),
-                cache: CacheStatus::Miss,
-                key: Some(key),
-                entry: None,
-            };
-        }
-        Err(e) => {
-            warn(
-                &logger,
-                &format!(
-                    "cannot lock the cache entry {} ({e}); compiling without the cache",
-                    cache.lock_path(&key.key).display()
-                ),
-            );
-            return uncached();
-        }
-    };
-    if let Some(done) = ctx.serve_from_cache() {
-        return done;
-    }
-    ctx.count_miss(reason);
-    let log_start = std::fs::metadata(&plan.logfile)
-        .map(|m| m.len())
-        .unwrap_or(0);
-    // The compile writes the NEFF into a temporary entry only it knows; the entry is made from
-    // that file, never from --output (see the module documentation).
-    let pending = match cache.begin(&key.key) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            warn(
-                &logger,
-                &format!(
-                    "cannot write to the cache {} ({e}); compiling without storing the result",
-                    cache.dir().display()
-                ),
-            );
-            None
-        }
-    };
-    let product = pending.as_ref().map(|p| p.path().join(NEFF_FILE));
-    let outcome = run(plan, opts, engine, product.as_deref());
-    ctx.count_compiled(outcome.exit_status);
-    let interrupted = opts.interrupted.load(Ordering::SeqCst) != 0 || opts.cancel.is_cancelled();
-    let entry = match pending {
-        Some(p) if outcome.exit_status == 0 => ctx.publish(p, &outcome, engine, log_start, true),
-        Some(p)
-            if crate::recon::cache::failure_is_cacheable(
-                outcome.exit_status,
-                outcome.worker_pid.is_some(),
-                &outcome.jobs,
-                &outcome.error_lines,
-                interrupted,
-            ) =>
-        {
-            ctx.publish(p, &outcome, engine, log_start, false)
-        }
-        _ => None,
-    };
-    CachedOutcome {
-        outcome,
-        cache: CacheStatus::Miss,
-        key: Some(key),
-        entry,
+            Err(()) => uncached(),
+        },
     }
 }
 
@@ -500,6 +408,126 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Why the key missed ([`explain`]), logged in one line at `info` with the key; the reason
+    /// the miss is counted under.
+    fn explain_miss(&self) -> (explain::Explanation, super::counters::MissReason) {
+        let (key, plan) = (self.key, self.plan);
+        let explained = explain::explain(self.cache, &[], key, &plan.model, self.table);
+        if let Some(l) = self.logger {
+            l.info(
+                log::DRIVER,
+                &format!("Cache miss, key {}: {}", key.key, explained.line()),
+            );
+        }
+        let reason = match &explained.verdict {
+            Verdict::Miss { reason, .. } => *reason,
+            _ => super::counters::MissReason::Other,
+        };
+        (explained, reason)
+    }
+
+    /// The key's lock, waiting for another compile of it; `Ok(None)`: cancelled while waiting;
+    /// `Err`: it cannot be taken (warned: the compile goes on without the cache).
+    fn lock_key(&self) -> Result<Option<KeyLock>, ()> {
+        let (cache, key, logger) = (self.cache, &self.key.key, self.logger);
+        let lock = cache.lock(key, Some(&self.opts.cancel), &mut |who: &str| {
+            if let Some(l) = logger {
+                l.info(
+                    log::DRIVER,
+                    &format!(
+                        "Waiting for another compile of the same model and arguments (lock {}, {who})",
+                        cache.lock_path(key).display()
+                    ),
+                );
+            }
+        });
+        match lock {
+            Ok(Some(l)) => {
+                if let Some(why) = &l.replaced {
+                    warn(
+                        logger,
+                        &format!("removed the cache lock {} ({why})", l.path.display()),
+                    );
+                }
+                Ok(Some(l))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                warn(
+                    logger,
+                    &format!(
+                        "cannot lock the cache entry {} ({e}); compiling without the cache",
+                        cache.lock_path(key).display()
+                    ),
+                );
+                Err(())
+            }
+        }
+    }
+
+    /// A compile's outcome as a miss of this key.
+    fn compiled(&self, outcome: Outcome, entry: Option<PathBuf>) -> CachedOutcome {
+        CachedOutcome {
+            outcome,
+            cache: CacheStatus::Miss,
+            key: Some(self.key.clone()),
+            entry,
+        }
+    }
+
+    /// Compile (the key's lock held) into a temporary entry, and publish the result when it is
+    /// one the cache keeps.
+    fn compile_and_store(
+        &self,
+        reason: super::counters::MissReason,
+        engine: &Engine,
+        run: Runner,
+    ) -> CachedOutcome {
+        let (plan, opts) = (self.plan, self.opts);
+        self.count_miss(reason);
+        let log_start = std::fs::metadata(&plan.logfile)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        // The compile writes the NEFF into a temporary entry only it knows; the entry is made
+        // from that file, never from --output (see the module documentation).
+        let pending = match self.cache.begin(&self.key.key) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                warn(
+                    self.logger,
+                    &format!(
+                        "cannot write to the cache {} ({e}); compiling without storing the result",
+                        self.cache.dir().display()
+                    ),
+                );
+                None
+            }
+        };
+        let product = pending.as_ref().map(|p| p.path().join(NEFF_FILE));
+        let outcome = run(plan, opts, engine, product.as_deref());
+        self.count_compiled(outcome.exit_status);
+        let interrupted =
+            opts.interrupted.load(Ordering::SeqCst) != 0 || opts.cancel.is_cancelled();
+        let entry = match pending {
+            Some(p) if outcome.exit_status == 0 => {
+                self.publish(p, &outcome, engine, log_start, true)
+            }
+            Some(p)
+                if crate::recon::cache::failure_is_cacheable(
+                    outcome.exit_status,
+                    outcome.worker_pid.is_some(),
+                    &outcome.jobs,
+                    &outcome.error_lines,
+                    interrupted,
+                ) =>
+            {
+                self.publish(p, &outcome, engine, log_start, false)
+            }
+            _ => None,
+        };
+        self.compiled(outcome, entry)
+    }
+
     /// What a compile says before it runs anything: the plan's warnings and USER-level lines.
     fn announce(&self) {
         if let Some(l) = self.logger {
