@@ -8,8 +8,8 @@
 use serde::Serialize;
 
 use super::compile::{check_local, CacheConfig};
-use super::config::{self, Settings};
 use super::counters::{self, Counters};
+use super::settings::{self, Settings};
 use super::store::Cache;
 use super::{evict, explain, maintain};
 use crate::cli::argparse::Parsed;
@@ -158,8 +158,8 @@ fn own_cache(dir: Option<&str>) -> Result<Cache, String> {
 /// `gc`'s size: `--max-size`, else the configured `max_size`.
 fn gc_size(cache: &Cache, flag: Option<&str>) -> Result<u64, String> {
     match flag {
-        Some(s) => config::parse_size(s).map_err(|e| format!("argument --max-size: {e}")),
-        None => config::File::read(cache)
+        Some(s) => settings::parse_size(s).map_err(|e| format!("argument --max-size: {e}")),
+        None => settings::File::read(cache)
             .max_size
             .filter(|n| *n > 0)
             .ok_or_else(|| {
@@ -183,7 +183,7 @@ fn stats(cache: &Cache, json: bool, zero: bool) -> i32 {
     let report = StatsReport {
         holds: maintain::stats(cache),
         counters: counters::read(cache, None),
-        max_size: config::File::read(cache).max_size.filter(|n| *n > 0),
+        max_size: settings::File::read(cache).max_size.filter(|n| *n > 0),
         zeroed: zero,
     };
     if zero {
@@ -262,7 +262,7 @@ fn stats_text(r: &StatsReport) -> String {
 /// `config`: print the configuration, or change the keys given (each checked first; nothing is
 /// written if one does not read).
 fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> Ended {
-    let mut file = config::File::read(cache);
+    let mut file = settings::File::read(cache);
     for w in &file.warnings {
         eprintln!("{prog}: warning: {}: {w}", cache.root().display());
     }
@@ -271,7 +271,7 @@ fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> Ended
         print(json, &file, || {
             let mut t = format!(
                 "config: {}\n",
-                cache.root().join(config::CONFIG_FILE).display()
+                cache.root().join(settings::CONFIG_FILE).display()
             );
             let lines: Vec<String> = file.text().lines().skip(1).map(str::to_string).collect();
             if lines.is_empty() {
@@ -370,7 +370,7 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
         }
     };
     // Explaining writes nothing, not even a remembered digest.
-    cfg.settings.mode = config::Mode::ReadOnly;
+    cfg.settings.mode = settings::Mode::ReadOnly;
     let engine = match parsed.str("compiler") {
         Some(c) => crate::engine::Engine::external(crate::plan::absolute(&plan.launch_dir, c)),
         None => crate::engine::Engine::Pipeline,

@@ -28,7 +28,6 @@ use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
-use super::config::Settings;
 use super::counters::Counters;
 use super::digests::Table;
 use super::estimate;
@@ -36,6 +35,7 @@ use super::explain::{self, Verdict};
 use super::key::Key;
 use super::layers::{self, OnMiss};
 use super::meta::{self, Failed, Meta, NeffInfo, FAILED_FILE, LOG_FILE, META_FILE, NEFF_FILE};
+use super::settings::Settings;
 use super::store::{self, Cache, KeyLock, Lookup, ServeError};
 use crate::cli::level;
 use crate::engine::events::Event;
@@ -68,7 +68,7 @@ pub struct CacheConfig {
     pub dir: Option<PathBuf>,
     /// Compile again even if the cache holds a failed result (`--retry_failed_compilation`).
     pub retry_failed: bool,
-    /// The compile's cache flags over the cache's configuration file ([`super::config`]).
+    /// The compile's cache flags over the cache's configuration file ([`super::settings`]).
     pub settings: Settings,
 }
 
@@ -133,7 +133,7 @@ impl CacheConfig {
     /// The cache in `dir`, with its configuration file's settings.
     pub fn at(dir: impl Into<PathBuf>) -> CacheConfig {
         let dir = dir.into();
-        let file = super::config::File::read(&Cache::new(&dir));
+        let file = super::settings::File::read(&Cache::new(&dir));
         CacheConfig {
             settings: Settings::resolve(&Default::default(), &file).unwrap_or_default(),
             dir: Some(dir),

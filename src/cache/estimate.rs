@@ -255,7 +255,7 @@ pub fn for_dry_run(plan: &crate::plan::Plan) -> Estimate {
     let Ok(mut cfg) = super::CacheConfig::from_plan(plan, None) else {
         return formula();
     };
-    cfg.settings.mode = super::config::Mode::ReadOnly;
+    cfg.settings.mode = super::settings::Mode::ReadOnly;
     match (cfg.cache(), &plan.toolchain) {
         (Some(cache), Some(_)) if cache.root().is_dir() => {
             match cfg.key(plan, &crate::engine::Engine::Pipeline) {

@@ -11,9 +11,9 @@
 
 use std::path::PathBuf;
 
-use super::config::Mode;
 use super::explain::Explanation;
 use super::meta::{Failed, Meta};
+use super::settings::Mode;
 use super::store::{Cache, Lookup};
 use crate::error::NccError;
 

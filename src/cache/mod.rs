@@ -13,7 +13,7 @@
 //! - [`compile`]: [`compile_cached`] — a compile through the cache, what `nxcc compile
 //!   --cache_dir`, `parallel-compile` and the daemon call; [`layers`]: secondary caches and what
 //!   a read-only or hit-only cache makes of a miss;
-//! - [`config`]: the configuration file in the cache directory and the compile's cache flags;
+//! - [`settings`]: the configuration file in the cache directory and the compile's cache flags;
 //!   [`counters`]: what the cache did, counted per sixteenth and host; [`evict`]: `max_size`
 //!   kept by amortised eviction; [`explain`]: why a key missed ([`index`]: the near entries);
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
@@ -61,7 +61,6 @@ pub mod actions;
 pub mod chunks;
 pub mod command;
 pub mod compile;
-pub mod config;
 pub mod counters;
 pub mod digests;
 pub mod estimate;
@@ -77,6 +76,7 @@ pub mod keylock;
 pub mod layers;
 pub mod maintain;
 pub mod meta;
+pub mod settings;
 pub mod store;
 
 pub use compile::{
