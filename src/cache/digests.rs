@@ -27,6 +27,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
@@ -187,8 +188,19 @@ impl Table {
         compute: &mut dyn FnMut(&File) -> std::io::Result<String>,
     ) -> std::io::Result<Got> {
         let start = now_ns();
-        let f = File::open(path)?;
-        let before = StatId::of_file(&f)?;
+        // Not waiting on a FIFO, and only a regular file has a digest worth remembering.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
+        let st = rustix::fs::fstat(&f)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
+        let before = StatId::of(&st);
         if self.trust {
             if let Some(value) = self.recall(kind, &before) {
                 return Ok(Got {
@@ -487,6 +499,25 @@ mod tests {
                 .unwrap()
                 .remembered
         );
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_is_refused_without_waiting() {
+        let (d, table, _) = setup();
+        let fifo = d.path().join("fifo.pb");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let calls = Cell::new(0);
+        let mut compute = hash_counting(&calls);
+        for p in [fifo.as_path(), Path::new("/dev/zero")] {
+            let e = table.get(p, Kind::Blake3, &mut compute).unwrap_err();
+            assert!(e.to_string().contains("is not a regular file"), "{e}");
+        }
+        assert_eq!(calls.get(), 0);
     }
 
     #[test]
