@@ -48,6 +48,17 @@ impl Drop for KeyLock {
 /// How long taking a lock may keep failing before the failure is reported.
 pub const TRANSIENT: Duration = Duration::from_secs(10);
 
+/// Whether a failure to take a lock may pass: the lock file changing (or vanishing) under the
+/// taker, not a permission or a read-only file system.
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::Other
+            | std::io::ErrorKind::NotFound
+            | std::io::ErrorKind::AlreadyExists
+    )
+}
+
 /// How long a lock is wanted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
@@ -129,6 +140,7 @@ pub fn take(
             // A network file system's client may go on seeing a lock file that was just
             // removed (its cached attributes) while opening it fails: the lock keeps changing
             // under the taker. Try again for a while before giving up.
+            Err(e) if !transient(&e) => return Err(e),
             Err(e) => match failing_since {
                 Some(t) if t.elapsed() >= TRANSIENT => return Err(e),
                 Some(_) => {}
