@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::counters::{self, Counters};
-use super::store::{self, Cache, Evicted, Pending, State};
+use super::store::{self, Cache, Evicted, Pending};
 
 /// The parts the cache is kept in.
 pub const PARTS: u64 = 16;
@@ -121,13 +121,14 @@ pub fn clean_part(cache: &Cache, part: usize, target: Option<u64>) -> (u64, u64,
     let mut all: Vec<(u64, String, u64, String)> = Vec::new();
     let (mut entries, mut total) = (0u64, 0u64);
     let _ = cache.scan_shards(&|name| name.starts_with(&prefix), &mut |shard, key| {
-        let s = store::summarise(shard, key);
+        // Sizes and last uses only: no meta.json is read (an entry that is not sound is
+        // evicted by age like any other).
+        let Some((bytes, used)) = store::usage(shard, key) else {
+            return;
+        };
         entries += 1;
-        total += s.bytes;
-        let shard_name = key[..2].to_string();
-        if !matches!(s.state, State::Corrupt(_)) || s.bytes > 0 {
-            all.push((s.last_used_ms, s.key, s.bytes, shard_name));
-        }
+        total += bytes;
+        all.push((used, key.to_string(), bytes, key[..2].to_string()));
     });
     let Some(target) = target.filter(|t| total > *t) else {
         return (0, 0, entries, total);

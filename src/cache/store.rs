@@ -858,6 +858,15 @@ pub(crate) fn lookup_in(dir: &Dir, key: &str) -> Lookup {
     Lookup::Hit(Box::new(meta))
 }
 
+/// An entry's size and last use, from its directory alone (its files' sizes and `meta.json`'s
+/// modification time; `meta.json` is not read): what eviction orders entries by. `None` when
+/// the entry is gone.
+pub(crate) fn usage(shard: &Dir, key: &str) -> Option<(u64, u64)> {
+    let dir = shard.open_dir(key).ok()?;
+    let used = dir.stat(META_FILE).map_or(0, |st| mtime_ms(&st));
+    Some((dir_bytes(&dir), used))
+}
+
 /// An entry's [`Summary`], from the few fields of its `meta.json` and its directory.
 pub(crate) fn summarise(shard: &Dir, key: &str) -> Summary {
     let mut s = Summary {
