@@ -98,8 +98,9 @@ pub fn record(cache: &Cache, key: &str, groups: &Groups) -> std::io::Result<()> 
 fn append(dir: &Dir, name: &str, key: &str) -> std::io::Result<()> {
     let mut f = super::estimate::open_locked(dir, name)?;
     f.write_all(format!("{key}\n").as_bytes())?;
-    let keys = read_keys(dir, name);
-    if keys.len() >= COMPACT_AT {
+    // Every line is a key and a newline: the length says how many there are.
+    if f.metadata()?.len() >= (COMPACT_AT * 65) as u64 {
+        let keys = read_keys(dir, name);
         let mut newest: Vec<String> = Vec::new();
         for k in keys.into_iter().rev() {
             if newest.len() < KEEP && !newest.contains(&k) {
