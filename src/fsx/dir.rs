@@ -82,6 +82,11 @@ impl Dir {
         Dir { fd }
     }
 
+    /// Create the symbolic link `name` in this directory, pointing to `target`.
+    pub fn symlink(&self, target: &std::path::Path, name: &str) -> io::Result<()> {
+        rustix::fs::symlinkat(target, &self.fd, entry(name)?).map_err(io_err)
+    }
+
     /// What the symbolic link `name` of this directory points to.
     pub fn read_link(&self, name: &str) -> io::Result<std::path::PathBuf> {
         let name = entry(name)?;
