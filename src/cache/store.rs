@@ -69,6 +69,7 @@ pub type UnsafeDir = crate::fsx::Untrusted;
 /// The cache directory, in the trust rule's messages.
 pub const CACHE_DIR: Subject = Subject {
     noun: "the cache directory",
+    file: "the cache's file",
     instead: "use a cache directory of your own (--cache_dir)",
 };
 

@@ -116,7 +116,8 @@ pub fn check_socket(socket: &Path) -> Result<(), String> {
         return Ok(());
     }
     let refused = |e: io::Error| format!("not using the daemon on {}: {e}", socket.display());
-    let dir = crate::fsx::Trusted::open(parent, super::pidfile::DAEMON_DIR, true).map_err(refused)?;
+    let dir =
+        crate::fsx::Trusted::open(parent, super::pidfile::DAEMON_DIR, true).map_err(refused)?;
     dir.entry(name).map(|_| ()).map_err(refused)
 }
 
@@ -335,11 +336,8 @@ fn exchange(stream: UnixStream, body: &[u8]) -> Result<Answer, String> {
     )
     .into_bytes();
     request.extend_from_slice(body);
-    let mut answer = http1::Response::send(stream, &request).map_err(|e| {
-        format!(
-            "the daemon closed the connection before answering ({e})"
-        )
-    })?;
+    let mut answer = http1::Response::send(stream, &request)
+        .map_err(|e| format!("the daemon closed the connection before answering ({e})"))?;
     if answer.status != 200 {
         let text = answer
             .read_to_end()

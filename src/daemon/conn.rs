@@ -166,7 +166,11 @@ pub fn refuse(
 
 /// Read from `stream` until end of stream, an error, `deadline`, [`REFUSAL_READ_LIMIT`] bytes,
 /// or (`head`) the end of a request head.
-async fn read_until(stream: &mut tokio::net::UnixStream, deadline: tokio::time::Instant, head: bool) {
+async fn read_until(
+    stream: &mut tokio::net::UnixStream,
+    deadline: tokio::time::Instant,
+    head: bool,
+) {
     use tokio::io::AsyncReadExt;
     let mut seen: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 4096];

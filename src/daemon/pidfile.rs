@@ -23,6 +23,7 @@ use crate::fsx::{Subject, Trusted};
 /// The directories of the daemon's socket, pid file and log, in the trust rule's messages.
 pub const DAEMON_DIR: Subject = Subject {
     noun: "the daemon's directory",
+    file: "the daemon's file",
     instead: "choose a directory of your own (--socket, --pid-file, --log-file)",
 };
 
@@ -248,7 +249,8 @@ mod tests {
         let path = dir.path().join("d.pid");
         std::os::unix::fs::symlink(&victim, &path).unwrap();
         let e = lock(&path).unwrap_err();
-        assert!(crate::fsx::dir::is_not_plain(&e), "{e}");
+        let u = crate::fsx::trust::untrusted(&e).expect("refused by the trust rule");
+        assert_eq!(u.problem, "is a symbolic link, not a regular file");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
         assert_eq!(read(&path).pid, None);
         assert!(live_holder(&path).is_err());

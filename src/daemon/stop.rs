@@ -55,18 +55,17 @@ pub fn stop(socket: &Path, pid_file: &Path, wait: Duration) -> Result<Stopped, S
             // Alive (it holds its pid file) but not answering: SIGTERM stops it as /exit does.
             Some(p) => {
                 let _ = rustix::process::kill_process(
-                    rustix::process::Pid::from_raw(p as i32)
-                        .ok_or_else(|| format!("the pid file {} names pid 0", pid_file.display()))?,
+                    rustix::process::Pid::from_raw(p as i32).ok_or_else(|| {
+                        format!("the pid file {} names pid 0", pid_file.display())
+                    })?,
                     rustix::process::Signal::TERM,
                 );
             }
-            None => {
-                return Err(format!(
-                    "a daemon holds the pid file {} without saying its pid, and does not answer on {}",
-                    pid_file.display(),
-                    socket.display()
-                ))
-            }
+            None => return Err(format!(
+                "a daemon holds the pid file {} without saying its pid, and does not answer on {}",
+                pid_file.display(),
+                socket.display()
+            )),
         },
     }
     let deadline = Instant::now() + wait;

@@ -35,6 +35,8 @@ use super::dir::Dir;
 pub struct Subject {
     /// `the cache directory`, `the socket directory`, ...
     pub noun: &'static str,
+    /// What a file in it is: `the shim's configuration`, `the daemon's file`, ...
+    pub file: &'static str,
     /// What to do instead of using it: `use a cache directory of your own (--cache_dir)`.
     pub instead: &'static str,
 }
@@ -147,15 +149,16 @@ pub fn check_dir(
 /// by group or others.
 pub fn check_file(st: &Stat, subject: &Subject, path: &Path) -> Result<(), Untrusted> {
     let fail = |problem: String, fix: String| Untrusted {
-        noun: subject.noun,
+        noun: subject.file,
         path: path.to_path_buf(),
         problem,
         fix,
     };
     let p = path.display();
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+    let ft = FileType::from_raw_mode(st.st_mode);
+    if ft != FileType::RegularFile {
         return Err(fail(
-            "is not a regular file".into(),
+            format!("is {}, not a regular file", super::regular::kind_name(ft)),
             format!("remove it (rm {p})"),
         ));
     }
@@ -185,7 +188,7 @@ pub fn check_owner(st: &Stat, subject: &Subject, path: &Path) -> Result<(), Untr
     }
     let p = path.display();
     Err(Untrusted {
-        noun: subject.noun,
+        noun: subject.file,
         path: path.to_path_buf(),
         problem: owner_problem(st),
         fix: format!(
@@ -322,11 +325,20 @@ impl Trusted {
     /// root, not writable by group or others. Opening changes nothing in the file (no `O_TRUNC`
     /// here: truncate after the check).
     pub fn open_file(&self, name: &str, flags: OFlags, mode: u32) -> io::Result<File> {
-        let f = self
-            .dir
-            .open_file_with(name, flags & !OFlags::TRUNC, mode)?;
-        let st = rustix::fs::fstat(&f)?;
-        check_file(&st, &self.subject, &self.path.join(name))?;
+        let path = self.path.join(name);
+        let f = match self.dir.open_file_with(name, flags & !OFlags::TRUNC, mode) {
+            Ok(f) => f,
+            // What is there says why better than the open's error (a link another user placed
+            // in a sticky directory may be refused with EACCES).
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                if let Ok(st) = self.dir.stat(name) {
+                    check_file(&st, &self.subject, &path)?;
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        check_file(&rustix::fs::fstat(&f)?, &self.subject, &path)?;
         Ok(f)
     }
 
@@ -383,6 +395,7 @@ mod tests {
 
     const T: Subject = Subject {
         noun: "the test directory",
+        file: "the test file",
         instead: "use another",
     };
 

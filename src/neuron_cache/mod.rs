@@ -45,6 +45,7 @@ use crate::fsx::Dir;
 /// The framework's cache directory and its version directories, in the trust rule's messages.
 pub const CACHE_DIR: Subject = Subject {
     noun: "the neuron cache directory",
+    file: "the neuron cache's file",
     instead: "use a cache directory of your own (--neuron-cache DIR; the framework's NEURON_COMPILE_CACHE_URL)",
 };
 

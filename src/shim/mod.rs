@@ -60,6 +60,7 @@ const CONFIG_LIMIT: u64 = 64 << 10;
 /// The shim's directory and configuration, in the trust rule's messages.
 pub const SHIM_DIR: Subject = Subject {
     noun: "the shim's directory",
+    file: "the shim's configuration",
     instead: "install the shim in a directory of your own (nxcc shim install DIR)",
 };
 /// The variable counting how many shims a process chain has passed through: a real compiler
@@ -528,7 +529,11 @@ fn install(prog: &str, req: &InstallRequest) -> i32 {
     let socket = req
         .socket
         .map(|s| std::path::absolute(s).unwrap_or_else(|_| PathBuf::from(s)));
-    if let Err(status) = check_daemon_settings(prog, req, &socket.clone().unwrap_or_else(|| default_socket(&dir))) {
+    if let Err(status) = check_daemon_settings(
+        prog,
+        req,
+        &socket.clone().unwrap_or_else(|| default_socket(&dir)),
+    ) {
         return status;
     }
     let nxcc = match std::env::current_exe().and_then(|e| e.canonicalize()) {
@@ -546,16 +551,20 @@ fn install(prog: &str, req: &InstallRequest) -> i32 {
             return failed(&refusal(&dir, &e));
         }
     };
-    let written = write_shim(&trusted, &made, Config {
-        format: FORMAT.to_string(),
-        compiler,
-        socket,
-        allow_uids: req.allow_uids.clone(),
-        memory_budget: req.budget.to_string(),
-        nxcc,
-        created_dirs: Vec::new(),
-        created_dir: false,
-    });
+    let written = write_shim(
+        &trusted,
+        &made,
+        Config {
+            format: FORMAT.to_string(),
+            compiler,
+            socket,
+            allow_uids: req.allow_uids.clone(),
+            memory_budget: req.budget.to_string(),
+            nxcc,
+            created_dirs: Vec::new(),
+            created_dir: false,
+        },
+    );
     match written {
         Ok(config) => {
             out(&installed_text(&dir, &config));
@@ -758,7 +767,10 @@ fn uninstall(dir: &Path) -> i32 {
     let trusted = match Trusted::open(&dir, SHIM_DIR, true) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return failed(&format!("no nxcc shim in {} (no {CONFIG_NAME})", dir.display()))
+            return failed(&format!(
+                "no nxcc shim in {} (no {CONFIG_NAME})",
+                dir.display()
+            ))
         }
         Err(e) => return failed(&refusal(&dir, &e)),
     };
