@@ -137,7 +137,7 @@ pub fn peer_of(stream: &tokio::net::UnixStream) -> io::Result<Peer> {
 }
 
 /// Answer a refused connection so that its client reads the answer: its request head is read
-/// first (within [`REFUSAL_WAIT`], at most [`REFUSAL_READ_LIMIT`] bytes), then the answer is
+/// first (within [`REFUSAL_WAIT`], at most 64 KiB), then the answer is
 /// written and the connection shut down for writing, and what the client still sends is read
 /// until it closes (within [`REFUSAL_WAIT`] again) — closing with unread input would reset the
 /// connection, and the client would see `ECONNRESET` or `EPIPE` instead of the answer. Past

@@ -61,11 +61,13 @@ pub fn stop(socket: &Path, pid_file: &Path, wait: Duration) -> Result<Stopped, S
                     rustix::process::Signal::TERM,
                 );
             }
-            None => return Err(format!(
+            None => {
+                return Err(format!(
                 "a daemon holds the pid file {} without saying its pid, and does not answer on {}",
                 pid_file.display(),
                 socket.display()
-            )),
+            ))
+            }
         },
     }
     let deadline = Instant::now() + wait;
