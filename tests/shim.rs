@@ -993,6 +993,20 @@ fn a_shim_loop_is_refused() {
         "{}",
         text(&o.stderr)
     );
+    // A "compiler" that runs whatever `neuronx-cc` comes first on PATH: the shim again, and
+    // again; the chain ends at the fourth shim, saying so.
+    let wrapper = real_dir.join("wrapper.sh");
+    std::fs::write(&wrapper, "#!/bin/sh\nexec neuronx-cc \"$@\"\n").unwrap();
+    chmod(&wrapper, 0o755);
+    v["compiler"] = serde_json::Value::from(wrapper.to_str().unwrap());
+    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = version(&w);
+    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("4 nxcc shims ran one another (NXCC_SHIM_HOPS)"),
+        "{}",
+        text(&o.stderr)
+    );
     // Install refuses a compiler that is nxcc under another name.
     let alias = real_dir.join("compiler-alias");
     std::os::unix::fs::symlink(NXCC, &alias).unwrap();

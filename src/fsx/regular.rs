@@ -120,6 +120,25 @@ pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     read_limited(&open(path)?, limit)
 }
 
+/// Open `path` for appending (created `0666` less the umask when absent) without waiting: a FIFO
+/// nobody reads is refused (`ENXIO`) instead of holding the open forever; the descriptor is then
+/// made blocking again, so writes behave as usual.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::WRONLY
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NONBLOCK
+            | OFlags::CLOEXEC
+            | OFlags::NOCTTY,
+        Mode::from_raw_mode(0o666),
+    )?;
+    let flags = rustix::fs::fcntl_getfl(&fd)?;
+    rustix::fs::fcntl_setfl(&fd, flags - OFlags::NONBLOCK)?;
+    Ok(File::from(fd))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +167,22 @@ mod tests {
             read(Path::new("/nonexistent/x"), 1).unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
+    }
+
+    #[test]
+    fn appending_never_waits_on_a_fifo_nobody_reads() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("p");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600)).unwrap();
+        assert_eq!(
+            open_append(&fifo).unwrap_err().raw_os_error(),
+            Some(libc::ENXIO)
+        );
+        let f = t.path().join("log");
+        use std::io::Write;
+        open_append(&f).unwrap().write_all(b"a").unwrap();
+        open_append(&f).unwrap().write_all(b"b").unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"ab");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The daemon on a hostile host: links another user planted where its pid file and log go are
 //! never followed, and models that are not regular files (a FIFO no one writes, `/dev/zero`,
-//! `/dev/urandom`) are refused at once — no request holds a thread, however many come.
+//! `/dev/urandom`) are refused at once, as is a FIFO no one reads as the compile's log — no
+//! request holds a thread, however many come.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -200,6 +201,18 @@ fn models_that_are_not_regular_files_hold_no_daemon_thread() {
         after <= before + 4,
         "{after} threads after {N} requests ({before} before)"
     );
+    // A FIFO no one reads as the compile's log: refused, not waited on.
+    let (_, events) = daemon.v1(&json!({
+        "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", "f.neff",
+                 "--logfile", fifo],
+        "working_directory": wd,
+    }));
+    let done = events
+        .iter()
+        .find(|e| e["event"] == "done")
+        .expect("a done event");
+    assert_eq!(done["exit_status"], 70, "{events:?}");
+    assert!(!wd.join("f.neff").exists());
     let (_, events) = daemon.v1(&json!({
         "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", "ok.neff"],
         "working_directory": wd,
