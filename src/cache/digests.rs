@@ -27,7 +27,6 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
@@ -188,19 +187,9 @@ impl Table {
         compute: &mut dyn FnMut(&File) -> std::io::Result<String>,
     ) -> std::io::Result<Got> {
         let start = now_ns();
-        // Not waiting on a FIFO, and only a regular file has a digest worth remembering.
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)?;
-        let st = rustix::fs::fstat(&f)?;
-        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-            return Err(std::io::Error::other(format!(
-                "{} is not a regular file",
-                path.display()
-            )));
-        }
-        let before = StatId::of(&st);
+        // A regular file only, opened without waiting on a FIFO or a device.
+        let f = crate::fsx::regular::open(path)?;
+        let before = StatId::of_file(&f)?;
         if self.trust {
             if let Some(value) = self.recall(kind, &before) {
                 return Ok(Got {
@@ -515,7 +504,7 @@ mod tests {
         let mut compute = hash_counting(&calls);
         for p in [fifo.as_path(), Path::new("/dev/zero")] {
             let e = table.get(p, Kind::Blake3, &mut compute).unwrap_err();
-            assert!(e.to_string().contains("is not a regular file"), "{e}");
+            assert!(crate::fsx::regular::is_not_regular(&e), "{e}");
         }
         assert_eq!(calls.get(), 0);
     }

@@ -17,7 +17,8 @@ pub const MAP_FROM: u64 = 1 << 20;
 /// modification time changed while it was hashed, is an error: what was hashed is not the file.
 /// Never a SIGBUS, even in the daemon.
 pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    hash_open_into(&File::open(path)?, path, h)
+    // A regular file only, opened without waiting: a FIFO or a device never holds up a compile.
+    hash_open_into(&crate::fsx::regular::open(path)?, path, h)
 }
 
 /// [`hash_file_into`] for a file already open (read from its start; `path` names it in
