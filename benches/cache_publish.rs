@@ -115,14 +115,23 @@ fn main() {
     let (mut evicted, mut scans) = (0u64, 0u64);
     let gc_every = 100;
     for i in 0..rounds as u64 {
-        let t = Instant::now();
-        publish(&free, &key_of(11, i), None);
-        a.push(t.elapsed());
+        // Which of the two goes first alternates from round to round.
+        let mut free_one = || {
+            let t = Instant::now();
+            publish(&free, &key_of(11, i), None);
+            a.push(t.elapsed());
+        };
+        if i % 2 == 0 {
+            free_one();
+        }
         let t = Instant::now();
         let done = publish(&full, &key_of(12, i), Some(limit));
         b.push(t.elapsed());
         evicted += done.evicted;
         scans += u64::from(done.scanned);
+        if i % 2 == 1 {
+            free_one();
+        }
         if (i as usize).is_multiple_of(gc_every) {
             let t = Instant::now();
             publish(&gc, &key_of(13, i), None);
