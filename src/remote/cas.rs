@@ -205,20 +205,19 @@ impl Remote {
                     };
                     self.pause(p)
                         .ok_or_else(|| self.cancelled_error("ByteStream.Write"))?;
-                    offset = self
-                        .committed(&resource)
-                        .unwrap_or(0)
-                        .clamp(0, d.size_bytes);
-                    if offset == d.size_bytes {
-                        return Ok(());
-                    }
+                    offset = match self.committed(&resource) {
+                        Some((_, true)) => return Ok(()),
+                        Some((n, false)) => n.clamp(0, d.size_bytes),
+                        None => 0,
+                    };
                 }
             }
         }
     }
 
-    /// `QueryWriteStatus`: how much of an upload the server holds (`None`: it cannot say).
-    fn committed(&self, resource: &str) -> Option<i64> {
+    /// `QueryWriteStatus`: how much of an upload the server holds and whether it is complete
+    /// (`None`: it cannot say).
+    fn committed(&self, resource: &str) -> Option<(i64, bool)> {
         let mut bs = ByteStreamClient::new(self.conn.channel.clone());
         let req = self
             .request(QueryWriteStatusRequest {
@@ -231,11 +230,7 @@ impl Remote {
         match r {
             Some(Ok(Ok(r))) => {
                 let r = r.into_inner();
-                Some(if r.complete {
-                    i64::MAX
-                } else {
-                    r.committed_size
-                })
+                Some((r.committed_size, r.complete))
             }
             _ => None,
         }

@@ -26,6 +26,10 @@ use crate::run::process::Cancel;
 /// (`NXCC_REMOTE_CONNECT_TIMEOUT`).
 pub const CONNECT_TIMEOUT: Duration = super::settings::CONNECT_TIMEOUT;
 
+/// How much later than nxcc gives up the deadline a request tells the server is (so that nxcc's
+/// own deadline, with its message, is the one that ends a call).
+const HEADER_MARGIN: Duration = Duration::from_secs(1);
+
 /// Where the remote services are: `--remote grpc://HOST:PORT` (or `grpcs://`, or
 /// `--remote-cache`) and `--remote-instance NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,7 +236,7 @@ impl Remote {
 
     /// Sleep `d`, or less when the compile is cancelled (`None`).
     pub(crate) fn pause(&self, d: Duration) -> Option<()> {
-        self.block(tokio::time::sleep(d))
+        self.block(async move { tokio::time::sleep(d).await })
     }
 
     /// A unary call: each try within the call deadline, tried again with backoff on the codes
@@ -283,7 +287,7 @@ impl Remote {
     ) -> Result<tonic::Request<T>, tonic::Status> {
         let mut r = tonic::Request::new(msg);
         if let Some(d) = deadline {
-            r.set_timeout(d);
+            r.set_timeout(d + HEADER_MARGIN);
         }
         decorate(&mut r, &self.encoded, &self.conn)?;
         Ok(r)
@@ -373,7 +377,7 @@ pub(crate) fn capabilities_on(
     let mut req = tonic::Request::new(re::GetCapabilitiesRequest {
         instance_name: address.instance.clone(),
     });
-    req.set_timeout(deadline);
+    req.set_timeout(deadline + HEADER_MARGIN);
     let metadata = Metadata::new("nxcc", settings.invocation_id.as_deref()).encode();
     decorate(&mut req, &metadata, conn)?;
     rt.block_on(async {

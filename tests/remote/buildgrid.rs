@@ -368,6 +368,15 @@ impl Client {
             "NXCC_TOOLCHAIN",
             "NEURON_PLATFORM_TARGET_OVERRIDE",
             "NEURON_CC_FLAGS",
+            "NXCC_REMOTE_CONNECT_TIMEOUT",
+            "NXCC_REMOTE_CALL_TIMEOUT",
+            "NXCC_REMOTE_IDLE_TIMEOUT",
+            "NXCC_REMOTE_RETRY_TIMEOUT",
+            "NXCC_REMOTE_CA",
+            "NXCC_REMOTE_CLIENT_CERT",
+            "NXCC_REMOTE_CLIENT_KEY",
+            "NXCC_REMOTE_TOKEN_FILE",
+            "NXCC_REMOTE_INVOCATION_ID",
         ] {
             c.env_remove(k);
         }
@@ -406,6 +415,22 @@ pub fn run_limited(mut c: Command, limit: Duration) -> std::process::Output {
         Err(_) => {
             unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("{c:?} did not finish within {} s", limit.as_secs());
+        }
+    }
+}
+
+/// Wait for a running child within `limit` (killed and failed otherwise).
+pub fn wait_limited(child: Child, limit: Duration) -> std::process::Output {
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("pid {pid} did not finish within {} s", limit.as_secs());
         }
     }
 }

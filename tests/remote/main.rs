@@ -5,8 +5,10 @@
 //! action, a worker's memory budget, SIGTERM draining, parallel-compile over two workers.
 
 mod buildgrid;
+mod client_faults;
 #[path = "../common/mod.rs"]
 mod common;
+mod hostile;
 
 use std::time::Duration;
 
