@@ -217,6 +217,11 @@ pub struct Worker {
 impl Worker {
     /// `nxcc worker --remote URL --toolchain sim --allow-test-env EXTRA...` with `env`.
     pub fn start(server: &Server, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
+        Worker::start_at(&server.url(), name, extra, env)
+    }
+
+    /// A worker of the server at `url`.
+    pub fn start_at(url: &str, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
         std::fs::create_dir_all(dir.path().join("cache")).unwrap();
@@ -225,7 +230,7 @@ impl Worker {
         c.args([
             "worker",
             "--remote",
-            &server.url(),
+            url,
             "--toolchain",
             "sim",
             "--allow-test-env",
@@ -437,4 +442,21 @@ pub fn wait_limited(child: Child, limit: Duration) -> std::process::Output {
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Processes whose environment has `key=value`.
+pub fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
+    let needle = format!("{key}={value}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(e.path().join("environ")) {
+            if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+                out.push(pid);
+            }
+        }
+    }
+    out
 }

@@ -54,7 +54,8 @@ pub enum ReadMode {
     /// The blob's bytes.
     #[default]
     Honest,
-    /// Bytes forever (`0x41`), whatever the blob declares.
+    /// Bytes forever (`0x41`) for a blob the server does not hold, whatever it declares (the
+    /// blobs it holds are read honestly).
     Endless,
     /// The first `n` bytes, then silence; later reads are honest.
     StallAfter(usize),
@@ -428,8 +429,13 @@ impl ByteStream for Svc {
         let mode = self.0.script().read.clone();
         let state = self.0.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<ReadResponse, Status>>(2);
+        let held = state
+            .blobs
+            .lock()
+            .unwrap()
+            .contains_key(&hash_of(&r.resource_name));
         match mode {
-            ReadMode::Endless => {
+            ReadMode::Endless if !held => {
                 tokio::spawn(async move {
                     loop {
                         let data = vec![0x41u8; 64 << 10];

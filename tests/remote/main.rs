@@ -9,10 +9,11 @@ mod client_faults;
 #[path = "../common/mod.rs"]
 mod common;
 mod hostile;
+mod worker_faults;
 
 use std::time::Duration;
 
-use buildgrid::{model_variant, text, Client, Server, Worker};
+use buildgrid::{model_variant, processes_with_env, text, Client, Server, Worker};
 use common::{compile_spans, max_overlap};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -494,23 +495,6 @@ fn parallel_compile_remote_spreads_sixteen_models_over_two_workers() {
     );
     assert_eq!(na + nb, 16, "{}\n{}", a.log(), b.log());
     assert!(na > 0 && nb > 0, "one worker ran everything: {na} / {nb}");
-}
-
-/// Processes whose environment has `key=value`.
-fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
-    let needle = format!("{key}={value}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(e.path().join("environ")) {
-            if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-                out.push(pid);
-            }
-        }
-    }
-    out
 }
 
 #[test]
