@@ -156,12 +156,25 @@ impl Remote {
 
     /// [`Remote::connect`] for a compile that `cancel` may end (connecting included).
     pub fn connect_with(address: &Address, cancel: Option<Cancel>) -> Result<Remote, RemoteError> {
+        let settings = connection::settings().map_err(|what| RemoteError {
+            url: address.url.clone(),
+            what,
+            kind: ErrorKind::Local,
+        })?;
+        Remote::connect_using(address, settings, cancel)
+    }
+
+    /// [`Remote::connect_with`] with `settings` instead of the environment's.
+    pub fn connect_using(
+        address: &Address,
+        settings: Arc<Settings>,
+        cancel: Option<Cancel>,
+    ) -> Result<Remote, RemoteError> {
         let local = |what: String| RemoteError {
             url: address.url.clone(),
             what,
             kind: ErrorKind::Local,
         };
-        let settings = connection::settings().map_err(local)?;
         let rt = connection::runtime().map_err(local)?;
         let conn = connection::get(address, &settings, cancel.as_ref())?;
         let metadata = Metadata::new("nxcc", settings.invocation_id.as_deref());

@@ -99,7 +99,12 @@ pub fn get(
             .get_or_init(Default::default)
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        all.entry(address.dial.clone()).or_default().clone()
+        // One channel per server and per way of reaching it (the trust and the credentials).
+        let key = format!(
+            "{}|{:?}|{:?}|{:?}",
+            address.dial, settings.ca, settings.identity, settings.token_file
+        );
+        all.entry(key).or_default().clone()
     };
     let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = &slot.conn {

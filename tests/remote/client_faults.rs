@@ -490,6 +490,25 @@ fn retries_carry_a_compile_through_a_server_that_is_unavailable_for_now() {
         4,
         "{calls:?}"
     );
+
+    // A refusal is not tried again.
+    let h = Hostile::start();
+    h.state.script().action_result =
+        Answer::Fail(tonic::Code::PermissionDenied, "not for you".into());
+    let o = c.run(
+        &compile_args("model.neff", &["--remote", &h.url()]),
+        &[],
+        LIMIT,
+    );
+    let out = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(70), "{out}");
+    assert!(out.contains("PermissionDenied: not for you"), "{out}");
+    let calls = h.state.seen().calls.clone();
+    assert_eq!(
+        calls.iter().filter(|c| *c == "GetActionResult").count(),
+        1,
+        "{calls:?}"
+    );
 }
 
 #[test]

@@ -136,10 +136,6 @@ impl State {
             .insert(d.hash.clone(), bytes.to_vec());
         d
     }
-    /// Hold a message in the CAS; its digest.
-    pub fn put_message<M: Message>(&self, m: &M) -> re::Digest {
-        self.put(&m.encode_to_vec())
-    }
     fn note<T>(&self, method: &str, req: &Request<T>) {
         let mut seen = self.seen();
         seen.calls.push(method.to_string());

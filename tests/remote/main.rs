@@ -9,6 +9,7 @@ mod client_faults;
 #[path = "../common/mod.rs"]
 mod common;
 mod hostile;
+mod tls;
 mod worker_faults;
 
 use std::time::Duration;
