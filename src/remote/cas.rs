@@ -26,7 +26,7 @@ use super::connection::seconds;
 use super::digest::{self, CHUNK};
 use super::re;
 use super::re::content_addressable_storage_client::ContentAddressableStorageClient;
-use super::retry::{retriable, Backoff};
+use super::retry::{worth_retrying, Backoff};
 use super::text;
 
 /// Blobs up to this size go in batches (when the server's batch limit allows); larger ones
@@ -193,7 +193,7 @@ impl Remote {
         loop {
             match self.write_attempt(&resource, d.size_bytes, blob, offset)? {
                 Attempt::Done(()) => return Ok(()),
-                Attempt::Failed(s, _) if !retriable(s.code()) => {
+                Attempt::Failed(s, _) if !worth_retrying(&s) => {
                     return Err(self.error("ByteStream.Write", &s))
                 }
                 Attempt::Failed(s, progressed) => {
@@ -412,7 +412,7 @@ impl Remote {
             let before = offset;
             match self.read_attempt(&resource, d, &mut offset, out, h)? {
                 Attempt::Done(()) => return Ok(()),
-                Attempt::Failed(s, _) if !retriable(s.code()) => {
+                Attempt::Failed(s, _) if !worth_retrying(&s) => {
                     return Err(self.error("ByteStream.Read", &s))
                 }
                 Attempt::Failed(s, _) => {

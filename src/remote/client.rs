@@ -17,7 +17,7 @@ use tonic::metadata::{AsciiMetadataValue, BinaryMetadataValue};
 use super::connection::{self, seconds, Conn, Limits};
 use super::metadata::Metadata;
 use super::re;
-use super::retry::{retriable, Backoff};
+use super::retry::{worth_retrying, Backoff};
 use super::settings::Settings;
 use super::text;
 use crate::run::process::Cancel;
@@ -276,7 +276,7 @@ impl Remote {
                 Some(Ok(v)) => return Ok(v),
                 Some(Err(s)) => s,
             };
-            if !retriable(status.code()) {
+            if !worth_retrying(&status) {
                 return Err(self.error(what, &status));
             }
             match backoff.pause() {
@@ -310,6 +310,10 @@ impl Remote {
     pub fn error(&self, what: &str, status: &tonic::Status) -> RemoteError {
         let kind = match status.code() {
             tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => ErrorKind::Unreachable,
+            // The connection closed under the call.
+            tonic::Code::Cancelled if std::error::Error::source(status).is_some() => {
+                ErrorKind::Unreachable
+            }
             _ => ErrorKind::Refused,
         };
         RemoteError {

@@ -4,8 +4,9 @@
 //! - every message of the operation stream must come within the idle deadline; a stream that
 //!   breaks, ends early or goes quiet is followed again by name (`WaitExecution`), with backoff;
 //!   an answer that moves the operation forward renews the retry budget;
-//! - `WaitExecution` answering `NOT_FOUND` (the server lost the operation: a restart) runs
-//!   `Execute` again; so does an operation that ended with a code worth another try;
+//! - `WaitExecution` answering `NOT_FOUND` (the server lost the operation: a restart; BuildGrid
+//!   says `INVALID_ARGUMENT`) runs `Execute` again; so does an operation that ended with a code
+//!   worth another try;
 //! - an answer that the action's inputs are missing (`FAILED_PRECONDITION`: the server's CAS lost
 //!   them) uploads them again and executes again ([`Remote::execute_uploading`]);
 //! - cancelling the compile ends the wait at once and asks the server to cancel the operation
@@ -24,7 +25,7 @@ use super::client::{Remote, RemoteError};
 use super::connection::seconds;
 use super::re;
 use super::re::execution_client::ExecutionClient;
-use super::retry::{retriable, Backoff};
+use super::retry::{retriable, worth_retrying, Backoff};
 use super::text;
 
 /// The type URL of an `ExecuteResponse` in an operation's `response`.
@@ -52,6 +53,16 @@ enum Finished {
     Response(Box<re::ExecuteResponse>),
     /// Ended with a code worth executing again.
     Again(tonic::Status),
+}
+
+/// Whether `WaitExecution` failing with `s` says the server no longer knows the operation:
+/// `NOT_FOUND`, as the API specifies, or `INVALID_ARGUMENT`, as BuildGrid answers for a name it
+/// does not hold (a name it gave out itself, so nothing else can be wrong with it).
+fn lost(s: &tonic::Status) -> bool {
+    matches!(
+        s.code(),
+        tonic::Code::NotFound | tonic::Code::InvalidArgument
+    )
 }
 
 impl Remote {
@@ -117,7 +128,7 @@ impl Remote {
                         s
                     }
                 },
-                Follow::Broken(s) if waiting && s.code() == tonic::Code::NotFound => {
+                Follow::Broken(s) if waiting && lost(&s) => {
                     // The server lost the operation: execute again.
                     name = None;
                     s
@@ -133,7 +144,7 @@ impl Remote {
                         ..Default::default()
                     });
                 }
-                Follow::Broken(s) if retriable(s.code()) => s,
+                Follow::Broken(s) if worth_retrying(&s) => s,
                 Follow::Broken(s) => return Err(self.error(what, &s)),
             };
             let backoff = if name.is_some() {
@@ -238,7 +249,7 @@ impl Remote {
             ))),
             Some(operation::Result::Error(st)) => {
                 let s = tonic::Status::new(tonic::Code::from(st.code), st.message);
-                if retriable(s.code()) {
+                if worth_retrying(&s) {
                     Ok(Finished::Again(s))
                 } else {
                     Err(self.error("Execute", &s))

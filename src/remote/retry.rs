@@ -26,6 +26,14 @@ pub fn retriable(code: tonic::Code) -> bool {
     )
 }
 
+/// Whether a call that failed with `status` may be tried again: its code is one of those
+/// ([`retriable`]), or it is a `CANCELLED` the transport made (the connection closed under the
+/// call, as when the server restarts) rather than one the server sent.
+pub fn worth_retrying(status: &tonic::Status) -> bool {
+    retriable(status.code())
+        || (status.code() == tonic::Code::Cancelled && std::error::Error::source(status).is_some())
+}
+
 /// The pauses of one call's tries, within a total deadline.
 #[derive(Debug)]
 pub struct Backoff {
@@ -122,6 +130,19 @@ mod tests {
         ] {
             assert!(!retriable(c), "{c:?}");
         }
+    }
+
+    #[test]
+    fn a_connection_closed_under_a_call_is_worth_another_try() {
+        assert!(!worth_retrying(&tonic::Status::cancelled(
+            "the server cancelled it"
+        )));
+        let closed =
+            tonic::Status::from_error(Box::new(std::io::Error::other("connection closed")));
+        let mut closed_by_transport = tonic::Status::cancelled("operation was canceled");
+        closed_by_transport.set_source(std::sync::Arc::new(std::io::Error::other("closed")));
+        assert!(worth_retrying(&closed_by_transport));
+        assert_eq!(worth_retrying(&closed), retriable(closed.code()));
     }
 
     #[test]

@@ -342,11 +342,22 @@ impl Worker {
 
     /// A worker of the server at `url`.
     pub fn start_at(url: &str, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
+        Worker::start_in(None, url, name, extra, env)
+    }
+
+    /// A worker of the server at `url`, in network namespace `netns`.
+    pub fn start_in(
+        netns: Option<&str>,
+        url: &str,
+        name: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
         std::fs::create_dir_all(dir.path().join("cache")).unwrap();
         let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
-        let mut c = Command::new(NXCC);
+        let mut c = in_netns(netns);
         c.args([
             "worker",
             "--remote",
@@ -477,7 +488,12 @@ impl Client {
     }
 
     pub fn nxcc(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(NXCC);
+        self.nxcc_in(None, args)
+    }
+
+    /// `nxcc ARGS` in network namespace `netns`.
+    pub fn nxcc_in(&self, netns: Option<&str>, args: &[&str]) -> Command {
+        let mut c = in_netns(netns);
         c.args(args)
             .current_dir(self.path())
             .env("XDG_CACHE_HOME", self.path().join("cache"))
@@ -520,6 +536,18 @@ impl Client {
             c.env(k, v);
         }
         run_limited(c, limit)
+    }
+}
+
+/// `nxcc`, run in network namespace `netns` (`ip netns exec`, which becomes it) when given.
+fn in_netns(netns: Option<&str>) -> Command {
+    match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, NXCC]);
+            c
+        }
+        None => Command::new(NXCC),
     }
 }
 

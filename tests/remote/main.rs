@@ -8,6 +8,7 @@ mod buildgrid;
 mod client_faults;
 #[path = "../common/mod.rs"]
 mod common;
+mod fleet;
 mod hostile;
 mod tls;
 mod worker_faults;
