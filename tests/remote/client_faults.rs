@@ -475,7 +475,15 @@ fn server_text_is_escaped_and_cut_before_it_is_printed() {
 fn retries_carry_a_compile_through_a_server_that_is_unavailable_for_now() {
     let h = Hostile::start();
     let d = h.state.put(valid_neff());
-    h.state.script().action_result_unavailable = 3;
+    // The codes Bazel tries again (each once), then an answer.
+    h.state.script().action_result_failures = vec![
+        tonic::Code::Unavailable,
+        tonic::Code::ResourceExhausted,
+        tonic::Code::DeadlineExceeded,
+        tonic::Code::Aborted,
+        tonic::Code::Internal,
+        tonic::Code::Unknown,
+    ];
     h.state.script().action_result = Answer::With(result_naming(&d));
     let c = Client::new();
     let o = c.run(
@@ -487,7 +495,7 @@ fn retries_carry_a_compile_through_a_server_that_is_unavailable_for_now() {
     let calls = h.state.seen().calls.clone();
     assert_eq!(
         calls.iter().filter(|c| *c == "GetActionResult").count(),
-        4,
+        7,
         "{calls:?}"
     );
 

@@ -75,8 +75,8 @@ pub struct Script {
     pub execute_breaks: u32,
     /// `WaitExecution` (honest: `NOT_FOUND`, as after a restart).
     pub wait_execution: Answer<re::ExecuteResponse>,
-    /// `GetActionResult` fails `UNAVAILABLE` this many times first.
-    pub action_result_unavailable: u32,
+    /// `GetActionResult` fails with these codes first, one per call, in order.
+    pub action_result_failures: Vec<tonic::Code>,
     /// ByteStream reads.
     pub read: ReadMode,
     /// ByteStream writes fail `UNAVAILABLE` after this many bytes, once.
@@ -297,9 +297,9 @@ impl re::action_cache_server::ActionCache for Svc {
         self.0.note("GetActionResult", &req);
         let a = {
             let mut s = self.0.script();
-            if s.action_result_unavailable > 0 {
-                s.action_result_unavailable -= 1;
-                return Err(Status::unavailable("not now"));
+            if !s.action_result_failures.is_empty() {
+                let code = s.action_result_failures.remove(0);
+                return Err(Status::new(code, "not now"));
             }
             s.action_result.clone()
         };
