@@ -7,131 +7,24 @@
 //! [`RemoteError`] that names the address and says what kind of failure it is; what the server
 //! wrote in it is made safe to print ([`super::text`]).
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tonic::metadata::{AsciiMetadataValue, BinaryMetadataValue};
+use tonic::metadata::BinaryMetadataValue;
 
-use super::connection::{self, seconds, Conn, Limits};
+pub use super::address::Address;
+use super::connection::{self, decorate, seconds, Conn, Limits, HEADER_MARGIN};
+pub use super::error::{error_chain, status_text, ErrorKind, RemoteError};
 use super::metadata::Metadata;
 use super::re;
 use super::retry::{worth_retrying, Backoff};
 use super::settings::Settings;
-use super::text;
 use crate::run::process::Cancel;
 
 /// How long connecting may take by default before the server counts as unreachable
 /// (`NXCC_REMOTE_CONNECT_TIMEOUT`).
 pub const CONNECT_TIMEOUT: Duration = super::settings::CONNECT_TIMEOUT;
-
-/// How much later than nxcc gives up the deadline a request tells the server is (so that nxcc's
-/// own deadline, with its message, is the one that ends a call).
-const HEADER_MARGIN: Duration = Duration::from_secs(1);
-
-/// Where the remote services are: `--remote grpc://HOST:PORT` (or `grpcs://`, or
-/// `--remote-cache`) and `--remote-instance NAME`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Address {
-    /// As given (`grpc://127.0.0.1:50061`), for messages.
-    pub url: String,
-    /// `http://HOST:PORT` (or `https://`), what the channel dials.
-    pub(crate) dial: String,
-    /// The host, as TLS checks the server's certificate against it.
-    pub(crate) host: String,
-    /// `grpcs://`: TLS.
-    pub tls: bool,
-    /// The instance name (`""`: the server's default instance).
-    pub instance: String,
-}
-
-impl Address {
-    /// Parse `grpc://HOST:PORT` or `grpcs://HOST:PORT`; anything else (another scheme, no port, a
-    /// path, credentials in the URL) is refused with the reason.
-    pub fn parse(url: &str, instance: &str) -> Result<Address, String> {
-        let (tls, rest) = match url.split_once("://") {
-            Some(("grpc", rest)) => (false, rest),
-            Some(("grpcs", rest)) => (true, rest),
-            _ => {
-                return Err(format!(
-                    "{url}: expected grpc://HOST:PORT or grpcs://HOST:PORT"
-                ))
-            }
-        };
-        let hostport = rest.trim_end_matches('/');
-        let host = hostport
-            .rsplit_once(':')
-            .filter(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0))
-            .map(|(h, _)| h.to_string());
-        let Some(host) = host.filter(|_| !hostport.contains('/') && !hostport.contains('@')) else {
-            return Err(format!(
-                "{url}: expected grpc://HOST:PORT or grpcs://HOST:PORT"
-            ));
-        };
-        Ok(Address {
-            url: url.to_string(),
-            dial: format!("{}://{hostport}", if tls { "https" } else { "http" }),
-            host,
-            tls,
-            instance: instance.to_string(),
-        })
-    }
-
-    /// A resource name in this instance (`blobs/...`, `uploads/...`).
-    pub(crate) fn resource(&self, rest: &str) -> String {
-        if self.instance.is_empty() {
-            rest.to_string()
-        } else {
-            format!("{}/{rest}", self.instance)
-        }
-    }
-}
-
-/// What kind of failure a [`RemoteError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// The server could not be reached, or did not answer in time (after the retries).
-    Unreachable,
-    /// The server answered with a refusal (no permission, an invalid request, ...).
-    Refused,
-    /// The server's answer failed a check: a blob that is not what its digest says, a stream
-    /// longer than declared, a result that is not a NEFF.
-    Untrusted,
-    /// The compile was cancelled (a signal, a client gone) while the call ran.
-    Cancelled,
-    /// Something on this machine: a file, a setting.
-    Local,
-}
-
-/// A remote call that failed: what was attempted, at which address, and why.
-#[derive(Debug, Clone)]
-pub struct RemoteError {
-    /// The server's address as given.
-    pub url: String,
-    /// What failed and why (server text made safe).
-    pub what: String,
-    /// What kind of failure.
-    pub kind: ErrorKind,
-}
-
-impl RemoteError {
-    /// Whether the server could not be reached at all (or stopped answering).
-    pub fn unreachable(&self) -> bool {
-        self.kind == ErrorKind::Unreachable
-    }
-
-    /// Whether the call ended because the compile was cancelled.
-    pub fn cancelled(&self) -> bool {
-        self.kind == ErrorKind::Cancelled
-    }
-}
-
-impl fmt::Display for RemoteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (remote {})", self.what, self.url)
-    }
-}
 
 /// A handle on a server (cheap to clone): the shared connection and what this compile's calls
 /// carry.
@@ -361,118 +254,5 @@ impl Remote {
             what: what.into(),
             kind: ErrorKind::Local,
         }
-    }
-}
-
-/// Put this compile's `RequestMetadata` and the bearer token (when one is configured) on a
-/// request.
-fn decorate<T>(
-    r: &mut tonic::Request<T>,
-    metadata: &BinaryMetadataValue,
-    conn: &Conn,
-) -> Result<(), tonic::Status> {
-    r.metadata_mut()
-        .insert_bin(super::metadata::HEADER, metadata.clone());
-    if let Some(t) = &conn.token {
-        let token = t.get().map_err(tonic::Status::unauthenticated)?;
-        let v = AsciiMetadataValue::try_from(format!("Bearer {token}"))
-            .map_err(|e| tonic::Status::unauthenticated(e.to_string()))?;
-        r.metadata_mut().insert("authorization", v);
-    }
-    Ok(())
-}
-
-/// `GetCapabilities` on a connection being made, within `deadline`, one try.
-pub(crate) fn capabilities_on(
-    conn: &Conn,
-    address: &Address,
-    settings: &Settings,
-    deadline: Duration,
-) -> Result<re::ServerCapabilities, tonic::Status> {
-    let rt = connection::runtime().map_err(tonic::Status::internal)?;
-    let mut c = re::capabilities_client::CapabilitiesClient::new(conn.channel.clone());
-    let mut req = tonic::Request::new(re::GetCapabilitiesRequest {
-        instance_name: address.instance.clone(),
-    });
-    req.set_timeout(deadline + HEADER_MARGIN);
-    let metadata = Metadata::new("nxcc", settings.invocation_id.as_deref()).encode();
-    decorate(&mut req, &metadata, conn)?;
-    rt.block_on(async {
-        match tokio::time::timeout(deadline, c.get_capabilities(req)).await {
-            Ok(r) => r.map(|r| r.into_inner()),
-            Err(_) => Err(tonic::Status::deadline_exceeded("no answer")),
-        }
-    })
-}
-
-/// A status as messages show it: `Code: message` (the server's words made safe), with the
-/// transport's causes when the message alone says little.
-pub fn status_text(s: &tonic::Status) -> String {
-    let mut msg = text::message(s.message());
-    if let Some(src) = std::error::Error::source(s) {
-        let chain = text::message(&error_chain(src));
-        if !chain.is_empty() && !msg.contains(&chain) {
-            if !msg.is_empty() {
-                msg.push_str(": ");
-            }
-            msg.push_str(&chain);
-        }
-    }
-    if msg.is_empty() {
-        format!("{:?}", s.code())
-    } else {
-        format!("{:?}: {msg}", s.code())
-    }
-}
-
-/// An error with its causes (`transport error: tcp connect error: Connection refused`).
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses() {
-        let a = Address::parse("grpc://127.0.0.1:50061", "").unwrap();
-        assert_eq!(a.dial, "http://127.0.0.1:50061");
-        assert!(!a.tls);
-        let s = Address::parse("grpcs://build.example:443", "main").unwrap();
-        assert_eq!(s.dial, "https://build.example:443");
-        assert_eq!(s.host, "build.example");
-        assert!(s.tls);
-        assert_eq!(s.resource("blobs/x/1"), "main/blobs/x/1");
-        assert!(Address::parse("grpc://localhost:1/", "x").is_ok());
-        for bad in [
-            "http://h:1",
-            "grpc://h",
-            "grpc://h:0",
-            "grpc://:80",
-            "grpc://h:1/x",
-            "h:1",
-            "grpc://u@h:1",
-            "grpcs://h",
-        ] {
-            assert!(Address::parse(bad, "").is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn status_text_is_safe() {
-        let s = tonic::Status::internal("\x1b[2Jboom\nsecond line");
-        assert_eq!(status_text(&s), "Internal: \\u{1b}[2Jboom\\nsecond line");
-        assert_eq!(status_text(&tonic::Status::unavailable("")), "Unavailable");
     }
 }

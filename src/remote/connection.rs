@@ -9,13 +9,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use tonic::metadata::{AsciiMetadataValue, BinaryMetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
-use super::client::{error_chain, Address, ErrorKind, RemoteError};
+use super::address::Address;
 use super::credentials::{self, Token};
+use super::error::{error_chain, status_text, ErrorKind, RemoteError};
+use super::metadata::Metadata;
 use super::re;
 use super::settings::Settings;
 use crate::run::process::Cancel;
+
+/// How much later than nxcc gives up the deadline a request tells the server is (so that nxcc's
+/// own deadline, with its message, is the one that ends a call).
+pub(crate) const HEADER_MARGIN: Duration = Duration::from_secs(1);
 
 /// The largest message nxcc sends or accepts (gRPC's usual limit).
 pub const MESSAGE_MAX: usize = 4 << 20;
@@ -204,7 +211,7 @@ fn connect(
     };
     // The first answer: a peer that accepts connections but does not speak gRPC (or not at all)
     // fails here, within the connect deadline.
-    let caps = super::client::capabilities_on(&conn, address, settings, deadline);
+    let caps = capabilities_on(&conn, address, settings, deadline);
     match caps {
         Ok(c) => Ok(Conn {
             limits: Limits::from_capabilities(Some(&c)),
@@ -215,14 +222,53 @@ fn connect(
             "no answer to GetCapabilities within {}",
             seconds(deadline)
         ))),
-        Err(s) if s.code() == tonic::Code::Unavailable => {
-            Err(unreachable(super::client::status_text(&s)))
-        }
+        Err(s) if s.code() == tonic::Code::Unavailable => Err(unreachable(status_text(&s))),
         Err(s) => Err(fail(
             ErrorKind::Refused,
-            format!("GetCapabilities failed: {}", super::client::status_text(&s)),
+            format!("GetCapabilities failed: {}", status_text(&s)),
         )),
     }
+}
+
+/// Put this compile's `RequestMetadata` and the bearer token (when one is configured) on a
+/// request.
+pub(crate) fn decorate<T>(
+    r: &mut tonic::Request<T>,
+    metadata: &BinaryMetadataValue,
+    conn: &Conn,
+) -> Result<(), tonic::Status> {
+    r.metadata_mut()
+        .insert_bin(super::metadata::HEADER, metadata.clone());
+    if let Some(t) = &conn.token {
+        let token = t.get().map_err(tonic::Status::unauthenticated)?;
+        let v = AsciiMetadataValue::try_from(format!("Bearer {token}"))
+            .map_err(|e| tonic::Status::unauthenticated(e.to_string()))?;
+        r.metadata_mut().insert("authorization", v);
+    }
+    Ok(())
+}
+
+/// `GetCapabilities` on a connection being made, within `deadline`, one try.
+pub(crate) fn capabilities_on(
+    conn: &Conn,
+    address: &Address,
+    settings: &Settings,
+    deadline: Duration,
+) -> Result<re::ServerCapabilities, tonic::Status> {
+    let rt = runtime().map_err(tonic::Status::internal)?;
+    let mut c = re::capabilities_client::CapabilitiesClient::new(conn.channel.clone());
+    let mut req = tonic::Request::new(re::GetCapabilitiesRequest {
+        instance_name: address.instance.clone(),
+    });
+    req.set_timeout(deadline + HEADER_MARGIN);
+    let metadata = Metadata::new("nxcc", settings.invocation_id.as_deref()).encode();
+    decorate(&mut req, &metadata, conn)?;
+    rt.block_on(async {
+        match tokio::time::timeout(deadline, c.get_capabilities(req)).await {
+            Ok(r) => r.map(|r| r.into_inner()),
+            Err(_) => Err(tonic::Status::deadline_exceeded("no answer")),
+        }
+    })
 }
 
 /// Resolves when `cancel` is cancelled (never without one).

@@ -3,8 +3,8 @@
 //! `nxcc worker`, a bot of the Remote Workers API that runs compile actions with nxcc's
 //! admission. Files: [`settings`] (deadlines, retries, TLS and credentials from the
 //! environment), [`connection`] (the process's one runtime and one channel per server),
-//! [`credentials`], [`client`] (a handle, calls with deadlines, retries and cancellation,
-//! errors), [`retry`], [`metadata`] (`RequestMetadata`), [`text`] (server text made safe to
+//! [`credentials`], [`address`], [`error`], [`client`] (a handle; calls with deadlines, retries
+//! and cancellation), [`retry`], [`metadata`] (`RequestMetadata`), [`text`] (server text made safe to
 //! print), [`digest`], [`cas`], [`ac`] (action cache), [`execute`], [`action`] (actions built
 //! from plans, the toolchain identity), [`result`] (a remote NEFF checked before it is
 //! published), [`compile`] (`--remote` / `--remote-cache` behind the local cache), [`bots`] (the
@@ -12,6 +12,7 @@
 
 pub mod ac;
 pub mod action;
+pub mod address;
 pub mod bots;
 pub mod cas;
 pub mod client;
@@ -19,6 +20,7 @@ pub mod compile;
 pub mod connection;
 pub mod credentials;
 pub mod digest;
+pub mod error;
 pub mod execute;
 pub mod metadata;
 pub mod result;
