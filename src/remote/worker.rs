@@ -135,7 +135,10 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// A line of the worker's log (what a server or an action chose in it — a lease id, a
+    /// message — made safe to print).
     fn say(&self, line: &str) {
+        let line = super::text::message(line);
         let _g = self.log.lock().unwrap_or_else(|p| p.into_inner());
         eprintln!("nxcc worker: {line}");
     }

@@ -330,7 +330,7 @@ fn a_worker_s_downloads_stop_at_their_declared_size() {
     let ad = h.state.put(&prost::Message::encode_to_vec(&action));
     h.state.script().read = ReadMode::Endless;
     h.state.script().leases.push(nxcc::remote::bots::Lease {
-        id: "lease-1".into(),
+        id: "lease-\x1b[31m1".into(),
         state: 1,
         payload: Some(bazel_remote_apis::google::protobuf::Any {
             type_url: "type.googleapis.com/build.bazel.remote.execution.v2.Digest".into(),
@@ -362,5 +362,11 @@ fn a_worker_s_downloads_stop_at_their_declared_size() {
     assert!(
         sent < 64 << 20,
         "the worker read {sent} bytes of a 1000-byte blob"
+    );
+    // The server's lease id is printed escaped.
+    let log = w.log();
+    assert!(
+        !log.contains('\x1b') && log.contains("lease-\\u{1b}[31m1"),
+        "{log}"
     );
 }
