@@ -246,45 +246,11 @@ impl Remote {
         offset: i64,
     ) -> Result<Attempt<()>, RemoteError> {
         let (tx, rx) = tokio::sync::mpsc::channel::<WriteRequest>(2);
-        let mut src = blob
+        let src = blob
             .open_at(offset as u64)
             .map_err(|e| self.other(format!("cannot read the blob to upload: {e}")))?;
-        let resource = resource.to_string();
         let sent = Arc::new(AtomicU64::new(0));
-        let sent_by_reader = sent.clone();
-        let reader = std::thread::spawn(move || -> std::io::Result<()> {
-            let mut offset = offset;
-            let mut first = true;
-            loop {
-                let mut buf = vec![0u8; CHUNK];
-                let mut n = 0;
-                while n < CHUNK {
-                    let k = src.read(&mut buf[n..])?;
-                    if k == 0 {
-                        break;
-                    }
-                    n += k;
-                }
-                buf.truncate(n);
-                let finish = offset + n as i64 >= total || n == 0;
-                let req = WriteRequest {
-                    resource_name: if first {
-                        resource.clone()
-                    } else {
-                        String::new()
-                    },
-                    write_offset: offset,
-                    finish_write: finish,
-                    data: buf,
-                };
-                first = false;
-                offset += n as i64;
-                if tx.blocking_send(req).is_err() || finish {
-                    return Ok(());
-                }
-                sent_by_reader.fetch_add(1, Ordering::SeqCst);
-            }
-        });
+        let reader = send_chunks(src, resource.to_string(), offset, total, tx, sent.clone());
         let mut bs = ByteStreamClient::new(self.conn.channel.clone());
         let req = self
             .request_within(tokio_stream::wrappers::ReceiverStream::new(rx), None)
@@ -495,4 +461,49 @@ impl Remote {
             *offset += msg.data.len() as i64;
         }
     }
+}
+
+/// A thread that reads `src` (the blob from `offset`) in [`CHUNK`]s and sends them as
+/// `WriteRequest`s (at most two in flight), counting each one taken in `sent`; it ends after the
+/// last chunk, or when the call no longer takes them.
+fn send_chunks(
+    mut src: Box<dyn Read + Send>,
+    resource: String,
+    mut offset: i64,
+    total: i64,
+    tx: tokio::sync::mpsc::Sender<WriteRequest>,
+    sent: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
+    std::thread::spawn(move || {
+        let mut first = true;
+        loop {
+            let mut buf = vec![0u8; CHUNK];
+            let mut n = 0;
+            while n < CHUNK {
+                let k = src.read(&mut buf[n..])?;
+                if k == 0 {
+                    break;
+                }
+                n += k;
+            }
+            buf.truncate(n);
+            let finish = offset + n as i64 >= total || n == 0;
+            let req = WriteRequest {
+                resource_name: if first {
+                    resource.clone()
+                } else {
+                    String::new()
+                },
+                write_offset: offset,
+                finish_write: finish,
+                data: buf,
+            };
+            first = false;
+            offset += n as i64;
+            if tx.blocking_send(req).is_err() || finish {
+                return Ok(());
+            }
+            sent.fetch_add(1, Ordering::SeqCst);
+        }
+    })
 }

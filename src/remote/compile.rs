@@ -398,33 +398,47 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
             address.url
         ));
     };
-    let job_logger = log::job_logger(JOB_NAME);
-    let stderr = match stream_text(&remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
-        Ok(s) => s,
-        Err(e) if e.cancelled() => return run.interrupted(),
-        Err(e) => vec![format!("(the remote stderr could not be read: {e})")],
-    };
-    for line in &stderr {
-        run.logger.info(&job_logger, line);
-    }
-    if result.exit_code != 0 {
-        let tail = &stderr[stderr.len().saturating_sub(STDERR_TAIL)..];
-        let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
-        errors.push(format!(
-            "[ERROR] The remote compile ran on {}",
-            result
-                .execution_metadata
-                .as_ref()
-                .map(|m| text::message(&m.worker))
-                .filter(|w| !w.is_empty())
-                .unwrap_or_else(|| address.url.clone())
-        ));
-        return run.fail(errors);
+    if let Some(failed) = failed_remotely(run, &remote, &result, address) {
+        return failed;
     }
     match run.deliver(&remote, &result, product, built) {
         Ok(()) => run.succeed(),
         Err(e) => run.fail_call(e),
     }
+}
+
+/// Log the remote stderr; when the compile failed remotely (or the reading was interrupted),
+/// its outcome: reported as a local job's failure, with the worker that ran it.
+fn failed_remotely(
+    run: &Run,
+    remote: &Remote,
+    result: &re::ActionResult,
+    address: &Address,
+) -> Option<Outcome> {
+    let job_logger = log::job_logger(JOB_NAME);
+    let stderr = match stream_text(remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
+        Ok(s) => s,
+        Err(e) if e.cancelled() => return Some(run.interrupted()),
+        Err(e) => vec![format!("(the remote stderr could not be read: {e})")],
+    };
+    for line in &stderr {
+        run.logger.info(&job_logger, line);
+    }
+    if result.exit_code == 0 {
+        return None;
+    }
+    let tail = &stderr[stderr.len().saturating_sub(STDERR_TAIL)..];
+    let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
+    errors.push(format!(
+        "[ERROR] The remote compile ran on {}",
+        result
+            .execution_metadata
+            .as_ref()
+            .map(|m| text::message(&m.worker))
+            .filter(|w| !w.is_empty())
+            .unwrap_or_else(|| address.url.clone())
+    ));
+    Some(run.fail(errors))
 }
 
 /// A Command's stdout or stderr as safe lines: inline, or the end of it from the CAS (at most

@@ -150,28 +150,7 @@ fn connect(
         kind,
     };
     let rt = runtime().map_err(|e| fail(ErrorKind::Local, e))?;
-    if !address.tls {
-        if let Some(var) = settings.tls_asked() {
-            return Err(fail(
-                ErrorKind::Local,
-                format!("{var} is set, but {} is not TLS: credentials are sent only to grpcs:// servers", address.url),
-            ));
-        }
-    }
-    let mut endpoint = Endpoint::from_shared(address.dial.clone())
-        .map_err(|e| fail(ErrorKind::Local, format!("a malformed address: {e}")))?
-        .connect_timeout(settings.connect)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_timeout(Duration::from_secs(20))
-        .keep_alive_while_idle(true);
-    if address.tls {
-        let tls = credentials::tls_config(settings, &address.host)
-            .map_err(|e| fail(ErrorKind::Local, e))?;
-        endpoint = endpoint
-            .tls_config(tls)
-            .map_err(|e| fail(ErrorKind::Local, format!("cannot set up TLS: {e}")))?;
-    }
+    let endpoint = endpoint(address, settings).map_err(|e| fail(ErrorKind::Local, e))?;
     let token = settings.token_file.clone().map(Token::new);
     if let Some(t) = &token {
         t.get().map_err(|e| fail(ErrorKind::Local, e))?;
@@ -190,17 +169,10 @@ fn connect(
         }
     });
     let channel = match connected {
-        None => {
-            return Err(fail(
-                ErrorKind::Cancelled,
-                "connecting: cancelled".to_string(),
-            ))
-        }
+        None => return Err(fail(ErrorKind::Cancelled, "connecting: cancelled".into())),
         Some(Err(_)) => {
-            return Err(unreachable(format!(
-                "no connection within {}",
-                seconds(deadline)
-            )))
+            let within = format!("no connection within {}", seconds(deadline));
+            return Err(unreachable(within));
         }
         Some(Ok(r)) => r.map_err(|e| unreachable(error_chain(&e)))?,
     };
@@ -211,8 +183,7 @@ fn connect(
     };
     // The first answer: a peer that accepts connections but does not speak gRPC (or not at all)
     // fails here, within the connect deadline.
-    let caps = capabilities_on(&conn, address, settings, deadline);
-    match caps {
+    match capabilities_on(&conn, address, settings, deadline) {
         Ok(c) => Ok(Conn {
             limits: Limits::from_capabilities(Some(&c)),
             ..conn
@@ -228,6 +199,33 @@ fn connect(
             format!("GetCapabilities failed: {}", status_text(&s)),
         )),
     }
+}
+
+/// The endpoint of `address`: the connect deadline, HTTP/2 keep-alive pings (a peer that
+/// vanished is noticed), TLS for `grpcs://` (credentials for any other scheme are an error).
+fn endpoint(address: &Address, settings: &Settings) -> Result<Endpoint, String> {
+    if !address.tls {
+        if let Some(var) = settings.tls_asked() {
+            return Err(format!(
+                "{var} is set, but {} is not TLS: credentials are sent only to grpcs:// servers",
+                address.url
+            ));
+        }
+    }
+    let endpoint = Endpoint::from_shared(address.dial.clone())
+        .map_err(|e| format!("a malformed address: {e}"))?
+        .connect_timeout(settings.connect)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .keep_alive_while_idle(true);
+    if !address.tls {
+        return Ok(endpoint);
+    }
+    let tls = credentials::tls_config(settings, &address.host)?;
+    endpoint
+        .tls_config(tls)
+        .map_err(|e| format!("cannot set up TLS: {e}"))
 }
 
 /// Put this compile's `RequestMetadata` and the bearer token (when one is configured) on a

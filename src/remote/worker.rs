@@ -205,41 +205,13 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         },
     };
     let launch = std::env::current_dir().unwrap_or_default();
-    let (with, toolchain_id) = match (parsed.str("toolchain"), parsed.str("compiler")) {
-        (Some(_), Some(_)) => {
-            return usage("argument --compiler: not allowed with argument --toolchain".into())
-        }
-        (None, Some(c)) => {
-            let p = crate::plan::absolute(&launch, c);
-            if !p.is_file() {
-                return usage(format!(
-                    "argument --compiler: {} is not a file",
-                    p.display()
-                ));
-            }
-            let id = action::toolchain_id(&Request::Auto, None, &Engine::external(&p));
-            (With::Compiler(p), id)
-        }
-        (t, None) => {
-            let req = Request::from(t, None, &launch);
-            let located = crate::toolchain::locate(&req);
-            if located.is_none() {
-                return usage(
-                    "no toolchain found: give --toolchain DIR, --toolchain sim or --compiler PATH"
-                        .into(),
-                );
-            }
-            let spelled = match &req {
-                Request::Dir(d) => d.display().to_string(),
-                Request::Simulated => "sim".to_string(),
-                Request::Auto => located
-                    .as_ref()
-                    .map(|t| t.bin.display().to_string())
-                    .unwrap_or_default(),
-            };
-            let id = action::toolchain_id(&req, located.as_ref(), &Engine::Pipeline);
-            (With::Toolchain(spelled), id)
-        }
+    let (with, toolchain_id) = match compiler_of(&parsed, &launch) {
+        Ok(w) => w,
+        Err(e) => return usage(e),
+    };
+    let (drain, max_timeout, limits) = match limits_of(&parsed) {
+        Ok(l) => l,
+        Err(e) => return usage(e),
     };
     let own_tmp;
     let work_dir = match parsed.str("work_dir") {
@@ -264,33 +236,6 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             }
         },
     };
-    let seconds = |dest: &str, flag: &str| -> Result<Option<Duration>, String> {
-        match parsed.last(dest).map(|o| &o.value) {
-            None => Ok(None),
-            Some(crate::cli::namespace::Value::Float(x))
-                if x.is_finite() && *x > 0.0 && *x <= 1e7 =>
-            {
-                Ok(Some(Duration::from_secs_f64(*x)))
-            }
-            Some(v) => Err(format!(
-                "argument {flag}: expected seconds greater than 0, not {v:?}"
-            )),
-        }
-    };
-    let (drain, max_timeout) = match (
-        seconds("drain_timeout", "--drain-timeout"),
-        seconds("max_timeout", "--max-timeout"),
-    ) {
-        (Ok(d), Ok(m)) => (d.unwrap_or(DRAIN_TIMEOUT), m),
-        (Err(e), _) | (_, Err(e)) => return usage(e),
-    };
-    let mut limits = tree::Limits::default();
-    if let Some(s) = parsed.str("max_input_bytes") {
-        match crate::admission::parse_size(s) {
-            Ok(n) => limits.bytes = n,
-            Err(e) => return usage(format!("argument --max-input-bytes: {e}")),
-        }
-    }
     let host = rustix::system::uname()
         .nodename()
         .to_string_lossy()
@@ -315,6 +260,80 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             .unwrap_or_else(|| format!("{host}-{}", std::process::id())),
         log: Mutex::new(()),
     });
+    serve(&worker, max, budget)
+}
+
+/// What the worker compiles with (`--toolchain` or `--compiler`) and its identity; a usage
+/// error's message otherwise.
+fn compiler_of(
+    parsed: &crate::cli::argparse::Parsed,
+    launch: &std::path::Path,
+) -> Result<(With, String), String> {
+    match (parsed.str("toolchain"), parsed.str("compiler")) {
+        (Some(_), Some(_)) => {
+            Err("argument --compiler: not allowed with argument --toolchain".into())
+        }
+        (None, Some(c)) => {
+            let p = crate::plan::absolute(launch, c);
+            if !p.is_file() {
+                return Err(format!(
+                    "argument --compiler: {} is not a file",
+                    p.display()
+                ));
+            }
+            let id = action::toolchain_id(&Request::Auto, None, &Engine::external(&p));
+            Ok((With::Compiler(p), id))
+        }
+        (t, None) => {
+            let req = Request::from(t, None, launch);
+            let Some(located) = crate::toolchain::locate(&req) else {
+                return Err(
+                    "no toolchain found: give --toolchain DIR, --toolchain sim or --compiler PATH"
+                        .into(),
+                );
+            };
+            let spelled = match &req {
+                Request::Dir(d) => d.display().to_string(),
+                Request::Simulated => "sim".to_string(),
+                Request::Auto => located.bin.display().to_string(),
+            };
+            let id = action::toolchain_id(&req, Some(&located), &Engine::Pipeline);
+            Ok((With::Toolchain(spelled), id))
+        }
+    }
+}
+
+/// `--drain-timeout`, `--max-timeout` and the input-tree limits (`--max-input-bytes`); a usage
+/// error's message otherwise.
+fn limits_of(
+    parsed: &crate::cli::argparse::Parsed,
+) -> Result<(Duration, Option<Duration>, tree::Limits), String> {
+    let seconds = |dest: &str, flag: &str| -> Result<Option<Duration>, String> {
+        match parsed.last(dest).map(|o| &o.value) {
+            None => Ok(None),
+            Some(crate::cli::namespace::Value::Float(x))
+                if x.is_finite() && *x > 0.0 && *x <= 1e7 =>
+            {
+                Ok(Some(Duration::from_secs_f64(*x)))
+            }
+            Some(v) => Err(format!(
+                "argument {flag}: expected seconds greater than 0, not {v:?}"
+            )),
+        }
+    };
+    let drain = seconds("drain_timeout", "--drain-timeout")?.unwrap_or(DRAIN_TIMEOUT);
+    let max_timeout = seconds("max_timeout", "--max-timeout")?;
+    let mut limits = tree::Limits::default();
+    if let Some(s) = parsed.str("max_input_bytes") {
+        limits.bytes = crate::admission::parse_size(s)
+            .map_err(|e| format!("argument --max-input-bytes: {e}"))?;
+    }
+    Ok((drain, max_timeout, limits))
+}
+
+/// Handle signals (drain), check the server is there, and run the slots until drained; the
+/// exit status.
+fn serve(worker: &Arc<Worker>, max: usize, budget: Option<u64>) -> i32 {
     match crate::run::signals::install() {
         Ok(sig) => {
             let w = worker.clone();
@@ -323,13 +342,13 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Err(e) => eprintln!("nxcc worker: warning: signals are not handled ({e})"),
     }
     // Fail fast when the server is not there at all.
-    if let Err(e) = Remote::connect(&address) {
+    if let Err(e) = Remote::connect(&worker.address) {
         eprintln!("nxcc worker: {e}");
         return crate::error::EXIT_COMPILE_FAILED;
     }
     worker.say(&format!(
         "serving {} with {} slot(s), memory budget {}, toolchain {}",
-        address.url,
+        worker.address.url,
         max,
         budget
             .map(crate::hlo::summary::human)
@@ -341,7 +360,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         s.spawn(|| worker.watch_drain(&done));
         let handles: Vec<_> = (0..max)
             .map(|i| {
-                let w = &worker;
+                let w = &**worker;
                 s.spawn(move || slot(w, i))
             })
             .collect();
