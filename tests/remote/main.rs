@@ -3,6 +3,9 @@
 //! tool anywhere, misses on a changed flag or model, the remote cache alone, failures reported
 //! as local ones and not cached, a server that is down, a killed worker, a refused non-compile
 //! action, a worker's memory budget, SIGTERM draining, parallel-compile over two workers.
+//! Beside them: the client's faults against a scripted hostile server (`client_faults.rs`,
+//! `hostile.rs`), the worker's against hostile actions and a hostile CAS (`worker_faults.rs`),
+//! TLS with credentials (`tls.rs`), and a fleet across hosts in network namespaces (`fleet.rs`).
 
 mod buildgrid;
 mod client_faults;
