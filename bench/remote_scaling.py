@@ -14,6 +14,11 @@ show the scheduling, not the two cores' contention.
    --remote` through K workers of `--max-concurrent SLOTS` each.
 2. Overhead: one compile of a fresh model (no waiting), `nxcc compile` against
    `nxcc compile --remote` (a miss executed by one worker), medians.
+3. With BASELINE=path/to/another/nxcc: the action-cache hit of a fresh `nxcc compile --remote`
+   process (nothing but the client's path: connect, look up, download, check, publish), this
+   nxcc against the baseline, alternated.
+
+SECTIONS=makespan,overhead,hits picks what runs (default: all; hits only with BASELINE).
 
 Needs target/buildgrid-venv (the remote tests provision it: cargo test --test remote).
 Usage: bench/remote_scaling.py [path/to/nxcc] [repetitions] [slots per worker] [overhead runs]
@@ -119,6 +124,32 @@ def overhead(d, env, url):
     print(f"overhead of the remote path: {rm - lm:.0f} ms per compile ({rm / lm:.2f} x)\n")
 
 
+def hits(d, env, url, baseline, runs=100):
+    print(f"## Action-cache hit of a fresh process, {runs} runs each, alternated with the baseline")
+    open(os.path.join(d, "hit.pb"), "wb").write(model("hit"))
+    w = start_worker(d, url, "hit", env, 1)
+    try:
+        subprocess.run([NXCC, "compile", "hit.pb", "--output", "hit.neff", "--remote", url]
+                       + COMMON, cwd=d, env=env, check=True, stdout=subprocess.DEVNULL)
+    finally:
+        stop(w, 10)
+    times = {NXCC: [], baseline: []}
+    for _ in range(runs):
+        for exe in (baseline, NXCC):
+            t = time.perf_counter()
+            o = subprocess.run([exe, "compile", "hit.pb", "--output", "hit.neff", "--remote", url]
+                               + COMMON, cwd=d, env=env, check=True, capture_output=True, text=True)
+            times[exe].append((time.perf_counter() - t) * 1000)
+            assert "Using a remote cached neff" in o.stdout, o.stdout
+    print("| nxcc | p50 ms | p90 ms |")
+    print("|---|---|---|")
+    for label, exe in (("baseline", baseline), ("this", NXCC)):
+        v = sorted(times[exe])
+        print(f"| {label} | {statistics.median(v):.1f} | {v[int(0.9 * (len(v) - 1))]:.1f} |")
+    ratio = statistics.median(times[NXCC]) / statistics.median(times[baseline])
+    print(f"ratio of medians (this / baseline): {ratio:.2f}\n")
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         env = clean_env(d)
@@ -130,8 +161,14 @@ def main():
             subprocess.run([NXCC, "compile", "warm.pb", "--output", "warm.neff", "--remote", url]
                            + COMMON, cwd=d, env=env, check=True, stdout=subprocess.DEVNULL)
             stop(w, 10)
-            makespan(d, env, url)
-            overhead(d, env, url)
+            sections = os.environ.get("SECTIONS", "makespan,overhead,hits").split(",")
+            if "makespan" in sections:
+                makespan(d, env, url)
+            if "overhead" in sections:
+                overhead(d, env, url)
+            baseline = os.environ.get("BASELINE")
+            if "hits" in sections and baseline:
+                hits(d, env, url, os.path.abspath(baseline))
         finally:
             stop(server)
 

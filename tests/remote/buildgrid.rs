@@ -368,17 +368,22 @@ impl Worker {
             "--name",
             name,
         ])
-        .args(extra)
-        .current_dir(dir.path())
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
-        .env("NXCC_SIM_STATE", dir.path().join("state"))
-        .env("NXCC_SIM_RECORD", dir.path().join("record.jsonl"))
-        .env_remove("NXCC_SIM_FAULT")
-        .env_remove("NXCC_SIM_WORK_MS")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0);
+        .args(extra);
+        // The actions' directories in the test's own directory (a killed worker cannot remove
+        // its work directory).
+        if !extra.contains(&"--work-dir") {
+            c.arg("--work-dir").arg(dir.path().join("work"));
+        }
+        c.current_dir(dir.path())
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .env("NXCC_SIM_STATE", dir.path().join("state"))
+            .env("NXCC_SIM_RECORD", dir.path().join("record.jsonl"))
+            .env_remove("NXCC_SIM_FAULT")
+            .env_remove("NXCC_SIM_WORK_MS")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0);
         for (k, v) in env {
             c.env(k, v);
         }
