@@ -4,8 +4,6 @@
 //! changes so a rotated token is picked up by a long-running worker or daemon. The files are
 //! read as regular files within a bound: a FIFO or a device named there is an error, not a hang.
 
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -17,31 +15,11 @@ use super::settings::{env, Settings};
 /// The largest certificate, key or token file read.
 pub const FILE_MAX: u64 = 1 << 20;
 
-/// Read a small regular file: opened without blocking (a FIFO does not hang), refused unless it
-/// is a regular file of at most [`FILE_MAX`] bytes.
+/// Read a small regular file ([`crate::fsx::regular`]: opened without waiting, so a FIFO does not
+/// hang; anything but a regular file, or more than [`FILE_MAX`] bytes, refused), naming `what`.
 pub fn read_small(path: &Path, what: &str) -> Result<Vec<u8>, String> {
-    let err = |e: &dyn std::fmt::Display| format!("cannot read the {what} {}: {e}", path.display());
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| err(&e))?;
-    let m = f.metadata().map_err(|e| err(&e))?;
-    if !m.is_file() {
-        return Err(err(&"not a regular file"));
-    }
-    if m.len() > FILE_MAX {
-        return Err(err(&format!("larger than {FILE_MAX} bytes")));
-    }
-    let mut bytes = Vec::with_capacity(m.len() as usize);
-    f.by_ref()
-        .take(FILE_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| err(&e))?;
-    if bytes.len() as u64 > FILE_MAX {
-        return Err(err(&format!("larger than {FILE_MAX} bytes")));
-    }
-    Ok(bytes)
+    crate::fsx::regular::read(path, FILE_MAX)
+        .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
 }
 
 /// The TLS configuration of a `grpcs://` server at `host`.
