@@ -95,6 +95,9 @@ pub enum CliError {
         usage: String,
         /// The unrecognised arguments, in command-line order.
         args: Vec<String>,
+        /// A line each, after it, for an argument meant as the value of one of nxcc's own
+        /// optional-value options ([`argparse::Parsed::value_hints`]).
+        hints: Vec<String>,
     },
 }
 
@@ -106,10 +109,11 @@ impl CliError {
     pub fn render(&self) -> String {
         match self {
             CliError::Usage { usage, prog, message } => format!("{usage}\n{prog}: error: {message}\n"),
-            CliError::Unrecognized { usage, args } => format!(
-                "[ERROR] [NCC_EARG002] Illegal argument(s) - the following argument(s) are unrecognized: {}. - Check that only recognized arguments are used: {}\n",
+            CliError::Unrecognized { usage, args, hints } => format!(
+                "[ERROR] [NCC_EARG002] Illegal argument(s) - the following argument(s) are unrecognized: {}. - Check that only recognized arguments are used: {}\n{}",
                 args.join(", "),
-                usage.trim_end()
+                usage.trim_end(),
+                hints.iter().map(|h| format!("{h}\n")).collect::<String>()
             ),
         }
     }
@@ -128,6 +132,9 @@ pub struct CompileArgs {
     pub warnings: Vec<String>,
     /// Every argument as given (after delegation), for records and the daemon.
     pub argv: Vec<String>,
+    /// For each model file meant as the value of one of nxcc's own optional-value options
+    /// (`--timings t1.html model.pb`), what to tell if the model files are refused.
+    pub hints: Vec<String>,
 }
 
 /// What the command line asks for.
@@ -345,6 +352,7 @@ fn parse_compile(
     if !parsed.extras.is_empty() {
         return Err(CliError::Unrecognized {
             usage: help::short_usage(prog),
+            hints: parsed.value_hints(&parsed.extras),
             args: parsed.extras.clone(),
         });
     }
@@ -353,10 +361,12 @@ fn parse_compile(
     for occ in &parsed.occurrences {
         apply(&mut ns, occ, &mut warnings);
     }
+    let model_files = parsed.positionals.first().cloned().unwrap_or_default();
     Ok(Ok(CompileArgs {
         prog: sub_prog,
         ns,
-        model_files: parsed.positionals.into_iter().next().unwrap_or_default(),
+        hints: parsed.value_hints(&model_files),
+        model_files,
         warnings,
         argv: args,
     }))

@@ -183,11 +183,14 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         .map(|d| crate::plan::absolute(&launch_dir, &d));
     match (&neuron_dir, positionals.is_empty()) {
         (Some(_), false) => {
-            return usage_error(
-                prog,
+            let mut message =
                 "argument INPUT: not allowed with --neuron-cache (its entries are the inputs)"
-                    .into(),
-            )
+                    .to_string();
+            for hint in parsed.value_hints(&positionals) {
+                message.push('\n');
+                message.push_str(&hint);
+            }
+            return usage_error(prog, message);
         }
         (None, true) => {
             return usage_error(
