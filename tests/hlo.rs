@@ -535,3 +535,30 @@ fn the_dry_run_shows_the_graph_and_the_estimate_it_came_from() {
     // The simulated tools held memory in proportion to the graph: 2 × the 4 MiB file at least.
     assert!(j["memory_estimate"]["bytes"].as_u64().unwrap() > 8 << 20);
 }
+
+#[test]
+fn a_neff_given_as_a_model_is_recognised() {
+    let s = Scratch::new();
+    std::fs::copy(models().join("mlp.hlo"), s.join("mlp.hlo")).unwrap();
+    let out = compile(&s, "mlp.hlo");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let neff = s.join("out.neff");
+    let out = hlo_info(&[neff.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "nxcc hlo-info: error: {}: a NEFF (a compiled model), not an HLO module: nxcc neff-info describes it\n",
+            neff.display()
+        )
+    );
+    // A compile of it is refused by the frontend with the same words.
+    std::fs::rename(&neff, s.join("given.neff")).unwrap();
+    let out = compile(&s, "given.neff");
+    assert_eq!(out.status.code(), Some(70));
+    assert!(
+        text(&out.stderr).contains("given.neff: a NEFF (a compiled model), not an HLO module"),
+        "{}",
+        text(&out.stderr)
+    );
+}

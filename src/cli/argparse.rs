@@ -392,6 +392,12 @@ impl ArgParser {
         }
     }
 
+    /// Whether a token is one of this parser's options (a full spelling, a unique prefix, or
+    /// either with `=VALUE`).
+    pub fn recognises(&self, token: &str) -> bool {
+        matches!(self.classify(token), Ok(Token::Option { .. }))
+    }
+
     /// The name argparse uses for an option in errors: its option strings joined by `/`.
     pub fn action_name(&self, flag: &Flag) -> String {
         flag.option_strings().collect::<Vec<_>>().join("/")

@@ -79,7 +79,7 @@ impl Subcommand {
 
     /// The parser used: the own options plus the driver options that may have preceded the
     /// subcommand (`--version` there is answered by the top-level parser).
-    fn full_parser(&self, prog: &str) -> ArgParser {
+    pub fn full_parser(&self, prog: &str) -> ArgParser {
         let mut flags: Vec<&'static Flag> = self.flags.to_vec();
         flags.extend(
             FLAGS

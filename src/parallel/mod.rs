@@ -24,6 +24,7 @@
 //!   [`neuron`]: the framework's cache as inputs and outputs.
 
 pub mod command;
+pub mod naming;
 pub mod neuron;
 pub mod progress;
 pub mod report;
@@ -46,6 +47,7 @@ use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, PlanError, SystemProbe};
 use crate::run::process::Cancel;
 
+pub use naming::stem_of;
 pub use progress::ProgressMode;
 
 /// How to run the batch.
@@ -80,7 +82,7 @@ pub struct Config {
 pub struct Input {
     /// As given (or found in a directory given), absolute.
     pub model: PathBuf,
-    /// What its outputs are named after ([`stem_of`] the model).
+    /// What its outputs are named after (by [`naming`]'s rule: usually [`stem_of`] the model).
     pub stem: String,
     /// The framework cache entry it comes from, whose `model.neff` it compiles (then its
     /// flags follow the compile arguments, and its outputs go into the entry).
@@ -88,13 +90,12 @@ pub struct Input {
 }
 
 /// The inputs a list of INPUT arguments stands for: files as they are, directories by their
-/// `*.pb` and `*.hlo` files (sorted). Errors: a directory without such files, two inputs with one
-/// stem (their outputs would collide).
+/// `*.pb` and `*.hlo` files (sorted), each file once, named by [`naming`]'s rule (distinct
+/// outputs for every input). Errors: a directory without such files, or that cannot be read.
 pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, String> {
-    let mut out: Vec<Input> = Vec::new();
+    let mut models: Vec<PathBuf> = Vec::new();
     for a in args {
         let path = plan::absolute(launch_dir, a);
-        let mut models = Vec::new();
         if path.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
                 .map_err(|e| format!("cannot read the directory {a}: {e}"))?
@@ -110,37 +111,18 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
         } else {
             models.push(path);
         }
-        for model in models {
-            let stem = stem_of(&model);
-            if let Some(other) = out.iter().find(|i| i.stem == stem) {
-                return Err(format!(
-                    "{} and {} would both be compiled to {stem}.neff",
-                    other.model.display(),
-                    model.display()
-                ));
-            }
-            out.push(Input {
-                model,
-                stem,
-                neuron: None,
-            });
-        }
     }
-    Ok(out)
-}
-
-/// The name a model's outputs are named after: its file name without the frameworks' suffixes
-/// (`.hlo_module.pb`, `.hlo.pb`, `.pb`, `.hlo`; `copy1.hlo_module.pb` → `copy1`).
-pub fn stem_of(model: &Path) -> String {
-    let name = model
-        .file_name()
-        .and_then(|s| s.to_str())
-        .unwrap_or("model");
-    [".hlo_module.pb", ".hlo.pb", ".pb", ".hlo"]
-        .iter()
-        .find_map(|suffix| name.strip_suffix(suffix).filter(|s| !s.is_empty()))
-        .unwrap_or(name)
-        .to_string()
+    let models = naming::distinct(models);
+    let names = naming::names(&models);
+    Ok(models
+        .into_iter()
+        .zip(names)
+        .map(|(model, stem)| Input {
+            model,
+            stem,
+            neuron: None,
+        })
+        .collect())
 }
 
 /// One run of one compile.
@@ -537,6 +519,9 @@ pub fn run(
                     sole_compile: false,
                     install_signals: false,
                     fork_server: None,
+                    // A batch's work dirs (kept on failure, or when no NEFF is written) are in
+                    // its output directory, not the launch directory.
+                    work_root: Some(cfg.output_dir.clone()),
                 };
                 let start_s = started.elapsed().as_secs_f64();
                 let signalled = opts.interrupted.clone();
@@ -718,22 +703,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stems_drop_the_frameworks_suffixes() {
-        for (name, stem) in [
-            ("copy1.hlo_module.pb", "copy1"),
-            ("model.hlo.pb", "model"),
-            ("graph.pb", "graph"),
-            ("graph.hlo", "graph"),
-            ("a.b.pb", "a.b"),
-            (".pb", ".pb"),
-            ("noext", "noext"),
-        ] {
-            assert_eq!(stem_of(Path::new(name)), stem, "{name}");
-        }
-    }
-
-    #[test]
-    fn inputs_expand_and_stems_must_be_unique() {
+    fn inputs_expand_each_file_once_with_distinct_names() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all(d.join("graphs/nested")).unwrap();
@@ -750,8 +720,16 @@ mod tests {
         let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
         assert_eq!(stems, ["a", "b", "x"]);
         assert_eq!(got[0].model, d.join("graphs/a.hlo"));
-        let e = expand_inputs(&["graphs".into(), "graphs/b.pb".into()], d).unwrap_err();
-        assert!(e.contains("b.neff"), "{e}");
+        // A file given again through its directory is one input; a name met twice is
+        // told apart.
+        let got =
+            expand_inputs(&["graphs".into(), "graphs/b.pb".into(), "x.pb".into()], d).unwrap();
+        let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
+        assert_eq!(stems, ["a", "b", "x"]);
+        std::fs::write(d.join("graphs/x.hlo"), b"m").unwrap();
+        let got = expand_inputs(&["graphs".into(), "x.pb".into()], d).unwrap();
+        let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
+        assert_eq!(stems, ["a", "b", "x.hlo", "x.pb"]);
         std::fs::create_dir(d.join("empty")).unwrap();
         assert!(expand_inputs(&["empty".into()], d)
             .unwrap_err()

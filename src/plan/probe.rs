@@ -20,6 +20,9 @@ pub struct ModelFacts {
     pub pb_files: usize,
     /// Size in bytes (a directory: the sum of its files).
     pub size: u64,
+    /// The file could not be read ([`ModelFacts::format`] is then only a default).
+    #[serde(default)]
+    pub unreadable: bool,
 }
 
 /// The builder's view of the world.
@@ -104,20 +107,20 @@ impl Probe for SystemProbe {
                 format: ModelFormat::Proto,
                 pb_files,
                 size,
+                unreadable: false,
             });
         }
         let mut head = [0u8; 16];
-        let n = {
+        let read = {
             use std::io::Read;
-            std::fs::File::open(path)
-                .and_then(|mut f| f.read(&mut head))
-                .unwrap_or(0)
+            std::fs::File::open(path).and_then(|mut f| f.read(&mut head))
         };
         Some(ModelFacts {
             is_dir: false,
-            format: ModelFormat::detect(&head[..n]),
+            format: ModelFormat::detect(&head[..*read.as_ref().unwrap_or(&0)]),
             pb_files: 0,
             size: meta.len(),
+            unreadable: read.is_err(),
         })
     }
 
@@ -208,6 +211,7 @@ impl Probe for StaticProbe {
             format,
             pb_files: 0,
             size: self.model_size,
+            unreadable: false,
         })
     }
     fn toolchain(&self, request: &Request) -> Option<Toolchain> {
