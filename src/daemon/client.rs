@@ -108,7 +108,17 @@ pub fn compile(args: &CompileArgs) -> i32 {
         .filter(|a| *a != "--daemon")
         .cloned()
         .collect();
-    match send(&Target::from_env(), &argv) {
+    let target = Target::from_env();
+    // Starting a daemon is said: it goes on running, in the background, after this compile.
+    if UnixStream::connect(&target.socket).is_err() {
+        super::err(&format!(
+            "nxcc compile --daemon: no daemon answers on {}; starting one in the background (nxcc daemon, its log in {}; it stops after {} s without a compile)\n",
+            target.socket.display(),
+            config::log_file_for(&target.socket).display(),
+            config::DEFAULT_INACTIVITY_S
+        ));
+    }
+    match send(&target, &argv) {
         Sent::Finished(status) => status,
         Sent::Unreached(e) | Sent::Failed(e) => fail(&e),
     }

@@ -144,6 +144,8 @@ pub struct Attempt {
     pub peak_rss_kb: Option<u64>,
     /// The error lines the compile printed, in order.
     pub error_lines: Vec<String>,
+    /// Its work dir, when it was kept (a failure, no NEFF written, `--keep-work-dir`).
+    pub work_dir: Option<String>,
 }
 
 /// The final state of one input.
@@ -159,6 +161,23 @@ pub enum Status {
     /// Not compiled: its framework cache entry was locked by another, or done, by the time its
     /// turn came (the reason is in its error lines).
     Skipped,
+    /// Its compile succeeded but its plan writes no NEFF (`-O3`, a `--pipeline` that stops
+    /// before Kelper): why is in its error lines, what it made in its kept work dir.
+    #[serde(rename = "no_neff")]
+    NoNeff,
+}
+
+impl Status {
+    /// As the table and the progress lines show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+            Status::Skipped => "skipped",
+            Status::NoNeff => "no NEFF",
+        }
+    }
 }
 
 /// What happened to one input.
@@ -191,6 +210,8 @@ pub struct CompileResult {
     pub error_lines: Vec<String>,
     /// Every attempt, in order (the first run, then the retries).
     pub attempts: Vec<Attempt>,
+    /// The last attempt's work dir, when it was kept (in the output directory).
+    pub work_dir: Option<String>,
 }
 
 /// The whole batch.
@@ -218,6 +239,8 @@ pub struct Report {
     pub cancelled: usize,
     /// How many inputs ended [`Status::Skipped`].
     pub skipped: usize,
+    /// How many inputs ended [`Status::NoNeff`].
+    pub no_neff: usize,
     /// With `--neuron-cache`: the cache, its version directory, and the entries not compiled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub neuron_cache: Option<serde_json::Value>,
@@ -226,9 +249,10 @@ pub struct Report {
 }
 
 impl Report {
-    /// 0 when every compile succeeded, else 70.
+    /// 0 when every compile succeeded (a skipped entry counts as none), else 70 — a compile
+    /// that wrote no NEFF included.
     pub fn exit_status(&self) -> i32 {
-        if self.failed == 0 && self.cancelled == 0 {
+        if self.failed == 0 && self.cancelled == 0 && self.no_neff == 0 {
             0
         } else {
             EXIT_COMPILE_FAILED
@@ -394,6 +418,7 @@ pub fn run(
             peak_rss_kb: None,
             error_lines: Vec::new(),
             attempts: Vec::new(),
+            work_dir: None,
         })
         .collect();
 
@@ -454,6 +479,23 @@ pub fn run(
         });
     }
     tasks.sort_by_key(|t| std::cmp::Reverse(t.estimate));
+    // Said up front: compiles no budget can hold together with another, and compiles that will
+    // write no NEFF.
+    if cfg.progress != ProgressMode::Quiet {
+        let planned: Vec<report::Planned> = tasks
+            .iter()
+            .map(|t| report::Planned {
+                name: &inputs[t.index].stem,
+                estimate: t.estimate,
+                no_neff: t.plan.no_neff.as_deref(),
+            })
+            .collect();
+        crate::cli::subcommand::err(&report::before(
+            cfg.memory_budget,
+            &planned,
+            &cfg.output_dir,
+        ));
+    }
 
     let jobs = cfg.jobs.max(1);
     let admission = Admission::new(jobs, cfg.memory_budget);
@@ -600,6 +642,11 @@ pub fn run(
                     slot,
                     peak_rss_kb: o.jobs.iter().map(|j| j.max_rss_kb).max(),
                     error_lines: o.error_lines.clone(),
+                    work_dir: o
+                        .work_dir
+                        .as_ref()
+                        .filter(|_| o.kept)
+                        .map(|d| d.display().to_string()),
                 };
                 let _ = tx.send(Message::Finished(Box::new(Finished {
                     task,
@@ -625,11 +672,18 @@ pub fn run(
             r.cache = a.cache;
             r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
             r.error_lines = a.error_lines.clone();
+            r.work_dir = a.work_dir.clone();
             let failed = a.exit_status != 0;
             let cancelled = cancel.is_cancelled();
             r.attempts.push(a);
             if !failed {
-                r.status = Status::Ok;
+                r.status = match &task.plan.no_neff {
+                    Some(why) => {
+                        r.error_lines = vec![why.clone()];
+                        Status::NoNeff
+                    }
+                    None => Status::Ok,
+                };
                 progress.finished(r);
                 return None;
             }
@@ -693,6 +747,7 @@ pub fn run(
         failed: count(Status::Failed),
         cancelled: count(Status::Cancelled),
         skipped: count(Status::Skipped),
+        no_neff: count(Status::NoNeff),
         neuron_cache: None,
         compiles: results,
     })
