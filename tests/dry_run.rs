@@ -400,3 +400,28 @@ fn an_unreadable_model_is_said_to_be_unreadable_not_a_proto() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("(HLO text)\n"));
 }
+
+#[test]
+fn one_job_is_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.pb"), b"model").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args([
+            "compile",
+            "m.pb",
+            "--target",
+            "trn2",
+            "--pipeline",
+            "HLOToTensorizer",
+            "--dry-run",
+        ])
+        .current_dir(dir.path())
+        .env_remove("NXCC_TOOLCHAIN")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\npipeline (1 job): HLOToTensorizer\n"),
+        "{text}"
+    );
+}

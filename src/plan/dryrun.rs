@@ -219,8 +219,8 @@ pub fn to_text(plan: &Plan) -> String {
         }
     ));
     o.push_str(&format!(
-        "\npipeline ({} jobs): {}\n",
-        plan.pipeline.len(),
+        "\npipeline ({}): {}\n",
+        crate::words::count(plan.pipeline.len(), "job", "jobs"),
         plan.pipeline.join(" → ")
     ));
     for (i, job) in plan.jobs.iter().enumerate() {
