@@ -19,6 +19,7 @@
 use std::path::Path;
 
 pub mod command;
+pub mod lexer;
 pub mod proto;
 pub mod shape;
 pub mod summary;
