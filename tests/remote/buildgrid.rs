@@ -78,12 +78,18 @@ pub fn provision() -> Result<PathBuf, String> {
             ))
         }
     };
+    // pip's cache stays in the target directory too (not in ~/.cache).
+    let pip_cache = Path::new(ROOT).join("target/pip-cache");
     run(
-        Command::new(python).args(["-m", "venv"]).arg(&venv),
+        Command::new(python)
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .env("PIP_CACHE_DIR", &pip_cache),
         "python3.11 -m venv",
     )?;
     run(
         Command::new(venv.join("bin/pip"))
+            .env("PIP_CACHE_DIR", &pip_cache)
             .args(["install", "--quiet", "--disable-pip-version-check"])
             .arg(format!("buildgrid=={VERSION}"))
             .arg("-c")
@@ -159,6 +165,9 @@ impl Server {
                 .args(["server", "start"])
                 .arg(&cfg)
                 .current_dir(dir.path())
+                // Whatever the server writes for itself stays in its directory.
+                .env("HOME", dir.path())
+                .env("TMPDIR", dir.path())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
@@ -215,11 +224,14 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// `nxcc worker --remote URL --toolchain sim --allow-test-env EXTRA...` with `env`.
+    /// `nxcc worker --remote URL --toolchain sim --allow-test-env --work-dir DIR/work EXTRA...`
+    /// with `env`. Everything it writes is under its own directory — its actions' directories
+    /// too, so that a worker killed mid-action leaves nothing behind once that is removed.
     pub fn start(server: &Server, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
         std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        let work = dir.path().join("work");
         let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
         let mut c = Command::new(NXCC);
         c.args([
@@ -231,9 +243,12 @@ impl Worker {
             "--allow-test-env",
             "--name",
             name,
+            "--work-dir",
+            work.to_str().unwrap(),
         ])
         .args(extra)
         .current_dir(dir.path())
+        .env("TMPDIR", dir.path())
         .env("XDG_CACHE_HOME", dir.path().join("cache"))
         .env("NXCC_SIM_STATE", dir.path().join("state"))
         .env("NXCC_SIM_RECORD", dir.path().join("record.jsonl"))
