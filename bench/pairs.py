@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Time whole processes from outside, alone or paired with a baseline: the timing tool the
-benchmarks of BENCHMARKS.md use (standard library only).
+"""Time whole processes from outside, alone or paired with a baseline: the timing tool of the
+benchmarks in BENCHMARKS.md (standard-library Python and bench/peak.c, built on first use).
 
     python3 bench/pairs.py [-n RUNS] [--warmup N] [--vs 'COMMAND_B'] -- COMMAND [ARG ...]
 
@@ -9,38 +9,58 @@ With --vs, a second command (B: the baseline or the yardstick, one string split 
 splits words) runs in turn with it — A B A B ... — and the ratio A/B is taken pair by pair, so
 that a machine whose speed drifts during the call still gives a meaningful ratio.
 
-Each run: its wall time (a monotonic clock read just before the start and just after the child
-is reaped), its user + system CPU time and its peak memory (the kernel's accounting of the
-reaped child, `wait4`: the largest process among those it waited for; it cannot read below this
-script's own, which the first line says). Standard input is empty;
-standard output and error are thrown away (a command that needs a shell, a pipe or a
-redirection is written as `sh -c '...'`). Every figure is printed as min, median and max: quote
-the median; a wide spread says the machine was noisy.
+Each run goes through bench/peak.c (compiled with `cc` into target/bench-tools/ the first time):
+its wall time (a monotonic clock around fork and wait4), its user + system CPU time and its peak
+memory (the kernel's accounting of the reaped child: the largest process among those it waited
+for). Standard input is empty; standard output and error are thrown away (a command that needs a
+shell, a pipe or a redirection is written as `sh -c '...'`). Every figure is printed as min,
+median and max: quote the median; a wide spread says the machine was noisy.
+
+As a module: `measure(argv, cwd=None, env=None)` gives one run's (wall s, cpu s, peak KiB, exit
+status), for scripts that lay out their own runs.
 
 Exit status: 0, or 1 when a run of a command did not exit 0 (its runs are still counted).
 """
 import argparse
 import os
-import resource
 import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+SOURCE = os.path.join(ROOT, "bench", "peak.c")
+HELPER = os.path.join(ROOT, "target", "bench-tools", "peak")
 
-def run_once(argv):
+
+def helper():
+    """bench/peak.c, compiled when missing or older than its source."""
+    if not os.path.exists(HELPER) or os.path.getmtime(HELPER) < os.path.getmtime(SOURCE):
+        os.makedirs(os.path.dirname(HELPER), exist_ok=True)
+        subprocess.run(["cc", "-O2", "-o", HELPER, SOURCE], check=True)
+    return HELPER
+
+
+def measure(argv, cwd=None, env=None):
     """(wall s, cpu s, peak KiB, exit status) of one run of argv."""
-    start = time.monotonic()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.monotonic() - start
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, p.returncode
+    fd, out = tempfile.mkstemp(prefix="nxcc-bench-run-")
+    os.close(fd)
+    try:
+        p = subprocess.run([helper(), out] + list(argv), cwd=cwd, env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise SystemExit(f"bench/peak could not run {shlex.join(argv)} (exit {p.returncode})")
+        with open(out) as f:
+            wall, cpu, peak, code = f.read().split()
+        return float(wall), float(cpu), int(peak), int(code)
+    finally:
+        os.remove(out)
 
 
-def spread(values, unit, scale=1.0, digits=3):
+def spread(values, unit="", scale=1.0, digits=3):
     v = [x * scale for x in values]
     u = f" {unit}" if unit else ""
     return (f"min {min(v):.{digits}f}{u}, median {statistics.median(v):.{digits}f}{u}, "
@@ -55,7 +75,8 @@ def report(name, argv, runs):
     print(f"  peak  {spread(peaks, 'MiB', 1 / 1024, 1)}")
     failed = [c for c in codes if c != 0]
     if failed:
-        print(f"  {len(failed)} of {len(runs)} runs did not exit 0 (exit statuses {sorted(set(failed))})")
+        print(f"  {len(failed)} of {len(runs)} runs did not exit 0 "
+              f"(exit statuses {sorted(set(failed))})")
     return not failed
 
 
@@ -71,27 +92,25 @@ def main():
         ap.error("no COMMAND (give it after --)")
     b = shlex.split(args.vs) if args.vs else None
     for _ in range(args.warmup):
-        run_once(a)
+        measure(a)
         if b:
-            run_once(b)
+            measure(b)
     runs_a, runs_b = [], []
     for _ in range(args.runs):
-        runs_a.append(run_once(a))
+        runs_a.append(measure(a))
         if b:
-            runs_b.append(run_once(b))
-    floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            runs_b.append(measure(b))
     print(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} CPUs, "
-          f"{args.runs} runs{' in pairs' if b else ''} after {args.warmup} warm-up(s); "
-          f"a peak cannot read below this script's own, {floor:.1f} MiB (a child starts as a "
-          f"copy of it)")
+          f"{args.runs} runs{' in pairs' if b else ''} after {args.warmup} warm-up(s), "
+          f"load average {os.getloadavg()[0]:.2f}")
     ok = report("A", a, runs_a)
     if b:
         ok = report("B", b, runs_b) and ok
         wall = [x[0] / y[0] for x, y in zip(runs_a, runs_b) if y[0] > 0]
         cpu = [x[1] / y[1] for x, y in zip(runs_a, runs_b) if y[1] > 0]
-        print(f"A/B pair by pair: wall {spread(wall, '', 1, 3)}")
+        print(f"A/B pair by pair: wall {spread(wall)}")
         if cpu:
-            print(f"A/B pair by pair: cpu  {spread(cpu, '', 1, 3)}")
+            print(f"A/B pair by pair: cpu  {spread(cpu)}")
     return 0 if ok else 1
 
 

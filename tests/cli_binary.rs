@@ -53,6 +53,14 @@ fn help_surfaces_show_the_right_options() {
     let compile = top.find("compile").unwrap();
     assert!(top.find("list-operators").unwrap() > compile);
     assert!(top.find("neff-info").unwrap() > top.find("list-operators").unwrap());
+    // Every action of `nxcc cache` is named, `clean` too.
+    let words: Vec<&str> = top.split_whitespace().collect();
+    assert!(
+        words
+            .join(" ")
+            .contains("the compile cache (stats, verify, gc, clear; clean for the framework's cache)"),
+        "{top}"
+    );
 }
 
 #[test]

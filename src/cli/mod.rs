@@ -44,7 +44,7 @@ pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
     ),
     (
         "cache",
-        "Inspect and maintain the compile cache (stats, verify, gc, clear).",
+        "Inspect and maintain the compile cache (stats, verify, gc, clear; clean for the framework's cache).",
     ),
     (
         "daemon",

@@ -1,4 +1,4 @@
-//! The external-compiler engine (07): the compile runs as ONE supervised job
+//! The external-compiler engine (spec 07-cache-parallel.md): the compile runs as ONE supervised job
 //! `PATH compile <args> --output <partial>` ([`crate::run::process::run`]: its own process group,
 //! `--job-timeout`, cancellation, `wait4` figures), in the launch directory, instead of nxcc's own
 //! pipeline. The output is written to a temporary name beside `--output` and renamed into place

@@ -1,6 +1,6 @@
-//! Many compiles at once (07, `nxcc parallel-compile`): each input compiled with the same
-//! arguments into `<output dir>/<stem>.neff`, with its own work dir and its own log file
-//! (`<output dir>/<stem>.log`), through the cache, on nxcc's pipeline or an external compiler.
+//! Many compiles at once (spec 07-cache-parallel.md, `nxcc parallel-compile`): each input compiled
+//! with the same arguments into `<output dir>/<stem>.neff`, with its own work dir and its own log
+//! file (`<output dir>/<stem>.log`), through the cache, on nxcc's pipeline or an external compiler.
 //!
 //! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
 //! ([`crate::cache::estimate()`]: the peak recorded for the same key, else for the same arguments
