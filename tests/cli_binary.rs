@@ -56,9 +56,9 @@ fn help_surfaces_show_the_right_options() {
     // Every action of `nxcc cache` is named, `clean` too.
     let words: Vec<&str> = top.split_whitespace().collect();
     assert!(
-        words
-            .join(" ")
-            .contains("the compile cache (stats, verify, gc, clear; clean for the framework's cache)"),
+        words.join(" ").contains(
+            "the compile cache (stats, verify, gc, clear; clean for the framework's cache)"
+        ),
         "{top}"
     );
 }
