@@ -34,7 +34,7 @@
 //! # fn plan() -> nxcc::plan::Plan { unimplemented!() }
 //! let plan = plan();
 //! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.
-//! let cfg = CacheConfig::from_plan(&plan, Some(Path::new(cache::DEFAULT_DIR))).unwrap();
+//! let cfg = CacheConfig::from_plan(&plan, Some(Path::new(&cache::default_dir()))).unwrap();
 //! let engine = Engine::Pipeline; // or Engine::external("/opt/venv/bin/neuronx-cc")
 //! let key = Key::compute(&plan, &engine).ok();
 //! let bytes = match &key {
@@ -59,7 +59,7 @@ pub mod store;
 
 pub use compile::{
     check_local, compile_cached, compile_cached_keyed, compile_cached_with, default_dir,
-    CacheConfig, CacheStatus, CachedOutcome, CACHE_URL_ENV, DEFAULT_DIR,
+    CacheConfig, CacheStatus, CachedOutcome, CACHE_URL_ENV, DEFAULT_DIR_TEXT,
 };
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::{Key, EXCLUDED_ARGS};

@@ -1,8 +1,9 @@
-//! The external-compiler engine (spec 07-cache-parallel.md): the compile runs as ONE supervised job
-//! `PATH compile <args> --output <partial>` ([`crate::run::process::run`]: its own process group,
+//! The external-compiler engine (spec 07-cache-parallel.md): the compile runs as ONE supervised
+//! job `PATH compile <args>` ([`crate::run::process::run`]: its own process group,
 //! `--job-timeout`, cancellation, `wait4` figures), in the launch directory, instead of nxcc's own
-//! pipeline. The output is written to a temporary name beside `--output` and renamed into place
-//! only when the compiler succeeded (the last `--output` wins in the compiler's argparse).
+//! pipeline. The arguments are the compile's own, in their order, with `--output` naming the
+//! output's own file name in a fresh directory beside it (a NEFF records its file name); the
+//! output is renamed into place only when the compiler succeeded.
 //!
 //! Reporting is nxcc's: a non-zero exit is `Child process job "ExternalCompiler" exited
 //! abnormally!` with the stderr tail; a signal (or the shell-style status 128 + signal) adds the
@@ -86,20 +87,25 @@ pub fn run_producing(
     )
     .unwrap_or_else(|_| logger.clone());
     let program = super::resolve_program(&ext.program);
+    // The compiler writes its output under the output's own name (which a NEFF records) in a
+    // fresh directory beside it; renamed into place only on success.
     let name = plan
         .output
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("file.neff");
-    let partial = plan
+    let partial_dir = plan
         .output
         .with_file_name(crate::fsx::unique::name(&format!(
             ".{name}.nxcc-partial-ext-"
         )));
+    if let Err(e) = std::fs::create_dir(&partial_dir) {
+        let why = NccError::compiler_output(partial_dir.display(), plan.output.display(), e);
+        return fail(Some(&logger), why);
+    }
+    let partial = partial_dir.join(name);
     let mut args: Vec<String> = vec!["compile".into()];
-    args.extend(plan.argv.iter().cloned());
-    args.push("--output".into());
-    args.push(partial.display().to_string());
+    args.extend(with_output(&plan.argv, &partial.display().to_string()));
     let job_logger = log::job_logger(JOB_NAME);
     logger.info(
         log::DRIVER,
@@ -147,7 +153,7 @@ pub fn run_producing(
     let out = match run {
         Ok(o) => o,
         Err(e) => {
-            let _ = std::fs::remove_file(&partial);
+            let _ = std::fs::remove_dir_all(&partial_dir);
             let not_found = matches!(e, process::SpawnError::ProgramNotFound { .. });
             return fail(Some(&logger), NccError::compiler_not_run(not_found, e));
         }
@@ -201,7 +207,7 @@ pub fn run_producing(
             EXIT_COMPILE_FAILED
         }
     };
-    let _ = std::fs::remove_file(&partial);
+    let _ = std::fs::remove_dir_all(&partial_dir);
     emit(Event::JobFinished(m.clone()));
     if exit_status != 0 {
         logger.user(&format!(
@@ -218,6 +224,31 @@ pub fn run_producing(
 
 /// Copy the compiler's output to `product`, if asked (an error there is a warning: the compile
 /// stands without the cache).
+/// `argv` with its `--output` (`-o`, `--output=`) naming `output` in place — the same argument
+/// list in the same order — or `--output <output>` appended when it has none.
+fn with_output(argv: &[String], output: &str) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len() + 2);
+    let mut found = false;
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        if a == "--output" || a == "-o" {
+            out.push(a.clone());
+            out.push(output.to_string());
+            let _ = it.next();
+            found = true;
+        } else if a.starts_with("--output=") {
+            out.push(format!("--output={output}"));
+            found = true;
+        } else {
+            out.push(a.clone());
+        }
+    }
+    if !found {
+        out.extend(["--output".to_string(), output.to_string()]);
+    }
+    out
+}
+
 fn copy_product(partial: &Path, product: Option<&Path>, logger: &Logger) -> std::io::Result<()> {
     let Some(product) = product else {
         return Ok(());

@@ -307,15 +307,18 @@ fn plan_input(
     compile_args: &[String],
 ) -> Result<Result<Plan, String>, CliError> {
     let mut argv: Vec<String> = vec!["compile".into()];
-    argv.extend(compile_args.iter().cloned());
-    if let Some(t) = &input.neuron {
-        argv.extend(t.flags.iter().cloned());
+    match &input.neuron {
+        // The framework's own argv, in the entry's private work directory.
+        Some(t) => argv.extend(t.compile_args(compile_args)),
+        None => {
+            argv.extend(compile_args.iter().cloned());
+            argv.push(input.model.display().to_string());
+            argv.push("--output".into());
+            argv.push(output_path(cfg, input).display().to_string());
+            argv.push("--logfile".into());
+            argv.push(log_path(cfg, input).display().to_string());
+        }
     }
-    argv.push(input.model.display().to_string());
-    argv.push("--output".into());
-    argv.push(output_path(cfg, input).display().to_string());
-    argv.push("--logfile".into());
-    argv.push(log_path(cfg, input).display().to_string());
     let args = match cli::parse(&cfg.prog, &argv)? {
         Command::Compile(a) => a,
         _ => {
@@ -355,7 +358,10 @@ fn plan_input(
         });
     }
     let probe = SystemProbe {
-        launch_dir: cfg.launch_dir.clone(),
+        launch_dir: match &input.neuron {
+            Some(t) => t.work_dir.clone(),
+            None => cfg.launch_dir.clone(),
+        },
     };
     match plan::build(&args, &probe) {
         Ok(p) => Ok(Ok(p)),
@@ -610,7 +616,7 @@ pub fn run(
                         remote.as_ref(),
                     )
                 };
-                if let (Some(p), Some(t)) = (prepared, target) {
+                if let (Some(p), Some(t), Some(run)) = (prepared, target, neuron_run) {
                     let o = &done.outcome;
                     let interrupted_now = signalled.load(std::sync::atomic::Ordering::SeqCst) != 0
                         || cancel.is_cancelled();
@@ -622,7 +628,9 @@ pub fn run(
                             done.cache == CacheStatus::Hit,
                             is_f137(&o.error_lines),
                         );
-                    if let Err(line) = neuron::after(p, t, o, done.cache, again, interrupted_now) {
+                    if let Err(line) =
+                        neuron::after(run, p, t, o, done.cache, again, interrupted_now)
+                    {
                         done.outcome.error_lines.push(line);
                         if done.outcome.exit_status == 0 {
                             done.outcome.exit_status = EXIT_COMPILE_FAILED;
