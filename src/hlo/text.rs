@@ -161,27 +161,7 @@ fn item(lx: &mut Lexer) -> Result<usize, ReadError> {
 
 /// The rest of a bracketed group whose opening token was `open`: its closing token.
 fn group<'a>(lx: &mut Lexer<'a>, open: Token) -> Result<Token<'a>, ReadError> {
-    let mut depth = 1usize;
-    loop {
-        let t = lx.next_token()?;
-        match t.tok {
-            Tok::Punct(b'(' | b'{' | b'[') => depth += 1,
-            Tok::Punct(b')' | b'}' | b']') => {
-                depth -= 1;
-                if depth == 0 {
-                    return Ok(t);
-                }
-            }
-            Tok::Eof => {
-                let c = match open.tok {
-                    Tok::Punct(c) => c as char,
-                    _ => '(',
-                };
-                return Err(error(open.line, format!("a `{c}` is not closed")));
-            }
-            _ => {}
-        }
-    }
+    lx.skip_group(&open)
 }
 
 /// `[ENTRY] name [(signature)] [-> shape] { instruction... } [, execution_thread="..."]`.
@@ -374,6 +354,9 @@ fn shape(lx: &mut Lexer, depth: usize) -> Result<Shape, ReadError> {
 /// The dimension list after `[`, through its `]` (a dynamic size, `?` or `<=N`, counts as 0 or
 /// N).
 fn dimensions(lx: &mut Lexer) -> Result<Vec<u64>, ReadError> {
+    if let Some(dims) = lx.plain_dims() {
+        return Ok(dims);
+    }
     let mut dims = Vec::new();
     if lx.eat(b']')? {
         return Ok(dims);
