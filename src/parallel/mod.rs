@@ -568,8 +568,9 @@ pub fn run(
                     install_signals: false,
                     fork_server: None,
                     // A batch's work dirs (kept on failure, or when no NEFF is written) are in
-                    // its output directory, not the launch directory.
-                    work_root: Some(cfg.output_dir.clone()),
+                    // its output directory, not the launch directory; an entry of the
+                    // framework's cache is launched in a work directory of its own already.
+                    work_root: target.is_none().then(|| cfg.output_dir.clone()),
                 };
                 let start_s = started.elapsed().as_secs_f64();
                 let signalled = opts.interrupted.clone();
