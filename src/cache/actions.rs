@@ -13,6 +13,7 @@ use super::settings::{self, Settings};
 use super::store::Cache;
 use super::{evict, explain, maintain};
 use crate::cli::argparse::Parsed;
+use crate::words::count;
 
 /// Exit status of `explain` when the compile would miss.
 pub const EXIT_MISS: i32 = 1;
@@ -83,10 +84,10 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
                     t.push_str(&format!("corrupt: {} ({}); evicted\n", c.key, c.reason));
                 }
                 t.push_str(&format!(
-                    "checked {} entries: {} ok, {} failed compiles, {} corrupt\n",
-                    r.checked,
+                    "checked {}: {} ok, {}, {} corrupt\n",
+                    count(r.checked, "entry", "entries"),
                     r.ok,
-                    r.failed,
+                    count(r.failed, "failed compile", "failed compiles"),
                     r.corrupt.len()
                 ));
                 t
@@ -112,12 +113,12 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
             warn(&r.warnings);
             print(json, &r, || {
                 format!(
-                    "evicted {} entries ({}); {} entries left ({}); removed {} leftovers\n",
-                    r.evicted,
+                    "evicted {} ({}); {} left ({}){}\n",
+                    count(r.evicted, "entry", "entries"),
                     human_bytes(r.freed_bytes),
-                    r.entries_left,
+                    count(r.entries_left, "entry", "entries"),
                     human_bytes(r.bytes_left),
-                    r.leftovers_removed
+                    stale_removed(r.leftovers_removed)
                 )
             });
             Ok(0)
@@ -128,12 +129,26 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
             warn(&r.warnings);
             print(json, &r, || {
                 format!(
-                    "evicted {} entries; removed {} leftovers\n",
-                    r.evicted, r.leftovers_removed
+                    "evicted {}{}\n",
+                    count(r.evicted, "entry", "entries"),
+                    stale_removed(r.leftovers_removed)
                 )
             });
             Ok(0)
         }
+    }
+}
+
+/// What `gc` and `clear` say of the stale files they removed (nothing when there were none):
+/// the temporary entries of compiles that are gone, half-evicted entries, the lock files of
+/// entries no longer there, and whatever in the cache is not a plain file or directory.
+fn stale_removed(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(
+            "; removed {} no compile uses (unfinished entries, free locks)",
+            count(n, "stale file", "stale files")
+        ),
     }
 }
 

@@ -7,8 +7,9 @@
 //! - `verify`: checks every entry's NEFF against its recorded blake3 and evicts the corrupt ones
 //!   (exit 1 when it found any, 0 otherwise);
 //! - `gc --max-size SIZE`: evicts least recently used entries until the entries take at most SIZE
-//!   (`512M`, `2G`, ...), and removes leftovers of interrupted compiles;
-//! - `clear`: evicts everything.
+//!   (`512M`, `2G`, ...) — each with its lock file —, and removes the stale files no compile
+//!   uses (the unfinished entries of interrupted compiles, free locks of entries gone);
+//! - `clear`: evicts everything (and those stale files).
 //!
 //! The directory defaults to nxcc's own per-user directory ([`super::compile::default_dir`]); a remote URL, or
 //! a directory the cache must not use ([`super::store::Cache::check`]: owned by another user,

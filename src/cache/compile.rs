@@ -1,5 +1,5 @@
-//! A compile through the cache (07): [`compile_cached`], what `nxcc compile --cache_dir`,
-//! `parallel-compile` and the daemon call.
+//! A compile through the cache (spec 07-cache-parallel.md): [`compile_cached`], what `nxcc compile
+//! --cache_dir`, `parallel-compile` and the daemon call.
 //!
 //! 0. Only a plan whose one product is the NEFF at `--output` uses the cache
 //!    ([`crate::recon::cache::plan_is_cacheable`]); others compile as without it.
