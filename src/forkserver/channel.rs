@@ -67,11 +67,17 @@ pub fn send(sock: BorrowedFd<'_>, msg: &Msg, fds: &[BorrowedFd<'_>]) -> io::Resu
 
 /// What one receive gave.
 pub enum Received {
-    /// The peer is gone (end of file).
+    /// The peer is gone (end of file; an empty message reads as it too).
     Gone,
-    /// A message, or why its bytes are not one; with the descriptors that came with it
-    /// (close-on-exec; closed when dropped).
-    Msg(Result<Msg, WireError>, Vec<OwnedFd>),
+    /// A message, with the descriptors that came with it (close-on-exec; closed when dropped).
+    Msg(Msg, Vec<OwnedFd>),
+    /// Bytes that are not a message (their descriptors are closed).
+    Bad {
+        /// The request's id if its first bytes say it ([`Msg::id_of`]), else 0.
+        id: u64,
+        /// Why they are not a message.
+        error: WireError,
+    },
 }
 
 /// Receive one message into `buf` (its size bounds a message: a larger one is refused, not
@@ -100,14 +106,21 @@ pub fn recv(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received> {
     if got.bytes == 0 && fds.is_empty() {
         return Ok(Received::Gone);
     }
+    let bytes = &buf[..got.bytes.min(buf.len())];
     let msg = if got.flags.contains(ReturnFlags::TRUNC) {
         Err(WireError::TooLong(buf.len()))
     } else if got.flags.contains(ReturnFlags::CTRUNC) {
-        Err(WireError::TooLong(MAX_FDS))
+        Err(WireError::TooManyFds(MAX_FDS))
     } else {
-        Msg::decode(&buf[..got.bytes])
+        Msg::decode(bytes)
     };
-    Ok(Received::Msg(msg, fds))
+    Ok(match msg {
+        Ok(msg) => Received::Msg(msg, fds),
+        Err(error) => Received::Bad {
+            id: Msg::id_of(bytes),
+            error,
+        },
+    })
 }
 
 /// A sealed memfd holding `bytes`: it can be read, not changed, by whoever receives it.
@@ -174,7 +187,7 @@ mod tests {
         send(a.as_fd(), &hello, &[w.as_fd()]).unwrap();
         drop(w);
         let mut buf = [0u8; 64];
-        let Received::Msg(Ok(got), fds) = recv(b.as_fd(), &mut buf).unwrap() else {
+        let Received::Msg(got, fds) = recv(b.as_fd(), &mut buf).unwrap() else {
             panic!("no message");
         };
         assert_eq!(got, hello);
@@ -194,7 +207,10 @@ mod tests {
         send(a.as_fd(), &big, &[]).unwrap();
         assert!(matches!(
             recv(b.as_fd(), &mut buf).unwrap(),
-            Received::Msg(Err(WireError::TooLong(64)), _)
+            Received::Bad {
+                id: 1,
+                error: WireError::TooLong(64)
+            }
         ));
         drop(a);
         assert!(matches!(recv(b.as_fd(), &mut buf).unwrap(), Received::Gone));

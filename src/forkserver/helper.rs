@@ -88,25 +88,22 @@ pub(super) fn serve(sock: OwnedFd, body: Body) -> i32 {
         if !request {
             continue;
         }
-        let (msg, received) = match channel::recv(helper.sock.as_fd(), &mut buf) {
+        let request = match channel::recv(helper.sock.as_fd(), &mut buf) {
             Ok(Received::Gone) => return 0,
-            Ok(Received::Msg(msg, fds)) => (msg, fds),
+            Ok(Received::Msg(msg, fds)) => {
+                let id = msg.id();
+                take(msg, fds).map_err(|why| (id, why))
+            }
+            Ok(Received::Bad { id, error }) => Err((id, error.to_string())),
             Err(_) => return 1,
         };
-        let id = match &msg {
-            Ok(m) => m.id(),
-            Err(_) => Msg::id_of(&buf),
-        };
-        let reply = match msg
-            .map_err(|e| e.to_string())
-            .and_then(|m| take(m, received))
-        {
+        let reply = match request {
             Ok((id, payload, fds)) => {
                 let sent;
                 (helper, sent) = helper.spawn(id, &payload, fds);
                 sent
             }
-            Err(why) => {
+            Err((id, why)) => {
                 eprintln!("[WARNING] nxcc fork server: a request refused: {why}");
                 channel::send(helper.sock.as_fd(), &Msg::Refused { id, why }, &[])
             }

@@ -505,26 +505,26 @@ impl Link {
         loop {
             let (msg, mut fds) = match channel::recv(self.sock.as_fd(), &mut buf) {
                 Ok(channel::Received::Msg(msg, fds)) => (msg, fds),
+                Ok(channel::Received::Bad { error, .. }) => {
+                    self.abandon(&format!("it answered {error}"));
+                    continue;
+                }
                 Ok(channel::Received::Gone) | Err(_) => break,
             };
             let (id, reply) = match msg {
-                Ok(Msg::Started { id, pid }) if fds.len() == 1 => {
+                Msg::Started { id, pid } if fds.len() == 1 => {
                     let pidfd = fds.pop().expect("one descriptor");
                     (id, Reply::Started { pid, pidfd })
                 }
-                Ok(Msg::Failed { id, errno }) => (id, Reply::Failed(errno)),
-                Ok(Msg::Refused { id, why }) if id != 0 => (id, Reply::Refused(why)),
-                Ok(Msg::Exited {
+                Msg::Failed { id, errno } => (id, Reply::Failed(errno)),
+                Msg::Refused { id, why } if id != 0 => (id, Reply::Refused(why)),
+                Msg::Exited {
                     id,
                     status,
                     max_rss_kb,
-                }) => (id, Reply::Exited { status, max_rss_kb }),
-                Ok(other) => {
+                } => (id, Reply::Exited { status, max_rss_kb }),
+                other => {
                     self.abandon(&format!("it answered {other:?}"));
-                    continue;
-                }
-                Err(e) => {
-                    self.abandon(&format!("it answered {e}"));
                     continue;
                 }
             };

@@ -107,6 +107,9 @@ pub enum WireError {
     /// Larger than the receiving buffer (cut by the socket).
     #[error("a message larger than {0} bytes")]
     TooLong(usize),
+    /// More descriptors than a message carries (cut by the socket).
+    #[error("a message with more than {0} descriptors")]
+    TooManyFds(usize),
 }
 
 impl Msg {
