@@ -867,10 +867,14 @@ impl Ctx<'_> {
             model_size: key.model_size,
             model_digest_kind: Some(key.model_digest_kind().to_string()),
             model_hlo_metadata,
-            status: if ok { "ok" } else { "failed" }.to_string(),
+            status: if ok {
+                meta::Status::Ok
+            } else {
+                meta::Status::Failed
+            },
             exit_status: outcome.exit_status,
             neff: None,
-            engine: engine.name().to_string(),
+            engine: engine.into(),
             jobs: outcome.jobs.clone(),
             peak_rss_kb: outcome.jobs.iter().map(|j| j.max_rss_kb).max().unwrap_or(0),
             wall_s: outcome.jobs.iter().map(|j| j.wall_s).sum(),

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::metrics::JobMetrics;
+use crate::engine::Engine;
 
 /// `meta.json`'s format version.
 pub const META_FORMAT: u32 = 1;
@@ -61,13 +62,13 @@ pub struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_hlo_metadata: Option<String>,
     /// `ok` or `failed`.
-    pub status: String,
+    pub status: Status,
     /// The exit status the compile ended with (0 for `ok`).
     pub exit_status: i32,
     /// `None` for a failed compile.
     pub neff: Option<NeffInfo>,
     /// The engine that compiled it (`pipeline` or `external`).
-    pub engine: String,
+    pub engine: EngineKind,
     /// Each job's figures, in the order they ran.
     pub jobs: Vec<JobMetrics>,
     /// The largest peak RSS of any job, KiB.
@@ -84,6 +85,35 @@ pub struct Meta {
     /// this file's modification time instead of rewriting it (the last use is the later of the
     /// two, see [`super::store::Cache::last_used_ms`]).
     pub last_used_ms: u64,
+}
+
+/// How an entry's compile ended: `meta.json`'s `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// `ok`: the entry holds a NEFF.
+    Ok,
+    /// `failed`: the entry holds `failed.json`.
+    Failed,
+}
+
+/// Which engine compiled an entry: `meta.json`'s `engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    /// `pipeline`: nxcc's own pipeline.
+    Pipeline,
+    /// `external`: an external compiler.
+    External,
+}
+
+impl From<&Engine> for EngineKind {
+    fn from(engine: &Engine) -> EngineKind {
+        match engine {
+            Engine::Pipeline => EngineKind::Pipeline,
+            Engine::External(_) => EngineKind::External,
+        }
+    }
 }
 
 /// `failed.json`.

@@ -1,0 +1,212 @@
+//! Publication and eviction of entries: an entry is written whole in a fresh `0700` temporary
+//! directory (`<2 hex>/.tmp-<key>-...`, [`Pending`]) and published by one rename onto its name,
+//! so a reader sees a whole entry or none; it is removed by renaming it away
+//! (`.evict-<key>-...`) and deleting it then, so no half-deleted entry is ever visible — and,
+//! by eviction for size, never under a reader of this host.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::OFlags;
+
+use super::io::{copy_hashing, CopyError};
+use super::scan::dir_bytes;
+use super::{shard_of, Cache, EVICT_PREFIX, TMP_PREFIX};
+use crate::cache::meta::{Meta, FAILED_FILE, LOG_FILE, META_FILE, NEFF_FILE};
+use crate::fsx::dir::is_not_plain;
+use crate::fsx::{unique, Dir};
+
+/// A temporary entry being written ([`Cache::begin`]): a fresh `0700` directory only this
+/// compile knows, published by [`Pending::commit`], removed if dropped.
+#[derive(Debug)]
+pub struct Pending {
+    shard: Dir,
+    name: String,
+    dir: Dir,
+    path: PathBuf,
+    key: String,
+    entry: PathBuf,
+    done: bool,
+}
+
+impl Cache {
+    /// A fresh temporary entry for `key`, to be filled and then [`Pending::commit`]ted. The
+    /// caller holds the key's lock.
+    pub fn begin(&self, key: &str) -> std::io::Result<Pending> {
+        let shard = self.made_shard(key)?;
+        let name = unique::name(&format!("{TMP_PREFIX}{key}-"));
+        shard.create_dir(&name, Some(0o700))?;
+        let dir = shard.open_dir(&name)?;
+        Ok(Pending {
+            path: self.root.join(shard_of(key)).join(&name),
+            shard,
+            name,
+            dir,
+            key: key.to_string(),
+            entry: self.entry_dir(key),
+            done: false,
+        })
+    }
+
+    /// A fresh temporary entry of `key` in this cache holding a copy of `from`'s entry of the
+    /// same key: its `meta.json`, `log.txt` and `failed.json` as they are, its NEFF checked
+    /// against the blake3 and size `meta` (read from `from`) records — a NEFF that does not
+    /// match is an error and nothing is kept. Everything is read without following a link.
+    pub fn begin_copy(&self, from: &Cache, key: &str, meta: &Meta) -> std::io::Result<Pending> {
+        let src = from
+            .open_entry(key)?
+            .map(|(_, d)| d)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+        let pending = self.begin(key)?;
+        let tmp = pending.dir();
+        if let Some(neff) = &meta.neff {
+            let from_file = src.open_file(NEFF_FILE)?;
+            let to_file = tmp.open_file_with(
+                NEFF_FILE,
+                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
+                0o666,
+            )?;
+            match copy_hashing(&from_file, &to_file) {
+                Ok((h, n)) if h.to_hex().as_str() == neff.blake3 && n == neff.size => {}
+                Ok(_) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{NEFF_FILE} does not match its recorded blake3"),
+                    ))
+                }
+                Err(CopyError::Read(e) | CopyError::Write(e)) => return Err(e),
+            }
+        }
+        for name in [META_FILE, LOG_FILE, FAILED_FILE] {
+            match src.read(name) {
+                Ok(bytes) => tmp.create_file(name)?.write_all(&bytes)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && name != META_FILE => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Publish an entry for `key` in one go: `write` fills a fresh temporary directory, which
+    /// then replaces whatever entry the key had. The caller holds the key's lock.
+    pub fn publish(
+        &self,
+        key: &str,
+        write: &dyn Fn(&Dir) -> std::io::Result<()>,
+    ) -> std::io::Result<PathBuf> {
+        let pending = self.begin(key)?;
+        write(pending.dir())?;
+        pending.commit()
+    }
+
+    /// Remove the entry of `key`: renamed away, then deleted; a shard that is not a plain
+    /// directory is removed itself (the link, never its target). `false` if there was none.
+    pub fn evict(&self, key: &str) -> std::io::Result<bool> {
+        let Some(root) = self.open_root(false)? else {
+            return Ok(false);
+        };
+        match self.shard(&root, key, false) {
+            Ok(Some(shard)) => evict_in(&shard, key),
+            Ok(None) => Ok(false),
+            Err(e) if is_not_plain(&e) => evict_in(&root, shard_of(key)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Rename `name` of `dir` away, then delete it. `false` if it was not there.
+pub(crate) fn evict_in(dir: &Dir, name: &str) -> std::io::Result<bool> {
+    let away = unique::name(&format!("{EVICT_PREFIX}{name}-"));
+    match dir.rename(name, dir, &away) {
+        Ok(()) => {
+            dir.remove_all(&away)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// What [`evict_unread`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evicted {
+    /// The entry was removed; its apparent size.
+    Removed(u64),
+    /// A reader holds it (a shared `flock` on its `meta.json`): left alone.
+    Held,
+    /// It was not there any more.
+    Gone,
+}
+
+/// Remove the entry `key` of `shard` unless a process of this host is reading it: an exclusive
+/// `flock` on its `meta.json`, not waited for, is held while it is renamed away ([`Cache::serve`]
+/// reads under a shared one), so an entry is never removed under its reader.
+pub fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
+    let dir = match shard.open_dir(key) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Evicted::Gone),
+        Err(e) if is_not_plain(&e) => {
+            return evict_in(shard, key).map(|_| Evicted::Removed(0));
+        }
+        Err(e) => return Err(e),
+    };
+    let bytes = dir_bytes(&dir);
+    let _held = match dir.open_file(META_FILE) {
+        Ok(f) => {
+            if !fs4::fs_std::FileExt::try_lock_exclusive(&f)? {
+                return Ok(Evicted::Held);
+            }
+            Some(f)
+        }
+        Err(_) => None,
+    };
+    // The entry at the name must still be the one locked (it may have been replaced).
+    let (now, then) = (shard.stat(key)?, dir.own_stat()?);
+    if now.st_ino != then.st_ino || now.st_dev != then.st_dev {
+        return Ok(Evicted::Held);
+    }
+    Ok(if evict_in(shard, key)? {
+        Evicted::Removed(bytes)
+    } else {
+        Evicted::Gone
+    })
+}
+
+impl Pending {
+    /// The temporary directory's path (for a process that writes into it by name: the worker).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary directory.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// Publish the entry: the temporary directory replaces whatever entry the key had. Returns
+    /// the entry's path.
+    pub fn commit(mut self) -> std::io::Result<PathBuf> {
+        for attempt in 0..3 {
+            if self.shard.stat(&self.key).is_ok() {
+                evict_in(&self.shard, &self.key)?;
+            }
+            match self.shard.rename(&self.name, &self.shard, &self.key) {
+                Ok(()) => {
+                    self.done = true;
+                    return Ok(self.entry.clone());
+                }
+                Err(_) if attempt < 2 && self.shard.stat(&self.key).is_ok() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other("the entry kept reappearing"))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.shard.remove_all(&self.name);
+        }
+    }
+}
