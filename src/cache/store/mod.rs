@@ -441,4 +441,121 @@ pub(crate) mod tests {
             0
         );
     }
+
+    /// A `meta.json` as nxcc writes it (a compile of `examples/models/mlp.hlo_module.pb` with
+    /// the simulated toolchain, its inputs and jobs shortened).
+    const META_OK: &str = r#"{
+  "format": 1,
+  "key": "7024e100d097f6c109bad748e21ab6a9d6fb00f3cde3a91f61f425ae330d7b02",
+  "args_key": "e840d912de98f47627931c66ac55405a3c46e5fc5e4f4fd828a8147b48e8f87a",
+  "inputs": {
+    "plan_version": 1,
+    "args": {
+      "arch": "trn2",
+      "softmax_epsilon": -100000000.0
+    },
+    "toolchain": {
+      "kind": "simulated",
+      "nxcc_version": "0.1.0"
+    }
+  },
+  "model_path": "/work/examples/models/mlp.hlo_module.pb",
+  "model_blake3": "70e8e9a435dfa293e0072e42fa2b3755c8f49b4f810f45180120d26aa771aabb",
+  "model_size": 1192,
+  "model_digest_kind": "blake3",
+  "model_hlo_metadata": "96f72c4f13fc160bd1563568fa8ebfc21ead64eacdfc96504331db63aebccc4a",
+  "status": "ok",
+  "exit_status": 0,
+  "neff": {
+    "blake3": "d2482f10a312b3e9aa367ae62dbe4c20339bc759f29db476ff126303449fb36d",
+    "size": 3221
+  },
+  "engine": "pipeline",
+  "jobs": [
+    {
+      "job": "HLOToTensorizer",
+      "status": "ok",
+      "start_s": 0.000020942,
+      "wall_s": 0.006162073,
+      "user_s": 0.005306,
+      "sys_s": 0.0,
+      "max_rss_kb": 16280,
+      "exit_status": null,
+      "signal": null,
+      "processes": 1
+    }
+  ],
+  "peak_rss_kb": 18072,
+  "wall_s": 0.022502263,
+  "nxcc_version": "0.1.0",
+  "created": "2026-12-02T08:13:42Z",
+  "created_ms": 1796199222659,
+  "last_used_ms": 1796199222659
+}
+"#;
+
+    #[test]
+    fn meta_json_reads_into_typed_status_and_engine_and_writes_back_byte_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let key = "7024e100d097f6c109bad748e21ab6a9d6fb00f3cde3a91f61f425ae330d7b02";
+        // The same file for a failed compile of an external engine.
+        let failed_text = META_OK
+            .replace(r#""status": "ok""#, r#""status": "failed""#)
+            .replace(r#""exit_status": 0,"#, r#""exit_status": 70,"#)
+            .replace(
+                "\"neff\": {\n    \"blake3\": \"d2482f10a312b3e9aa367ae62dbe4c20339bc759f29db476ff126303449fb36d\",\n    \"size\": 3221\n  },",
+                "\"neff\": null,",
+            )
+            .replace(r#""engine": "pipeline""#, r#""engine": "external""#);
+        assert!(failed_text.contains(r#""neff": null,"#));
+        let failed = Failed {
+            exit_status: 70,
+            error_lines: vec!["[ERROR] x".into()],
+        };
+        for (text, status, engine) in [
+            (META_OK.to_string(), Status::Ok, meta::EngineKind::Pipeline),
+            (failed_text, Status::Failed, meta::EngineKind::External),
+        ] {
+            let entry = cache.entry_dir(key);
+            std::fs::create_dir_all(&entry).unwrap();
+            std::fs::write(entry.join(META_FILE), &text).unwrap();
+            meta::write_json(&entry.join(FAILED_FILE), &failed).unwrap();
+            let m = match cache.lookup(key) {
+                Lookup::Hit(m) if status == Status::Ok => m,
+                Lookup::Failed(m, f) if status == Status::Failed && f == failed => m,
+                other => panic!("{status:?}: {other:?}"),
+            };
+            assert_eq!((m.status, m.engine), (status, engine));
+            let out = Dir::open(dir.path()).unwrap();
+            let _ = std::fs::remove_file(dir.path().join("written.json"));
+            write_json_in(&out, "written.json", &*m).unwrap();
+            let written = std::fs::read_to_string(dir.path().join("written.json")).unwrap();
+            assert_eq!(written, text);
+            // A scan reads the same status.
+            let want = match status {
+                Status::Ok => State::Ok,
+                Status::Failed => State::Failed,
+            };
+            assert_eq!(summaries(&cache).0[0].state, want);
+            std::fs::remove_dir_all(&entry).unwrap();
+        }
+        // Their JSON strings, one by one.
+        for (v, s) in [
+            (serde_json::to_string(&Status::Ok), "\"ok\""),
+            (serde_json::to_string(&Status::Failed), "\"failed\""),
+            (
+                serde_json::to_string(&meta::EngineKind::Pipeline),
+                "\"pipeline\"",
+            ),
+            (
+                serde_json::to_string(&meta::EngineKind::External),
+                "\"external\"",
+            ),
+        ] {
+            assert_eq!(v.unwrap(), s);
+        }
+        let engine = crate::engine::Engine::Pipeline;
+        assert_eq!(meta::EngineKind::from(&engine), meta::EngineKind::Pipeline);
+    }
 }
