@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::fsx::Dir;
 use crate::lockfile::keeper::{Held, Taken};
-use crate::lockfile::{self, Acquired, Holder};
+use crate::lockfile::{self, Holder};
 use crate::run::process::Cancel;
 
 /// The exclusive right to compile one key (released, its file removed, when dropped).
@@ -80,12 +80,7 @@ pub enum Attempt {
 pub fn try_take(shard: &Dir, name: &str, path: &Path, lease: Duration) -> std::io::Result<Attempt> {
     let mut replaced = None;
     for _ in 0..3 {
-        let taken = match lockfile::acquire(shard, name, lease, true)? {
-            Acquired::Locked(l) => Taken::Locked(Held::Local(l)),
-            Acquired::Busy(h) => Taken::Busy(h),
-            Acquired::Refused(w) => Taken::Refused(w),
-        };
-        match taken {
+        match Taken::from(lockfile::acquire(shard, name, lease, true)?) {
             Taken::Locked(held) => {
                 let took = held.took_over().map(Holder::describe);
                 return Ok(Attempt::Locked(KeyLock {

@@ -336,6 +336,17 @@ pub enum Taken {
     Refused(String),
 }
 
+impl From<Acquired> for Taken {
+    /// A lock taken in this process, or why not.
+    fn from(a: Acquired) -> Taken {
+        match a {
+            Acquired::Locked(l) => Taken::Locked(Held::Local(l)),
+            Acquired::Busy(h) => Taken::Busy(h),
+            Acquired::Refused(w) => Taken::Refused(w),
+        }
+    }
+}
+
 /// Where locks are held.
 #[derive(Debug, Clone)]
 pub enum Locker {
@@ -357,11 +368,7 @@ impl Locker {
         match self {
             Locker::Local(lease) => {
                 let dir = open_below(root, rel)?;
-                Ok(match acquire(&dir, name, *lease, break_foreign)? {
-                    Acquired::Locked(l) => Taken::Locked(Held::Local(l)),
-                    Acquired::Busy(h) => Taken::Busy(h),
-                    Acquired::Refused(w) => Taken::Refused(w),
-                })
+                acquire(&dir, name, *lease, break_foreign).map(Taken::from)
             }
             Locker::Kept(k) => {
                 let req = Request::Take {
