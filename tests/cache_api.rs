@@ -52,6 +52,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         sole_compile: false,
         install_signals: false,
         fork_server: None,
+        work_root: None,
     };
     let done = cache::compile_cached(plan, &opts, cfg, &Engine::Pipeline);
     let console = console.lock().unwrap().clone();

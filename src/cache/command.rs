@@ -7,8 +7,9 @@
 //! - `verify`: checks every entry's NEFF against its recorded blake3 and evicts the corrupt ones
 //!   (exit 1 when it found any, 0 otherwise);
 //! - `gc --max-size SIZE`: evicts least recently used entries until the entries take at most SIZE
-//!   (`512M`, `2G`, ...), and removes leftovers of interrupted compiles;
-//! - `clear`: evicts everything.
+//!   (`512M`, `2G`, ...) — each with its lock file —, and removes the stale files no compile
+//!   uses (the unfinished entries of interrupted compiles, free locks of entries gone);
+//! - `clear`: evicts everything (and those stale files).
 //!
 //! The directory defaults to nxcc's own per-user directory ([`super::compile::default_dir`]); a remote URL, or
 //! a directory the cache must not use ([`super::store::Cache::check`]: owned by another user,
@@ -22,6 +23,7 @@ use super::store::Cache;
 use crate::cli::argparse::{self, Nargs, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
 use crate::cli::subcommand::{out, Stop, Subcommand, HELP};
+use crate::words::count;
 
 /// Exit status of `verify` when it found (and evicted) corrupt entries.
 pub const EXIT_CORRUPT: i32 = 1;
@@ -234,10 +236,10 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
                     t.push_str(&format!("corrupt: {} ({}); evicted\n", c.key, c.reason));
                 }
                 t.push_str(&format!(
-                    "checked {} entries: {} ok, {} failed compiles, {} corrupt\n",
-                    r.checked,
+                    "checked {}: {} ok, {}, {} corrupt\n",
+                    count(r.checked, "entry", "entries"),
                     r.ok,
-                    r.failed,
+                    count(r.failed, "failed compile", "failed compiles"),
                     r.corrupt.len()
                 ));
                 t
@@ -253,12 +255,12 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             warn(&r.warnings);
             print(json, &r, || {
                 format!(
-                    "evicted {} entries ({}); {} entries left ({}); removed {} leftovers\n",
-                    r.evicted,
+                    "evicted {} ({}); {} left ({}){}\n",
+                    count(r.evicted, "entry", "entries"),
                     human_bytes(r.freed_bytes),
-                    r.entries_left,
+                    count(r.entries_left, "entry", "entries"),
                     human_bytes(r.bytes_left),
-                    r.leftovers_removed
+                    stale_removed(r.leftovers_removed)
                 )
             });
             0
@@ -268,12 +270,26 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             warn(&r.warnings);
             print(json, &r, || {
                 format!(
-                    "evicted {} entries; removed {} leftovers\n",
-                    r.evicted, r.leftovers_removed
+                    "evicted {}{}\n",
+                    count(r.evicted, "entry", "entries"),
+                    stale_removed(r.leftovers_removed)
                 )
             });
             0
         }
+    }
+}
+
+/// What `gc` and `clear` say of the stale files they removed (nothing when there were none):
+/// the temporary entries of compiles that are gone, half-evicted entries, the lock files of
+/// entries no longer there, and whatever in the cache is not a plain file or directory.
+fn stale_removed(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(
+            "; removed {} no compile uses (unfinished entries, free locks)",
+            count(n, "stale file", "stale files")
+        ),
     }
 }
 

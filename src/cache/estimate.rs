@@ -1,8 +1,9 @@
-//! The memory estimate of a compile (07), used by `parallel-compile` and the daemon to admit
-//! compiles within a memory budget: the peak RSS recorded in the cache for the same key; else the
-//! peak of the most similar earlier compile — the same arguments (the same args key), the nearest
-//! graph by its [`Features`] (file size, parameter and result bytes, instruction count; see
-//! [`distance`]); else the named formula [`FORMULA`] over those features ([`formula_estimate`]).
+//! The memory estimate of a compile (spec 07-cache-parallel.md), used by `parallel-compile` and the
+//! daemon to admit compiles within a memory budget: the peak RSS recorded in the cache for the same
+//! key; else the peak of the most similar earlier compile — the same arguments (the same args key),
+//! the nearest graph by its [`Features`] (file size, parameter and result bytes, instruction count;
+//! see [`distance`]); else the named formula [`FORMULA`] over those features
+//! ([`formula_estimate`]).
 //!
 //! Every successful compile through the cache appends one line to a small index,
 //! `nxcc-v1/estimates/<args key>.jsonl` (`{"key", "model_size", "parameter_bytes",

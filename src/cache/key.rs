@@ -1,4 +1,4 @@
-//! The cache key of a compile (07): blake3 over
+//! The cache key of a compile (spec 07-cache-parallel.md): blake3 over
 //!
 //! - the model's bytes (a file: its bytes, so the digest is what `b3sum` prints; a directory: its
 //!   sorted relative paths and contents), hashed streaming with a large buffer;

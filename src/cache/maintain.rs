@@ -1,4 +1,6 @@
-//! Looking after a cache directory: [`stats`], [`verify`] (evicting corrupt entries), [`gc`]
+//! Looking after a cache directory: [`stats`], [`verify`] (evicting corrupt entries: a NEFF
+//! that does not match its record, or that is not a valid NEFF as `neff-info --verify` checks
+//! it — whatever produced it, a local compile or a remote server), [`gc`]
 //! (least recently used first, down to a size) and [`clear`]. Every removal goes through an
 //! eviction (renamed away, then deleted), so the cache stays consistent for compiles running
 //! meanwhile; temporary directories of compiles still running are left alone. Whatever is not a
@@ -170,10 +172,35 @@ fn check(shard: &crate::fsx::Dir, key: &str) -> Option<String> {
                         _ => Some(format!("{NEFF_FILE} does not match its recorded blake3")),
                     }
                 }
-                Ok(_) => None,
+                Ok(_) => neff_problems(&dir),
             }
         }
     }
+}
+
+/// Why an entry's NEFF is not a valid NEFF, if it is not (read through the entry's directory
+/// handle: no link in the cache is followed).
+fn neff_problems(dir: &crate::fsx::Dir) -> Option<String> {
+    use std::os::fd::AsRawFd;
+    let f = match dir.open_file(NEFF_FILE) {
+        Ok(f) => f,
+        Err(e) => return Some(format!("{NEFF_FILE} cannot be read: {e}")),
+    };
+    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+    let problems = match crate::neff::Neff::open(&path) {
+        Ok(neff) => crate::neff::verify::verify(&neff).problems,
+        Err(e) => vec![e.to_string()],
+    };
+    problems.first().map(|p| {
+        format!(
+            "{NEFF_FILE} is not a valid NEFF ({}{})",
+            p.escape_debug(),
+            match problems.len() {
+                1 => String::new(),
+                n => format!("; and {} more problems", n - 1),
+            }
+        )
+    })
 }
 
 /// Check every entry; evict the corrupt ones, and whatever is not a plain directory.
@@ -263,6 +290,8 @@ pub fn gc(cache: &Cache, max_bytes: u64) -> GcReport {
             break;
         }
         if matches!(cache.evict(&key), Ok(true)) {
+            // Its lock goes with it (a later gc would otherwise find it left over).
+            cache.remove_free_lock(&key);
             report.evicted += 1;
             report.freed_bytes += bytes;
             report.entries_left -= 1;
@@ -314,17 +343,37 @@ mod tests {
                 .set_modified(t)
                 .unwrap();
         }
+        // Every entry has its lock file, as a compile leaves it.
+        for k in &keys {
+            drop(cache.try_lock(k).unwrap().unwrap());
+            assert!(cache.lock_path(k).exists());
+        }
         let one = stats(&cache);
         assert_eq!(one.entries, 6);
         let per = one.bytes / 6;
         let r = gc(&cache, per * 4);
         assert_eq!(r.evicted, 2, "{r:?}");
+        assert_eq!(r.leftovers_removed, 0, "{r:?}");
         assert!(r.bytes_left <= per * 4);
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(cache.entry_dir(k).exists(), i >= 2, "{i}");
+            // An evicted entry's lock goes with it.
+            assert_eq!(cache.lock_path(k).exists(), i >= 2, "{i}");
         }
-        assert_eq!(gc(&cache, u64::MAX).evicted, 0);
-        assert_eq!(clear(&cache).evicted, 4);
+        let again = gc(&cache, u64::MAX);
+        assert_eq!(
+            (again.evicted, again.leftovers_removed),
+            (0, 0),
+            "{again:?}"
+        );
+        // A lock a compile holds stays, and is removed once free.
+        let held = cache.try_lock(&keys[2]).unwrap().unwrap();
+        assert_eq!(gc(&cache, per * 3).evicted, 1);
+        assert!(cache.lock_path(&keys[2]).exists());
+        drop(held);
+        assert_eq!(gc(&cache, u64::MAX).leftovers_removed, 1);
+        assert!(!cache.lock_path(&keys[2]).exists());
+        assert_eq!(clear(&cache).evicted, 3);
         assert_eq!(stats(&cache).entries, 0);
     }
 }

@@ -1,5 +1,5 @@
-//! The compile cache (07): a directory of finished compiles, keyed on everything that can change
-//! the output, safe for any number of concurrent compiles and processes.
+//! The compile cache (spec 07-cache-parallel.md): a directory of finished compiles, keyed on
+//! everything that can change the output, safe for any number of concurrent compiles and processes.
 //!
 //! - [`key`]: the key — the model's bytes, the normalised arguments minus
 //!   [`key::EXCLUDED_ARGS`], the toolchain's identity, the plan format version;

@@ -635,25 +635,41 @@ impl Cache {
                 LeftoverKind::Evicted | LeftoverKind::NotPlain(_) => {
                     dir.remove_all(&l.name).is_ok()
                 }
-                LeftoverKind::Lock { key } => {
-                    if dir.stat(key).is_ok() {
-                        continue;
-                    }
-                    match self.try_lock_in(&dir, key) {
-                        Ok(Some(lock)) => {
-                            let ok = dir.remove_file(&l.name).is_ok();
-                            drop(lock);
-                            ok
-                        }
-                        _ => false,
-                    }
-                }
+                LeftoverKind::Lock { key } => self.remove_free_lock_in(&dir, key),
             };
             if removed {
                 n += 1;
             }
         }
         n
+    }
+
+    /// Remove the lock file of `key` once its entry is gone (an eviction), unless a compile
+    /// holds it. `true` if it was removed.
+    pub fn remove_free_lock(&self, key: &str) -> bool {
+        let Ok(Some(root)) = self.open_root(false) else {
+            return false;
+        };
+        match self.shard(&root, key, false) {
+            Ok(Some(shard)) => self.remove_free_lock_in(&shard, key),
+            _ => false,
+        }
+    }
+
+    /// [`Cache::remove_free_lock`] in the key's shard: the lock is taken first, so that no
+    /// compile holding or waiting for it loses it to the removal.
+    fn remove_free_lock_in(&self, shard: &Dir, key: &str) -> bool {
+        if shard.stat(key).is_ok() {
+            return false;
+        }
+        match self.try_lock_in(shard, key) {
+            Ok(Some(lock)) => {
+                let ok = shard.remove_file(&format!("{key}{LOCK_SUFFIX}")).is_ok();
+                drop(lock);
+                ok
+            }
+            _ => false,
+        }
     }
 
     /// The estimate index directory, `nxcc-v1/estimates` (created when `create`).

@@ -1,7 +1,7 @@
-//! What runs a compile once the cache decided it must run (07, 04-run.md): nxcc's own pipeline
-//! ([`pipeline::run_pipeline`]: the worker, the jobs, the native tools), or an external compiler
-//! run as one supervised job (`--compiler PATH`, see [`external`]). Both give the same
-//! [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
+//! What runs a compile once the cache decided it must run (spec 07-cache-parallel.md, 04-run.md):
+//! nxcc's own pipeline ([`pipeline::run_pipeline`]: the worker, the jobs, the native tools), or an
+//! external compiler run as one supervised job (`--compiler PATH`, see [`external`]). Both give the
+//! same [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
 //! cache, the memory-aware scheduling and the reports work the same with either.
 //!
 //! - [`compile`] — one compile's options and outcome, as every engine takes and gives them;

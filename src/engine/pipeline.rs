@@ -112,9 +112,13 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         .iter()
         .find(|(_, tool)| toolchain.as_ref().and_then(|t| t.resolve(tool)).is_none())
     {
+        let what = match &toolchain {
+            Some(t) => format!("{tool}: {}", t.why_missing(tool)),
+            None => tool.to_string(),
+        };
         return fail_early(
             Some(&logger),
-            &NccError::tool_not_found(tool),
+            &NccError::tool_not_found(what),
             &opts.console,
         );
     }
@@ -122,7 +126,8 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         return fail_early(Some(&logger), &e, &opts.console);
     }
 
-    let work = match workdir::prepare(&plan.launch_dir, ns.str("temp_dir")) {
+    let work_root = opts.work_root.as_deref().unwrap_or(&plan.launch_dir);
+    let work = match workdir::prepare(&plan.launch_dir, work_root, ns.str("temp_dir")) {
         Ok(w) => w,
         Err(e) => return fail_early(Some(&logger), &e, &opts.console),
     };
@@ -462,10 +467,8 @@ fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
             crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
         });
     match r {
-        Ok(()) => logger.info(
-            log::DRIVER,
-            &format!("Wrote the {what} to {}", path.display()),
-        ),
+        // On the console too: a plain `--timings` writes to a file the user did not name.
+        Ok(()) => logger.user(&format!("Wrote the {what} to {}", path.display())),
         Err(e) => {
             logger.warning(
                 log::DRIVER,
@@ -475,7 +478,8 @@ fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
     }
 }
 
-/// `--output` can be written: it is not a directory, and what would be its directory is one.
+/// `--output` can be written: it is not a directory, what would be its directory is one, and a
+/// file can be made there (an unnamed one, as the NEFF will be, dropped at once).
 fn check_output(output: &Path) -> Result<(), NccError> {
     if output.is_dir() {
         return Err(NccError::output_not_written(
@@ -486,7 +490,19 @@ fn check_output(output: &Path) -> Result<(), NccError> {
     let mut parent = output.parent();
     while let Some(dir) = parent {
         match std::fs::metadata(dir) {
-            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) if m.is_dir() => {
+                let name = output
+                    .file_name()
+                    .unwrap_or(std::ffi::OsStr::new("out.neff"));
+                return crate::fsx::AtomicFile::create(&dir.join(name))
+                    .map(drop)
+                    .map_err(|e| {
+                        NccError::output_not_written(
+                            output.display(),
+                            format!("no file can be made in {}: {e}", dir.display()),
+                        )
+                    });
+            }
             Ok(_) => {
                 return Err(NccError::output_not_written(
                     output.display(),

@@ -1,6 +1,6 @@
-//! Many compiles at once (07, `nxcc parallel-compile`): each input compiled with the same
-//! arguments into `<output dir>/<stem>.neff`, with its own work dir and its own log file
-//! (`<output dir>/<stem>.log`), through the cache, on nxcc's pipeline or an external compiler.
+//! Many compiles at once (spec 07-cache-parallel.md, `nxcc parallel-compile`): each input compiled
+//! with the same arguments into `<output dir>/<stem>.neff`, with its own work dir and its own log
+//! file (`<output dir>/<stem>.log`), through the cache, on nxcc's pipeline or an external compiler.
 //!
 //! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
 //! ([`crate::cache::estimate()`]: the peak recorded for the same key, else for the same arguments
@@ -24,6 +24,7 @@
 //!   [`neuron`]: the framework's cache as inputs and outputs.
 
 pub mod command;
+pub mod naming;
 pub mod neuron;
 pub mod progress;
 pub mod report;
@@ -46,6 +47,7 @@ use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, PlanError, SystemProbe};
 use crate::run::process::Cancel;
 
+pub use naming::stem_of;
 pub use progress::ProgressMode;
 
 /// How to run the batch.
@@ -80,7 +82,7 @@ pub struct Config {
 pub struct Input {
     /// As given (or found in a directory given), absolute.
     pub model: PathBuf,
-    /// What its outputs are named after ([`stem_of`] the model).
+    /// What its outputs are named after (by [`naming`]'s rule: usually [`stem_of`] the model).
     pub stem: String,
     /// The framework cache entry it comes from, whose `model.neff` it compiles (then its
     /// flags follow the compile arguments, and its outputs go into the entry).
@@ -88,13 +90,12 @@ pub struct Input {
 }
 
 /// The inputs a list of INPUT arguments stands for: files as they are, directories by their
-/// `*.pb` and `*.hlo` files (sorted). Errors: a directory without such files, two inputs with one
-/// stem (their outputs would collide).
+/// `*.pb` and `*.hlo` files (sorted), each file once, named by [`naming`]'s rule (distinct
+/// outputs for every input). Errors: a directory without such files, or that cannot be read.
 pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, String> {
-    let mut out: Vec<Input> = Vec::new();
+    let mut models: Vec<PathBuf> = Vec::new();
     for a in args {
         let path = plan::absolute(launch_dir, a);
-        let mut models = Vec::new();
         if path.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
                 .map_err(|e| format!("cannot read the directory {a}: {e}"))?
@@ -110,37 +111,18 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
         } else {
             models.push(path);
         }
-        for model in models {
-            let stem = stem_of(&model);
-            if let Some(other) = out.iter().find(|i| i.stem == stem) {
-                return Err(format!(
-                    "{} and {} would both be compiled to {stem}.neff",
-                    other.model.display(),
-                    model.display()
-                ));
-            }
-            out.push(Input {
-                model,
-                stem,
-                neuron: None,
-            });
-        }
     }
-    Ok(out)
-}
-
-/// The name a model's outputs are named after: its file name without the frameworks' suffixes
-/// (`.hlo_module.pb`, `.hlo.pb`, `.pb`, `.hlo`; `copy1.hlo_module.pb` → `copy1`).
-pub fn stem_of(model: &Path) -> String {
-    let name = model
-        .file_name()
-        .and_then(|s| s.to_str())
-        .unwrap_or("model");
-    [".hlo_module.pb", ".hlo.pb", ".pb", ".hlo"]
-        .iter()
-        .find_map(|suffix| name.strip_suffix(suffix).filter(|s| !s.is_empty()))
-        .unwrap_or(name)
-        .to_string()
+    let models = naming::distinct(models);
+    let names = naming::names(&models);
+    Ok(models
+        .into_iter()
+        .zip(names)
+        .map(|(model, stem)| Input {
+            model,
+            stem,
+            neuron: None,
+        })
+        .collect())
 }
 
 /// One run of one compile.
@@ -162,6 +144,8 @@ pub struct Attempt {
     pub peak_rss_kb: Option<u64>,
     /// The error lines the compile printed, in order.
     pub error_lines: Vec<String>,
+    /// Its work dir, when it was kept (a failure, no NEFF written, `--keep-work-dir`).
+    pub work_dir: Option<String>,
 }
 
 /// The final state of one input.
@@ -177,6 +161,23 @@ pub enum Status {
     /// Not compiled: its framework cache entry was locked by another, or done, by the time its
     /// turn came (the reason is in its error lines).
     Skipped,
+    /// Its compile succeeded but its plan writes no NEFF (`-O3`, a `--pipeline` that stops
+    /// before Kelper): why is in its error lines, what it made in its kept work dir.
+    #[serde(rename = "no_neff")]
+    NoNeff,
+}
+
+impl Status {
+    /// As the table and the progress lines show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+            Status::Skipped => "skipped",
+            Status::NoNeff => "no NEFF",
+        }
+    }
 }
 
 /// What happened to one input.
@@ -209,6 +210,8 @@ pub struct CompileResult {
     pub error_lines: Vec<String>,
     /// Every attempt, in order (the first run, then the retries).
     pub attempts: Vec<Attempt>,
+    /// The last attempt's work dir, when it was kept (in the output directory).
+    pub work_dir: Option<String>,
 }
 
 /// The whole batch.
@@ -236,6 +239,8 @@ pub struct Report {
     pub cancelled: usize,
     /// How many inputs ended [`Status::Skipped`].
     pub skipped: usize,
+    /// How many inputs ended [`Status::NoNeff`].
+    pub no_neff: usize,
     /// With `--neuron-cache`: the cache, its version directory, and the entries not compiled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub neuron_cache: Option<serde_json::Value>,
@@ -244,9 +249,10 @@ pub struct Report {
 }
 
 impl Report {
-    /// 0 when every compile succeeded, else 70.
+    /// 0 when every compile succeeded (a skipped entry counts as none), else 70 — a compile
+    /// that wrote no NEFF included.
     pub fn exit_status(&self) -> i32 {
-        if self.failed == 0 && self.cancelled == 0 {
+        if self.failed == 0 && self.cancelled == 0 && self.no_neff == 0 {
             0
         } else {
             EXIT_COMPILE_FAILED
@@ -418,6 +424,7 @@ pub fn run(
             peak_rss_kb: None,
             error_lines: Vec::new(),
             attempts: Vec::new(),
+            work_dir: None,
         })
         .collect();
 
@@ -478,6 +485,23 @@ pub fn run(
         });
     }
     tasks.sort_by_key(|t| std::cmp::Reverse(t.estimate));
+    // Said up front: compiles no budget can hold together with another, and compiles that will
+    // write no NEFF.
+    if cfg.progress != ProgressMode::Quiet {
+        let planned: Vec<report::Planned> = tasks
+            .iter()
+            .map(|t| report::Planned {
+                name: &inputs[t.index].stem,
+                estimate: t.estimate,
+                no_neff: t.plan.no_neff.as_deref(),
+            })
+            .collect();
+        crate::cli::subcommand::err(&report::before(
+            cfg.memory_budget,
+            &planned,
+            &cfg.output_dir,
+        ));
+    }
 
     let jobs = cfg.jobs.max(1);
     let admission = Admission::new(jobs, cfg.memory_budget);
@@ -543,6 +567,10 @@ pub fn run(
                     sole_compile: false,
                     install_signals: false,
                     fork_server: None,
+                    // A batch's work dirs (kept on failure, or when no NEFF is written) are in
+                    // its output directory, not the launch directory; an entry of the
+                    // framework's cache is launched in a work directory of its own already.
+                    work_root: target.is_none().then(|| cfg.output_dir.clone()),
                 };
                 let start_s = started.elapsed().as_secs_f64();
                 let signalled = opts.interrupted.clone();
@@ -623,6 +651,11 @@ pub fn run(
                     slot,
                     peak_rss_kb: o.jobs.iter().map(|j| j.max_rss_kb).max(),
                     error_lines: o.error_lines.clone(),
+                    work_dir: o
+                        .work_dir
+                        .as_ref()
+                        .filter(|_| o.kept)
+                        .map(|d| d.display().to_string()),
                 };
                 let _ = tx.send(Message::Finished(Box::new(Finished {
                     task,
@@ -648,11 +681,18 @@ pub fn run(
             r.cache = a.cache;
             r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
             r.error_lines = a.error_lines.clone();
+            r.work_dir = a.work_dir.clone();
             let failed = a.exit_status != 0;
             let cancelled = cancel.is_cancelled();
             r.attempts.push(a);
             if !failed {
-                r.status = Status::Ok;
+                r.status = match &task.plan.no_neff {
+                    Some(why) => {
+                        r.error_lines = vec![why.clone()];
+                        Status::NoNeff
+                    }
+                    None => Status::Ok,
+                };
                 progress.finished(r);
                 return None;
             }
@@ -716,6 +756,7 @@ pub fn run(
         failed: count(Status::Failed),
         cancelled: count(Status::Cancelled),
         skipped: count(Status::Skipped),
+        no_neff: count(Status::NoNeff),
         neuron_cache: None,
         compiles: results,
     })
@@ -726,22 +767,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stems_drop_the_frameworks_suffixes() {
-        for (name, stem) in [
-            ("copy1.hlo_module.pb", "copy1"),
-            ("model.hlo.pb", "model"),
-            ("graph.pb", "graph"),
-            ("graph.hlo", "graph"),
-            ("a.b.pb", "a.b"),
-            (".pb", ".pb"),
-            ("noext", "noext"),
-        ] {
-            assert_eq!(stem_of(Path::new(name)), stem, "{name}");
-        }
-    }
-
-    #[test]
-    fn inputs_expand_and_stems_must_be_unique() {
+    fn inputs_expand_each_file_once_with_distinct_names() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all(d.join("graphs/nested")).unwrap();
@@ -758,8 +784,16 @@ mod tests {
         let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
         assert_eq!(stems, ["a", "b", "x"]);
         assert_eq!(got[0].model, d.join("graphs/a.hlo"));
-        let e = expand_inputs(&["graphs".into(), "graphs/b.pb".into()], d).unwrap_err();
-        assert!(e.contains("b.neff"), "{e}");
+        // A file given again through its directory is one input; a name met twice is
+        // told apart.
+        let got =
+            expand_inputs(&["graphs".into(), "graphs/b.pb".into(), "x.pb".into()], d).unwrap();
+        let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
+        assert_eq!(stems, ["a", "b", "x"]);
+        std::fs::write(d.join("graphs/x.hlo"), b"m").unwrap();
+        let got = expand_inputs(&["graphs".into(), "x.pb".into()], d).unwrap();
+        let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
+        assert_eq!(stems, ["a", "b", "x.hlo", "x.pb"]);
         std::fs::create_dir(d.join("empty")).unwrap();
         assert!(expand_inputs(&["empty".into()], d)
             .unwrap_err()

@@ -59,12 +59,7 @@ fn live_text(s: &State) -> String {
 
 /// `1.23 s`, `312.5 MiB`: a finished compile's line.
 pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
-    let status = match r.status {
-        Status::Ok => "ok",
-        Status::Failed => "failed",
-        Status::Cancelled => "cancelled",
-        Status::Skipped => "skipped",
-    };
+    let status = r.status.as_str();
     let mut t = format!(
         "[{done:>w$}/{total}] {status:<9} {}  {:.2} s",
         r.stem,
@@ -74,7 +69,7 @@ pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
     if let Some(kb) = r.peak_rss_kb {
         t.push_str(&format!("  peak {:.1} MiB", kb as f64 / 1024.0));
     }
-    if r.status == Status::Skipped {
+    if matches!(r.status, Status::Skipped | Status::NoNeff) {
         t.push_str(&format!("  ({})", r.error_lines.join("; ")));
     } else if r.status != Status::Ok {
         t.push_str(&format!("  exit {}", r.exit_status));
@@ -145,7 +140,7 @@ impl Progress {
         let mut total = 0;
         self.update(|s| {
             s.done += 1;
-            if !matches!(r.status, Status::Ok | Status::Skipped) {
+            if !matches!(r.status, Status::Ok | Status::Skipped | Status::NoNeff) {
                 s.failed += 1;
             }
             done = s.done;
@@ -204,6 +199,7 @@ mod tests {
             peak_rss_kb: Some(3 << 10),
             error_lines: Vec::new(),
             attempts: Vec::new(),
+            work_dir: None,
         };
         assert_eq!(
             line(3, 12, &r),

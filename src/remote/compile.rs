@@ -3,13 +3,17 @@
 //!
 //! - `--remote grpc://HOST:PORT`: the action cache first (`GetActionResult`); on a miss the
 //!   missing blobs are uploaded, the action is executed on the server's workers and followed to
-//!   its end, and the NEFF is downloaded, verified against its digest and renamed into place. A
+//!   its end, and the NEFF is downloaded, checked against its digest and as a NEFF, and renamed
+//!   into place ([`super::result`]; a cached result that fails the check is executed again,
+//!   bypassing the server's cache). SIGINT/SIGTERM (or the caller's cancellation) end the
+//!   compile at once (exit 130/143) and cancel the remote operation. A
 //!   failed remote compile is reported as a local one is: `Child process job "RemoteCompile"
 //!   exited abnormally!`, the last 50 lines of the remote stderr, the F-code banner of a crash
 //!   status, exit 70. An unreachable server is an error naming the address (exit 70).
 //! - `--remote-cache grpc://HOST:PORT`: the action cache first; on a miss the compile runs here,
 //!   and a success is uploaded (the model, the action, the NEFF) and recorded in the action
-//!   cache. The server is an optimisation there: when it fails, the compile still runs (a warning).
+//!   cache. The server is an optimisation there: when it fails, or its result fails the check,
+//!   the compile still runs (a warning).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,6 +24,7 @@ use super::cas::Blob;
 use super::client::{Address, Remote, RemoteError};
 use super::digest;
 use super::re;
+use super::text;
 use crate::cache::{CacheConfig, CachedOutcome, Key};
 use crate::engine::events::Event;
 use crate::engine::failure;
@@ -36,6 +41,9 @@ pub const JOB_NAME: &str = "RemoteCompile";
 
 /// How many lines of the remote stderr a failure shows.
 pub const STDERR_TAIL: usize = 50;
+
+/// At most this much of the end of a remote stderr is read (and logged).
+pub const STDERR_BYTES: u64 = 1 << 20;
 
 /// What the server is used for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +190,36 @@ impl Run<'_> {
         self.fail(vec![NccError::remote(e).to_string()])
     }
 
+    /// A failed remote call: the compile's failure, or its interruption when it was cancelled.
+    fn fail_call(&self, e: RemoteError) -> Outcome {
+        if e.cancelled() || self.opts.cancel.is_cancelled() {
+            return self.interrupted();
+        }
+        self.fail_remote(e)
+    }
+
+    /// The compile was cancelled (a signal, the caller): exit 130/143 after the signal.
+    fn interrupted(&self) -> Outcome {
+        let sig = match self
+            .opts
+            .interrupted
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            0 => libc::SIGTERM,
+            s => s,
+        };
+        let line = failure::interrupted(sig);
+        self.logger.error(log::DRIVER, &line);
+        self.emit(Event::Error { line: line.clone() });
+        let status = crate::run::signals::exit_status_for(sig);
+        let m = self.metrics(JobStatus::Cancelled, None);
+        self.emit(Event::JobFinished(m.clone()));
+        self.emit(Event::Done {
+            exit_status: status,
+        });
+        outcome(status, vec![line], vec![m])
+    }
+
     fn succeed(&self) -> Outcome {
         let m = self.metrics(JobStatus::Ok, Some(0));
         self.emit(Event::JobFinished(m.clone()));
@@ -190,54 +228,54 @@ impl Run<'_> {
         outcome(0, Vec::new(), vec![m])
     }
 
-    /// Download the result's NEFF (verified), into `product` (a new file) and then to
-    /// `--output` through a temporary name.
+    /// Download the result's NEFF, check it, and publish it into `product` (a new file) and at
+    /// `--output` ([`super::result::deliver`]).
     fn deliver(
         &self,
         remote: &Remote,
         result: &re::ActionResult,
         product: Option<&Path>,
-    ) -> Result<(), String> {
-        let neff = result
-            .output_files
-            .iter()
-            .find(|f| f.path == OUTPUT)
-            .and_then(|f| f.digest.clone())
-            .ok_or_else(|| format!("the remote result has no {OUTPUT}"))?;
-        let out = &self.plan.output;
-        let name = out
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("file.neff");
-        let partial = out.with_file_name(crate::fsx::unique::name(&format!(
-            ".{name}.nxcc-partial-remote-"
-        )));
-        remote
-            .download_to(&neff, &partial)
-            .map_err(|e| e.to_string())?;
-        let placed = (|| -> std::io::Result<()> {
-            if let Some(p) = product {
-                let mut src = std::fs::File::open(&partial)?;
-                let mut dst = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(p)?;
-                std::io::copy(&mut src, &mut dst)?;
-            }
-            std::fs::rename(&partial, out)
-        })();
-        if let Err(e) = placed {
-            let _ = std::fs::remove_file(&partial);
-            return Err(NccError::output_not_written(out.display(), e).to_string());
-        }
+        built: &Built,
+    ) -> Result<(), RemoteError> {
+        let origin = serde_json::json!({
+            "remote": remote.address.url,
+            "instance": remote.address.instance,
+            "action": digest::show(&built.digest),
+            "worker": result
+                .execution_metadata
+                .as_ref()
+                .map(|m| text::message(&m.worker))
+                .unwrap_or_default(),
+            "checked": "neff-info --verify",
+        });
+        let d = super::result::deliver(remote, result, &self.plan.output, product, &origin)?;
         self.logger.info(
             log::DRIVER,
             &format!(
-                "Downloaded the NEFF {} ({} bytes) from {}",
-                neff.hash, neff.size_bytes, remote.address.url
+                "Downloaded the NEFF {} ({} bytes) from {}, checked",
+                d.digest.hash, d.digest.size_bytes, remote.address.url
             ),
         );
         Ok(())
+    }
+}
+
+/// Signals cancel this compile, as they do a local one, when the caller asks for it.
+fn handle_signals(opts: &Options) {
+    if !opts.install_signals {
+        return;
+    }
+    if let Ok(s) = crate::run::signals::install() {
+        let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
+        s.on_signal(move |sig| {
+            let _ = which.compare_exchange(
+                0,
+                sig,
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+            );
+            cancel.cancel();
+        });
     }
 }
 
@@ -263,6 +301,7 @@ pub fn run_remote(
         logger,
         started: Instant::now(),
     };
+    handle_signals(opts);
     let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
     let built = match action::build(plan, &tc, &command_env(opts)) {
         Ok(b) => b,
@@ -302,12 +341,13 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
         index: 1,
         total: 1,
     });
-    let remote = match Remote::connect(address) {
-        Ok(r) => r,
-        Err(e) => return run.fail_remote(e),
+    let remote = match Remote::connect_with(address, Some(run.opts.cancel.clone())) {
+        Ok(r) => r.for_action(&built.digest),
+        Err(e) => return run.fail_call(e),
     };
+    let mut skip_cache_lookup = false;
     match remote.get_action_result(&built.digest) {
-        Ok(Some(r)) if usable(&r) => match run.deliver(&remote, &r, product) {
+        Ok(Some(r)) if usable(&r) => match run.deliver(&remote, &r, product, built) {
             Ok(()) => {
                 run.logger.user(&format!(
                     "Using a remote cached neff (action {}) from {}",
@@ -315,19 +355,25 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
                 ));
                 return run.succeed();
             }
-            // A result whose NEFF the CAS lost (or that came back corrupt): compile again.
-            Err(e) => run.logger.warning_shown(
-                log::DRIVER,
-                &format!("the remote cached result is not usable ({e}); compiling remotely"),
-            ),
+            Err(e) if e.cancelled() => return run.interrupted(),
+            // A result whose NEFF the CAS lost, or that is not a NEFF: compile again, past the
+            // server's cache.
+            Err(e) => {
+                skip_cache_lookup = true;
+                run.logger.warning_shown(
+                    log::DRIVER,
+                    &format!("the remote cached result is not usable ({e}); compiling remotely"),
+                )
+            }
         },
         Ok(_) => {}
-        Err(e) => return run.fail_remote(e),
+        Err(e) => return run.fail_call(e),
     }
-    let sent = match remote.upload_missing(&built.blobs) {
-        Ok(s) => s,
-        Err(e) => return run.fail_remote(e),
-    };
+    let (resp, sent) =
+        match remote.execute_uploading(&built.digest, &built.blobs, skip_cache_lookup) {
+            Ok(r) => r,
+            Err(e) => return run.fail_call(e),
+        };
     run.logger.info(
         log::DRIVER,
         &format!(
@@ -335,19 +381,16 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
             sent.blobs, sent.bytes, address.url
         ),
     );
-    let resp = match remote.execute(&built.digest, false) {
-        Ok(r) => r,
-        Err(e) => return run.fail_remote(e),
-    };
     if let Some(st) = resp.status.as_ref().filter(|s| s.code != 0) {
-        return run.fail_remote(RemoteError {
-            url: address.url.clone(),
-            what: format!(
-                "the server could not run the action: {} (code {})",
-                st.message, st.code
-            ),
-            unreachable: false,
-        });
+        let what = if st.code == tonic::Code::DeadlineExceeded as i32 {
+            "the remote compile ran past its time limit"
+        } else {
+            "the server could not run the action"
+        };
+        return run.fail_remote(remote.error(
+            what,
+            &tonic::Status::new(tonic::Code::from(st.code), st.message.clone()),
+        ));
     }
     let Some(result) = resp.result else {
         return run.fail_remote(format!(
@@ -355,49 +398,63 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
             address.url
         ));
     };
-    let job_logger = log::job_logger(JOB_NAME);
-    let stderr = match stream_text(&remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
-        Ok(s) => s,
-        Err(e) => format!("(the remote stderr could not be read: {e})"),
-    };
-    for line in stderr.lines() {
-        run.logger.info(&job_logger, line);
+    if let Some(failed) = failed_remotely(run, &remote, &result, address) {
+        return failed;
     }
-    if result.exit_code != 0 {
-        let lines: Vec<String> = stderr.lines().map(str::to_string).collect();
-        let tail = &lines[lines.len().saturating_sub(STDERR_TAIL)..];
-        let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
-        errors.push(format!(
-            "[ERROR] The remote compile ran on {}",
-            result
-                .execution_metadata
-                .as_ref()
-                .map(|m| m.worker.clone())
-                .filter(|w| !w.is_empty())
-                .unwrap_or_else(|| address.url.clone())
-        ));
-        return run.fail(errors);
-    }
-    match run.deliver(&remote, &result, product) {
+    match run.deliver(&remote, &result, product, built) {
         Ok(()) => run.succeed(),
-        Err(e) => run.fail_remote(e),
+        Err(e) => run.fail_call(e),
     }
 }
 
-/// A Command's stdout or stderr: inline, or from the CAS.
+/// Log the remote stderr; when the compile failed remotely (or the reading was interrupted),
+/// its outcome: reported as a local job's failure, with the worker that ran it.
+fn failed_remotely(
+    run: &Run,
+    remote: &Remote,
+    result: &re::ActionResult,
+    address: &Address,
+) -> Option<Outcome> {
+    let job_logger = log::job_logger(JOB_NAME);
+    let stderr = match stream_text(remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
+        Ok(s) => s,
+        Err(e) if e.cancelled() => return Some(run.interrupted()),
+        Err(e) => vec![format!("(the remote stderr could not be read: {e})")],
+    };
+    for line in &stderr {
+        run.logger.info(&job_logger, line);
+    }
+    if result.exit_code == 0 {
+        return None;
+    }
+    let tail = &stderr[stderr.len().saturating_sub(STDERR_TAIL)..];
+    let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
+    errors.push(format!(
+        "[ERROR] The remote compile ran on {}",
+        result
+            .execution_metadata
+            .as_ref()
+            .map(|m| text::message(&m.worker))
+            .filter(|w| !w.is_empty())
+            .unwrap_or_else(|| address.url.clone())
+    ));
+    Some(run.fail(errors))
+}
+
+/// A Command's stdout or stderr as safe lines: inline, or the end of it from the CAS (at most
+/// [`STDERR_BYTES`] either way).
 fn stream_text(
     remote: &Remote,
     raw: &[u8],
     digest: Option<&re::Digest>,
-) -> Result<String, RemoteError> {
+) -> Result<Vec<String>, RemoteError> {
     if !raw.is_empty() {
-        return Ok(String::from_utf8_lossy(raw).into_owned());
+        let from = raw.len().saturating_sub(STDERR_BYTES as usize);
+        return Ok(text::lines(&raw[from..]));
     }
     match digest {
-        Some(d) if d.size_bytes > 0 => {
-            Ok(String::from_utf8_lossy(&remote.read_blob(d)?).into_owned())
-        }
-        _ => Ok(String::new()),
+        Some(d) if d.size_bytes > 0 => Ok(text::lines(&remote.read_tail(d, STDERR_BYTES)?)),
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -412,8 +469,9 @@ fn cache_only(
         run.logger
             .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
     };
-    let remote = match Remote::connect(address) {
-        Ok(r) => Some(r),
+    let remote = match Remote::connect_with(address, Some(run.opts.cancel.clone())) {
+        Ok(r) => Some(r.for_action(&built.digest)),
+        Err(e) if e.cancelled() => return run.interrupted(),
         Err(e) => {
             warn(&format!("{e}; compiling here without it"));
             None
@@ -421,7 +479,7 @@ fn cache_only(
     };
     if let Some(remote) = &remote {
         match remote.get_action_result(&built.digest) {
-            Ok(Some(r)) if usable(&r) => match run.deliver(remote, &r, product) {
+            Ok(Some(r)) if usable(&r) => match run.deliver(remote, &r, product, built) {
                 Ok(()) => {
                     run.emit(Event::Pipeline {
                         jobs: vec![JOB_NAME.to_string()],
@@ -437,9 +495,12 @@ fn cache_only(
                     ));
                     return run.succeed();
                 }
+                Err(e) if e.cancelled() => return run.interrupted(),
+                // Not usable (lost, or not a NEFF): a miss.
                 Err(e) => warn(&format!("{e}; compiling here")),
             },
             Ok(_) => {}
+            Err(e) if e.cancelled() => return run.interrupted(),
             Err(e) => warn(&e),
         }
     }
