@@ -322,6 +322,20 @@ impl ForkServer {
             .map(|l| l.helper)
     }
 
+    /// Stop the helper (its owner is exiting): its socket is shut down, which ends it, and it
+    /// is waited for up to `wait`, then killed; so that no process of the owner's outlives it.
+    pub fn stop(&self, wait: Duration) {
+        let link = self.link.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(link) = link else { return };
+        link.closed.store(true, Ordering::SeqCst);
+        // SAFETY: shutdown of a socket we own (the reader thread sees its end too).
+        unsafe { libc::shutdown(link.sock.as_raw_fd(), libc::SHUT_RDWR) };
+        if !pidfd_wait(&link.helper_pidfd, wait) {
+            pidfd_signal(&link.helper_pidfd, libc::SIGKILL);
+            pidfd_wait(&link.helper_pidfd, wait);
+        }
+    }
+
     /// How many times the helper was started again after it died.
     pub fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::SeqCst)
