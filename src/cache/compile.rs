@@ -21,18 +21,24 @@
 //!    [`crate::recon::cache::failure_is_cacheable`]) as `failed.json`, `meta.json`, `log.txt`.
 //!    A cache that cannot be written costs a warning, never the compile.
 
+use std::cell::RefCell;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
+use super::counters::Counters;
+use super::digests::Table;
 use super::estimate;
+use super::explain::{self, Verdict};
 use super::key::Key;
+use super::layers::{self, OnMiss};
 use super::meta::{
     self, Failed, Meta, NeffInfo, FAILED_FILE, LOG_FILE, META_FILE, NEFF_FILE, ORIGIN_FILE,
 };
-use super::store::{self, Cache, Lookup, ServeError};
+use super::settings::Settings;
+use super::store::{self, Cache, KeyLock, Lookup, ServeError};
 use crate::cli::level;
 use crate::engine::events::Event;
 use crate::engine::log::{self, Logger};
@@ -64,6 +70,8 @@ pub struct CacheConfig {
     pub dir: Option<PathBuf>,
     /// Compile again even if the cache holds a failed result (`--retry_failed_compilation`).
     pub retry_failed: bool,
+    /// The compile's cache flags over the cache's configuration file ([`super::settings`]).
+    pub settings: Settings,
 }
 
 /// Whether the compile's result came from the cache.
@@ -124,12 +132,54 @@ impl CacheConfig {
         CacheConfig::default()
     }
 
-    /// The cache in `dir`.
+    /// The cache in `dir`, with its configuration file's settings.
     pub fn at(dir: impl Into<PathBuf>) -> CacheConfig {
+        let dir = dir.into();
+        let file = super::settings::File::read(&Cache::new(&dir));
         CacheConfig {
-            dir: Some(dir.into()),
+            settings: Settings::resolve(&Default::default(), &file).unwrap_or_default(),
+            dir: Some(dir),
             retry_failed: false,
         }
+    }
+
+    /// The cache in `dir` (`None`: off) for a compile of `plan`: its `--retry_failed_compilation`,
+    /// its cache flags over the directory's configuration file.
+    pub fn for_plan_in(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
+        let cache = dir.as_ref().map(Cache::new);
+        let settings = Settings::of_plan(plan, cache.as_ref()).map_err(NccError::cache_setting)?;
+        Ok(CacheConfig {
+            dir,
+            retry_failed: plan.ns.bool("retry_failed_compilation"),
+            settings,
+        })
+    }
+
+    /// Where this compile's digests are remembered ([`super::digests`]): the cache's table
+    /// (made and written unless the cache is read-only), this process's memory when the cache
+    /// cannot be used, nothing with `--cache-rehash`.
+    pub fn table(&self) -> Table {
+        if !self.settings.stat_digests {
+            return Table::off();
+        }
+        let writes = self.settings.mode.writes();
+        match self
+            .cache()
+            .and_then(|c| c.open_root(writes).ok().flatten())
+        {
+            Some(root) => Table::in_cache(root, self.settings.mode.writes()),
+            None => Table::memory_only(),
+        }
+    }
+
+    /// The key of a compile of `plan` on `engine` under these settings.
+    pub fn key(&self, plan: &Plan, engine: &Engine) -> std::io::Result<Key> {
+        Key::compute(
+            plan,
+            engine,
+            self.settings.sloppiness.hlo_metadata,
+            &self.table(),
+        )
     }
 
     /// From a compile's own flags: `--no_cache` turns it off; `--cache_dir DIR` (relative to the
@@ -137,12 +187,8 @@ impl CacheConfig {
     /// for parallel-compile and the daemon). `--retry_failed_compilation` is read too. A remote
     /// URL is refused ([`check_local`]).
     pub fn from_plan(plan: &Plan, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
-        let retry_failed = plan.ns.bool("retry_failed_compilation");
         if plan.ns.bool("no_cache") {
-            return Ok(CacheConfig {
-                dir: None,
-                retry_failed,
-            });
+            return CacheConfig::for_plan_in(plan, None);
         }
         let dir = match plan.ns.str("cache_dir").filter(|d| !d.is_empty()) {
             Some(d) => {
@@ -151,7 +197,7 @@ impl CacheConfig {
             }
             None => default_dir.map(Path::to_path_buf),
         };
-        Ok(CacheConfig { dir, retry_failed })
+        CacheConfig::for_plan_in(plan, dir)
     }
 
     /// The cache, when on.
@@ -236,7 +282,8 @@ pub fn compile_cached_keyed(
 pub type Runner<'a> = &'a dyn Fn(&Plan, &Options, &Engine, Option<&Path>) -> Outcome;
 
 /// [`compile_cached_keyed`] with the compile run by `run` (the NEFF written to the product path
-/// it is given, as [`engine::run_producing`] does).
+/// it is given, as [`engine::run_producing`] does). What happened is counted in the cache's
+/// counters ([`super::counters`]) unless the cache is read-only.
 pub fn compile_cached_with(
     plan: &Plan,
     key: Option<Key>,
@@ -244,6 +291,26 @@ pub fn compile_cached_with(
     cfg: &CacheConfig,
     engine: &Engine,
     run: Runner,
+) -> CachedOutcome {
+    let tally = RefCell::new(Counters::default());
+    let done = cached(plan, key, opts, cfg, engine, run, &tally);
+    if let (Some(cache), Some(k)) = (cfg.cache(), &done.key) {
+        if cfg.settings.mode.writes() {
+            let _ =
+                super::counters::add(&cache, super::counters::shard_of(&k.key), &tally.borrow());
+        }
+    }
+    done
+}
+
+fn cached(
+    plan: &Plan,
+    key: Option<Key>,
+    opts: &Options,
+    cfg: &CacheConfig,
+    engine: &Engine,
+    run: Runner,
+    tally: &RefCell<Counters>,
 ) -> CachedOutcome {
     let uncached = || CachedOutcome {
         outcome: run(plan, opts, engine, None),
@@ -258,6 +325,9 @@ pub fn compile_cached_with(
     if let Err(u) = cache.check() {
         return refuse_unsafe_dir(&u, &logger, opts);
     }
+    for w in &cfg.settings.warnings {
+        warn(&logger, &format!("{}: {w}", cache.root().display()));
+    }
     if !crate::recon::cache::plan_is_cacheable(&plan.pipeline) {
         if let Some(l) = &logger {
             l.info(
@@ -267,7 +337,11 @@ pub fn compile_cached_with(
         }
         return uncached();
     }
-    let key = match key.map(Ok).unwrap_or_else(|| Key::compute(plan, engine)) {
+    let table = cfg.table();
+    let computed = key.map(Ok).unwrap_or_else(|| {
+        Key::compute(plan, engine, cfg.settings.sloppiness.hlo_metadata, &table)
+    });
+    let key = match computed {
         Ok(k) => k,
         Err(e) => {
             warn(
@@ -287,99 +361,40 @@ pub fn compile_cached_with(
         key: &key,
         cfg,
         logger: &logger,
+        table: &table,
+        tally,
     };
-    if let Some(done) = ctx.serve_from_cache() {
+    if let Some(done) = ctx
+        .serve_from_cache()
+        .or_else(|| ctx.serve_from_secondary())
+    {
         return done;
     }
-    let lock = cache.lock(&key.key, Some(&opts.cancel), &mut || {
-        if let Some(l) = &logger {
-            l.info(
-                log::DRIVER,
-                &format!(
-                    "Waiting for another compile of the same model and arguments (lock {})",
-                    cache.lock_path(&key.key).display()
-                ),
-            );
+    let (explained, reason) = ctx.explain_miss();
+    match layers::on_miss(cfg.settings.mode, &cache, &explained) {
+        OnMiss::Refuse(e) => ctx.refuse(e, reason),
+        OnMiss::Compile { store: false } => {
+            ctx.count_miss(reason);
+            let outcome = run(plan, opts, engine, None);
+            ctx.count_compiled(outcome.exit_status);
+            ctx.compiled(outcome, None)
         }
-    });
-    let _lock = match lock {
-        Ok(Some(l)) => {
-            if let Some(why) = &l.replaced {
-                warn(
-                    &logger,
-                    &format!("removed the cache lock {} ({why})", l.path.display()),
-                );
+        OnMiss::Compile { store: true } => match ctx.lock_key() {
+            Ok(Some(_lock)) => match ctx.serve_from_cache() {
+                Some(done) => done,
+                None => ctx.compile_and_store(reason, engine, run),
+            },
+            Ok(None) => {
+                // Cancelled while waiting: nothing ran.
+                let sig = match opts.interrupted.load(Ordering::SeqCst) {
+                    0 => libc::SIGTERM,
+                    s => s,
+                };
+                let status = crate::run::signals::exit_status_for(sig);
+                ctx.compiled(plain_outcome(status, Vec::new()), None)
             }
-            l
-        }
-        Ok(None) => {
-            // Cancelled while waiting: nothing ran.
-            let sig = match opts.interrupted.load(Ordering::SeqCst) {
-                0 => libc::SIGTERM,
-                s => s,
-            };
-            return CachedOutcome {
-                outcome: plain_outcome(crate::run::signals::exit_status_for(sig), Vec::new()),
-                cache: CacheStatus::Miss,
-                key: Some(key),
-                entry: None,
-            };
-        }
-        Err(e) => {
-            warn(
-                &logger,
-                &format!(
-                    "cannot lock the cache entry {} ({e}); compiling without the cache",
-                    cache.lock_path(&key.key).display()
-                ),
-            );
-            return uncached();
-        }
-    };
-    if let Some(done) = ctx.serve_from_cache() {
-        return done;
-    }
-    let log_start = std::fs::metadata(&plan.logfile)
-        .map(|m| m.len())
-        .unwrap_or(0);
-    // The compile writes the NEFF into a temporary entry only it knows; the entry is made from
-    // that file, never from --output (see the module documentation).
-    let pending = match cache.begin(&key.key) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            warn(
-                &logger,
-                &format!(
-                    "cannot write to the cache {} ({e}); compiling without storing the result",
-                    cache.dir().display()
-                ),
-            );
-            None
-        }
-    };
-    let product = pending.as_ref().map(|p| p.path().join(NEFF_FILE));
-    let outcome = run(plan, opts, engine, product.as_deref());
-    let interrupted = opts.interrupted.load(Ordering::SeqCst) != 0 || opts.cancel.is_cancelled();
-    let entry = match pending {
-        Some(p) if outcome.exit_status == 0 => ctx.publish(p, &outcome, engine, log_start, true),
-        Some(p)
-            if crate::recon::cache::failure_is_cacheable(
-                outcome.exit_status,
-                outcome.worker_pid.is_some(),
-                &outcome.jobs,
-                &outcome.error_lines,
-                interrupted,
-            ) =>
-        {
-            ctx.publish(p, &outcome, engine, log_start, false)
-        }
-        _ => None,
-    };
-    CachedOutcome {
-        outcome,
-        cache: CacheStatus::Miss,
-        key: Some(key),
-        entry,
+            Err(()) => uncached(),
+        },
     }
 }
 
@@ -390,9 +405,131 @@ struct Ctx<'a> {
     key: &'a Key,
     cfg: &'a CacheConfig,
     logger: &'a Option<Logger>,
+    table: &'a Table,
+    tally: &'a RefCell<Counters>,
 }
 
 impl Ctx<'_> {
+    /// Why the key missed ([`explain`]), logged in one line at `info` with the key; the reason
+    /// the miss is counted under.
+    fn explain_miss(&self) -> (explain::Explanation, super::counters::MissReason) {
+        let (key, plan) = (self.key, self.plan);
+        let explained = explain::explain(self.cache, &[], key, &plan.model, self.table);
+        if let Some(l) = self.logger {
+            l.info(
+                log::DRIVER,
+                &format!("Cache miss, key {}: {}", key.key, explained.line()),
+            );
+        }
+        let reason = match &explained.verdict {
+            Verdict::Miss { reason, .. } => *reason,
+            _ => super::counters::MissReason::Other,
+        };
+        (explained, reason)
+    }
+
+    /// The key's lock, waiting for another compile of it; `Ok(None)`: cancelled while waiting;
+    /// `Err`: it cannot be taken (warned: the compile goes on without the cache).
+    fn lock_key(&self) -> Result<Option<KeyLock>, ()> {
+        let (cache, key, logger) = (self.cache, &self.key.key, self.logger);
+        let lock = cache.lock(key, Some(&self.opts.cancel), &mut |who: &str| {
+            if let Some(l) = logger {
+                l.info(
+                    log::DRIVER,
+                    &format!(
+                        "Waiting for another compile of the same model and arguments (lock {}, {who})",
+                        cache.lock_path(key).display()
+                    ),
+                );
+            }
+        });
+        match lock {
+            Ok(Some(l)) => {
+                if let Some(why) = &l.replaced {
+                    warn(
+                        logger,
+                        &format!("removed the cache lock {} ({why})", l.path.display()),
+                    );
+                }
+                Ok(Some(l))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                warn(
+                    logger,
+                    &format!(
+                        "cannot lock the cache entry {} ({e}); compiling without the cache",
+                        cache.lock_path(key).display()
+                    ),
+                );
+                Err(())
+            }
+        }
+    }
+
+    /// A compile's outcome as a miss of this key.
+    fn compiled(&self, outcome: Outcome, entry: Option<PathBuf>) -> CachedOutcome {
+        CachedOutcome {
+            outcome,
+            cache: CacheStatus::Miss,
+            key: Some(self.key.clone()),
+            entry,
+        }
+    }
+
+    /// Compile (the key's lock held) into a temporary entry, and publish the result when it is
+    /// one the cache keeps.
+    fn compile_and_store(
+        &self,
+        reason: super::counters::MissReason,
+        engine: &Engine,
+        run: Runner,
+    ) -> CachedOutcome {
+        let (plan, opts) = (self.plan, self.opts);
+        self.count_miss(reason);
+        let log_start = std::fs::metadata(&plan.logfile)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        // The compile writes the NEFF into a temporary entry only it knows; the entry is made
+        // from that file, never from --output (see the module documentation).
+        let pending = match self.cache.begin(&self.key.key) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                warn(
+                    self.logger,
+                    &format!(
+                        "cannot write to the cache {} ({e}); compiling without storing the result",
+                        self.cache.dir().display()
+                    ),
+                );
+                None
+            }
+        };
+        let product = pending.as_ref().map(|p| p.path().join(NEFF_FILE));
+        let outcome = run(plan, opts, engine, product.as_deref());
+        self.count_compiled(outcome.exit_status);
+        let interrupted =
+            opts.interrupted.load(Ordering::SeqCst) != 0 || opts.cancel.is_cancelled();
+        let entry = match pending {
+            Some(p) if outcome.exit_status == 0 => {
+                self.publish(p, &outcome, engine, log_start, true)
+            }
+            Some(p)
+                if crate::recon::cache::failure_is_cacheable(
+                    outcome.exit_status,
+                    outcome.worker_pid.is_some(),
+                    &outcome.jobs,
+                    &outcome.error_lines,
+                    interrupted,
+                ) =>
+            {
+                self.publish(p, &outcome, engine, log_start, false)
+            }
+            _ => None,
+        };
+        self.compiled(outcome, entry)
+    }
+
     /// What a compile says before it runs anything: the plan's warnings and USER-level lines.
     fn announce(&self) {
         if let Some(l) = self.logger {
@@ -435,8 +572,17 @@ impl Ctx<'_> {
                 });
                 match self.cache.serve(key, &neff, &self.plan.output) {
                     Ok(()) => {
-                        self.cache.touch(key);
+                        if self.writes() {
+                            self.cache.touch(key);
+                        }
+                        self.count_hit(&m, false);
                         self.announce();
+                        if let (Some(l), true) = (self.logger, self.key.sloppy) {
+                            l.info(
+                                log::DRIVER,
+                                &format!("Cache hit, key {key} (the model keyed without its op metadata)"),
+                            );
+                        }
                         if let Some(l) = self.logger {
                             l.user(&format!(
                                 "Using a cached neff at {}",
@@ -461,7 +607,8 @@ impl Ctx<'_> {
                     }
                 }
             }
-            Lookup::Failed(_, failed) if !self.cfg.retry_failed => {
+            Lookup::Failed(m, failed) if !self.cfg.retry_failed => {
+                self.count_hit(&m, true);
                 self.announce();
                 if let Some(l) = self.logger {
                     for line in &failed.error_lines {
@@ -488,10 +635,168 @@ impl Ctx<'_> {
         }
     }
 
+    /// Whether this compile may write to the cache.
+    fn writes(&self) -> bool {
+        self.cfg.settings.mode.writes()
+    }
+
+    /// Count an entry served (`failed`: a remembered failure).
+    fn count_hit(&self, m: &Meta, failed: bool) {
+        let mut t = self.tally.borrow_mut();
+        if failed {
+            t.failures_served += 1;
+        } else {
+            t.hits += 1;
+            t.bytes_read += m.neff.as_ref().map_or(0, |n| n.size) as i64;
+        }
+        t.time_saved_ms += (m.wall_s * 1000.0).round() as i64;
+    }
+
+    /// Count a miss that compiles (or is refused).
+    fn count_miss(&self, reason: super::counters::MissReason) {
+        self.tally.borrow_mut().add(&Counters::miss(reason));
+    }
+
+    /// Count a compile that ran, and whether it failed.
+    fn count_compiled(&self, exit_status: i32) {
+        let mut t = self.tally.borrow_mut();
+        t.compiles += 1;
+        if exit_status != 0 {
+            t.compile_failures += 1;
+        }
+    }
+
+    /// A hit-only cache's refusal of a miss: the error, exit [`layers::EXIT_CACHE_MISS`].
+    fn refuse(&self, e: NccError, reason: super::counters::MissReason) -> CachedOutcome {
+        self.count_miss(reason);
+        self.tally.borrow_mut().misses_refused += 1;
+        let line = e.to_string();
+        match self.logger {
+            Some(l) => l.error(log::DRIVER, &line),
+            None => eprintln!("{line}"),
+        }
+        if let Some(f) = self.opts.on_event {
+            f(&Event::Error { line: line.clone() });
+            f(&Event::Done {
+                exit_status: layers::EXIT_CACHE_MISS,
+            });
+        }
+        CachedOutcome {
+            outcome: plain_outcome(layers::EXIT_CACHE_MISS, vec![line]),
+            cache: CacheStatus::Miss,
+            key: Some(self.key.clone()),
+            entry: None,
+        }
+    }
+
+    /// Serve the key from the first secondary cache that has it, and copy its entry into this
+    /// cache (unless read-only).
+    fn serve_from_secondary(&self) -> Option<CachedOutcome> {
+        let key = &self.key.key;
+        let hit = layers::find(&self.cfg.settings.secondaries, key, &mut |w: String| {
+            warn(self.logger, &w)
+        })?;
+        let dir = hit.cache.entry_dir(key);
+        let outcome = match &hit.failed {
+            Some(_) if self.cfg.retry_failed => return None,
+            Some(failed) => {
+                self.count_hit(&hit.meta, true);
+                self.announce();
+                if let Some(l) = self.logger {
+                    for line in &failed.error_lines {
+                        l.error(log::DRIVER, line);
+                    }
+                    l.user(&format!(
+                        "Using a cached failed compile at {} (its log: {}); rerun with --retry_failed_compilation to compile again",
+                        dir.display(),
+                        dir.join(LOG_FILE).display()
+                    ));
+                }
+                let status = if failed.exit_status == 0 {
+                    EXIT_COMPILE_FAILED
+                } else {
+                    failed.exit_status
+                };
+                plain_outcome(status, failed.error_lines.clone())
+            }
+            None => {
+                let neff = hit.meta.neff.clone()?;
+                if let Err(e) = hit.cache.serve(key, &neff, &self.plan.output) {
+                    let why = match e {
+                        ServeError::Corrupt(r) => r,
+                        ServeError::Output(e) => e.to_string(),
+                    };
+                    warn(
+                        self.logger,
+                        &format!("cannot use the entry {} ({why})", dir.display()),
+                    );
+                    return None;
+                }
+                self.count_hit(&hit.meta, false);
+                self.tally.borrow_mut().hits_secondary += 1;
+                self.announce();
+                if let Some(l) = self.logger {
+                    l.user(&format!(
+                        "Using a cached neff at {}",
+                        dir.join(NEFF_FILE).display()
+                    ));
+                    l.user("Compiler status PASS");
+                }
+                plain_outcome(0, Vec::new())
+            }
+        };
+        if self.writes() {
+            match layers::copy_into(self.cache, &hit, key, self.cfg.settings.max_size) {
+                Ok(Some(entry)) => {
+                    if let Some(l) = self.logger {
+                        l.info(
+                            log::DRIVER,
+                            &format!("Copied the entry into the cache at {}", entry.display()),
+                        );
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => warn(
+                    self.logger,
+                    &format!(
+                        "could not copy the entry {} into the cache {} ({e})",
+                        dir.display(),
+                        self.cache.dir().display()
+                    ),
+                ),
+            }
+        }
+        if let Some(f) = self.opts.on_event {
+            for line in &outcome.error_lines {
+                f(&Event::Error { line: line.clone() });
+            }
+            f(&Event::Done {
+                exit_status: outcome.exit_status,
+            });
+        }
+        Some(CachedOutcome {
+            outcome,
+            cache: CacheStatus::Hit,
+            key: Some(self.key.clone()),
+            entry: Some(dir),
+        })
+    }
+
     /// Evict the entry found corrupt — unless it changed meanwhile (evicted by maintenance, or
-    /// replaced by another compile): then there is nothing to warn about.
+    /// replaced by another compile): then there is nothing to warn about. A read-only cache is
+    /// left as it is.
     fn evict_corrupt(&self, reason: &str, seen: Option<&Meta>) {
         let dir = self.cache.entry_dir(&self.key.key);
+        if !self.writes() {
+            warn(
+                self.logger,
+                &format!(
+                    "the cache entry {} is corrupt ({reason}); the cache is read-only, compiling without it",
+                    dir.display()
+                ),
+            );
+            return;
+        }
         if let Some(seen) = seen {
             match self.cache.lookup(&self.key.key) {
                 Lookup::Hit(now) if now.created_ms == seen.created_ms => {}
@@ -499,6 +804,9 @@ impl Ctx<'_> {
             }
         }
         let evicted = self.cache.evict(&self.key.key);
+        if matches!(evicted, Ok(true)) {
+            self.tally.borrow_mut().evictions += 1;
+        }
         warn(
             self.logger,
             &format!(
@@ -510,6 +818,29 @@ impl Ctx<'_> {
                 }
             ),
         );
+    }
+
+    /// The model's blake3 and its digest without op metadata (a binary HLO module only), as
+    /// `meta.json` records them: the one the key took, the other computed (remembered digests
+    /// make that cheap).
+    fn model_digests(&self) -> (String, Option<String>) {
+        let (key, model) = (self.key, &self.plan.model);
+        if key.sloppy {
+            let exact = super::key::hash_model_with(model, self.table)
+                .map(|(h, _)| h.to_hex().to_string())
+                .unwrap_or_default();
+            return (exact, Some(key.model_digest.clone()));
+        }
+        let hlo = model
+            .is_file()
+            .then(|| {
+                super::key::hlo_metadata_digest(model, self.table)
+                    .ok()
+                    .flatten()
+            })
+            .flatten()
+            .map(|(d, _)| d);
+        (key.model_digest.clone(), hlo)
     }
 
     /// Store the compile's result; the entry's path, or `None` (with a warning) if it could not
@@ -525,14 +856,17 @@ impl Ctx<'_> {
         let plan = self.plan;
         let key = self.key;
         let now = meta::now_ms();
+        let (model_blake3, model_hlo_metadata) = self.model_digests();
         let meta = Meta {
             format: meta::META_FORMAT,
             key: key.key.clone(),
             args_key: key.args_key.clone(),
             inputs: key.inputs.clone(),
             model_path: plan.model.display().to_string(),
-            model_blake3: key.model_digest.clone(),
+            model_blake3: model_blake3.clone(),
             model_size: key.model_size,
+            model_digest_kind: Some(key.model_digest_kind().to_string()),
+            model_hlo_metadata,
             status: if ok { "ok" } else { "failed" }.to_string(),
             exit_status: outcome.exit_status,
             neff: None,
@@ -574,13 +908,32 @@ impl Ctx<'_> {
             store::write_json_in(tmp, META_FILE, &with_origin(tmp, &m)?)?;
             Ok(m)
         };
-        let written = fill(pending.dir()).and_then(|_| pending.commit());
+        let max_size = self.cfg.settings.max_size;
+        let written = fill(pending.dir())
+            .and_then(|_| super::evict::publish(self.cache, &key.key, pending, max_size));
         match written {
-            Ok(dir) => {
+            Ok(done) => {
+                let dir = done.entry;
                 if let Some(l) = self.logger {
                     l.debug(
                         log::DRIVER,
                         &format!("Stored the compile in the cache at {}", dir.display()),
+                    );
+                    if done.evicted > 0 {
+                        l.info(
+                            log::DRIVER,
+                            &format!(
+                                "Evicted {} least recently used cache entries ({} bytes) to stay under max_size",
+                                done.evicted, done.freed_bytes
+                            ),
+                        );
+                    }
+                }
+                let groups = explain::groups(key, &plan.model, &model_blake3);
+                if let Err(e) = super::index::record(self.cache, &key.key, &groups) {
+                    warn(
+                        self.logger,
+                        &format!("could not list the entry for explanations ({e})"),
                     );
                 }
                 if ok && meta.peak_rss_kb > 0 {

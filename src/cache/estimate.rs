@@ -146,7 +146,7 @@ fn index_name(args_key: &str) -> String {
 
 /// Open the index file `name` of `dir` under an exclusive lock (the file locked is checked to
 /// still be the one at the name: a compaction replaces it). A link there is refused.
-fn open_locked(dir: &Dir, name: &str) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_locked(dir: &Dir, name: &str) -> std::io::Result<std::fs::File> {
     loop {
         let f = dir.open_file_with(name, OFlags::RDWR | OFlags::APPEND | OFlags::CREATE, 0o666)?;
         fs4::fs_std::FileExt::lock_exclusive(&f)?;
@@ -253,12 +253,13 @@ pub fn for_dry_run(plan: &crate::plan::Plan) -> Estimate {
         bytes: formula_estimate(&Features::of_plan(plan)),
         basis: Basis::formula(),
     };
-    let Ok(cfg) = super::CacheConfig::from_plan(plan, None) else {
+    let Ok(mut cfg) = super::CacheConfig::from_plan(plan, None) else {
         return formula();
     };
+    cfg.settings.mode = super::settings::Mode::ReadOnly;
     match (cfg.cache(), &plan.toolchain) {
         (Some(cache), Some(_)) if cache.root().is_dir() => {
-            match Key::compute(plan, &crate::engine::Engine::Pipeline) {
+            match cfg.key(plan, &crate::engine::Engine::Pipeline) {
                 Ok(key) => estimate(Some(&cache), &key),
                 Err(_) => formula(),
             }

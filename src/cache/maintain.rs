@@ -301,7 +301,8 @@ pub fn gc(cache: &Cache, max_bytes: u64) -> GcReport {
     report
 }
 
-/// Evict every entry, remove the leftovers nobody uses and the memory-estimate index.
+/// Evict every entry, remove the leftovers nobody uses, the memory-estimate index, the lists
+/// of near entries and the remembered digests (the counters and the configuration stay).
 pub fn clear(cache: &Cache) -> ClearReport {
     let mut evicted = 0;
     let left = cache
@@ -314,6 +315,15 @@ pub fn clear(cache: &Cache) -> ClearReport {
     let mut leftovers_removed = cache.clean_leftovers(&left);
     if matches!(cache.clear_estimates(), Ok(true)) {
         leftovers_removed += 1;
+    }
+    // What pointed at entries (the lists of near entries) and what was remembered of files
+    // (their digests) go too.
+    if let Ok(Some(root)) = cache.open_root(false) {
+        for dir in [super::index::NEAR_DIR, super::digests::DIGESTS_DIR] {
+            if matches!(store::evict_in(&root, dir), Ok(true)) {
+                leftovers_removed += 1;
+            }
+        }
     }
     ClearReport {
         evicted,
@@ -343,10 +353,9 @@ mod tests {
                 .set_modified(t)
                 .unwrap();
         }
-        // Every entry has its lock file, as a compile leaves it.
+        // Every entry has a free lock file, as an older nxcc or a killed compile leaves it.
         for k in &keys {
-            drop(cache.try_lock(k).unwrap().unwrap());
-            assert!(cache.lock_path(k).exists());
+            std::fs::File::create(cache.lock_path(k)).unwrap();
         }
         let one = stats(&cache);
         assert_eq!(one.entries, 6);
@@ -366,13 +375,13 @@ mod tests {
             (0, 0),
             "{again:?}"
         );
-        // A lock a compile holds stays, and is removed once free.
+        // A lock a compile holds stays; its holder removes it when released.
         let held = cache.try_lock(&keys[2]).unwrap().unwrap();
         assert_eq!(gc(&cache, per * 3).evicted, 1);
         assert!(cache.lock_path(&keys[2]).exists());
         drop(held);
-        assert_eq!(gc(&cache, u64::MAX).leftovers_removed, 1);
         assert!(!cache.lock_path(&keys[2]).exists());
+        assert_eq!(gc(&cache, u64::MAX).leftovers_removed, 0);
         assert_eq!(clear(&cache).evicted, 3);
         assert_eq!(stats(&cache).entries, 0);
     }

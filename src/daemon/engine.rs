@@ -116,7 +116,7 @@ impl Engine for Cached {
     fn prepare(&self, plan: &Plan) -> Prepared {
         let cache = CacheConfig::from_plan(plan, Some(&self.cache_dir)).map_err(|e| e.to_string());
         let key = match &cache {
-            Ok(cfg) if cfg.dir.is_some() => Key::compute(plan, &self.engine).ok(),
+            Ok(cfg) if cfg.dir.is_some() => cfg.key(plan, &self.engine).ok(),
             _ => None,
         };
         let estimate = match &key {

@@ -264,7 +264,7 @@ impl Daemon {
     }
 
     /// `GET /v1/status`: counters only (no scan of the cache; `nxcc cache stats` has its
-    /// figures).
+    /// figures): this daemon's, and the cache directory's own ([`crate::cache::counters`]).
     pub fn status(&self) -> Value {
         let (running, queued) = self.counts();
         let snap = self.admission.snapshot();
@@ -275,6 +275,9 @@ impl Daemon {
                 "dir": dir.display().to_string(),
                 "hits": n(&t.cache_hits),
                 "misses": n(&t.cache_misses),
+                // The directory's own counters, every process and host that uses it (16 small
+                // files per host: no scan).
+                "counters": crate::cache::counters::read(&crate::cache::Cache::new(dir), None),
             })
         });
         json!({
@@ -302,10 +305,16 @@ impl Daemon {
                 "max_per_uid": self.config.max_connections_per_uid,
             },
             "engine": self.engine.describe(),
-            "fork_server": self.fork_server.get().map(|f| json!({
-                "pid": f.helper_pid(),
-                "restarts": f.restarts(),
-            })),
+            "fork_server": self.fork_server.get().map(|f| {
+                let r = f.record();
+                json!({
+                    "pid": f.helper_pid(),
+                    "restarts": f.restarts(),
+                    "workers_started": r.started,
+                    "workers_not_started": r.not_started,
+                    "last_not_started": r.last_not_started,
+                })
+            }),
             "cache": cache,
             "inactivity_timeout_s": self.config.inactivity_timeout.map(|d| d.as_secs_f64()),
             "stopping": self.stopping(),

@@ -16,11 +16,14 @@
 //!   instructions);
 //! - [`shape`]: element types, their names and sizes;
 //! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
-//! - [`command`]: `nxcc hlo-info MODEL [--json]`.
+//! - [`command`]: `nxcc hlo-info MODEL [--json]`;
+//! - [`digest`]: a digest of a binary module that leaves its op metadata out (the compile
+//!   cache's `hlo_metadata` sloppiness).
 
 use std::path::Path;
 
 pub mod command;
+pub mod digest;
 pub mod lexer;
 pub mod proto;
 pub mod scan;

@@ -450,17 +450,21 @@ pub fn run(
                 continue;
             }
         };
-        let mut cache_cfg = CacheConfig {
-            dir: cfg.cache_dir.clone(),
-            retry_failed: plan.ns.bool("retry_failed_compilation"),
+        let dir = cfg.cache_dir.clone().filter(|_| !plan.ns.bool("no_cache"));
+        let cache_cfg = match CacheConfig::for_plan_in(&plan, dir) {
+            Ok(c) => c,
+            Err(e) => {
+                let r = &mut results[index];
+                r.status = Status::Failed;
+                r.exit_status = EXIT_COMPILE_FAILED;
+                r.error_lines = vec![e.to_string()];
+                continue;
+            }
         };
-        if plan.ns.bool("no_cache") {
-            cache_cfg.dir = None;
-        }
         let key = cache_cfg
             .dir
             .as_ref()
-            .and_then(|_| Key::compute(&plan, &cfg.engine).ok());
+            .and_then(|_| cache_cfg.key(&plan, &cfg.engine).ok());
         let estimate = match &key {
             Some(k) => cache::estimate(cache_cfg.cache().as_ref(), k),
             None => Estimate {

@@ -412,7 +412,7 @@ fn estimate_of(w: &Worker, dir: &Path, args: &[String]) -> u64 {
         .unwrap_or(0);
     let key = planned
         .as_ref()
-        .and_then(|p| crate::cache::Key::compute(p, &engine).ok());
+        .and_then(|p| crate::cache::CacheConfig::off().key(p, &engine).ok());
     match key {
         Some(k) => crate::cache::estimate(None, &k).bytes,
         None => crate::cache::estimate::formula_estimate(
