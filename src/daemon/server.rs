@@ -370,6 +370,9 @@ pub fn run(config: Config) -> i32 {
         Ok::<(), io::Error>(())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
+    if let Some(f) = daemon.fork_server.get() {
+        f.stop(Duration::from_secs(2));
+    }
     if let Some(s) = &socket_file {
         // Already gone when serving stopped normally.
         s.remove();
