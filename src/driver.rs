@@ -184,7 +184,7 @@ fn run_compile(plan: &plan::Plan) -> i32 {
     let engine = crate::engine::Engine::Pipeline;
     crate::remote::compile::compile(plan, None, &opts, &cfg, &engine, remote.as_ref())
         .outcome
-        .exit_status
+        .exit_status()
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {

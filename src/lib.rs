@@ -50,6 +50,7 @@ pub mod plan;
 pub mod provenance;
 pub mod recon;
 pub mod remote;
+pub mod result;
 pub mod run;
 pub mod shell;
 pub mod shim;

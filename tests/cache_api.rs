@@ -2,16 +2,15 @@
 //! sink and an event callback, through the built binary as the worker.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicI32;
 use std::sync::{Arc, Mutex};
 
 use nxcc::cache::{self, CacheConfig, CacheStatus};
+use nxcc::engine::compile::Cancellation;
 use nxcc::engine::events::Event;
 use nxcc::engine::log::Console;
 use nxcc::engine::pipeline::Options;
 use nxcc::engine::Engine;
 use nxcc::plan::{Plan, SystemProbe};
-use nxcc::run::process::Cancel;
 
 const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
 
@@ -44,8 +43,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         console: Console::Sink(Arc::new(move |l: &str, _| {
             c2.lock().unwrap().push(l.to_string())
         })),
-        cancel: Cancel::new(),
-        interrupted: Arc::new(AtomicI32::new(0)),
+        cancel: Cancellation::new(),
         worker_env: vec![("NXCC_SIM_RECORD".into(), record.display().to_string())],
         on_event: Some(&on_event),
         worker_program: Some(PathBuf::from(NXCC)),
@@ -98,7 +96,7 @@ fn compile_cached_serves_hits_with_events_and_learns_estimates() {
     assert_eq!(cfg.dir.as_deref(), Some(default_dir.as_path()));
 
     let miss = compile(&first, &cfg, &record);
-    assert_eq!(miss.done.outcome.exit_status, 0);
+    assert_eq!(miss.done.outcome.exit_status(), 0);
     assert_eq!(miss.done.cache, CacheStatus::Miss);
     assert!(miss
         .done
@@ -115,9 +113,15 @@ fn compile_cached_serves_hits_with_events_and_learns_estimates() {
     assert!(runs >= 3);
 
     let hit = compile(&plan(d, &args("b.neff")), &cfg, &record);
-    assert_eq!(hit.done.outcome.exit_status, 0);
+    assert_eq!(hit.done.outcome.exit_status(), 0);
     assert_eq!(hit.done.cache, CacheStatus::Hit);
-    assert_eq!(hit.events, vec![Event::Done { exit_status: 0 }]);
+    assert_eq!(
+        hit.events,
+        vec![Event::Done {
+            exit_status: 0,
+            status: None
+        }]
+    );
     assert!(
         hit.console
             .iter()

@@ -18,12 +18,11 @@
 //! 5. Publish the result: a success as `model.neff` (the file the compile wrote into the
 //!    temporary entry, hashed there), `meta.json`, `log.txt`, and its peak memory
 //!    in the estimate index; a failure the inputs caused (see
-//!    [`crate::recon::cache::failure_is_cacheable`]) as `failed.json`, `meta.json`, `log.txt`.
+//!    [`crate::recon::cache::remembers`]) as `failed.json`, `meta.json`, `log.txt`.
 //!    A cache that cannot be written costs a warning, never the compile.
 
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
@@ -35,10 +34,11 @@ use crate::cli::level;
 use crate::engine::events::Event;
 use crate::engine::log::{self, Logger};
 use crate::engine::metrics;
-use crate::engine::pipeline::{Options, Outcome};
+use crate::engine::pipeline::{CompileResult, Options};
 use crate::engine::{self, Engine};
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
+use crate::result::{Environment, Failure, JobEnd, Status};
 
 /// The cache directory `parallel-compile` and the daemon use unless told otherwise (the
 /// ecosystem's default).
@@ -89,11 +89,11 @@ impl CacheStatus {
     }
 }
 
-/// A compile's outcome and what the cache had to do with it.
+/// A compile's result and what the cache had to do with it.
 #[derive(Debug, Clone)]
 pub struct CachedOutcome {
-    /// The compile's outcome, or the one the entry recorded (a hit).
-    pub outcome: Outcome,
+    /// The compile's result, or the one the entry recorded (a hit).
+    pub outcome: CompileResult,
     /// Whether the cache served it, stored it or was not used.
     pub cache: CacheStatus,
     /// The key, when the cache was used.
@@ -160,18 +160,6 @@ impl CacheConfig {
     }
 }
 
-fn plain_outcome(exit_status: i32, error_lines: Vec<String>) -> Outcome {
-    Outcome {
-        exit_status,
-        error_lines,
-        jobs: Vec::new(),
-        work_dir: None,
-        kept: false,
-        worker_pid: None,
-        supervisor_pid: std::process::id(),
-    }
-}
-
 fn open_logger(plan: &Plan, opts: &Options) -> Option<Logger> {
     crate::engine::pipeline::open_log(plan, opts.console.clone()).ok()
 }
@@ -199,10 +187,11 @@ fn refuse_unsafe_dir(
         f(&Event::Error { line: line.clone() });
         f(&Event::Done {
             exit_status: EXIT_COMPILE_FAILED,
+            status: None,
         });
     }
     CachedOutcome {
-        outcome: plain_outcome(EXIT_COMPILE_FAILED, vec![line]),
+        outcome: CompileResult::failed(Failure::Environment(Environment::CacheDir), vec![line]),
         cache: CacheStatus::Off,
         key: None,
         entry: None,
@@ -233,7 +222,7 @@ pub fn compile_cached_keyed(
 
 /// What runs a compile the cache did not answer: [`engine::run_producing`], or a caller's
 /// wrapper around it (a remote action cache, remote execution: `crate::remote`).
-pub type Runner<'a> = &'a dyn Fn(&Plan, &Options, &Engine, Option<&Path>) -> Outcome;
+pub type Runner<'a> = &'a dyn Fn(&Plan, &Options, &Engine, Option<&Path>) -> CompileResult;
 
 /// [`compile_cached_keyed`] with the compile run by `run` (the NEFF written to the product path
 /// it is given, as [`engine::run_producing`] does).
@@ -291,7 +280,7 @@ pub fn compile_cached_with(
     if let Some(done) = ctx.serve_from_cache() {
         return done;
     }
-    let lock = cache.lock(&key.key, Some(&opts.cancel), &mut || {
+    let lock = cache.lock(&key.key, Some(opts.cancel.flag()), &mut || {
         if let Some(l) = &logger {
             l.info(
                 log::DRIVER,
@@ -314,12 +303,12 @@ pub fn compile_cached_with(
         }
         Ok(None) => {
             // Cancelled while waiting: nothing ran.
-            let sig = match opts.interrupted.load(Ordering::SeqCst) {
-                0 => libc::SIGTERM,
-                s => s,
-            };
+            let status = opts
+                .cancel
+                .status()
+                .unwrap_or(Status::Cancelled(crate::result::CancelReason::Stopped));
             return CachedOutcome {
-                outcome: plain_outcome(crate::run::signals::exit_status_for(sig), Vec::new()),
+                outcome: CompileResult::new(status, Vec::new(), Vec::new()),
                 cache: CacheStatus::Miss,
                 key: Some(key),
                 entry: None,
@@ -359,19 +348,10 @@ pub fn compile_cached_with(
     };
     let product = pending.as_ref().map(|p| p.path().join(NEFF_FILE));
     let outcome = run(plan, opts, engine, product.as_deref());
-    let interrupted = opts.interrupted.load(Ordering::SeqCst) != 0 || opts.cancel.is_cancelled();
-    let entry = match pending {
-        Some(p) if outcome.exit_status == 0 => ctx.publish(p, &outcome, engine, log_start, true),
-        Some(p)
-            if crate::recon::cache::failure_is_cacheable(
-                outcome.exit_status,
-                outcome.worker_pid.is_some(),
-                &outcome.jobs,
-                &outcome.error_lines,
-                interrupted,
-            ) =>
-        {
-            ctx.publish(p, &outcome, engine, log_start, false)
+    let entry = match (pending, &outcome.status) {
+        (Some(p), Status::Succeeded) => ctx.publish(p, &outcome, engine, log_start),
+        (Some(p), Status::Failed(f)) if crate::recon::cache::remembers(f) => {
+            ctx.publish(p, &outcome, engine, log_start)
         }
         _ => None,
     };
@@ -410,13 +390,14 @@ impl Ctx<'_> {
     fn serve_from_cache(&self) -> Option<CachedOutcome> {
         let key = &self.key.key;
         let dir = self.cache.entry_dir(key);
-        let done = |outcome: Outcome| {
+        let done = |outcome: CompileResult| {
             if let Some(f) = self.opts.on_event {
-                for line in &outcome.error_lines {
+                for line in &outcome.lines {
                     f(&Event::Error { line: line.clone() });
                 }
                 f(&Event::Done {
-                    exit_status: outcome.exit_status,
+                    exit_status: outcome.exit_status(),
+                    status: None,
                 });
             }
             Some(CachedOutcome {
@@ -445,7 +426,7 @@ impl Ctx<'_> {
                             // A hit is a successful compile: say so as a compile does.
                             l.user("Compiler status PASS");
                         }
-                        done(plain_outcome(0, Vec::new()))
+                        done(CompileResult::succeeded(Vec::new()))
                     }
                     Err(ServeError::Corrupt(reason)) => {
                         self.evict_corrupt(&reason, Some(&m));
@@ -457,7 +438,10 @@ impl Ctx<'_> {
                         if let Some(l) = self.logger {
                             l.error(log::DRIVER, &line);
                         }
-                        done(plain_outcome(EXIT_COMPILE_FAILED, vec![line]))
+                        done(CompileResult::failed(
+                            Failure::Environment(Environment::Output),
+                            vec![line],
+                        ))
                     }
                 }
             }
@@ -473,12 +457,13 @@ impl Ctx<'_> {
                         dir.join(LOG_FILE).display()
                     ));
                 }
-                let status = if failed.exit_status == 0 {
-                    EXIT_COMPILE_FAILED
-                } else {
-                    failed.exit_status
-                };
-                done(plain_outcome(status, failed.error_lines))
+                // Entries written before the failure was recorded: a failure of the model's
+                // (nothing else was remembered).
+                let failure = failed.failure.unwrap_or(Failure::Job {
+                    job: String::new(),
+                    end: JobEnd::Error,
+                });
+                done(CompileResult::failed(failure, failed.error_lines))
             }
             Lookup::Failed(..) => None,
             Lookup::Corrupt(reason) => {
@@ -517,11 +502,11 @@ impl Ctx<'_> {
     fn publish(
         &self,
         pending: store::Pending,
-        outcome: &Outcome,
+        outcome: &CompileResult,
         engine: &Engine,
         log_start: u64,
-        ok: bool,
     ) -> Option<PathBuf> {
+        let ok = outcome.ok();
         let plan = self.plan;
         let key = self.key;
         let now = meta::now_ms();
@@ -534,7 +519,7 @@ impl Ctx<'_> {
             model_blake3: key.model_digest.clone(),
             model_size: key.model_size,
             status: if ok { "ok" } else { "failed" }.to_string(),
-            exit_status: outcome.exit_status,
+            exit_status: outcome.exit_status(),
             neff: None,
             engine: engine.name().to_string(),
             jobs: outcome.jobs.clone(),
@@ -565,8 +550,9 @@ impl Ctx<'_> {
                     tmp,
                     FAILED_FILE,
                     &Failed {
-                        exit_status: outcome.exit_status,
-                        error_lines: outcome.error_lines.clone(),
+                        exit_status: outcome.exit_status(),
+                        error_lines: outcome.lines.clone(),
+                        failure: outcome.failure().cloned(),
                     },
                 )?;
             }
@@ -615,7 +601,7 @@ impl Ctx<'_> {
 
 /// The lines this compile appended to the shared log file: those written after `start` that
 /// carry the supervising process's or the worker's pid (`<ts> <LEVEL> <pid> [<logger>]: ...`).
-pub fn compile_log(logfile: &Path, start: u64, outcome: &Outcome) -> String {
+pub fn compile_log(logfile: &Path, start: u64, outcome: &CompileResult) -> String {
     let mut text = String::new();
     let Ok(mut f) = std::fs::File::open(logfile) else {
         return text;
@@ -675,7 +661,7 @@ mod tests {
         writeln!(f, "2026-01-01T00:00:01Z INFO 11 [x]: mine (supervisor)").unwrap();
         writeln!(f, "2026-01-01T00:00:01Z INFO 99 [x]: another compile").unwrap();
         writeln!(f, "2026-01-01T00:00:01Z INFO 12 [x]: mine (worker)").unwrap();
-        let mut o = plain_outcome(0, Vec::new());
+        let mut o = CompileResult::succeeded(Vec::new());
         o.supervisor_pid = 11;
         o.worker_pid = Some(12);
         let text = compile_log(&log, start, &o);

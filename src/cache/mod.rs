@@ -20,7 +20,7 @@
 //!   compiles racing for one `--output` each store their own NEFF under their own key.
 //! - **Nothing outside the cache is touched.** The root is checked as ssh checks its files, and
 //!   everything below it is reached without following links (see [`store`]).
-//! - **Only failures of the model are remembered** ([`crate::recon::cache::failure_is_cacheable`]).
+//! - **Only failures of the model are remembered** ([`crate::recon::cache::remembers`]).
 //! - **A hit is verified**: the NEFF is copied out against its recorded blake3, or not at all.
 //!
 //! A scheduler (the daemon, `parallel-compile`) keys the compile once, estimates its memory from
@@ -43,7 +43,7 @@
 //! };
 //! // ... admission.acquire(bytes, ...) ...
 //! let done = cache::compile_cached_keyed(&plan, key, &Options::terminal(), &cfg, &engine);
-//! println!("exit {} cache {}", done.outcome.exit_status, done.cache.as_str());
+//! println!("exit {} cache {}", done.outcome.exit_status(), done.cache.as_str());
 //! # let _ = bytes;
 //! ```
 

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cache::{self, CacheConfig, CacheStatus, Key};
-use crate::engine::metrics::JobMetrics;
-use crate::engine::pipeline::Options;
+use crate::engine::pipeline::{CompileResult, Options};
 use crate::plan::Plan;
+use crate::result::{Environment, Failure};
 
 /// Whether a compile cache answered a compile (the `cache` field of the `done` event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +66,11 @@ pub struct EngineConfig {
 /// How one compile ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
-    /// The compile's exit status (0, 70, 130/143).
-    pub exit_status: i32,
-    /// The error lines reported (the `/compile` route answers them).
-    pub error_lines: Vec<String>,
+    /// The compile's result: its status, error lines (the `/compile` route answers them) and
+    /// per-job figures (none for a cache hit).
+    pub result: CompileResult,
     /// Whether the cache served it, ran it, or was not used.
     pub cache: CacheUse,
-    /// Per-job figures (empty for a cache hit).
-    pub jobs: Vec<JobMetrics>,
 }
 
 /// A compile made ready to run: what admission control reserves for it, and what the run reuses.
@@ -137,10 +134,11 @@ impl Engine for Cached {
             Ok(cfg) => cfg,
             Err(line) => {
                 return Finished {
-                    exit_status: crate::error::EXIT_COMPILE_FAILED,
-                    error_lines: vec![line],
+                    result: CompileResult::failed(
+                        Failure::Environment(Environment::CacheDir),
+                        vec![line],
+                    ),
                     cache: CacheUse::Off,
-                    jobs: Vec::new(),
                 }
             }
         };
@@ -153,10 +151,8 @@ impl Engine for Cached {
             self.remote.as_ref(),
         );
         Finished {
-            exit_status: done.outcome.exit_status,
-            error_lines: done.outcome.error_lines,
+            result: done.outcome,
             cache: done.cache.into(),
-            jobs: done.outcome.jobs,
         }
     }
 

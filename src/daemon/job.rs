@@ -7,20 +7,20 @@
 //! compile's log file in its working directory has them all), and so does every worker event.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::engine::{CacheUse, Engine};
 use crate::admission::Admission;
 use crate::cli::{self, Command};
+use crate::engine::compile::Cancellation;
 use crate::engine::events::Event;
 use crate::engine::log::Console;
 use crate::engine::pipeline::Options;
-use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::probe::ModelFacts;
 use crate::plan::{self, dryrun, PlanError, Probe, SystemProbe};
-use crate::run::process::Cancel;
+use crate::result::{CancelReason, Environment, Failure, Status};
 use crate::toolchain::{Request as ToolchainRequest, Toolchain};
 
 /// A compile request, as the HTTP layer validated it.
@@ -80,9 +80,8 @@ impl PhaseCounts {
 /// A compile's handle for whoever may cancel it (its client going away, the daemon stopping).
 #[derive(Debug)]
 pub struct Control {
-    cancel: Cancel,
-    /// The signal the cancellation stands for (0: a client that went away, reported as SIGTERM).
-    interrupted: Arc<AtomicI32>,
+    /// The compile's cancellation, and why (a signal, or its client gone).
+    cancel: Cancellation,
     phase: Mutex<Phase>,
     counts: Arc<PhaseCounts>,
 }
@@ -97,8 +96,7 @@ impl Control {
     pub fn counted(counts: Arc<PhaseCounts>) -> Arc<Control> {
         counts.queued.fetch_add(1, Ordering::SeqCst);
         Arc::new(Control {
-            cancel: Cancel::new(),
-            interrupted: Arc::new(AtomicI32::new(0)),
+            cancel: Cancellation::new(),
             phase: Mutex::new(Phase::Queued),
             counts,
         })
@@ -108,15 +106,13 @@ impl Control {
         self.phase.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Cancel the compile (idempotent). `signal` (0 for none) is what the compile reports it was
-    /// interrupted by.
+    /// Cancel the compile (idempotent). `signal` (0 for none: its client went away) is what the
+    /// compile reports it was interrupted by.
     pub fn cancel(&self, signal: i32) {
-        if signal != 0 {
-            let _ =
-                self.interrupted
-                    .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+        match signal {
+            0 => self.cancel.cancel(CancelReason::ClientGone),
+            sig => self.cancel.interrupt(sig),
         }
-        self.cancel.cancel();
     }
 
     /// Cancel the compile if it has not started yet; says whether it was cancelled.
@@ -171,8 +167,8 @@ impl Control {
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ended {
-    /// The exit status the client gets.
-    pub exit_status: i32,
+    /// How the compile ended (its exit status is what the client gets).
+    pub status: Status,
     /// The error lines reported, in order.
     pub error_lines: Vec<String>,
     /// The NEFF the compile writes (when it got as far as a plan).
@@ -241,38 +237,38 @@ pub fn command_line(argv: &[String]) -> Vec<String> {
     v
 }
 
-fn ended(exit_status: i32, error_lines: Vec<String>, output: Option<PathBuf>) -> Ended {
-    Ended {
-        exit_status,
-        error_lines,
-        output,
-        cache: CacheUse::Off,
-        wall: Duration::ZERO,
+impl Ended {
+    /// The exit status the client gets.
+    pub fn exit_status(&self) -> i32 {
+        self.status.exit_status()
+    }
+
+    /// A request that ended before its compile ran.
+    pub fn early(status: Status, error_lines: Vec<String>, output: Option<PathBuf>) -> Ended {
+        Ended {
+            status,
+            error_lines,
+            output,
+            cache: CacheUse::Off,
+            wall: Duration::ZERO,
+        }
     }
 }
 
 /// Report text (one or more lines) on the client's console and as the error lines.
-fn fail(emit: &dyn Emit, exit_status: i32, text: &str, output: Option<PathBuf>) -> Ended {
+fn fail(emit: &dyn Emit, status: Status, text: &str, output: Option<PathBuf>) -> Ended {
     let lines: Vec<String> = text.trim_end().lines().map(str::to_string).collect();
     for l in &lines {
         emit.log(l, true);
     }
-    ended(exit_status, lines, output)
+    Ended::early(status, lines, output)
 }
 
 fn say(emit: &dyn Emit, text: &str) -> Ended {
     for l in text.trim_end_matches('\n').lines() {
         emit.log(l, false);
     }
-    ended(0, Vec::new(), None)
-}
-
-/// The exit status of a compile cancelled before it started.
-fn cancelled_status(control: &Control) -> i32 {
-    match control.interrupted.load(Ordering::SeqCst) {
-        0 => crate::run::signals::exit_status_for(libc::SIGTERM),
-        sig => crate::run::signals::exit_status_for(sig),
-    }
+    Ended::early(Status::Succeeded, Vec::new(), None)
 }
 
 /// Run one request to its end. Blocking.
@@ -294,7 +290,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
     if let Err(e) = std::fs::create_dir_all(wd) {
         return fail(
             emit_ref,
-            EXIT_COMPILE_FAILED,
+            Status::Failed(Failure::Environment(Environment::WorkingDirectory)),
             &format!(
                 "[ERROR] cannot create the working directory {}: {e}",
                 wd.display()
@@ -318,12 +314,12 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         Ok(Command::Other { name, .. }) => {
             return fail(
                 emit_ref,
-                cli::CliError::EXIT_STATUS,
+                Status::Failed(Failure::Usage),
                 &format!("nxcc daemon: error: only compile requests are served, not {name}"),
                 None,
             )
         }
-        Err(e) => return fail(emit_ref, cli::CliError::EXIT_STATUS, &e.render(), None),
+        Err(e) => return fail(emit_ref, Status::Failed(Failure::Usage), &e.render(), None),
     };
     let probe = RequestProbe {
         system: SystemProbe {
@@ -334,11 +330,11 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
     let plan = match plan::build(&args, &probe) {
         Ok(p) => p,
         Err(e) => {
-            let text = match &e {
-                PlanError::Usage(u) => u.render(),
-                PlanError::Compile(c) => c.to_string(),
+            let (failure, text) = match &e {
+                PlanError::Usage(u) => (Failure::Usage, u.render()),
+                PlanError::Compile(c) => (Failure::Plan, c.to_string()),
             };
-            return fail(emit_ref, e.exit_status(), &text, None);
+            return fail(emit_ref, Status::Failed(failure), &text, None);
         }
     };
     match plan.ns.str("dry_run") {
@@ -355,12 +351,15 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
     let permit = if control.is_cancelled() {
         None
     } else {
-        ctx.admission.acquire(estimate, Some(&control.cancel))
+        ctx.admission.acquire(estimate, Some(control.cancel.flag()))
     };
     if permit.is_none() || !control.start() {
         return fail(
             emit_ref,
-            cancelled_status(control),
+            control
+                .cancel
+                .status()
+                .unwrap_or(Status::Cancelled(CancelReason::Stopped)),
             "[ERROR] The compile was cancelled before it started (its client went away, or the daemon is stopping).",
             output,
         );
@@ -374,7 +373,6 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
     let opts = Options {
         console: Console::Sink(sink),
         cancel: control.cancel.clone(),
-        interrupted: control.interrupted.clone(),
         worker_env: req.env.clone(),
         on_event: Some(&on_event),
         worker_program: None,
@@ -386,8 +384,8 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
     let finished = ctx.engine.run(&plan, prepared, &opts);
     drop(permit);
     Ended {
-        exit_status: finished.exit_status,
-        error_lines: finished.error_lines,
+        status: finished.result.status,
+        error_lines: finished.result.lines,
         output,
         cache: finished.cache,
         wall: started.elapsed(),
@@ -456,7 +454,7 @@ mod tests {
         let wd = dir.path().join("new/dir");
         // Usage error: exit 2, argparse's text on stderr; the working directory is created.
         let (e, lines) = run_argv("m.pb --target trn1 --bogus", &wd);
-        assert_eq!(e.exit_status, 2);
+        assert_eq!(e.exit_status(), 2);
         assert!(wd.is_dir());
         assert!(lines.iter().all(|(_, err)| *err));
         assert!(
@@ -467,7 +465,7 @@ mod tests {
         // A validation error from the plan: exit 70.
         std::fs::write(wd.join("m.pb"), b"\x0a\x03abc").unwrap();
         let (e, _) = run_argv("m.pb --target trn1 --lnc 2", &wd);
-        assert_eq!(e.exit_status, 70);
+        assert_eq!(e.exit_status(), 70);
         assert!(
             e.error_lines[0].contains("Logical Neuron Core size 2"),
             "{:?}",
@@ -475,7 +473,7 @@ mod tests {
         );
         // Relative paths are the working directory's: m.pb is found there, missing.pb is not.
         let (e, _) = run_argv("missing.pb --target trn1", &wd);
-        assert_eq!(e.exit_status, 70);
+        assert_eq!(e.exit_status(), 70);
         assert!(
             e.error_lines[0].contains("missing.pb doesn't exist"),
             "{:?}",
@@ -483,18 +481,18 @@ mod tests {
         );
         // A dry run prints the plan on stdout and runs nothing.
         let (e, lines) = run_argv("compile m.pb --target trn1 --dry-run=json", &wd);
-        assert_eq!(e.exit_status, 0);
+        assert_eq!(e.exit_status(), 0);
         let text: String = lines.iter().map(|(l, _)| format!("{l}\n")).collect();
         let j: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(j["output"], wd.join("file.neff").display().to_string());
         assert!(!wd.join("file.neff").exists());
         // Help.
         let (e, lines) = run_argv("--help", &wd);
-        assert_eq!(e.exit_status, 0);
+        assert_eq!(e.exit_status(), 0);
         assert!(lines[0].0.starts_with("usage: nxcc compile"), "{lines:?}");
         // Other subcommands are not served.
         let (e, _) = run_argv("neff-info x.neff", &wd);
-        assert_eq!(e.exit_status, 2);
+        assert_eq!(e.exit_status(), 2);
     }
 
     #[test]
@@ -531,7 +529,7 @@ mod tests {
         assert!(control.is_queued());
         assert!(control.cancel_if_queued(libc::SIGINT));
         let e = t.join().unwrap();
-        assert_eq!(e.exit_status, 130);
+        assert_eq!(e.exit_status(), 130);
         assert!(e.error_lines[0].contains("cancelled before it started"));
         assert!(!control.cancel_if_queued(libc::SIGINT), "done, not queued");
         assert_eq!(counts.get(), (0, 0));

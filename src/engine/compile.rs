@@ -1,20 +1,21 @@
-//! One compile as every engine takes and gives it: how to run it ([`Options`]), what happened
-//! ([`Outcome`]), the log it opens, its job timeout, the signal that stopped it; and the hand-off
+//! One compile as every engine takes it: how to run it ([`Options`]), its [`Cancellation`], the
+//! log it opens, its job timeout, how it was stopped; and the hand-off
 //! between a supervisor and the worker it re-executes (the worker's hidden argument and
 //! environment).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::events::Event;
 use super::log::{Console, Logger};
-use super::metrics::JobMetrics;
 use crate::cli::level;
 use crate::error::NccError;
 use crate::plan::Plan;
+use crate::result::{CancelReason, Status};
 use crate::run::process::{Cancel, End};
+
+pub use super::result::CompileResult;
 
 /// The hidden first argument that makes the binary a worker.
 pub const WORKER_ARG: &str = "__nxcc_worker";
@@ -23,14 +24,85 @@ pub const WORKER_ARGV_ENV: &str = "NXCC_WORKER_ARGV";
 /// Environment of the worker: its work dir.
 pub const WORKER_WORK_DIR_ENV: &str = "NXCC_WORKER_WORK_DIR";
 
+/// A compile's cancellation: the flag its runs watch, and why it was set — the signal nxcc
+/// received, or a reason without one. Cheap to clone (every clone is the same cancellation).
+#[derive(Debug, Clone, Default)]
+pub struct Cancellation {
+    flag: Cancel,
+    why: Arc<Mutex<Option<Stop>>>,
+}
+
+/// Why a compile was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Signal(i32),
+    Reason(CancelReason),
+}
+
+impl Cancellation {
+    /// Not cancelled yet.
+    pub fn new() -> Cancellation {
+        Cancellation::default()
+    }
+
+    /// Stop the compile for `signal`, which it reports (exit 128 + the signal). The first reason
+    /// given is kept.
+    pub fn interrupt(&self, signal: i32) {
+        self.stop(Stop::Signal(signal));
+    }
+
+    /// Stop the compile for `reason` (reported as SIGTERM's exit status).
+    pub fn cancel(&self, reason: CancelReason) {
+        self.stop(Stop::Reason(reason));
+    }
+
+    fn stop(&self, why: Stop) {
+        self.why
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+        self.flag.cancel();
+    }
+
+    /// Whether the compile was stopped.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.is_cancelled()
+    }
+
+    /// The flag runs watch (a process, a wait for admission or a lock).
+    pub fn flag(&self) -> &Cancel {
+        &self.flag
+    }
+
+    /// The signal that stopped the compile, if a signal did.
+    pub fn signal(&self) -> Option<i32> {
+        match *self.why.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(Stop::Signal(sig)) => Some(sig),
+            _ => None,
+        }
+    }
+
+    /// The status of the compile it stopped: interrupted by its signal, or cancelled for its
+    /// reason; `None` while it is not cancelled.
+    pub fn status(&self) -> Option<Status> {
+        if !self.is_cancelled() {
+            return None;
+        }
+        Some(match *self.why.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(Stop::Signal(sig)) => Status::Interrupted(sig),
+            Some(Stop::Reason(r)) => Status::Cancelled(r),
+            // The flag was set by someone holding only the flag.
+            None => Status::Cancelled(CancelReason::Stopped),
+        })
+    }
+}
+
 /// How to run.
 pub struct Options<'a> {
     /// Where console lines go.
     pub console: Console,
-    /// Cancels the compile when set (the caller's signal handler, a daemon client gone).
-    pub cancel: Cancel,
-    /// The signal that cancelled the compile, set by the caller's handler (0: none).
-    pub interrupted: Arc<AtomicI32>,
+    /// Cancels the compile (the caller's signal handler, a daemon client gone), and says why.
+    pub cancel: Cancellation,
     /// Extra environment for the worker (and so for the tools).
     pub worker_env: Vec<(String, String)>,
     /// Called with every worker event (the daemon streams them).
@@ -42,7 +114,7 @@ pub struct Options<'a> {
     /// the worker may be forked rather than re-executed.
     pub sole_compile: bool,
     /// Install nxcc's SIGINT/SIGTERM/SIGHUP handling once the worker has started (the command
-    /// line): a signal cancels the compile and sets `interrupted`.
+    /// line): a signal cancels the compile and says which.
     pub install_signals: bool,
     /// Start the worker through this fork server (the daemon's), handing it the plan, instead of
     /// re-executing this binary; the re-executed worker stays the fallback.
@@ -54,8 +126,7 @@ impl Options<'_> {
     pub fn terminal() -> Options<'static> {
         Options {
             console: Console::Terminal,
-            cancel: Cancel::new(),
-            interrupted: Arc::new(AtomicI32::new(0)),
+            cancel: Cancellation::new(),
             worker_env: Vec::new(),
             on_event: None,
             worker_program: None,
@@ -64,25 +135,6 @@ impl Options<'_> {
             fork_server: None,
         }
     }
-}
-
-/// What happened.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    /// The compile's exit status (0: a NEFF was written).
-    pub exit_status: i32,
-    /// Every error line printed (for a daemon's answer, a cached failure).
-    pub error_lines: Vec<String>,
-    /// Each job's figures, in the order they ran.
-    pub jobs: Vec<JobMetrics>,
-    /// The compile's work dir (`None`: the compile failed before making one, or ran no jobs here).
-    pub work_dir: Option<PathBuf>,
-    /// The work dir was kept.
-    pub kept: bool,
-    /// The worker's pid (its lines in the shared log file carry it), if it ran.
-    pub worker_pid: Option<u32>,
-    /// This (supervising) process's pid, as its log lines carry it.
-    pub supervisor_pid: u32,
 }
 
 /// The compile's log, as the plan says (`--logfile`, `--logfile-verbose`, `--verbose`), with
@@ -94,12 +146,12 @@ pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
         .map_err(|e| NccError::log_file(plan.logfile.display(), e))
 }
 
-/// The signal a compile was stopped by: the one the caller's handler recorded, else SIGTERM when
-/// it was cancelled otherwise (its daemon client went away); `None` when it was not stopped.
-pub(super) fn stopped_by(opts: &Options, end: End) -> Option<i32> {
-    match opts.interrupted.load(Ordering::SeqCst) {
-        0 => matches!(end, End::Cancelled(_)).then_some(libc::SIGTERM),
-        sig => Some(sig),
+/// How a compile whose process ended as `end` was stopped: interrupted by the signal the
+/// caller's handler recorded, or cancelled for its reason; `None` when it was not stopped.
+pub(super) fn stopped(opts: &Options, end: End) -> Option<Status> {
+    match opts.cancel.status() {
+        Some(s) if opts.cancel.signal().is_some() || matches!(end, End::Cancelled(_)) => Some(s),
+        _ => None,
     }
 }
 

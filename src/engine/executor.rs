@@ -17,15 +17,16 @@ use super::progress::Progress;
 use crate::error::NccError;
 use crate::jobs::{self, Action, RunContext, Step};
 use crate::plan::Plan;
+use crate::result::{Environment, Failure, JobEnd};
 use crate::run::events::EventWriter;
 use crate::run::process::{self, Cancel, End, Spec, Stream};
 use crate::toolchain::Toolchain;
 
 /// Why the pipeline stopped early.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// A job failed; its error lines were printed.
-    Failed,
+#[derive(Debug, Clone, PartialEq)]
+pub enum Halt {
+    /// A job failed, so; its error lines were printed.
+    Failed(Failure),
     /// Cancelled (a signal, or the daemon's client went away).
     Cancelled,
 }
@@ -93,7 +94,7 @@ fn self_usage() -> (Duration, Duration, u64) {
 
 struct JobRun {
     metrics: JobMetrics,
-    result: Result<(), Failure>,
+    result: Result<(), Halt>,
 }
 
 impl Executor<'_> {
@@ -107,7 +108,7 @@ impl Executor<'_> {
     }
 
     /// Run every job; returns the figures of the jobs that ran and how the pipeline ended.
-    pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Failure>) {
+    pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Halt>) {
         let names: Vec<String> = self.plan.pipeline.iter().map(|s| s.to_string()).collect();
         if let Some(ev) = self.events {
             ev.send(&Event::Pipeline {
@@ -123,7 +124,7 @@ impl Executor<'_> {
         let total = names.len();
         for (i, name) in self.plan.pipeline.iter().enumerate() {
             if self.cancel.is_cancelled() {
-                return (all, Err(Failure::Cancelled));
+                return (all, Err(Halt::Cancelled));
             }
             if let Some(p) = &progress {
                 p.job(i + 1, total, name);
@@ -200,11 +201,11 @@ impl Executor<'_> {
             }
             Err(e) => {
                 self.error(&logger_name, &e.to_string());
-                Err(Failure::Failed)
+                Err(Halt::Failed(crate::recon::failure::of_job_error(name, &e)))
             }
         };
         if result.is_ok() && self.cancel.is_cancelled() {
-            result = Err(Failure::Cancelled);
+            result = Err(Halt::Cancelled);
         }
         m.wall_s = started.elapsed().as_secs_f64();
         if job.runs_as == jobs::RunsAs::InProcess {
@@ -214,8 +215,8 @@ impl Executor<'_> {
             m.max_rss_kb = m.max_rss_kb.max(rss);
         }
         match (&result, m.status) {
-            (Err(Failure::Cancelled), _) => m.status = JobStatus::Cancelled,
-            (Err(Failure::Failed), JobStatus::Ok) => m.status = JobStatus::Failed,
+            (Err(Halt::Cancelled), _) => m.status = JobStatus::Cancelled,
+            (Err(Halt::Failed(_)), JobStatus::Ok) => m.status = JobStatus::Failed,
             _ => {}
         }
         JobRun { metrics: m, result }
@@ -237,7 +238,7 @@ impl Executor<'_> {
         ctx: &jobs::JobContext,
         step: &Step,
         m: &mut JobMetrics,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Halt> {
         let cwd = if step.cwd == "." {
             self.work_dir.to_path_buf()
         } else {
@@ -255,12 +256,10 @@ impl Executor<'_> {
                     }
                 });
             if let Err(e) = written {
-                self.error(
-                    logger_name,
-                    &NccError::internal(format!("Could not write {}: {e}", path.display()))
-                        .to_string(),
-                );
-                return Err(Failure::Failed);
+                let err = NccError::internal(format!("Could not write {}: {e}", path.display()))
+                    .caused_by(&e);
+                self.error(logger_name, &err.to_string());
+                return Err(Halt::Failed(crate::recon::failure::of_job_error(job, &err)));
             }
         }
         match &step.action {
@@ -278,7 +277,7 @@ impl Executor<'_> {
                         ))
                         .to_string(),
                     );
-                    return Err(Failure::Failed);
+                    return Err(Halt::Failed(Failure::Internal));
                 };
                 let log_fn = |lvl: i64, msg: &str| self.logger.log(logger_name, lvl, msg);
                 let rc = RunContext {
@@ -289,7 +288,7 @@ impl Executor<'_> {
                 };
                 run(&rc).map_err(|e| {
                     self.error(logger_name, &e.to_string());
-                    Failure::Failed
+                    Halt::Failed(crate::recon::failure::of_job_error(job, &e))
                 })
             }
             Action::Exec { tool, program, .. } | Action::Shell { tool, program, .. } => {
@@ -311,10 +310,12 @@ impl Executor<'_> {
         }
     }
 
-    fn missing_tool(&self, logger_name: &str, tool: &str) -> Failure {
+    fn missing_tool(&self, logger_name: &str, tool: &str) -> Halt {
         let e = NccError::tool_not_found(tool);
         self.error(logger_name, &e.to_string());
-        Failure::Failed
+        Halt::Failed(Failure::Environment(Environment::MissingTool(
+            tool.to_string(),
+        )))
     }
 
     fn run_process(
@@ -323,7 +324,7 @@ impl Executor<'_> {
         logger_name: &str,
         spec: Spec,
         m: &mut JobMetrics,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Halt> {
         self.logger.info(logger_name, &format!("Executing {spec}"));
         self.logger.info(
             logger_name,
@@ -336,13 +337,20 @@ impl Executor<'_> {
         let outcome = match process::run(&spec, &mut on_line, self.cancel) {
             Ok(o) => o,
             Err(e) => {
-                let err = if matches!(e, process::SpawnError::ProgramNotFound { .. }) {
-                    NccError::tool_not_found(spec.program.display())
+                let (err, failure) = if matches!(e, process::SpawnError::ProgramNotFound { .. }) {
+                    let tool = spec.program.display().to_string();
+                    (
+                        NccError::tool_not_found(&tool),
+                        Environment::MissingTool(tool),
+                    )
                 } else {
-                    NccError::internal(format!("Could not start {spec}: {e}"))
+                    (
+                        NccError::internal(format!("Could not start {spec}: {e}")),
+                        Environment::Spawn,
+                    )
                 };
                 self.error(logger_name, &err.to_string());
-                return Err(Failure::Failed);
+                return Err(Halt::Failed(Failure::Environment(failure)));
             }
         };
         m.processes += 1;
@@ -358,24 +366,31 @@ impl Executor<'_> {
         ) {
             self.error(logger_name, &line);
         }
-        match outcome.end {
-            End::Exited(0) => Ok(()),
-            End::Cancelled(t) => {
+        let failed = crate::recon::failure::of_tool(
+            job,
+            outcome.end,
+            &outcome.stderr_tail,
+            outcome.max_rss_kb,
+            spec.timeout,
+        );
+        match (outcome.end, failed) {
+            (End::Exited(0), _) => Ok(()),
+            (End::Cancelled(t), _) => {
                 m.signal = t.signal();
-                Err(Failure::Cancelled)
+                Err(Halt::Cancelled)
             }
-            End::TimedOut(t) => {
+            (End::TimedOut(t), f) => {
                 m.status = failure::job_status(outcome.end);
                 m.signal = t.signal();
-                Err(Failure::Failed)
+                Err(Halt::Failed(f.unwrap_or(Failure::Internal)))
             }
-            End::Exited(code) => {
+            (End::Exited(code), f) => {
                 m.exit_status = Some(code);
-                Err(Failure::Failed)
+                Err(Halt::Failed(f.unwrap_or(Failure::Internal)))
             }
-            End::Signaled(sig) => {
+            (End::Signaled(sig), f) => {
                 m.signal = Some(sig);
-                Err(Failure::Failed)
+                Err(Halt::Failed(f.unwrap_or(Failure::Internal)))
             }
         }
     }
@@ -388,7 +403,7 @@ impl Executor<'_> {
         symbol: &str,
         argv: &[String],
         m: &mut JobMetrics,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Halt> {
         self.logger.info(
             logger_name,
             &format!(
@@ -400,7 +415,7 @@ impl Executor<'_> {
         let fail = |what: String| {
             let cause = format!("{what} (check the toolchain's lib/libwalrus.so, or run without --enable-internal-fork-walrus)");
             self.error(logger_name, &NccError::internal(cause).to_string());
-            Failure::Failed
+            Halt::Failed(Failure::Environment(Environment::Spawn))
         };
         let c_args: Vec<CString> = match argv.iter().map(|a| CString::new(a.as_str())).collect() {
             Ok(v) => v,
@@ -431,7 +446,10 @@ impl Executor<'_> {
                 logger_name,
                 &failure::exited_abnormally(job, &format!("{symbol} returned {rc}.")),
             );
-            return Err(Failure::Failed);
+            return Err(Halt::Failed(Failure::Job {
+                job: job.to_string(),
+                end: JobEnd::Exited(rc),
+            }));
         }
         Ok(())
     }

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use super::compile::{job_timeout, open_log, stopped_by, Options, Outcome};
+use super::compile::{job_timeout, open_log, stopped, CompileResult, Options};
 use super::ExternalCompiler;
 use crate::cli::level;
 use crate::engine::events::Event;
@@ -22,25 +22,14 @@ use crate::engine::log::{self, Console, Logger};
 use crate::engine::metrics::{self, JobMetrics, JobStatus};
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
+use crate::result::{Environment, Failure, Status};
 use crate::run::process::{self, End, Spec, Stream, Termination};
 
 /// The pseudo-job's name in metrics, events and error lines.
 pub const JOB_NAME: &str = "ExternalCompiler";
 
-fn outcome(exit_status: i32, error_lines: Vec<String>, jobs: Vec<JobMetrics>) -> Outcome {
-    Outcome {
-        exit_status,
-        error_lines,
-        jobs,
-        work_dir: None,
-        kept: false,
-        worker_pid: None,
-        supervisor_pid: std::process::id(),
-    }
-}
-
 /// Run `plan` through the external compiler.
-pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> Outcome {
+pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> CompileResult {
     run_producing(plan, opts, ext, None)
 }
 
@@ -51,7 +40,7 @@ pub fn run_producing(
     opts: &Options,
     ext: &ExternalCompiler,
     product: Option<&Path>,
-) -> Outcome {
+) -> CompileResult {
     let ns = &plan.ns;
     let console_level = ns.int("verbose").unwrap_or(level::USER);
     let file_level = ns.int("logfile_verbose").unwrap_or(level::INFO);
@@ -60,7 +49,7 @@ pub fn run_producing(
             f(&ev);
         }
     };
-    let fail = |logger: Option<&Logger>, e: NccError| {
+    let fail = |logger: Option<&Logger>, e: NccError, failure: Failure| {
         let line = e.to_string();
         match (logger, &opts.console) {
             (Some(l), _) => l.error(log::DRIVER, &line),
@@ -70,12 +59,13 @@ pub fn run_producing(
         emit(Event::Error { line: line.clone() });
         emit(Event::Done {
             exit_status: EXIT_COMPILE_FAILED,
+            status: None,
         });
-        outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new())
+        CompileResult::failed(failure, vec![line])
     };
     let logger = match open_log(plan, opts.console.clone()) {
         Ok(l) => l,
-        Err(e) => return fail(None, e),
+        Err(e) => return fail(None, e, Failure::Environment(Environment::LogFile)),
     };
     // The compiler's own lines: the log file only (the console gets them raw, below).
     let file_log = Logger::open(
@@ -143,13 +133,22 @@ pub fn run_producing(
             Console::Terminal => write_line(is_err, line),
         }
     };
-    let run = process::run(&spec, &mut on_line, &opts.cancel);
+    let run = process::run(&spec, &mut on_line, opts.cancel.flag());
     let out = match run {
         Ok(o) => o,
         Err(e) => {
             let _ = std::fs::remove_file(&partial);
             let not_found = matches!(e, process::SpawnError::ProgramNotFound { .. });
-            return fail(Some(&logger), NccError::compiler_not_run(not_found, e));
+            let failure = Failure::Environment(if not_found {
+                Environment::MissingTool(program.display().to_string())
+            } else {
+                Environment::Spawn
+            });
+            return fail(
+                Some(&logger),
+                NccError::compiler_not_run(not_found, e),
+                failure,
+            );
         }
     };
     let termination = out.termination();
@@ -174,23 +173,28 @@ pub fn run_producing(
         emit(Event::Error { line: line.clone() });
         errors.push(line);
     };
-    let exit_status = match (stopped_by(opts, out.end), out.end) {
-        (Some(sig), _) => {
+    let status = match (stopped(opts, out.end), out.end) {
+        (Some(status), _) => {
             m.status = JobStatus::Cancelled;
+            // Reported as the signal's end (SIGTERM when it was cancelled without one).
+            let sig = match status {
+                Status::Interrupted(sig) => sig,
+                _ => libc::SIGTERM,
+            };
             error(failure::interrupted(sig));
-            crate::run::signals::exit_status_for(sig)
+            status
         }
         (None, End::Exited(0)) => match copy_product(&partial, product, &logger)
             .and_then(|()| std::fs::rename(&partial, &plan.output))
         {
-            Ok(()) => 0,
+            Ok(()) => Status::Succeeded,
             Err(e) => {
                 m.status = JobStatus::Failed;
                 error(
                     NccError::compiler_output(partial.display(), plan.output.display(), e)
                         .to_string(),
                 );
-                EXIT_COMPILE_FAILED
+                Status::Failed(Failure::Environment(Environment::Output))
             }
         },
         (None, end) => {
@@ -198,9 +202,19 @@ pub fn run_producing(
             {
                 error(line);
             }
-            EXIT_COMPILE_FAILED
+            Status::Failed(
+                crate::recon::failure::of_tool(
+                    JOB_NAME,
+                    end,
+                    &out.stderr_tail,
+                    out.max_rss_kb,
+                    timeout,
+                )
+                .unwrap_or(Failure::Internal),
+            )
         }
     };
+    let exit_status = status.exit_status();
     let _ = std::fs::remove_file(&partial);
     emit(Event::JobFinished(m.clone()));
     if exit_status != 0 {
@@ -210,10 +224,13 @@ pub fn run_producing(
         ));
     }
     logger.file_only(&metrics::table(std::slice::from_ref(&m)));
-    emit(Event::Done { exit_status });
-    let mut o = outcome(exit_status, errors, vec![m]);
-    o.worker_pid = Some(out.pid);
-    o
+    emit(Event::Done {
+        exit_status,
+        status: None,
+    });
+    let mut result = CompileResult::new(status, errors, vec![m]);
+    result.worker_pid = Some(out.pid);
+    result
 }
 
 /// Copy the compiler's output to `product`, if asked (an error there is a warning: the compile

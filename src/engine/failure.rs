@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use super::metrics::JobStatus;
+use crate::recon::failure::signal_of_status;
 use crate::run::process::End;
 
 /// The support-ticket banner of F134 and F139.
@@ -20,16 +21,6 @@ pub fn banner(signal: i32) -> String {
         libc::SIGKILL => "[F137] neuronx-cc was forcibly killed - This most commonly occurs due to insufficient system memory. Using a smaller data type, dimensions, batch size, or a larger instance type may help.".to_string(),
         libc::SIGSEGV => format!("[F139] neuronx-cc terminated abnormally - {TICKET}"),
         _ => format!("[F134] neuronx-cc terminated abnormally - {TICKET}"),
-    }
-}
-
-/// The signal an exit status stands for when a tool reports a crash the shell way (134, 137, 139).
-pub fn signal_of_status(status: i32) -> Option<i32> {
-    match status {
-        134 => Some(libc::SIGABRT),
-        137 => Some(libc::SIGKILL),
-        139 => Some(libc::SIGSEGV),
-        _ => None,
     }
 }
 

@@ -46,13 +46,20 @@ pub fn body(payload: &[u8], events: EventWriter) -> i32 {
         Err(e) => {
             return super::worker::fatal(
                 Some(&events),
+                crate::result::Failure::Internal,
                 &format!("[ERROR] nxcc worker: the fork server's request does not read: {e}"),
             )
         }
     };
     let plan = match handoff.plan.into_plan() {
         Ok(p) => p,
-        Err(e) => return super::worker::fatal(Some(&events), &format!("[ERROR] nxcc worker: {e}")),
+        Err(e) => {
+            return super::worker::fatal(
+                Some(&events),
+                crate::result::Failure::Internal,
+                &format!("[ERROR] nxcc worker: {e}"),
+            )
+        }
     };
     for (k, v) in &handoff.env {
         // This process is single-threaded: setting its environment (inherited by the tools)
@@ -62,6 +69,7 @@ pub fn body(payload: &[u8], events: EventWriter) -> i32 {
     if let Err(e) = std::env::set_current_dir(&plan.launch_dir) {
         return super::worker::fatal(
             Some(&events),
+            crate::result::Failure::Internal,
             &format!(
                 "[ERROR] nxcc worker: cannot enter {}: {e}",
                 plan.launch_dir.display()

@@ -1,7 +1,7 @@
 //! What runs a compile once the cache decided it must run (07, 04-run.md): nxcc's own pipeline
 //! ([`pipeline::run_pipeline`]: the worker, the jobs, the native tools), or an external compiler
 //! run as one supervised job (`--compiler PATH`, see [`external`]). Both give the same
-//! [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
+//! [`result::CompileResult`] — a typed status, error lines in the original's words, per-job figures — so the
 //! cache, the memory-aware scheduling and the reports work the same with either.
 //!
 //! - [`compile`] — one compile's options and outcome, as every engine takes and gives them;
@@ -23,13 +23,14 @@ pub mod log;
 pub mod metrics;
 pub mod pipeline;
 pub mod progress;
+pub mod result;
 pub mod timeline;
 pub mod workdir;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::pipeline::{run_pipeline_producing, Options, Outcome};
+use crate::engine::pipeline::{run_pipeline_producing, CompileResult, Options};
 use crate::plan::Plan;
 
 /// The engine a compile runs on.
@@ -67,7 +68,7 @@ impl Engine {
 }
 
 /// Run a compile of `plan` on `engine` (no cache involved).
-pub fn run(plan: &Plan, opts: &Options, engine: &Engine) -> Outcome {
+pub fn run(plan: &Plan, opts: &Options, engine: &Engine) -> CompileResult {
     run_producing(plan, opts, engine, None)
 }
 
@@ -80,7 +81,7 @@ pub fn run_producing(
     opts: &Options,
     engine: &Engine,
     product: Option<&Path>,
-) -> Outcome {
+) -> CompileResult {
     match engine {
         Engine::Pipeline => run_pipeline_producing(plan, opts, product),
         Engine::External(ext) => external::run_producing(plan, opts, ext, product),

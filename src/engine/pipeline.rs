@@ -8,7 +8,6 @@
 //! `--submit-metrics`, `--timings`, `--trace`).
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 
 use super::events::Event;
 use super::failure;
@@ -16,47 +15,56 @@ use super::log::{self, Console, Logger};
 use super::metrics::{self, JobMetrics};
 use super::timeline::{self, Span};
 use super::workdir;
-use crate::error::{NccError, EXIT_COMPILE_FAILED};
+use crate::error::NccError;
 use crate::plan::Plan;
+use crate::result::{Environment, Failure, Status};
 use crate::run::process::End;
 use crate::run::supervisor::{self, Output, Start, WorkerSpec};
 use crate::toolchain::Request;
 
 pub use super::compile::{
-    job_timeout, open_log, Options, Outcome, WORKER_ARG, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV,
+    job_timeout, open_log, CompileResult, Options, WORKER_ARG, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV,
 };
 
-fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outcome {
+fn fail_early(
+    logger: Option<&Logger>,
+    e: &NccError,
+    console: &Console,
+    failure: Failure,
+) -> CompileResult {
     let line = e.to_string();
     match (logger, console) {
         (Some(l), _) => l.error(log::DRIVER, &line),
         (None, Console::Terminal) => eprintln!("{line}"),
         (None, Console::Sink(s)) => s(&line, true),
     }
-    Outcome {
-        exit_status: EXIT_COMPILE_FAILED,
-        error_lines: vec![line],
-        jobs: Vec::new(),
-        work_dir: None,
-        kept: false,
-        worker_pid: None,
-        supervisor_pid: std::process::id(),
-    }
+    CompileResult::failed(failure, vec![line])
 }
 
-/// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
-pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
+/// Run a compile for a plan (not a dry run). Returns how it ended and what was reported.
+pub fn run_pipeline(plan: &Plan, opts: &Options) -> CompileResult {
     run_pipeline_producing(plan, opts, None)
 }
 
 /// [`run_pipeline`], the worker also writing the NEFF to `product`, a new file in a directory
 /// private to the caller (the compile cache's temporary entry; see
 /// [`crate::jobs::kelper::PRODUCT_ENV`]).
-pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path>) -> Outcome {
+pub fn run_pipeline_producing(
+    plan: &Plan,
+    opts: &Options,
+    product: Option<&Path>,
+) -> CompileResult {
     let ns = &plan.ns;
     let logger = match open_log(plan, opts.console.clone()) {
         Ok(l) => l,
-        Err(err) => return fail_early(None, &err, &opts.console),
+        Err(err) => {
+            return fail_early(
+                None,
+                &err,
+                &opts.console,
+                Failure::Environment(Environment::LogFile),
+            )
+        }
     };
     for w in &plan.warnings {
         if plan.no_neff.as_ref() == Some(w) {
@@ -82,8 +90,13 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         {
             Ok(t) => Some(t),
             Err(e) => {
-                let err = NccError::simulated_toolchain(e);
-                return fail_early(Some(&logger), &err, &opts.console);
+                let err = NccError::simulated_toolchain(&e);
+                return fail_early(
+                    Some(&logger),
+                    &err,
+                    &opts.console,
+                    Failure::Environment(Environment::MissingTool(e.to_string())),
+                );
             }
         },
         Request::Auto => crate::toolchain::probe_python_package().map(|bin| {
@@ -116,15 +129,28 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             Some(&logger),
             &NccError::tool_not_found(tool),
             &opts.console,
+            Failure::Environment(Environment::MissingTool(tool.to_string())),
         );
     }
     if let Err(e) = check_output(&plan.output) {
-        return fail_early(Some(&logger), &e, &opts.console);
+        return fail_early(
+            Some(&logger),
+            &e,
+            &opts.console,
+            Failure::Environment(Environment::Output),
+        );
     }
 
     let work = match workdir::prepare(&plan.launch_dir, ns.str("temp_dir")) {
         Ok(w) => w,
-        Err(e) => return fail_early(Some(&logger), &e, &opts.console),
+        Err(e) => {
+            return fail_early(
+                Some(&logger),
+                &e,
+                &opts.console,
+                Failure::Environment(Environment::WorkDir),
+            )
+        }
     };
     logger.info(
         log::DRIVER,
@@ -170,6 +196,7 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
                 Some(&logger),
                 &NccError::internal(format!("Cannot find nxcc's own executable: {e}")),
                 &opts.console,
+                Failure::Internal,
             )
         }
     };
@@ -232,16 +259,14 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
     let mut on_started = || {
         if opts.install_signals {
             if let Ok(s) = crate::run::signals::install() {
-                let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
-                s.on_signal(move |sig| {
-                    let _ = which.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-                    cancel.cancel();
-                });
+                let cancel = opts.cancel.clone();
+                s.on_signal(move |sig| cancel.interrupt(sig));
             }
         }
     };
     let mut jobs: Vec<JobMetrics> = Vec::new();
     let mut error_lines: Vec<String> = Vec::new();
+    let mut reported: Option<Status> = None;
     let mut on_event = |line: &str| {
         let Some(ev) = super::events::parse(line) else {
             return;
@@ -252,10 +277,11 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
         match ev {
             Event::JobFinished(m) => jobs.push(m),
             Event::Error { line } => error_lines.push(line),
+            Event::Done { status, .. } => reported = status,
             _ => {}
         }
     };
-    let mut ran = supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event);
+    let mut ran = supervisor::run(&spec, opts.cancel.flag(), &mut on_started, &mut on_event);
     if let (Err(e), Start::Launch(_)) = (&ran, &spec.start) {
         // The fork server could not start the worker: re-execute this binary as the worker.
         logger.info(
@@ -268,42 +294,69 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             output: output(),
             sole_child: opts.sole_compile,
         };
-        ran = supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event);
+        ran = supervisor::run(&spec, opts.cancel.flag(), &mut on_started, &mut on_event);
     }
     let outcome = match ran {
         Ok(o) => o,
         Err(e) => {
             let err = NccError::internal(e);
-            return fail_early(Some(&logger), &err, &opts.console);
+            return fail_early(
+                Some(&logger),
+                &err,
+                &opts.console,
+                Failure::Environment(Environment::Spawn),
+            );
         }
     };
 
-    let stopped = super::compile::stopped_by(opts, outcome.end);
-    let exit_status = match (stopped, outcome.end) {
-        (Some(sig), _) => crate::run::signals::exit_status_for(sig),
+    let stopped = super::compile::stopped(opts, outcome.end);
+    let peak_rss_kb = outcome.max_rss_kb;
+    let mut error = |line: String| {
+        logger.error(log::DRIVER, &line);
+        error_lines.push(line);
+    };
+    let status = match (stopped, outcome.end) {
+        (Some(status), _) => status,
         (None, _) if outcome.lost.is_some() => {
-            let line = failure::worker_lost(outcome.lost.as_deref().unwrap_or_default());
-            logger.error(log::DRIVER, &line);
-            error_lines.push(line);
-            EXIT_COMPILE_FAILED
+            error(failure::worker_lost(
+                outcome.lost.as_deref().unwrap_or_default(),
+            ));
+            Status::Failed(Failure::WorkerLost {
+                signal: None,
+                peak_rss_kb,
+            })
         }
-        (None, End::Exited(0)) => 0,
+        (None, End::Exited(0)) => Status::Succeeded,
         (None, End::Signaled(sig)) => {
-            for line in failure::banner_lines(sig, outcome.max_rss_kb) {
-                logger.error(log::DRIVER, &line);
-                error_lines.push(line);
+            for line in failure::banner_lines(sig, peak_rss_kb) {
+                error(line);
             }
-            EXIT_COMPILE_FAILED
+            Status::Failed(match sig {
+                libc::SIGKILL => Failure::OutOfMemory {
+                    job: None,
+                    peak_rss_kb,
+                },
+                sig => Failure::WorkerLost {
+                    signal: Some(sig),
+                    peak_rss_kb,
+                },
+            })
         }
         // The worker stopped on a signal sent to it (not to nxcc): say which.
         (None, End::Exited(code)) if (129..160).contains(&code) => {
-            let line = failure::worker_interrupted(code - 128, outcome.pid);
-            logger.error(log::DRIVER, &line);
-            error_lines.push(line);
-            EXIT_COMPILE_FAILED
+            error(failure::worker_interrupted(code - 128, outcome.pid));
+            Status::Failed(Failure::WorkerLost {
+                signal: Some(code - 128),
+                peak_rss_kb,
+            })
         }
-        (None, _) => EXIT_COMPILE_FAILED,
+        // The worker said what failed.
+        (None, _) => match reported {
+            Some(Status::Failed(f)) => Status::Failed(f),
+            _ => Status::Failed(Failure::Internal),
+        },
     };
+    let exit_status = status.exit_status();
 
     if exit_status != 0 {
         for (path, was) in outputs.iter().zip(&before) {
@@ -354,7 +407,7 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             ));
         }
     } else {
-        if let Some(sig) = stopped.filter(|_| opts.interrupted.load(Ordering::SeqCst) != 0) {
+        if let Status::Interrupted(sig) = status {
             logger.error(log::DRIVER, &failure::interrupted(sig));
         }
         logger.user(&format!("Artifacts stored in: {}", work.path.display()));
@@ -363,15 +416,11 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             plan.logfile.display()
         ));
     }
-    Outcome {
-        exit_status,
-        error_lines,
-        jobs,
-        work_dir: Some(work.path.clone()),
-        kept: keep,
-        worker_pid: Some(outcome.pid),
-        supervisor_pid: std::process::id(),
-    }
+    let mut result = CompileResult::new(status, error_lines, jobs);
+    result.work_dir = Some(work.path.clone());
+    result.kept = keep;
+    result.worker_pid = Some(outcome.pid);
+    result
 }
 
 /// The per-job table (log), `--submit-metrics`, `--timings` and `--trace`.

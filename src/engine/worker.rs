@@ -12,11 +12,12 @@ use std::path::{Path, PathBuf};
 
 use super::compile::{job_timeout, open_log, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
 use super::events::Event;
-use super::executor::{Executor, Failure};
+use super::executor::{Executor, Halt};
 use super::log::Console;
 use crate::cli::{self, level, Command};
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, SystemProbe};
+use crate::result::{Environment, Failure, Status};
 use crate::run::events::EventWriter;
 use crate::run::process::Cancel;
 use crate::toolchain::{self, Request, Toolchain};
@@ -26,8 +27,9 @@ use crate::toolchain::{self, Request, Toolchain};
 /// reports by name.
 pub const EXIT_CANCELLED: i32 = 75;
 
-/// Report a worker that cannot run at all (an error line, then `Done` with exit 70).
-pub(super) fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
+/// Report a worker that cannot run at all (an error line, then `Done` with exit 70 and the
+/// failure).
+pub(super) fn fatal(events: Option<&EventWriter>, failure: Failure, message: &str) -> i32 {
     eprintln!("{message}");
     if let Some(ev) = events {
         ev.send(&Event::Error {
@@ -35,6 +37,7 @@ pub(super) fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
         });
         ev.send(&Event::Done {
             exit_status: EXIT_COMPILE_FAILED,
+            status: Some(Status::Failed(failure)),
         });
     }
     EXIT_COMPILE_FAILED
@@ -51,12 +54,14 @@ pub fn main() -> i32 {
             Some(a) => a,
             None => return fatal(
                 events.as_ref(),
+                Failure::Internal,
                 "[ERROR] nxcc worker: started without a command line (it is run by nxcc compile)",
             ),
         };
     let Some(work_dir) = std::env::var_os(WORKER_WORK_DIR_ENV).map(PathBuf::from) else {
         return fatal(
             events.as_ref(),
+            Failure::Internal,
             "[ERROR] nxcc worker: started without a work directory",
         );
     };
@@ -65,18 +70,29 @@ pub fn main() -> i32 {
         _ => {
             return fatal(
                 events.as_ref(),
+                Failure::Internal,
                 "[ERROR] nxcc worker: the command line is not a compile",
             )
         }
     };
     let probe = match SystemProbe::new() {
         Ok(p) => p,
-        Err(e) => return fatal(events.as_ref(), &format!("[ERROR] nxcc worker: {e}")),
+        Err(e) => {
+            return fatal(
+                events.as_ref(),
+                Failure::Internal,
+                &format!("[ERROR] nxcc worker: {e}"),
+            )
+        }
     };
     let plan = match plan::build(&args, &probe) {
         Ok(p) => p,
-        Err(plan::PlanError::Compile(e)) => return fatal(events.as_ref(), &e.to_string()),
-        Err(plan::PlanError::Usage(u)) => return fatal(events.as_ref(), u.render().trim_end()),
+        Err(plan::PlanError::Compile(e)) => {
+            return fatal(events.as_ref(), Failure::Internal, &e.to_string())
+        }
+        Err(plan::PlanError::Usage(u)) => {
+            return fatal(events.as_ref(), Failure::Usage, u.render().trim_end())
+        }
     };
     let toolchain = match &plan.toolchain_request {
         Request::Auto => None,
@@ -112,7 +128,13 @@ pub fn run(
     let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
     let logger = match open_log(plan, Console::Terminal) {
         Ok(l) => l,
-        Err(e) => return fatal(events, &e.to_string()),
+        Err(e) => {
+            return fatal(
+                events,
+                Failure::Environment(Environment::LogFile),
+                &e.to_string(),
+            )
+        }
     };
     let executor = Executor {
         plan,
@@ -133,18 +155,22 @@ pub fn run(
         crate::run::supervisor::kill_children();
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let status = match result {
-        Ok(()) => 0,
-        Err(Failure::Failed) => EXIT_COMPILE_FAILED,
-        Err(Failure::Cancelled) => signals
-            .as_ref()
-            .and_then(|s| s.received())
-            .map_or(EXIT_CANCELLED, |sig| 128 + sig),
+    let (exit_status, status) = match result {
+        Ok(()) => (0, Status::Succeeded),
+        Err(Halt::Failed(f)) => (EXIT_COMPILE_FAILED, Status::Failed(f)),
+        Err(Halt::Cancelled) => match signals.as_ref().and_then(|s| s.received()) {
+            Some(sig) => (128 + sig, Status::Interrupted(sig)),
+            None => (
+                EXIT_CANCELLED,
+                Status::Cancelled(crate::result::CancelReason::Stopped),
+            ),
+        },
     };
     if let Some(ev) = events {
         ev.send(&Event::Done {
-            exit_status: status,
+            exit_status,
+            status: Some(status),
         });
     }
-    status
+    exit_status
 }

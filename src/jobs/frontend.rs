@@ -91,9 +91,7 @@ pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
         .and_then(|v| v.trim().parse::<usize>().ok());
     let simulator = crate::toolchain::simulator()
         .ok_or_else(|| NccError::simulated_toolchain(crate::toolchain::no_simulator()))?;
-    let subgraphs = simulator
-        .frontend(ctx.job.model, ctx.work_dir, override_n)
-        .map_err(NccError::simulated_frontend)?;
+    let subgraphs = simulator.frontend(ctx.job.model, ctx.work_dir, override_n)?;
     ctx.info(&format!(
         "simulated frontend wrote {} subgraph(s): {}",
         subgraphs.len(),

@@ -20,17 +20,15 @@
 //! for a usage error (nothing compiled).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
 
 use super::{expand_inputs, report, Config, ProgressMode};
 use crate::cache::{check_local, DEFAULT_DIR};
 use crate::cli::argparse::{Nargs, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
 use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
+use crate::engine::compile::Cancellation;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
-use crate::run::process::Cancel;
 
 #[rustfmt::skip]
 static JOBS: Flag = flag("--jobs", &["-j"], "jobs", Action::Store, Kind::Int, Default::Derived("the number of CPUs"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -357,16 +355,12 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         progress: ProgressMode::detect(),
         neuron,
     };
-    let cancel = Cancel::new();
-    let interrupted = Arc::new(AtomicI32::new(0));
+    let cancel = Cancellation::new();
     if let Ok(s) = crate::run::signals::install() {
-        let (c, which) = (cancel.clone(), interrupted.clone());
-        s.on_signal(move |sig| {
-            let _ = which.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-            c.cancel();
-        });
+        let c = cancel.clone();
+        s.on_signal(move |sig| c.interrupt(sig));
     }
-    let mut report = match super::run(&cfg, &inputs, &shared, &cancel, &interrupted) {
+    let mut report = match super::run(&cfg, &inputs, &shared, &cancel) {
         Ok(r) => r,
         Err(e) => return Stop::Usage(e).report(),
     };
@@ -391,8 +385,8 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             }
         }
     }
-    match interrupted.load(Ordering::SeqCst) {
-        0 => status,
-        sig => crate::run::signals::exit_status_for(sig),
+    match cancel.signal() {
+        None => status,
+        Some(sig) => crate::run::signals::exit_status_for(sig),
     }
 }

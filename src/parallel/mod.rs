@@ -29,7 +29,6 @@ pub mod progress;
 pub mod report;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicI32;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -39,12 +38,15 @@ use serde::Serialize;
 use crate::admission::{Admission, Request};
 use crate::cache::{self, CacheConfig, CacheStatus, Estimate, Key};
 use crate::cli::{self, CliError, Command};
+use crate::engine::compile::Cancellation;
 use crate::engine::log::Console;
 use crate::engine::pipeline::Options;
+use crate::engine::result::CompileResult as Ended;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, PlanError, SystemProbe};
-use crate::run::process::Cancel;
+use crate::result::Status as CompileStatus;
+use crate::result::{Environment, Failure};
 
 pub use progress::ProgressMode;
 
@@ -272,15 +274,24 @@ struct Task {
 struct Finished {
     task: Task,
     attempt: Attempt,
+    /// How the attempt ended.
+    status: CompileStatus,
     /// Not compiled after all, and why (its framework cache entry was locked or done meanwhile).
     skipped: Option<String>,
 }
 
-/// Whether a failed attempt of `task` is tried again: once alone after `[F137]`, else while
-/// `retries` last; never a failure the cache remembered (the one rule of the dispatcher, also
-/// told to a compile's framework cache entry before it records a failure).
-fn tried_again(task: &Task, retries: u32, from_cache: bool, f137: bool) -> bool {
-    !from_cache && ((f137 && !task.alone_retry_used) || task.retries_used < retries)
+/// Whether a failed attempt of `task` is tried again: once alone after a kill for memory (the
+/// original's `[F137]`), else while `retries` last; never a failure the cache remembered (the
+/// one rule of the dispatcher, also told to a compile's framework cache entry before it records
+/// a failure).
+fn tried_again(task: &Task, retries: u32, from_cache: bool, failure: &Failure) -> bool {
+    !from_cache
+        && ((out_of_memory(failure) && !task.alone_retry_used) || task.retries_used < retries)
+}
+
+/// Whether a failure is a kill for memory, retried alone.
+fn out_of_memory(failure: &Failure) -> bool {
+    matches!(failure, Failure::OutOfMemory { .. })
 }
 
 /// What a compile's thread tells the dispatcher.
@@ -288,10 +299,6 @@ enum Message {
     Finished(Box<Finished>),
     /// Cancelled before it was admitted.
     NotStarted,
-}
-
-fn is_f137(lines: &[String]) -> bool {
-    lines.iter().any(|l| l.starts_with("[F137]"))
 }
 
 /// Plan one input: `compile <args> <model> --output <dir>/<stem>.neff --logfile <dir>/<stem>.log`.
@@ -381,8 +388,7 @@ pub fn run(
     cfg: &Config,
     inputs: &[Input],
     compile_args: &[String],
-    cancel: &Cancel,
-    interrupted: &Arc<AtomicI32>,
+    cancel: &Cancellation,
 ) -> Result<Report, CliError> {
     let started = Instant::now();
     let mut results: Vec<CompileResult> = inputs
@@ -504,11 +510,10 @@ pub fn run(
             let (admission, progress, slots) = (&admission, &progress, &slots);
             let engine = &cfg.engine;
             let worker_program = cfg.worker_program.clone();
-            let interrupted = interrupted.clone();
             let (neuron_run, target) = (cfg.neuron.as_ref(), inputs[task.index].neuron.as_ref());
             let retries = cfg.retries;
             scope.spawn(move || {
-                let Some(permit) = ticket.wait(Some(cancel)) else {
+                let Some(permit) = ticket.wait(Some(cancel.flag())) else {
                     let _ = tx.send(Message::NotStarted);
                     return;
                 };
@@ -529,7 +534,6 @@ pub fn run(
                 let opts = Options {
                     console: Console::Sink(Arc::new(|_: &str, _: bool| {})),
                     cancel: cancel.clone(),
-                    interrupted,
                     worker_env: Vec::new(),
                     on_event: None,
                     worker_program,
@@ -539,7 +543,6 @@ pub fn run(
                     fork_server: None,
                 };
                 let start_s = started.elapsed().as_secs_f64();
-                let signalled = opts.interrupted.clone();
                 // An entry of the framework's cache: its lock first (it may be taken by now).
                 let (prepared, skipped, refused) = match (neuron_run, target) {
                     (Some(run), Some(t)) => match neuron::before(run, t) {
@@ -551,18 +554,12 @@ pub fn run(
                 };
                 let mut done = if skipped.is_some() || refused.is_some() {
                     cache::CachedOutcome {
-                        outcome: crate::engine::pipeline::Outcome {
-                            exit_status: if refused.is_some() {
-                                EXIT_COMPILE_FAILED
-                            } else {
-                                0
-                            },
-                            error_lines: refused.into_iter().collect(),
-                            jobs: Vec::new(),
-                            work_dir: None,
-                            kept: false,
-                            worker_pid: None,
-                            supervisor_pid: std::process::id(),
+                        outcome: match refused {
+                            Some(line) => Ended::failed(
+                                Failure::Environment(Environment::CacheEntry),
+                                vec![line],
+                            ),
+                            None => Ended::succeeded(Vec::new()),
                         },
                         cache: CacheStatus::Off,
                         key: None,
@@ -585,20 +582,17 @@ pub fn run(
                 };
                 if let (Some(p), Some(t)) = (prepared, target) {
                     let o = &done.outcome;
-                    let interrupted_now = signalled.load(std::sync::atomic::Ordering::SeqCst) != 0
-                        || cancel.is_cancelled();
-                    let again = o.exit_status != 0
-                        && !interrupted_now
-                        && tried_again(
-                            &task,
-                            retries,
-                            done.cache == CacheStatus::Hit,
-                            is_f137(&o.error_lines),
-                        );
-                    if let Err(line) = neuron::after(p, t, o, done.cache, again, interrupted_now) {
-                        done.outcome.error_lines.push(line);
-                        if done.outcome.exit_status == 0 {
-                            done.outcome.exit_status = EXIT_COMPILE_FAILED;
+                    let interrupted_now = cancel.is_cancelled();
+                    let again = !interrupted_now
+                        && o.failure().is_some_and(|f| {
+                            tried_again(&task, retries, done.cache == CacheStatus::Hit, f)
+                        });
+                    if let Err(line) = neuron::after(p, t, o, again, interrupted_now) {
+                        done.outcome.lines.push(line);
+                        if done.outcome.ok() {
+                            done.outcome.status = CompileStatus::Failed(Failure::Environment(
+                                Environment::CacheEntry,
+                            ));
                         }
                     }
                 }
@@ -609,16 +603,18 @@ pub fn run(
                 let attempt = Attempt {
                     start_s,
                     end_s,
-                    exit_status: o.exit_status,
+                    exit_status: o.exit_status(),
                     cache: done.cache,
                     alone: task.alone,
                     slot,
-                    peak_rss_kb: o.jobs.iter().map(|j| j.max_rss_kb).max(),
-                    error_lines: o.error_lines.clone(),
+                    peak_rss_kb: o.peak_rss_kb(),
+                    error_lines: o.lines.clone(),
                 };
+                let status = o.status.clone();
                 let _ = tx.send(Message::Finished(Box::new(Finished {
                     task,
                     attempt,
+                    status,
                     skipped,
                 })));
             });
@@ -640,32 +636,39 @@ pub fn run(
             r.cache = a.cache;
             r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
             r.error_lines = a.error_lines.clone();
-            let failed = a.exit_status != 0;
-            let cancelled = cancel.is_cancelled();
+            let status = f.status;
             r.attempts.push(a);
-            if !failed {
-                r.status = Status::Ok;
-                progress.finished(r);
-                return None;
-            }
-            if cancelled {
-                r.status = Status::Cancelled;
-                progress.finished(r);
-                return None;
-            }
+            let failure = match status {
+                CompileStatus::Succeeded => {
+                    r.status = Status::Ok;
+                    progress.finished(r);
+                    return None;
+                }
+                _ if cancel.is_cancelled() => {
+                    r.status = Status::Cancelled;
+                    progress.finished(r);
+                    return None;
+                }
+                CompileStatus::Failed(f) => f,
+                CompileStatus::Interrupted(_) | CompileStatus::Cancelled(_) => {
+                    r.status = Status::Cancelled;
+                    progress.finished(r);
+                    return None;
+                }
+            };
             // A remembered failure is the cache's answer, not an accident: no retry.
             let from_cache = r.cache == CacheStatus::Hit;
-            let f137 = is_f137(&r.error_lines);
-            if !tried_again(&task, cfg.retries, from_cache, f137) {
+            let oom = out_of_memory(&failure);
+            if !tried_again(&task, cfg.retries, from_cache, &failure) {
                 r.status = Status::Failed;
                 progress.finished(r);
                 return None;
-            } else if f137 && !task.alone_retry_used {
+            } else if oom && !task.alone_retry_used {
                 task.alone_retry_used = true;
                 task.alone = true;
             } else {
                 task.retries_used += 1;
-                task.alone = f137;
+                task.alone = oom;
             }
             task.force = true;
             progress.retrying(r, task.alone);

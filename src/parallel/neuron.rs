@@ -11,7 +11,7 @@
 //!   and an `flock`), the entry looked at again under it (done meanwhile: skipped), staging
 //!   directories of dead runs removed, a fresh one made.
 //! - [`after`]: a success is published (`model.neff` by a rename, then `model.done`); a failure
-//!   of the graph ([`crate::recon::cache::failure_is_cacheable`], or one nxcc's cache remembers)
+//!   of the graph (one [`crate::recon::cache::remembers`], served from nxcc's cache or just compiled)
 //!   that will not be retried leaves `model.log` (the error lines, then the tail of the compile's
 //!   log); an interrupt, a timeout, a kill or a failure of the environment leaves nothing. The
 //!   staging directory and the lock go either way.
@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::Input;
-use crate::cache::CacheStatus;
-use crate::engine::pipeline::Outcome;
+use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::fsx::Dir;
 use crate::neuron_cache::lock::{self, Acquire, EntryLock};
 use crate::neuron_cache::publish::{self, Staging};
 use crate::neuron_cache::{self as nc, Class, LockOwner, NeuronCache};
+use crate::result::Status;
 
 /// The compile's log file in the staging directory.
 pub const STAGING_LOG: &str = "log-neuron-cc.txt";
@@ -286,12 +286,11 @@ pub fn log_text(error_lines: &[String], log: &Path) -> String {
 pub fn after(
     p: Prepared,
     t: &Target,
-    outcome: &Outcome,
-    cache: CacheStatus,
+    outcome: &CompileResult,
     will_retry: bool,
     interrupted: bool,
 ) -> Result<(), String> {
-    if outcome.exit_status == 0 {
+    if outcome.ok() {
         let Prepared { dir, staging, .. } = p;
         let r = staging.publish().map_err(|e| {
             format!(
@@ -302,17 +301,14 @@ pub fn after(
         drop(dir);
         return r;
     }
-    let of_the_graph = (cache == CacheStatus::Hit
-        && outcome.exit_status == crate::error::EXIT_COMPILE_FAILED)
-        || crate::recon::cache::failure_is_cacheable(
-            outcome.exit_status,
-            outcome.worker_pid.is_some(),
-            &outcome.jobs,
-            &outcome.error_lines,
-            interrupted,
-        );
+    // A failure of the graph: one the cache remembers (served from nxcc's cache, or just
+    // compiled). An interrupt, a timeout, a kill or the environment leaves the entry to do.
+    let of_the_graph = match &outcome.status {
+        Status::Failed(f) => crate::recon::cache::remembers(f),
+        _ => false,
+    };
     if of_the_graph && !will_retry && !interrupted {
-        let text = log_text(&outcome.error_lines, &t.log());
+        let text = log_text(&outcome.lines, &t.log());
         if let Err(e) = publish::write_log(&p.dir, &text) {
             return Err(format!(
                 "[ERROR] cannot write {} in the neuron cache entry {}: {e}",

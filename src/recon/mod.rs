@@ -9,10 +9,12 @@
 //! - [`jobs`]: which optional tool flags appear when;
 //! - [`toolchain`]: where tools are looked for;
 //! - [`neff`]: header field placement, UUID and IR-signature derivation, engine flags, arch mode;
+//! - [`failure`]: how a job's end is read as a failure (the model's, the environment's, a kill);
 //! - [`cache`]: which failed compiles the compile cache remembers.
 
 pub mod cache;
 pub mod cli;
+pub mod failure;
 pub mod jobs;
 pub mod neff;
 pub mod plan;

@@ -25,10 +25,11 @@ use crate::engine::events::Event;
 use crate::engine::failure;
 use crate::engine::log::{self, Logger};
 use crate::engine::metrics::{JobMetrics, JobStatus};
-use crate::engine::pipeline::{Options, Outcome};
+use crate::engine::pipeline::{CompileResult, Options};
 use crate::engine::Engine;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
+use crate::result::{Environment, Failure, RemoteFailure};
 use crate::run::process::End;
 
 /// The pseudo-job a remote compile reports as.
@@ -105,18 +106,6 @@ pub fn compile(
     crate::cache::compile_cached_with(plan, key, opts, cfg, engine, &run)
 }
 
-fn outcome(exit_status: i32, error_lines: Vec<String>, jobs: Vec<JobMetrics>) -> Outcome {
-    Outcome {
-        exit_status,
-        error_lines,
-        jobs,
-        work_dir: None,
-        kept: false,
-        worker_pid: None,
-        supervisor_pid: std::process::id(),
-    }
-}
-
 /// The environment a compile's Command carries: the variables of this process (and of the
 /// request, `worker_env`) that a compile request may forward ([`crate::environ::is_forwarded`]).
 pub fn command_env(opts: &Options) -> BTreeMap<String, String> {
@@ -160,8 +149,8 @@ impl Run<'_> {
         }
     }
 
-    /// The compile failed with `lines` (exit 70).
-    fn fail(&self, lines: Vec<String>) -> Outcome {
+    /// The compile failed, so, with `lines` (exit 70).
+    fn fail(&self, failure: RemoteFailure, lines: Vec<String>) -> CompileResult {
         for l in &lines {
             self.logger.error(log::DRIVER, l);
             self.emit(Event::Error { line: l.clone() });
@@ -174,20 +163,37 @@ impl Run<'_> {
         ));
         self.emit(Event::Done {
             exit_status: EXIT_COMPILE_FAILED,
+            status: None,
         });
-        outcome(EXIT_COMPILE_FAILED, lines, vec![m])
+        let mut r = CompileResult::failed(Failure::Remote(failure), lines);
+        r.jobs = vec![m];
+        r
     }
 
-    fn fail_remote(&self, e: impl std::fmt::Display) -> Outcome {
-        self.fail(vec![NccError::remote(e).to_string()])
+    /// The compile failed on an error of the exchange with the server.
+    fn fail_remote(&self, e: impl std::fmt::Display) -> CompileResult {
+        self.fail(RemoteFailure::Error, vec![NccError::remote(e).to_string()])
     }
 
-    fn succeed(&self) -> Outcome {
+    /// The compile failed on a remote call's error: an unreachable server says so.
+    fn fail_call(&self, e: RemoteError) -> CompileResult {
+        let kind = if e.unreachable {
+            RemoteFailure::Unreachable
+        } else {
+            RemoteFailure::Error
+        };
+        self.fail(kind, vec![NccError::remote(e).to_string()])
+    }
+
+    fn succeed(&self) -> CompileResult {
         let m = self.metrics(JobStatus::Ok, Some(0));
         self.emit(Event::JobFinished(m.clone()));
         self.logger.user("Compiler status PASS");
-        self.emit(Event::Done { exit_status: 0 });
-        outcome(0, Vec::new(), vec![m])
+        self.emit(Event::Done {
+            exit_status: 0,
+            status: None,
+        });
+        CompileResult::succeeded(vec![m])
     }
 
     /// Download the result's NEFF (verified), into `product` (a new file) and then to
@@ -248,13 +254,13 @@ pub fn run_remote(
     engine: &Engine,
     product: Option<&Path>,
     remote: &RemoteConfig,
-) -> Outcome {
+) -> CompileResult {
     let logger = match crate::engine::pipeline::open_log(plan, opts.console.clone()) {
         Ok(l) => l,
         Err(e) => {
             let line = e.to_string();
             eprintln!("{line}");
-            return outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new());
+            return CompileResult::failed(Failure::Environment(Environment::LogFile), vec![line]);
         }
     };
     let run = Run {
@@ -293,7 +299,7 @@ fn usable(r: &re::ActionResult) -> bool {
     r.exit_code == 0 && r.output_files.iter().any(|f| f.path == OUTPUT)
 }
 
-fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) -> Outcome {
+fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) -> CompileResult {
     run.emit(Event::Pipeline {
         jobs: vec![JOB_NAME.to_string()],
     });
@@ -304,7 +310,7 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
     });
     let remote = match Remote::connect(address) {
         Ok(r) => r,
-        Err(e) => return run.fail_remote(e),
+        Err(e) => return run.fail_call(e),
     };
     match remote.get_action_result(&built.digest) {
         Ok(Some(r)) if usable(&r) => match run.deliver(&remote, &r, product) {
@@ -322,11 +328,11 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
             ),
         },
         Ok(_) => {}
-        Err(e) => return run.fail_remote(e),
+        Err(e) => return run.fail_call(e),
     }
     let sent = match remote.upload_missing(&built.blobs) {
         Ok(s) => s,
-        Err(e) => return run.fail_remote(e),
+        Err(e) => return run.fail_call(e),
     };
     run.logger.info(
         log::DRIVER,
@@ -337,17 +343,21 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
     );
     let resp = match remote.execute(&built.digest, false) {
         Ok(r) => r,
-        Err(e) => return run.fail_remote(e),
+        Err(e) => return run.fail_call(e),
     };
     if let Some(st) = resp.status.as_ref().filter(|s| s.code != 0) {
-        return run.fail_remote(RemoteError {
+        let e = RemoteError {
             url: address.url.clone(),
             what: format!(
                 "the server could not run the action: {} (code {})",
                 st.message, st.code
             ),
             unreachable: false,
-        });
+        };
+        return run.fail(
+            RemoteFailure::Refused,
+            vec![NccError::remote(e).to_string()],
+        );
     }
     let Some(result) = resp.result else {
         return run.fail_remote(format!(
@@ -376,7 +386,7 @@ fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) 
                 .filter(|w| !w.is_empty())
                 .unwrap_or_else(|| address.url.clone())
         ));
-        return run.fail(errors);
+        return run.fail(RemoteFailure::FailedRemotely(result.exit_code), errors);
     }
     match run.deliver(&remote, &result, product) {
         Ok(()) => run.succeed(),
@@ -407,7 +417,7 @@ fn cache_only(
     engine: &Engine,
     product: Option<&Path>,
     address: &Address,
-) -> Outcome {
+) -> CompileResult {
     let warn = |e: &dyn std::fmt::Display| {
         run.logger
             .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
@@ -453,7 +463,7 @@ fn cache_only(
         .map(Path::to_path_buf)
         .or_else(|| own.as_ref().map(|d| d.path().join(OUTPUT)));
     let outcome = crate::engine::run_producing(run.plan, run.opts, engine, product_path.as_deref());
-    if outcome.exit_status != 0 {
+    if !outcome.ok() {
         return outcome;
     }
     let (Some(remote), Some(neff)) = (remote, product_path) else {
