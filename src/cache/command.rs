@@ -16,7 +16,7 @@
 //! object. What was removed because it was not a plain directory or file (a link) is warned
 //! about on stderr.
 
-use super::compile::{check_local, DEFAULT_DIR};
+use super::config::{check_local, DEFAULT_DIR};
 use super::maintain;
 use super::store::Cache;
 use crate::cli::argparse::{self, Nargs, Positional};
@@ -164,7 +164,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     let dir = parsed
         .str("cache_dir")
         .map(str::to_string)
-        .unwrap_or_else(super::compile::default_dir);
+        .unwrap_or_else(super::config::default_dir);
     if let Err(e) = check_local(&dir) {
         return usage_error(
             prog,

@@ -6,8 +6,9 @@
 //! - [`store`]: the layout `DIR/nxcc-v1/<2 hex>/<key>/` (`model.neff`, `meta.json`, `log.txt`, or
 //!   `failed.json`), publishing by rename, eviction by rename, per-key `flock`s, verified reads;
 //! - [`meta`]: `meta.json` and `failed.json`;
-//! - [`compile`]: [`compile_cached`] — a compile through the cache, what `nxcc compile
-//!   --cache_dir`, `parallel-compile` and the daemon call;
+//! - [`config`]: whether and where a compile uses the cache ([`CacheConfig`]);
+//! - [`layer`]: [`LocalStore`] — the cache as a layer of the compile stack, what `nxcc compile
+//!   --cache_dir`, `parallel-compile` and the daemon compile through;
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
 //! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...`;
 //! - [`chunks`]: large files read with the reads overlapped with hashing.
@@ -24,13 +25,13 @@
 //! - **A hit is verified**: the NEFF is copied out against its recorded blake3, or not at all.
 //!
 //! A scheduler (the daemon, `parallel-compile`) keys the compile once, estimates its memory from
-//! the key, admits it, and compiles with the same key:
+//! the key, admits it, and compiles with the same key (through `crate::compile`, which puts the
+//! store in front of the way the plan runs):
 //!
 //! ```no_run
 //! use std::path::Path;
 //! use nxcc::cache::{self, CacheConfig, Key};
 //! use nxcc::engine::Engine;
-//! use nxcc::engine::pipeline::Options;
 //! # fn plan() -> nxcc::plan::Plan { unimplemented!() }
 //! let plan = plan();
 //! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.
@@ -41,26 +42,23 @@
 //!     Some(k) => cache::estimate(cfg.cache().as_ref(), k).bytes,
 //!     None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&plan)),
 //! };
-//! // ... admission.acquire(bytes, ...) ...
-//! let done = cache::compile_cached_keyed(&plan, key, &Options::terminal(), &cfg, &engine);
-//! println!("exit {} cache {}", done.outcome.exit_status(), done.cache.as_str());
+//! // ... admission.acquire(bytes, ...), then compile with `key` ...
 //! # let _ = bytes;
 //! ```
 
 pub mod chunks;
 pub mod command;
-pub mod compile;
+pub mod config;
 pub mod estimate;
 pub mod features;
 pub mod key;
+pub mod layer;
 pub mod maintain;
 pub mod meta;
 pub mod store;
 
-pub use compile::{
-    check_local, compile_cached, compile_cached_keyed, compile_cached_with, default_dir,
-    CacheConfig, CacheStatus, CachedOutcome, CACHE_URL_ENV, DEFAULT_DIR,
-};
+pub use config::{check_local, default_dir, CacheConfig, CacheStatus, CACHE_URL_ENV, DEFAULT_DIR};
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::{Key, EXCLUDED_ARGS};
+pub use layer::LocalStore;
 pub use store::{Cache, Lookup};

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cache::{self, CacheConfig, CacheStatus, Key};
-use crate::engine::pipeline::{CompileResult, Options};
+use crate::compile::{Compiled, Request};
+use crate::engine::result::CompileResult;
+use crate::engine::session::Options;
 use crate::plan::Plan;
 use crate::result::{Environment, Failure};
 
@@ -59,18 +61,8 @@ pub struct EngineConfig {
     /// `--compiler PATH`: an external compiler run as one supervised job per compile.
     pub compiler: Option<PathBuf>,
     /// `--remote grpc://HOST:PORT` (or `--remote-cache`): every compile goes to a Remote
-    /// Execution API server behind the local cache ([`crate::remote::compile`]).
+    /// Execution API server behind the local cache ([`crate::compile`]).
     pub remote: Option<crate::remote::RemoteConfig>,
-}
-
-/// How one compile ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Finished {
-    /// The compile's result: its status, error lines (the `/compile` route answers them) and
-    /// per-job figures (none for a cache hit).
-    pub result: CompileResult,
-    /// Whether the cache served it, ran it, or was not used.
-    pub cache: CacheUse,
 }
 
 /// A compile made ready to run: what admission control reserves for it, and what the run reuses.
@@ -87,9 +79,9 @@ pub trait Engine: Send + Sync {
     /// Key and estimate one compile (reads the model once). Blocking.
     fn prepare(&self, plan: &Plan) -> Prepared;
 
-    /// Run one compile: `opts` carries its console sink, events callback, cancellation and extra
-    /// worker environment. Blocking; called from a blocking thread.
-    fn run(&self, plan: &Plan, prepared: Prepared, opts: &Options<'_>) -> Finished;
+    /// Run one compile: `options` carries its console sink, events callback, cancellation and
+    /// extra worker environment. Blocking; called from a blocking thread.
+    fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled;
 
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
@@ -129,31 +121,24 @@ impl Engine for Cached {
         }
     }
 
-    fn run(&self, plan: &Plan, prepared: Prepared, opts: &Options<'_>) -> Finished {
-        let cfg = match prepared.cache {
+    fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled {
+        let cache = match prepared.cache {
             Ok(cfg) => cfg,
             Err(line) => {
-                return Finished {
-                    result: CompileResult::failed(
-                        Failure::Environment(Environment::CacheDir),
-                        vec![line],
-                    ),
-                    cache: CacheUse::Off,
-                }
+                return Compiled::uncached(CompileResult::failed(
+                    Failure::Environment(Environment::CacheDir),
+                    vec![line],
+                ))
             }
         };
-        let done = crate::remote::compile::compile(
+        crate::compile::compile(Request {
             plan,
-            prepared.key,
-            opts,
-            &cfg,
-            &self.engine,
-            self.remote.as_ref(),
-        );
-        Finished {
-            result: done.outcome,
-            cache: done.cache.into(),
-        }
+            options,
+            engine: &self.engine,
+            cache,
+            key: prepared.key,
+            remote: self.remote.clone(),
+        })
     }
 
     fn describe(&self) -> String {

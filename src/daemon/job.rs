@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 use super::engine::{CacheUse, Engine};
 use crate::admission::Admission;
 use crate::cli::{self, Command};
-use crate::engine::compile::Cancellation;
 use crate::engine::events::Event;
 use crate::engine::log::Console;
-use crate::engine::pipeline::Options;
+use crate::engine::session::{Cancellation, Options};
 use crate::plan::probe::ModelFacts;
 use crate::plan::{self, dryrun, PlanError, Probe, SystemProbe};
 use crate::result::{CancelReason, Environment, Failure, Status};
@@ -381,13 +380,13 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         install_signals: false,
         fork_server: ctx.fork_server.cloned(),
     };
-    let finished = ctx.engine.run(&plan, prepared, &opts);
+    let finished = ctx.engine.run(&plan, prepared, opts);
     drop(permit);
     Ended {
         status: finished.result.status,
         error_lines: finished.result.lines,
         output,
-        cache: finished.cache,
+        cache: finished.cache.into(),
         wall: started.elapsed(),
     }
 }

@@ -11,148 +11,129 @@
 //! RSS. The compiler's stdout and stderr lines go to the console as they come and to the log file
 //! at INFO under `job.ExternalCompiler.0`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::compile::{job_timeout, open_log, stopped, CompileResult, Options};
+use super::events::Event;
+use super::failure;
+use super::log::{self, Console};
+use super::metrics::{self, JobMetrics, JobStatus};
+use super::result::CompileResult;
+use super::session::{job_timeout, Session};
 use super::ExternalCompiler;
 use crate::cli::level;
-use crate::engine::events::Event;
-use crate::engine::failure;
-use crate::engine::log::{self, Console, Logger};
-use crate::engine::metrics::{self, JobMetrics, JobStatus};
-use crate::error::{NccError, EXIT_COMPILE_FAILED};
-use crate::plan::Plan;
+use crate::error::NccError;
 use crate::result::{Environment, Failure, Status};
-use crate::run::process::{self, End, Spec, Stream, Termination};
+use crate::run::process::{self, End, Outcome as ProcessOutcome, Spec, Stream, Termination};
 
 /// The pseudo-job's name in metrics, events and error lines.
 pub const JOB_NAME: &str = "ExternalCompiler";
 
-/// Run `plan` through the external compiler.
-pub fn run(plan: &Plan, opts: &Options, ext: &ExternalCompiler) -> CompileResult {
-    run_producing(plan, opts, ext, None)
-}
-
-/// [`run`], the compiler's output also copied to `product` (a new file in a directory private
-/// to the caller) from its temporary name, before that is renamed to `--output`.
-pub fn run_producing(
-    plan: &Plan,
-    opts: &Options,
-    ext: &ExternalCompiler,
-    product: Option<&Path>,
-) -> CompileResult {
-    let ns = &plan.ns;
-    let console_level = ns.int("verbose").unwrap_or(level::USER);
-    let file_level = ns.int("logfile_verbose").unwrap_or(level::INFO);
-    let emit = |ev: Event| {
-        if let Some(f) = opts.on_event {
-            f(&ev);
-        }
-    };
-    let fail = |logger: Option<&Logger>, e: NccError, failure: Failure| {
-        let line = e.to_string();
-        match (logger, &opts.console) {
-            (Some(l), _) => l.error(log::DRIVER, &line),
-            (None, Console::Terminal) => eprintln!("{line}"),
-            (None, Console::Sink(s)) => s(&line, true),
-        }
-        emit(Event::Error { line: line.clone() });
-        emit(Event::Done {
-            exit_status: EXIT_COMPILE_FAILED,
-            status: None,
-        });
-        CompileResult::failed(failure, vec![line])
-    };
-    let logger = match open_log(plan, opts.console.clone()) {
-        Ok(l) => l,
-        Err(e) => return fail(None, e, Failure::Environment(Environment::LogFile)),
-    };
-    // The compiler's own lines: the log file only (the console gets them raw, below).
-    let file_log = Logger::open(
-        Some(&plan.logfile),
-        file_level,
-        level::OFF,
-        Console::Terminal,
-    )
-    .unwrap_or_else(|_| logger.clone());
-    let program = super::resolve_program(&ext.program);
-    let name = plan
-        .output
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("file.neff");
-    let partial = plan
-        .output
-        .with_file_name(crate::fsx::unique::name(&format!(
-            ".{name}.nxcc-partial-ext-"
-        )));
-    let mut args: Vec<String> = vec!["compile".into()];
-    args.extend(plan.argv.iter().cloned());
-    args.push("--output".into());
-    args.push(partial.display().to_string());
-    let job_logger = log::job_logger(JOB_NAME);
-    logger.info(
-        log::DRIVER,
-        &format!("Command line: {}", crate::shell::join(&plan.argv)),
-    );
-    let mut shown = vec![program.display().to_string()];
-    shown.extend(args.iter().cloned());
-    logger.info(
-        &job_logger,
-        &format!("Executing {}", crate::shell::join(&shown)),
-    );
-    logger.info(
-        &job_logger,
-        &format!("Working directory is {}", plan.launch_dir.display()),
-    );
-    let timeout = job_timeout(plan);
-    let mut spec = Spec::new(&program, &plan.launch_dir)
-        .args(args.iter())
-        .timeout(timeout);
-    for (k, v) in &opts.worker_env {
-        spec = spec.env(k.clone(), v.clone());
-    }
-    emit(Event::Pipeline {
-        jobs: vec![JOB_NAME.to_string()],
-    });
-    emit(Event::JobStarted {
-        job: JOB_NAME.to_string(),
-        index: 1,
-        total: 1,
-    });
-    let console = opts.console.clone();
-    let quiet = console_level >= level::OFF;
-    let mut on_line = |stream: Stream, line: &str| {
-        file_log.info(&job_logger, line);
-        if quiet {
-            return;
-        }
-        let is_err = stream == Stream::Stderr;
-        match &console {
-            Console::Sink(s) => s(line, is_err),
-            Console::Terminal => write_line(is_err, line),
-        }
-    };
-    let run = process::run(&spec, &mut on_line, opts.cancel.flag());
-    let out = match run {
+/// Run the session's plan through the external compiler; its output also copied to `product`
+/// (a new file in a directory private to the caller) from its temporary name, before that is
+/// renamed to `--output`.
+pub fn run(session: &Session, ext: &ExternalCompiler, product: Option<&Path>) -> CompileResult {
+    let plan = session.plan();
+    let partial = partial_output(&plan.output);
+    let spec = command(session, ext, &partial);
+    session.pseudo_job(JOB_NAME);
+    let out = match process::run(&spec, &mut console_lines(session), session.cancel().flag()) {
         Ok(o) => o,
         Err(e) => {
             let _ = std::fs::remove_file(&partial);
             let not_found = matches!(e, process::SpawnError::ProgramNotFound { .. });
             let failure = Failure::Environment(if not_found {
-                Environment::MissingTool(program.display().to_string())
+                Environment::MissingTool(spec.program.display().to_string())
             } else {
                 Environment::Spawn
             });
-            return fail(
-                Some(&logger),
-                NccError::compiler_not_run(not_found, e),
-                failure,
-            );
+            return session.fail(&NccError::compiler_not_run(not_found, e), failure);
         }
     };
+    let mut m = figures(&out);
+    let status = conclude(session, &out, &partial, product, &mut m, spec.timeout);
+    let _ = std::fs::remove_file(&partial);
+    session.emit(&Event::JobFinished(m.clone()));
+    if !status.succeeded() {
+        session.log().user(&format!(
+            "Diagnostic logs stored in {}",
+            plan.logfile.display()
+        ));
+    }
+    session
+        .log()
+        .file_only(&metrics::table(std::slice::from_ref(&m)));
+    let mut result = session.result(status);
+    result.worker_pid = Some(out.pid);
+    result
+}
+
+/// The temporary name beside `--output` the compiler writes to.
+fn partial_output(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file.neff");
+    output.with_file_name(crate::fsx::unique::name(&format!(
+        ".{name}.nxcc-partial-ext-"
+    )))
+}
+
+/// `PATH compile <args> --output <partial>` in the launch directory, with the worker's
+/// environment and `--job-timeout`; logged as it will run.
+fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
+    let (plan, log) = (session.plan(), session.log());
+    let program = super::resolve_program(&ext.program);
+    let mut args: Vec<String> = vec!["compile".into()];
+    args.extend(plan.argv.iter().cloned());
+    args.push("--output".into());
+    args.push(partial.display().to_string());
+    let job_logger = log::job_logger(JOB_NAME);
+    log.info(
+        log::DRIVER,
+        &format!("Command line: {}", crate::shell::join(&plan.argv)),
+    );
+    let mut shown = vec![program.display().to_string()];
+    shown.extend(args.iter().cloned());
+    log.info(
+        &job_logger,
+        &format!("Executing {}", crate::shell::join(&shown)),
+    );
+    log.info(
+        &job_logger,
+        &format!("Working directory is {}", plan.launch_dir.display()),
+    );
+    let mut spec = Spec::new(&program, &plan.launch_dir)
+        .args(args.iter())
+        .timeout(job_timeout(plan));
+    for (k, v) in &session.options().worker_env {
+        spec = spec.env(k.clone(), v.clone());
+    }
+    spec
+}
+
+/// Where the compiler's own lines go: the log file, and the console as they are (unless it is
+/// `off`).
+fn console_lines<'s>(session: &'s Session) -> impl FnMut(Stream, &str) + 's {
+    let job_logger = log::job_logger(JOB_NAME);
+    let console_level = session.plan().ns.int("verbose").unwrap_or(level::USER);
+    let quiet = console_level >= level::OFF;
+    move |stream: Stream, line: &str| {
+        session.log().to_file(&job_logger, level::INFO, line);
+        if quiet {
+            return;
+        }
+        let is_err = stream == Stream::Stderr;
+        match &session.options().console {
+            Console::Sink(s) => s(line, is_err),
+            Console::Terminal => write_line(is_err, line),
+        }
+    }
+}
+
+/// The pseudo-job's figures.
+fn figures(out: &ProcessOutcome) -> JobMetrics {
     let termination = out.termination();
-    let mut m = JobMetrics {
+    JobMetrics {
         job: JOB_NAME.to_string(),
         status: failure::job_status(out.end),
         start_s: 0.0,
@@ -166,76 +147,56 @@ pub fn run_producing(
         },
         signal: termination.signal(),
         processes: 1,
-    };
-    let mut errors: Vec<String> = Vec::new();
-    let mut error = |line: String| {
-        logger.error(&job_logger, &line);
-        emit(Event::Error { line: line.clone() });
-        errors.push(line);
-    };
-    let status = match (stopped(opts, out.end), out.end) {
-        (Some(status), _) => {
-            m.status = JobStatus::Cancelled;
-            // Reported as the signal's end (SIGTERM when it was cancelled without one).
-            let sig = match status {
-                Status::Interrupted(sig) => sig,
-                _ => libc::SIGTERM,
-            };
-            error(failure::interrupted(sig));
-            status
-        }
-        (None, End::Exited(0)) => match copy_product(&partial, product, &logger)
-            .and_then(|()| std::fs::rename(&partial, &plan.output))
-        {
+    }
+}
+
+/// How the compile ended: stopped; the output put in place; or how the compiler failed, said in
+/// the original's words.
+fn conclude(
+    session: &Session,
+    out: &ProcessOutcome,
+    partial: &Path,
+    product: Option<&Path>,
+    m: &mut JobMetrics,
+    timeout: Option<std::time::Duration>,
+) -> Status {
+    let plan = session.plan();
+    let job_logger = log::job_logger(JOB_NAME);
+    let error = |line: String| session.error(&job_logger, line);
+    if let Some(status) = session.stopped(out.end) {
+        m.status = JobStatus::Cancelled;
+        // Reported as the signal's end (SIGTERM when it was cancelled without one).
+        let sig = match status {
+            Status::Interrupted(sig) => sig,
+            _ => libc::SIGTERM,
+        };
+        error(failure::interrupted(sig));
+        return status;
+    }
+    if out.end == End::Exited(0) {
+        let placed = copy_product(partial, product, session)
+            .and_then(|()| std::fs::rename(partial, &plan.output));
+        return match placed {
             Ok(()) => Status::Succeeded,
             Err(e) => {
                 m.status = JobStatus::Failed;
-                error(
-                    NccError::compiler_output(partial.display(), plan.output.display(), e)
-                        .to_string(),
-                );
+                let e = NccError::compiler_output(partial.display(), plan.output.display(), e);
+                error(e.to_string());
                 Status::Failed(Failure::Environment(Environment::Output))
             }
-        },
-        (None, end) => {
-            for line in failure::job_lines(JOB_NAME, end, &out.stderr_tail, out.max_rss_kb, timeout)
-            {
-                error(line);
-            }
-            Status::Failed(
-                crate::recon::failure::of_tool(
-                    JOB_NAME,
-                    end,
-                    &out.stderr_tail,
-                    out.max_rss_kb,
-                    timeout,
-                )
-                .unwrap_or(Failure::Internal),
-            )
-        }
-    };
-    let exit_status = status.exit_status();
-    let _ = std::fs::remove_file(&partial);
-    emit(Event::JobFinished(m.clone()));
-    if exit_status != 0 {
-        logger.user(&format!(
-            "Diagnostic logs stored in {}",
-            plan.logfile.display()
-        ));
+        };
     }
-    logger.file_only(&metrics::table(std::slice::from_ref(&m)));
-    emit(Event::Done {
-        exit_status,
-        status: None,
-    });
-    let mut result = CompileResult::new(status, errors, vec![m]);
-    result.worker_pid = Some(out.pid);
-    result
+    let tail = &out.stderr_tail;
+    for line in failure::job_lines(JOB_NAME, out.end, tail, out.max_rss_kb, timeout) {
+        error(line);
+    }
+    let failed = crate::recon::failure::of_tool(JOB_NAME, out.end, tail, out.max_rss_kb, timeout);
+    Status::Failed(failed.unwrap_or(Failure::Internal))
 }
 
-/// Copy the compiler's output to `product`, if asked (an error there is a warning: the compile
+/// Copy the compiler's output to `product`, if asked (an error there is a note: the compile
 /// stands without the cache).
-fn copy_product(partial: &Path, product: Option<&Path>, logger: &Logger) -> std::io::Result<()> {
+fn copy_product(partial: &Path, product: Option<&Path>, session: &Session) -> std::io::Result<()> {
     let Some(product) = product else {
         return Ok(());
     };
@@ -248,7 +209,7 @@ fn copy_product(partial: &Path, product: Option<&Path>, logger: &Logger) -> std:
     });
     if let Err(e) = copied {
         let _ = std::fs::remove_file(product);
-        logger.info(
+        session.log().info(
             log::DRIVER,
             &format!("Could not keep a copy of the NEFF for the cache: {e}"),
         );

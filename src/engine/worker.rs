@@ -1,7 +1,7 @@
 //! The worker: the child process that runs the jobs (the original's `--fork-subcommand`
 //! isolation, made the default). It runs [`super::executor`] and reports to its supervisor on the
 //! events pipe ([`run`]). It is started by the supervisor in one of two ways: re-executed with the
-//! hidden first argument [`super::compile::WORKER_ARG`] ([`main`] rebuilds the plan from the same
+//! hidden first argument [`WORKER_ARG`] ([`main`] rebuilds the plan from the same
 //! command line in the same launch directory), or — from the command line, whose process is
 //! single-threaded when it starts the worker — forked, calling [`run`] with the plan it has, or
 //! — in the daemon — forked by its fork server, calling [`run`] with the plan the daemon sent
@@ -10,10 +10,10 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use super::compile::{job_timeout, open_log, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
 use super::events::Event;
 use super::executor::{Executor, Halt};
 use super::log::Console;
+use super::session::{job_timeout, open_log};
 use crate::cli::{self, level, Command};
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, SystemProbe};
@@ -21,6 +21,13 @@ use crate::result::{Environment, Failure, Status};
 use crate::run::events::EventWriter;
 use crate::run::process::Cancel;
 use crate::toolchain::{self, Request, Toolchain};
+
+/// The hidden first argument that makes the binary a worker.
+pub const WORKER_ARG: &str = "__nxcc_worker";
+/// Environment of the worker: the compile's argv (JSON).
+pub const WORKER_ARGV_ENV: &str = "NXCC_WORKER_ARGV";
+/// Environment of the worker: its work dir.
+pub const WORKER_WORK_DIR_ENV: &str = "NXCC_WORKER_WORK_DIR";
 
 /// The worker's exit status when it stopped because it was cancelled without a signal of its
 /// own; a signal it received itself makes it exit with 128 + that signal, which the supervisor

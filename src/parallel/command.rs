@@ -26,7 +26,7 @@ use crate::cache::{check_local, DEFAULT_DIR};
 use crate::cli::argparse::{Nargs, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
 use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
-use crate::engine::compile::Cancellation;
+use crate::engine::session::Cancellation;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 

@@ -38,10 +38,10 @@ use serde::Serialize;
 use crate::admission::{Admission, Request};
 use crate::cache::{self, CacheConfig, CacheStatus, Estimate, Key};
 use crate::cli::{self, CliError, Command};
-use crate::engine::compile::Cancellation;
-use crate::engine::log::Console;
-use crate::engine::pipeline::Options;
+use crate::compile::Compiled;
 use crate::engine::result::CompileResult as Ended;
+use crate::engine::session::Cancellation;
+use crate::engine::session::Options;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, PlanError, SystemProbe};
@@ -531,16 +531,11 @@ pub fn run(
                 if task.force {
                     cache_cfg.retry_failed = true;
                 }
+                // Its console goes nowhere but its log file; many compiles share this process.
                 let opts = Options {
-                    console: Console::Sink(Arc::new(|_: &str, _: bool| {})),
                     cancel: cancel.clone(),
-                    worker_env: Vec::new(),
-                    on_event: None,
                     worker_program,
-                    // Many compiles share this process.
-                    sole_compile: false,
-                    install_signals: false,
-                    fork_server: None,
+                    ..Options::quiet()
                 };
                 let start_s = started.elapsed().as_secs_f64();
                 // An entry of the framework's cache: its lock first (it may be taken by now).
@@ -553,44 +548,38 @@ pub fn run(
                     _ => (None, None, None),
                 };
                 let mut done = if skipped.is_some() || refused.is_some() {
-                    cache::CachedOutcome {
-                        outcome: match refused {
-                            Some(line) => Ended::failed(
-                                Failure::Environment(Environment::CacheEntry),
-                                vec![line],
-                            ),
-                            None => Ended::succeeded(Vec::new()),
-                        },
-                        cache: CacheStatus::Off,
-                        key: None,
-                        entry: None,
-                    }
+                    Compiled::uncached(match refused {
+                        Some(line) => {
+                            Ended::failed(Failure::Environment(Environment::CacheEntry), vec![line])
+                        }
+                        None => Ended::succeeded(Vec::new()),
+                    })
                 } else {
                     // A compile with --remote or --remote-cache goes through the remote server
                     // (its flags were checked before anything started).
                     let remote = crate::remote::RemoteConfig::from_plan(&task.plan)
                         .ok()
                         .flatten();
-                    crate::remote::compile::compile(
-                        &task.plan,
-                        task.key.clone(),
-                        &opts,
-                        &cache_cfg,
+                    crate::compile::compile(crate::compile::Request {
+                        plan: &task.plan,
+                        options: opts,
                         engine,
-                        remote.as_ref(),
-                    )
+                        cache: cache_cfg,
+                        key: task.key.clone(),
+                        remote,
+                    })
                 };
                 if let (Some(p), Some(t)) = (prepared, target) {
-                    let o = &done.outcome;
+                    let o = &done.result;
                     let interrupted_now = cancel.is_cancelled();
                     let again = !interrupted_now
                         && o.failure().is_some_and(|f| {
                             tried_again(&task, retries, done.cache == CacheStatus::Hit, f)
                         });
                     if let Err(line) = neuron::after(p, t, o, again, interrupted_now) {
-                        done.outcome.lines.push(line);
-                        if done.outcome.ok() {
-                            done.outcome.status = CompileStatus::Failed(Failure::Environment(
+                        done.result.lines.push(line);
+                        if done.result.ok() {
+                            done.result.status = CompileStatus::Failed(Failure::Environment(
                                 Environment::CacheEntry,
                             ));
                         }
@@ -599,7 +588,7 @@ pub fn run(
                 let end_s = started.elapsed().as_secs_f64();
                 slots.lock().unwrap_or_else(|p| p.into_inner())[slot] = false;
                 drop(permit);
-                let o = &done.outcome;
+                let o = &done.result;
                 let attempt = Attempt {
                     start_s,
                     end_s,

@@ -1,35 +1,38 @@
-//! A compile through a Remote Execution API server, behind the local compile cache
-//! ([`crate::cache::compile_cached_with`]: a local hit never reaches the server):
+//! A compile through a Remote Execution API server, behind the seam
+//! ([`crate::engine::strategy`]) and behind the local compile cache (a local hit never reaches
+//! the server):
 //!
-//! - `--remote grpc://HOST:PORT`: the action cache first (`GetActionResult`); on a miss the
-//!   missing blobs are uploaded, the action is executed on the server's workers and followed to
-//!   its end, and the NEFF is downloaded, verified against its digest and renamed into place. A
-//!   failed remote compile is reported as a local one is: `Child process job "RemoteCompile"
-//!   exited abnormally!`, the last 50 lines of the remote stderr, the F-code banner of a crash
-//!   status, exit 70. An unreachable server is an error naming the address (exit 70).
-//! - `--remote-cache grpc://HOST:PORT`: the action cache first; on a miss the compile runs here,
-//!   and a success is uploaded (the model, the action, the NEFF) and recorded in the action
-//!   cache. The server is an optimisation there: when it fails, the compile still runs (a warning).
+//! - `--remote grpc://HOST:PORT`: [`Execution`], a way to run a plan — the action cache first
+//!   (`GetActionResult`); on a miss the missing blobs are uploaded, the action is executed on the
+//!   server's workers and followed to its end, and the NEFF is downloaded, verified against its
+//!   digest and renamed into place. A failed remote compile is reported as a local one is: `Child
+//!   process job "RemoteCompile" exited abnormally!`, the last 50 lines of the remote stderr, the
+//!   F-code banner of a crash status, exit 70. An unreachable server is an error naming the
+//!   address (exit 70).
+//! - `--remote-cache grpc://HOST:PORT`: [`ActionCache`], a cache layer — the action cache first;
+//!   on a miss the rest of the stack compiles here, and a success is uploaded (the model, the
+//!   action, the NEFF) and recorded in the action cache. The server is an optimisation there:
+//!   when it fails, the compile still runs (a warning).
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
 
 use super::action::{self, Built, OUTPUT};
 use super::cas::Blob;
 use super::client::{Address, Remote, RemoteError};
 use super::digest;
 use super::re;
-use crate::cache::{CacheConfig, CachedOutcome, Key};
 use crate::engine::events::Event;
 use crate::engine::failure;
-use crate::engine::log::{self, Logger};
+use crate::engine::log;
 use crate::engine::metrics::{JobMetrics, JobStatus};
-use crate::engine::pipeline::{CompileResult, Options};
+use crate::engine::result::CompileResult;
+use crate::engine::session::Session;
+use crate::engine::strategy::{Layer, Strategy};
 use crate::engine::Engine;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
-use crate::result::{Environment, Failure, RemoteFailure};
+use crate::result::{Failure, RemoteFailure, Status};
 use crate::run::process::End;
 
 /// The pseudo-job a remote compile reports as.
@@ -86,33 +89,13 @@ impl RemoteConfig {
     }
 }
 
-/// Compile `plan` through the local cache (`cfg`), then, with a `remote`, through the remote
-/// server; without one, on `engine` here ([`crate::cache::compile_cached_keyed`]). What every
-/// caller (the command line, `parallel-compile`, the daemon) calls.
-pub fn compile(
-    plan: &Plan,
-    key: Option<Key>,
-    opts: &Options,
-    cfg: &CacheConfig,
-    engine: &Engine,
-    remote: Option<&RemoteConfig>,
-) -> CachedOutcome {
-    let Some(remote) = remote else {
-        return crate::cache::compile_cached_keyed(plan, key, opts, cfg, engine);
-    };
-    let run = |p: &Plan, o: &Options, e: &Engine, product: Option<&Path>| {
-        run_remote(p, o, e, product, remote)
-    };
-    crate::cache::compile_cached_with(plan, key, opts, cfg, engine, &run)
-}
-
 /// The environment a compile's Command carries: the variables of this process (and of the
 /// request, `worker_env`) that a compile request may forward ([`crate::environ::is_forwarded`]).
-pub fn command_env(opts: &Options) -> BTreeMap<String, String> {
+pub fn command_env(worker_env: &[(String, String)]) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| crate::environ::is_forwarded(k))
         .collect();
-    for (k, v) in &opts.worker_env {
+    for (k, v) in worker_env {
         if crate::environ::is_forwarded(k) {
             env.insert(k.clone(), v.clone());
         }
@@ -120,26 +103,40 @@ pub fn command_env(opts: &Options) -> BTreeMap<String, String> {
     env
 }
 
-struct Run<'a> {
-    plan: &'a Plan,
-    opts: &'a Options<'a>,
-    logger: Logger,
-    started: Instant,
+/// The session's plan as an action, for the toolchain `engine` stands for; logged.
+fn action_of(session: &Session, engine: &Engine, address: &Address) -> Result<Built, String> {
+    let plan = session.plan();
+    let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
+    let built = action::build(plan, &tc, &command_env(&session.options().worker_env))?;
+    session.log().info(
+        log::DRIVER,
+        &format!(
+            "Remote action {} ({}): {}",
+            digest::show(&built.digest),
+            address.url,
+            crate::shell::join(&built.command.arguments)
+        ),
+    );
+    Ok(built)
 }
 
-impl Run<'_> {
-    fn emit(&self, ev: Event) {
-        if let Some(f) = self.opts.on_event {
-            f(&ev);
-        }
-    }
+/// A usable cached result: exit 0 with the NEFF among its outputs.
+fn usable(r: &re::ActionResult) -> bool {
+    r.exit_code == 0 && r.output_files.iter().any(|f| f.path == OUTPUT)
+}
 
+/// The remote compile's pseudo-job, as the session sees it: its figures, its end.
+struct RemoteJob<'s, 'a> {
+    session: &'s Session<'a>,
+}
+
+impl RemoteJob<'_, '_> {
     fn metrics(&self, status: JobStatus, exit_status: Option<i32>) -> JobMetrics {
         JobMetrics {
             job: JOB_NAME.to_string(),
             status,
             start_s: 0.0,
-            wall_s: self.started.elapsed().as_secs_f64(),
+            wall_s: self.session.elapsed().as_secs_f64(),
             user_s: 0.0,
             sys_s: 0.0,
             max_rss_kb: 0,
@@ -151,23 +148,17 @@ impl Run<'_> {
 
     /// The compile failed, so, with `lines` (exit 70).
     fn fail(&self, failure: RemoteFailure, lines: Vec<String>) -> CompileResult {
-        for l in &lines {
-            self.logger.error(log::DRIVER, l);
-            self.emit(Event::Error { line: l.clone() });
+        let session = self.session;
+        for l in lines {
+            session.error(log::DRIVER, l);
         }
         let m = self.metrics(JobStatus::Failed, Some(EXIT_COMPILE_FAILED));
-        self.emit(Event::JobFinished(m.clone()));
-        self.logger.user(&format!(
+        session.emit(&Event::JobFinished(m));
+        session.log().user(&format!(
             "Diagnostic logs stored in {}",
-            self.plan.logfile.display()
+            session.plan().logfile.display()
         ));
-        self.emit(Event::Done {
-            exit_status: EXIT_COMPILE_FAILED,
-            status: None,
-        });
-        let mut r = CompileResult::failed(Failure::Remote(failure), lines);
-        r.jobs = vec![m];
-        r
+        session.result(Status::Failed(Failure::Remote(failure)))
     }
 
     /// The compile failed on an error of the exchange with the server.
@@ -187,211 +178,186 @@ impl Run<'_> {
 
     fn succeed(&self) -> CompileResult {
         let m = self.metrics(JobStatus::Ok, Some(0));
-        self.emit(Event::JobFinished(m.clone()));
-        self.logger.user("Compiler status PASS");
-        self.emit(Event::Done {
-            exit_status: 0,
-            status: None,
-        });
-        CompileResult::succeeded(vec![m])
+        self.session.emit(&Event::JobFinished(m));
+        self.session.log().user("Compiler status PASS");
+        self.session.result(Status::Succeeded)
     }
+}
 
-    /// Download the result's NEFF (verified), into `product` (a new file) and then to
-    /// `--output` through a temporary name.
-    fn deliver(
-        &self,
-        remote: &Remote,
-        result: &re::ActionResult,
-        product: Option<&Path>,
-    ) -> Result<(), String> {
-        let neff = result
-            .output_files
-            .iter()
-            .find(|f| f.path == OUTPUT)
-            .and_then(|f| f.digest.clone())
-            .ok_or_else(|| format!("the remote result has no {OUTPUT}"))?;
-        let out = &self.plan.output;
-        let name = out
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("file.neff");
-        let partial = out.with_file_name(crate::fsx::unique::name(&format!(
-            ".{name}.nxcc-partial-remote-"
-        )));
-        remote
-            .download_to(&neff, &partial)
-            .map_err(|e| e.to_string())?;
-        let placed = (|| -> std::io::Result<()> {
-            if let Some(p) = product {
-                let mut src = std::fs::File::open(&partial)?;
-                let mut dst = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(p)?;
-                std::io::copy(&mut src, &mut dst)?;
-            }
-            std::fs::rename(&partial, out)
-        })();
-        if let Err(e) = placed {
-            let _ = std::fs::remove_file(&partial);
-            return Err(NccError::output_not_written(out.display(), e).to_string());
+/// Download the result's NEFF (verified), into `product` (a new file) and then to `--output`
+/// through a temporary name.
+fn deliver(
+    session: &Session,
+    remote: &Remote,
+    result: &re::ActionResult,
+    product: Option<&Path>,
+) -> Result<(), String> {
+    let neff = result
+        .output_files
+        .iter()
+        .find(|f| f.path == OUTPUT)
+        .and_then(|f| f.digest.clone())
+        .ok_or_else(|| format!("the remote result has no {OUTPUT}"))?;
+    let out = &session.plan().output;
+    let name = out
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file.neff");
+    let partial = out.with_file_name(crate::fsx::unique::name(&format!(
+        ".{name}.nxcc-partial-remote-"
+    )));
+    remote
+        .download_to(&neff, &partial)
+        .map_err(|e| e.to_string())?;
+    let placed = (|| -> std::io::Result<()> {
+        if let Some(p) = product {
+            let mut src = std::fs::File::open(&partial)?;
+            let mut dst = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(p)?;
+            std::io::copy(&mut src, &mut dst)?;
         }
-        self.logger.info(
+        std::fs::rename(&partial, out)
+    })();
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&partial);
+        return Err(NccError::output_not_written(out.display(), e).to_string());
+    }
+    session.log().info(
+        log::DRIVER,
+        &format!(
+            "Downloaded the NEFF {} ({} bytes) from {}",
+            neff.hash, neff.size_bytes, remote.address.url
+        ),
+    );
+    Ok(())
+}
+
+/// `--remote`: the plan run on the server's workers (see the module documentation).
+pub struct Execution<'a> {
+    /// The server.
+    pub address: &'a Address,
+    /// What the workers compile with (the toolchain identity the action names).
+    pub engine: &'a Engine,
+}
+
+impl Strategy for Execution<'_> {
+    fn run(&self, session: &Session, product: Option<&Path>) -> CompileResult {
+        let job = RemoteJob { session };
+        let built = match action_of(session, self.engine, self.address) {
+            Ok(b) => b,
+            Err(e) => return job.fail_remote(e),
+        };
+        session.pseudo_job(JOB_NAME);
+        let remote = match Remote::connect(self.address) {
+            Ok(r) => r,
+            Err(e) => return job.fail_call(e),
+        };
+        match remote.get_action_result(&built.digest) {
+            Ok(Some(r)) if usable(&r) => match deliver(session, &remote, &r, product) {
+                Ok(()) => {
+                    session.log().user(&format!(
+                        "Using a remote cached neff (action {}) from {}",
+                        built.digest.hash, self.address.url
+                    ));
+                    return job.succeed();
+                }
+                // A result whose NEFF the CAS lost (or that came back corrupt): compile again.
+                Err(e) => session.log().warning_shown(
+                    log::DRIVER,
+                    &format!("the remote cached result is not usable ({e}); compiling remotely"),
+                ),
+            },
+            Ok(_) => {}
+            Err(e) => return job.fail_call(e),
+        }
+        self.execute(&job, &remote, &built, product)
+    }
+}
+
+impl Execution<'_> {
+    /// Upload what the server lacks, execute the action, and take its result.
+    fn execute(
+        &self,
+        job: &RemoteJob,
+        remote: &Remote,
+        built: &Built,
+        product: Option<&Path>,
+    ) -> CompileResult {
+        let (session, url) = (job.session, &self.address.url);
+        let sent = match remote.upload_missing(&built.blobs) {
+            Ok(s) => s,
+            Err(e) => return job.fail_call(e),
+        };
+        session.log().info(
             log::DRIVER,
             &format!(
-                "Downloaded the NEFF {} ({} bytes) from {}",
-                neff.hash, neff.size_bytes, remote.address.url
+                "Uploaded {} blobs ({} bytes) to {url}",
+                sent.blobs, sent.bytes
             ),
         );
-        Ok(())
-    }
-}
-
-/// Run one compile remotely (or, `--remote-cache`, here with the remote action cache around it).
-pub fn run_remote(
-    plan: &Plan,
-    opts: &Options,
-    engine: &Engine,
-    product: Option<&Path>,
-    remote: &RemoteConfig,
-) -> CompileResult {
-    let logger = match crate::engine::pipeline::open_log(plan, opts.console.clone()) {
-        Ok(l) => l,
-        Err(e) => {
-            let line = e.to_string();
-            eprintln!("{line}");
-            return CompileResult::failed(Failure::Environment(Environment::LogFile), vec![line]);
-        }
-    };
-    let run = Run {
-        plan,
-        opts,
-        logger,
-        started: Instant::now(),
-    };
-    let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
-    let built = match action::build(plan, &tc, &command_env(opts)) {
-        Ok(b) => b,
-        Err(e) if remote.mode == Mode::Execute => return run.fail_remote(e),
-        Err(e) => {
-            run.logger
-                .warning_shown(log::DRIVER, &format!("not using the remote cache: {e}"));
-            return crate::engine::run_producing(plan, opts, engine, product);
-        }
-    };
-    run.logger.info(
-        log::DRIVER,
-        &format!(
-            "Remote action {} ({}): {}",
-            digest::show(&built.digest),
-            remote.address.url,
-            crate::shell::join(&built.command.arguments)
-        ),
-    );
-    match remote.mode {
-        Mode::Execute => execute(&run, &built, product, &remote.address),
-        Mode::CacheOnly => cache_only(&run, &built, engine, product, &remote.address),
-    }
-}
-
-/// A usable cached result: exit 0 with the NEFF among its outputs.
-fn usable(r: &re::ActionResult) -> bool {
-    r.exit_code == 0 && r.output_files.iter().any(|f| f.path == OUTPUT)
-}
-
-fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) -> CompileResult {
-    run.emit(Event::Pipeline {
-        jobs: vec![JOB_NAME.to_string()],
-    });
-    run.emit(Event::JobStarted {
-        job: JOB_NAME.to_string(),
-        index: 1,
-        total: 1,
-    });
-    let remote = match Remote::connect(address) {
-        Ok(r) => r,
-        Err(e) => return run.fail_call(e),
-    };
-    match remote.get_action_result(&built.digest) {
-        Ok(Some(r)) if usable(&r) => match run.deliver(&remote, &r, product) {
-            Ok(()) => {
-                run.logger.user(&format!(
-                    "Using a remote cached neff (action {}) from {}",
-                    built.digest.hash, address.url
-                ));
-                return run.succeed();
-            }
-            // A result whose NEFF the CAS lost (or that came back corrupt): compile again.
-            Err(e) => run.logger.warning_shown(
-                log::DRIVER,
-                &format!("the remote cached result is not usable ({e}); compiling remotely"),
-            ),
-        },
-        Ok(_) => {}
-        Err(e) => return run.fail_call(e),
-    }
-    let sent = match remote.upload_missing(&built.blobs) {
-        Ok(s) => s,
-        Err(e) => return run.fail_call(e),
-    };
-    run.logger.info(
-        log::DRIVER,
-        &format!(
-            "Uploaded {} blobs ({} bytes) to {}",
-            sent.blobs, sent.bytes, address.url
-        ),
-    );
-    let resp = match remote.execute(&built.digest, false) {
-        Ok(r) => r,
-        Err(e) => return run.fail_call(e),
-    };
-    if let Some(st) = resp.status.as_ref().filter(|s| s.code != 0) {
-        let e = RemoteError {
-            url: address.url.clone(),
-            what: format!(
-                "the server could not run the action: {} (code {})",
-                st.message, st.code
-            ),
-            unreachable: false,
+        let resp = match remote.execute(&built.digest, false) {
+            Ok(r) => r,
+            Err(e) => return job.fail_call(e),
         };
-        return run.fail(
-            RemoteFailure::Refused,
-            vec![NccError::remote(e).to_string()],
-        );
+        if let Some(st) = resp.status.as_ref().filter(|s| s.code != 0) {
+            let e = RemoteError {
+                url: url.clone(),
+                what: format!(
+                    "the server could not run the action: {} (code {})",
+                    st.message, st.code
+                ),
+                unreachable: false,
+            };
+            return job.fail(
+                RemoteFailure::Refused,
+                vec![NccError::remote(e).to_string()],
+            );
+        }
+        let Some(result) = resp.result else {
+            return job.fail_remote(format!("the server answered without a result ({url})"));
+        };
+        if result.exit_code != 0 {
+            let lines = remote_failure_lines(session, remote, &result, url);
+            return job.fail(RemoteFailure::FailedRemotely(result.exit_code), lines);
+        }
+        match deliver(session, remote, &result, product) {
+            Ok(()) => job.succeed(),
+            Err(e) => job.fail_remote(e),
+        }
     }
-    let Some(result) = resp.result else {
-        return run.fail_remote(format!(
-            "the server answered without a result ({})",
-            address.url
-        ));
-    };
+}
+
+/// A failed remote compile's lines, as a local one's: the abnormal exit, the last lines of the
+/// remote stderr (all of it in the log), and where it ran.
+fn remote_failure_lines(
+    session: &Session,
+    remote: &Remote,
+    result: &re::ActionResult,
+    url: &str,
+) -> Vec<String> {
     let job_logger = log::job_logger(JOB_NAME);
-    let stderr = match stream_text(&remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
+    let stderr = match stream_text(remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
         Ok(s) => s,
         Err(e) => format!("(the remote stderr could not be read: {e})"),
     };
     for line in stderr.lines() {
-        run.logger.info(&job_logger, line);
+        session.log().info(&job_logger, line);
     }
-    if result.exit_code != 0 {
-        let lines: Vec<String> = stderr.lines().map(str::to_string).collect();
-        let tail = &lines[lines.len().saturating_sub(STDERR_TAIL)..];
-        let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
-        errors.push(format!(
-            "[ERROR] The remote compile ran on {}",
-            result
-                .execution_metadata
-                .as_ref()
-                .map(|m| m.worker.clone())
-                .filter(|w| !w.is_empty())
-                .unwrap_or_else(|| address.url.clone())
-        ));
-        return run.fail(RemoteFailure::FailedRemotely(result.exit_code), errors);
-    }
-    match run.deliver(&remote, &result, product) {
-        Ok(()) => run.succeed(),
-        Err(e) => run.fail_remote(e),
-    }
+    let lines: Vec<String> = stderr.lines().map(str::to_string).collect();
+    let tail = &lines[lines.len().saturating_sub(STDERR_TAIL)..];
+    let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
+    errors.push(format!(
+        "[ERROR] The remote compile ran on {}",
+        result
+            .execution_metadata
+            .as_ref()
+            .map(|m| m.worker.clone())
+            .filter(|w| !w.is_empty())
+            .unwrap_or_else(|| url.to_string())
+    ));
+    errors
 }
 
 /// A Command's stdout or stderr: inline, or from the CAS.
@@ -411,76 +377,98 @@ fn stream_text(
     }
 }
 
-fn cache_only(
-    run: &Run,
-    built: &Built,
-    engine: &Engine,
-    product: Option<&Path>,
-    address: &Address,
-) -> CompileResult {
-    let warn = |e: &dyn std::fmt::Display| {
-        run.logger
-            .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
-    };
-    let remote = match Remote::connect(address) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            warn(&format!("{e}; compiling here without it"));
-            None
+/// `--remote-cache`: the server's action cache in front of the rest of the stack (see the module
+/// documentation).
+pub struct ActionCache<'a> {
+    /// The server.
+    pub address: &'a Address,
+    /// What compiles here (the toolchain identity the action names).
+    pub engine: &'a Engine,
+}
+
+impl Layer for ActionCache<'_> {
+    fn run(&self, session: &Session, product: Option<&Path>, next: &dyn Strategy) -> CompileResult {
+        let built = match action_of(session, self.engine, self.address) {
+            Ok(b) => b,
+            Err(e) => {
+                session
+                    .log()
+                    .warning_shown(log::DRIVER, &format!("not using the remote cache: {e}"));
+                return next.run(session, product);
+            }
+        };
+        let warn = |e: &dyn std::fmt::Display| {
+            session
+                .log()
+                .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
+        };
+        let remote = match Remote::connect(self.address) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                warn(&format!("{e}; compiling here without it"));
+                None
+            }
+        };
+        if let Some(remote) = &remote {
+            match remote.get_action_result(&built.digest) {
+                Ok(Some(r)) if usable(&r) => match deliver(session, remote, &r, product) {
+                    Ok(()) => return self.hit(session, &built),
+                    Err(e) => warn(&format!("{e}; compiling here")),
+                },
+                Ok(_) => {}
+                Err(e) => warn(&e),
+            }
         }
-    };
-    if let Some(remote) = &remote {
-        match remote.get_action_result(&built.digest) {
-            Ok(Some(r)) if usable(&r) => match run.deliver(remote, &r, product) {
-                Ok(()) => {
-                    run.emit(Event::Pipeline {
-                        jobs: vec![JOB_NAME.to_string()],
-                    });
-                    run.emit(Event::JobStarted {
-                        job: JOB_NAME.to_string(),
-                        index: 1,
-                        total: 1,
-                    });
-                    run.logger.user(&format!(
-                        "Using a remote cached neff (action {}) from {}",
-                        built.digest.hash, address.url
-                    ));
-                    return run.succeed();
-                }
-                Err(e) => warn(&format!("{e}; compiling here")),
-            },
-            Ok(_) => {}
-            Err(e) => warn(&e),
-        }
+        self.compile_here(session, product, next, remote.as_ref(), &built)
     }
-    // Compile here; the NEFF for the upload is the one the compile wrote itself (into the
-    // caller's private product, or into a private directory of ours).
-    let own = tempfile::Builder::new()
-        .prefix("nxcc-remote-")
-        .tempdir()
-        .ok();
-    let product_path = product
-        .map(Path::to_path_buf)
-        .or_else(|| own.as_ref().map(|d| d.path().join(OUTPUT)));
-    let outcome = crate::engine::run_producing(run.plan, run.opts, engine, product_path.as_deref());
-    if !outcome.ok() {
-        return outcome;
+}
+
+impl ActionCache<'_> {
+    /// The server had the result (delivered): the compile is its pseudo-job.
+    fn hit(&self, session: &Session, built: &Built) -> CompileResult {
+        session.pseudo_job(JOB_NAME);
+        session.log().user(&format!(
+            "Using a remote cached neff (action {}) from {}",
+            built.digest.hash, self.address.url
+        ));
+        RemoteJob { session }.succeed()
     }
-    let (Some(remote), Some(neff)) = (remote, product_path) else {
-        return outcome;
-    };
-    if let Err(e) = upload_result(&remote, built, &neff) {
-        warn(&e);
-    } else {
-        run.logger.info(
-            log::DRIVER,
-            &format!(
-                "Stored the compile in the remote cache {} (action {})",
-                address.url, built.digest.hash
+
+    /// Compile here; the NEFF for the upload is the one the compile wrote itself (into the
+    /// caller's private product, or into a private directory of ours).
+    fn compile_here(
+        &self,
+        session: &Session,
+        product: Option<&Path>,
+        next: &dyn Strategy,
+        remote: Option<&Remote>,
+        built: &Built,
+    ) -> CompileResult {
+        let own = tempfile::Builder::new()
+            .prefix("nxcc-remote-")
+            .tempdir()
+            .ok();
+        let product_path = product
+            .map(Path::to_path_buf)
+            .or_else(|| own.as_ref().map(|d| d.path().join(OUTPUT)));
+        let result = next.run(session, product_path.as_deref());
+        let (true, Some(remote), Some(neff)) = (result.ok(), remote, product_path) else {
+            return result;
+        };
+        match upload_result(remote, built, &neff) {
+            Err(e) => session
+                .log()
+                .warning_shown(log::DRIVER, &format!("the remote cache: {e}")),
+            Ok(()) => session.log().info(
+                log::DRIVER,
+                &format!(
+                    "Stored the compile in the remote cache {} (action {})",
+                    self.address.url, built.digest.hash
+                ),
             ),
-        );
+        }
+        result
     }
-    outcome
 }
 
 /// Upload the action, its inputs and the NEFF, and record the result in the action cache.

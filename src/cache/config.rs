@@ -1,0 +1,137 @@
+//! Whether and where a compile uses the compile cache ([`CacheConfig`]: the compile's own
+//! `--cache_dir`, `--no_cache` and `--retry_failed_compilation` over its caller's default), the
+//! default directory, and what the cache had to do with a compile ([`CacheStatus`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::store::Cache;
+use crate::error::NccError;
+use crate::plan::Plan;
+
+/// The cache directory `parallel-compile` and the daemon use unless told otherwise (the
+/// ecosystem's default).
+pub const DEFAULT_DIR: &str = "/var/tmp/neuron-compile-cache";
+
+/// The environment variable the ecosystem points its compile cache with (CLIENTS: the PyTorch
+/// integration reads it); when set, it replaces [`DEFAULT_DIR`] as the default.
+pub const CACHE_URL_ENV: &str = "NEURON_COMPILE_CACHE_URL";
+
+/// The default cache directory: `$NEURON_COMPILE_CACHE_URL` when set and not empty, else
+/// [`DEFAULT_DIR`]. (A remote URL there is refused where it is used, as for `--cache_dir`.)
+pub fn default_dir() -> String {
+    std::env::var(CACHE_URL_ENV)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| DEFAULT_DIR.to_string())
+}
+
+/// Whether and where a compile uses the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CacheConfig {
+    /// The cache directory; `None`: the cache is off.
+    pub dir: Option<PathBuf>,
+    /// Compile again even if the cache holds a failed result (`--retry_failed_compilation`).
+    pub retry_failed: bool,
+}
+
+/// Whether the compile's result came from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheStatus {
+    /// Served from the cache (a NEFF, or a remembered failure); nothing ran.
+    Hit,
+    /// Compiled (and stored, when the result is cacheable).
+    Miss,
+    /// The cache was not used.
+    Off,
+}
+
+impl CacheStatus {
+    /// The status as `--json` and the daemon's answer spell it: `hit`, `miss` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Off => "off",
+        }
+    }
+}
+
+/// Refuse a remote cache location (`s3://...`, any `scheme://`): only local directories are
+/// supported.
+pub fn check_local(dir: &str) -> Result<(), NccError> {
+    match dir.split_once("://") {
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            Err(NccError::remote_cache(dir))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl CacheConfig {
+    /// The cache off.
+    pub fn off() -> CacheConfig {
+        CacheConfig::default()
+    }
+
+    /// The cache in `dir`.
+    pub fn at(dir: impl Into<PathBuf>) -> CacheConfig {
+        CacheConfig {
+            dir: Some(dir.into()),
+            retry_failed: false,
+        }
+    }
+
+    /// From a compile's own flags: `--no_cache` turns it off; `--cache_dir DIR` (relative to the
+    /// launch dir) turns it on; else `default_dir` (`None` for `nxcc compile`, [`DEFAULT_DIR`]
+    /// for parallel-compile and the daemon). `--retry_failed_compilation` is read too. A remote
+    /// URL is refused ([`check_local`]).
+    pub fn from_plan(plan: &Plan, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
+        let retry_failed = plan.ns.bool("retry_failed_compilation");
+        if plan.ns.bool("no_cache") {
+            return Ok(CacheConfig {
+                dir: None,
+                retry_failed,
+            });
+        }
+        let dir = match plan.ns.str("cache_dir").filter(|d| !d.is_empty()) {
+            Some(d) => {
+                check_local(d)?;
+                Some(crate::plan::absolute(&plan.launch_dir, d))
+            }
+            None => default_dir.map(Path::to_path_buf),
+        };
+        Ok(CacheConfig { dir, retry_failed })
+    }
+
+    /// The cache, when on.
+    pub fn cache(&self) -> Option<Cache> {
+        self.dir.as_ref().map(Cache::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_locations_are_refused() {
+        for url in ["s3://bucket/prefix", "gs://b", "https://x/y", "file://tmp"] {
+            let e = check_local(url).unwrap_err().to_string();
+            assert!(
+                e.starts_with("[ERROR] [NCC_EDRV110] Remote compile caches are not supported: "),
+                "{e}"
+            );
+        }
+        for local in ["/var/tmp/c", "cache", "./a:b", "dir/with://inside"] {
+            assert!(check_local(local).is_ok(), "{local}");
+        }
+    }
+}
