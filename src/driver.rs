@@ -56,7 +56,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
         .get(1)
         .is_some_and(|a| a == crate::engine::worker::WORKER_ARG)
     {
-        return crate::engine::worker::main();
+        return crate::engine::handoff::worker_main();
     }
     if argv
         .get(1)

@@ -22,17 +22,16 @@ use super::result::CompileResult;
 use super::session::Session;
 use super::workdir::{self, WorkDir};
 use crate::error::NccError;
-use crate::plan::Plan;
 use crate::result::{Environment, Failure, Status};
 use crate::run::process::End;
 use crate::run::supervisor::{self, Output, Start, WorkerOutcome, WorkerSpec};
 use crate::toolchain::{Request, Toolchain};
 
-pub use super::worker::{WORKER_ARG, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
+pub use super::worker::WORKER_ARG;
 
 /// What the compile has once it is prepared.
 struct Prepared {
-    /// The toolchain, resolved once: handed to a forked worker, or named to an executed one.
+    /// The toolchain, resolved once: handed to the worker.
     toolchain: Option<Toolchain>,
     /// The worker's environment: the caller's, and what names the toolchain.
     env: Vec<(String, String)>,
@@ -169,9 +168,11 @@ fn resolve_toolchain(
     }
 }
 
-/// Start the worker and follow it to its end: forked from the command line (one compile, this
-/// process still single-threaded), started by the daemon's fork server, else this binary
-/// executed. A worker the fork server could not start is executed instead.
+/// Start the worker and follow it to its end, handing it the one payload
+/// ([`super::handoff::payload`]: the plan, the toolchain, the work dir, its environment, the
+/// product path): forked from the command line (one compile, this process still
+/// single-threaded), started by the daemon's fork server, else this binary executed with the
+/// payload on a descriptor. A worker the fork server could not start is executed instead.
 fn supervise(
     session: &Session,
     prepared: &Prepared,
@@ -179,7 +180,8 @@ fn supervise(
 ) -> Result<Ran, Failure> {
     let plan = session.plan();
     let opts = session.options();
-    let env = worker_env(plan, prepared, product);
+    let tc = prepared.toolchain.as_ref();
+    let payload = super::handoff::payload(plan, tc, &prepared.work.path, &prepared.env, product);
     let program = match opts
         .worker_program
         .clone()
@@ -192,14 +194,12 @@ fn supervise(
             return Err(session.failing(&e, Failure::Internal));
         }
     };
-    let body = |events: crate::run::events::EventWriter| {
-        for (k, v) in &env {
-            // The child is single-threaded: setting its environment (inherited by the tools)
-            // races with nothing.
-            std::env::set_var(k, v);
-        }
-        let tc = prepared.toolchain.as_ref();
-        super::worker::run(plan, tc, &prepared.work.path, Some(&events))
+    let body = |events| super::handoff::body(&payload, events);
+    let exec = || Start::Exec {
+        program: program.clone(),
+        args: vec![WORKER_ARG.to_string()],
+        env: Vec::new(),
+        input: Some(payload.clone()),
     };
     let sink = match &opts.console {
         super::log::Console::Sink(s) => Some(s.clone()),
@@ -215,15 +215,10 @@ fn supervise(
         && opts.worker_program.is_none()
         && supervisor::single_threaded();
     let launcher = match &opts.fork_server {
-        Some(server) if !fork && opts.worker_program.is_none() => Some(server.launcher(
-            super::handoff::payload(plan, prepared.toolchain.as_ref(), &prepared.work.path, &env),
-        )),
+        Some(server) if !fork && opts.worker_program.is_none() => {
+            Some(server.launcher(payload.clone()))
+        }
         _ => None,
-    };
-    let exec = || Start::Exec {
-        program: program.clone(),
-        args: vec![WORKER_ARG.to_string()],
-        env: env.clone(),
     };
     let start = match (&launcher, fork) {
         (_, true) => Start::Fork(&body),
@@ -258,29 +253,6 @@ fn supervise(
             Failure::Environment(Environment::Spawn),
         )),
     }
-}
-
-/// The worker's environment: the caller's and the toolchain's, and what the executed worker
-/// reads (its command line, its work dir, the cache's product path).
-fn worker_env(plan: &Plan, prepared: &Prepared, product: Option<&Path>) -> Vec<(String, String)> {
-    let mut env = prepared.env.clone();
-    let mut argv = vec!["compile".to_string()];
-    argv.extend(plan.argv.iter().cloned());
-    env.push((
-        WORKER_ARGV_ENV.to_string(),
-        serde_json::to_string(&argv).unwrap_or_default(),
-    ));
-    env.push((
-        WORKER_WORK_DIR_ENV.to_string(),
-        prepared.work.path.display().to_string(),
-    ));
-    if let Some(p) = product {
-        env.push((
-            crate::jobs::kelper::PRODUCT_ENV.to_string(),
-            p.display().to_string(),
-        ));
-    }
-    env
 }
 
 /// Following a worker: its events written through the session, the status it reported kept,

@@ -47,6 +47,8 @@ pub enum Start<'a> {
         args: Vec<String>,
         /// Variables set in its environment.
         env: Vec<(String, String)>,
+        /// Bytes handed to it ([`super::handoff`]): what it is to do.
+        input: Option<Vec<u8>>,
     },
     /// Fork this process — which must be single-threaded ([`single_threaded`]) — and run `body`
     /// in the child, which exits with its result: no exec, no second parse and plan. The worker's
@@ -247,8 +249,20 @@ pub fn run(
     type Members = Box<dyn Fn(u32) -> Option<Vec<u32>> + Send + Sync>;
     let mut members: Option<Members> = None;
     let pid = match &spec.start {
-        Start::Exec { program, args, env } => {
-            let mut child = spawn_exec(spec, program, args, env, &events_w).map_err(start_err)?;
+        Start::Exec {
+            program,
+            args,
+            env,
+            input,
+        } => {
+            let handoff = input
+                .as_deref()
+                .map(super::handoff::file_with)
+                .transpose()
+                .map_err(start_err)?;
+            let mut child = spawn_exec(spec, program, args, env, &events_w, handoff.as_ref())
+                .map_err(start_err)?;
+            drop(handoff);
             let pid = child.id();
             if let Output::Lines(_) = spec.output {
                 let streams: [(Option<Box<dyn std::io::Read + Send>>, bool); 2] = [
@@ -443,21 +457,26 @@ pub fn run(
 }
 
 /// Start the worker by executing a program: its own session, the parent-death signal, and the
-/// events pipe's writing end kept open across the exec.
+/// events pipe's writing end (and the hand-off's descriptor) kept open across the exec.
 fn spawn_exec(
     spec: &WorkerSpec,
     program: &Path,
     args: &[String],
     env: &[(String, String)],
     events_w: &OwnedFd,
+    handoff: Option<&OwnedFd>,
 ) -> std::io::Result<std::process::Child> {
     let events_fd = events_w.as_raw_fd();
+    let handoff_fd = handoff.map(|h| h.as_raw_fd());
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(spec.cwd).stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd.env(EVENTS_FD_ENV, events_fd.to_string());
+    if let Some(h) = handoff {
+        cmd.env(super::handoff::HANDOFF_FD_ENV, super::handoff::fd_text(h));
+    }
     match spec.output {
         Output::Inherit => {
             cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
@@ -471,9 +490,11 @@ fn spawn_exec(
     unsafe {
         cmd.pre_exec(move || {
             enter_worker_session(parent)?;
-            // Let the events pipe's writing end survive exec.
-            if libc::fcntl(events_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+            // Let the events pipe's writing end, and the hand-off, survive exec.
+            for fd in std::iter::once(events_fd).chain(handoff_fd) {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
