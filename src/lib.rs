@@ -47,6 +47,7 @@ pub mod forkserver;
 pub mod fsx;
 pub mod hlo;
 pub mod jobs;
+pub mod lockfile;
 pub mod neff;
 pub mod neuron_cache;
 pub mod npy;

@@ -65,13 +65,39 @@ fn parallel(s: &Scratch, extra: &[&str]) -> Command {
     ];
     args.extend(extra);
     args.extend(compile_args());
-    s.nxcc(&args)
+    let mut c = s.nxcc(&args);
+    c.env("TMPDIR", tmp_dir(s));
+    c
 }
 
-/// A plain `nxcc compile GRAPH FLAGS --target trn2 --toolchain sim` to `<dir>/model.neff`.
+/// The scratch's own temporary directory (the entries' private work directories go there).
+fn tmp_dir(s: &Scratch) -> PathBuf {
+    let t = s.join("tmp");
+    std::fs::create_dir_all(&t).unwrap();
+    t
+}
+
+/// This host's name, as nxcc writes it in its lock files.
+fn host() -> String {
+    String::from_utf8(Command::new("uname").arg("-n").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A plain `nxcc compile GRAPH FLAGS --target trn2 --toolchain sim` to
+/// `<dir>/model.<entry>.neff`: the name the framework's wrapper gives the NEFF it compiles for
+/// the entry, which the NEFF's header records.
 fn plain_compile(s: &Scratch, graph: &Path, flags: &[&str], dir: &str) -> Vec<u8> {
     std::fs::create_dir_all(s.join(dir)).unwrap();
-    let out = s.join(&format!("{dir}/model.neff"));
+    let entry = graph
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let out = s.join(&format!("{dir}/model.{entry}.neff"));
     let mut args = vec!["compile", "--target", "trn2", "--toolchain", "sim"];
     args.extend(flags);
     let g = graph.display().to_string();
@@ -194,10 +220,10 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
     );
     std::fs::write(
         dead.join("model.hlo_module.pb.lock"),
-        "nxcc pid=999999 started=1 host=gone\n",
+        format!("nxcc pid=999999999 started=1 host={}\n", host()),
     )
     .unwrap();
-    std::fs::create_dir(dead.join(".nxcc-tmp-999999-0-0")).unwrap();
+    std::fs::create_dir(dead.join(".nxcc-tmp-999999999-0-0")).unwrap();
     // A symlinked model.neff: refused, its target untouched.
     let linked = entry(&s, "linked", &variant("linked"), "model.hlo_module.pb", &[]);
     std::fs::write(s.join("victim"), b"victim").unwrap();
@@ -537,24 +563,55 @@ fn an_interrupt_leaves_no_log_no_partial_neff_and_no_lock() {
 }
 
 #[test]
-fn a_killed_runs_locks_are_stale_and_taken_over() {
+fn sigkill_then_a_default_clean_leaves_no_lock_and_no_staging_dir() {
     let s = Scratch::new();
     let marker = format!("ncache-kill-{}", std::process::id());
     let mut child = start_slow(&s, 3, &marker);
     child.kill().unwrap();
     child.wait().unwrap();
+    // The killed run's lock keeper removes its locks and work directories, then ends.
     wait_gone(&marker);
     let locks = find(&version_dir(&s), &|n| n.ends_with(".pb.lock"));
-    assert!(!locks.is_empty(), "the killed run left no lock");
+    assert!(locks.is_empty(), "locks outlived the killed run: {locks:?}");
+    // A run of this host that died a moment ago without a keeper: its lock and staging
+    // directory.
+    let earlier = entry(
+        &s,
+        "earlier",
+        &variant("earlier"),
+        "model.hlo_module.pb",
+        &[],
+    );
+    std::fs::write(
+        earlier.join("model.hlo_module.pb.lock"),
+        format!("nxcc pid=999999999 started=1 host={}\n", host()),
+    )
+    .unwrap();
+    std::fs::create_dir(earlier.join(".nxcc-tmp-999999999-0-0")).unwrap();
+    let work: Vec<_> = std::fs::read_dir(tmp_dir(&s)).unwrap().flatten().collect();
+    assert!(
+        work.is_empty(),
+        "work directories outlived the run: {work:?}"
+    );
     let stats = s.run(&["cache", "stats", "--neuron-cache", "nc", "--json"]);
     let v: Value = serde_json::from_slice(&stats.stdout).unwrap();
     let dead: Vec<&Value> = v["entries"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["lock"]["by"] == "dead_nxcc")
+        .filter(|e| e["lock"]["by"] == "dead")
         .collect();
-    assert_eq!(dead.len(), locks.len(), "{v}");
+    assert_eq!(dead.len(), 1, "{v}");
+    // A default clean (--min-age 1d) removes a dead holder's lock and staging directory at
+    // any age.
+    let o = s.run(&["cache", "clean", "--neuron-cache", "nc", "--locks"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("its holder, a process of this host, is gone"),
+        "{out}"
+    );
+    no_leftovers(&s.join("nc"));
     let o = parallel(&s, &["--no_cache"]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
@@ -820,8 +877,8 @@ fn verify_and_clean_say_what_they_find_and_remove() {
     assert!(!f.join("model.log").exists() && !l.join("model.hlo_module.pb.lock").exists());
     assert!(!s.join("nc/neuronxcc-2.0.0.0").exists());
     assert!(
-        s.join("nc/nxcc-v1").exists(),
-        "nxcc's own cache is not a version directory"
+        !s.join("nc/nxcc-v1").exists(),
+        "nxcc's own cache is never inside the framework's"
     );
     let o = s.run(&["cache", "clean", "--neuron-cache", "nc"]);
     assert_eq!(o.status.code(), Some(2));
@@ -863,5 +920,445 @@ fn two_runs_at_once_compile_each_entry_once() {
         .filter(|r| r["tool"] == "hlo2penguin")
         .count();
     assert_eq!(frontends, n, "an entry was compiled twice");
+    no_leftovers(&s.join("nc"));
+}
+
+/// A stand-in compiler that records its working directory and arguments (one JSON line each
+/// run, in `$ARGV_RECORD`) and writes `FAKE-NEFF` to its last `--output`.
+const ARGV_COMPILER: &str = r#"#!/bin/sh
+if [ "$1" = "--version" ]; then echo "argv-compiler 2.24.0.0"; exit 0; fi
+python3 -c 'import json, os, sys; open(os.environ["ARGV_RECORD"], "a").write(json.dumps({"cwd": os.getcwd(), "argv": sys.argv[1:]}) + "\n")' "$@"
+out=""; prev=""
+for a in "$@"; do [ "$prev" = "--output" ] && out="$a"; prev="$a"; done
+printf 'FAKE-NEFF' > "$out"
+"#;
+
+#[test]
+fn the_compiler_gets_the_frameworks_argv_in_a_private_work_directory() {
+    let s = Scratch::new();
+    let d = s.join("nc/neuronxcc-2.24.0.0/MODULE_x+d41d8cd9");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("model.hlo_module.pb"), zoo("mlp.hlo_module.pb")).unwrap();
+    // An nargs='+' flag, and a flag the framework's wrapper keeps to itself.
+    std::fs::write(
+        d.join("compile_flags.json"),
+        br#"["--fast-math", "fp32-cast-matmult", "no-fast-relayout", "--log_level=INFO"]"#,
+    )
+    .unwrap();
+    let compiler = s.join("argv-compiler");
+    std::fs::write(&compiler, ARGV_COMPILER).unwrap();
+    std::fs::set_permissions(
+        &compiler,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let record = s.join("argv.jsonl");
+    let o = s
+        .nxcc(&[
+            "parallel-compile",
+            "--neuron-cache",
+            "nc",
+            "--compiler",
+            compiler.to_str().unwrap(),
+            "--",
+            "--target",
+            "trn2",
+        ])
+        .env("ARGV_RECORD", &record)
+        .env("TMPDIR", tmp_dir(&s))
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("dropped --log_level=INFO from the flags of"),
+        "{err}"
+    );
+    let line = std::fs::read_to_string(&record).unwrap();
+    let run: Value = serde_json::from_str(line.trim()).unwrap();
+    let cwd = run["cwd"].as_str().unwrap();
+    let argv: Vec<&str> = run["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    // `compile`, the arguments after `--`, then the framework's argv exactly.
+    assert_eq!(argv.len(), 10, "{argv:?}");
+    assert_eq!(&argv[..3], ["compile", "--target", "trn2"], "{argv:?}");
+    let argv = &argv[2..];
+    assert_eq!(argv[1], "--framework=XLA", "{argv:?}");
+    assert_eq!(
+        argv[2],
+        format!("{cwd}/model.MODULE_x+d41d8cd9.hlo_module.pb"),
+        "the graph is read from the work directory"
+    );
+    assert_eq!(argv[3], "--output");
+    let out = Path::new(argv[4]);
+    assert_eq!(out.file_name().unwrap(), "model.MODULE_x+d41d8cd9.neff");
+    assert!(out.starts_with(cwd), "{argv:?}");
+    assert_eq!(
+        &argv[5..],
+        ["--fast-math", "fp32-cast-matmult", "no-fast-relayout"]
+    );
+    // The work directory is private, outside the cache, and gone afterwards.
+    assert!(Path::new(cwd).starts_with(tmp_dir(&s)), "{cwd}");
+    assert!(!Path::new(cwd).exists());
+    assert_eq!(std::fs::read(d.join("model.neff")).unwrap(), b"FAKE-NEFF");
+    assert!(d.join("model.done").is_file());
+}
+
+/// Every path below the framework's root that is not one of the framework's own files.
+fn not_the_frameworks(root: &Path) -> Vec<PathBuf> {
+    let own = [
+        "model.hlo_module.pb",
+        "model.hlo.pb",
+        "compile_flags.json",
+        "model.neff",
+        "model.done",
+        "model.log",
+    ];
+    let mut bad = Vec::new();
+    for top in std::fs::read_dir(root).unwrap().flatten() {
+        let name = top.file_name().into_string().unwrap();
+        if name == "lock" {
+            continue;
+        }
+        if !name.starts_with("neuronxcc-") {
+            bad.push(top.path());
+            continue;
+        }
+        for e in std::fs::read_dir(top.path()).unwrap().flatten() {
+            if !e.file_name().to_str().unwrap().starts_with("MODULE_") {
+                bad.push(e.path());
+                continue;
+            }
+            for f in std::fs::read_dir(e.path()).unwrap().flatten() {
+                if !own.contains(&f.file_name().to_str().unwrap()) {
+                    bad.push(f.path());
+                }
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn a_default_run_leaves_nothing_but_the_frameworks_files_under_its_root() {
+    let s = Scratch::new();
+    for (i, m) in ["mlp.hlo_module.pb", "attention.hlo_module.pb"]
+        .iter()
+        .enumerate()
+    {
+        entry(
+            &s,
+            &format!("m{i}"),
+            &zoo(m),
+            "model.hlo_module.pb",
+            &["-O1"],
+        );
+    }
+    let o = parallel(&s, &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(not_the_frameworks(&s.join("nc")), Vec::<PathBuf>::new());
+    // nxcc's own cache is in its own per-user directory, and was used.
+    let own = s.join(".cache/nxcc/nxcc-v1");
+    assert!(own.is_dir(), "nxcc's cache is not at {own:?}");
+    let o = parallel(&s, &["--retry_failed_compilation"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(not_the_frameworks(&s.join("nc")), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn entry_flags_that_reach_into_the_machine_are_refused_and_touch_nothing() {
+    let s = Scratch::new();
+    let victim = s.join("victim.json");
+    std::fs::write(&victim, "root's file").unwrap();
+    std::fs::set_permissions(&victim, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // A toolchain whose frontend would leave a marker if it ever ran.
+    let evil = s.join("evil");
+    std::fs::create_dir_all(&evil).unwrap();
+    let marker = s.join("evil-ran");
+    for tool in ["hlo2penguin", "walrus_driver"] {
+        let p = evil.join(tool);
+        std::fs::write(&p, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let trace = format!("--trace={}", victim.display());
+    let toolchain = format!("--toolchain={}", evil.display());
+    let logfile = format!("--logfile={}", victim.display());
+    let workdir = format!("--temp-dir={}", s.join("elsewhere").display());
+    let sets: Vec<Vec<&str>> = vec![
+        vec![&trace],
+        vec![&toolchain],
+        vec![&logfile],
+        vec!["--timings"],
+        vec!["--submit-metrics"],
+        vec!["--keep-work-dir"],
+        vec![&workdir],
+        vec!["--pipeline", "compile", "SaveTemps"],
+    ];
+    let mut dirs = Vec::new();
+    for (i, flags) in sets.iter().enumerate() {
+        dirs.push(entry(
+            &s,
+            &format!("bad{i}"),
+            &variant(&format!("bad {i}")),
+            "model.hlo_module.pb",
+            flags,
+        ));
+    }
+    let before: Vec<String> = std::fs::read_dir(s.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let o = parallel(&s, &[]).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(
+        err.matches("refused: its flags are not compile semantics only")
+            .count(),
+        sets.len(),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the entry's toolchain ran");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's file");
+    let mode = std::fs::metadata(&victim).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    for d in &dirs {
+        let names: Vec<_> = std::fs::read_dir(d).unwrap().flatten().collect();
+        assert_eq!(names.len(), 2, "{d:?}: {names:?}");
+    }
+    let after: Vec<String> = std::fs::read_dir(s.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !before.contains(n) && n != "tmp")
+        .collect();
+    assert!(
+        after.is_empty(),
+        "written in the launch directory: {after:?}"
+    );
+}
+
+#[test]
+fn s3_caches_are_refused_clearly_and_legacy_and_foreign_directories_are_sized() {
+    let s = Scratch::new();
+    for args in [
+        &[
+            "parallel-compile",
+            "--neuron-cache",
+            "s3://b/p",
+            "--",
+            "--target",
+            "trn2",
+        ][..],
+        &["cache", "stats", "--neuron-cache", "s3://b/p"],
+    ] {
+        let o = s.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&o.stderr).contains("S3 caches are not supported (s3://b/p)"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    let o = s
+        .nxcc(&[
+            "parallel-compile",
+            "--neuron-cache",
+            "--",
+            "--target",
+            "trn2",
+        ])
+        .env("NEURON_COMPILE_CACHE_URL", "s3://bucket/prefix")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("S3 caches are not supported"));
+    // Releases up to 2.14: compile_flags.txt, done without model.done.
+    let v = s.join("nc/neuronxcc-2.14.182.0+a56cbff7");
+    let legacy_done = v.join("MODULE_1+d41d8cd9");
+    let legacy_todo = v.join("MODULE_2+d41d8cd9");
+    for d in [&legacy_done, &legacy_todo] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("model.hlo_module.pb"), zoo("mlp.hlo_module.pb")).unwrap();
+        std::fs::write(d.join("compile_flags.txt"), b"").unwrap();
+    }
+    std::fs::write(legacy_done.join("model.neff"), vec![7u8; 1000]).unwrap();
+    // optimum-neuron's registry and a model it traced.
+    let reg = v.join("0_REGISTRY/0.0.28/training/llama");
+    std::fs::create_dir_all(&reg).unwrap();
+    std::fs::write(reg.join("abc.json"), vec![b'x'; 300]).unwrap();
+    let traced = v.join("MODULE_0123abcd");
+    std::fs::create_dir_all(traced.join("text_encoder")).unwrap();
+    std::fs::write(traced.join("text_encoder/model.neuron"), vec![1u8; 500]).unwrap();
+    let o = s.run(&["cache", "stats", "--neuron-cache", "nc", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let st: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let by: BTreeMap<String, (String, u64)> = st["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                (
+                    e["class"].as_str().unwrap().to_string(),
+                    e["bytes"].as_u64().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(by["MODULE_1+d41d8cd9"].0, "done");
+    assert_eq!(by["MODULE_2+d41d8cd9"].0, "to_do");
+    assert_eq!(by["0_REGISTRY"], ("foreign".to_string(), 300));
+    assert_eq!(by["MODULE_0123abcd"], ("foreign".to_string(), 500));
+    assert_eq!(st["versions"][0]["refused"], 0, "{st}");
+    assert_eq!(st["versions"][0]["foreign"], 2, "{st}");
+}
+
+/// Hold `<cache>/lock` as the framework's wrapper might (`flock` or `lockf`), print `held`,
+/// wait for a line on stdin, print the release time (ms since the epoch), release.
+const HOLD_CACHE_LOCK: &str = r#"
+import fcntl, sys, time
+f = open(sys.argv[1], "w")
+if sys.argv[2] == "flock":
+    fcntl.flock(f, fcntl.LOCK_EX)
+else:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.readline()
+print(int(time.time() * 1000), flush=True)
+f.close()
+"#;
+
+#[test]
+fn a_held_cache_lock_makes_nxcc_wait_and_say_so() {
+    use std::io::{BufRead, BufReader, Write};
+    for kind in ["flock", "lockf"] {
+        let s = Scratch::new();
+        entry(
+            &s,
+            "m",
+            &zoo("mlp.hlo_module.pb"),
+            "model.hlo_module.pb",
+            &[],
+        );
+        let mut holder = Command::new("python3")
+            .args(["-c", HOLD_CACHE_LOCK])
+            .arg(s.join("nc/lock"))
+            .arg(kind)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 (a test requirement) runs");
+        let mut said = BufReader::new(holder.stdout.take().unwrap());
+        let mut line = String::new();
+        said.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "held");
+        let mut run = parallel(&s, &["--no_cache"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(run.stderr.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut l = String::new();
+            assert!(
+                err.read_line(&mut l).unwrap() > 0,
+                "{kind}: no wait said: {seen}"
+            );
+            seen.push_str(&l);
+            if l.contains("waiting for the cache lock") {
+                break;
+            }
+        }
+        assert!(
+            seen.contains(&s.join("nc/lock").display().to_string()),
+            "{seen}"
+        );
+        // Nothing compiled while it waits.
+        assert!(
+            s.records().is_empty(),
+            "{kind}: a tool ran under the framework's lock"
+        );
+        holder.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        line.clear();
+        said.read_line(&mut line).unwrap();
+        let released: u64 = line.trim().parse().unwrap();
+        holder.wait().unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+        assert_eq!(run.wait().unwrap().code(), Some(0), "{kind}: {seen}{rest}");
+        let first = s
+            .records()
+            .iter()
+            .map(|r| r["start_ms"].as_u64().unwrap())
+            .min()
+            .expect("the entry was compiled");
+        assert!(
+            first >= released,
+            "{kind}: a tool started before the lock was released"
+        );
+        assert!(version_dir(&s)
+            .join("MODULE_m+d41d8cd9/model.done")
+            .is_file());
+    }
+}
+
+#[test]
+fn locks_removed_by_another_process_mid_run_leave_done_entries_alone() {
+    let s = Scratch::new();
+    let marker = format!("ncache-steal-{}", std::process::id());
+    let n = 4;
+    let mut first = start_slow(&s, n, &marker);
+    // optimum-neuron's cleanup (its Hub synchronisation runs it): every `*.lock` removed.
+    for l in find(&s.join("nc"), &|n| n.ends_with(".lock")) {
+        let _ = std::fs::remove_file(l);
+    }
+    // A second run compiles the entries it finds unlocked, while the first still runs.
+    let second = parallel(&s, &["--jobs", "2", "--no_cache"])
+        .env("NXCC_SIM_WORK_MS", "hlo2penguin:1500")
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    use std::os::unix::fs::MetadataExt;
+    let snapshot = || -> BTreeMap<PathBuf, (u64, i64, i64)> {
+        find(&version_dir(&s), &|n| n == "model.neff")
+            .into_iter()
+            .map(|p| {
+                let m = std::fs::metadata(&p).unwrap();
+                (p, (m.ino(), m.mtime(), m.mtime_nsec()))
+            })
+            .collect()
+    };
+    let done_before = snapshot();
+    let status = first.wait().unwrap();
+    let mut first_err = String::new();
+    std::io::Read::read_to_string(&mut first.stderr.take().unwrap(), &mut first_err).unwrap();
+    wait_gone(&marker);
+    // The first run lost the locks it compiled under: it says so and writes nothing.
+    assert!(
+        first_err.contains("lost the lock of") || status.success(),
+        "{first_err}"
+    );
+    for (p, id) in &done_before {
+        assert_eq!(&snapshot()[p], id, "a done entry changed: {p:?}");
+    }
+    for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
+        let p = e.path();
+        assert!(
+            !(p.join("model.done").exists() && p.join("model.log").exists()),
+            "{p:?} is done and failed at once"
+        );
+        assert!(p.join("model.done").is_file(), "{p:?}: {first_err}");
+        assert!(verifies(&p.join("model.neff")));
+    }
     no_leftovers(&s.join("nc"));
 }

@@ -10,13 +10,13 @@
 //!   (`512M`, `2G`, ...), and removes leftovers of interrupted compiles;
 //! - `clear`: evicts everything.
 //!
-//! The directory defaults to `$NEURON_COMPILE_CACHE_URL`, else [`DEFAULT_DIR`]; a remote URL, or
+//! The directory defaults to nxcc's own per-user directory ([`super::config::default_dir`]); a remote URL, or
 //! a directory the cache must not use ([`super::store::Cache::check`]: owned by another user,
 //! writable by others), is a usage error (exit 2). `--json` prints the report as one JSON
 //! object. What was removed because it was not a plain directory or file (a link) is warned
 //! about on stderr.
 
-use super::config::{check_local, DEFAULT_DIR};
+use super::config::{check_local, DEFAULT_DIR_TEXT};
 use super::maintain;
 use super::store::Cache;
 use crate::cli::argparse::{self, Nargs, Positional};
@@ -29,7 +29,7 @@ pub const EXIT_CORRUPT: i32 = 1;
 const ACTIONS: [&str; 5] = ["stats", "verify", "gc", "clear", "clean"];
 
 #[rustfmt::skip]
-static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::Str(DEFAULT_DIR), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::Derived(DEFAULT_DIR_TEXT), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The cache directory (nxcc's entries are in its nxcc-v1 subdirectory).");
 #[rustfmt::skip]
 static MAX_SIZE: Flag = flag("--max-size", &[], "max_size", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -301,6 +301,9 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
             );
         }
     }
+    if let Err(why) = crate::neuron_cache::check_local(dir) {
+        return usage_error(prog, format!("argument --neuron-cache: {why}"));
+    }
     let version = parsed.str("neuron_version");
     if let Some(v) = version {
         if let Err(e) = crate::neuron_cache::check_version(v) {
@@ -331,14 +334,18 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
                 }
                 for v in &s.versions {
                     t.push_str(&format!(
-                        "neuronxcc-{}: {} done, {} failed, {} locked ({} held by nobody), {} to do, {} refused; {}\n",
+                        "neuronxcc-{}: {} done, {} failed, {} locked ({} held by nobody), {} to do, {} refused{}; {}\n",
                         v.version, v.done, v.failed, v.locked, v.locked_unheld, v.to_do, v.refused,
+                        match v.foreign {
+                            0 => String::new(),
+                            n => format!(", {n} of other tools"),
+                        },
                         human_bytes(v.bytes)
                     ));
                 }
                 for e in &s.entries {
                     if let Some(r) = &e.reason {
-                        t.push_str(&format!("  refused {}/{}: {r}\n", e.version, e.name));
+                        t.push_str(&format!("  {} {}/{}: {r}\n", e.class, e.version, e.name));
                     }
                     if let Some(l) = &e.lock {
                         t.push_str(&format!(
@@ -414,7 +421,9 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
                 keep_version,
                 dry_run: parsed.flag("dry_run"),
             };
-            let r = match nm::clean(&cache, &req) {
+            let r = match nm::clean(&cache, &req, &|m| {
+                crate::cli::subcommand::err(&format!("{prog} cache: {m}\n"))
+            }) {
                 Ok(r) => r,
                 Err(e) => return unreadable(e),
             };

@@ -10,21 +10,19 @@ use super::store::Cache;
 use crate::error::NccError;
 use crate::plan::Plan;
 
-/// The cache directory `parallel-compile` and the daemon use unless told otherwise (the
-/// ecosystem's default).
-pub const DEFAULT_DIR: &str = "/var/tmp/neuron-compile-cache";
+/// How the default cache directory is written in help texts ([`default_dir`]).
+pub const DEFAULT_DIR_TEXT: &str = "$XDG_CACHE_HOME/nxcc, else ~/.cache/nxcc";
 
-/// The environment variable the ecosystem points its compile cache with (CLIENTS: the PyTorch
-/// integration reads it); when set, it replaces [`DEFAULT_DIR`] as the default.
+/// The environment variable the ecosystem points *its* compile cache with (CLIENTS: the
+/// PyTorch integration reads it). nxcc's own cache never defaults to it.
 pub const CACHE_URL_ENV: &str = "NEURON_COMPILE_CACHE_URL";
 
-/// The default cache directory: `$NEURON_COMPILE_CACHE_URL` when set and not empty, else
-/// [`DEFAULT_DIR`]. (A remote URL there is refused where it is used, as for `--cache_dir`.)
+/// The cache directory `parallel-compile` and the daemon use unless told otherwise: a per-user
+/// directory of nxcc's own, `$XDG_CACHE_HOME/nxcc` (else `~/.cache/nxcc`), its entries in its
+/// `nxcc-v1/`. Never inside the framework's cache root, where the framework's tools upload,
+/// clean and unlock whatever they find.
 pub fn default_dir() -> String {
-    std::env::var(CACHE_URL_ENV)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| DEFAULT_DIR.to_string())
+    crate::toolchain::simulated_base().display().to_string()
 }
 
 /// Whether and where a compile uses the cache.
@@ -90,7 +88,7 @@ impl CacheConfig {
     }
 
     /// From a compile's own flags: `--no_cache` turns it off; `--cache_dir DIR` (relative to the
-    /// launch dir) turns it on; else `default_dir` (`None` for `nxcc compile`, [`DEFAULT_DIR`]
+    /// launch dir) turns it on; else `default_dir` (`None` for `nxcc compile`, [`default_dir()`]
     /// for parallel-compile and the daemon). `--retry_failed_compilation` is read too. A remote
     /// URL is refused ([`check_local`]).
     pub fn from_plan(plan: &Plan, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {

@@ -35,7 +35,7 @@
 //! # fn plan() -> nxcc::plan::Plan { unimplemented!() }
 //! let plan = plan();
 //! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.
-//! let cfg = CacheConfig::from_plan(&plan, Some(Path::new(cache::DEFAULT_DIR))).unwrap();
+//! let cfg = CacheConfig::from_plan(&plan, Some(Path::new(&cache::default_dir()))).unwrap();
 //! let engine = Engine::Pipeline; // or Engine::external("/opt/venv/bin/neuronx-cc")
 //! let key = Key::compute(&plan, &engine).ok();
 //! let bytes = match &key {
@@ -57,7 +57,9 @@ pub mod maintain;
 pub mod meta;
 pub mod store;
 
-pub use config::{check_local, default_dir, CacheConfig, CacheStatus, CACHE_URL_ENV, DEFAULT_DIR};
+pub use config::{
+    check_local, default_dir, CacheConfig, CacheStatus, CACHE_URL_ENV, DEFAULT_DIR_TEXT,
+};
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::{Key, EXCLUDED_ARGS};
 pub use layer::LocalStore;

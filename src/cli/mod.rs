@@ -5,7 +5,8 @@
 //! - [`argparse`]: an argparse-3.10-compatible parser over a table;
 //! - [`namespace`]: the parsed values with `<dest>_Used` tracking;
 //! - [`help`]: the usage line and the three help surfaces;
-//! - [`level`]: log level names and numbers.
+//! - [`level`]: log level names and numbers;
+//! - [`semantics`]: which compile flags are compile semantics and which reach into the machine.
 //!
 //! This module splits driver arguments from the subcommand, delegates compile options written
 //! before the subcommand to it (`parse_known_args` semantics, as clients rely on:
@@ -17,6 +18,7 @@ pub mod help;
 pub mod level;
 pub mod namespace;
 pub mod numbers;
+pub mod semantics;
 pub mod subcommand;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};

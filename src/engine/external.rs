@@ -1,8 +1,9 @@
 //! The external-compiler engine (07): the compile runs as ONE supervised job
-//! `PATH compile <args> --output <partial>` ([`crate::run::process::run`]: its own process group,
+//! `PATH compile <args>` ([`crate::run::process::run`]: its own process group,
 //! `--job-timeout`, cancellation, `wait4` figures), in the launch directory, instead of nxcc's own
-//! pipeline. The output is written to a temporary name beside `--output` and renamed into place
-//! only when the compiler succeeded (the last `--output` wins in the compiler's argparse).
+//! pipeline. The arguments are the compile's own, in their order, with `--output` naming the
+//! output's own file name in a fresh directory beside it (a NEFF records its file name); the
+//! output is renamed into place only when the compiler succeeded.
 //!
 //! Reporting is nxcc's: a non-zero exit is `Child process job "ExternalCompiler" exited
 //! abnormally!` with the stderr tail; a signal (or the shell-style status 128 + signal) adds the
@@ -33,13 +34,17 @@ pub const JOB_NAME: &str = "ExternalCompiler";
 /// renamed to `--output`.
 pub fn run(session: &Session, ext: &ExternalCompiler, product: Option<&Path>) -> CompileResult {
     let plan = session.plan();
-    let partial = partial_output(&plan.output);
+    let (partial_dir, partial) = partial_output(&plan.output);
+    if let Err(e) = std::fs::create_dir(&partial_dir) {
+        let why = NccError::compiler_output(partial_dir.display(), plan.output.display(), e);
+        return session.fail(&why, Failure::Environment(Environment::Output));
+    }
     let spec = command(session, ext, &partial);
     session.pseudo_job(JOB_NAME);
     let out = match process::run(&spec, &mut console_lines(session), session.cancel().flag()) {
         Ok(o) => o,
         Err(e) => {
-            let _ = std::fs::remove_file(&partial);
+            let _ = std::fs::remove_dir_all(&partial_dir);
             let not_found = matches!(e, process::SpawnError::ProgramNotFound { .. });
             let failure = Failure::Environment(if not_found {
                 Environment::MissingTool(spec.program.display().to_string())
@@ -51,7 +56,7 @@ pub fn run(session: &Session, ext: &ExternalCompiler, product: Option<&Path>) ->
     };
     let mut m = figures(&out);
     let status = conclude(session, &out, &partial, product, &mut m, spec.timeout);
-    let _ = std::fs::remove_file(&partial);
+    let _ = std::fs::remove_dir_all(&partial_dir);
     session.emit(&Event::JobFinished(m.clone()));
     if !status.succeeded() {
         session.log().user(&format!(
@@ -67,15 +72,43 @@ pub fn run(session: &Session, ext: &ExternalCompiler, product: Option<&Path>) ->
     result
 }
 
-/// The temporary name beside `--output` the compiler writes to.
-fn partial_output(output: &Path) -> PathBuf {
+/// Where the compiler writes its output: under the output's own name (which a NEFF records) in
+/// a fresh directory beside it — (the directory, the file).
+fn partial_output(output: &Path) -> (PathBuf, PathBuf) {
     let name = output
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("file.neff");
-    output.with_file_name(crate::fsx::unique::name(&format!(
+    let dir = output.with_file_name(crate::fsx::unique::name(&format!(
         ".{name}.nxcc-partial-ext-"
-    )))
+    )));
+    let file = dir.join(name);
+    (dir, file)
+}
+
+/// `argv` with its `--output` (`-o`, `--output=`) naming `output` in place — the same argument
+/// list in the same order — or `--output <output>` appended when it has none.
+fn with_output(argv: &[String], output: &str) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len() + 2);
+    let mut found = false;
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        if a == "--output" || a == "-o" {
+            out.push(a.clone());
+            out.push(output.to_string());
+            let _ = it.next();
+            found = true;
+        } else if a.starts_with("--output=") {
+            out.push(format!("--output={output}"));
+            found = true;
+        } else {
+            out.push(a.clone());
+        }
+    }
+    if !found {
+        out.extend(["--output".to_string(), output.to_string()]);
+    }
+    out
 }
 
 /// `PATH compile <args> --output <partial>` in the launch directory, with the worker's
@@ -84,9 +117,7 @@ fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
     let (plan, log) = (session.plan(), session.log());
     let program = super::resolve_program(&ext.program);
     let mut args: Vec<String> = vec!["compile".into()];
-    args.extend(plan.argv.iter().cloned());
-    args.push("--output".into());
-    args.push(partial.display().to_string());
+    args.extend(with_output(&plan.argv, &partial.display().to_string()));
     let job_logger = log::job_logger(JOB_NAME);
     log.info(
         log::DRIVER,

@@ -7,9 +7,10 @@ use std::io;
 
 use serde::Serialize;
 
-use super::{lock, Class, Entry, LockOwner, NeuronCache, Scan, GRAPH_FILES, LOCK_SUFFIX};
+use super::{lock, Class, Entry, LockOwner, NeuronCache, Scan, GRAPH_FILES};
 use super::{LOG_FILE, NEFF_FILE, VERSION_PREFIX};
 use crate::fsx::{unique, Dir};
+use crate::lockfile::{self, Acquired};
 
 /// One entry as `stats` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -18,11 +19,14 @@ pub struct EntryStat {
     pub version: String,
     /// Its directory's name.
     pub name: String,
-    /// `done`, `locked`, `failed`, `to_do` or `refused`.
+    /// `done`, `locked`, `failed`, `to_do`, `refused` or `foreign`.
     pub class: &'static str,
-    /// Why it is refused.
+    /// Why it is refused, or what it is (foreign).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Written by a release up to 2.14.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub legacy: bool,
     /// Who holds its lock.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock: Option<LockOwner>,
@@ -39,7 +43,8 @@ pub struct VersionStat {
     pub done: usize,
     /// Entries with a lock file (not done).
     pub locked: usize,
-    /// Of the locked: those whose lock nobody holds (a dead nxcc run's, or a foreign one).
+    /// Of the locked: those whose lock no live holder is known to hold (a dead nxcc run's, an
+    /// expired lease, or a foreign one).
     pub locked_unheld: usize,
     /// Entries with a log and no NEFF.
     pub failed: usize,
@@ -47,6 +52,8 @@ pub struct VersionStat {
     pub to_do: usize,
     /// Entries that cannot be used as they are (links, missing graph, bad flags).
     pub refused: usize,
+    /// Other tools' directories (optimum-neuron's registry and traced models).
+    pub foreign: usize,
     /// The apparent size of their files.
     pub bytes: u64,
 }
@@ -71,9 +78,10 @@ pub fn entry_stat(e: &Entry) -> EntryStat {
         name: e.name.clone(),
         class: e.class.name(),
         reason: match &e.class {
-            Class::Refused(r) => Some(r.clone()),
+            Class::Refused(r) | Class::Foreign(r) => Some(r.clone()),
             _ => None,
         },
+        legacy: e.legacy,
         lock: match &e.class {
             Class::Locked(o) => Some(o.clone()),
             _ => None,
@@ -100,13 +108,14 @@ pub fn stats_of(cache: &NeuronCache, scan: &Scan) -> Stats {
                 Class::Done => vs.done += 1,
                 Class::Locked(o) => {
                     vs.locked += 1;
-                    if !matches!(o, LockOwner::Running { .. }) {
+                    if !matches!(o, LockOwner::Held { .. } | LockOwner::Leased { .. }) {
                         vs.locked_unheld += 1;
                     }
                 }
                 Class::Failed => vs.failed += 1,
                 Class::ToDo => vs.to_do += 1,
                 Class::Refused(_) => vs.refused += 1,
+                Class::Foreign(_) => vs.foreign += 1,
             }
             vs.bytes += e.bytes;
             s.entries.push(entry_stat(e));
@@ -191,9 +200,10 @@ pub fn verify(cache: &NeuronCache, only: Option<&str>) -> io::Result<VerifyRepor
 pub struct CleanRequest {
     /// Failed entries' logs (`--failed`): the entry is to do again.
     pub failed: bool,
-    /// Lock files nobody holds an `flock` on, at least [`CleanRequest::min_age_s`] old.
+    /// Stale locks: those whose holder is proven gone (at any age), and foreign ones nobody
+    /// `flock`s at least [`CleanRequest::min_age_s`] old; the staging directories of dead runs.
     pub locks: bool,
-    /// The minimum age of a lock removed, seconds.
+    /// The minimum age of a foreign lock removed, seconds.
     pub min_age_s: u64,
     /// Every version directory but this one (`--old-versions`).
     pub keep_version: Option<String>,
@@ -248,9 +258,13 @@ pub fn newest_version(scan: &Scan) -> Option<String> {
         .max_by(|a, b| version_order(a, b))
 }
 
-/// `clean`: remove what `req` asks for, saying each removal.
-pub fn clean(cache: &NeuronCache, req: &CleanRequest) -> io::Result<CleanReport> {
-    let scan = cache.scan(None)?;
+/// `clean`: remove what `req` asks for, saying each removal; under the cache-wide lock (`say`
+/// hears that it waits for it).
+pub fn clean(
+    cache: &NeuronCache,
+    req: &CleanRequest,
+    say: &dyn Fn(&str),
+) -> io::Result<CleanReport> {
     let mut r = CleanReport {
         dry_run: req.dry_run,
         ..CleanReport::default()
@@ -258,6 +272,15 @@ pub fn clean(cache: &NeuronCache, req: &CleanRequest) -> io::Result<CleanReport>
     let Some(top) = cache.open()? else {
         return Ok(r);
     };
+    let cache_lock = match req.dry_run {
+        true => None,
+        false => Some(lock::CacheLock::open(&top, cache.dir())?),
+    };
+    let _held = match &cache_lock {
+        Some(l) => Some(l.hold(say)?),
+        None => None,
+    };
+    let scan = cache.scan(None)?;
     let shown = |e: &Entry, name: &str| e.path.join(name).display().to_string();
     for v in &scan.versions {
         let old = req
@@ -265,10 +288,12 @@ pub fn clean(cache: &NeuronCache, req: &CleanRequest) -> io::Result<CleanReport>
             .as_ref()
             .is_some_and(|keep| *keep != v.version);
         if old {
-            let held = v
-                .entries
-                .iter()
-                .any(|e| matches!(e.class, Class::Locked(LockOwner::Running { .. })));
+            let held = v.entries.iter().any(|e| {
+                matches!(
+                    e.class,
+                    Class::Locked(LockOwner::Held { .. } | LockOwner::Leased { .. })
+                )
+            });
             let path = v.path.display().to_string();
             if held {
                 r.kept.push(Removal {
@@ -299,40 +324,8 @@ pub fn clean(cache: &NeuronCache, req: &CleanRequest) -> io::Result<CleanReport>
             };
             if req.locks {
                 for g in GRAPH_FILES {
-                    let name = format!("{g}{LOCK_SUFFIX}");
-                    let Ok(st) = dir.stat(&name) else { continue };
-                    let age = age_s(&st);
-                    let owner = lock::owner(&dir, &name).ok().flatten();
-                    let why = match &owner {
-                        Some(LockOwner::Running { .. }) => Err("held by a running process"),
-                        _ if age < req.min_age_s => Err("younger than --min-age"),
-                        None => continue,
-                        Some(_) => Ok(()),
-                    };
-                    match why {
-                        Err(w) => r.kept.push(Removal {
-                            path: shown(e, &name),
-                            why: format!("{w} ({age} s old)"),
-                        }),
-                        Ok(()) => {
-                            let removed = req.dry_run || lock::remove_if_free(&dir, &name)?;
-                            if removed {
-                                r.removed.push(Removal {
-                                    path: shown(e, &name),
-                                    why: format!(
-                                        "a lock nobody holds, {age} s old ({})",
-                                        match &owner {
-                                            Some(LockOwner::DeadNxcc { .. }) => "a dead nxcc run's",
-                                            _ => "not made by nxcc",
-                                        }
-                                    ),
-                                });
-                            }
-                        }
-                    }
+                    clean_lock(&dir, e, &lock::lock_name(g), req, &mut r)?;
                 }
-            }
-            if req.locks {
                 clean_staging(&dir, e, req.dry_run, &mut r)?;
             }
             if req.failed && e.class == Class::Failed {
@@ -344,8 +337,8 @@ pub fn clean(cache: &NeuronCache, req: &CleanRequest) -> io::Result<CleanReport>
                     });
                     continue;
                 }
-                match lock::acquire(&dir, graph, false)? {
-                    lock::Acquire::Locked(_l) => {
+                match lockfile::acquire(&dir, &lock::lock_name(graph), lockfile::lease(), false)? {
+                    Acquired::Locked(_l) => {
                         dir.remove_file(LOG_FILE)?;
                         r.removed.push(Removal {
                             path: shown(e, LOG_FILE),
@@ -363,14 +356,58 @@ pub fn clean(cache: &NeuronCache, req: &CleanRequest) -> io::Result<CleanReport>
     Ok(r)
 }
 
-/// The staging directories dead nxcc runs left in an entry (`.nxcc-tmp-*`): removed under the
-/// entry's lock (an entry locked by anyone is left alone).
+/// One lock file of an entry: removed when its holder is proven gone (at any age), or when
+/// it is foreign, nobody `flock`s it and it is at least `--min-age` old; kept otherwise.
+fn clean_lock(
+    dir: &Dir,
+    e: &Entry,
+    name: &str,
+    req: &CleanRequest,
+    r: &mut CleanReport,
+) -> io::Result<()> {
+    let Ok(st) = dir.stat(name) else {
+        return Ok(());
+    };
+    let age = age_s(&st);
+    let path = e.path.join(name).display().to_string();
+    let Some(holder) = lockfile::judge(dir, name)? else {
+        return Ok(());
+    };
+    let why = match &holder {
+        LockOwner::Dead { .. } => "its holder, a process of this host, is gone",
+        LockOwner::Expired { .. } => "its holder's lease ended",
+        LockOwner::Foreign { .. } if age >= req.min_age_s => "a lock nxcc did not make, unheld",
+        LockOwner::Foreign { .. } => {
+            r.kept.push(Removal {
+                path,
+                why: format!("a lock nxcc did not make, younger than --min-age ({age} s old)"),
+            });
+            return Ok(());
+        }
+        live => {
+            r.kept.push(Removal {
+                path,
+                why: live.describe(),
+            });
+            return Ok(());
+        }
+    };
+    let removed = req.dry_run
+        || lockfile::remove_stale(dir, name, matches!(holder, LockOwner::Foreign { .. }))?
+            .is_some();
+    if removed {
+        r.removed.push(Removal {
+            path,
+            why: format!("{why}, {age} s old ({})", holder.text()),
+        });
+    }
+    Ok(())
+}
+
+/// The staging directories dead nxcc runs left in an entry (`.nxcc-tmp-*` whose maker no
+/// longer runs): removed (an entry whose lock someone holds is left alone).
 fn clean_staging(dir: &Dir, e: &Entry, dry_run: bool, r: &mut CleanReport) -> io::Result<()> {
-    let names: Vec<String> = dir
-        .entries()?
-        .filter_map(|(n, _)| n.into_string().ok())
-        .filter(|n| n.starts_with(super::STAGING_PREFIX))
-        .collect();
+    let names = super::publish::dead_leftovers(dir);
     if names.is_empty() {
         return Ok(());
     }
@@ -385,8 +422,9 @@ fn clean_staging(dir: &Dir, e: &Entry, dry_run: bool, r: &mut CleanReport) -> io
         }
         return Ok(());
     }
-    match lock::acquire(dir, e.graph.unwrap_or(GRAPH_FILES[0]), false)? {
-        lock::Acquire::Locked(_l) => {
+    let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
+    match lockfile::acquire(dir, &lock::lock_name(graph), lockfile::lease(), false)? {
+        Acquired::Locked(_l) => {
             for n in &names {
                 dir.remove_all(n)?;
                 r.removed.push(Removal {
@@ -459,7 +497,7 @@ mod tests {
             &[base[0], base[1], ("model.hlo_module.pb.lock", "")],
         );
         let old = mk("2.9.0", "MODULE_o+1", &base);
-        std::fs::create_dir_all(locked.join(".nxcc-tmp-1-0-0")).unwrap();
+        std::fs::create_dir_all(locked.join(".nxcc-tmp-999999999-0-0")).unwrap();
         let cache = NeuronCache::new(t.path());
         let req = CleanRequest {
             failed: true,
@@ -469,7 +507,7 @@ mod tests {
             dry_run: true,
         };
         assert_eq!(req.keep_version.as_deref(), Some("2.24.1"));
-        let dry = clean(&cache, &req).unwrap();
+        let dry = clean(&cache, &req, &|_| {}).unwrap();
         assert_eq!(dry.removed.len(), 4, "{dry:?}");
         assert!(failed.join(LOG_FILE).exists() && old.exists());
         assert!(locked.join("model.hlo_module.pb.lock").exists());
@@ -479,13 +517,14 @@ mod tests {
                 dry_run: false,
                 ..req.clone()
             },
+            &|_| {},
         )
         .unwrap();
         assert_eq!(done.removed, dry.removed);
         assert!(!failed.join(LOG_FILE).exists() && failed.join(base[0].0).exists());
         assert!(!old.exists());
         assert!(!locked.join("model.hlo_module.pb.lock").exists());
-        assert!(!locked.join(".nxcc-tmp-1-0-0").exists());
+        assert!(!locked.join(".nxcc-tmp-999999999-0-0").exists());
         let s = stats(&cache, None).unwrap();
         assert_eq!(s.versions.len(), 1);
         assert_eq!(s.versions[0].to_do, 2);
@@ -498,6 +537,7 @@ mod tests {
                 min_age_s: 3600,
                 ..CleanRequest::default()
             },
+            &|_| {},
         )
         .unwrap();
         assert!(

@@ -11,15 +11,20 @@
 //!     model.done               empty, on success
 //!     model.log                on failure (and no model.neff)
 //!     model.hlo_module.pb.lock a plain file while a compile runs
+//! <cache>/lock                 the cache-wide lock (see [`lock::CacheLock`])
 //! ```
+//!
+//! Entries of releases up to 2.14 (`compile_flags.txt`, done without `model.done`) are read as
+//! those releases read them; optimum-neuron's own directories (`0_REGISTRY`, traced
+//! `MODULE_<hash>` models) are classified as foreign and sized, never refused.
 //!
 //! - [`NeuronCache::scan`]: every entry of a cache, classified ([`Class`]): done, failed,
 //!   locked, to do, or refused (a link, a FIFO, a file where a directory belongs, no graph,
 //!   unreadable flags).
 //!   Everything below the cache directory is reached through directory descriptors
 //!   ([`crate::fsx::Dir`]), following no symbolic link.
-//! - [`lock`]: the entry's lock file, held with an `flock` as well, so that the lock files of
-//!   nxcc's own dead runs are recognised as stale.
+//! - [`lock`]: the entry's lock file (the one lock protocol, [`crate::lockfile`]: the locks of
+//!   dead nxcc runs, here or on another host, told from live ones) and the cache-wide lock.
 //! - [`publish`]: results put in place so that a reader sees nothing or a whole NEFF.
 //! - [`maintain`]: `nxcc cache stats|verify|clean --neuron-cache DIR`.
 
@@ -31,7 +36,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
-use serde::Serialize;
 
 use crate::fsx::dir::is_not_plain;
 use crate::fsx::Dir;
@@ -58,7 +62,8 @@ pub const DONE_FILE: &str = "model.done";
 pub const LOG_FILE: &str = "model.log";
 /// What a lock file's name adds to the graph's.
 pub const LOCK_SUFFIX: &str = ".lock";
-/// The start of the names of nxcc's staging directories in an entry ([`publish::Staging`]).
+/// The start of the names of the staging directories earlier releases of nxcc made in an entry
+/// (removed once their maker is gone, [`publish::remove_leftovers`]).
 pub const STAGING_PREFIX: &str = ".nxcc-tmp-";
 
 /// The framework's cache directory as the framework finds it: `--cache_dir` in
@@ -70,6 +75,23 @@ pub fn default_dir() -> String {
     from_flags
         .or_else(|| std::env::var(CACHE_URL_ENV).ok().filter(|v| !v.is_empty()))
         .unwrap_or_else(|| DEFAULT_DIR.to_string())
+}
+
+/// Refuse a cache location that is not a local directory: `s3://...` (which the framework
+/// supports, nxcc not), or any other `scheme://`.
+pub fn check_local(dir: &str) -> Result<(), String> {
+    match dir.split_once("://") {
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("s3") => Err(format!(
+            "S3 caches are not supported ({dir}): give a local directory (the framework's cache synchronised to it, or the one it uses on this host)"
+        )),
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            Err(format!("remote caches are not supported ({dir}): give a local directory"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The last `--cache_dir=DIR` or `--cache_dir DIR` of a flags string (split on white space).
@@ -123,42 +145,8 @@ pub fn version_in(text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Who holds an entry's lock file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "by", rename_all = "snake_case")]
-pub enum LockOwner {
-    /// A running process holds an `flock` on it (an nxcc run compiling the entry).
-    Running {
-        /// What the lock file says (`nxcc pid=... started=...`).
-        text: String,
-    },
-    /// nxcc made it and nobody holds it: a dead run's lock, stale.
-    DeadNxcc {
-        /// What the lock file says.
-        text: String,
-    },
-    /// Someone else made it (the framework, `neuron_parallel_compile`): a plain file no `flock`
-    /// tells anything about.
-    Foreign {
-        /// What the lock file says (often nothing).
-        text: String,
-    },
-}
-
-impl LockOwner {
-    /// In words: `held by a running process (nxcc pid=...)`, `left by a dead nxcc run (...)`,
-    /// `a lock file nxcc did not make`.
-    pub fn describe(&self) -> String {
-        match self {
-            LockOwner::Running { text } => format!("held by a running process ({text})"),
-            LockOwner::DeadNxcc { text } => format!("left by a dead nxcc run ({text})"),
-            LockOwner::Foreign { text } if text.is_empty() => {
-                "a lock file nxcc did not make (the framework's?)".to_string()
-            }
-            LockOwner::Foreign { text } => format!("a lock file nxcc did not make ({text})"),
-        }
-    }
-}
+/// Who holds an entry's lock file ([`crate::lockfile::Holder`]).
+pub type LockOwner = crate::lockfile::Holder;
 
 /// How an entry stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +163,9 @@ pub enum Class {
     /// Not usable as it is (the reason): a link, something that is not a plain file or
     /// directory, no graph, unreadable flags.
     Refused(String),
+    /// A directory of another tool's, not an entry (what it is): optimum-neuron's registry
+    /// (`0_REGISTRY`) and the models it traced (`MODULE_<hash>` without flags or graph).
+    Foreign(String),
 }
 
 impl Class {
@@ -186,6 +177,7 @@ impl Class {
             Class::Failed => "failed",
             Class::ToDo => "to_do",
             Class::Refused(_) => "refused",
+            Class::Foreign(_) => "foreign",
         }
     }
 }
@@ -205,8 +197,11 @@ pub struct Entry {
     pub flags: Option<Vec<String>>,
     /// How it stands.
     pub class: Class,
-    /// The apparent size of its files, links not followed.
+    /// The apparent size of its files (all of them, below it), links not followed.
     pub bytes: u64,
+    /// Written by a release up to 2.14: flags in `compile_flags.txt`, a NEFF without
+    /// `model.done` is a finished compile ([`crate::recon::framework`]).
+    pub legacy: bool,
 }
 
 impl Entry {
@@ -311,22 +306,26 @@ pub fn scan_version(dir: &Dir, version: &str, path: &Path) -> io::Result<Vec<Ent
     let mut names: Vec<String> = dir
         .entries()?
         .filter_map(|(n, _)| n.into_string().ok())
-        .filter(|n| n.starts_with(ENTRY_PREFIX))
+        .filter(|n| n.starts_with(ENTRY_PREFIX) || n == REGISTRY_DIR)
         .collect();
     names.sort();
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let entry_path = path.join(&name);
         let mut e = Entry {
             version: version.to_string(),
             name: name.clone(),
-            path: entry_path,
+            path: path.join(&name),
             graph: None,
             flags: None,
             class: Class::ToDo,
             bytes: 0,
+            legacy: false,
         };
         match dir.open_dir(&name) {
+            Ok(d) if name == REGISTRY_DIR => {
+                e.bytes = tree_bytes(&d, 0);
+                e.class = Class::Foreign("optimum-neuron's registry of cached models".into());
+            }
             Ok(d) => classify(&d, &mut e),
             Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
             Err(err) => e.class = Class::Refused(err.to_string()),
@@ -336,10 +335,35 @@ pub fn scan_version(dir: &Dir, version: &str, path: &Path) -> io::Result<Vec<Ent
     Ok(out)
 }
 
+/// optimum-neuron's registry directory in a version directory.
+pub const REGISTRY_DIR: &str = "0_REGISTRY";
+/// A legacy entry's flags (releases up to 2.14).
+pub const LEGACY_FLAGS_FILE: &str = "compile_flags.txt";
+
+/// The apparent size of the plain files below `dir`, no link followed (at most 16 levels).
+pub fn tree_bytes(dir: &Dir, depth: usize) -> u64 {
+    let Ok(items) = dir.entries() else { return 0 };
+    let mut total = 0u64;
+    for (name, _) in items {
+        let Some(name) = name.to_str() else { continue };
+        let Ok(st) = dir.stat(name) else { continue };
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => total += st.st_size as u64,
+            FileType::Directory if depth < 16 => {
+                if let Ok(sub) = dir.open_dir(name) {
+                    total += tree_bytes(&sub, depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
 /// What an entry's name holds: absent, a plain file, or something refused (the reason).
 enum Item {
     Absent,
-    File(u64),
+    File,
     Refused(String),
 }
 
@@ -348,7 +372,7 @@ fn item(dir: &Dir, name: &str) -> Item {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Item::Absent,
         Err(e) => Item::Refused(format!("{name}: {e}")),
         Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => Item::File(st.st_size as u64),
+            FileType::RegularFile => Item::File,
             FileType::Symlink => Item::Refused(format!("{name} is a symbolic link")),
             FileType::Directory => Item::Refused(format!("{name} is a directory")),
             _ => Item::Refused(format!("{name} is not a plain file")),
@@ -356,22 +380,30 @@ fn item(dir: &Dir, name: &str) -> Item {
     }
 }
 
-/// Read the flags of an entry: a JSON list of strings.
+/// Read the flags of an entry: `compile_flags.json`, a JSON list of strings (a legacy entry:
+/// `compile_flags.txt`, its words).
 pub fn read_flags(dir: &Dir) -> Result<Vec<String>, String> {
-    let bytes = dir
-        .read(FLAGS_FILE)
-        .map_err(|e| format!("{FLAGS_FILE}: {e}"))?;
-    serde_json::from_slice::<Vec<String>>(&bytes)
-        .map_err(|e| format!("{FLAGS_FILE} is not a JSON list of strings ({e})"))
+    match dir.read(FLAGS_FILE) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let text = dir
+                .read(LEGACY_FLAGS_FILE)
+                .map_err(|e| format!("{FLAGS_FILE} (or {LEGACY_FLAGS_FILE}): {e}"))?;
+            Ok(crate::recon::framework::legacy_flags(
+                &String::from_utf8_lossy(&text),
+            ))
+        }
+        Err(e) => Err(format!("{FLAGS_FILE}: {e}")),
+        Ok(bytes) => serde_json::from_slice::<Vec<String>>(&bytes)
+            .map_err(|e| format!("{FLAGS_FILE} is not a JSON list of strings ({e})")),
+    }
 }
 
-/// Classify the entry open at `dir` into `e` (see [`Class`]; precedence: refused, done, locked,
-/// failed, to do).
-pub fn classify(dir: &Dir, e: &mut Entry) {
-    let mut sizes = 0u64;
+/// The files of an entry that classify it: those present, or the reason one is refused.
+fn present_files(dir: &Dir) -> Result<std::collections::BTreeSet<String>, String> {
     let mut present = std::collections::BTreeSet::new();
     let mut names: Vec<String> = vec![
         FLAGS_FILE.into(),
+        LEGACY_FLAGS_FILE.into(),
         NEFF_FILE.into(),
         DONE_FILE.into(),
         LOG_FILE.into(),
@@ -380,46 +412,63 @@ pub fn classify(dir: &Dir, e: &mut Entry) {
         names.push(g.to_string());
         names.push(format!("{g}{LOCK_SUFFIX}"));
     }
-    for n in &names {
-        match item(dir, n) {
+    for n in names {
+        match item(dir, &n) {
             Item::Absent => {}
-            Item::File(s) => {
-                sizes += s;
-                present.insert(n.clone());
+            Item::File => {
+                present.insert(n);
             }
-            Item::Refused(why) => {
-                e.class = Class::Refused(why);
-                e.bytes = sizes;
-                return;
-            }
+            Item::Refused(why) => return Err(why),
         }
     }
-    e.bytes = sizes;
-    e.graph = GRAPH_FILES.into_iter().find(|g| present.contains(*g));
-    if present.contains(NEFF_FILE) && present.contains(DONE_FILE) {
+    Ok(present)
+}
+
+/// Classify the entry open at `dir` into `e` (see [`Class`]; precedence: refused, done, locked,
+/// failed, to do).
+pub fn classify(dir: &Dir, e: &mut Entry) {
+    e.bytes = tree_bytes(dir, 0);
+    let present = match present_files(dir) {
+        Ok(p) => p,
+        Err(why) => {
+            e.class = Class::Refused(why);
+            return;
+        }
+    };
+    let has = |n: &str| present.contains(n);
+    e.legacy = has(LEGACY_FLAGS_FILE) && !has(FLAGS_FILE);
+    e.graph = GRAPH_FILES.into_iter().find(|g| has(g));
+    if has(NEFF_FILE) && (has(DONE_FILE) || e.legacy) {
         e.class = Class::Done;
         return;
     }
     let lock = GRAPH_FILES
         .iter()
         .map(|g| format!("{g}{LOCK_SUFFIX}"))
-        .find(|l| present.contains(l));
+        .find(|l| has(l));
     if let Some(lock) = lock {
-        e.class = match lock::owner(dir, &lock) {
-            Ok(Some(owner)) => Class::Locked(owner),
-            Ok(None) => Class::ToDo,
-            Err(err) => Class::Refused(format!("{lock}: {err}")),
-        };
-        if e.class != Class::ToDo {
-            return;
+        match crate::lockfile::judge(dir, &lock) {
+            Ok(Some(owner)) => {
+                e.class = Class::Locked(owner);
+                return;
+            }
+            Ok(None) => {}
+            Err(err) => {
+                e.class = Class::Refused(format!("{lock}: {err}"));
+                return;
+            }
         }
     }
-    if present.contains(LOG_FILE) && !present.contains(NEFF_FILE) {
+    if has(LOG_FILE) && !has(NEFF_FILE) {
         e.class = Class::Failed;
         return;
     }
     if e.graph.is_none() {
-        e.class = Class::Refused("no graph (model.hlo_module.pb or model.hlo.pb)".into());
+        e.class = if !e.name.contains('+') && !has(FLAGS_FILE) && !has(LEGACY_FLAGS_FILE) {
+            Class::Foreign("a model optimum-neuron traced and cached (no graph, no flags)".into())
+        } else {
+            Class::Refused("no graph (model.hlo_module.pb or model.hlo.pb)".into())
+        };
         return;
     }
     match read_flags(dir) {
@@ -429,6 +478,31 @@ pub fn classify(dir: &Dir, e: &mut Entry) {
         }
         Err(why) => e.class = Class::Refused(why),
     }
+}
+
+/// An entry's flags as the compiler gets them ([`compile_flags`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryFlags {
+    /// The flags the compiler gets.
+    pub flags: Vec<String>,
+    /// The wrapper's own flags, dropped as the wrapper drops them.
+    pub dropped: Vec<String>,
+}
+
+/// The flags of an entry as the compiler gets them: the framework wrapper's own dropped
+/// ([`crate::recon::framework::drop_wrapper_flags`]), and the rest compile semantics only
+/// ([`crate::cli::semantics`]: an entry's flags are data whoever can write the cache wrote).
+/// `Err`: why the entry is refused. Flags that do not parse pass: the compile says what is
+/// wrong with them.
+pub fn compile_flags(raw: &[String]) -> Result<EntryFlags, String> {
+    let (flags, dropped) = crate::recon::framework::drop_wrapper_flags(raw);
+    let mut args = vec!["model.hlo_module.pb".to_string()];
+    args.extend(flags.iter().cloned());
+    if let Ok(parsed) = crate::cli::compile_parser("neuronx-cc").parse(&args) {
+        crate::cli::semantics::check(&parsed, |_| false)
+            .map_err(|e| format!("its flags are not compile semantics only: {e}"))?;
+    }
+    Ok(EntryFlags { flags, dropped })
 }
 
 #[cfg(test)]

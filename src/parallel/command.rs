@@ -8,7 +8,7 @@
 //! are refused there. Driver options given before the subcommand (`--verbose`, ...) are passed
 //! to every compile.
 //!
-//! The cache is on by default in [`crate::cache::default_dir`] (`$NEURON_COMPILE_CACHE_URL`, else `/var/tmp/neuron-compile-cache`); `--cache_dir DIR` (here or in
+//! The cache is on by default in [`crate::cache::default_dir`] (nxcc's own per-user directory, never inside the framework's cache); `--cache_dir DIR` (here or in
 //! the compile arguments) moves it, `--no_cache` turns it off; a remote URL is a usage error.
 //!
 //! `--neuron-cache [DIR]` compiles the entries to do of the framework's compile cache instead of
@@ -22,7 +22,7 @@
 use std::path::PathBuf;
 
 use super::{expand_inputs, report, Config, ProgressMode};
-use crate::cache::{check_local, DEFAULT_DIR};
+use crate::cache::{check_local, DEFAULT_DIR_TEXT};
 use crate::cli::argparse::{Nargs, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
 use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
@@ -52,7 +52,7 @@ static TIMINGS: Flag = flag("--timings", &[], "timings", Action::Store, Kind::Pa
 static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Run each compile as one job `PATH compile <args> --output <out>` (e.g. an installed neuronx-cc) instead of nxcc's pipeline.");
 #[rustfmt::skip]
-static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::Str(DEFAULT_DIR), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::Derived(DEFAULT_DIR_TEXT), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The compile cache directory.");
 #[rustfmt::skip]
 static NO_CACHE: Flag = flag("--no_cache", &["--no-cache"], "no_cache", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -171,14 +171,15 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     let no_cache = parsed.flag("no_cache");
     // `--neuron-cache DIR` (nxcc's own optional values need `=`: the one word after it is DIR).
     let mut positionals = parsed.positionals[0].clone();
-    let neuron_dir = parsed
-        .str("neuron_cache")
-        .map(|d| match d {
-            "" if positionals.len() == 1 => positionals.remove(0),
-            "" => crate::neuron_cache::default_dir(),
-            d => d.to_string(),
-        })
-        .map(|d| crate::plan::absolute(&launch_dir, &d));
+    let neuron_dir = parsed.str("neuron_cache").map(|d| match d {
+        "" if positionals.len() == 1 => positionals.remove(0),
+        "" => crate::neuron_cache::default_dir(),
+        d => d.to_string(),
+    });
+    if let Some(Err(why)) = neuron_dir.as_deref().map(crate::neuron_cache::check_local) {
+        return usage_error(prog, format!("argument --neuron-cache: {why}"));
+    }
+    let neuron_dir = neuron_dir.map(|d| crate::plan::absolute(&launch_dir, &d));
     match (&neuron_dir, positionals.is_empty()) {
         (Some(_), false) => {
             return usage_error(
@@ -232,12 +233,11 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     let cache_dir = if no_cache {
         None
     } else {
-        // With --neuron-cache, nxcc's own cache defaults to DIR/nxcc-v1 beside the framework's.
+        // nxcc's own cache is never inside the framework's, --neuron-cache or not.
         let d = parsed
             .str("cache_dir")
             .map(str::to_string)
             .or(compile_cache_dir)
-            .or_else(|| neuron_dir.as_ref().map(|d| d.display().to_string()))
             .unwrap_or_else(crate::cache::default_dir);
         if let Err(e) = check_local(&d) {
             return usage_error(
@@ -314,6 +314,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
                 break_locks: parsed.flag("break_locks"),
                 retry_failed,
             };
+            shared = super::neuron::anchor_toolchain(&shared, &launch_dir);
             let run = match super::neuron::prepare(prog, &req, &engine, &shared, &launch_dir) {
                 Ok(r) => r,
                 Err(message) => return usage_error(prog, message),

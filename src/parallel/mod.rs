@@ -308,15 +308,18 @@ fn plan_input(
     compile_args: &[String],
 ) -> Result<Result<Plan, String>, CliError> {
     let mut argv: Vec<String> = vec!["compile".into()];
-    argv.extend(compile_args.iter().cloned());
-    if let Some(t) = &input.neuron {
-        argv.extend(t.flags.iter().cloned());
+    match &input.neuron {
+        // The framework's own argv, in the entry's private work directory.
+        Some(t) => argv.extend(t.compile_args(compile_args)),
+        None => {
+            argv.extend(compile_args.iter().cloned());
+            argv.push(input.model.display().to_string());
+            argv.push("--output".into());
+            argv.push(output_path(cfg, input).display().to_string());
+            argv.push("--logfile".into());
+            argv.push(log_path(cfg, input).display().to_string());
+        }
     }
-    argv.push(input.model.display().to_string());
-    argv.push("--output".into());
-    argv.push(output_path(cfg, input).display().to_string());
-    argv.push("--logfile".into());
-    argv.push(log_path(cfg, input).display().to_string());
     let args = match cli::parse(&cfg.prog, &argv)? {
         Command::Compile(a) => a,
         _ => {
@@ -356,7 +359,10 @@ fn plan_input(
         });
     }
     let probe = SystemProbe {
-        launch_dir: cfg.launch_dir.clone(),
+        launch_dir: match &input.neuron {
+            Some(t) => t.work_dir.clone(),
+            None => cfg.launch_dir.clone(),
+        },
     };
     match plan::build(&args, &probe) {
         Ok(p) => Ok(Ok(p)),
@@ -569,14 +575,14 @@ pub fn run(
                         remote,
                     })
                 };
-                if let (Some(p), Some(t)) = (prepared, target) {
+                if let (Some(p), Some(t), Some(run)) = (prepared, target, neuron_run) {
                     let o = &done.result;
                     let interrupted_now = cancel.is_cancelled();
                     let again = !interrupted_now
                         && o.failure().is_some_and(|f| {
                             tried_again(&task, retries, done.cache == CacheStatus::Hit, f)
                         });
-                    if let Err(line) = neuron::after(p, t, o, again, interrupted_now) {
+                    if let Err(line) = neuron::after(run, p, t, o, again, interrupted_now) {
                         done.result.lines.push(line);
                         if done.result.ok() {
                             done.result.status = CompileStatus::Failed(Failure::Environment(

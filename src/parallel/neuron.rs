@@ -1,37 +1,47 @@
 //! `parallel-compile --neuron-cache DIR`: the entries to do of the framework's compile cache
 //! ([`crate::neuron_cache`]) as the batch's inputs, and what happens around each one's compile.
 //!
-//! - [`discover`]: the version directory's entries; those to do become inputs (a dead nxcc
-//!   run's lock counts as none; a failed entry only with `--retry_failed_compilation`, a foreign
-//!   lock only with `--break-locks`); every other entry is reported as skipped, with why.
-//! - Each input compiles `<args after --> <entry's compile_flags.json> <graph> --output
-//!   <entry>/<staging>/model.neff --logfile <entry>/<staging>/log-neuron-cc.txt`, so the NEFF is
-//!   the one a compile to a file named `model.neff` writes.
-//! - [`before`], once the scheduler admitted the compile: the entry's lock is taken (its lock file
-//!   and an `flock`), the entry looked at again under it (done meanwhile: skipped), staging
-//!   directories of dead runs removed, a fresh one made.
-//! - [`after`]: a success is published (`model.neff` by a rename, then `model.done`); a failure
-//!   of the graph (one [`crate::recon::cache::remembers`], served from nxcc's cache or just compiled)
-//!   that will not be retried leaves `model.log` (the error lines, then the tail of the compile's
-//!   log); an interrupt, a timeout, a kill or a failure of the environment leaves nothing. The
-//!   staging directory and the lock go either way.
+//! - [`discover`], under the cache-wide lock: the version directory's entries; those to do
+//!   become inputs (a stale lock — a dead run's, an expired lease — counts as none; a failed
+//!   entry only with `--retry_failed_compilation`, a foreign lock only with `--break-locks`);
+//!   each one's graph is copied into a private work directory of its own (outside the cache),
+//!   so a graph being written is never compiled. Every other entry is reported as skipped, with
+//!   why — entries whose flags are not compile semantics only among them.
+//! - Each input compiles as the framework's wrapper runs the compiler
+//!   ([`crate::recon::framework`]): `compile <args after --> --framework=XLA
+//!   <work dir>/model.MODULE_<key>.hlo_module.pb --output <work dir>/model.MODULE_<key>.neff
+//!   <the entry's flags>`, the work dir being the compile's launch (and working) directory; the
+//!   wrapper's own flags are dropped from the entry's.
+//! - [`before`], once the scheduler admitted the compile: the entry's lock is taken (in the lock
+//!   keeper, [`crate::lockfile::keeper`]), the entry looked at again under it (done meanwhile:
+//!   skipped), staging directories of dead earlier runs removed.
+//! - [`after`], under the cache-wide lock and only while the entry's lock is still ours: a
+//!   success is published (`model.neff` by a rename, then `model.done`); a failure of the graph
+//!   (one [`crate::recon::cache::remembers`], served from nxcc's cache or just compiled) that
+//!   will not be retried leaves `model.log` (the error lines, then the tail of the compile's log); an
+//!   interrupt, a timeout, a kill or a failure of the environment leaves nothing. A lost lock
+//!   gives the result up: `lost the lock of <entry>`.
 
 use std::io::{self, Read, Seek};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::Input;
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
-use crate::fsx::Dir;
-use crate::neuron_cache::lock::{self, Acquire, EntryLock};
-use crate::neuron_cache::publish::{self, Staging};
+use crate::fsx::{AtomicFile, Dir, Durability};
+use crate::lockfile::keeper::{Held, Locker, Taken};
+use crate::neuron_cache::lock::{lock_name, CacheLock};
+use crate::neuron_cache::publish::{self, NotWritten};
 use crate::neuron_cache::{self as nc, Class, LockOwner, NeuronCache};
+use crate::recon::framework;
 use crate::result::Status;
 
-/// The compile's log file in the staging directory.
-pub const STAGING_LOG: &str = "log-neuron-cc.txt";
+/// The compile's log file in its work directory (the compiler's default name there).
+pub const WORK_LOG: &str = "log-neuron-cc.txt";
 /// How many lines of the compile's log `model.log` ends with.
 pub const LOG_TAIL_LINES: usize = 50;
 
@@ -40,7 +50,7 @@ pub const LOG_TAIL_LINES: usize = 50;
 pub const SIM_LABEL: &str = "+nxcc-sim";
 
 /// How the batch treats the framework's cache.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Run {
     /// The cache.
     pub cache: NeuronCache,
@@ -50,6 +60,14 @@ pub struct Run {
     pub break_locks: bool,
     /// Compile failed entries again (`--retry_failed_compilation`).
     pub retry_failed: bool,
+    /// Where the entries' locks are held.
+    pub locker: Locker,
+    /// The cache-wide lock.
+    pub cache_lock: Arc<CacheLock>,
+    /// The private directory the entries' work directories are made in.
+    pub work_root: PathBuf,
+    /// It, removed when the last copy of the run goes.
+    _work: Arc<tempfile::TempDir>,
 }
 
 /// Where one input's compile goes: an entry of the framework's cache.
@@ -57,25 +75,44 @@ pub struct Run {
 pub struct Target {
     /// The entry directory.
     pub entry: PathBuf,
-    /// The entry directory's name.
+    /// The entry directory's name (`MODULE_<key>`).
     pub name: String,
     /// The graph's file name in it.
     pub graph: &'static str,
-    /// Its compile flags.
+    /// The flags the compiler gets (the entry's, without the wrapper's own).
     pub flags: Vec<String>,
-    /// The name of its staging directory (made when the compile starts).
-    pub staging: String,
+    /// The entry's private work directory (outside the cache).
+    pub work_dir: PathBuf,
 }
 
 impl Target {
-    /// `<entry>/<staging>/model.neff`.
-    pub fn output(&self) -> PathBuf {
-        self.entry.join(&self.staging).join(nc::NEFF_FILE)
+    /// `<work dir>/model.MODULE_<key>.hlo_module.pb`: the graph's copy the compile reads.
+    pub fn work_graph(&self) -> PathBuf {
+        self.work_dir
+            .join(framework::work_names(&self.name, self.graph).0)
     }
 
-    /// `<entry>/<staging>/log-neuron-cc.txt`.
+    /// `<work dir>/model.MODULE_<key>.neff`.
+    pub fn output(&self) -> PathBuf {
+        self.work_dir
+            .join(framework::work_names(&self.name, self.graph).1)
+    }
+
+    /// `<work dir>/log-neuron-cc.txt`.
     pub fn log(&self) -> PathBuf {
-        self.entry.join(&self.staging).join(STAGING_LOG)
+        self.work_dir.join(WORK_LOG)
+    }
+
+    /// The compile's arguments after `compile`: `shared` (the arguments after `--`), then the
+    /// framework's ([`framework::compile_args`]).
+    pub fn compile_args(&self, shared: &[String]) -> Vec<String> {
+        let mut argv = shared.to_vec();
+        argv.extend(framework::compile_args(
+            &self.work_graph().display().to_string(),
+            &self.output().display().to_string(),
+            &self.flags,
+        ));
+        argv
     }
 }
 
@@ -84,7 +121,7 @@ impl Target {
 pub struct Skipped {
     /// The entry directory.
     pub entry: String,
-    /// Its class (`done`, `locked`, `failed`, `refused`).
+    /// Its class (`done`, `locked`, `failed`, `refused`, `foreign`).
     pub class: &'static str,
     /// Why it is not compiled.
     pub why: String,
@@ -97,53 +134,63 @@ pub struct Discovery {
     pub inputs: Vec<Input>,
     /// The others.
     pub skipped: Vec<Skipped>,
+    /// Flags dropped from entries as the framework's wrapper drops them (entry, flag).
+    pub dropped: Vec<(String, String)>,
 }
 
-fn owner_text(o: &LockOwner) -> String {
-    o.describe()
+/// Say something on stderr (waiting for the cache lock).
+fn say(m: &str) {
+    crate::cli::subcommand::err(&format!("{m}\n"));
+}
+
+/// Whether an entry of this class is compiled, or why not.
+fn to_compile(run: &Run, e: &nc::Entry) -> Result<(), String> {
+    match &e.class {
+        Class::ToDo => Ok(()),
+        Class::Done => Err("done".into()),
+        Class::Failed if run.retry_failed => Ok(()),
+        Class::Failed => Err(format!(
+            "failed earlier (see {}; --retry_failed_compilation compiles it again)",
+            e.path.join(nc::LOG_FILE).display()
+        )),
+        Class::Locked(o) if o.is_stale() => Ok(()),
+        Class::Locked(LockOwner::Foreign { .. }) if run.break_locks => Ok(()),
+        Class::Locked(o) => {
+            let mut why = o.describe();
+            if matches!(o, LockOwner::Foreign { .. }) {
+                why.push_str("; --break-locks takes it over");
+            }
+            Err(why)
+        }
+        Class::Refused(why) => Err(format!("refused: {why}")),
+        Class::Foreign(what) => Err(format!("not an entry: {what}")),
+    }
+}
+
+/// Copy the entry's graph into a fresh private work directory (under the cache-wide lock).
+fn copy_graph(run: &Run, e: &nc::Entry, t: &Target) -> io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o700).create(&t.work_dir)?;
+    let dir = nc::maintain::open_entry(&run.cache, e)?;
+    let mut from = dir.open_file(t.graph)?;
+    let mut to = AtomicFile::create(&t.work_graph())?;
+    io::copy(&mut from, &mut to)?;
+    to.commit(Durability::Visible)
 }
 
 /// The entries of `run`'s version directory: the inputs to compile and the skipped.
 pub fn discover(run: &Run) -> io::Result<Discovery> {
+    let _held = run.cache_lock.hold(&say)?;
     let scan = run.cache.scan(Some(&run.version))?;
     let mut d = Discovery::default();
     for e in scan.versions.iter().flat_map(|v| &v.entries) {
         let shown = e.path.display().to_string();
-        let skip = |why: String| Skipped {
+        let skip = |class: &'static str, why: String| Skipped {
             entry: shown.clone(),
-            class: e.class.name(),
+            class,
             why,
         };
-        let go = match &e.class {
-            Class::ToDo => true,
-            Class::Done => {
-                d.skipped.push(skip("done".into()));
-                false
-            }
-            Class::Failed if run.retry_failed => true,
-            Class::Failed => {
-                d.skipped.push(skip(format!(
-                    "failed earlier (see {}; --retry_failed_compilation compiles it again)",
-                    e.path.join(nc::LOG_FILE).display()
-                )));
-                false
-            }
-            Class::Locked(LockOwner::DeadNxcc { .. }) => true,
-            Class::Locked(LockOwner::Foreign { .. }) if run.break_locks => true,
-            Class::Locked(o) => {
-                let mut why = owner_text(o);
-                if matches!(o, LockOwner::Foreign { .. }) {
-                    why.push_str("; --break-locks takes it over");
-                }
-                d.skipped.push(skip(why));
-                false
-            }
-            Class::Refused(why) => {
-                d.skipped.push(skip(format!("refused: {why}")));
-                false
-            }
-        };
-        if !go {
+        if let Err(why) = to_compile(run, e) {
+            d.skipped.push(skip(e.class.name(), why));
             continue;
         }
         // The flags of entries not classified as to do were not read yet.
@@ -153,24 +200,40 @@ pub fn discover(run: &Run) -> io::Result<Discovery> {
                 .map_err(|err| err.to_string())
                 .and_then(|dir| nc::read_flags(&dir)),
         };
-        let (Some(graph), Ok(flags)) = (e.graph, flags) else {
-            d.skipped.push(Skipped {
-                entry: shown,
-                class: "refused",
-                why: "refused: no graph, or its compile_flags.json does not read".into(),
-            });
+        let (Some(graph), Ok(raw)) = (e.graph, flags) else {
+            d.skipped.push(skip(
+                "refused",
+                "refused: no graph, or its compile_flags.json does not read".into(),
+            ));
             continue;
         };
+        let flags = match nc::compile_flags(&raw) {
+            Ok(f) => f,
+            Err(why) => {
+                d.skipped.push(skip("refused", format!("refused: {why}")));
+                continue;
+            }
+        };
+        d.dropped
+            .extend(flags.dropped.iter().map(|f| (shown.clone(), f.clone())));
+        let t = Target {
+            entry: e.path.clone(),
+            name: e.name.clone(),
+            graph,
+            flags: flags.flags,
+            work_dir: run.work_root.join(&e.name),
+        };
+        if let Err(err) = copy_graph(run, e, &t) {
+            d.skipped.push(skip(
+                "refused",
+                format!("refused: its graph cannot be copied: {err}"),
+            ));
+            continue;
+        }
         d.inputs.push(Input {
             model: e.path.join(graph),
             stem: e.name.clone(),
-            neuron: Some(Target {
-                entry: e.path.clone(),
-                name: e.name.clone(),
-                graph,
-                flags,
-                staging: publish::staging_name(),
-            }),
+            neuron: Some(t),
         });
     }
     Ok(d)
@@ -180,9 +243,8 @@ pub fn discover(run: &Run) -> io::Result<Discovery> {
 #[derive(Debug)]
 pub struct Prepared {
     dir: Dir,
-    staging: Staging,
-    _lock: EntryLock,
-    /// The lock taken over, if one was (a dead run's, or a broken foreign one).
+    lock: Held,
+    /// The lock taken over, if one was (a dead run's, an expired lease, a broken foreign one).
     pub took_over: Option<LockOwner>,
 }
 
@@ -195,17 +257,12 @@ pub enum Before {
     Skip(String),
 }
 
-fn open_entry_dir(run: &Run, t: &Target) -> io::Result<Dir> {
-    let top = run
-        .cache
-        .open()?
-        .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-    top.open_dir(&nc::version_dir_name(&run.version))?
-        .open_dir(&t.name)
+fn entry_rel(run: &Run, t: &Target) -> Vec<String> {
+    vec![nc::version_dir_name(&run.version), t.name.clone()]
 }
 
-/// Lock the entry and make its staging directory (see the module documentation). `Err`: an
-/// error line (the entry cannot be opened or locked).
+/// Lock the entry (see the module documentation). `Err`: an error line (the entry cannot be
+/// opened or locked).
 pub fn before(run: &Run, t: &Target) -> Result<Before, String> {
     let fail = |e: &dyn std::fmt::Display| {
         format!(
@@ -213,12 +270,17 @@ pub fn before(run: &Run, t: &Target) -> Result<Before, String> {
             t.entry.display()
         )
     };
-    let dir = open_entry_dir(run, t).map_err(|e| fail(&e))?;
-    let lock = match lock::acquire(&dir, t.graph, run.break_locks).map_err(|e| fail(&e))? {
-        Acquire::Locked(l) => l,
-        Acquire::Held(o) => return Ok(Before::Skip(owner_text(&o))),
-        Acquire::Refused(why) => return Err(fail(&why)),
+    let rel = entry_rel(run, t);
+    let taken = run
+        .locker
+        .acquire(run.cache.dir(), &rel, &lock_name(t.graph), run.break_locks)
+        .map_err(|e| fail(&e))?;
+    let lock = match taken {
+        Taken::Locked(l) => l,
+        Taken::Busy(o) => return Ok(Before::Skip(o.describe())),
+        Taken::Refused(why) => return Err(fail(&why)),
     };
+    let dir = crate::lockfile::keeper::open_below(run.cache.dir(), &rel).map_err(|e| fail(&e))?;
     let mut now = nc::Entry {
         version: run.version.clone(),
         name: t.name.clone(),
@@ -227,6 +289,7 @@ pub fn before(run: &Run, t: &Target) -> Result<Before, String> {
         flags: None,
         class: Class::ToDo,
         bytes: 0,
+        legacy: false,
     };
     nc::classify(&dir, &mut now);
     // (Our own lock now makes the entry `locked`: done and refused take precedence over it,
@@ -241,12 +304,10 @@ pub fn before(run: &Run, t: &Target) -> Result<Before, String> {
         return Ok(Before::Skip("failed meanwhile".into()));
     }
     publish::remove_leftovers(&dir);
-    let staging = Staging::create(&dir, &t.staging).map_err(|e| fail(&e))?;
-    let took_over = lock.took_over.clone();
+    let took_over = lock.took_over().cloned();
     Ok(Before::Go(Prepared {
         dir,
-        staging,
-        _lock: lock,
+        lock,
         took_over,
     }))
 }
@@ -281,25 +342,35 @@ pub fn log_text(error_lines: &[String], log: &Path) -> String {
     t
 }
 
-/// Finish an attempt (see the module documentation): `Err` is an error line when a successful
-/// compile's NEFF could not be put in place (the attempt then failed).
+/// Finish an attempt (see the module documentation): `Err` is an error line when a result
+/// could not be written (a successful compile's NEFF not put in place: the attempt failed).
 pub fn after(
+    run: &Run,
     p: Prepared,
     t: &Target,
     outcome: &CompileResult,
     will_retry: bool,
     interrupted: bool,
 ) -> Result<(), String> {
+    let ours = || p.lock.verify();
+    let lost = |e: NotWritten, what: &str| match e {
+        NotWritten::Lost(why) => format!(
+            "[ERROR] lost the lock of {} ({why}): its {what} is given up",
+            t.entry.display()
+        ),
+        NotWritten::Io(e) => format!(
+            "[ERROR] cannot write the {what} into the neuron cache entry {}: {e}",
+            t.entry.display()
+        ),
+    };
     if outcome.ok() {
-        let Prepared { dir, staging, .. } = p;
-        let r = staging.publish().map_err(|e| {
-            format!(
-                "[ERROR] cannot put the NEFF in place in the neuron cache entry {}: {e}",
-                t.entry.display()
-            )
-        });
-        drop(dir);
-        return r;
+        let written = run
+            .cache_lock
+            .hold(&say)
+            .map_err(NotWritten::Io)
+            .and_then(|_held| publish::publish_neff(&p.dir, &t.output(), &ours));
+        let _ = std::fs::remove_file(t.output());
+        return written.map_err(|e| lost(e, "NEFF"));
     }
     // A failure of the graph: one the cache remembers (served from nxcc's cache, or just
     // compiled). An interrupt, a timeout, a kill or the environment leaves the entry to do.
@@ -309,13 +380,11 @@ pub fn after(
     };
     if of_the_graph && !will_retry && !interrupted {
         let text = log_text(&outcome.lines, &t.log());
-        if let Err(e) = publish::write_log(&p.dir, &text) {
-            return Err(format!(
-                "[ERROR] cannot write {} in the neuron cache entry {}: {e}",
-                nc::LOG_FILE,
-                t.entry.display()
-            ));
-        }
+        run.cache_lock
+            .hold(&say)
+            .map_err(NotWritten::Io)
+            .and_then(|_held| publish::write_log(&p.dir, &text, &ours))
+            .map_err(|e| lost(e, nc::LOG_FILE))?;
     }
     Ok(())
 }
@@ -462,11 +531,50 @@ pub fn prepare(
             }
         ));
     }
+    let top = match cache.open() {
+        Ok(Some(top)) => top,
+        Ok(None) => {
+            return Err(format!(
+                "argument --neuron-cache: {} is gone",
+                req.dir.display()
+            ))
+        }
+        Err(e) => {
+            return Err(format!(
+                "argument --neuron-cache: {}: {e}",
+                req.dir.display()
+            ))
+        }
+    };
+    let cache_lock = nc::lock::CacheLock::open(&top, req.dir).map_err(|e| {
+        format!(
+            "argument --neuron-cache: cannot open its lock {}: {e}",
+            req.dir.join(framework::CACHE_LOCK).display()
+        )
+    })?;
+    let work = tempfile::Builder::new()
+        .prefix("nxcc-neuron-")
+        .tempdir()
+        .map_err(|e| {
+            format!("argument --neuron-cache: cannot make a private work directory: {e}")
+        })?;
+    let lease = crate::lockfile::lease();
+    let locker = match crate::lockfile::keeper::Keeper::start(lease, Some(work.path())) {
+        Ok(k) => Locker::Kept(k),
+        Err(e) => {
+            say(&format!("warning: the entries' locks are held in this process ({e}): a killed run leaves them until `nxcc cache clean --locks`"));
+            Locker::Local(lease)
+        }
+    };
     Ok(Run {
         cache,
         version,
         break_locks: req.break_locks,
         retry_failed: req.retry_failed,
+        locker,
+        cache_lock: Arc::new(cache_lock),
+        work_root: work.path().to_path_buf(),
+        _work: Arc::new(work),
     })
 }
 
@@ -483,7 +591,35 @@ pub fn announce(run: &Run, found: &Discovery) -> String {
     for s in found.skipped.iter().filter(|s| s.class != "done") {
         t.push_str(&format!("skipped {} ({}): {}\n", s.entry, s.class, s.why));
     }
+    for (entry, flag) in &found.dropped {
+        t.push_str(&format!(
+            "dropped {flag} from the flags of {entry} (the framework's wrapper keeps it to itself)\n"
+        ));
+    }
     t
+}
+
+/// The compile arguments after `--` with a relative `--toolchain DIR` made absolute against
+/// `launch_dir`: an entry's compile runs in its own work directory.
+pub fn anchor_toolchain(shared: &[String], launch_dir: &Path) -> Vec<String> {
+    let anchor = |v: &str| match v {
+        "sim" => v.to_string(),
+        v => crate::plan::absolute(launch_dir, v).display().to_string(),
+    };
+    let mut out = Vec::with_capacity(shared.len());
+    let mut next_is_dir = false;
+    for a in shared {
+        if next_is_dir {
+            out.push(anchor(a));
+            next_is_dir = false;
+        } else if let Some(v) = a.strip_prefix("--toolchain=") {
+            out.push(format!("--toolchain={}", anchor(v)));
+        } else {
+            next_is_dir = a == "--toolchain";
+            out.push(a.clone());
+        }
+    }
+    out
 }
 
 /// The report's `neuron_cache` object.

@@ -649,8 +649,8 @@ fn run_action(
 }
 
 /// A compile action's arguments (after `compile`) must name one model, a plain name in the input
-/// root, and set nothing local to a machine ([`action::is_local_only`]: where logs, reports, work
-/// dirs and caches go, which toolchain) but the final `--output model.neff`: an action cannot
+/// root, and set nothing local to a machine ([`crate::cli::semantics`]: where logs, reports, work
+/// dirs and caches go, which toolchain, SaveTemps) but the final `--output model.neff`: an action cannot
 /// make the worker write outside the action's directory.
 pub fn check_compile_args(args: &[String]) -> Result<(), String> {
     let parsed = crate::cli::compile_parser(PROGRAM)
@@ -662,18 +662,10 @@ pub fn check_compile_args(args: &[String]) -> Result<(), String> {
             crate::shell::join(&parsed.extras)
         ));
     }
-    for o in &parsed.occurrences {
-        let d = o.flag.dest;
-        if d == "output" && o.value.as_str() == Some(OUTPUT) {
-            continue;
-        }
-        if action::is_local_only(d) {
-            return Err(format!(
-                "the action sets {}, which only the worker decides",
-                o.option_string
-            ));
-        }
-    }
+    crate::cli::semantics::check(&parsed, |o| {
+        o.flag.dest == "output" && o.value.as_str() == Some(OUTPUT)
+    })
+    .map_err(|e| format!("the action's {e}"))?;
     let models: Vec<&String> = parsed.positionals.iter().flatten().collect();
     match models.as_slice() {
         [m] if !m.is_empty() && !m.contains('/') && *m != "." && *m != ".." => Ok(()),

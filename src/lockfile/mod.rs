@@ -1,0 +1,608 @@
+//! Lock files that say who holds them and for how long, so that any process, on this host or
+//! another one sharing the directory, can tell a live holder from a dead one: the one lock
+//! protocol nxcc uses wherever a lock must outlive nothing but its holder.
+//!
+//! A lock is a plain file `<name>` created whole (written and `flock`ed under a temporary name,
+//! then linked to its name, which fails if a lock is there). Its text is its holder's
+//! [`Stamp`]: `nxcc pid=<pid> started=<unix s> host=<host name> boot=<boot id> start=<the
+//! process's start time, clock ticks after boot> lease=<ms>`. While it lives, the holder keeps an
+//! exclusive `flock` on it and refreshes its *lease*: the file's modification time, set to now
+//! at least every [`refresh_every`] ([`Lock::refresh`]).
+//!
+//! Whether a lock file is live ([`judge`], [`Holder`]):
+//! - someone holds an `flock` on it: a live holder of this host ([`Holder::Held`]);
+//! - nxcc's, of this host (same host name), nobody holding its `flock`: its holder is proven dead
+//!   when its boot id differs, its pid is gone, or its pid now names a process that started at
+//!   another time ([`Holder::Dead`]); a live pid with its start time and no `flock` counts as held;
+//! - nxcc's, of another host: `flock`s are local to a host on network file systems without a lock
+//!   manager, so only the lease tells — live until the modification time plus the lease has
+//!   passed ([`Holder::Leased`]), then stale ([`Holder::Expired`]). Hosts' clocks must agree
+//!   to well within a lease;
+//! - not nxcc's and not `flock`ed: nothing tells ([`Holder::Foreign`]).
+//!
+//! A dead or expired lock is taken over ([`acquire`]) by renaming a fresh one onto it while
+//! holding an `flock` on the old one, after checking that the name still holds the file judged.
+//! Two hosts may still take over one expired lock at once: whoever writes under a lock checks
+//! first that it is still its own ([`Lock::verify`]: the same file at the name, the lease
+//! running, the directory still linked), and gives up its result otherwise. A lock is removed by
+//! its holder before its `flock` goes.
+//!
+//! [`keeper`] holds locks for a process in a helper that outlives it only long enough to remove
+//! them: a killed `parallel-compile` leaves no lock behind.
+
+pub mod keeper;
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{AtFlags, FileType, OFlags, Timespec, Timestamps};
+use serde::{Deserialize, Serialize};
+
+use crate::fsx::{unique, Dir};
+
+/// What an nxcc lock file's text starts with.
+pub const MARK: &str = "nxcc ";
+/// The lease a holder keeps unless told otherwise.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// The environment variable that sets the lease, in milliseconds (tests use short ones).
+pub const LEASE_ENV: &str = "NXCC_LOCK_LEASE_MS";
+
+/// The lease this process gives its locks: [`LEASE_ENV`], else [`DEFAULT_LEASE`].
+pub fn lease() -> Duration {
+    std::env::var(LEASE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|ms| *ms >= 100)
+        .map_or(DEFAULT_LEASE, Duration::from_millis)
+}
+
+/// How often a holder refreshes a lease of `lease`: a quarter of it.
+pub fn refresh_every(lease: Duration) -> Duration {
+    lease / 4
+}
+
+/// Who holds a lock: what its text says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    /// The holder's process id (on its host).
+    pub pid: u32,
+    /// When the lock was taken, seconds since the epoch.
+    pub started: u64,
+    /// The holder's host name.
+    pub host: String,
+    /// The holder's boot id (`/proc/sys/kernel/random/boot_id`).
+    pub boot: Option<String>,
+    /// The holder's start time, clock ticks after boot (`/proc/<pid>/stat`).
+    pub start: Option<u64>,
+    /// The lease, milliseconds.
+    pub lease_ms: Option<u64>,
+}
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// This host's name.
+pub fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_string()).filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
+}
+
+/// A process's start time, clock ticks after boot (`None`: gone).
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+impl Stamp {
+    /// This process's stamp with `lease`.
+    pub fn mine(lease: Duration) -> Stamp {
+        let pid = std::process::id();
+        Stamp {
+            pid,
+            started: now_s(),
+            host: host_name(),
+            boot: boot_id(),
+            start: start_ticks(pid),
+            lease_ms: Some(lease.as_millis() as u64),
+        }
+    }
+
+    /// The lock file's text (one line).
+    pub fn text(&self) -> String {
+        let mut t = format!(
+            "{MARK}pid={} started={} host={}",
+            self.pid, self.started, self.host
+        );
+        if let Some(b) = &self.boot {
+            t.push_str(&format!(" boot={b}"));
+        }
+        if let Some(s) = self.start {
+            t.push_str(&format!(" start={s}"));
+        }
+        if let Some(l) = self.lease_ms {
+            t.push_str(&format!(" lease={l}"));
+        }
+        t.push('\n');
+        t
+    }
+
+    /// Read a lock file's text; `None` if it is not nxcc's (the fields it lacks stay unknown).
+    pub fn parse(text: &str) -> Option<Stamp> {
+        let rest = text.trim_end().strip_prefix(MARK)?;
+        let field = |k: &str| {
+            rest.split_whitespace()
+                .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
+        };
+        Some(Stamp {
+            pid: field("pid")?.parse().ok()?,
+            started: field("started").and_then(|v| v.parse().ok()).unwrap_or(0),
+            host: field("host")?.to_string(),
+            boot: field("boot").map(str::to_string),
+            start: field("start").and_then(|v| v.parse().ok()),
+            lease_ms: field("lease").and_then(|v| v.parse().ok()),
+        })
+    }
+
+    /// Whether this host's process it names is proven gone: another boot, no such pid, or
+    /// another process under its pid.
+    fn proven_dead_here(&self) -> bool {
+        if self.boot.is_some() && self.boot != boot_id() {
+            return true;
+        }
+        match (start_ticks(self.pid), self.start) {
+            (None, _) => true,
+            (Some(now), Some(then)) => now != then,
+            (Some(_), None) => false,
+        }
+    }
+}
+
+/// How a lock file stands for the process that looks at it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum Holder {
+    /// A live holder of this host: someone holds its `flock` (or its process still runs).
+    Held {
+        /// The lock's text.
+        text: String,
+    },
+    /// nxcc's, of this host, and its holder is proven dead.
+    Dead {
+        /// The lock's text.
+        text: String,
+    },
+    /// nxcc's, of another host, its lease running.
+    Leased {
+        /// The lock's text.
+        text: String,
+        /// The holder's host.
+        host: String,
+        /// When the lease ends, milliseconds since the epoch.
+        until_ms: u64,
+    },
+    /// nxcc's, of another host, its lease over: stale.
+    Expired {
+        /// The lock's text.
+        text: String,
+        /// The holder's host.
+        host: String,
+        /// When the lease ended, milliseconds since the epoch.
+        until_ms: u64,
+    },
+    /// Not nxcc's, nobody holding an `flock` on it: nothing tells whether it is live.
+    Foreign {
+        /// The lock's text (often nothing).
+        text: String,
+    },
+}
+
+impl Holder {
+    /// Whether its holder is proven gone (dead, or its lease expired).
+    pub fn is_stale(&self) -> bool {
+        matches!(self, Holder::Dead { .. } | Holder::Expired { .. })
+    }
+
+    /// The lock's text.
+    pub fn text(&self) -> &str {
+        match self {
+            Holder::Held { text }
+            | Holder::Dead { text }
+            | Holder::Leased { text, .. }
+            | Holder::Expired { text, .. }
+            | Holder::Foreign { text } => text,
+        }
+    }
+
+    /// In words: `held by a running process (...)`, `left by a dead nxcc run (...)`, ...
+    pub fn describe(&self) -> String {
+        match self {
+            Holder::Held { text } => format!("held by a running process ({text})"),
+            Holder::Dead { text } => format!("left by a dead nxcc run ({text})"),
+            Holder::Leased {
+                text,
+                host,
+                until_ms,
+            } => format!(
+                "held by an nxcc run on host {host}, its lease running until {:.3} ({text})",
+                *until_ms as f64 / 1000.0
+            ),
+            Holder::Expired {
+                text,
+                host,
+                until_ms,
+            } => format!(
+                "left by an nxcc run on host {host} whose lease ended at {:.3} ({text})",
+                *until_ms as f64 / 1000.0
+            ),
+            Holder::Foreign { text } if text.is_empty() => {
+                "a lock file nxcc did not make (the framework's?)".to_string()
+            }
+            Holder::Foreign { text } => format!("a lock file nxcc did not make ({text})"),
+        }
+    }
+}
+
+fn read_text(f: &mut File) -> String {
+    let mut b = Vec::new();
+    let _ = Read::by_ref(f).take(4096).read_to_end(&mut b);
+    String::from_utf8_lossy(&b).trim_end().to_string()
+}
+
+fn mtime_s(f: &File) -> io::Result<f64> {
+    let st = rustix::fs::fstat(f)?;
+    Ok(st.st_mtime as f64 + st.st_mtime_nsec as f64 / 1e9)
+}
+
+fn now_f() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// How the lock file open at `f` stands, its `flock` being free (`free`).
+fn classify(f: &mut File, free: bool) -> io::Result<Holder> {
+    let text = read_text(f);
+    if !free {
+        return Ok(Holder::Held { text });
+    }
+    let Some(stamp) = Stamp::parse(&text) else {
+        return Ok(Holder::Foreign { text });
+    };
+    if stamp.host == host_name() {
+        return Ok(if stamp.proven_dead_here() {
+            Holder::Dead { text }
+        } else {
+            Holder::Held { text }
+        });
+    }
+    let lease = stamp.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
+    let until = mtime_s(f)? + lease.as_secs_f64();
+    let (host, until_ms) = (stamp.host, (until * 1000.0) as u64);
+    Ok(if now_f() < until {
+        Holder::Leased {
+            text,
+            host,
+            until_ms,
+        }
+    } else {
+        Holder::Expired {
+            text,
+            host,
+            until_ms,
+        }
+    })
+}
+
+/// How the lock file `name` of `dir` stands; `None` if there is none. Probes its `flock` with a
+/// shared lock, released at once.
+pub fn judge(dir: &Dir, name: &str) -> io::Result<Option<Holder>> {
+    let mut f = match dir.open_file_with(name, OFlags::RDONLY, 0) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        r => r?,
+    };
+    let free = fs4::fs_std::FileExt::try_lock_shared(&f)?;
+    classify(&mut f, free).map(Some)
+}
+
+fn same_file(dir: &Dir, name: &str, f: &File) -> bool {
+    match (dir.stat(name), rustix::fs::fstat(f)) {
+        (Ok(a), Ok(b)) => a.st_ino == b.st_ino && a.st_dev == b.st_dev,
+        _ => false,
+    }
+}
+
+fn try_flock(f: &File) -> io::Result<bool> {
+    fs4::fs_std::FileExt::try_lock_exclusive(f)
+}
+
+/// A new lock file under a temporary name of `dir`: `flock`ed, holding `stamp`.
+fn fresh(dir: &Dir, name: &str, stamp: &Stamp) -> io::Result<(String, File)> {
+    let tmp = unique::name(&format!(".{name}.nxcc-"));
+    let mut f = dir.create_file(&tmp)?;
+    let ok = try_flock(&f).and_then(|held| {
+        if !held {
+            return Err(io::Error::other("a new lock file is locked by another"));
+        }
+        f.write_all(stamp.text().as_bytes())
+    });
+    if let Err(e) = ok {
+        let _ = dir.remove_file(&tmp);
+        return Err(e);
+    }
+    Ok((tmp, f))
+}
+
+/// A lock this process holds (released, its file removed, when dropped).
+#[derive(Debug)]
+pub struct Lock {
+    dir: Dir,
+    name: String,
+    file: File,
+    lease: Duration,
+    /// The lock that was taken over, if one was.
+    pub took_over: Option<Holder>,
+}
+
+/// What trying to take a lock gave.
+#[derive(Debug)]
+pub enum Acquired {
+    /// Taken.
+    Locked(Lock),
+    /// A live lock is there (or a foreign one, not broken), and stays.
+    Busy(Holder),
+    /// The name holds something that is not a plain file (the reason).
+    Refused(String),
+}
+
+/// Take the lock `name` in `dir` with `lease`: create it, or take over a stale one (and a
+/// foreign one nobody `flock`s, with `break_foreign`).
+pub fn acquire(
+    dir: &Dir,
+    name: &str,
+    lease: Duration,
+    break_foreign: bool,
+) -> io::Result<Acquired> {
+    let stamp = Stamp::mine(lease);
+    let locked = |file: File, took_over| -> io::Result<Acquired> {
+        Ok(Acquired::Locked(Lock {
+            dir: dir.try_clone()?,
+            name: name.to_string(),
+            file,
+            lease,
+            took_over,
+        }))
+    };
+    for _ in 0..20 {
+        match dir.stat(name) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let (tmp, f) = fresh(dir, name, &stamp)?;
+                let linked = rustix::fs::linkat(dir, tmp.as_str(), dir, name, AtFlags::empty());
+                let _ = dir.remove_file(&tmp);
+                match linked {
+                    Ok(()) => return locked(f, None),
+                    Err(rustix::io::Errno::EXIST) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile => {
+                return Ok(Acquired::Refused(format!(
+                    "{name} is not a plain file ({:?})",
+                    FileType::from_raw_mode(st.st_mode)
+                )))
+            }
+            Ok(_) => {}
+        }
+        let mut old = match dir.open_file_with(name, OFlags::RDONLY, 0) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            r => r?,
+        };
+        // A scan probing with a shared lock holds it for an instant: try a few times.
+        let mut free = false;
+        for i in 0..5 {
+            if try_flock(&old)? {
+                free = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2 << i));
+        }
+        let was = classify(&mut old, free)?;
+        let take = was.is_stale() || (break_foreign && matches!(was, Holder::Foreign { .. }));
+        if !take {
+            return Ok(Acquired::Busy(was));
+        }
+        if !same_file(dir, name, &old) {
+            continue;
+        }
+        // Ours now: replace it by a fresh one in one rename (its holder is gone).
+        let (tmp, f) = fresh(dir, name, &stamp)?;
+        if let Err(e) = dir.rename(&tmp, dir, name) {
+            let _ = dir.remove_file(&tmp);
+            return Err(e);
+        }
+        drop(old);
+        return locked(f, Some(was));
+    }
+    Err(io::Error::other(format!(
+        "the lock {name} kept changing while it was being taken"
+    )))
+}
+
+impl Lock {
+    /// The lock file's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Refresh the lease: the file's modification time set to now.
+    pub fn refresh(&self) -> io::Result<()> {
+        let d = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let t = Timespec {
+            tv_sec: d.as_secs() as _,
+            tv_nsec: d.subsec_nanos() as _,
+        };
+        rustix::fs::futimens(
+            &self.file,
+            &Timestamps {
+                last_access: t,
+                last_modification: t,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Whether the lock is still this process's: the same file at its name, its lease running,
+    /// its directory still linked. `Err`: why not.
+    pub fn verify(&self) -> Result<(), String> {
+        if !same_file(&self.dir, &self.name, &self.file) {
+            return Err(format!("{} was removed or replaced", self.name));
+        }
+        match self.dir.own_stat() {
+            Ok(st) if st.st_nlink == 0 => return Err("its directory was removed".into()),
+            Err(e) => return Err(format!("its directory: {e}")),
+            Ok(_) => {}
+        }
+        let until = mtime_s(&self.file).map_err(|e| e.to_string())? + self.lease.as_secs_f64();
+        if now_f() >= until {
+            return Err(format!("its lease ended at {until:.1} without a refresh"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // Removed while still held; then the kernel releases the flock with the descriptor.
+        if same_file(&self.dir, &self.name, &self.file) {
+            let _ = self.dir.remove_file(&self.name);
+        }
+    }
+}
+
+/// Remove the lock `name` of `dir` if its holder is proven gone (or, with `foreign`, if it is a
+/// foreign one nobody `flock`s): taken over first, so a lock someone else took meanwhile
+/// stays. What it was, when removed.
+pub fn remove_stale(dir: &Dir, name: &str, foreign: bool) -> io::Result<Option<Holder>> {
+    match acquire(dir, name, DEFAULT_LEASE, foreign)? {
+        Acquired::Locked(l) => Ok(l.took_over.clone()),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: &str = "model.hlo_module.pb.lock";
+    const LEASE: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_stamp_reads_back_and_old_stamps_read() {
+        let s = Stamp::mine(LEASE);
+        assert_eq!(Stamp::parse(&s.text()), Some(s.clone()));
+        let old = Stamp::parse("nxcc pid=7 started=1 host=h").unwrap();
+        assert_eq!((old.pid, old.host.as_str(), old.lease_ms), (7, "h", None));
+        assert_eq!(Stamp::parse(""), None);
+        assert_eq!(Stamp::parse("someone else's"), None);
+    }
+
+    #[test]
+    fn a_lock_excludes_verifies_and_is_removed_when_dropped() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path()).unwrap();
+        let Acquired::Locked(a) = acquire(&d, L, LEASE, false).unwrap() else {
+            panic!()
+        };
+        assert!(a.verify().is_ok());
+        assert!(matches!(judge(&d, L).unwrap(), Some(Holder::Held { .. })));
+        assert!(matches!(
+            acquire(&d, L, LEASE, true).unwrap(),
+            Acquired::Busy(Holder::Held { .. })
+        ));
+        // Someone removes it: no longer ours.
+        std::fs::remove_file(t.path().join(L)).unwrap();
+        assert!(a.verify().unwrap_err().contains("removed or replaced"));
+        let Acquired::Locked(b) = acquire(&d, L, LEASE, false).unwrap() else {
+            panic!()
+        };
+        drop(a);
+        assert!(
+            t.path().join(L).exists(),
+            "a lost lock's drop removed another's"
+        );
+        drop(b);
+        let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().collect();
+        assert!(names.is_empty(), "{names:?}");
+    }
+
+    #[test]
+    fn dead_and_expired_locks_are_taken_over_live_and_foreign_ones_not() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path()).unwrap();
+        let host = host_name();
+        // This host, a pid that does not run: dead at once.
+        std::fs::write(
+            t.path().join(L),
+            format!("nxcc pid=999999999 started=0 host={host}\n"),
+        )
+        .unwrap();
+        assert!(matches!(judge(&d, L).unwrap(), Some(Holder::Dead { .. })));
+        let Acquired::Locked(a) = acquire(&d, L, LEASE, false).unwrap() else {
+            panic!()
+        };
+        assert!(matches!(a.took_over, Some(Holder::Dead { .. })));
+        drop(a);
+        // This host, this very process (alive), no flock: held.
+        let me = Stamp::mine(LEASE);
+        std::fs::write(t.path().join(L), me.text()).unwrap();
+        assert!(matches!(judge(&d, L).unwrap(), Some(Holder::Held { .. })));
+        // Another host: live while its lease runs, whatever its pid.
+        std::fs::write(
+            t.path().join(L),
+            "nxcc pid=1 started=0 host=elsewhere lease=60000\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            acquire(&d, L, LEASE, true).unwrap(),
+            Acquired::Busy(Holder::Leased { .. })
+        ));
+        let past = SystemTime::now() - Duration::from_secs(120);
+        let f = File::options().write(true).open(t.path().join(L)).unwrap();
+        f.set_modified(past).unwrap();
+        assert!(matches!(
+            judge(&d, L).unwrap(),
+            Some(Holder::Expired { .. })
+        ));
+        assert!(matches!(
+            remove_stale(&d, L, false).unwrap(),
+            Some(Holder::Expired { .. })
+        ));
+        assert!(!t.path().join(L).exists());
+        // Foreign: only when broken.
+        std::fs::write(t.path().join(L), "").unwrap();
+        assert!(matches!(
+            acquire(&d, L, LEASE, false).unwrap(),
+            Acquired::Busy(Holder::Foreign { .. })
+        ));
+        assert!(remove_stale(&d, L, true).unwrap().is_some());
+        std::os::unix::fs::symlink("/etc/passwd", t.path().join(L)).unwrap();
+        assert!(matches!(
+            acquire(&d, L, LEASE, true).unwrap(),
+            Acquired::Refused(_)
+        ));
+    }
+}

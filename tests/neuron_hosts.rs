@@ -1,0 +1,192 @@
+//! Locks of the framework's cache across hosts: two simulated hosts, each a UTS and PID
+//! namespace (its own host name, its own pids) that sees the cache through its own FUSE
+//! passthrough mount (`bindfs`), so that `flock` and `fcntl` locks are local to each host — as on
+//! NFS without a lock manager — while creating with `O_EXCL`, linking and renaming stay atomic.
+//! A lock from the other host whose lease is live is not taken over; one whose holder was killed
+//! is taken over only after its lease has expired (the order of events is asserted, never a
+//! duration). Needs root, `unshare` and `bindfs` (`.ci/run` installs it); without them the test
+//! fails saying why.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{text, Scratch};
+
+const SIM_VERSION: &str = "2.24.5133.0+nxcc-sim";
+const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models");
+/// The lease both hosts use (short, for the test; its length is never asserted).
+const LEASE_MS: &str = "3000";
+
+/// A bindfs mount of `src` at `at`, unmounted when dropped.
+struct Mount {
+    at: PathBuf,
+}
+
+impl Mount {
+    fn new(src: &Path, at: &Path) -> Mount {
+        std::fs::create_dir_all(at).unwrap();
+        let o = Command::new("bindfs").arg(src).arg(at).output();
+        match o {
+            Ok(o) if o.status.success() => Mount {
+                at: at.to_path_buf(),
+            },
+            other => panic!(
+                "cannot mount {} with bindfs (root, /dev/fuse and the bindfs package are needed; .ci/run installs it): {other:?}",
+                at.display()
+            ),
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
+    }
+}
+
+/// `nxcc parallel-compile --neuron-cache <mount>` on the simulated host `host`: a new UTS and
+/// PID namespace named `host`, the run its first process (killing `unshare` kills it and
+/// everything in its namespace at once, as a host that goes down).
+fn on_host(s: &Scratch, host: &str, mount: &Path, work_ms: &str) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["--uts", "--pid", "--fork", "--kill-child=SIGKILL", "sh", "-c"])
+        .arg(format!(
+            "hostname {host} && exec \"$0\" parallel-compile --neuron-cache {} --allow-simulated --jobs 1 --no_cache -- --target trn2 --toolchain sim",
+            mount.display()
+        ))
+        .arg(common::NXCC)
+        .current_dir(s.path())
+        .env("XDG_CACHE_HOME", s.join(".cache"))
+        .env("NXCC_SIM_STATE", s.join(".state"))
+        .env("NXCC_SIM_RECORD", s.record())
+        .env("NXCC_SIM_WORK_MS", work_ms)
+        .env("NXCC_LOCK_LEASE_MS", LEASE_MS)
+        .env("TMPDIR", s.join(&format!("tmp-{host}")))
+        .env_remove("NXCC_TOOLCHAIN");
+    std::fs::create_dir_all(s.join(&format!("tmp-{host}"))).unwrap();
+    c
+}
+
+fn lock_of(entry: &Path) -> PathBuf {
+    entry.join("model.hlo_module.pb.lock")
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ok() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn kill(mut child: Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn another_hosts_lock_is_taken_over_only_after_its_lease_expires() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root (namespaces and FUSE mounts)"
+    );
+    let s = Scratch::new();
+    let entry = s.join(&format!(
+        "nc/neuronxcc-{SIM_VERSION}/MODULE_shared+d41d8cd9"
+    ));
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::copy(
+        Path::new(MODELS).join("mlp.hlo_module.pb"),
+        entry.join("model.hlo_module.pb"),
+    )
+    .unwrap();
+    std::fs::write(entry.join("compile_flags.json"), b"[]").unwrap();
+    let a_view = Mount::new(&s.join("nc"), &s.join("host-a-view"));
+    let b_view = Mount::new(&s.join("nc"), &s.join("host-b-view"));
+
+    // Host A takes the entry's lock and compiles (slowly).
+    let a = on_host(&s, "host-a", &a_view.at, "hlo2penguin:600000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unshare runs");
+    wait_for("host A's lock", || {
+        std::fs::read_to_string(lock_of(&entry)).is_ok_and(|t| t.contains("host=host-a"))
+    });
+    // Host B while A lives: A's lease is live, B's flock probe sees nothing (another mount):
+    // not taken over.
+    let b1 = on_host(&s, "host-b", &b_view.at, "*:0").output().unwrap();
+    let err = text(&b1.stderr);
+    assert_eq!(b1.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("held by an nxcc run on host host-a, its lease running until"),
+        "{err}"
+    );
+    assert!(!entry.join("model.done").exists());
+    assert!(std::fs::read_to_string(lock_of(&entry))
+        .unwrap()
+        .contains("host=host-a"));
+
+    // Host A goes down: no keeper survives to remove its lock.
+    kill(a);
+    let stamp = std::fs::read_to_string(lock_of(&entry)).expect("host A's lock stays");
+    assert!(stamp.contains("host=host-a"), "{stamp}");
+    let mtime = std::fs::metadata(lock_of(&entry))
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let lease_end = mtime + LEASE_MS.parse::<u64>().unwrap();
+
+    // Host B again and again: it compiles the entry only once A's lease has expired.
+    let mut runs: Vec<Output> = Vec::new();
+    wait_for("host B compiling the entry", || {
+        let o = on_host(&s, "host-b", &b_view.at, "*:0").output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        runs.push(o);
+        entry.join("model.done").is_file()
+    });
+    let started: Vec<u64> = s
+        .records()
+        .iter()
+        .filter(|r| r["tool"] == "hlo2penguin")
+        .filter(|r| r["cwd"].as_str().unwrap().contains("tmp-host-b"))
+        .map(|r| r["start_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        started.len(),
+        1,
+        "host B compiled the entry {} times",
+        started.len()
+    );
+    assert!(
+        started[0] >= lease_end,
+        "host B compiled at {} before host A's lease ended at {lease_end}",
+        started[0]
+    );
+    for o in &runs[..runs.len() - 1] {
+        assert!(
+            text(&o.stderr).contains("its lease running until"),
+            "a run before the takeover did not see the lease: {}",
+            text(&o.stderr)
+        );
+    }
+    assert!(!lock_of(&entry).exists(), "host B's lock stayed");
+    assert!(now_ms() >= lease_end);
+    drop(a_view);
+    drop(b_view);
+}
