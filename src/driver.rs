@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 
+use crate::cli::namespace::Dest;
 use crate::cli::{self, CliError, Command};
 use crate::plan::{self, dryrun, PlanError, SystemProbe};
 
@@ -113,7 +114,7 @@ fn report_plan_error(e: &PlanError) -> i32 {
 }
 
 fn compile(args: &cli::CompileArgs) -> i32 {
-    if args.ns.bool("daemon") && args.ns.str("dry_run").is_none() {
+    if args.ns.bool(Dest::Daemon) && args.ns.str(Dest::DryRun).is_none() {
         return crate::daemon::client::compile(args);
     }
     let probe = match SystemProbe::new() {
@@ -127,7 +128,7 @@ fn compile(args: &cli::CompileArgs) -> i32 {
         Ok(p) => p,
         Err(e) => return report_plan_error(&e),
     };
-    match plan.ns.str("dry_run") {
+    match plan.ns.str(Dest::DryRun) {
         Some("json") => {
             let mut j = dryrun::to_json(&plan);
             if let Some(o) = j.as_object_mut() {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::store::Cache;
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::plan::Plan;
 
@@ -92,14 +93,14 @@ impl CacheConfig {
     /// for parallel-compile and the daemon). `--retry_failed_compilation` is read too. A remote
     /// URL is refused ([`check_local`]).
     pub fn from_plan(plan: &Plan, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
-        let retry_failed = plan.ns.bool("retry_failed_compilation");
-        if plan.ns.bool("no_cache") {
+        let retry_failed = plan.ns.bool(Dest::RetryFailedCompilation);
+        if plan.ns.bool(Dest::NoCache) {
             return Ok(CacheConfig {
                 dir: None,
                 retry_failed,
             });
         }
-        let dir = match plan.ns.str("cache_dir").filter(|d| !d.is_empty()) {
+        let dir = match plan.ns.str(Dest::CacheDir).filter(|d| !d.is_empty()) {
             Some(d) => {
                 check_local(d)?;
                 Some(crate::plan::absolute(&plan.launch_dir, d))

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::engine::{CacheUse, Engine};
 use crate::admission::Admission;
+use crate::cli::namespace::Dest;
 use crate::cli::{self, Command};
 use crate::engine::events::Event;
 use crate::engine::log::Console;
@@ -336,7 +337,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
             return fail(emit_ref, Status::Failed(failure), &text, None);
         }
     };
-    match plan.ns.str("dry_run") {
+    match plan.ns.str(Dest::DryRun) {
         Some("json") => {
             let text = serde_json::to_string_pretty(&dryrun::to_json(&plan)).unwrap_or_default();
             return say(emit_ref, &text);

@@ -14,8 +14,9 @@ use super::failure;
 use super::log::{self, Logger};
 use super::metrics::{JobMetrics, JobStatus};
 use super::progress::Progress;
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
-use crate::jobs::{self, Action, RunContext, Step};
+use crate::jobs::{self, Action, Job, RunContext, Step};
 use crate::plan::Plan;
 use crate::result::{Environment, Failure, JobEnd};
 use crate::run::events::EventWriter;
@@ -98,54 +99,53 @@ struct JobRun {
 }
 
 impl Executor<'_> {
+    /// The one place the worker writes its events: to its supervisor's report pipe.
+    fn emit(&self, event: &Event) {
+        if let Some(ev) = self.events {
+            ev.send(event);
+        }
+    }
+
     fn error(&self, logger: &str, line: &str) {
         self.logger.error(logger, line);
-        if let Some(ev) = self.events {
-            ev.send(&Event::Error {
-                line: line.to_string(),
-            });
-        }
+        self.emit(&Event::Error {
+            line: line.to_string(),
+        });
     }
 
     /// Run every job; returns the figures of the jobs that ran and how the pipeline ended.
     pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Halt>) {
-        let names: Vec<String> = self.plan.pipeline.iter().map(|s| s.to_string()).collect();
-        if let Some(ev) = self.events {
-            ev.send(&Event::Pipeline {
-                jobs: names.clone(),
-            });
-        }
-        let dots = self.plan.ns.int("verbose") == Some(crate::cli::level::DOTS);
+        let pipeline = &self.plan.pipeline;
+        self.emit(&Event::Pipeline {
+            jobs: pipeline.iter().map(Job::to_string).collect(),
+        });
+        let dots = self.plan.ns.int(Dest::Verbose) == Some(crate::cli::level::DOTS);
         let progress = self.progress.then(|| Progress::start(self.logger, dots));
         self.logger
             .info(log::PIPELINE, "Running pipeline compile 0");
         let start = Instant::now();
-        let mut all = Vec::with_capacity(names.len());
-        let total = names.len();
-        for (i, name) in self.plan.pipeline.iter().enumerate() {
+        let mut all = Vec::with_capacity(pipeline.len());
+        let total = pipeline.len();
+        for (i, &job) in pipeline.iter().enumerate() {
             if self.cancel.is_cancelled() {
                 return (all, Err(Halt::Cancelled));
             }
             if let Some(p) = &progress {
-                p.job(i + 1, total, name);
+                p.job(i + 1, total, job.name());
             }
-            if let Some(ev) = self.events {
-                ev.send(&Event::JobStarted {
-                    job: name.to_string(),
-                    index: i,
-                    total,
-                });
-            }
+            self.emit(&Event::JobStarted {
+                job: job.to_string(),
+                index: i,
+                total,
+            });
             self.logger
-                .info(log::PIPELINE, &format!("Starting job {name}"));
-            let run = self.run_job(name, start);
+                .info(log::PIPELINE, &format!("Starting job {job}"));
+            let run = self.run_job(job, start);
             self.logger.info(
                 log::PIPELINE,
-                &format!("Finished job {name} in {:.3}s", run.metrics.wall_s),
+                &format!("Finished job {job} in {:.3}s", run.metrics.wall_s),
             );
-            if let Some(ev) = self.events {
-                ev.send(&Event::JobFinished(run.metrics.clone()));
-            }
+            self.emit(&Event::JobFinished(run.metrics.clone()));
             all.push(run.metrics);
             if let Err(f) = run.result {
                 return (all, Err(f));
@@ -156,11 +156,11 @@ impl Executor<'_> {
         (all, Ok(()))
     }
 
-    fn run_job(&self, name: &'static str, pipeline_start: Instant) -> JobRun {
-        let job = jobs::lookup(name).expect("planned jobs are in the registry");
+    fn run_job(&self, job: Job, pipeline_start: Instant) -> JobRun {
+        let (name, row) = (job.name(), job.row());
         let logger_name = log::job_logger(name);
         let started = Instant::now();
-        let (u0, s0, _) = self.self_usage_if_in_process(job.runs_as);
+        let (u0, s0, _) = self.self_usage_if_in_process(row.runs_as);
         let mut m = JobMetrics {
             job: name.to_string(),
             status: JobStatus::Ok,
@@ -188,11 +188,11 @@ impl Executor<'_> {
             self.toolchain,
             Some(self.work_dir),
         );
-        let mut result = match (job.steps)(&ctx) {
+        let mut result = match (row.steps)(&ctx) {
             Ok(steps) => {
                 let mut r = Ok(());
                 for step in &steps {
-                    r = self.run_step(name, &logger_name, job.run, &ctx, step, &mut m);
+                    r = self.run_step(name, &logger_name, row.run, &ctx, step, &mut m);
                     if r.is_err() || self.cancel.is_cancelled() {
                         break;
                     }
@@ -208,7 +208,7 @@ impl Executor<'_> {
             result = Err(Halt::Cancelled);
         }
         m.wall_s = started.elapsed().as_secs_f64();
-        if job.runs_as == jobs::RunsAs::InProcess {
+        if row.runs_as == jobs::RunsAs::InProcess {
             let (u1, s1, rss) = self_usage();
             m.user_s = (u1.saturating_sub(u0)).as_secs_f64();
             m.sys_s = (s1.saturating_sub(s0)).as_secs_f64();

@@ -22,6 +22,7 @@ use super::result::CompileResult;
 use super::session::{job_timeout, Session};
 use super::ExternalCompiler;
 use crate::cli::level;
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::result::{Environment, Failure, Status};
 use crate::run::process::{self, End, Outcome as ProcessOutcome, Spec, Stream, Termination};
@@ -146,7 +147,7 @@ fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
 /// `off`).
 fn console_lines<'s>(session: &'s Session) -> impl FnMut(Stream, &str) + 's {
     let job_logger = log::job_logger(JOB_NAME);
-    let console_level = session.plan().ns.int("verbose").unwrap_or(level::USER);
+    let console_level = session.plan().ns.int(Dest::Verbose).unwrap_or(level::USER);
     let quiet = console_level >= level::OFF;
     move |stream: Stream, line: &str| {
         session.log().to_file(&job_logger, level::INFO, line);

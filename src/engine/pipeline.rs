@@ -21,6 +21,7 @@ use super::metrics;
 use super::result::CompileResult;
 use super::session::Session;
 use super::workdir::{self, WorkDir};
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::result::{Environment, Failure, Status};
 use crate::run::process::End;
@@ -103,7 +104,7 @@ fn prepare(session: &Session) -> Result<Prepared, Failure> {
     if let Err(e) = check_output(&plan.output) {
         return Err(session.failing(&e, Failure::Environment(Environment::Output)));
     }
-    let work = workdir::prepare(&plan.launch_dir, plan.ns.str("temp_dir"))
+    let work = workdir::prepare(&plan.launch_dir, plan.ns.str(Dest::TempDir))
         .map_err(|e| session.failing(&e, Failure::Environment(Environment::WorkDir)))?;
     session.log().info(
         log::DRIVER,
@@ -353,8 +354,8 @@ fn finish(session: &Session, prepared: &Prepared, result: &CompileResult) -> boo
     }
     // Without a NEFF, the work dir holds all the compile produced: it is kept.
     let keep = !work.generated
-        || plan.ns.bool("keep_work_dir")
-        || plan.pipeline.contains(&"SaveTemps")
+        || plan.ns.bool(Dest::KeepWorkDir)
+        || plan.pipeline.contains(&crate::jobs::Job::SaveTemps)
         || plan.no_neff.is_some()
         || !result.ok();
     super::reports::write_metrics(plan, log, &result.jobs, result.exit_status());

@@ -7,13 +7,14 @@ use std::path::Path;
 use super::log::{self, Logger};
 use super::metrics::{self, JobMetrics};
 use super::timeline::{self, Span};
+use crate::cli::namespace::Dest;
 use crate::plan::Plan;
 
 /// The per-job table (log), `--submit-metrics`, `--timings` and `--trace`.
 pub fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
     logger.file_only(&metrics::table(jobs));
     let ns = &plan.ns;
-    if ns.bool("submit_metrics") {
+    if ns.bool(Dest::SubmitMetrics) {
         submit(plan, logger, jobs, exit_status);
     }
     let spans = spans(jobs);
@@ -24,7 +25,7 @@ pub fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_sta
             .and_then(|n| n.to_str())
             .unwrap_or("")
     );
-    if let Some(path) = ns.str("timings") {
+    if let Some(path) = ns.str(Dest::Timings) {
         write_report(
             logger,
             &crate::plan::absolute(&plan.launch_dir, path),
@@ -32,7 +33,7 @@ pub fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_sta
             "timings",
         );
     }
-    if let Some(path) = ns.str("trace") {
+    if let Some(path) = ns.str(Dest::Trace) {
         write_report(
             logger,
             &crate::plan::absolute(&plan.launch_dir, path),
@@ -46,11 +47,11 @@ pub fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_sta
 fn submit(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
     let ns = &plan.ns;
     let run_id = ns
-        .str("run_id")
+        .str(Dest::RunId)
         .map(str::to_string)
         .unwrap_or_else(metrics::generated_run_id);
     let stamp = ns
-        .str("metrics_timestamp")
+        .str(Dest::MetricsTimestamp)
         .map(str::to_string)
         .unwrap_or_else(log::now);
     let record = metrics::Record {

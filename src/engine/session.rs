@@ -21,6 +21,7 @@ use super::log::{self, Console, Logger};
 use super::metrics::JobMetrics;
 use super::result::CompileResult;
 use crate::cli::level;
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::plan::Plan;
 use crate::result::{CancelReason, Environment, Failure, Status};
@@ -168,8 +169,8 @@ pub struct Session<'a> {
 /// The compile's log, as the plan says (`--logfile`, `--logfile-verbose`, `--verbose`), with
 /// its console going to `console`; NCC_EDRV091 when the file cannot be opened.
 pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
-    let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
-    let file_level = plan.ns.int("logfile_verbose").unwrap_or(level::INFO);
+    let console_level = plan.ns.int(Dest::Verbose).unwrap_or(level::USER);
+    let file_level = plan.ns.int(Dest::LogfileVerbose).unwrap_or(level::INFO);
     Logger::open(Some(&plan.logfile), file_level, console_level, console)
         .map_err(|e| NccError::log_file(plan.logfile.display(), e))
 }
@@ -177,7 +178,7 @@ pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
 /// `--job-timeout` as a duration.
 pub fn job_timeout(plan: &Plan) -> Option<Duration> {
     plan.ns
-        .get("job_timeout")
+        .get(Dest::JobTimeout)
         .as_float()
         .filter(|s| *s > 0.0 && s.is_finite())
         .map(Duration::from_secs_f64)

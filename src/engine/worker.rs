@@ -12,6 +12,7 @@ use super::executor::{Executor, Halt};
 use super::log::Console;
 use super::session::{job_timeout, open_log};
 use crate::cli::level;
+use crate::cli::namespace::Dest;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::Plan;
 use crate::result::{Environment, Failure, Status};
@@ -67,7 +68,7 @@ pub fn run(
         let c = cancel.clone();
         s.on_signal(move |_| c.cancel());
     }
-    let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
+    let console_level = plan.ns.int(Dest::Verbose).unwrap_or(level::USER);
     let logger = match open_log(plan, Console::Terminal) {
         Ok(l) => l,
         Err(e) => {

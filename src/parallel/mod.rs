@@ -37,6 +37,7 @@ use serde::Serialize;
 
 use crate::admission::{Admission, Request};
 use crate::cache::{self, CacheConfig, CacheStatus, Estimate, Key};
+use crate::cli::namespace::Dest;
 use crate::cli::{self, CliError, Command};
 use crate::compile::Compiled;
 use crate::engine::result::CompileResult as Ended;
@@ -331,12 +332,12 @@ fn plan_input(
         }
     };
     for (dest, why) in [
-        ("dry_run", "--dry-run"),
+        (Dest::DryRun, "--dry-run"),
         (
-            "temp_dir",
+            Dest::TempDir,
             "--temp-dir (each compile gets its own work dir)",
         ),
-        ("daemon", "--daemon"),
+        (Dest::Daemon, "--daemon"),
     ] {
         if args.ns.used(dest) {
             return Err(CliError::Usage {
@@ -346,10 +347,10 @@ fn plan_input(
             });
         }
     }
-    let remote_flag = |d: &str| args.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
+    let remote_flag = |d: Dest| args.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
     if let Err(e) = crate::remote::RemoteConfig::from_flags(
-        remote_flag("remote"),
-        remote_flag("remote_cache"),
+        remote_flag(Dest::Remote),
+        remote_flag(Dest::RemoteCache),
         "",
     ) {
         return Err(CliError::Usage {
@@ -451,9 +452,9 @@ pub fn run(
         };
         let mut cache_cfg = CacheConfig {
             dir: cfg.cache_dir.clone(),
-            retry_failed: plan.ns.bool("retry_failed_compilation"),
+            retry_failed: plan.ns.bool(Dest::RetryFailedCompilation),
         };
-        if plan.ns.bool("no_cache") {
+        if plan.ns.bool(Dest::NoCache) {
             cache_cfg.dir = None;
         }
         let key = cache_cfg

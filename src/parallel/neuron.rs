@@ -30,6 +30,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::Input;
+use crate::cli::namespace::Dest;
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::fsx::{AtomicFile, Dir, Durability};
@@ -456,7 +457,7 @@ fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Optio
     argv.extend(shared.iter().cloned());
     argv.push("model.hlo_module.pb".into());
     let option = match crate::cli::parse(prog, &argv) {
-        Ok(crate::cli::Command::Compile(a)) => a.ns.str("toolchain").map(str::to_string),
+        Ok(crate::cli::Command::Compile(a)) => a.ns.str(Dest::Toolchain).map(str::to_string),
         _ => None,
     };
     let env = std::env::var(crate::recon::toolchain::TOOLCHAIN_ENV).ok();

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
 use super::{Plan, PLAN_VERSION};
+use crate::cli::namespace::Dest;
 use crate::jobs::{Action, Step};
 
 #[derive(Serialize)]
@@ -97,7 +98,7 @@ pub fn to_json(plan: &Plan) -> Json {
             let first = job.steps.first();
             let empty: &[String] = &[];
             let j = JobJson {
-                name: job.name,
+                name: job.name.name(),
                 runs_as: job.runs_as,
                 tool: job.tool,
                 tool_path: first
@@ -171,7 +172,7 @@ pub fn to_text(plan: &Plan) -> String {
     o.push_str(&format!(
         "target     {} (arch {}), logical NeuronCore size {}\n",
         plan.target(),
-        plan.ns.str("arch").unwrap_or("?"),
+        plan.ns.str(Dest::Arch).unwrap_or("?"),
         plan.logical_nc_config()
     ));
     o.push_str(&format!(
@@ -197,7 +198,7 @@ pub fn to_text(plan: &Plan) -> String {
                 .to_string(),
         }
     ));
-    let work = match plan.ns.str("temp_dir") {
+    let work = match plan.ns.str(Dest::TempDir) {
         Some(d) => super::absolute(&plan.launch_dir, d).display().to_string(),
         None => format!(
             "{}/neuronxcc-XXXXXXXX (generated at run time)",
@@ -217,7 +218,11 @@ pub fn to_text(plan: &Plan) -> String {
     o.push_str(&format!(
         "\npipeline ({} jobs): {}\n",
         plan.pipeline.len(),
-        plan.pipeline.join(" → ")
+        plan.pipeline
+            .iter()
+            .map(|j| j.name())
+            .collect::<Vec<_>>()
+            .join(" → ")
     ));
     for (i, job) in plan.jobs.iter().enumerate() {
         let runs = serde_json::to_value(job.runs_as)

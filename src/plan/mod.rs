@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::namespace::{Namespace, Value};
+use crate::cli::namespace::{Dest, Namespace, Value};
 use crate::cli::{help, CliError, CompileArgs};
 use crate::error::NccError;
-use crate::jobs::{self, JobContext, RunsAs, Step};
+use crate::jobs::{self, Job, JobContext, RunsAs, Step};
 use crate::provenance::Source;
 use crate::recon::plan::{self as recon, FilterAction, StateError};
 use crate::toolchain::{Request, Toolchain};
@@ -77,8 +77,8 @@ impl PlanError {
 /// A job of the plan: its registry row and its steps.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlannedJob {
-    /// The job's name (`WalrusDriver`).
-    pub name: &'static str,
+    /// The job (`WalrusDriver`).
+    pub name: Job,
     /// How its steps run (the registry's kind when they disagree or are skipped): a real
     /// toolchain's Frontend is a subprocess, a fork-walrus backend in process.
     pub runs_as: RunsAs,
@@ -112,9 +112,9 @@ pub struct Plan {
     /// Absolute.
     pub logfile: PathBuf,
     /// The collectors' concatenation, before `--pipeline`.
-    pub collected: Vec<&'static str>,
-    /// The final job names, in run order.
-    pub pipeline: Vec<&'static str>,
+    pub collected: Vec<Job>,
+    /// The final jobs, in run order.
+    pub pipeline: Vec<Job>,
     /// The walrus pass list for `walrus_driver --pass`, in order.
     pub walrus_passes: Vec<&'static str>,
     /// The subgraph directories the plan expects the Frontend to write.
@@ -135,7 +135,7 @@ pub struct Plan {
     pub warnings: Vec<String>,
     /// Tools the plan's jobs need that no toolchain provides yet: (job, tool). A dry run warns
     /// about each; a compile fails at the job (NCC_EDRV082) if the tool is still missing then.
-    pub missing_tools: Vec<(&'static str, &'static str)>,
+    pub missing_tools: Vec<(Job, &'static str)>,
     /// Lines the original prints at USER level while planning (the -O3 notice).
     pub user_messages: Vec<String>,
     /// The backend gate is closed, so no NEFF will be written: the warning that says why (one of
@@ -148,19 +148,19 @@ pub struct Plan {
 impl Plan {
     /// `--optlevel` after normalisation (`-O3` is planned as `2`).
     pub fn optlevel(&self) -> &str {
-        self.ns.str("optlevel").unwrap_or("2")
+        self.ns.str(Dest::Optlevel).unwrap_or("2")
     }
     /// `--target` (or the environment's target; planning refuses a compile without one).
     pub fn target(&self) -> &str {
-        self.ns.str("target").unwrap_or("")
+        self.ns.str(Dest::Target).unwrap_or("")
     }
     /// `--lnc` after normalisation (1 if unset).
     pub fn logical_nc_config(&self) -> i64 {
-        self.ns.int("logical_nc_config").unwrap_or(1)
+        self.ns.int(Dest::LogicalNcConfig).unwrap_or(1)
     }
     /// `--layer-unroll-factor` after normalisation (0: the whole graph is one module).
     pub fn layer_unroll_factor(&self) -> i64 {
-        self.ns.int("layer_unroll_factor").unwrap_or(0)
+        self.ns.int(Dest::LayerUnrollFactor).unwrap_or(0)
     }
 
     /// A job context for the given run-time facts (the plan uses its predictions and no work dir).
@@ -210,7 +210,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     };
 
     // 1. Parse (done) — what argparse would have required.
-    if ns.get("target") == &Value::None {
+    if ns.get(Dest::Target) == &Value::None {
         match probe.env(TARGET_OVERRIDE_ENV).filter(|t| !t.is_empty()) {
             Some(t) => {
                 let flag = crate::cli::flags::by_dest("target").expect("target row");
@@ -220,7 +220,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
                         e.message.trim_start_matches("argument --target: ")
                     ))
                 })?;
-                ns.set("target", v);
+                ns.set(Dest::Target, v);
                 decisions.push(Decision::new(
                     "target",
                     format!("{t} (from {TARGET_OVERRIDE_ENV})"),
@@ -259,10 +259,10 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         collectors::collect_walrus(&ns, derived.bir_simulation, &mut decisions);
     let backend = collectors::collect_backend(&ns, &derived, &mut decisions, &mut warnings);
     let backend_closed = backend.is_empty();
-    let collected: Vec<&'static str> = front.into_iter().chain(walrus).chain(backend).collect();
+    let collected: Vec<Job> = front.into_iter().chain(walrus).chain(backend).collect();
 
     // 6. --pipeline and --state.
-    let items = ns.list("pipeline").to_vec();
+    let items = ns.list(Dest::Pipeline).to_vec();
     let mut names = recon::expand_pipeline(&items, &collected);
     if items.iter().any(|i| i != "compile") {
         decisions.push(Decision::new(
@@ -271,7 +271,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
             Source::Recon,
         ));
     }
-    if let Some(state) = ns.str("state").map(str::to_string) {
+    if let Some(state) = ns.str(Dest::State).map(str::to_string) {
         match recon::apply_state(&state, &names) {
             Ok(range) => {
                 if range.is_empty() && !names.is_empty() {
@@ -327,8 +327,8 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     // 8. The registry.
     let mut pipeline = Vec::with_capacity(filtered.len());
     for name in &filtered {
-        match jobs::lookup(name) {
-            Some(job) => pipeline.push(job.name),
+        match Job::named(name) {
+            Some(job) => pipeline.push(job),
             None => return Err(PlanError::Compile(jobs::unknown_job(name))),
         }
     }
@@ -346,7 +346,7 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
 
     // The toolchain and each job's steps.
     let toolchain_request = Request::from(
-        ns.str("toolchain"),
+        ns.str(Dest::Toolchain),
         probe.env(crate::recon::toolchain::TOOLCHAIN_ENV).as_deref(),
         &launch_dir,
     );
@@ -369,13 +369,13 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     ));
     let subgraphs = predicted_subgraphs(&model_facts, toolchain.as_ref(), probe);
     let subgraphs_known = toolchain.as_ref().is_some_and(|t| t.simulated) || model_facts.is_dir;
-    let output = absolute(&launch_dir, ns.str("output").unwrap_or("file.neff"));
+    let output = absolute(&launch_dir, ns.str(Dest::Output).unwrap_or("file.neff"));
     let logfile = absolute(
         &launch_dir,
-        ns.str("logfile").unwrap_or("log-neuron-cc.txt"),
+        ns.str(Dest::Logfile).unwrap_or("log-neuron-cc.txt"),
     );
 
-    let no_neff = (backend_closed && !pipeline.contains(&"Kelper")).then(|| {
+    let no_neff = (backend_closed && !pipeline.contains(&Job::Kelper)).then(|| {
         warnings
             .iter()
             .find(|w| w.ends_with(collectors::NO_NEFF))
@@ -410,21 +410,21 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     let mut planned = Vec::with_capacity(plan.pipeline.len());
     {
         let ctx = plan.job_context(&plan.subgraphs, &[], false, plan.toolchain.as_ref(), None);
-        for name in &plan.pipeline {
-            let job = jobs::lookup(name).expect("looked up above");
-            let steps = (job.steps)(&ctx).map_err(PlanError::Compile)?;
+        for job in &plan.pipeline {
+            let row = job.row();
+            let steps = (row.steps)(&ctx).map_err(PlanError::Compile)?;
             // How the planned steps run, which is what the dry run shows: the Frontend of a real
             // toolchain is a subprocess of the installed driver; a fork-walrus backend runs in
             // the worker. The registry's kind stands when the steps do not agree or skip.
             let mut kinds = steps.iter().filter_map(Step::runs_as);
             let runs_as = match kinds.next() {
                 Some(first) if kinds.all(|k| k == first) => first,
-                _ => job.runs_as,
+                _ => row.runs_as,
             };
             planned.push(PlannedJob {
-                name: job.name,
+                name: *job,
                 runs_as,
-                tool: job.tool,
+                tool: row.tool,
                 steps,
             });
         }

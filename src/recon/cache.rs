@@ -3,6 +3,7 @@
 //! remembering) and which are accidents of the moment is not written down anywhere. This file is
 //! the one place that decides it ([`remembers`]), on the failure's kind.
 
+use crate::jobs::Job;
 use crate::result::Failure;
 
 /// Whether a plan's compile can be served from the cache: its one product must be the NEFF at
@@ -10,11 +11,11 @@ use crate::result::Failure;
 /// writes `<stem>.wrapped.hlo.pb`) nor SaveTemps (which copies the work dir into the launch
 /// directory). A `--pipeline` that stops earlier, `-O3` (no backend), or one of those two compile
 /// without the cache.
-pub fn plan_is_cacheable(pipeline: &[&str]) -> bool {
-    pipeline.contains(&"Kelper")
+pub fn plan_is_cacheable(pipeline: &[Job]) -> bool {
+    pipeline.contains(&Job::Kelper)
         && !pipeline
             .iter()
-            .any(|j| matches!(*j, "NeffWrapper" | "SaveTemps"))
+            .any(|j| matches!(j, Job::NeffWrapper | Job::SaveTemps))
 }
 
 /// Whether a failed compile is remembered as a failed entry: only a failure the key determines —
@@ -38,16 +39,24 @@ mod tests {
     #[test]
     fn only_plans_whose_product_is_the_neff_are_cached() {
         let full = [
-            "HLOToTensorizer",
-            "XLAInferGoldens",
-            "Frontend",
-            "WalrusDriver",
-            "Kelper",
+            Job::HLOToTensorizer,
+            Job::XLAInferGoldens,
+            Job::Frontend,
+            Job::WalrusDriver,
+            Job::Kelper,
         ];
         assert!(plan_is_cacheable(&full));
         assert!(!plan_is_cacheable(&full[..4]));
-        assert!(!plan_is_cacheable(&["Frontend", "Kelper", "NeffWrapper"]));
-        assert!(!plan_is_cacheable(&["Frontend", "Kelper", "SaveTemps"]));
+        assert!(!plan_is_cacheable(&[
+            Job::Frontend,
+            Job::Kelper,
+            Job::NeffWrapper
+        ]));
+        assert!(!plan_is_cacheable(&[
+            Job::Frontend,
+            Job::Kelper,
+            Job::SaveTemps
+        ]));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::cas::Blob;
 use super::client::{Address, Remote, RemoteError};
 use super::digest;
 use super::re;
+use crate::cli::namespace::Dest;
 use crate::engine::events::Event;
 use crate::engine::failure;
 use crate::engine::log;
@@ -63,9 +64,9 @@ impl RemoteConfig {
     /// From a compile's flags (`--remote`, `--remote-cache`, `--remote-instance`): `None`
     /// when neither is given; an error for a malformed address or both at once.
     pub fn from_plan(plan: &Plan) -> Result<Option<RemoteConfig>, NccError> {
-        let instance = plan.ns.str("remote_instance").unwrap_or("");
-        let get = |d: &str| plan.ns.str(d).filter(|s| !s.is_empty()).map(str::to_string);
-        RemoteConfig::from_flags(get("remote"), get("remote_cache"), instance)
+        let instance = plan.ns.str(Dest::RemoteInstance).unwrap_or("");
+        let get = |d: Dest| plan.ns.str(d).filter(|s| !s.is_empty()).map(str::to_string);
+        RemoteConfig::from_flags(get(Dest::Remote), get(Dest::RemoteCache), instance)
     }
 
     /// From the values of `--remote`, `--remote-cache` and `--remote-instance`.
