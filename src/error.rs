@@ -276,6 +276,16 @@ impl NccError {
         )
     }
 
+    /// NCC_EDRV114: the model path is neither a regular file nor a directory (`what`: `a FIFO`,
+    /// `a device`, `a socket`); it is never opened for reading.
+    pub fn model_not_regular(model: impl fmt::Display, what: &str) -> NccError {
+        NccError::new(
+            "EDRV114",
+            format!("HLO module {model} is {what}, not a regular file or a directory"),
+            "Give the path of a model file (a FIFO, a device or a socket is never read).",
+        )
+    }
+
     /// NCC_EDRV113: a cache directory that others could write, or that is not what it must be
     /// (`cause` says what is wrong and what fixes it).
     pub fn unsafe_cache_dir(cause: impl fmt::Display) -> NccError {

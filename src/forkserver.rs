@@ -23,6 +23,10 @@
 //!   when the worker ends (a worker killed before it could end its tools) is reparented to the
 //!   helper, so the caller finds the session's members among the helper's children
 //!   (`/proc/PID/task/PID/children`) instead of reading every process on the machine.
+//! - **A helper that stops answering** (stopped by a signal, stuck) is noticed by the caller
+//!   alone, within [`ANSWER_BOUND`]: a request not answered, or a worker whose pidfd says it has
+//!   ended but whose end is not reported. The helper is then killed and replaced as below; the
+//!   request waiting re-executes its worker meanwhile.
 //! - **The helper dying** (killed, crashed) is seen by the caller's reader as end-of-file: the
 //!   helper is reaped, every worker still waited for is reported lost (its parent-death SIGTERM
 //!   has stopped it; the caller waits on its pidfd, bounded, then kills its session), and the
@@ -56,6 +60,13 @@ pub const WORKER_NAME: &std::ffi::CStr = c"nxcc-worker";
 /// How long the caller waits for a worker whose helper died to end (its parent-death SIGTERM
 /// gives it the supervisor's grace to stop its tool) before its session is killed.
 const LOST_WAIT: Duration = Duration::from_secs(7);
+/// How long the helper may take to answer: to report a worker started, or the end of a worker
+/// whose pidfd says it has ended. A helper that does not (stopped, stuck) is killed and replaced;
+/// its workers' compiles are reported lost, and the request waiting re-executes its worker.
+/// A helper that answers takes microseconds: the bound is for a machine under heavy load.
+pub const ANSWER_BOUND: Duration = Duration::from_secs(5);
+/// How often a waiting compile looks at its worker's pidfd while no report comes.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// What a forked worker runs: the request's payload and its report pipe; returns its exit status.
 pub type Body = fn(&[u8], EventWriter) -> i32;
@@ -78,8 +89,13 @@ pub struct ForkServer {
 struct Link {
     sock: OwnedFd,
     helper: u32,
+    /// A pidfd of the helper (our child, opened before it could be reaped): it is killed through
+    /// it when it stops answering.
+    helper_pidfd: OwnedFd,
     pending: Mutex<HashMap<u64, mpsc::Sender<Reply>>>,
     closed: AtomicBool,
+    /// Why the helper was given up on while it still ran ([`Link::abandon`]).
+    abandoned: Mutex<Option<String>>,
 }
 
 enum Reply {
@@ -394,9 +410,21 @@ impl ForkServer {
                 }
                 return Err(e);
             }
-            match rx.recv() {
+            match rx.recv_timeout(ANSWER_BOUND) {
                 Ok(Reply::Started { pid, pidfd }) => {
-                    return Ok(launched(pid, pidfd, rx, link.helper));
+                    return Ok(launched(pid, pidfd, rx, link));
+                }
+                // A stopped or stuck helper: replaced; this worker starts another way.
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    link.forget(id);
+                    link.abandon(&format!(
+                        "it did not answer a request within {} s",
+                        ANSWER_BOUND.as_secs()
+                    ));
+                    return Err(io::Error::other(format!(
+                        "the fork server did not answer within {} s; it is replaced",
+                        ANSWER_BOUND.as_secs()
+                    )));
                 }
                 Ok(Reply::Failed(errno)) => {
                     return Err(io::Error::from_raw_os_error(errno));
@@ -408,7 +436,9 @@ impl ForkServer {
                 // have been forked (and is ending on its parent-death signal, holding these
                 // pipes). Not asked again on these pipes: the caller starts the worker another
                 // way, on new ones.
-                Err(_) => return Err(io::Error::other("the fork server died before it answered")),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(io::Error::other("the fork server died before it answered"))
+                }
             }
         }
         Err(io::Error::other(
@@ -442,29 +472,59 @@ fn helper_children_in(helper: u32, sid: u32) -> Option<Vec<u32>> {
     )
 }
 
-fn launched(pid: u32, pidfd: OwnedFd, rx: mpsc::Receiver<Reply>, helper: u32) -> Launched {
+fn launched(pid: u32, pidfd: OwnedFd, rx: mpsc::Receiver<Reply>, link: Arc<Link>) -> Launched {
     let pidfd = Arc::new(pidfd);
     let for_signal = pidfd.clone();
+    let helper = link.helper;
     Launched {
         pid,
         signal: Box::new(move |sig| pidfd_signal(&for_signal, sig)),
         session_members: Box::new(move |sid| helper_children_in(helper, sid)),
-        wait: Box::new(move || loop {
-            match rx.recv() {
-                Ok(Reply::Exited { status, max_rss_kb }) => return Ok((status, max_rss_kb)),
-                Ok(_) => continue,
-                Err(_) => {
-                    // The helper died: the worker got its parent-death SIGTERM. Give it the
-                    // time to stop its tool; whatever is left is killed with its session.
-                    if !pidfd_wait(&pidfd, LOST_WAIT) {
-                        pidfd_signal(&pidfd, libc::SIGKILL);
-                    }
-                    return Err(format!(
-                        "the fork server that started the worker (pid {pid}) died while it ran"
+        wait: Box::new(move || watch_worker(pid, &pidfd, &rx, &link)),
+    }
+}
+
+/// Wait for the helper's report of the worker's end. While none comes, the worker's pidfd is
+/// watched: a worker that has ended and is not reported within [`ANSWER_BOUND`] has a helper
+/// that stopped answering, which is then killed and replaced. A helper gone (died, or killed
+/// so) loses the worker: its parent-death SIGTERM gives it the time to stop its tool, then
+/// whatever is left is killed with its session.
+fn watch_worker(
+    pid: u32,
+    pidfd: &OwnedFd,
+    rx: &mpsc::Receiver<Reply>,
+    link: &Link,
+) -> Result<(i32, u64), String> {
+    let mut ended_at: Option<std::time::Instant> = None;
+    loop {
+        match rx.recv_timeout(WATCH_EVERY) {
+            Ok(Reply::Exited { status, max_rss_kb }) => return Ok((status, max_rss_kb)),
+            Ok(_) => continue,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if ended_at.is_none() && pidfd_wait(pidfd, Duration::ZERO) {
+                    ended_at = Some(std::time::Instant::now());
+                }
+                if ended_at.is_some_and(|t| t.elapsed() >= ANSWER_BOUND) {
+                    link.abandon(&format!(
+                        "it did not report the end of the worker (pid {pid}) within {} s",
+                        ANSWER_BOUND.as_secs()
                     ));
                 }
             }
-        }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if !pidfd_wait(pidfd, LOST_WAIT) {
+                    pidfd_signal(pidfd, libc::SIGKILL);
+                }
+                return Err(match link.abandoned() {
+                    Some(why) => format!(
+                        "the fork server that started the worker (pid {pid}) stopped answering ({why}) and was replaced; the worker's result is lost"
+                    ),
+                    None => format!(
+                        "the fork server that started the worker (pid {pid}) died while it ran"
+                    ),
+                });
+            }
+        }
     }
 }
 
@@ -485,17 +545,45 @@ impl Launch for Request<'_> {
 
 impl Link {
     fn new(sock: OwnedFd, helper: u32) -> io::Result<Arc<Link>> {
+        // Our child, not reaped before its reader ends: the pid is still its.
+        let helper_pidfd = pidfd_open(helper)?;
         let link = Arc::new(Link {
             sock,
             helper,
+            helper_pidfd,
             pending: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
+            abandoned: Mutex::new(None),
         });
         let reader = link.clone();
         std::thread::Builder::new()
             .name("nxcc-fork-server".into())
             .spawn(move || reader.read_replies())?;
         Ok(link)
+    }
+
+    /// Give up on a helper that stopped answering (`why`): no request goes to it any more (the
+    /// next one starts a new helper), and it is killed — a stopped process too — so that its
+    /// end reaches the reader, which drops its requests: their workers are reported lost.
+    fn abandon(&self, why: &str) {
+        {
+            let _pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            let mut reason = self.abandoned.lock().unwrap_or_else(|p| p.into_inner());
+            if reason.is_some() {
+                return;
+            }
+            *reason = Some(why.to_string());
+            self.closed.store(true, Ordering::SeqCst);
+        }
+        pidfd_signal(&self.helper_pidfd, libc::SIGKILL);
+    }
+
+    /// Why the helper was given up on, if it was.
+    fn abandoned(&self) -> Option<String> {
+        self.abandoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn forget(&self, id: u64) {

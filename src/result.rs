@@ -156,10 +156,14 @@ pub enum IoCause {
 pub enum RemoteFailure {
     /// It could not be reached.
     Unreachable,
-    /// It refused to run the action.
+    /// It refused to run the action (or a call).
     Refused,
     /// The compile ran remotely and failed there, with this exit status.
     FailedRemotely(i32),
+    /// The remote compile ran past its time limit.
+    TimedOut,
+    /// What it answered failed a check (a blob not what its digest says, a result not a NEFF).
+    Untrusted,
     /// Another error of the exchange (a malformed answer, a lost output).
     Error,
 }

@@ -535,3 +535,291 @@ fn the_dry_run_shows_the_graph_and_the_estimate_it_came_from() {
     // The simulated tools held memory in proportion to the graph: 2 × the 4 MiB file at least.
     assert!(j["memory_estimate"]["bytes"].as_u64().unwrap() > 8 << 20);
 }
+
+/// Run `cmd` to its end, or kill it and fail as hung after a generous guard
+/// (`NXCC_TEST_HANG_GUARD_S`, default 90 s; never a latency assertion).
+fn run_guarded(mut cmd: std::process::Command, what: &str) -> std::process::Output {
+    use std::process::Stdio;
+    let guard = std::env::var("NXCC_TEST_HANG_GUARD_S")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map_or(
+            std::time::Duration::from_secs(90),
+            std::time::Duration::from_secs_f64,
+        );
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + guard;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {guard:?} (hung on the model?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A FIFO with no writer, `/dev/zero` and `/dev/urandom` as the model: `hlo-info`, a dry run and
+/// a compile each refuse it at once — never waiting on the FIFO, never reading the device — and
+/// say what it is.
+#[test]
+fn models_that_are_not_regular_files_are_refused_at_once() {
+    let s = Scratch::new();
+    let fifo = s.join("model.pb");
+    nix_mkfifo(&fifo);
+    let fifo = fifo.display().to_string();
+    for (model, what) in [
+        ("/dev/urandom", "a device"),
+        (fifo.as_str(), "a FIFO"),
+        ("/dev/zero", "a device"),
+    ] {
+        let mut c = std::process::Command::new(common::NXCC);
+        c.args(["hlo-info", model]);
+        let o = run_guarded(c, &format!("hlo-info {model}"));
+        assert_eq!(o.status.code(), Some(1), "{model}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(&format!("{model}: cannot read: {what}, not a regular file")),
+            "{model}: {}",
+            text(&o.stderr)
+        );
+        for extra in [&["--dry-run"][..], &[][..]] {
+            let mut args = vec![
+                "compile",
+                model,
+                "--target",
+                "trn2",
+                "--toolchain",
+                "sim",
+                "--output",
+                "o.neff",
+            ];
+            args.extend(extra);
+            let o = run_guarded(s.nxcc(&args), &format!("compile {model} {extra:?}"));
+            assert_eq!(o.status.code(), Some(70), "{model}: {}", text(&o.stderr));
+            assert!(
+                text(&o.stderr).contains(&format!(
+                    "[NCC_EDRV114] HLO module {model} is {what}, not a regular file or a directory"
+                )),
+                "{model} {extra:?}: {}",
+                text(&o.stderr)
+            );
+            assert!(!s.join("o.neff").exists());
+        }
+    }
+    assert!(s.work_dirs().is_empty(), "nothing was run");
+}
+
+fn nix_mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// An HLO text module whose parameter is named `name` and has the shape `shape`.
+fn module_with(name: &str, shape: &str) -> String {
+    format!(
+        "HloModule m\n\nENTRY main {{\n  {name} = {shape} parameter(0)\n  ROOT r = f32[4]{{0}} constant({{1, 2, 3, 4}})\n}}\n"
+    )
+}
+
+/// A name of 70,000 characters and a shape whose size overflows 64 bits: `hlo-info` shows both
+/// (no panic: the formatter's widths are bounded, the renderer's are not), the size as
+/// overflowing, not as a saturated figure.
+#[test]
+fn long_names_and_overflowing_sizes_are_rendered() {
+    let s = Scratch::new();
+    let name = format!("p{}", "x".repeat(69_999));
+    let dim = u64::MAX;
+    std::fs::write(
+        s.join("long.hlo"),
+        module_with(&name, &format!("f32[{dim},2]{{1,0}}")),
+    )
+    .unwrap();
+    let o = s.run(&["hlo-info", "long.hlo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains(&name), "the name is shown whole");
+    assert!(
+        out.contains("parameters (1, size overflows 64 bits):"),
+        "{}",
+        &out[..400.min(out.len())]
+    );
+    assert!(
+        !out.contains("GiB") && !out.contains("6442450944"),
+        "no saturated figure"
+    );
+    let o = s.run(&["hlo-info", "--json", "long.hlo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["parameters"][0]["name"], name.as_str());
+    assert_eq!(v["parameters"][0]["bytes"], Value::Null);
+    assert_eq!(v["parameter_bytes"], Value::Null);
+    assert_eq!(v["result_bytes"], 16);
+    // The dry run's one-line summary too.
+    let o = s.run(&[
+        "compile",
+        "long.hlo",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--output",
+        "o.neff",
+        "--dry-run",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("(size overflows 64 bits) → 1 result (16 B)"),
+        "{}",
+        text(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with("graph"))
+            .collect::<String>()
+    );
+}
+
+/// The simulated frontend refuses a shape whose size overflows 64 bits with a message (it used
+/// to panic with "capacity overflow"), so the compile fails at HLOToTensorizer, cleanly.
+#[test]
+fn the_simulated_tools_refuse_overflowing_shapes() {
+    let s = Scratch::new();
+    std::fs::write(
+        s.join("huge.hlo"),
+        module_with("p0", &format!("f32[{}]{{0}}", u64::MAX)),
+    )
+    .unwrap();
+    let o = compile(&s, "huge.hlo");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(70), "{err}");
+    assert!(
+        err.contains("Child process job \"HLOToTensorizer\" exited abnormally! Exit status 1."),
+        "{err}"
+    );
+    assert!(
+        err.contains("the tensor p0 has the shape f32[18446744073709551615], whose size overflows 64 bits: refused"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("overflow\n"),
+        "{err}"
+    );
+}
+
+/// A module summary of any names, shapes and lengths.
+fn module_strategy() -> impl Strategy<Value = hlo::Module> {
+    use hlo::{Dtype, Shape};
+    let dtype = prop_oneof![
+        Just(Dtype::F32),
+        Just(Dtype::Bf16),
+        Just(Dtype::S4),
+        Just(Dtype::Pred),
+        Just(Dtype::C128),
+        Just(Dtype::Token),
+    ];
+    let dim = prop_oneof![0u64..8, Just(u64::MAX), Just(1u64 << 32), any::<u64>(),];
+    let array = (dtype, proptest::collection::vec(dim, 0..4))
+        .prop_map(|(dtype, dims)| Shape::Array { dtype, dims });
+    let shape = array.prop_recursive(2, 8, 3, |inner| {
+        proptest::collection::vec(inner, 0..3).prop_map(Shape::Tuple)
+    });
+    // Names of any characters and of lengths past what a formatter's width takes.
+    let name = prop_oneof![".{0,12}", (1usize..3).prop_map(|k| "n".repeat(k * 40_000)),];
+    let tensor = (name.clone(), shape).prop_map(|(name, shape)| hlo::Tensor {
+        number: 0,
+        name,
+        shape,
+    });
+    (
+        name.clone(),
+        proptest::collection::vec(tensor.clone(), 0..3),
+        proptest::collection::vec(tensor.clone(), 0..3),
+        proptest::collection::vec((tensor, ".{0,8}"), 0..3),
+        name,
+    )
+        .prop_map(
+            |(mname, parameters, results, largest, opcode)| hlo::Module {
+                format: "text",
+                name: mname.clone(),
+                id: 0,
+                entry: mname.clone(),
+                parameters,
+                results,
+                computations: vec![hlo::Computation {
+                    name: mname,
+                    instructions: 1,
+                    is_entry: true,
+                }],
+                instruction_count: 1,
+                opcodes: [(opcode, 1usize)].into_iter().collect(),
+                largest: largest
+                    .into_iter()
+                    .map(|(tensor, op_name)| hlo::Largest { tensor, op_name })
+                    .collect(),
+                aliases: Vec::new(),
+            },
+        )
+}
+
+/// The size of a shape computed here, independently: `None` when it overflows 64 bits.
+fn size_of(s: &hlo::Shape) -> Option<u64> {
+    match s {
+        hlo::Shape::Array { dtype, dims } => {
+            if dims.contains(&0) {
+                return Some(0);
+            }
+            let mut e: u128 = 1;
+            for d in dims {
+                e = e
+                    .checked_mul(u128::from(*d))
+                    .filter(|e| *e <= u128::from(u64::MAX))?;
+            }
+            u64::try_from((e * u128::from(dtype.bits())).div_ceil(8)).ok()
+        }
+        hlo::Shape::Tuple(parts) => parts
+            .iter()
+            .try_fold(0u64, |a, p| a.checked_add(size_of(p)?)),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Every renderer takes any module: the text, the JSON, the one-line summary and the shapes;
+    /// every name is shown whole, every size exactly or as overflowing.
+    #[test]
+    fn every_renderer_takes_any_names_and_shapes(m in module_strategy()) {
+        let text = m.to_text(123);
+        let json = m.to_json(123);
+        let line = m.one_line();
+        for t in m.parameters.iter().chain(&m.results) {
+            prop_assert!(text.contains(&t.name));
+            let shown = t.shape.to_string();
+            prop_assert!(text.contains(&shown));
+        }
+        for (list, ts) in [("parameters", &m.parameters), ("results", &m.results)] {
+            for (i, t) in ts.iter().enumerate() {
+                let bytes = &json[list][i]["bytes"];
+                match size_of(&t.shape) {
+                    Some(n) => prop_assert_eq!(bytes.as_u64(), Some(n)),
+                    None => prop_assert!(bytes.is_null()),
+                }
+            }
+        }
+        let total = m.parameters.iter().try_fold(0u64, |a, t| a.checked_add(size_of(&t.shape)?));
+        match total {
+            Some(n) => prop_assert_eq!(json["parameter_bytes"].as_u64(), Some(n)),
+            None => {
+                prop_assert!(json["parameter_bytes"].is_null());
+                prop_assert!(line.contains("size overflows 64 bits"), "{}", line);
+                prop_assert!(text.contains("size overflows 64 bits"));
+            }
+        }
+        prop_assert!(line.starts_with(&m.name));
+    }
+}

@@ -1362,3 +1362,107 @@ fn locks_removed_by_another_process_mid_run_leave_done_entries_alone() {
     }
     no_leftovers(&s.join("nc"));
 }
+
+/// A toolchain of another user's: every tool writes the uid it runs as to `marker` and fails.
+fn attacker_toolchain(s: &Scratch, marker: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = s.join("evil-tools");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!("#!/bin/sh\nid -u > {}\nexit 1\n", marker.display());
+    for tool in [
+        "hlo2penguin",
+        "xla_infergoldens",
+        "walrus_driver",
+        "hlo-neff-wrapper",
+        "nn_executor",
+        "watchpoint_insert",
+    ] {
+        std::fs::write(dir.join(tool), &script).unwrap();
+        std::fs::set_permissions(dir.join(tool), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+/// A framework cache another user can write — owned by uid 65534, or writable by all without
+/// the sticky bit, or a version directory of theirs — is refused whole by `parallel-compile
+/// --neuron-cache` and by every `cache ... --neuron-cache` command, with the path and the fix:
+/// an entry's flags (here `--toolchain=` the other user's tools) are never read, nothing runs.
+/// Needs root (it gives files to another uid), as CI has.
+#[test]
+fn a_framework_cache_others_can_write_is_refused_before_anything_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test gives a cache to uid 65534: run it as root, as CI does"
+    );
+    let chmod =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let give = |p: &Path| std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    type Setup = fn(&Path, &Path, &dyn Fn(&Path, u32), &dyn Fn(&Path));
+    let cases: [(&str, Setup, &str); 4] = [
+        (
+            "owned by another user",
+            |nc, _, _, give| give(nc),
+            "is owned by uid 65534, not by you (uid 0) or root",
+        ),
+        (
+            "writable by all",
+            |nc, _, chmod, _| chmod(nc, 0o777),
+            "is writable by group and others (mode 0777)",
+        ),
+        (
+            "a version directory of another user's",
+            |nc, v, chmod, give| {
+                chmod(nc, 0o1777);
+                give(v);
+            },
+            "is owned by uid 65534",
+        ),
+        (
+            "a version directory writable by all",
+            |_, v, chmod, _| chmod(v, 0o777),
+            "is writable by group and others (mode 0777)",
+        ),
+    ];
+    for (case, setup, needle) in cases {
+        let s = Scratch::new();
+        let marker = s.join("ran-as");
+        let tools = attacker_toolchain(&s, &marker);
+        let flag = format!("--toolchain={}", tools.display());
+        let e = entry(
+            &s,
+            "evil",
+            &zoo("mlp.hlo_module.pb"),
+            "model.hlo_module.pb",
+            &[&flag],
+        );
+        setup(&s.join("nc"), &version_dir(&s), &chmod, &give);
+        let o = parallel(&s, &[]).output().unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{case}: {err}");
+        assert!(err.contains(needle), "{case}: {err}");
+        assert!(err.contains("the neuron cache directory"), "{case}: {err}");
+        assert!(!marker.exists(), "{case}: the other user's tool ran");
+        for f in ["model.neff", "model.done", "model.log"] {
+            assert!(!e.join(f).exists(), "{case}: {f} written");
+        }
+        for args in [
+            &["cache", "stats", "--neuron-cache", "nc"][..],
+            &["cache", "verify", "--neuron-cache", "nc"][..],
+            &[
+                "cache",
+                "clean",
+                "--neuron-cache",
+                "nc",
+                "--locks",
+                "--failed",
+            ][..],
+        ] {
+            let o = s.run(args);
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{case}: {args:?}: {err}");
+            assert!(err.contains(needle), "{case}: {args:?}: {err}");
+        }
+        assert!(e.join("model.hlo_module.pb").exists());
+    }
+}

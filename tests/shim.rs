@@ -595,3 +595,469 @@ fn the_compiler_behind_the_shim_does_not_find_the_shim() {
         w.shim_dir().join("neuronx-cc").to_str().unwrap()
     );
 }
+
+// ---- trust: other users, loops, what uninstall removes ----
+
+/// The other user of the trust tests (`nobody`).
+const OTHER: u32 = 65534;
+
+fn require_root(test: &str) {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "{test} plays another user (uid {OTHER}): run it as root, as CI does"
+    );
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A directory of the world owned by `uid`, mode 0700 (0755 when `open`).
+fn own_dir(w: &World, rel: &str, uid: u32, open: bool) -> PathBuf {
+    let d = w.path().join(rel);
+    std::fs::create_dir_all(&d).unwrap();
+    std::os::unix::fs::chown(&d, Some(uid), Some(uid)).unwrap();
+    chmod(&d, if open { 0o755 } else { 0o700 });
+    d
+}
+
+/// Run `cmd`, or kill it and fail as hung after a generous guard (never a latency assertion).
+fn guarded(cmd: &mut Command, what: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let guard = std::time::Duration::from_secs(90);
+    let deadline = std::time::Instant::now() + guard;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {guard:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// `neuronx-cc ARGS` through the world's PATH, as `uid`, in `cwd`, with that user's daemon
+/// directory and compile cache.
+fn as_user(w: &World, uid: u32, cwd: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new("neuronx-cc");
+    w.env(&mut c)
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", w.path().join(format!("run-{uid}")))
+        .env(
+            "NEURON_COMPILE_CACHE_URL",
+            w.path().join(format!("cache-{uid}")),
+        );
+    if uid != 0 {
+        use std::os::unix::process::CommandExt;
+        c.uid(uid).gid(uid);
+    }
+    guarded(&mut c, &format!("neuronx-cc {args:?} as uid {uid}"))
+}
+
+/// Stops the daemons of the given sockets, as their users, when dropped.
+struct Daemons<'a>(&'a World, Vec<(u32, PathBuf)>);
+
+impl Drop for Daemons<'_> {
+    fn drop(&mut self) {
+        for (uid, socket) in &self.1 {
+            let mut c = Command::new(NXCC);
+            c.args(["daemon", "stop", "--socket"]).arg(socket);
+            if *uid != 0 {
+                use std::os::unix::process::CommandExt;
+                c.uid(*uid).gid(*uid);
+            }
+            let _ = c.output();
+        }
+        let _ = self.0;
+    }
+}
+
+/// The shim sockets in a user's daemon directory.
+fn shim_sockets(w: &World, uid: u32) -> Vec<PathBuf> {
+    let dir = w.path().join(format!("run-{uid}/nxcc"));
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+        .collect()
+}
+
+/// A world two users share: reachable by both, a daemon directory, a cache and a working
+/// directory with a model for each.
+fn shared_world() -> World {
+    let w = World::new();
+    chmod(w.path(), 0o755);
+    for uid in [0, OTHER] {
+        own_dir(&w, &format!("run-{uid}"), uid, false);
+        own_dir(&w, &format!("cache-{uid}"), uid, false);
+        let wd = own_dir(&w, &format!("work-{uid}"), uid, false);
+        std::fs::write(wd.join("m.pb"), format!("graph of {uid}\n")).unwrap();
+        std::os::unix::fs::chown(wd.join("m.pb"), Some(uid), Some(uid)).unwrap();
+    }
+    w
+}
+
+fn compile_as(w: &World, uid: u32) -> Output {
+    let wd = w.path().join(format!("work-{uid}"));
+    as_user(
+        w,
+        uid,
+        &wd,
+        &["compile", "m.pb", "--target", "trn2", "--output", "m.neff"],
+    )
+}
+
+/// Two users on one shim: each compile goes to its own user's daemon (per-user sockets by
+/// default), both served, no warning. With one socket configured and no `--allow-uid`, the user
+/// the daemon does not serve gets one warning line and the real compiler; with `--allow-uid`,
+/// that user is served by the shared daemon.
+#[test]
+fn two_users_on_one_shim() {
+    require_root("two_users_on_one_shim");
+    let w = shared_world();
+    let dir = w.shim_dir();
+    let install = |extra: &[&str]| {
+        let mut a = vec!["shim", "install", dir.to_str().unwrap(), "--compiler"];
+        let fake = fake_compiler();
+        a.push(fake.to_str().unwrap());
+        a.extend(extra);
+        let o = w.nxcc(&a);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    };
+    install(&[]);
+    chmod(&dir, 0o755);
+    let mut daemons = Daemons(&w, Vec::new());
+    for uid in [0, OTHER] {
+        let o = compile_as(&w, uid);
+        assert_eq!(o.status.code(), Some(0), "uid {uid}: {}", text(&o.stderr));
+        assert!(
+            !text(&o.stderr).contains("WARNING"),
+            "uid {uid}: {}",
+            text(&o.stderr)
+        );
+        let sockets = shim_sockets(&w, uid);
+        assert_eq!(sockets.len(), 1, "uid {uid}: its own daemon: {sockets:?}");
+        daemons.1.push((uid, sockets[0].clone()));
+        let neff = w.path().join(format!("work-{uid}/m.neff"));
+        assert!(std::fs::read(neff).unwrap().starts_with(b"FAKE-NEFF"));
+    }
+    // One socket for all, its daemon started by the other user first: root does not use a
+    // daemon of another user's; it compiles with the real compiler, saying so in one line.
+    let shared = w.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    chmod(&shared, 0o1777);
+    let socket = shared.join("s.sock");
+    install(&["--socket", socket.to_str().unwrap()]);
+    let o = compile_as(&w, OTHER);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    daemons.1.push((OTHER, socket.clone()));
+    assert!(socket.exists(), "the other user's daemon listens");
+    let o = compile_as(&w, 0);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("WARNING")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("is owned by uid 65534") && warnings[0].contains("directly"),
+        "{err}"
+    );
+    // A daemon of root's that serves another uid, not this one: it refuses the other user
+    // (403), who gets one warning line and the real compiler.
+    drop(daemons);
+    let socket = shared.join("r.sock");
+    install(&["--socket", socket.to_str().unwrap(), "--allow-uid", "1"]);
+    let daemons = Daemons(&w, vec![(0, socket.clone())]);
+    let o = compile_as(&w, 0);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("WARNING"), "{}", text(&o.stderr));
+    let o = compile_as(&w, OTHER);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("WARNING")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("403 Forbidden") && warnings[0].contains("directly"),
+        "{err}"
+    );
+    // Shared with --allow-uid (a socket directory both reach): the other user is served.
+    drop(daemons);
+    let both = w.path().join("both");
+    std::fs::create_dir(&both).unwrap();
+    chmod(&both, 0o755);
+    let socket = both.join("s.sock");
+    install(&[
+        "--socket",
+        socket.to_str().unwrap(),
+        "--allow-uid",
+        &OTHER.to_string(),
+    ]);
+    let _daemons = Daemons(&w, vec![(0, socket.clone())]);
+    for uid in [0, OTHER] {
+        let o = compile_as(&w, uid);
+        assert_eq!(o.status.code(), Some(0), "uid {uid}: {}", text(&o.stderr));
+        assert!(
+            !text(&o.stderr).contains("WARNING"),
+            "uid {uid}: {}",
+            text(&o.stderr)
+        );
+    }
+}
+
+/// `shim install` into a directory others can write is refused, nothing written; a shim whose
+/// directory became writable by others, or whose configuration another user replaced, refuses
+/// to start — the other user's "compiler" never runs.
+#[test]
+fn a_shim_configuration_others_could_write_is_refused() {
+    require_root("a_shim_configuration_others_could_write_is_refused");
+    let w = World::new();
+    chmod(w.path(), 0o755);
+    let dir = w.shim_dir();
+    std::fs::create_dir(&dir).unwrap();
+    chmod(&dir, 0o777);
+    let fake = fake_compiler();
+    let install = || {
+        w.nxcc(&[
+            "shim",
+            "install",
+            dir.to_str().unwrap(),
+            "--compiler",
+            fake.to_str().unwrap(),
+        ])
+    };
+    let o = install();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "the shim's directory {} is writable by group and others (mode 0777)",
+            dir.display()
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    chmod(&dir, 0o755);
+    let o = install();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // The other user's "compiler", and the configuration that names it, written as that user.
+    let evil = own_dir(&w, "evil", OTHER, true);
+    let marker = evil.join("ran-as");
+    let script = evil.join("compiler");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nid -u > {}\n", marker.display()),
+    )
+    .unwrap();
+    chmod(&script, 0o755);
+    let config = dir.join("neuronx-cc.nxcc-shim.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    v["compiler"] = serde_json::Value::from(script.to_str().unwrap());
+    let draft = w.path().join("draft.json");
+    std::fs::write(&draft, serde_json::to_vec(&v).unwrap()).unwrap();
+    chmod(&draft, 0o644);
+    let replaced = evil.join("config.json");
+    chmod(&dir, 0o777);
+    let as_other = |program: &str, args: &[&Path]| {
+        use std::os::unix::process::CommandExt;
+        let o = Command::new(program)
+            .args(args)
+            .uid(OTHER)
+            .gid(OTHER)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{program} as the other user: {}",
+            text(&o.stderr)
+        );
+    };
+    as_other("cp", &[&draft, &replaced]);
+    as_other("mv", &[&replaced, &config]);
+    let run = |w: &World| {
+        guarded(
+            w.env(&mut Command::new(dir.join("neuronx-cc")))
+                .arg("--version")
+                .current_dir(w.path()),
+            "the shim's --version",
+        )
+    };
+    for (mode, needle) in [
+        (
+            0o777,
+            "is writable by group and others (mode 0777)".to_string(),
+        ),
+        (
+            0o755,
+            format!(
+                "the shim's configuration {} is owned by uid {OTHER}",
+                config.display()
+            ),
+        ),
+    ] {
+        chmod(&dir, mode);
+        let o = run(&w);
+        assert_eq!(
+            o.status.code(),
+            Some(70),
+            "{}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        assert!(
+            text(&o.stderr).contains("refusing the shim configuration"),
+            "{}",
+            text(&o.stderr)
+        );
+        assert!(text(&o.stderr).contains(&needle), "{}", text(&o.stderr));
+        assert!(!marker.exists(), "the other user's compiler ran");
+    }
+}
+
+/// A real compiler that resolves to nxcc — re-pointed to the shim after install, or the shim
+/// named as its own compiler — is a loop, refused at every start (exit 70, saying so) instead of
+/// answering as nxcc or running itself forever; install refuses one from the start.
+#[test]
+fn a_shim_loop_is_refused() {
+    let w = World::new();
+    let real_dir = w.path().join("real");
+    std::fs::create_dir(&real_dir).unwrap();
+    let real = real_dir.join("neuronx-cc");
+    std::os::unix::fs::symlink(fake_compiler(), &real).unwrap();
+    let o = w.nxcc(&[
+        "shim",
+        "install",
+        w.shim_dir().to_str().unwrap(),
+        "--compiler",
+        real.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let shim = w.shim_dir().join("neuronx-cc");
+    let version = |w: &World| {
+        guarded(
+            w.env(&mut Command::new(&shim))
+                .arg("--version")
+                .current_dir(w.path()),
+            "the shim's --version",
+        )
+    };
+    let o = version(&w);
+    assert!(
+        text(&o.stdout).starts_with("fake-compiler"),
+        "{}",
+        text(&o.stdout)
+    );
+    // The real compiler re-pointed to the shim.
+    std::fs::remove_file(&real).unwrap();
+    std::os::unix::fs::symlink(&shim, &real).unwrap();
+    let o = version(&w);
+    assert_eq!(
+        o.status.code(),
+        Some(70),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "the real compiler {} is nxcc itself",
+            real.display()
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+    // The shim configured as its own compiler.
+    let config = w.shim_dir().join("neuronx-cc.nxcc-shim.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    v["compiler"] = serde_json::Value::from(shim.to_str().unwrap());
+    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = version(&w);
+    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("is nxcc itself"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A "compiler" that runs whatever `neuronx-cc` comes first on PATH: the shim again, and
+    // again; the chain ends at the fourth shim, saying so.
+    let wrapper = real_dir.join("wrapper.sh");
+    std::fs::write(&wrapper, "#!/bin/sh\nexec neuronx-cc \"$@\"\n").unwrap();
+    chmod(&wrapper, 0o755);
+    v["compiler"] = serde_json::Value::from(wrapper.to_str().unwrap());
+    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = version(&w);
+    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("4 nxcc shims ran one another (NXCC_SHIM_HOPS)"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Install refuses a compiler that is nxcc under another name.
+    let alias = real_dir.join("compiler-alias");
+    std::os::unix::fs::symlink(NXCC, &alias).unwrap();
+    let o = w.nxcc(&[
+        "shim",
+        "install",
+        w.path().join("other").to_str().unwrap(),
+        "--compiler",
+        alias.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("is nxcc itself"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!w.path().join("other").exists());
+}
+
+/// `shim uninstall` removes every directory install created (not only the last one), and
+/// stops the shim's daemon.
+#[test]
+fn uninstall_removes_the_directories_install_made_and_stops_the_daemon() {
+    let w = World::new();
+    let top = w.path().join("a");
+    let dir = top.join("b/c");
+    let fake = fake_compiler();
+    let o = w.nxcc(&[
+        "shim",
+        "install",
+        dir.to_str().unwrap(),
+        "--compiler",
+        fake.to_str().unwrap(),
+        "--socket",
+        w.socket().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::fs::write(w.path().join("m.pb"), "graph\n").unwrap();
+    let o = guarded(
+        w.env(&mut Command::new(dir.join("neuronx-cc")))
+            .args(["compile", "m.pb", "--target", "trn2", "--output", "m.neff"])
+            .current_dir(w.path()),
+        "a compile through the shim",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(w.socket().exists(), "the daemon runs");
+    let o = w.nxcc(&["shim", "uninstall", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let said = text(&o.stdout);
+    assert!(said.contains("Stopped the daemon (pid "), "{said}");
+    assert!(!top.exists(), "{said}");
+    assert!(!w.socket().exists(), "the daemon is gone");
+    assert!(!w.path().join("d.pid").exists());
+}

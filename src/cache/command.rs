@@ -314,6 +314,9 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
         &std::env::current_dir().unwrap_or_default(),
         dir,
     ));
+    if let Err(u) = cache.check(version) {
+        return usage_error(prog, format!("argument --neuron-cache: {u}"));
+    }
     let unreadable = |e: std::io::Error| {
         crate::cli::subcommand::err(&format!(
             "{prog} cache: error: cannot read the neuron cache {}: {e}\n",

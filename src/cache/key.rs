@@ -248,7 +248,8 @@ pub const MAP_FROM: u64 = 1 << 20;
 /// modification time changed while it was hashed, is an error: what was hashed is not the file.
 /// Never a SIGBUS, even in the daemon.
 pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    let f = std::fs::File::open(path)?;
+    // A regular file only, opened without waiting: a FIFO or a device never holds up a compile.
+    let f = crate::fsx::regular::open(path)?;
     let len = f.metadata()?.len();
     if len >= MAP_FROM {
         if let Some(r) = hash_mapped_into(&f, path, h) {

@@ -29,7 +29,9 @@ use std::sync::Mutex;
 use super::config::{CacheConfig, CacheStatus};
 use super::estimate;
 use super::key::Key;
-use super::meta::{self, Failed, Meta, NeffInfo, FAILED_FILE, LOG_FILE, META_FILE, NEFF_FILE};
+use super::meta::{
+    self, Failed, Meta, NeffInfo, FAILED_FILE, LOG_FILE, META_FILE, NEFF_FILE, ORIGIN_FILE,
+};
 use super::store::{self, Cache, Lookup, ServeError};
 use crate::cli::level;
 use crate::engine::log;
@@ -418,7 +420,7 @@ impl Visit<'_, '_, '_> {
                 store::write_json_in(tmp, FAILED_FILE, &failed)?;
             }
             tmp.create_file(LOG_FILE)?.write_all(log_text.as_bytes())?;
-            store::write_json_in(tmp, META_FILE, &m)?;
+            store::write_json_in(tmp, META_FILE, &with_origin(tmp, &m)?)?;
             Ok(m)
         };
         match fill(pending.dir()).and_then(|_| pending.commit()) {
@@ -458,6 +460,23 @@ impl Visit<'_, '_, '_> {
             );
         }
     }
+}
+
+/// `meta.json`'s content: `m`, and the origin the runner left beside the product (a NEFF from a
+/// remote server), which is removed from the entry.
+fn with_origin(tmp: &crate::fsx::Dir, m: &Meta) -> std::io::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(m).map_err(std::io::Error::other)?;
+    match tmp.read(ORIGIN_FILE) {
+        Ok(bytes) => {
+            let origin: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+            v["origin"] = origin;
+            tmp.remove_file(ORIGIN_FILE)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    Ok(v)
 }
 
 /// The lines this compile appended to the shared log file: those written after `start` that

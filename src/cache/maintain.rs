@@ -1,4 +1,6 @@
-//! Looking after a cache directory: [`stats`], [`verify`] (evicting corrupt entries), [`gc`]
+//! Looking after a cache directory: [`stats`], [`verify`] (evicting corrupt entries: a NEFF
+//! that does not match its record, or that is not a valid NEFF as `neff-info --verify` checks
+//! it — whatever produced it, a local compile or a remote server), [`gc`]
 //! (least recently used first, down to a size) and [`clear`]. Every removal goes through an
 //! eviction (renamed away, then deleted), so the cache stays consistent for compiles running
 //! meanwhile; temporary directories of compiles still running are left alone. Whatever is not a
@@ -170,10 +172,35 @@ fn check(shard: &crate::fsx::Dir, key: &str) -> Option<String> {
                         _ => Some(format!("{NEFF_FILE} does not match its recorded blake3")),
                     }
                 }
-                Ok(_) => None,
+                Ok(_) => neff_problems(&dir),
             }
         }
     }
+}
+
+/// Why an entry's NEFF is not a valid NEFF, if it is not (read through the entry's directory
+/// handle: no link in the cache is followed).
+fn neff_problems(dir: &crate::fsx::Dir) -> Option<String> {
+    use std::os::fd::AsRawFd;
+    let f = match dir.open_file(NEFF_FILE) {
+        Ok(f) => f,
+        Err(e) => return Some(format!("{NEFF_FILE} cannot be read: {e}")),
+    };
+    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+    let problems = match crate::neff::Neff::open(&path) {
+        Ok(neff) => crate::neff::verify::verify(&neff).problems,
+        Err(e) => vec![e.to_string()],
+    };
+    problems.first().map(|p| {
+        format!(
+            "{NEFF_FILE} is not a valid NEFF ({}{})",
+            p.escape_debug(),
+            match problems.len() {
+                1 => String::new(),
+                n => format!("; and {} more problems", n - 1),
+            }
+        )
+    })
 }
 
 /// Check every entry; evict the corrupt ones, and whatever is not a plain directory.

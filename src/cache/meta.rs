@@ -19,6 +19,10 @@ pub const META_FILE: &str = "meta.json";
 pub const LOG_FILE: &str = "log.txt";
 /// A failed compile's error lines and status.
 pub const FAILED_FILE: &str = "failed.json";
+/// Where a NEFF the compile did not make here came from (a JSON object: the remote server, the
+/// action, the worker), left beside the product by what ran the compile; the entry records it as
+/// `meta.json`'s `origin` and keeps no such file.
+pub const ORIGIN_FILE: &str = "origin.json";
 
 /// The NEFF of an entry: its blake3 (hex) and size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,10 +2,11 @@
 //! `log.txt` (or, for a failed compile, `failed.json`, `meta.json` and `log.txt`).
 //!
 //! Trust: the cache believes nothing it did not make.
-//! - The directory is checked before use as ssh checks its files ([`Cache::check`]): `DIR` must
-//!   be owned by the user or root and not writable by group or others unless sticky; `nxcc-v1`
-//!   must be a real directory, owned by the user or root, writable by nobody else. Otherwise
-//!   nothing in it is used, and the error says what to fix ([`UnsafeDir`]).
+//! - The directory is checked before use by nxcc's one trust rule ([`crate::fsx::trust`], ssh's
+//!   `StrictModes`; [`Cache::check`]): `DIR` must be owned by the user or root and not writable
+//!   by group or others unless sticky, and is reached through no link another user could have
+//!   placed; `nxcc-v1` must be a real directory, owned by the user or root, writable by nobody
+//!   else. Otherwise nothing in it is used, and the error says what to fix ([`UnsafeDir`]).
 //! - Below `nxcc-v1` every entry is reached through directory descriptors ([`crate::fsx::Dir`]),
 //!   one name at a time, following no symbolic link: a shard, entry, file, lock or estimate
 //!   index that is a link (or a FIFO, a device, a file where a directory belongs) is never
@@ -42,6 +43,7 @@ use serde::Deserialize;
 
 use super::meta::{Failed, Meta, NeffInfo, FAILED_FILE, META_FILE, NEFF_FILE};
 use crate::fsx::dir::is_not_plain;
+use crate::fsx::trust::{self, Subject, Trusted};
 use crate::fsx::{unique, AtomicFile, Dir, Durability};
 use crate::run::process::Cancel;
 
@@ -60,30 +62,16 @@ pub struct Cache {
     root: PathBuf,
 }
 
-/// A cache directory that must not be used, and what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnsafeDir {
-    /// The directory refused.
-    pub path: PathBuf,
-    /// What is wrong (`is owned by uid 65534, not by you (uid 1000) or root`).
-    pub problem: String,
-    /// What fixes it.
-    pub fix: String,
-}
+/// A cache directory that must not be used, and what to do about it (the trust rule's refusal,
+/// [`crate::fsx::trust`]).
+pub type UnsafeDir = crate::fsx::Untrusted;
 
-impl std::fmt::Display for UnsafeDir {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the cache directory {} {}; {}",
-            self.path.display(),
-            self.problem,
-            self.fix
-        )
-    }
-}
-
-impl std::error::Error for UnsafeDir {}
+/// The cache directory, in the trust rule's messages.
+pub const CACHE_DIR: Subject = Subject {
+    noun: "the cache directory",
+    file: "the cache's file",
+    instead: "use a cache directory of your own (--cache_dir)",
+};
 
 /// What the cache holds for a key.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,53 +201,13 @@ fn is_shard(s: &str) -> bool {
 }
 
 fn unsafe_dir(path: &Path, problem: String, fix: String) -> std::io::Error {
-    std::io::Error::other(UnsafeDir {
+    UnsafeDir {
+        noun: CACHE_DIR.noun,
         path: path.to_path_buf(),
         problem,
         fix,
-    })
-}
-
-/// The ssh rule: owned by the user or root; not writable by group or others, unless `sticky_ok`
-/// and the directory is sticky.
-fn check_owner(st: &Stat, path: &Path, sticky_ok: bool) -> std::io::Result<()> {
-    let me = rustix::process::geteuid().as_raw();
-    if st.st_uid != me && st.st_uid != 0 {
-        return Err(unsafe_dir(
-            path,
-            format!(
-                "is owned by uid {}, not by you (uid {me}) or root",
-                st.st_uid
-            ),
-            format!(
-                "use a cache directory of your own (--cache_dir), or give it to yourself (chown {me} {})",
-                path.display()
-            ),
-        ));
     }
-    let mode = st.st_mode & 0o7777;
-    let sticky = mode & 0o1000 != 0;
-    if mode & 0o022 != 0 && !(sticky_ok && sticky) {
-        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-            (true, true) => "group and others",
-            (true, false) => "its group",
-            _ => "others",
-        };
-        return Err(unsafe_dir(
-            path,
-            format!("is writable by {who} (mode {mode:04o})"),
-            if sticky_ok {
-                format!(
-                    "remove that permission (chmod go-w {}) or make it sticky (chmod +t {})",
-                    path.display(),
-                    path.display()
-                )
-            } else {
-                format!("remove that permission (chmod go-w {})", path.display())
-            },
-        ));
-    }
-    Ok(())
+    .into()
 }
 
 /// The apparent size of the files of a directory (and of its directories), links not followed.
@@ -346,15 +294,15 @@ impl Cache {
 
     /// `nxcc-v1`, checked; `None` if absent and not to be created.
     pub fn open_root(&self, create: bool) -> std::io::Result<Option<Dir>> {
-        let top = match Dir::open(&self.dir) {
+        let top = match Trusted::open(&self.dir, CACHE_DIR, true) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
                 std::fs::create_dir_all(&self.dir)?;
-                Dir::open(&self.dir)?
+                Trusted::open(&self.dir, CACHE_DIR, true)?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             r => r?,
         };
-        check_owner(&top.own_stat()?, &self.dir, true)?;
+        let top = top.dir();
         let root = match top.open_dir(LAYOUT_DIR) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
                 top.open_or_create_dir(LAYOUT_DIR)
@@ -372,7 +320,7 @@ impl Cache {
             }
             r => r,
         }?;
-        check_owner(&root.own_stat()?, &self.root, false)?;
+        trust::check_dir(&root.own_stat()?, &CACHE_DIR, &self.root, false)?;
         Ok(Some(root))
     }
 

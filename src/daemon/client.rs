@@ -98,6 +98,27 @@ pub enum Sent {
     Unreached(String),
     /// The daemon took the compile but the exchange failed (why).
     Failed(String),
+    /// The daemon refused the compile before taking it (`403`: this user is not served; `429`:
+    /// over a connection limit); its answer.
+    Refused(String),
+}
+
+/// A compile goes only to a daemon the user can trust: its socket's directory passes nxcc's
+/// trust rule ([`crate::fsx::trust`]) and the socket is the user's or root's — a daemon run by
+/// another user could answer with anything. A socket not there yet is for a daemon this client
+/// starts, which checks its directory itself.
+pub fn check_socket(socket: &Path) -> Result<(), String> {
+    let (Some(parent), Some(name)) = (socket.parent(), socket.file_name().and_then(|n| n.to_str()))
+    else {
+        return Ok(());
+    };
+    if !parent.exists() {
+        return Ok(());
+    }
+    let refused = |e: io::Error| format!("not using the daemon on {}: {e}", socket.display());
+    let dir =
+        crate::fsx::Trusted::open(parent, super::pidfile::DAEMON_DIR, true).map_err(refused)?;
+    dir.entry(name).map(|_| ()).map_err(refused)
 }
 
 /// Send a compile to the daemon; returns its exit status.
@@ -110,7 +131,7 @@ pub fn compile(args: &CompileArgs) -> i32 {
         .collect();
     match send(&Target::from_env(), &argv) {
         Sent::Finished(status) => status,
-        Sent::Unreached(e) | Sent::Failed(e) => fail(&e),
+        Sent::Unreached(e) | Sent::Failed(e) | Sent::Refused(e) => fail(&e),
     }
 }
 
@@ -124,6 +145,9 @@ pub fn send(target: &Target, argv: &[String]) -> Sent {
         if let Err(e) = super::listen::check_private_dir(&dir) {
             return Sent::Unreached(e.to_string());
         }
+    }
+    if let Err(e) = check_socket(socket) {
+        return Sent::Unreached(e);
     }
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
@@ -145,6 +169,9 @@ pub fn send(target: &Target, argv: &[String]) -> Sent {
         };
         match exchange(stream, &body) {
             Ok(Answer::Finished(status)) => return Sent::Finished(status),
+            Ok(Answer::Refused(text)) => {
+                return Sent::Refused(format!("the daemon on {}: {text}", socket.display()))
+            }
             Ok(Answer::Stopping(text)) => match stopping_waits.next() {
                 Some(wait) => std::thread::sleep(Duration::from_secs_f64(*wait)),
                 None => {
@@ -162,6 +189,8 @@ enum Answer {
     Finished(i32),
     /// The daemon is stopping and did not take the compile.
     Stopping(String),
+    /// The daemon refused the compile (`403`, `429`).
+    Refused(String),
 }
 
 /// Connect to the daemon, starting one if none answers.
@@ -307,11 +336,8 @@ fn exchange(stream: UnixStream, body: &[u8]) -> Result<Answer, String> {
     )
     .into_bytes();
     request.extend_from_slice(body);
-    let mut answer = http1::Response::send(stream, &request).map_err(|e| {
-        format!(
-            "the daemon closed the connection before answering ({e}); a daemon closes at once the connections of users it does not serve (see its --allow-uid) and of users over its connection limits"
-        )
-    })?;
+    let mut answer = http1::Response::send(stream, &request)
+        .map_err(|e| format!("the daemon closed the connection before answering ({e})"))?;
     if answer.status != 200 {
         let text = answer
             .read_to_end()
@@ -319,6 +345,12 @@ fn exchange(stream: UnixStream, body: &[u8]) -> Result<Answer, String> {
             .unwrap_or_default();
         if answer.status == 503 {
             return Ok(Answer::Stopping(text));
+        }
+        if matches!(answer.status, 403 | 429) {
+            return Ok(Answer::Refused(format!(
+                "refused the compile ({}): {text}",
+                http1::status_text(answer.status)
+            )));
         }
         return Err(format!(
             "the daemon refused the compile ({}): {text}",

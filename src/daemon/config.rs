@@ -208,7 +208,7 @@ static COMMAND: Subcommand = Subcommand {
     name: "daemon",
     flags: &OWN_FLAGS,
     positionals: &[],
-    about: "Serve compiles over HTTP/1.1 on a Unix socket: the original daemon's protocol\n(POST /compile?working_directory=DIR, body = the shell-quoted compile arguments),\nPOST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.",
+    about: "Serve compiles over HTTP/1.1 on a Unix socket: the original daemon's protocol\n(POST /compile?working_directory=DIR, body = the shell-quoted compile arguments),\nPOST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.\n`nxcc daemon stop [--socket PATH]` stops the daemon of a socket and waits until it is gone.",
 };
 
 /// What the command line asks for.

@@ -87,19 +87,33 @@ impl AsyncWrite for Tapped {
     }
 }
 
+/// A short plain-text answer that closes the connection.
+fn answer_text(status: &str, reason: &str) -> String {
+    let body = format!("{reason}\n");
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 /// Write a short answer on a connection that is given up on (one non-blocking write) and close
 /// it.
 fn last_word(fd: OwnedFd, status: &str, reason: &str) {
     let s = std::os::unix::net::UnixStream::from(fd);
     let _ = s.set_nonblocking(true);
-    let body = format!("{reason}\n");
-    let msg = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = (&s).write(msg.as_bytes());
+    let _ = (&s).write(answer_text(status, reason).as_bytes());
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
+
+/// Refused connections being answered at once, at most ([`refuse`]); past this many, a refused
+/// connection gets its answer in one write and is closed at once, so a flood of connections
+/// costs the daemon no more than this many descriptors and small tasks.
+pub const MAX_REFUSALS_ANSWERING: usize = 512;
+/// How long a refused connection's request head may take to arrive; then, once answered, how
+/// long its client has to read the answer and close.
+pub const REFUSAL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The most bytes read from a refused connection, before and after its answer.
+const REFUSAL_READ_LIMIT: usize = 64 << 10;
 
 /// Counts open connections.
 #[derive(Default)]
@@ -108,6 +122,8 @@ pub struct Connections {
     pub open: AtomicUsize,
     /// Woken each time a connection closes (shutdown waits on it until `open` is 0).
     pub closed: Notify,
+    /// Refused connections being answered now ([`MAX_REFUSALS_ANSWERING`]).
+    pub refusing: AtomicUsize,
 }
 
 /// The peer of a connection just accepted (`SO_PEERCRED`).
@@ -120,11 +136,73 @@ pub fn peer_of(stream: &tokio::net::UnixStream) -> io::Result<Peer> {
     })
 }
 
-/// Answer a refused connection in one non-blocking write and close it, before reading a byte.
-pub fn refuse(daemon: &Daemon, stream: tokio::net::UnixStream, peer: &Peer, why: Refusal) {
+/// Answer a refused connection so that its client reads the answer: its request head is read
+/// first (within [`REFUSAL_WAIT`], at most 64 KiB), then the answer is
+/// written and the connection shut down for writing, and what the client still sends is read
+/// until it closes (within [`REFUSAL_WAIT`] again) — closing with unread input would reset the
+/// connection, and the client would see `ECONNRESET` or `EPIPE` instead of the answer. Past
+/// [`MAX_REFUSALS_ANSWERING`] at once, the answer is one write and the connection is closed.
+pub fn refuse(
+    daemon: &Daemon,
+    stream: tokio::net::UnixStream,
+    peer: &Peer,
+    why: Refusal,
+    conns: &Arc<Connections>,
+) {
     let reason = daemon.gate.reason(why, peer);
-    if let Ok(s) = stream.into_std() {
-        last_word(OwnedFd::from(s), why.status(), &reason);
+    if conns.refusing.fetch_add(1, Ordering::SeqCst) >= MAX_REFUSALS_ANSWERING {
+        conns.refusing.fetch_sub(1, Ordering::SeqCst);
+        if let Ok(s) = stream.into_std() {
+            last_word(OwnedFd::from(s), why.status(), &reason);
+        }
+        return;
+    }
+    let conns = conns.clone();
+    tokio::spawn(async move {
+        answer_refused(stream, why.status(), &reason).await;
+        conns.refusing.fetch_sub(1, Ordering::SeqCst);
+    });
+}
+
+/// Read from `stream` until end of stream, an error, `deadline`, [`REFUSAL_READ_LIMIT`] bytes,
+/// or (`head`) the end of a request head.
+async fn read_until(
+    stream: &mut tokio::net::UnixStream,
+    deadline: tokio::time::Instant,
+    head: bool,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut seen: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut total = 0;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => {
+                total += n;
+                if head {
+                    seen.extend_from_slice(&chunk[..n]);
+                    if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        return;
+                    }
+                }
+                if total >= REFUSAL_READ_LIMIT {
+                    return;
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
+async fn answer_refused(mut stream: tokio::net::UnixStream, status: &str, reason: &str) {
+    use tokio::io::AsyncWriteExt;
+    let now = tokio::time::Instant::now;
+    read_until(&mut stream, now() + REFUSAL_WAIT, true).await;
+    let text = answer_text(status, reason);
+    let wrote = tokio::time::timeout(REFUSAL_WAIT, stream.write_all(text.as_bytes())).await;
+    if matches!(wrote, Ok(Ok(()))) {
+        let _ = stream.shutdown().await;
+        read_until(&mut stream, now() + REFUSAL_WAIT, false).await;
     }
 }
 

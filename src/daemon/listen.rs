@@ -1,16 +1,21 @@
-//! Binding the daemon's listening socket: a socket file (its directory created 0700, the socket
-//! made 0600 or `--socket-mode`), or the original's abstract address.
+//! Binding the daemon's listening socket: a socket file (its directory created 0700 and checked
+//! by nxcc's trust rule, the socket made 0600 or `--socket-mode`), or the original's abstract
+//! address.
 //!
 //! A socket file left by a daemon that died is replaced; one that still answers is another
-//! daemon's, and is left alone. Nothing that is not a socket is ever removed.
+//! daemon's, and is left alone. Nothing that is not a socket, and no socket of another user, is
+//! ever removed.
 
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
+use rustix::fs::FileType;
+
 use super::config::ABSTRACT_PREFIX;
-use super::pidfile::create_private_dir;
+use super::pidfile::open_parent;
+use crate::fsx::Trusted;
 
 /// Why the socket could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +35,9 @@ pub enum BindError {
         /// What is wrong with it (`it belongs to uid 0, not 1000`).
         why: String,
     },
+    /// A directory of the daemon's files breaks nxcc's trust rule.
+    #[error("{0}")]
+    Untrusted(crate::fsx::Untrusted),
     /// A system call failed.
     #[error("cannot listen on {what}: {source}")]
     Io {
@@ -78,6 +86,8 @@ pub fn check_private_dir(dir: &Path) -> Result<(), BindError> {
 #[derive(Debug)]
 pub struct SocketFile {
     path: PathBuf,
+    dir: Trusted,
+    name: String,
     id: (u64, u64),
 }
 
@@ -89,45 +99,69 @@ impl SocketFile {
 
     /// Remove the socket file, unless it is gone or another socket has taken its place.
     pub fn remove(&self) {
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.id {
-                let _ = std::fs::remove_file(&self.path);
+        if let Ok(st) = self.dir.dir().stat(&self.name) {
+            if (st.st_dev, st.st_ino) == self.id {
+                let _ = self.dir.dir().remove_file(&self.name);
             }
         }
     }
 }
 
-/// Bind a socket file at `path` with permission bits `mode`.
+/// The error of a daemon file's place: the trust rule's refusal as itself, anything else as a
+/// failed system call on `what`.
+fn place_err(what: &Path) -> impl FnOnce(io::Error) -> BindError + '_ {
+    move |e| match crate::fsx::trust::untrusted(&e) {
+        Some(u) => BindError::Untrusted(u.clone()),
+        None => io_err(what)(e),
+    }
+}
+
+/// Bind a socket file at `path` with permission bits `mode`. Its directory is created 0700 if
+/// missing and must pass nxcc's trust rule; what is at `path` is looked at, removed (a dead
+/// daemon's socket of the user's or root's) and bound through the directory's descriptor, never
+/// through a link.
 ///
 /// The process umask is narrowed to 0177 for the duration of the `bind` so the socket is never
 /// reachable with wider permissions: call this before starting any thread.
 pub fn bind_path(path: &Path, mode: u32) -> Result<(UnixListener, SocketFile), BindError> {
-    if let Some(dir) = path.parent() {
-        create_private_dir(dir).map_err(io_err(dir))?;
-    }
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => match UnixStream::connect(path) {
-            Ok(_) => return Err(BindError::InUse(path.display().to_string())),
-            // Nobody listens: a dead daemon's socket.
-            Err(_) => std::fs::remove_file(path).map_err(io_err(path))?,
-        },
-        Ok(_) => return Err(BindError::NotASocket(path.display().to_string())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err(path)(e)),
+    let (dir, name) = open_parent(path).map_err(place_err(path))?;
+    // `bind` and `connect` take a path: one through the checked directory's descriptor when it
+    // fits in a socket address, else the path itself.
+    let via = dir
+        .fd_path(&name)
+        .filter(|p| p.as_os_str().len() < 100)
+        .unwrap_or_else(|| path.to_path_buf());
+    match dir.entry(&name).map_err(place_err(path))? {
+        Some(st) if FileType::from_raw_mode(st.st_mode) == FileType::Socket => {
+            match UnixStream::connect(&via) {
+                Ok(_) => return Err(BindError::InUse(path.display().to_string())),
+                // Nobody listens: a dead daemon's socket.
+                Err(_) => dir.dir().remove_file(&name).map_err(io_err(path))?,
+            }
+        }
+        Some(_) => return Err(BindError::NotASocket(path.display().to_string())),
+        None => {}
     }
     let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
-    let bound = UnixListener::bind(path);
+    let bound = UnixListener::bind(&via);
     rustix::process::umask(old);
     let listener = bound.map_err(io_err(path))?;
-    let file = std::fs::symlink_metadata(path)
-        .map(|m| SocketFile {
-            path: path.to_path_buf(),
-            id: (m.dev(), m.ino()),
-        })
-        .map_err(io_err(path))?;
-    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+    let st = dir.dir().stat(&name).map_err(io_err(path))?;
+    let file = SocketFile {
+        path: path.to_path_buf(),
+        dir,
+        name,
+        id: (st.st_dev, st.st_ino),
+    };
+    let chmod = rustix::fs::chmodat(
+        file.dir.dir(),
+        file.name.as_str(),
+        rustix::fs::Mode::from_raw_mode(mode),
+        rustix::fs::AtFlags::empty(),
+    );
+    if let Err(e) = chmod {
         file.remove();
-        return Err(io_err(path)(e));
+        return Err(io_err(path)(e.into()));
     }
     Ok((listener, file))
 }
@@ -176,7 +210,7 @@ mod tests {
     fn private_dir_check() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("priv");
-        create_private_dir(&p).unwrap();
+        crate::daemon::pidfile::create_private_dir(&p).unwrap();
         check_private_dir(&p).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         let e = check_private_dir(&p).unwrap_err().to_string();

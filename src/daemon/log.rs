@@ -1,11 +1,15 @@
 //! The daemon's own log: one line per event (start, stop, each request and compile, refusals), in
 //! the compile log's format `<UTC timestamp> <LEVEL> <pid> [nxcc-daemon]: <message>`, appended to
-//! `--log-file` (its directory created 0700 if missing) or written to stderr. Each compile's own log stays in its working directory.
+//! `--log-file` or written to stderr. The log's directory is created 0700 if missing and passes
+//! nxcc's trust rule ([`super::pidfile::open_parent`]); the file is opened from it without
+//! following a link (made 0600), and must be the user's or root's and writable by nobody else.
+//! Each compile's own log stays in its working directory.
 
-use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Mutex;
+
+use rustix::fs::OFlags;
 
 /// The logger name on each line.
 pub const LOGGER: &str = "nxcc-daemon";
@@ -24,14 +28,13 @@ impl std::fmt::Debug for DaemonLog {
 }
 
 impl DaemonLog {
-    /// Append to `path` (its directory created), or write to stderr.
+    /// Append to `path` (see the module documentation), or write to stderr.
     pub fn open(path: Option<&Path>) -> io::Result<DaemonLog> {
         let out: Box<dyn Write + Send> = match path {
             Some(p) => {
-                if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    super::pidfile::create_private_dir(dir)?;
-                }
-                Box::new(OpenOptions::new().create(true).append(true).open(p)?)
+                let (dir, name) = super::pidfile::open_parent(p)?;
+                let flags = OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE;
+                Box::new(dir.open_file(&name, flags, 0o600)?)
             }
             None => Box::new(io::stderr()),
         };

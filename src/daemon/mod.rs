@@ -15,6 +15,7 @@
 //! - [`engine`]: the seam where a compile is run (nxcc's pipeline; the cache and an external
 //!   compiler plug in here) and the memory estimate;
 //! - [`client`]: `nxcc compile --daemon`;
+//! - [`stop`]: `nxcc daemon stop`, the daemon of a socket stopped cleanly;
 //! - [`log`]: the daemon's own log.
 
 pub mod client;
@@ -31,6 +32,7 @@ pub mod peer;
 pub mod pidfile;
 pub mod server;
 pub mod state;
+pub mod stop;
 
 use std::io::Write;
 
@@ -48,8 +50,11 @@ pub(crate) fn err(text: &str) {
     let _ = e.flush();
 }
 
-/// `nxcc daemon ARGS...`; returns the exit status.
+/// `nxcc daemon ARGS...` (or `nxcc daemon stop ARGS...`); returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
+    if args.first().is_some_and(|a| a == "stop") {
+        return stop::main(prog, &args[1..]);
+    }
     match config::parse(prog, args) {
         Ok(config::Parse::Help(text)) => {
             out(&text);

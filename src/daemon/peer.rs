@@ -1,8 +1,10 @@
 //! Who may connect, decided at `accept` before a byte is read: the peer's uid (`SO_PEERCRED`)
 //! must be the daemon's own or an `--allow-uid` one, and the open connections must stay within
-//! `--max-connections-per-uid` and `--max-connections`. A refused connection gets one short answer
-//! (`403`, or `429` over a limit) in a single non-blocking write and is closed at once: it never
-//! holds a task, a timer or a buffer.
+//! `--max-connections-per-uid` and `--max-connections`. A refused connection is never served: it
+//! gets one short answer (`403`, or `429` over a limit) once its request head is read, in a way
+//! its client can read ([`super::conn::refuse`]: bounded in time and bytes, the connection shut
+//! down for writing before it is closed), and a flood of refused connections is bounded
+//! ([`super::conn::MAX_REFUSALS_ANSWERING`]).
 //!
 //! Refusals are logged at a bounded rate: the first refusal of a uid is logged at once; the
 //! further ones within [`REFUSAL_LOG_INTERVAL`] are counted and logged as one line with the count

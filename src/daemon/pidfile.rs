@@ -1,5 +1,8 @@
 //! The daemon's pid file: `<pid>\n<socket>\n`, held under an exclusive `flock` for as long as the
-//! daemon runs. The first line alone is what the original's client reads (`PIDLockFile.read_pid`).
+//! daemon runs. Its directory passes nxcc's trust rule ([`open_parent`], also the socket's and
+//! the log's), and the file is opened from it without following a link, so a link planted where
+//! the pid file goes is refused, never written through. The first line alone is what the
+//! original's client reads (`PIDLockFile.read_pid`).
 //!
 //! The lock, not the content, says whether a daemon is alive: the kernel releases it when its
 //! holder dies, so a file left by a killed daemon is stale and is taken over silently. A live
@@ -7,18 +10,29 @@
 //! happens while the lock is still held, and a taker checks that the file it locked is still the
 //! one at the path, so two daemons can never both believe they hold it.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{flock, FlockOperation};
+use rustix::fs::{flock, FlockOperation, OFlags};
+
+use crate::fsx::{Subject, Trusted};
+
+/// The directories of the daemon's socket, pid file and log, in the trust rule's messages.
+pub const DAEMON_DIR: Subject = Subject {
+    noun: "the daemon's directory",
+    file: "the daemon's file",
+    instead: "choose a directory of your own (--socket, --pid-file, --log-file)",
+};
 
 /// A held pid file; removed when dropped.
 #[derive(Debug)]
 pub struct PidFile {
     path: PathBuf,
+    dir: Trusted,
+    name: String,
     file: File,
 }
 
@@ -49,48 +63,85 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
         .create(dir)
 }
 
-/// Take the pid file at `path` (its directory is created 0700 if missing).
-pub fn lock(path: &Path) -> io::Result<Lock> {
-    if let Some(dir) = path.parent() {
-        create_private_dir(dir)?;
+/// The directory of one of the daemon's files (created 0700 with its missing parents), opened
+/// and checked by nxcc's trust rule ([`crate::fsx::trust`]: the user's or root's, not writable by
+/// others unless sticky, no link another user placed on the way), and the file's name in it.
+pub fn open_parent(path: &Path) -> io::Result<(Trusted, String)> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| crate::fsx::trust::is_entry_name(std::ffi::OsStr::new(n)))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} does not name a file (or is not UTF-8)", path.display()),
+            )
+        })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    create_private_dir(dir)?;
+    Ok((Trusted::open(dir, DAEMON_DIR, true)?, name.to_string()))
+}
+
+fn same_file(f: &File, dir: &Trusted, name: &str) -> io::Result<bool> {
+    let ours = rustix::fs::fstat(f)?;
+    match dir.dir().stat(name) {
+        Ok(now) => Ok((now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
     }
+}
+
+/// Take the pid file at `path` (its directory is created 0700 if missing). The file is opened
+/// from its checked directory without following a link, and must be the user's or root's.
+pub fn lock(path: &Path) -> io::Result<Lock> {
+    let (dir, name) = open_parent(path)?;
     loop {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(path)?;
+        let file = dir.open_file(&name, OFlags::RDWR | OFlags::CREATE, 0o644)?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {
                 // The previous holder may have removed the file between our open and our lock:
                 // then we hold a lock on a file nobody else can find. Start again.
-                let ours = file.metadata()?;
-                match std::fs::metadata(path) {
-                    Ok(m) if (m.dev(), m.ino()) == (ours.dev(), ours.ino()) => {
-                        return Ok(Lock::Acquired(PidFile {
-                            path: path.to_path_buf(),
-                            file,
-                        }))
-                    }
-                    Ok(_) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(e),
+                if same_file(&file, &dir, &name)? {
+                    return Ok(Lock::Acquired(PidFile {
+                        path: path.to_path_buf(),
+                        dir,
+                        name,
+                        file,
+                    }));
                 }
             }
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK => return Ok(Lock::Held(holder(path))),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => return Ok(Lock::Held(holder(&file))),
             Err(e) => return Err(e.into()),
         }
     }
 }
 
+/// What a live daemon's pid file at `path` says, `None` when no live daemon holds it (absent,
+/// or left by a dead one). Nothing is created.
+pub fn live_holder(path: &Path) -> io::Result<Option<Holder>> {
+    let (dir, name) = match path.parent().filter(|d| d.exists()) {
+        Some(_) => open_parent(path)?,
+        None => return Ok(None),
+    };
+    let file = match dir.open_file(&name, OFlags::RDONLY, 0) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        r => r?,
+    };
+    match flock(&file, FlockOperation::NonBlockingLockShared) {
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(Some(holder(&file))),
+        _ => Ok(None),
+    }
+}
+
 /// Read what a held pid file says. Its holder writes the pid once its socket listens: give it a
 /// moment when the file is still empty.
-fn holder(path: &Path) -> Holder {
+fn holder(file: &File) -> Holder {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
-        let h = read(path);
+        let h = read_from(file);
         if h.pid.is_some() || Instant::now() >= deadline {
             return h;
         }
@@ -98,10 +149,12 @@ fn holder(path: &Path) -> Holder {
     }
 }
 
-/// Read a pid file without locking it.
-pub fn read(path: &Path) -> Holder {
-    let mut text = String::new();
-    let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut text));
+/// What an open pid file says (its first 4 KiB).
+fn read_from(file: &File) -> Holder {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 4096];
+    let n = file.read_at(&mut buf, 0).unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]);
     let mut lines = text.lines();
     Holder {
         pid: lines.next().and_then(|l| l.trim().parse().ok()),
@@ -109,9 +162,32 @@ pub fn read(path: &Path) -> Holder {
     }
 }
 
+/// Read a pid file without locking it (nothing is created; a file that is not the user's or
+/// root's, or a link, reads as empty).
+pub fn read(path: &Path) -> Holder {
+    let empty = Holder {
+        pid: None,
+        socket: None,
+    };
+    let Some(parent) = path.parent().filter(|d| d.exists()) else {
+        return empty;
+    };
+    let (Ok(dir), Some(name)) = (
+        Trusted::open(parent, DAEMON_DIR, true),
+        path.file_name().and_then(|n| n.to_str()),
+    ) else {
+        return empty;
+    };
+    match dir.open_file(name, OFlags::RDONLY, 0) {
+        Ok(f) => read_from(&f),
+        Err(_) => empty,
+    }
+}
+
 impl PidFile {
     /// Write `<pid>\n<socket>\n` (replacing any stale content).
     pub fn publish(&mut self, pid: u32, socket: &str) -> io::Result<()> {
+        use std::io::Write;
         use std::os::unix::fs::FileExt;
         let text = format!("{pid}\n{socket}\n");
         self.file.set_len(0)?;
@@ -128,10 +204,8 @@ impl PidFile {
 impl Drop for PidFile {
     fn drop(&mut self) {
         // Removed while still locked (the lock goes with the descriptor, right after).
-        if let (Ok(ours), Ok(now)) = (self.file.metadata(), std::fs::metadata(&self.path)) {
-            if (ours.dev(), ours.ino()) == (now.dev(), now.ino()) {
-                let _ = std::fs::remove_file(&self.path);
-            }
+        if same_file(&self.file, &self.dir, &self.name).unwrap_or(false) {
+            let _ = self.dir.dir().remove_file(&self.name);
         }
     }
 }
@@ -165,6 +239,21 @@ mod tests {
         drop(first);
         assert!(!path.exists(), "removed on release");
         assert!(matches!(lock(&path).unwrap(), Lock::Acquired(_)));
+    }
+
+    #[test]
+    fn a_link_where_the_pid_file_goes_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let path = dir.path().join("d.pid");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let e = lock(&path).unwrap_err();
+        let u = crate::fsx::trust::untrusted(&e).expect("refused by the trust rule");
+        assert_eq!(u.problem, "is a symbolic link, not a regular file");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(read(&path).pid, None);
+        assert!(live_holder(&path).is_err());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!   the log, the pid file locked, the socket bound, the pid published — any failure is one
 //!   message and exit status 1 (2 for a usage error).
 //! - Serving: each accepted connection's peer is checked at once ([`super::peer`]: refused ones
-//!   get one short answer and are closed before a byte is read); the admitted ones are served by
+//!   get one short answer, after their request head, that they can read
+//!   ([`super::conn::refuse`])); the admitted ones are served by
 //!   [`super::conn`]; each compile runs on a blocking thread ([`super::job::run`]), registered in
 //!   [`super::state`] so it can be cancelled.
 //! - Stopping (`POST /exit`, SIGTERM, SIGINT, SIGHUP, inactivity): stop accepting and remove the
@@ -124,7 +125,7 @@ fn admit(daemon: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &Arc<Conne
             ));
         }
         Err(why) => {
-            conn::refuse(daemon, stream, &peer, why);
+            conn::refuse(daemon, stream, &peer, why, conns);
             if let Some(line) = daemon
                 .gate
                 .note_refusal(why, &peer, std::time::Instant::now())

@@ -6,7 +6,7 @@
 //!
 //! The console may instead be a sink (the daemon streams a compile's lines to its client).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -101,7 +101,8 @@ impl Logger {
                 if let Some(dir) = p.parent() {
                     std::fs::create_dir_all(dir)?;
                 }
-                Some(OpenOptions::new().create(true).append(true).open(p)?)
+                // Never waits on a FIFO nobody reads (a daemon's thread must not).
+                Some(crate::fsx::regular::open_append(p)?)
             }
             None => None,
         };

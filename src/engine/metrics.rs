@@ -101,10 +101,7 @@ pub fn submit(launch_dir: &Path, record: &Record) -> std::io::Result<()> {
     let path = launch_dir.join("global_metric_store.json");
     let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
     line.push(b'\n');
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)?;
+    let mut f = crate::fsx::regular::open_append(&path)?;
     fs4::fs_std::FileExt::lock_exclusive(&f)?;
     let r = f.write_all(&line).and_then(|_| f.flush());
     let _ = fs4::fs_std::FileExt::unlock(&f);

@@ -276,14 +276,7 @@ impl<'s, 'a> Follow<'s, 'a> {
         let opts = session.options();
         // nxcc's own signal handling starts once the worker exists (a forked worker must not
         // inherit its thread): a signal then cancels the compile.
-        let mut on_started = || {
-            if opts.install_signals {
-                if let Ok(s) = crate::run::signals::install() {
-                    let cancel = opts.cancel.clone();
-                    s.on_signal(move |sig| cancel.interrupt(sig));
-                }
-            }
-        };
+        let mut on_started = || session.handle_signals();
         let reported = &mut self.reported;
         let mut on_event = |line: &str| match super::events::parse(line) {
             // The worker's end is the supervisor's to report.

@@ -311,6 +311,19 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// When the caller asks for it ([`Options::install_signals`]), nxcc's SIGINT/SIGTERM/SIGHUP
+    /// handling from now on: a signal cancels the compile and says which. (A worker about to be
+    /// forked must not inherit its thread: the pipeline calls this once its worker exists.)
+    pub fn handle_signals(&self) {
+        if !self.options.install_signals {
+            return;
+        }
+        if let Ok(s) = crate::run::signals::install() {
+            let cancel = self.options.cancel.clone();
+            s.on_signal(move |sig| cancel.interrupt(sig));
+        }
+    }
+
     /// The compile is over: its last event.
     pub fn done(&self, result: &CompileResult) {
         self.emit(&Event::Done {

@@ -77,6 +77,25 @@ impl Dir {
         Ok(Dir { fd })
     }
 
+    /// A directory already open as `fd` (the caller opened it as a directory).
+    pub fn from_fd(fd: OwnedFd) -> Dir {
+        Dir { fd }
+    }
+
+    /// Create the symbolic link `name` in this directory, pointing to `target`.
+    pub fn symlink(&self, target: &std::path::Path, name: &str) -> io::Result<()> {
+        rustix::fs::symlinkat(target, &self.fd, entry(name)?).map_err(io_err)
+    }
+
+    /// What the symbolic link `name` of this directory points to.
+    pub fn read_link(&self, name: &str) -> io::Result<std::path::PathBuf> {
+        let name = entry(name)?;
+        let target = rustix::fs::readlinkat(&self.fd, name, Vec::new()).map_err(io_err)?;
+        Ok(std::path::PathBuf::from(OsString::from_vec(
+            target.into_bytes(),
+        )))
+    }
+
     /// The directory `name` in this one; a link or anything but a directory is refused.
     pub fn open_dir(&self, name: &str) -> io::Result<Dir> {
         let name = entry(name)?;

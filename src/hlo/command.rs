@@ -6,7 +6,9 @@
 //! `parameter_bytes`, `result_bytes`, `instruction_count`, `opcodes`, `computations`,
 //! `largest_tensors`, `aliases`).
 //!
-//! A file that is not an HLO module (or cannot be read): the reader's message on stderr
+//! Only a regular file is read (a FIFO, a device or a socket is refused at once, without waiting
+//! on it: [`super::with_model_bytes`]). A file that is not an HLO module (or cannot be read):
+//! the reader's message on stderr
 //! (`model.pb: not an HloModuleProto: field 3 at byte 212 runs past the end`), exit 1. Usage
 //! errors: argparse's form, exit 2.
 
@@ -45,25 +47,14 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Err(stop) => return stop.report(),
     };
     let file = Path::new(&parsed.positionals[0][0]);
-    let mapped = match super::Mapped::open(file) {
-        Ok(m) => m,
-        Err(e) => {
-            err(&format!(
-                "{prog} hlo-info: error: {}\n",
-                super::ReadError::Io(e.to_string()).render(file)
-            ));
-            return EXIT_INVALID;
-        }
-    };
-    let size = mapped.bytes().len() as u64;
-    let module = match super::parse(mapped.bytes()) {
-        Ok(m) => m,
-        Err(e) => {
+    let read = super::with_model_bytes(file, |bytes| (bytes.len() as u64, super::parse(bytes)));
+    let (size, module) = match read {
+        Ok((size, Ok(m))) => (size, m),
+        Ok((_, Err(e))) | Err(e) => {
             err(&format!("{prog} hlo-info: error: {}\n", e.render(file)));
             return EXIT_INVALID;
         }
     };
-    drop(mapped);
     if parsed.flag("json") {
         let mut text = serde_json::to_string_pretty(&module.to_json(size)).unwrap_or_default();
         text.push('\n');

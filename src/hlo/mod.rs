@@ -100,75 +100,53 @@ fn parse_text(bytes: &[u8]) -> Result<Module, ReadError> {
     text::parse(text)
 }
 
-/// Read the module file at `path` (a model directory is not a module: an error).
+/// The most bytes [`read`] takes of a model file: protobuf's limit on one message (2 GiB), so
+/// nothing larger can be an `HloModuleProto`.
+pub const READ_LIMIT: u64 = 2 << 30;
+
+/// Read the module file at `path`, at most [`READ_LIMIT`] bytes ([`read_limited`]).
 pub fn read(path: &Path) -> Result<Module, ReadError> {
-    let meta = std::fs::metadata(path).map_err(|e| ReadError::Io(e.to_string()))?;
-    if meta.is_dir() {
-        return Err(ReadError::Io(
-            "a directory, not an HLO module file".to_string(),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(e.to_string()))?;
+    read_limited(path, READ_LIMIT)
+}
+
+/// Read the module file at `path`, refusing one of more than `limit` bytes. Only a regular
+/// file is read: it is opened without waiting and judged on its descriptor, so a FIFO, a device
+/// or a socket is refused at once ([`crate::fsx::regular`]), as is a model directory; the read
+/// stops at `limit` by the bytes read, whatever size the file reports.
+pub fn read_limited(path: &Path, limit: u64) -> Result<Module, ReadError> {
+    let bytes = crate::fsx::regular::read(path, limit).map_err(|e| io_error(&e))?;
     parse(&bytes)
 }
 
-/// A file's bytes mapped into memory instead of copied, for `nxcc hlo-info`: a process that
-/// reads one file and exits. (A file another process truncates while it is mapped ends the
-/// process with SIGBUS, so the plan, the daemon and the simulated tools read with [`read`].)
-pub struct Mapped {
-    ptr: *mut std::ffi::c_void,
-    len: usize,
+/// The [`ReadError::Io`] of a model that cannot be read (`a directory, not an HLO module file`).
+pub fn io_error(e: &std::io::Error) -> ReadError {
+    if crate::fsx::regular::is_not_regular(e) && e.to_string().starts_with("a directory") {
+        return ReadError::Io("a directory, not an HLO module file".to_string());
+    }
+    ReadError::Io(e.to_string())
 }
 
-impl Mapped {
-    /// Map the whole file read-only (private, populated up front). An empty file maps to no
-    /// memory.
-    pub fn open(path: &Path) -> std::io::Result<Mapped> {
-        use rustix::mm::{mmap, MapFlags, ProtFlags};
-        let file = std::fs::File::open(path)?;
-        let meta = file.metadata()?;
-        if meta.is_dir() {
-            return Err(std::io::Error::other("a directory, not an HLO module file"));
-        }
-        let len = usize::try_from(meta.len()).map_err(std::io::Error::other)?;
-        if len == 0 {
-            return Ok(Mapped {
-                ptr: std::ptr::null_mut(),
-                len: 0,
-            });
-        }
-        // SAFETY: a new mapping at an address the kernel chooses, of the file's length; it is
-        // only read, and unmapped once, in `drop`.
-        let ptr = unsafe {
-            mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ,
-                MapFlags::PRIVATE | MapFlags::POPULATE,
-                &file,
-                0,
-            )
-        }?;
-        Ok(Mapped { ptr, len })
-    }
-
-    /// The mapped file's bytes (empty for an empty file).
-    pub fn bytes(&self) -> &[u8] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: `ptr` is a live read-only mapping of `len` bytes until `drop`.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
-    }
-}
-
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        if self.len > 0 {
-            // SAFETY: the mapping made in `open`, unmapped once; no slice of it outlives `self`.
-            let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
+/// The bytes of the model file at `path` for `nxcc hlo-info`, a process that reads one file and
+/// exits: a regular file only (see [`read_limited`]), mapped rather than copied when it reports
+/// a size ([`crate::fsx::Mapped`]: a truncation meanwhile is an error, never a SIGBUS), else read
+/// up to [`READ_LIMIT`] bytes (a `/proc` file reports none).
+pub fn with_model_bytes<T>(path: &Path, f: impl FnOnce(&[u8]) -> T) -> Result<T, ReadError> {
+    use crate::fsx::regular;
+    let file = regular::open(path).map_err(|e| io_error(&e))?;
+    let size = file.metadata().map_err(|e| io_error(&e))?.len();
+    if size > 0 {
+        if let Some(m) = crate::fsx::Mapped::new(&file, size) {
+            let out = f(m.bytes());
+            if m.truncated() {
+                return Err(ReadError::Io(
+                    "the file was truncated while it was read".into(),
+                ));
+            }
+            return Ok(out);
         }
     }
+    let bytes = regular::read_limited(&file, READ_LIMIT).map_err(|e| io_error(&e))?;
+    Ok(f(&bytes))
 }
 
 /// Models for the crate's own tests.

@@ -173,6 +173,25 @@ impl Shape {
         }
     }
 
+    /// Bytes the value occupies, densely packed, or `None` when that does not fit in 64 bits (its
+    /// dimensions' product, or its size in bytes, overflows): what is shown of a size.
+    /// [`Shape::bytes`] saturates instead, for estimates.
+    pub fn checked_bytes(&self) -> Option<u64> {
+        match self {
+            Shape::Array { dtype, dims } => {
+                if dims.contains(&0) {
+                    return Some(0);
+                }
+                let elements = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+                let bits = u128::from(elements) * u128::from(dtype.bits());
+                u64::try_from(bits.div_ceil(8)).ok()
+            }
+            Shape::Tuple(parts) => parts
+                .iter()
+                .try_fold(0u64, |a, p| a.checked_add(p.checked_bytes()?)),
+        }
+    }
+
     /// The dtype's name, or `tuple`.
     pub fn dtype_name(&self) -> &'static str {
         match self {
@@ -244,5 +263,19 @@ mod tests {
         assert_eq!(t.bytes(), 12);
         assert_eq!(t.to_string(), "(f32[2], s32[])");
         assert_eq!(a(Dtype::U64, &[u64::MAX, 4]).bytes(), u64::MAX.div_ceil(8));
+        assert_eq!(a(Dtype::U64, &[u64::MAX, 4]).checked_bytes(), None);
+        assert_eq!(a(Dtype::F32, &[1 << 61]).checked_bytes(), Some(1 << 63));
+        assert_eq!(a(Dtype::F32, &[1 << 62]).checked_bytes(), None);
+        assert_eq!(
+            a(Dtype::S4, &[u64::MAX]).checked_bytes(),
+            Some(u64::MAX / 2 + 1)
+        );
+        assert_eq!(
+            a(Dtype::F32, &[u64::MAX, u64::MAX, 0]).checked_bytes(),
+            Some(0)
+        );
+        assert_eq!(t.checked_bytes(), Some(12));
+        let big = Shape::Tuple(vec![a(Dtype::U8, &[u64::MAX]), a(Dtype::U8, &[1])]);
+        assert_eq!(big.checked_bytes(), None);
     }
 }

@@ -1,5 +1,9 @@
 //! The summary of an HLO module that both readers produce, and its two renderings (the text and
 //! the `--json` of `nxcc hlo-info`, whose keys are stable).
+//!
+//! The renderings take any input: names and shapes of any length (padding is done here, not by
+//! the formatter, whose widths are bounded), and sizes that overflow 64 bits, shown as such
+//! ([`OVERFLOWS`] in text, `null` in JSON) rather than as a saturated figure.
 
 use std::collections::BTreeMap;
 
@@ -23,19 +27,25 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    /// Bytes the value occupies ([`Shape::bytes`]).
+    /// Bytes the value occupies ([`Shape::bytes`]: saturating, for estimates).
     pub fn bytes(&self) -> u64 {
         self.shape.bytes()
     }
 
-    /// `{number, name, dtype, shape, bytes}` (`shape`: the dimensions; a tuple's: its parts').
+    /// Bytes the value occupies, `None` when that overflows 64 bits ([`Shape::checked_bytes`]).
+    pub fn checked_bytes(&self) -> Option<u64> {
+        self.shape.checked_bytes()
+    }
+
+    /// `{number, name, dtype, shape, bytes}` (`shape`: the dimensions; a tuple's: its parts';
+    /// `bytes`: `null` when the size overflows 64 bits).
     pub fn to_json(&self) -> Value {
         json!({
             "number": self.number,
             "name": self.name,
             "dtype": self.shape.dtype_name(),
             "shape": shape_json(&self.shape),
-            "bytes": self.bytes(),
+            "bytes": self.checked_bytes(),
         })
     }
 }
@@ -127,6 +137,25 @@ impl Module {
             .fold(0u64, |a, t| a.saturating_add(t.bytes()))
     }
 
+    /// Bytes of every entry parameter, summed; `None` when that overflows 64 bits.
+    pub fn checked_parameter_bytes(&self) -> Option<u64> {
+        checked_sum(&self.parameters)
+    }
+
+    /// Bytes of every entry result, summed; `None` when that overflows 64 bits.
+    pub fn checked_result_bytes(&self) -> Option<u64> {
+        checked_sum(&self.results)
+    }
+
+    /// The first parameter, result or largest tensor whose size overflows 64 bits, if any.
+    pub fn overflowing(&self) -> Option<&Tensor> {
+        self.parameters
+            .iter()
+            .chain(&self.results)
+            .chain(self.largest.iter().map(|l| &l.tensor))
+            .find(|t| t.checked_bytes().is_none())
+    }
+
     /// One line: `jit_layer: 3 parameters (2.6 KiB) → 1 result (1.0 KiB), 10 instructions in 1
     /// computation`.
     pub fn one_line(&self) -> String {
@@ -134,9 +163,9 @@ impl Module {
             "{}: {} ({}) → {} ({}), {} in {}",
             self.name,
             count(self.parameters.len(), "parameter"),
-            human(self.parameter_bytes()),
+            human_size(self.checked_parameter_bytes()),
             count(self.results.len(), "result"),
-            human(self.result_bytes()),
+            human_size(self.checked_result_bytes()),
             count(self.instruction_count, "instruction"),
             count(self.computations.len(), "computation"),
         )
@@ -152,8 +181,8 @@ impl Module {
             "entry_computation": self.entry,
             "parameters": self.parameters.iter().map(Tensor::to_json).collect::<Vec<_>>(),
             "results": self.results.iter().map(Tensor::to_json).collect::<Vec<_>>(),
-            "parameter_bytes": self.parameter_bytes(),
-            "result_bytes": self.result_bytes(),
+            "parameter_bytes": self.checked_parameter_bytes(),
+            "result_bytes": self.checked_result_bytes(),
             "instruction_count": self.instruction_count,
             "opcodes": self.opcodes,
             "computations": self.computations.iter().map(|c| json!({
@@ -165,7 +194,7 @@ impl Module {
                 "name": l.tensor.name,
                 "dtype": l.tensor.shape.dtype_name(),
                 "shape": shape_json(&l.tensor.shape),
-                "bytes": l.tensor.bytes(),
+                "bytes": l.tensor.checked_bytes(),
                 "op_name": l.op_name,
             })).collect::<Vec<_>>(),
             "aliases": self.aliases.iter().map(|a| json!({
@@ -191,16 +220,20 @@ impl Module {
             }
         ));
         o.push_str(&format!("entry        {}\n", self.entry));
-        let tensors = |o: &mut String, title: &str, ts: &[Tensor], total: u64| {
-            o.push_str(&format!("\n{title} ({}, {} bytes):\n", ts.len(), total));
-            let width = ts.iter().map(|t| t.name.len()).max().unwrap_or(0);
+        let tensors = |o: &mut String, title: &str, ts: &[Tensor], total: Option<u64>| {
+            o.push_str(&format!(
+                "\n{title} ({}, {}):\n",
+                ts.len(),
+                size_text(total)
+            ));
+            let width = ts.iter().map(|t| width_of(&t.name)).max().unwrap_or(0);
             for t in ts {
                 o.push_str(&format!(
-                    "  {:>3}  {:<width$}  {:<24}  {:>12} bytes\n",
+                    "  {:>3}  {}  {}  {}\n",
                     t.number,
-                    t.name,
-                    t.shape.to_string(),
-                    t.bytes()
+                    pad(&t.name, width),
+                    pad(&t.shape.to_string(), 24),
+                    size_cell(t.checked_bytes())
                 ));
             }
         };
@@ -208,9 +241,14 @@ impl Module {
             &mut o,
             "parameters",
             &self.parameters,
-            self.parameter_bytes(),
+            self.checked_parameter_bytes(),
         );
-        tensors(&mut o, "results", &self.results, self.result_bytes());
+        tensors(
+            &mut o,
+            "results",
+            &self.results,
+            self.checked_result_bytes(),
+        );
         if !self.aliases.is_empty() {
             o.push_str("\naliases:\n");
             for a in &self.aliases {
@@ -242,25 +280,25 @@ impl Module {
             o.push_str(&format!("  {n:>6}  {op}\n"));
         }
         o.push_str("\nlargest tensors:\n");
-        let width = self
+        let shapes: Vec<String> = self
             .largest
             .iter()
-            .map(|l| l.tensor.shape.to_string().len())
-            .max()
-            .unwrap_or(0);
+            .map(|l| l.tensor.shape.to_string())
+            .collect();
+        let width = shapes.iter().map(|s| width_of(s)).max().unwrap_or(0);
         let names = self
             .largest
             .iter()
-            .map(|l| l.tensor.name.len())
+            .map(|l| width_of(&l.tensor.name))
             .max()
             .unwrap_or(0);
-        for l in &self.largest {
+        for (l, shape) in self.largest.iter().zip(&shapes) {
             let t = &l.tensor;
             let line = format!(
-                "  {:>12} bytes  {:<width$}  {:<names$}  {}",
-                t.bytes(),
-                t.shape.to_string(),
-                t.name,
+                "  {}  {}  {}  {}",
+                size_cell(t.checked_bytes()),
+                pad(shape, width),
+                pad(&t.name, names),
                 l.op_name
             );
             o.push_str(line.trim_end());
@@ -270,13 +308,50 @@ impl Module {
     }
 }
 
+fn checked_sum(ts: &[Tensor]) -> Option<u64> {
+    ts.iter()
+        .try_fold(0u64, |a, t| a.checked_add(t.checked_bytes()?))
+}
+
+/// What a size that overflows 64 bits is shown as.
+pub const OVERFLOWS: &str = "size overflows 64 bits";
+
+/// `1234 bytes`, or [`OVERFLOWS`].
+fn size_text(b: Option<u64>) -> String {
+    b.map_or_else(|| OVERFLOWS.to_string(), |b| format!("{b} bytes"))
+}
+
+/// A size right-aligned in a column (`        1234 bytes`), or [`OVERFLOWS`].
+fn size_cell(b: Option<u64>) -> String {
+    b.map_or_else(|| OVERFLOWS.to_string(), |b| format!("{b:>12} bytes"))
+}
+
+/// [`human`], or [`OVERFLOWS`].
+fn human_size(b: Option<u64>) -> String {
+    b.map_or_else(|| OVERFLOWS.to_string(), human)
+}
+
+/// The width of a text in a column: its characters.
+fn width_of(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `s` padded with spaces to `width` characters. The standard formatter's width is bounded
+/// (a name of 70,000 characters panics it), this is not.
+fn pad(s: &str, width: usize) -> String {
+    let mut o = String::with_capacity(s.len() + width);
+    o.push_str(s);
+    o.extend(std::iter::repeat_n(' ', width.saturating_sub(width_of(s))));
+    o
+}
+
 fn count(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-/// Bytes in B, KiB, MiB or GiB with one decimal.
+/// Bytes in B, KiB, MiB, GiB, TiB, PiB or EiB with one decimal.
 pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if bytes < 1024 {
         return format!("{bytes} B");
     }

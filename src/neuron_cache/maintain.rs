@@ -135,7 +135,8 @@ pub fn open_entry(cache: &NeuronCache, e: &Entry) -> io::Result<Dir> {
     let top = cache
         .open()?
         .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-    top.open_dir(&super::version_dir_name(&e.version))?
+    cache
+        .open_version(&top, &super::version_dir_name(&e.version))?
         .open_dir(&e.name)
 }
 

@@ -18,6 +18,11 @@
 //! those releases read them; optimum-neuron's own directories (`0_REGISTRY`, traced
 //! `MODULE_<hash>` models) are classified as foreign and sized, never refused.
 //!
+//! - Trust: the cache directory and its version directories pass nxcc's one trust rule
+//!   ([`crate::fsx::trust`]) before anything in them is read ([`NeuronCache::check`],
+//!   [`NeuronCache::open`], [`NeuronCache::open_version`]): an entry's flags are instructions,
+//!   so a cache another user can write (owned by them, or writable by others and not sticky)
+//!   is refused whole, with the path and the fix.
 //! - [`NeuronCache::scan`]: every entry of a cache, classified ([`Class`]): done, failed,
 //!   locked, to do, or refused (a link, a FIFO, a file where a directory belongs, no graph,
 //!   unreadable flags).
@@ -38,7 +43,15 @@ use std::path::{Path, PathBuf};
 use rustix::fs::FileType;
 
 use crate::fsx::dir::is_not_plain;
+use crate::fsx::trust::{self, Subject, Trusted, Untrusted};
 use crate::fsx::Dir;
+
+/// The framework's cache directory and its version directories, in the trust rule's messages.
+pub const CACHE_DIR: Subject = Subject {
+    noun: "the neuron cache directory",
+    file: "the neuron cache's file",
+    instead: "use a cache directory of your own (--neuron-cache DIR; the framework's NEURON_COMPILE_CACHE_URL)",
+};
 
 /// The framework's default cache directory.
 pub const DEFAULT_DIR: &str = "/var/tmp/neuron-compile-cache";
@@ -249,12 +262,54 @@ impl NeuronCache {
         &self.dir
     }
 
-    /// The cache directory (a path the user gave: links on the way followed); `None` if absent.
+    /// The cache directory (a path the user gave), checked by nxcc's trust rule
+    /// ([`crate::fsx::trust`]: the user's or root's, not writable by others unless sticky, no
+    /// link another user placed on the way); `None` if absent.
     pub fn open(&self) -> io::Result<Option<Dir>> {
-        match Dir::open(&self.dir) {
+        match Trusted::open(&self.dir, CACHE_DIR, true) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            r => r.map(Some),
+            r => r.map(|t| Some(t.into_dir())),
         }
+    }
+
+    /// The version directory `name` of the cache directory `top` (a link, or anything but a
+    /// directory, is refused as not plain), checked by the trust rule: the user's or root's, and
+    /// writable by nobody else.
+    pub fn open_version(&self, top: &Dir, name: &str) -> io::Result<Dir> {
+        let dir = top.open_dir(name)?;
+        trust::check_dir(&dir.own_stat()?, &CACHE_DIR, &self.dir.join(name), false)?;
+        Ok(dir)
+    }
+
+    /// Whether the cache may be used: the cache directory and its version directories (only
+    /// `only`'s, when given) pass the trust rule. An absent directory passes; other errors are
+    /// left to the operations.
+    pub fn check(&self, only: Option<&str>) -> Result<(), Untrusted> {
+        let refused = |e: io::Error| trust::untrusted(&e).cloned();
+        let top = match self.open() {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(()),
+            Err(e) => return refused(e).map_or(Ok(()), Err),
+        };
+        let names: Vec<String> = match only {
+            Some(v) => vec![version_dir_name(v)],
+            None => top
+                .entries()
+                .map(|es| {
+                    es.filter_map(|(n, _)| n.into_string().ok())
+                        .filter(|n| n.starts_with(VERSION_PREFIX))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        for name in names {
+            if let Err(e) = self.open_version(&top, &name) {
+                if let Some(u) = refused(e) {
+                    return Err(u);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Where the version directory of `version` is.
@@ -279,7 +334,7 @@ impl NeuronCache {
         };
         names.sort();
         for name in names {
-            let dir = match top.open_dir(&name) {
+            let dir = match self.open_version(&top, &name) {
                 Ok(d) => d,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) if is_not_plain(&e) => {

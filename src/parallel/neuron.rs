@@ -501,6 +501,11 @@ pub fn prepare(
     nc::check_version(&version).map_err(|e| format!("argument --neuron-version: {e}"))?;
     // A missing directory is a wrong path or a version the framework did not use: say which.
     let cache = NeuronCache::new(req.dir);
+    // Entries' flags are instructions: a cache others can write is refused before anything in
+    // it is read.
+    if let Err(u) = cache.check(Some(&version)) {
+        return Err(format!("argument --neuron-cache: {u}"));
+    }
     match cache.open() {
         Ok(None) => {
             return Err(format!(

@@ -247,6 +247,11 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     let model = absolute(&launch_dir, &model_arg);
     let facts = probe.model(&model);
     normalise::validate_args(&ns, &model_arg, facts.is_some(), &mut decisions)?;
+    if let Some(what) = facts.as_ref().and_then(|f| f.not_regular.as_deref()) {
+        return Err(PlanError::Compile(NccError::model_not_regular(
+            &model_arg, what,
+        )));
+    }
     let model_facts = facts.expect("checked by validate_args");
     let model_graph = probe.model_graph(&model);
 

@@ -20,6 +20,10 @@ pub struct ModelFacts {
     pub pb_files: usize,
     /// Size in bytes (a directory: the sum of its files).
     pub size: u64,
+    /// What the path is when it is neither a regular file nor a directory (`a FIFO`, `a
+    /// device`, `a socket`): such a model is refused, never opened for reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_regular: Option<String>,
 }
 
 /// The builder's view of the world.
@@ -85,8 +89,24 @@ impl Probe for SystemProbe {
     }
 
     fn model(&self, path: &Path) -> Option<ModelFacts> {
-        let meta = std::fs::metadata(path).ok()?;
-        if meta.is_dir() {
+        use crate::fsx::regular::{self, Opened};
+        // Opened without waiting and judged on the descriptor: a FIFO or a device never holds
+        // up the plan (nor a daemon's thread).
+        let opened = match regular::open_or_dir(path) {
+            Ok(o) => o,
+            Err(e) if regular::is_not_regular(&e) => {
+                let what = e.to_string();
+                return Some(ModelFacts {
+                    is_dir: false,
+                    format: ModelFormat::Proto,
+                    pb_files: 0,
+                    size: 0,
+                    not_regular: what.split(',').next().map(str::to_string),
+                });
+            }
+            Err(_) => return None,
+        };
+        if let Opened::Dir = opened {
             let mut pb_files = 0;
             let mut size = 0;
             for e in std::fs::read_dir(path).ok()?.flatten() {
@@ -104,36 +124,51 @@ impl Probe for SystemProbe {
                 format: ModelFormat::Proto,
                 pb_files,
                 size,
+                not_regular: None,
             });
         }
+        let Opened::File(file, size) = opened else {
+            return None;
+        };
         let mut head = [0u8; 16];
         let n = {
             use std::io::Read;
-            std::fs::File::open(path)
-                .and_then(|mut f| f.read(&mut head))
-                .unwrap_or(0)
+            (&file).read(&mut head).unwrap_or(0)
         };
         Some(ModelFacts {
             is_dir: false,
             format: ModelFormat::detect(&head[..n]),
             pb_files: 0,
-            size: meta.len(),
+            size,
+            not_regular: None,
         })
     }
 
     fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
-        let meta = std::fs::metadata(path).ok()?;
-        if meta.is_dir() {
-            return None;
-        }
-        if meta.len() > GRAPH_READ_LIMIT {
-            return Some(Err(format!(
+        let too_large = || {
+            format!(
                 "{}: not read: larger than {} MiB (the plan reads a model's graph only up to that)",
                 path.display(),
                 GRAPH_READ_LIMIT >> 20
-            )));
-        }
-        Some(crate::hlo::read(path).map_err(|e| e.render(path)))
+            )
+        };
+        let file = match crate::fsx::regular::open_or_dir(path) {
+            Ok(crate::fsx::regular::Opened::File(f, size)) if size <= GRAPH_READ_LIMIT => f,
+            Ok(crate::fsx::regular::Opened::File(..)) => return Some(Err(too_large())),
+            Ok(crate::fsx::regular::Opened::Dir) => return None,
+            Err(e) if crate::fsx::regular::is_not_regular(&e) => {
+                return Some(Err(crate::hlo::io_error(&e).render(path)))
+            }
+            Err(_) => return None,
+        };
+        // The limit counts the bytes read, not the size reported.
+        Some(
+            match crate::fsx::regular::read_limited(&file, GRAPH_READ_LIMIT) {
+                Ok(bytes) => crate::hlo::parse(&bytes).map_err(|e| e.render(path)),
+                Err(e) if crate::fsx::regular::is_too_large(&e) => Err(too_large()),
+                Err(e) => Err(crate::hlo::io_error(&e).render(path)),
+            },
+        )
     }
 
     fn toolchain(&self, request: &Request) -> Option<Toolchain> {
@@ -208,6 +243,7 @@ impl Probe for StaticProbe {
             format,
             pb_files: 0,
             size: self.model_size,
+            not_regular: None,
         })
     }
     fn toolchain(&self, request: &Request) -> Option<Toolchain> {

@@ -1,6 +1,6 @@
 //! The action cache: `GetActionResult` (a miss is `None`) and `UpdateActionResult`.
 
-use super::client::{Remote, RemoteError, CALL_TIMEOUT};
+use super::client::{Remote, RemoteError};
 use super::re;
 use super::re::action_cache_client::ActionCacheClient;
 
@@ -10,7 +10,7 @@ impl Remote {
         &self,
         action: &re::Digest,
     ) -> Result<Option<re::ActionResult>, RemoteError> {
-        let ac = ActionCacheClient::new(self.channel.clone());
+        let ac = ActionCacheClient::new(self.conn.channel.clone());
         let req = re::GetActionResultRequest {
             instance_name: self.address.instance.clone(),
             action_digest: Some(action.clone()),
@@ -19,13 +19,10 @@ impl Remote {
             inline_output_files: Vec::new(),
             digest_function: 0,
         };
-        self.retry("GetActionResult", || {
-            let (mut ac, req) = (ac.clone(), req.clone());
+        self.unary("GetActionResult", || {
+            let (mut ac, req) = (ac.clone(), self.request(req.clone()));
             async move {
-                match ac
-                    .get_action_result(Remote::request(req, CALL_TIMEOUT))
-                    .await
-                {
+                match ac.get_action_result(req?).await {
                     Ok(r) => Ok(Some(r.into_inner())),
                     Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
                     Err(s) => Err(s),
@@ -40,7 +37,7 @@ impl Remote {
         action: &re::Digest,
         result: re::ActionResult,
     ) -> Result<(), RemoteError> {
-        let ac = ActionCacheClient::new(self.channel.clone());
+        let ac = ActionCacheClient::new(self.conn.channel.clone());
         let req = re::UpdateActionResultRequest {
             instance_name: self.address.instance.clone(),
             action_digest: Some(action.clone()),
@@ -48,13 +45,9 @@ impl Remote {
             results_cache_policy: None,
             digest_function: 0,
         };
-        self.retry("UpdateActionResult", || {
-            let (mut ac, req) = (ac.clone(), req.clone());
-            async move {
-                ac.update_action_result(Remote::request(req, CALL_TIMEOUT))
-                    .await
-                    .map(|_| ())
-            }
+        self.unary("UpdateActionResult", || {
+            let (mut ac, req) = (ac.clone(), self.request(req.clone()));
+            async move { ac.update_action_result(req?).await.map(|_| ()) }
         })
     }
 }

@@ -184,16 +184,21 @@ impl Remote {
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+        let mut grpc = tonic::client::Grpc::new(self.conn.channel.clone());
         grpc.ready()
             .await
             .map_err(|e| tonic::Status::unavailable(format!("the service is not ready: {e}")))?;
         let path = http::uri::PathAndQuery::try_from(format!("/{SERVICE}/{method}"))
             .map_err(|e| tonic::Status::internal(e.to_string()))?;
         let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
-        grpc.unary(Remote::request(req, timeout), path, codec)
-            .await
-            .map(|r| r.into_inner())
+        let req = self.request_within(req, Some(timeout))?;
+        let answer = tokio::time::timeout(
+            timeout + Duration::from_secs(1),
+            grpc.unary(req, path, codec),
+        )
+        .await
+        .map_err(|_| tonic::Status::deadline_exceeded("no answer"))?;
+        answer.map(|r| r.into_inner())
     }
 
     /// `CreateBotSession`, waiting at most `wait` for a first lease.
@@ -206,8 +211,8 @@ impl Remote {
             parent: self.address.instance.clone(),
             bot_session: Some(session),
         };
-        self.rt
-            .block_on(self.bots_unary("CreateBotSession", req, wait))
+        self.block(self.bots_unary("CreateBotSession", req, wait))
+            .ok_or_else(|| self.cancelled_error("CreateBotSession"))?
             .map_err(|s| self.error("CreateBotSession", &s))
     }
 
@@ -223,10 +228,10 @@ impl Remote {
             bot_session: Some(session.clone()),
             update_mask: None,
         };
-        match self
-            .rt
-            .block_on(self.bots_unary("UpdateBotSession", req, wait))
-        {
+        let answer = self
+            .block(self.bots_unary("UpdateBotSession", req, wait))
+            .ok_or_else(|| self.cancelled_error("UpdateBotSession"))?;
+        match answer {
             Ok(s) => Ok(s),
             Err(s) if s.code() == tonic::Code::DeadlineExceeded && session.leases.is_empty() => {
                 Ok(session)

@@ -1,25 +1,40 @@
 //! The content-addressed store: which blobs the server lacks (`FindMissingBlobs`), uploads
-//! (`BatchUpdateBlobs` for small blobs, ByteStream `Write` streamed from the file for large ones:
-//! a model is never held in memory whole), and downloads verified against their digest (ByteStream
+//! (`BatchUpdateBlobs` within the server's batch limit, ByteStream `Write` streamed from the
+//! file for larger blobs: a model is never held in memory whole), and downloads (ByteStream
 //! `Read`, written as they come).
+//!
+//! What the server sends is not trusted: a download stops at the size its digest declares (the
+//! first byte past it is an error; the extra bytes are never written), is checked against its
+//! digest, and a blob read into memory is refused before reading when it declares more than the
+//! caller's bound. A stream that goes without progress for the idle deadline fails; a stream
+//! that breaks (a server restart) is resumed from the bytes already received (a read) or from
+//! the size the server says it committed (`QueryWriteStatus`, a write), with backoff, within the
+//! retry budget (which progress renews).
 
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
 use bazel_remote_apis::google::bytestream::{
-    byte_stream_client::ByteStreamClient, ReadRequest, WriteRequest,
+    byte_stream_client::ByteStreamClient, QueryWriteStatusRequest, ReadRequest, WriteRequest,
 };
 
-use super::client::{Remote, RemoteError, CALL_TIMEOUT};
+use super::client::{Remote, RemoteError};
+use super::connection::seconds;
 use super::digest::{self, CHUNK};
 use super::re;
 use super::re::content_addressable_storage_client::ContentAddressableStorageClient;
+use super::retry::{worth_retrying, Backoff};
+use super::text;
 
-/// Blobs up to this size go in batches; larger ones through ByteStream.
+/// Blobs up to this size go in batches (when the server's batch limit allows); larger ones
+/// through ByteStream.
 pub const BATCH_BLOB_MAX: i64 = 1 << 20;
 
-/// At most this many bytes in one batch request (below gRPC's 4 MiB message limit).
-pub const BATCH_BYTES_MAX: i64 = 3 << 20;
+/// The per-blob overhead counted against a batch's size (the digest and framing).
+const BATCH_ENTRY_OVERHEAD: i64 = 128;
 
 /// A blob to upload: bytes in memory (a message) or a file read when sent.
 #[derive(Debug, Clone)]
@@ -28,6 +43,23 @@ pub enum Blob {
     Bytes(Vec<u8>),
     /// A file, read in chunks when sent.
     File(PathBuf),
+}
+
+impl Blob {
+    /// The blob from `offset` on, as a reader.
+    fn open_at(&self, offset: u64) -> std::io::Result<Box<dyn Read + Send>> {
+        match self {
+            Blob::Bytes(b) => {
+                let start = (offset as usize).min(b.len());
+                Ok(Box::new(std::io::Cursor::new(b[start..].to_vec())))
+            }
+            Blob::File(p) => {
+                let mut f = std::fs::File::open(p)?;
+                f.seek(SeekFrom::Start(offset))?;
+                Ok(Box::new(f))
+            }
+        }
+    }
 }
 
 /// What an upload sent: blobs and bytes (figures for logs and benchmarks).
@@ -39,22 +71,29 @@ pub struct Sent {
     pub bytes: u64,
 }
 
+/// How a stream attempt ended.
+enum Attempt<T> {
+    Done(T),
+    /// Failed with a status; `progressed`: it moved forward first (renews the retry budget).
+    Failed(tonic::Status, bool),
+}
+
 impl Remote {
     /// The digests among `digests` the server does not hold.
     pub fn find_missing(&self, digests: &[re::Digest]) -> Result<Vec<re::Digest>, RemoteError> {
         if digests.is_empty() {
             return Ok(Vec::new());
         }
-        let cas = ContentAddressableStorageClient::new(self.channel.clone());
+        let cas = ContentAddressableStorageClient::new(self.conn.channel.clone());
         let req = re::FindMissingBlobsRequest {
             instance_name: self.address.instance.clone(),
             blob_digests: digests.to_vec(),
             digest_function: 0,
         };
-        self.retry("FindMissingBlobs", || {
-            let (mut cas, req) = (cas.clone(), req.clone());
+        self.unary("FindMissingBlobs", || {
+            let (mut cas, req) = (cas.clone(), self.request(req.clone()));
             async move {
-                cas.find_missing_blobs(Remote::request(req, CALL_TIMEOUT))
+                cas.find_missing_blobs(req?)
                     .await
                     .map(|r| r.into_inner().missing_blob_digests)
             }
@@ -74,6 +113,7 @@ impl Remote {
             .iter()
             .map(digest::show)
             .collect();
+        let limit = self.limits().batch_bytes;
         let mut sent = Sent::default();
         let mut batch: Vec<(re::Digest, Vec<u8>)> = Vec::new();
         let mut batch_bytes = 0i64;
@@ -83,7 +123,8 @@ impl Remote {
             }
             sent.blobs += 1;
             sent.bytes += d.size_bytes as u64;
-            if d.size_bytes > BATCH_BLOB_MAX {
+            let cost = d.size_bytes + BATCH_ENTRY_OVERHEAD;
+            if cost > limit.min(BATCH_BLOB_MAX) {
                 self.write_stream(d, blob)?;
                 continue;
             }
@@ -92,11 +133,11 @@ impl Remote {
                 Blob::File(p) => std::fs::read(p)
                     .map_err(|e| self.other(format!("cannot read {}: {e}", p.display())))?,
             };
-            if batch_bytes + d.size_bytes > BATCH_BYTES_MAX {
+            if batch_bytes + cost > limit {
                 self.batch_update(std::mem::take(&mut batch))?;
                 batch_bytes = 0;
             }
-            batch_bytes += d.size_bytes;
+            batch_bytes += cost;
             batch.push((d.clone(), bytes));
         }
         self.batch_update(batch)?;
@@ -107,7 +148,7 @@ impl Remote {
         if batch.is_empty() {
             return Ok(());
         }
-        let cas = ContentAddressableStorageClient::new(self.channel.clone());
+        let cas = ContentAddressableStorageClient::new(self.conn.channel.clone());
         let req = re::BatchUpdateBlobsRequest {
             instance_name: self.address.instance.clone(),
             requests: batch
@@ -120,99 +161,162 @@ impl Remote {
                 .collect(),
             digest_function: 0,
         };
-        let resp = self.retry("BatchUpdateBlobs", || {
-            let (mut cas, req) = (cas.clone(), req.clone());
-            async move {
-                cas.batch_update_blobs(Remote::request(req, CALL_TIMEOUT))
-                    .await
-                    .map(|r| r.into_inner())
-            }
+        let resp = self.unary("BatchUpdateBlobs", || {
+            let (mut cas, req) = (cas.clone(), self.request(req.clone()));
+            async move { cas.batch_update_blobs(req?).await.map(|r| r.into_inner()) }
         })?;
         for r in resp.responses {
             if let Some(st) = r.status.filter(|s| s.code != 0) {
-                return Err(self.other(format!(
-                    "BatchUpdateBlobs refused {}: {} (code {})",
-                    r.digest.as_ref().map(digest::show).unwrap_or_default(),
-                    st.message,
-                    st.code
-                )));
+                return Err(self.error(
+                    &format!(
+                        "BatchUpdateBlobs of {}",
+                        text::message(&r.digest.as_ref().map(digest::show).unwrap_or_default())
+                    ),
+                    &tonic::Status::new(tonic::Code::from(st.code), st.message),
+                ));
             }
         }
         Ok(())
     }
 
-    /// Upload one blob through ByteStream `Write`, in [`CHUNK`]s read as they are sent.
+    /// Upload one blob through ByteStream `Write`, in [`CHUNK`]s read as they are sent; resumed
+    /// from the committed size after a failure worth another try.
     fn write_stream(&self, d: &re::Digest, blob: &Blob) -> Result<(), RemoteError> {
-        let resource = {
-            let uuid = crate::fsx::unique::name("nxcc-");
-            let prefix = if self.address.instance.is_empty() {
-                String::new()
-            } else {
-                format!("{}/", self.address.instance)
-            };
-            format!("{prefix}uploads/{uuid}/blobs/{}/{}", d.hash, d.size_bytes)
-        };
-        let (tx, rx) = tokio::sync::mpsc::channel::<WriteRequest>(2);
-        let total = d.size_bytes;
-        let blob = blob.clone();
-        // The reader: a thread that sends chunk after chunk (at most two in flight).
-        let reader = std::thread::spawn(move || -> std::io::Result<()> {
-            let mut src: Box<dyn Read> = match &blob {
-                Blob::Bytes(b) => Box::new(std::io::Cursor::new(b.clone())),
-                Blob::File(p) => Box::new(std::fs::File::open(p)?),
-            };
-            let mut offset = 0i64;
-            let mut first = true;
-            loop {
-                let mut buf = vec![0u8; CHUNK];
-                let mut n = 0;
-                while n < CHUNK {
-                    let k = src.read(&mut buf[n..])?;
-                    if k == 0 {
-                        break;
-                    }
-                    n += k;
+        let resource = self.address.resource(&format!(
+            "uploads/{}/blobs/{}/{}",
+            super::metadata::uuid(),
+            d.hash,
+            d.size_bytes
+        ));
+        let mut backoff = Backoff::new(self.settings.retry);
+        let mut offset = 0i64;
+        loop {
+            match self.write_attempt(&resource, d.size_bytes, blob, offset)? {
+                Attempt::Done(()) => return Ok(()),
+                Attempt::Failed(s, _) if !worth_retrying(&s) => {
+                    return Err(self.error("ByteStream.Write", &s))
                 }
-                buf.truncate(n);
-                let finish = offset + n as i64 >= total || n == 0;
-                let req = WriteRequest {
-                    resource_name: if first {
-                        resource.clone()
-                    } else {
-                        String::new()
-                    },
-                    write_offset: offset,
-                    finish_write: finish,
-                    data: buf,
-                };
-                first = false;
-                offset += n as i64;
-                if tx.blocking_send(req).is_err() || finish {
-                    return Ok(());
+                Attempt::Failed(s, progressed) => {
+                    if progressed {
+                        backoff.reset();
+                    }
+                    let Some(p) = backoff.pause() else {
+                        return Err(self.gave_up("ByteStream.Write", &s, &backoff));
+                    };
+                    self.pause(p)
+                        .ok_or_else(|| self.cancelled_error("ByteStream.Write"))?;
+                    offset = match self.committed(&resource) {
+                        Some((_, true)) => return Ok(()),
+                        Some((n, false)) => n.clamp(0, d.size_bytes),
+                        None => 0,
+                    };
+                }
+            }
+        }
+    }
+
+    /// `QueryWriteStatus`: how much of an upload the server holds and whether it is complete
+    /// (`None`: it cannot say).
+    fn committed(&self, resource: &str) -> Option<(i64, bool)> {
+        let mut bs = ByteStreamClient::new(self.conn.channel.clone());
+        let req = self
+            .request(QueryWriteStatusRequest {
+                resource_name: resource.to_string(),
+            })
+            .ok()?;
+        let deadline = self.settings.call;
+        let r =
+            self.block(async { tokio::time::timeout(deadline, bs.query_write_status(req)).await });
+        match r {
+            Some(Ok(Ok(r))) => {
+                let r = r.into_inner();
+                Some((r.committed_size, r.complete))
+            }
+            _ => None,
+        }
+    }
+
+    /// One `Write` from `offset`: the chunks are read by a thread (at most two in flight); no
+    /// chunk taken for `idle` fails the attempt.
+    fn write_attempt(
+        &self,
+        resource: &str,
+        total: i64,
+        blob: &Blob,
+        offset: i64,
+    ) -> Result<Attempt<()>, RemoteError> {
+        let (tx, rx) = tokio::sync::mpsc::channel::<WriteRequest>(2);
+        let src = blob
+            .open_at(offset as u64)
+            .map_err(|e| self.other(format!("cannot read the blob to upload: {e}")))?;
+        let sent = Arc::new(AtomicU64::new(0));
+        let reader = send_chunks(src, resource.to_string(), offset, total, tx, sent.clone());
+        let mut bs = ByteStreamClient::new(self.conn.channel.clone());
+        let req = self
+            .request_within(tokio_stream::wrappers::ReceiverStream::new(rx), None)
+            .map_err(|s| self.error("ByteStream.Write", &s))?;
+        let idle = self.settings.idle;
+        let outcome = self.block(async {
+            let write = bs.write(req);
+            tokio::pin!(write);
+            let (mut seen, mut since) = (0u64, Instant::now());
+            loop {
+                tokio::select! {
+                    r = &mut write => return r.map(|r| r.into_inner().committed_size),
+                    () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                        let now = sent.load(Ordering::SeqCst);
+                        if now != seen {
+                            (seen, since) = (now, Instant::now());
+                        } else if since.elapsed() >= idle {
+                            return Err(tonic::Status::deadline_exceeded(format!(
+                                "the upload made no progress for {}", seconds(idle))));
+                        }
+                    }
                 }
             }
         });
-        let mut bs = ByteStreamClient::new(self.channel.clone());
-        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-        let result = self.rt.block_on(bs.write(stream));
         let read = reader.join();
+        let progressed = sent.load(Ordering::SeqCst) > 0;
+        let committed = match outcome {
+            None => return Err(self.cancelled_error("ByteStream.Write")),
+            Some(Err(s)) => return Ok(Attempt::Failed(s, progressed)),
+            Some(Ok(c)) => c,
+        };
         if let Ok(Err(e)) = read {
             return Err(self.other(format!("cannot read the blob to upload: {e}")));
         }
-        let resp = result.map_err(|s| self.error("ByteStream.Write", &s))?;
-        let committed = resp.into_inner().committed_size;
         if committed != total {
-            return Err(self.other(format!(
+            return Err(self.untrusted(format!(
                 "ByteStream.Write committed {committed} of {total} bytes"
             )));
         }
-        Ok(())
+        Ok(Attempt::Done(()))
     }
 
-    /// A small blob's bytes (a message), verified.
-    pub fn read_blob(&self, d: &re::Digest) -> Result<Vec<u8>, RemoteError> {
-        let mut out = Vec::new();
+    /// A blob's bytes in memory (a message, a log), verified; one that declares more than `max`
+    /// bytes is refused before anything is read.
+    pub fn read_blob(&self, d: &re::Digest, max: u64) -> Result<Vec<u8>, RemoteError> {
+        if d.size_bytes < 0 || d.size_bytes as u64 > max {
+            return Err(self.untrusted(format!(
+                "the blob {} declares {} bytes, more than the {max} accepted here",
+                text::message(&digest::show(d)),
+                d.size_bytes
+            )));
+        }
+        let mut out = Vec::with_capacity(d.size_bytes as usize);
         self.read_into(d, &mut out)?;
+        Ok(out)
+    }
+
+    /// The last `max` bytes of a blob (all of it, verified, when it is no larger; otherwise
+    /// unverified: a log's tail).
+    pub fn read_tail(&self, d: &re::Digest, max: u64) -> Result<Vec<u8>, RemoteError> {
+        if d.size_bytes >= 0 && d.size_bytes as u64 <= max {
+            return self.read_blob(d, max);
+        }
+        let from = d.size_bytes - max as i64;
+        let mut out = Vec::with_capacity(max as usize);
+        self.read_range(d, from, &mut out, &mut digest::Hasher::default())?;
         Ok(out)
     }
 
@@ -235,46 +339,171 @@ impl Remote {
     }
 
     fn read_into(&self, d: &re::Digest, out: &mut dyn Write) -> Result<(), RemoteError> {
+        if d.size_bytes < 0 {
+            return Err(self.untrusted(format!(
+                "a digest with a negative size: {}",
+                text::message(&digest::show(d))
+            )));
+        }
         if *d == digest::of_bytes(b"") {
             return Ok(());
         }
-        let prefix = if self.address.instance.is_empty() {
-            String::new()
-        } else {
-            format!("{}/", self.address.instance)
-        };
-        let req = ReadRequest {
-            resource_name: format!("{prefix}blobs/{}/{}", d.hash, d.size_bytes),
-            read_offset: 0,
-            read_limit: 0,
-        };
         let mut h = digest::Hasher::default();
-        let mut bs = ByteStreamClient::new(self.channel.clone());
-        self.rt.block_on(async {
-            let mut stream = bs
-                .read(req)
-                .await
-                .map_err(|s| self.error("ByteStream.Read", &s))?
-                .into_inner();
-            while let Some(msg) = stream
-                .message()
-                .await
-                .map_err(|s| self.error("ByteStream.Read", &s))?
-            {
-                h.update(&msg.data);
-                out.write_all(&msg.data)
-                    .map_err(|e| self.other(format!("cannot write a download: {e}")))?;
-            }
-            Ok::<(), RemoteError>(())
-        })?;
+        self.read_range(d, 0, out, &mut h)?;
         let got = h.finish();
         if got != *d {
-            return Err(self.other(format!(
+            return Err(self.untrusted(format!(
                 "the blob {} came back as {} (corrupt download)",
-                digest::show(d),
+                text::message(&digest::show(d)),
                 digest::show(&got)
             )));
         }
         Ok(())
     }
+
+    /// Read bytes `from..size` of a blob into `out` (and `h`), resuming after a broken stream.
+    fn read_range(
+        &self,
+        d: &re::Digest,
+        from: i64,
+        out: &mut dyn Write,
+        h: &mut digest::Hasher,
+    ) -> Result<(), RemoteError> {
+        let resource = self
+            .address
+            .resource(&format!("blobs/{}/{}", d.hash, d.size_bytes));
+        let mut backoff = Backoff::new(self.settings.retry);
+        let mut offset = from;
+        loop {
+            let before = offset;
+            match self.read_attempt(&resource, d, &mut offset, out, h)? {
+                Attempt::Done(()) => return Ok(()),
+                Attempt::Failed(s, _) if !worth_retrying(&s) => {
+                    return Err(self.error("ByteStream.Read", &s))
+                }
+                Attempt::Failed(s, _) => {
+                    if offset > before {
+                        backoff.reset();
+                    }
+                    let Some(p) = backoff.pause() else {
+                        return Err(self.gave_up("ByteStream.Read", &s, &backoff));
+                    };
+                    self.pause(p)
+                        .ok_or_else(|| self.cancelled_error("ByteStream.Read"))?;
+                }
+            }
+        }
+    }
+
+    /// One `Read` from `*offset`: each message within the idle deadline; the first byte past
+    /// the declared size is an error (nothing of that message is written).
+    fn read_attempt(
+        &self,
+        resource: &str,
+        d: &re::Digest,
+        offset: &mut i64,
+        out: &mut dyn Write,
+        h: &mut digest::Hasher,
+    ) -> Result<Attempt<()>, RemoteError> {
+        let size = d.size_bytes;
+        let req = ReadRequest {
+            resource_name: resource.to_string(),
+            read_offset: *offset,
+            read_limit: size - *offset,
+        };
+        let req = self
+            .request_within(req, None)
+            .map_err(|s| self.error("ByteStream.Read", &s))?;
+        let mut bs = ByteStreamClient::new(self.conn.channel.clone());
+        let idle = self.settings.idle;
+        let within = |what: &'static str| {
+            move |_| tonic::Status::deadline_exceeded(format!("{what} for {}", seconds(idle)))
+        };
+        let started = self.block(async {
+            tokio::time::timeout(idle, bs.read(req))
+                .await
+                .map_err(within("no answer"))?
+        });
+        let mut stream = match started {
+            None => return Err(self.cancelled_error("ByteStream.Read")),
+            Some(Err(s)) => return Ok(Attempt::Failed(s, false)),
+            Some(Ok(r)) => r.into_inner(),
+        };
+        let start = *offset;
+        loop {
+            let next = self.block(async {
+                tokio::time::timeout(idle, stream.message())
+                    .await
+                    .map_err(within("no data"))?
+            });
+            let msg = match next {
+                None => return Err(self.cancelled_error("ByteStream.Read")),
+                Some(Err(s)) => return Ok(Attempt::Failed(s, *offset > start)),
+                Some(Ok(None)) if *offset == size => return Ok(Attempt::Done(())),
+                Some(Ok(None)) => {
+                    let s = tonic::Status::unavailable(format!(
+                        "the stream ended at byte {offset} of {size}"
+                    ));
+                    return Ok(Attempt::Failed(s, *offset > start));
+                }
+                Some(Ok(Some(m))) => m,
+            };
+            if msg.data.len() as i64 > size - *offset {
+                return Err(self.untrusted(format!(
+                    "ByteStream.Read sent more than the {size} bytes of the blob {}: byte {} is one too many",
+                    text::message(&d.hash),
+                    size + 1
+                )));
+            }
+            h.update(&msg.data);
+            out.write_all(&msg.data)
+                .map_err(|e| self.other(format!("cannot write a download: {e}")))?;
+            *offset += msg.data.len() as i64;
+        }
+    }
+}
+
+/// A thread that reads `src` (the blob from `offset`) in [`CHUNK`]s and sends them as
+/// `WriteRequest`s (at most two in flight), counting each one taken in `sent`; it ends after the
+/// last chunk, or when the call no longer takes them.
+fn send_chunks(
+    mut src: Box<dyn Read + Send>,
+    resource: String,
+    mut offset: i64,
+    total: i64,
+    tx: tokio::sync::mpsc::Sender<WriteRequest>,
+    sent: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
+    std::thread::spawn(move || {
+        let mut first = true;
+        loop {
+            let mut buf = vec![0u8; CHUNK];
+            let mut n = 0;
+            while n < CHUNK {
+                let k = src.read(&mut buf[n..])?;
+                if k == 0 {
+                    break;
+                }
+                n += k;
+            }
+            buf.truncate(n);
+            let finish = offset + n as i64 >= total || n == 0;
+            let req = WriteRequest {
+                resource_name: if first {
+                    resource.clone()
+                } else {
+                    String::new()
+                },
+                write_offset: offset,
+                finish_write: finish,
+                data: buf,
+            };
+            first = false;
+            offset += n as i64;
+            if tx.blocking_send(req).is_err() || finish {
+                return Ok(());
+            }
+            sent.fetch_add(1, Ordering::SeqCst);
+        }
+    })
 }

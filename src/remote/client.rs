@@ -1,236 +1,258 @@
-//! A connection to a Remote Execution API server: the address (`grpc://HOST:PORT`), the instance
-//! name, one HTTP/2 channel and the runtime its calls are driven on; every failure as a
-//! [`RemoteError`] that names the address.
+//! A handle on a Remote Execution API server: the address (`grpc://HOST:PORT`, or
+//! `grpcs://HOST:PORT` for TLS), the instance name, the process's shared channel
+//! ([`super::connection`]), the `RequestMetadata` every call carries ([`super::metadata`]), and
+//! the compile's cancellation. Calls block the caller; each has a deadline
+//! ([`super::settings`]), is tried again with backoff when the server failed for now
+//! ([`super::retry`]), and ends at once when the compile is cancelled. Every failure is a
+//! [`RemoteError`] that names the address and says what kind of failure it is; what the server
+//! wrote in it is made safe to print ([`super::text`]).
 
-use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::metadata::BinaryMetadataValue;
 
-/// How long connecting may take before the server counts as unreachable.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub use super::address::Address;
+use super::connection::{self, decorate, seconds, Conn, Limits, HEADER_MARGIN};
+pub use super::error::{error_chain, status_text, ErrorKind, RemoteError};
+use super::metadata::Metadata;
+use super::re;
+use super::retry::{worth_retrying, Backoff};
+use super::settings::Settings;
+use crate::run::process::Cancel;
 
-/// How long a unary call (a lookup, an upload batch) may take.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long connecting may take by default before the server counts as unreachable
+/// (`NXCC_REMOTE_CONNECT_TIMEOUT`).
+pub const CONNECT_TIMEOUT: Duration = super::settings::CONNECT_TIMEOUT;
 
-/// How many times a call the server refused for now (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`) is
-/// tried again, after pauses doubling from 100 ms.
-pub const RETRIES: u32 = 6;
-
-/// Where the remote services are: `--remote grpc://HOST:PORT` (or `--remote-cache`) and
-/// `--remote-instance NAME`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Address {
-    /// As given (`grpc://127.0.0.1:50061`), for messages.
-    pub url: String,
-    /// `http://HOST:PORT`, what the channel dials.
-    pub(crate) dial: String,
-    /// The instance name (`""`: the server's default instance).
-    pub instance: String,
-}
-
-impl Address {
-    /// Parse `grpc://HOST:PORT`; anything else (another scheme, no port) is refused with the
-    /// reason. TLS (`grpcs://`) is not built in.
-    pub fn parse(url: &str, instance: &str) -> Result<Address, String> {
-        let rest = match url.split_once("://") {
-            Some(("grpc", rest)) => rest,
-            Some(("grpcs", _)) => {
-                return Err(format!(
-                    "{url}: TLS (grpcs://) is not supported; use grpc://HOST:PORT (plain HTTP/2, e.g. on a trusted network or through a local TLS tunnel)"
-                ))
-            }
-            _ => return Err(format!("{url}: expected grpc://HOST:PORT")),
-        };
-        let hostport = rest.trim_end_matches('/');
-        let port_ok = hostport
-            .rsplit_once(':')
-            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
-        if !port_ok || hostport.contains('/') || hostport.contains('@') {
-            return Err(format!("{url}: expected grpc://HOST:PORT"));
-        }
-        Ok(Address {
-            url: url.to_string(),
-            dial: format!("http://{hostport}"),
-            instance: instance.to_string(),
-        })
-    }
-}
-
-/// A remote call that failed: what was attempted, at which address, and why.
-#[derive(Debug, Clone)]
-pub struct RemoteError {
-    /// The server's address as given.
-    pub url: String,
-    /// What failed and why.
-    pub what: String,
-    /// Whether the server could not be reached at all (connection refused, timed out).
-    pub unreachable: bool,
-}
-
-impl fmt::Display for RemoteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (remote {})", self.what, self.url)
-    }
-}
-
-/// A connected client: the channel and the runtime that drives it (calls block the caller).
+/// A handle on a server (cheap to clone): the shared connection and what this compile's calls
+/// carry.
+#[derive(Clone)]
 pub struct Remote {
     /// Where.
     pub address: Address,
-    pub(crate) channel: Channel,
-    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) conn: Arc<Conn>,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) rt: &'static tokio::runtime::Runtime,
+    metadata: Metadata,
+    encoded: BinaryMetadataValue,
+    cancel: Option<Cancel>,
 }
 
 impl Remote {
-    /// Connect (within [`CONNECT_TIMEOUT`]); a server that does not answer is an error naming
-    /// the address.
+    /// The server at `address`, connected on first use in this process (within the connect
+    /// deadline; a server that does not answer is an error naming the address).
     pub fn connect(address: &Address) -> Result<Remote, RemoteError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| RemoteError {
-                url: address.url.clone(),
-                what: format!("cannot start the client runtime: {e}"),
-                unreachable: false,
-            })?;
-        let unreachable = |e: String| RemoteError {
+        Remote::connect_with(address, None)
+    }
+
+    /// [`Remote::connect`] for a compile that `cancel` may end (connecting included).
+    pub fn connect_with(address: &Address, cancel: Option<Cancel>) -> Result<Remote, RemoteError> {
+        let settings = connection::settings().map_err(|what| RemoteError {
             url: address.url.clone(),
-            what: format!("cannot connect to the remote execution service: {e}"),
-            unreachable: true,
+            what,
+            kind: ErrorKind::Local,
+        })?;
+        Remote::connect_using(address, settings, cancel)
+    }
+
+    /// [`Remote::connect_with`] with `settings` instead of the environment's.
+    pub fn connect_using(
+        address: &Address,
+        settings: Arc<Settings>,
+        cancel: Option<Cancel>,
+    ) -> Result<Remote, RemoteError> {
+        let local = |what: String| RemoteError {
+            url: address.url.clone(),
+            what,
+            kind: ErrorKind::Local,
         };
-        let endpoint = Endpoint::from_shared(address.dial.clone())
-            .map_err(|e| unreachable(e.to_string()))?
-            .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true);
-        let channel = rt
-            .block_on(async {
-                tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect())
-                    .await
-                    .map_err(|_| format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))?
-                    .map_err(|e| error_chain(&e))
-            })
-            .map_err(unreachable)?;
+        let rt = connection::runtime().map_err(local)?;
+        let conn = connection::get(address, &settings, cancel.as_ref())?;
+        let metadata = Metadata::new("nxcc", settings.invocation_id.as_deref());
         Ok(Remote {
             address: address.clone(),
-            channel,
+            conn,
+            encoded: metadata.encode(),
+            metadata,
+            settings,
             rt,
+            cancel,
         })
     }
 
-    /// `GetCapabilities`: whether the server answers (readiness), and what it offers.
-    pub fn capabilities(&self) -> Result<super::re::ServerCapabilities, RemoteError> {
-        let mut c = super::re::capabilities_client::CapabilitiesClient::new(self.channel.clone());
-        let req = super::re::GetCapabilitiesRequest {
-            instance_name: self.address.instance.clone(),
-        };
-        self.rt
-            .block_on(c.get_capabilities(Remote::request(req, CALL_TIMEOUT)))
-            .map(|r| r.into_inner())
-            .map_err(|s| self.error("GetCapabilities", &s))
+    /// This handle with `cancel` ending its calls (a compile's signal handling, a client gone,
+    /// a lease the server cancelled).
+    pub fn with_cancel(mut self, cancel: Cancel) -> Remote {
+        self.cancel = Some(cancel);
+        self
     }
 
-    /// Run a call, again after a pause when the server refused it for now
-    /// (`RESOURCE_EXHAUSTED`: its concurrency limit; `UNAVAILABLE`), at most [`RETRIES`] times.
-    pub(crate) fn retry<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, RemoteError>
+    /// This handle with its calls' `RequestMetadata` from `metadata`.
+    pub fn with_metadata(mut self, metadata: Metadata) -> Remote {
+        self.encoded = metadata.encode();
+        self.metadata = metadata;
+        self
+    }
+
+    /// This handle's calls about `action` (their `RequestMetadata` names it).
+    pub fn for_action(self, action: &re::Digest) -> Remote {
+        let m = self.metadata.clone().for_action(action);
+        self.with_metadata(m)
+    }
+
+    /// What this handle's calls say about themselves.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The deadlines and retry budget.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// What the server accepts.
+    pub fn limits(&self) -> Limits {
+        self.conn.limits
+    }
+
+    /// `GetCapabilities`: whether the server answers (readiness), and what it offers.
+    pub fn capabilities(&self) -> Result<re::ServerCapabilities, RemoteError> {
+        let c = re::capabilities_client::CapabilitiesClient::new(self.conn.channel.clone());
+        let req = re::GetCapabilitiesRequest {
+            instance_name: self.address.instance.clone(),
+        };
+        self.unary("GetCapabilities", || {
+            let (mut c, req) = (c.clone(), self.request(req.clone()));
+            async move { c.get_capabilities(req?).await.map(|r| r.into_inner()) }
+        })
+    }
+
+    /// Drive `fut` on the runtime until it ends or the compile is cancelled (`None`).
+    pub(crate) fn block<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
+        let cancel = self.cancel.clone();
+        self.rt.block_on(async move {
+            tokio::select! {
+                v = fut => Some(v),
+                () = connection::cancelled(cancel.as_ref()) => None,
+            }
+        })
+    }
+
+    /// Sleep `d`, or less when the compile is cancelled (`None`).
+    pub(crate) fn pause(&self, d: Duration) -> Option<()> {
+        self.block(async move { tokio::time::sleep(d).await })
+    }
+
+    /// A unary call: each try within the call deadline, tried again with backoff on the codes
+    /// worth it ([`retriable`]) within the retry budget; the compile's cancellation ends it.
+    pub(crate) fn unary<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, RemoteError>
     where
         F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+        Fut: Future<Output = Result<T, tonic::Status>>,
     {
-        let mut pause = Duration::from_millis(100);
-        let mut attempt = 0;
+        let deadline = self.settings.call;
+        let mut backoff = Backoff::new(self.settings.retry);
         loop {
-            match self.rt.block_on(call()) {
-                Ok(v) => return Ok(v),
-                Err(s)
-                    if attempt < RETRIES
-                        && matches!(
-                            s.code(),
-                            tonic::Code::ResourceExhausted | tonic::Code::Unavailable
-                        ) =>
-                {
-                    attempt += 1;
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_secs(2));
+            let tried = self.block(async {
+                match tokio::time::timeout(deadline, call()).await {
+                    Ok(r) => r,
+                    Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+                        "no answer within {}",
+                        seconds(deadline)
+                    ))),
                 }
-                Err(s) => return Err(self.error(what, &s)),
+            });
+            let status = match tried {
+                None => return Err(self.cancelled_error(what)),
+                Some(Ok(v)) => return Ok(v),
+                Some(Err(s)) => s,
+            };
+            if !worth_retrying(&status) {
+                return Err(self.error(what, &status));
+            }
+            match backoff.pause() {
+                Some(p) => self.pause(p).ok_or_else(|| self.cancelled_error(what))?,
+                None => return Err(self.gave_up(what, &status, &backoff)),
             }
         }
+    }
+
+    /// A request carrying the call deadline, this compile's `RequestMetadata` and the bearer
+    /// token; an error (a `Status` the caller reports) when the token cannot be read.
+    pub(crate) fn request<T>(&self, msg: T) -> Result<tonic::Request<T>, tonic::Status> {
+        self.request_within(msg, Some(self.settings.call))
+    }
+
+    /// [`Remote::request`] with another deadline (`None`: a stream, bounded by inactivity).
+    pub(crate) fn request_within<T>(
+        &self,
+        msg: T,
+        deadline: Option<Duration>,
+    ) -> Result<tonic::Request<T>, tonic::Status> {
+        let mut r = tonic::Request::new(msg);
+        if let Some(d) = deadline {
+            r.set_timeout(d + HEADER_MARGIN);
+        }
+        decorate(&mut r, &self.encoded, &self.conn)?;
+        Ok(r)
     }
 
     /// The error for a failed call `what`.
     pub fn error(&self, what: &str, status: &tonic::Status) -> RemoteError {
-        let unreachable = matches!(
-            status.code(),
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
-        );
-        let msg = if status.message().is_empty() {
-            format!("{:?}", status.code())
-        } else {
-            format!("{:?}: {}", status.code(), status.message())
+        let kind = match status.code() {
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => ErrorKind::Unreachable,
+            // The connection closed under the call.
+            tonic::Code::Cancelled if std::error::Error::source(status).is_some() => {
+                ErrorKind::Unreachable
+            }
+            _ => ErrorKind::Refused,
         };
         RemoteError {
             url: self.address.url.clone(),
-            what: format!("{what} failed: {msg}"),
-            unreachable,
+            what: format!("{what} failed: {}", status_text(status)),
+            kind,
         }
     }
 
-    /// An error that is not a gRPC status (a local file, a malformed answer).
+    /// The error for a call still failing when the retry budget ran out.
+    pub(crate) fn gave_up(&self, what: &str, status: &tonic::Status, b: &Backoff) -> RemoteError {
+        let mut e = self.error(what, status);
+        if b.tries() > 0 {
+            e.what.push_str(&format!(
+                " (tried {} times over {})",
+                b.tries() + 1,
+                seconds(self.settings.retry)
+            ));
+        }
+        e
+    }
+
+    /// The error for a call the compile's cancellation ended.
+    pub(crate) fn cancelled_error(&self, what: &str) -> RemoteError {
+        RemoteError {
+            url: self.address.url.clone(),
+            what: format!("{what}: cancelled"),
+            kind: ErrorKind::Cancelled,
+        }
+    }
+
+    /// An answer that failed a check (a digest, a size, a NEFF).
+    pub fn untrusted(&self, what: impl Into<String>) -> RemoteError {
+        RemoteError {
+            url: self.address.url.clone(),
+            what: what.into(),
+            kind: ErrorKind::Untrusted,
+        }
+    }
+
+    /// An error on this machine (a local file).
     pub fn other(&self, what: impl Into<String>) -> RemoteError {
         RemoteError {
             url: self.address.url.clone(),
             what: what.into(),
-            unreachable: false,
+            kind: ErrorKind::Local,
         }
-    }
-
-    /// A request carrying the call deadline.
-    pub(crate) fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
-        let mut r = tonic::Request::new(msg);
-        r.set_timeout(timeout);
-        r
-    }
-}
-
-/// An error with its causes (`transport error: tcp connect error: Connection refused`).
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses() {
-        let a = Address::parse("grpc://127.0.0.1:50061", "").unwrap();
-        assert_eq!(a.dial, "http://127.0.0.1:50061");
-        assert!(Address::parse("grpc://localhost:1/", "x").is_ok());
-        for bad in [
-            "http://h:1",
-            "grpc://h",
-            "grpc://h:0",
-            "grpc://:80",
-            "grpc://h:1/x",
-            "h:1",
-            "grpc://u@h:1",
-        ] {
-            assert!(Address::parse(bad, "").is_err(), "{bad}");
-        }
-        assert!(Address::parse("grpcs://h:1", "")
-            .unwrap_err()
-            .contains("TLS"));
     }
 }

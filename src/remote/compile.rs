@@ -4,24 +4,28 @@
 //!
 //! - `--remote grpc://HOST:PORT`: [`Execution`], a way to run a plan — the action cache first
 //!   (`GetActionResult`); on a miss the missing blobs are uploaded, the action is executed on the
-//!   server's workers and followed to its end, and the NEFF is downloaded, verified against its
-//!   digest and renamed into place. A failed remote compile is reported as a local one is: `Child
-//!   process job "RemoteCompile" exited abnormally!`, the last 50 lines of the remote stderr, the
-//!   F-code banner of a crash status, exit 70. An unreachable server is an error naming the
-//!   address (exit 70).
+//!   server's workers and followed to its end, and the NEFF is downloaded, checked against its
+//!   digest and as a NEFF, and renamed into place ([`super::result`]; a cached result that fails
+//!   the check is executed again, bypassing the server's cache). SIGINT/SIGTERM (or the
+//!   caller's cancellation) end the compile at once (exit 130/143) and cancel the remote
+//!   operation. A failed remote compile is reported as a local one is: `Child process job
+//!   "RemoteCompile" exited abnormally!`, the last 50 lines of the remote stderr, the F-code
+//!   banner of a crash status, exit 70. An unreachable server is an error naming the address
+//!   (exit 70).
 //! - `--remote-cache grpc://HOST:PORT`: [`ActionCache`], a cache layer — the action cache first;
 //!   on a miss the rest of the stack compiles here, and a success is uploaded (the model, the
 //!   action, the NEFF) and recorded in the action cache. The server is an optimisation there:
-//!   when it fails, the compile still runs (a warning).
+//!   when it fails, or its result fails the check, the compile still runs (a warning).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::action::{self, Built, OUTPUT};
 use super::cas::Blob;
-use super::client::{Address, Remote, RemoteError};
+use super::client::{Address, ErrorKind, Remote, RemoteError};
 use super::digest;
 use super::re;
+use super::text;
 use crate::cli::namespace::Dest;
 use crate::engine::events::Event;
 use crate::engine::failure;
@@ -33,7 +37,7 @@ use crate::engine::strategy::{Layer, Strategy};
 use crate::engine::Engine;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
-use crate::result::{Failure, RemoteFailure, Status};
+use crate::result::{CancelReason, Failure, RemoteFailure, Status};
 use crate::run::process::End;
 
 /// The pseudo-job a remote compile reports as.
@@ -41,6 +45,9 @@ pub const JOB_NAME: &str = "RemoteCompile";
 
 /// How many lines of the remote stderr a failure shows.
 pub const STDERR_TAIL: usize = 50;
+
+/// At most this much of the end of a remote stderr is read (and logged).
+pub const STDERR_BYTES: u64 = 1 << 20;
 
 /// What the server is used for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,9 +128,25 @@ fn action_of(session: &Session, engine: &Engine, address: &Address) -> Result<Bu
     Ok(built)
 }
 
+/// A connection for this compile's action, cancelled with the compile.
+fn connect(session: &Session, address: &Address, built: &Built) -> Result<Remote, RemoteError> {
+    let cancel = Some(session.cancel().flag().clone());
+    Remote::connect_with(address, cancel).map(|r| r.for_action(&built.digest))
+}
+
 /// A usable cached result: exit 0 with the NEFF among its outputs.
 fn usable(r: &re::ActionResult) -> bool {
     r.exit_code == 0 && r.output_files.iter().any(|f| f.path == OUTPUT)
+}
+
+/// What a failed remote call means for the compile.
+fn failure_of(e: &RemoteError) -> RemoteFailure {
+    match e.kind {
+        ErrorKind::Unreachable => RemoteFailure::Unreachable,
+        ErrorKind::Refused => RemoteFailure::Refused,
+        ErrorKind::Untrusted => RemoteFailure::Untrusted,
+        ErrorKind::Cancelled | ErrorKind::Local => RemoteFailure::Error,
+    }
 }
 
 /// The remote compile's pseudo-job, as the session sees it: its figures, its end.
@@ -148,7 +171,7 @@ impl RemoteJob<'_, '_> {
     }
 
     /// The compile failed, so, with `lines` (exit 70).
-    fn fail(&self, failure: RemoteFailure, lines: Vec<String>) -> CompileResult {
+    fn fail(&self, failure: Failure, lines: Vec<String>) -> CompileResult {
         let session = self.session;
         for l in lines {
             session.error(log::DRIVER, l);
@@ -159,22 +182,38 @@ impl RemoteJob<'_, '_> {
             "Diagnostic logs stored in {}",
             session.plan().logfile.display()
         ));
-        session.result(Status::Failed(Failure::Remote(failure)))
+        session.result(Status::Failed(failure))
     }
 
-    /// The compile failed on an error of the exchange with the server.
-    fn fail_remote(&self, e: impl std::fmt::Display) -> CompileResult {
-        self.fail(RemoteFailure::Error, vec![NccError::remote(e).to_string()])
+    /// The compile failed on an error of the exchange with the server, of this kind.
+    fn fail_remote(&self, kind: RemoteFailure, e: impl std::fmt::Display) -> CompileResult {
+        let lines = vec![NccError::remote(e).to_string()];
+        self.fail(Failure::Remote(kind), lines)
     }
 
-    /// The compile failed on a remote call's error: an unreachable server says so.
+    /// A failed remote call: the compile's failure, or its interruption when it was cancelled.
     fn fail_call(&self, e: RemoteError) -> CompileResult {
-        let kind = if e.unreachable {
-            RemoteFailure::Unreachable
-        } else {
-            RemoteFailure::Error
+        if e.cancelled() || self.session.cancel().is_cancelled() {
+            return self.interrupted();
+        }
+        self.fail_remote(failure_of(&e), e)
+    }
+
+    /// The compile was cancelled (a signal, the caller): exit 130/143 after the signal.
+    fn interrupted(&self) -> CompileResult {
+        let session = self.session;
+        let status = session
+            .cancel()
+            .status()
+            .unwrap_or(Status::Cancelled(CancelReason::Stopped));
+        let sig = match status {
+            Status::Interrupted(sig) => sig,
+            _ => libc::SIGTERM,
         };
-        self.fail(kind, vec![NccError::remote(e).to_string()])
+        session.error(log::DRIVER, failure::interrupted(sig));
+        let m = self.metrics(JobStatus::Cancelled, None);
+        session.emit(&Event::JobFinished(m));
+        session.result(status)
     }
 
     fn succeed(&self) -> CompileResult {
@@ -185,51 +224,33 @@ impl RemoteJob<'_, '_> {
     }
 }
 
-/// Download the result's NEFF (verified), into `product` (a new file) and then to `--output`
-/// through a temporary name.
+/// Download the result's NEFF, check it, and publish it into `product` (a new file) and at
+/// `--output` ([`super::result::deliver`]).
 fn deliver(
     session: &Session,
     remote: &Remote,
     result: &re::ActionResult,
     product: Option<&Path>,
-) -> Result<(), String> {
-    let neff = result
-        .output_files
-        .iter()
-        .find(|f| f.path == OUTPUT)
-        .and_then(|f| f.digest.clone())
-        .ok_or_else(|| format!("the remote result has no {OUTPUT}"))?;
-    let out = &session.plan().output;
-    let name = out
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("file.neff");
-    let partial = out.with_file_name(crate::fsx::unique::name(&format!(
-        ".{name}.nxcc-partial-remote-"
-    )));
-    remote
-        .download_to(&neff, &partial)
-        .map_err(|e| e.to_string())?;
-    let placed = (|| -> std::io::Result<()> {
-        if let Some(p) = product {
-            let mut src = std::fs::File::open(&partial)?;
-            let mut dst = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(p)?;
-            std::io::copy(&mut src, &mut dst)?;
-        }
-        std::fs::rename(&partial, out)
-    })();
-    if let Err(e) = placed {
-        let _ = std::fs::remove_file(&partial);
-        return Err(NccError::output_not_written(out.display(), e).to_string());
-    }
+    built: &Built,
+) -> Result<(), RemoteError> {
+    let origin = serde_json::json!({
+        "remote": remote.address.url,
+        "instance": remote.address.instance,
+        "action": digest::show(&built.digest),
+        "worker": result
+            .execution_metadata
+            .as_ref()
+            .map(|m| text::message(&m.worker))
+            .unwrap_or_default(),
+        "checked": "neff-info --verify",
+    });
+    let output = &session.plan().output;
+    let d = super::result::deliver(remote, result, output, product, &origin)?;
     session.log().info(
         log::DRIVER,
         &format!(
-            "Downloaded the NEFF {} ({} bytes) from {}",
-            neff.hash, neff.size_bytes, remote.address.url
+            "Downloaded the NEFF {} ({} bytes) from {}, checked",
+            d.digest.hash, d.digest.size_bytes, remote.address.url
         ),
     );
     Ok(())
@@ -246,17 +267,19 @@ pub struct Execution<'a> {
 impl Strategy for Execution<'_> {
     fn run(&self, session: &Session, product: Option<&Path>) -> CompileResult {
         let job = RemoteJob { session };
+        session.handle_signals();
         let built = match action_of(session, self.engine, self.address) {
             Ok(b) => b,
-            Err(e) => return job.fail_remote(e),
+            Err(e) => return job.fail_remote(RemoteFailure::Error, e),
         };
         session.pseudo_job(JOB_NAME);
-        let remote = match Remote::connect(self.address) {
+        let remote = match connect(session, self.address, &built) {
             Ok(r) => r,
             Err(e) => return job.fail_call(e),
         };
+        let mut skip_cache_lookup = false;
         match remote.get_action_result(&built.digest) {
-            Ok(Some(r)) if usable(&r) => match deliver(session, &remote, &r, product) {
+            Ok(Some(r)) if usable(&r) => match deliver(session, &remote, &r, product, &built) {
                 Ok(()) => {
                     session.log().user(&format!(
                         "Using a remote cached neff (action {}) from {}",
@@ -264,16 +287,23 @@ impl Strategy for Execution<'_> {
                     ));
                     return job.succeed();
                 }
-                // A result whose NEFF the CAS lost (or that came back corrupt): compile again.
-                Err(e) => session.log().warning_shown(
-                    log::DRIVER,
-                    &format!("the remote cached result is not usable ({e}); compiling remotely"),
-                ),
+                Err(e) if e.cancelled() => return job.interrupted(),
+                // A result whose NEFF the CAS lost, or that is not a NEFF: compile again, past
+                // the server's cache.
+                Err(e) => {
+                    skip_cache_lookup = true;
+                    session.log().warning_shown(
+                        log::DRIVER,
+                        &format!(
+                            "the remote cached result is not usable ({e}); compiling remotely"
+                        ),
+                    )
+                }
             },
             Ok(_) => {}
             Err(e) => return job.fail_call(e),
         }
-        self.execute(&job, &remote, &built, product)
+        self.execute(&job, &remote, &built, product, skip_cache_lookup)
     }
 }
 
@@ -285,12 +315,14 @@ impl Execution<'_> {
         remote: &Remote,
         built: &Built,
         product: Option<&Path>,
+        skip_cache_lookup: bool,
     ) -> CompileResult {
         let (session, url) = (job.session, &self.address.url);
-        let sent = match remote.upload_missing(&built.blobs) {
-            Ok(s) => s,
-            Err(e) => return job.fail_call(e),
-        };
+        let (resp, sent) =
+            match remote.execute_uploading(&built.digest, &built.blobs, skip_cache_lookup) {
+                Ok(r) => r,
+                Err(e) => return job.fail_call(e),
+            };
         session.log().info(
             log::DRIVER,
             &format!(
@@ -298,83 +330,84 @@ impl Execution<'_> {
                 sent.blobs, sent.bytes
             ),
         );
-        let resp = match remote.execute(&built.digest, false) {
-            Ok(r) => r,
-            Err(e) => return job.fail_call(e),
-        };
         if let Some(st) = resp.status.as_ref().filter(|s| s.code != 0) {
-            let e = RemoteError {
-                url: url.clone(),
-                what: format!(
-                    "the server could not run the action: {} (code {})",
-                    st.message, st.code
-                ),
-                unreachable: false,
+            let (kind, what) = if st.code == tonic::Code::DeadlineExceeded as i32 {
+                (
+                    RemoteFailure::TimedOut,
+                    "the remote compile ran past its time limit",
+                )
+            } else {
+                (
+                    RemoteFailure::Refused,
+                    "the server could not run the action",
+                )
             };
-            return job.fail(
-                RemoteFailure::Refused,
-                vec![NccError::remote(e).to_string()],
-            );
+            let status = tonic::Status::new(tonic::Code::from(st.code), st.message.clone());
+            return job.fail_remote(kind, remote.error(what, &status));
         }
         let Some(result) = resp.result else {
-            return job.fail_remote(format!("the server answered without a result ({url})"));
+            let e = format!("the server answered without a result ({url})");
+            return job.fail_remote(RemoteFailure::Error, e);
         };
-        if result.exit_code != 0 {
-            let lines = remote_failure_lines(session, remote, &result, url);
-            return job.fail(RemoteFailure::FailedRemotely(result.exit_code), lines);
+        if let Some(failed) = failed_remotely(job, remote, &result, url) {
+            return failed;
         }
-        match deliver(session, remote, &result, product) {
+        match deliver(session, remote, &result, product, built) {
             Ok(()) => job.succeed(),
-            Err(e) => job.fail_remote(e),
+            Err(e) => job.fail_call(e),
         }
     }
 }
 
-/// A failed remote compile's lines, as a local one's: the abnormal exit, the last lines of the
-/// remote stderr (all of it in the log), and where it ran.
-fn remote_failure_lines(
-    session: &Session,
+/// Log the remote stderr; when the compile failed remotely (or the reading was interrupted),
+/// its result: reported as a local job's failure, with the worker that ran it.
+fn failed_remotely(
+    job: &RemoteJob,
     remote: &Remote,
     result: &re::ActionResult,
     url: &str,
-) -> Vec<String> {
+) -> Option<CompileResult> {
     let job_logger = log::job_logger(JOB_NAME);
     let stderr = match stream_text(remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
         Ok(s) => s,
-        Err(e) => format!("(the remote stderr could not be read: {e})"),
+        Err(e) if e.cancelled() => return Some(job.interrupted()),
+        Err(e) => vec![format!("(the remote stderr could not be read: {e})")],
     };
-    for line in stderr.lines() {
-        session.log().info(&job_logger, line);
+    for line in &stderr {
+        job.session.log().info(&job_logger, line);
     }
-    let lines: Vec<String> = stderr.lines().map(str::to_string).collect();
-    let tail = &lines[lines.len().saturating_sub(STDERR_TAIL)..];
+    if result.exit_code == 0 {
+        return None;
+    }
+    let tail = &stderr[stderr.len().saturating_sub(STDERR_TAIL)..];
     let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
     errors.push(format!(
         "[ERROR] The remote compile ran on {}",
         result
             .execution_metadata
             .as_ref()
-            .map(|m| m.worker.clone())
+            .map(|m| text::message(&m.worker))
             .filter(|w| !w.is_empty())
             .unwrap_or_else(|| url.to_string())
     ));
-    errors
+    let failed = Failure::Remote(RemoteFailure::FailedRemotely(result.exit_code));
+    Some(job.fail(failed, errors))
 }
 
-/// A Command's stdout or stderr: inline, or from the CAS.
+/// A Command's stdout or stderr as safe lines: inline, or the end of it from the CAS (at most
+/// [`STDERR_BYTES`] either way).
 fn stream_text(
     remote: &Remote,
     raw: &[u8],
     digest: Option<&re::Digest>,
-) -> Result<String, RemoteError> {
+) -> Result<Vec<String>, RemoteError> {
     if !raw.is_empty() {
-        return Ok(String::from_utf8_lossy(raw).into_owned());
+        let from = raw.len().saturating_sub(STDERR_BYTES as usize);
+        return Ok(text::lines(&raw[from..]));
     }
     match digest {
-        Some(d) if d.size_bytes > 0 => {
-            Ok(String::from_utf8_lossy(&remote.read_blob(d)?).into_owned())
-        }
-        _ => Ok(String::new()),
+        Some(d) if d.size_bytes > 0 => Ok(text::lines(&remote.read_tail(d, STDERR_BYTES)?)),
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -389,6 +422,7 @@ pub struct ActionCache<'a> {
 
 impl Layer for ActionCache<'_> {
     fn run(&self, session: &Session, product: Option<&Path>, next: &dyn Strategy) -> CompileResult {
+        session.handle_signals();
         let built = match action_of(session, self.engine, self.address) {
             Ok(b) => b,
             Err(e) => {
@@ -398,41 +432,48 @@ impl Layer for ActionCache<'_> {
                 return next.run(session, product);
             }
         };
-        let warn = |e: &dyn std::fmt::Display| {
-            session
-                .log()
-                .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
-        };
-        let remote = match Remote::connect(self.address) {
+        let job = RemoteJob { session };
+        let remote = match connect(session, self.address, &built) {
             Ok(r) => Some(r),
+            Err(e) if e.cancelled() => return job.interrupted(),
             Err(e) => {
-                warn(&format!("{e}; compiling here without it"));
+                warn(session, &format!("{e}; compiling here without it"));
                 None
             }
         };
         if let Some(remote) = &remote {
             match remote.get_action_result(&built.digest) {
-                Ok(Some(r)) if usable(&r) => match deliver(session, remote, &r, product) {
-                    Ok(()) => return self.hit(session, &built),
-                    Err(e) => warn(&format!("{e}; compiling here")),
+                Ok(Some(r)) if usable(&r) => match deliver(session, remote, &r, product, &built) {
+                    Ok(()) => return self.hit(&job, &built),
+                    Err(e) if e.cancelled() => return job.interrupted(),
+                    // Not usable (lost, or not a NEFF): a miss.
+                    Err(e) => warn(session, &format!("{e}; compiling here")),
                 },
                 Ok(_) => {}
-                Err(e) => warn(&e),
+                Err(e) if e.cancelled() => return job.interrupted(),
+                Err(e) => warn(session, &e),
             }
         }
         self.compile_here(session, product, next, remote.as_ref(), &built)
     }
 }
 
+/// A warning about the remote cache, shown whatever `--verbose` says.
+fn warn(session: &Session, e: &dyn std::fmt::Display) {
+    session
+        .log()
+        .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
+}
+
 impl ActionCache<'_> {
     /// The server had the result (delivered): the compile is its pseudo-job.
-    fn hit(&self, session: &Session, built: &Built) -> CompileResult {
-        session.pseudo_job(JOB_NAME);
-        session.log().user(&format!(
+    fn hit(&self, job: &RemoteJob, built: &Built) -> CompileResult {
+        job.session.pseudo_job(JOB_NAME);
+        job.session.log().user(&format!(
             "Using a remote cached neff (action {}) from {}",
             built.digest.hash, self.address.url
         ));
-        RemoteJob { session }.succeed()
+        job.succeed()
     }
 
     /// Compile here; the NEFF for the upload is the one the compile wrote itself (into the
@@ -457,9 +498,7 @@ impl ActionCache<'_> {
             return result;
         };
         match upload_result(remote, built, &neff) {
-            Err(e) => session
-                .log()
-                .warning_shown(log::DRIVER, &format!("the remote cache: {e}")),
+            Err(e) => warn(session, &e),
             Ok(()) => session.log().info(
                 log::DRIVER,
                 &format!(

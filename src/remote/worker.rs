@@ -2,44 +2,48 @@
 //! platform (`OSFamily`, `ISA`, the toolchain identity), holds `--max-concurrent` bot sessions
 //! (the server hands one lease per session), and runs each lease's action through the one
 //! admission ([`crate::admission`]: `--memory-budget`, the cache's estimates) in a fresh
-//! directory: only compile actions (`neuronx-cc compile <model> ... --output model.neff`; anything
-//! else is answered with a failed result saying why), with the environment allow-list of
-//! [`crate::environ`], under nxcc's supervision (`nxcc compile`, or `--compiler PATH`). Outputs,
-//! stdout and stderr go to the CAS; the result to the server. SIGTERM (or SIGINT) drains: no new
-//! leases, the running ones finish and are reported, then exit 0.
+//! directory ([`job`]: only compile actions, checked whole before anything is created, with the
+//! environment allow-list of [`crate::environ`], within the action's timeout, under nxcc's
+//! supervision: `nxcc compile`, or `--compiler PATH`; refusals answered with the status code
+//! that says why, [`status`]). The input tree is judged before it is laid out ([`tree`]). While a
+//! lease runs, the bot keeps its session alive and obeys the server: a lease it cancels ends
+//! the compile ([`lease`]). SIGTERM (or SIGINT) drains: no new leases; the running ones have
+//! `--drain-timeout` to finish and be reported, then are ended (reported `UNAVAILABLE`, so the
+//! server gives them to another worker); a second signal ends them at once; then exit 0. A
+//! server that goes away (a restart) is waited for: the sessions are made again.
 
-use std::path::{Path, PathBuf};
+pub mod job;
+pub mod lease;
+pub mod status;
+pub mod tree;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use prost::Message;
-
 use super::action::{self, OUTPUT, PROGRAM};
-use super::bots::{self, BotSession, BotStatus, Device, Lease, LeaseState, Property};
+use super::bots::{self, BotSession, BotStatus, Device, LeaseState, Property};
 use super::client::{Address, Remote, RemoteError};
-use super::digest;
-use super::re;
+use super::retry::Backoff;
 use crate::admission::Admission;
 use crate::cli::flags::{
     flag, Action, Choices, Default as FlagDefault, Flag, Kind, Scope, Visibility,
 };
 use crate::cli::subcommand::{Stop, Subcommand, HELP};
 use crate::engine::Engine;
-use crate::run::process::{self, Cancel, End, Spec};
 use crate::toolchain::Request;
+use lease::{Ended, Running};
 
 /// How long a poll for a lease waits (BuildGrid answers with a lease or at the deadline).
 pub const POLL: Duration = Duration::from_secs(5);
 
-/// How often a bot with a running lease tells the server it is alive.
-pub const KEEPALIVE: Duration = Duration::from_secs(2);
+/// How long running compiles may go on after SIGTERM unless `--drain-timeout` says otherwise.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// At most this much of a command's stdout or stderr is kept (the end of it).
-pub const OUTPUT_KEEP: usize = 4 << 20;
-
-/// The gRPC status code of a refused action (`INVALID_ARGUMENT`).
-pub const REFUSED_CODE: i32 = 3;
+/// The longest pause between two attempts to make a session with a server that went away.
+const SESSION_PAUSE_MAX: Duration = Duration::from_secs(5);
 
 #[rustfmt::skip]
 static REMOTE: Flag = flag("--remote", &[], "remote", Action::Store, Kind::Str, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -66,11 +70,32 @@ static WORK_DIR: Flag = flag("--work-dir", &[], "work_dir", Action::Store, Kind:
 static NAME: Flag = flag("--name", &[], "name", Action::Store, Kind::Str, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The bot id prefix (default: HOST-PID).");
 #[rustfmt::skip]
+static DRAIN: Flag = flag("--drain-timeout", &[], "drain_timeout", Action::Store, Kind::Float, FlagDefault::Float(60.0), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Seconds running compiles may take to finish after SIGTERM before they are ended and given back to the server (a second signal ends them at once).");
+#[rustfmt::skip]
+static MAX_TIMEOUT: Flag = flag("--max-timeout", &[], "max_timeout", Action::Store, Kind::Float, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "The longest an action may run, in seconds (an action's own timeout is lowered to it; one without gets it). Default: the action's timeout, or none.");
+#[rustfmt::skip]
+static MAX_INPUT: Flag = flag("--max-input-bytes", &[], "max_input_bytes", Action::Store, Kind::Str, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "The most an action's input tree may hold, as laid out (512M, 16G, ...; default 32G); larger ones are refused before anything is created.");
+#[rustfmt::skip]
 static TEST_ENV: Flag = flag("--allow-test-env", &[], "allow_test_env", Action::StoreTrue, Kind::Bool, FlagDefault::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Accept the simulated toolchain's NXCC_SIM_* variables in actions (tests).");
 
-static OWN_FLAGS: [&Flag; 10] = [
-    &HELP, &REMOTE, &INSTANCE, &MAX, &BUDGET, &TOOLCHAIN, &COMPILER, &WORK_DIR, &NAME, &TEST_ENV,
+static OWN_FLAGS: [&Flag; 13] = [
+    &HELP,
+    &REMOTE,
+    &INSTANCE,
+    &MAX,
+    &BUDGET,
+    &TOOLCHAIN,
+    &COMPILER,
+    &WORK_DIR,
+    &NAME,
+    &DRAIN,
+    &MAX_TIMEOUT,
+    &MAX_INPUT,
+    &TEST_ENV,
 ];
 
 static COMMAND: Subcommand = Subcommand {
@@ -82,30 +107,74 @@ static COMMAND: Subcommand = Subcommand {
 
 /// What the worker compiles with.
 #[derive(Debug, Clone)]
-enum With {
-    /// `nxcc compile --toolchain X` (this executable).
+pub enum With {
+    /// `nxcc compile --toolchain X` (this executable), X as given.
     Toolchain(String),
     /// `PATH compile ...`.
     Compiler(PathBuf),
 }
 
-struct Worker {
+/// A running worker: what it compiles with, its limits, and its leases.
+pub struct Worker {
     address: Address,
     with: With,
     toolchain_id: String,
     admission: Arc<Admission>,
     work_dir: PathBuf,
     allow_test_env: bool,
-    draining: Arc<AtomicBool>,
+    limits: tree::Limits,
+    max_timeout: Option<Duration>,
+    drain: Duration,
+    /// When draining began, and when the drain time ends (a second signal: now).
+    drain_until: Mutex<Option<Instant>>,
+    draining: AtomicBool,
     running: AtomicUsize,
+    leases: Mutex<HashMap<String, Arc<Running>>>,
     bot_prefix: String,
     log: Mutex<()>,
 }
 
 impl Worker {
+    /// A line of the worker's log (what a server or an action chose in it — a lease id, a
+    /// message — made safe to print).
     fn say(&self, line: &str) {
+        let line = super::text::message(line);
         let _g = self.log.lock().unwrap_or_else(|p| p.into_inner());
         eprintln!("nxcc worker: {line}");
+    }
+
+    /// The leases running now, by id.
+    fn running_leases(&self) -> MutexGuard<'_, HashMap<String, Arc<Running>>> {
+        self.leases.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A signal: the first starts draining (the running compiles get `--drain-timeout`), another
+    /// ends the drain time now.
+    fn signalled(&self) {
+        let mut until = self.drain_until.lock().unwrap_or_else(|p| p.into_inner());
+        *until = Some(match *until {
+            None => Instant::now() + self.drain,
+            Some(_) => Instant::now(),
+        });
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the drain time is over.
+    fn draining_past_deadline(&self) -> bool {
+        let until = self.drain_until.lock().unwrap_or_else(|p| p.into_inner());
+        until.is_some_and(|t| Instant::now() >= t)
+    }
+
+    /// End the running leases once the drain time is over; until every slot has ended.
+    fn watch_drain(&self, done: &AtomicBool) {
+        while !done.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+            if self.draining_past_deadline() {
+                for r in self.running_leases().values() {
+                    r.end(Ended::Drained);
+                }
+            }
+        }
     }
 }
 
@@ -136,41 +205,13 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         },
     };
     let launch = std::env::current_dir().unwrap_or_default();
-    let (with, toolchain_id) = match (parsed.str("toolchain"), parsed.str("compiler")) {
-        (Some(_), Some(_)) => {
-            return usage("argument --compiler: not allowed with argument --toolchain".into())
-        }
-        (None, Some(c)) => {
-            let p = crate::plan::absolute(&launch, c);
-            if !p.is_file() {
-                return usage(format!(
-                    "argument --compiler: {} is not a file",
-                    p.display()
-                ));
-            }
-            let id = action::toolchain_id(&Request::Auto, None, &Engine::external(&p));
-            (With::Compiler(p), id)
-        }
-        (t, None) => {
-            let req = Request::from(t, None, &launch);
-            let located = crate::toolchain::locate(&req);
-            if located.is_none() {
-                return usage(
-                    "no toolchain found: give --toolchain DIR, --toolchain sim or --compiler PATH"
-                        .into(),
-                );
-            }
-            let spelled = match &req {
-                Request::Dir(d) => d.display().to_string(),
-                Request::Simulated => "sim".to_string(),
-                Request::Auto => located
-                    .as_ref()
-                    .map(|t| t.bin.display().to_string())
-                    .unwrap_or_default(),
-            };
-            let id = action::toolchain_id(&req, located.as_ref(), &Engine::Pipeline);
-            (With::Toolchain(spelled), id)
-        }
+    let (with, toolchain_id) = match compiler_of(&parsed, &launch) {
+        Ok(w) => w,
+        Err(e) => return usage(e),
+    };
+    let (drain, max_timeout, limits) = match limits_of(&parsed) {
+        Ok(l) => l,
+        Err(e) => return usage(e),
     };
     let own_tmp;
     let work_dir = match parsed.str("work_dir") {
@@ -206,52 +247,137 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         admission: Admission::new(max, budget),
         work_dir,
         allow_test_env: parsed.flag("allow_test_env"),
-        draining: Arc::new(AtomicBool::new(false)),
+        limits,
+        max_timeout,
+        drain,
+        drain_until: Mutex::new(None),
+        draining: AtomicBool::new(false),
         running: AtomicUsize::new(0),
+        leases: Mutex::new(HashMap::new()),
         bot_prefix: parsed
             .str("name")
             .map(str::to_string)
             .unwrap_or_else(|| format!("{host}-{}", std::process::id())),
         log: Mutex::new(()),
     });
+    serve(&worker, max, budget)
+}
+
+/// What the worker compiles with (`--toolchain` or `--compiler`) and its identity; a usage
+/// error's message otherwise.
+fn compiler_of(
+    parsed: &crate::cli::argparse::Parsed,
+    launch: &std::path::Path,
+) -> Result<(With, String), String> {
+    match (parsed.str("toolchain"), parsed.str("compiler")) {
+        (Some(_), Some(_)) => {
+            Err("argument --compiler: not allowed with argument --toolchain".into())
+        }
+        (None, Some(c)) => {
+            let p = crate::plan::absolute(launch, c);
+            if !p.is_file() {
+                return Err(format!(
+                    "argument --compiler: {} is not a file",
+                    p.display()
+                ));
+            }
+            let id = action::toolchain_id(&Request::Auto, None, &Engine::external(&p));
+            Ok((With::Compiler(p), id))
+        }
+        (t, None) => {
+            let req = Request::from(t, None, launch);
+            let Some(located) = crate::toolchain::locate(&req) else {
+                return Err(
+                    "no toolchain found: give --toolchain DIR, --toolchain sim or --compiler PATH"
+                        .into(),
+                );
+            };
+            let spelled = match &req {
+                Request::Dir(d) => d.display().to_string(),
+                Request::Simulated => "sim".to_string(),
+                Request::Auto => located.bin.display().to_string(),
+            };
+            let id = action::toolchain_id(&req, Some(&located), &Engine::Pipeline);
+            Ok((With::Toolchain(spelled), id))
+        }
+    }
+}
+
+/// `--drain-timeout`, `--max-timeout` and the input-tree limits (`--max-input-bytes`); a usage
+/// error's message otherwise.
+fn limits_of(
+    parsed: &crate::cli::argparse::Parsed,
+) -> Result<(Duration, Option<Duration>, tree::Limits), String> {
+    let seconds = |dest: &str, flag: &str| -> Result<Option<Duration>, String> {
+        match parsed.last(dest).map(|o| &o.value) {
+            None => Ok(None),
+            Some(crate::cli::namespace::Value::Float(x))
+                if x.is_finite() && *x > 0.0 && *x <= 1e7 =>
+            {
+                Ok(Some(Duration::from_secs_f64(*x)))
+            }
+            Some(v) => Err(format!(
+                "argument {flag}: expected seconds greater than 0, not {v:?}"
+            )),
+        }
+    };
+    let drain = seconds("drain_timeout", "--drain-timeout")?.unwrap_or(DRAIN_TIMEOUT);
+    let max_timeout = seconds("max_timeout", "--max-timeout")?;
+    let mut limits = tree::Limits::default();
+    if let Some(s) = parsed.str("max_input_bytes") {
+        limits.bytes = crate::admission::parse_size(s)
+            .map_err(|e| format!("argument --max-input-bytes: {e}"))?;
+    }
+    Ok((drain, max_timeout, limits))
+}
+
+/// Handle signals (drain), check the server is there, and run the slots until drained; the
+/// exit status.
+fn serve(worker: &Arc<Worker>, max: usize, budget: Option<u64>) -> i32 {
     match crate::run::signals::install() {
         Ok(sig) => {
-            let d = worker.draining.clone();
-            sig.on_signal(move |_| d.store(true, Ordering::SeqCst));
+            let w = worker.clone();
+            sig.on_signal(move |_| w.signalled());
         }
         Err(e) => eprintln!("nxcc worker: warning: signals are not handled ({e})"),
     }
     // Fail fast when the server is not there at all.
-    if let Err(e) = Remote::connect(&address) {
+    if let Err(e) = Remote::connect(&worker.address) {
         eprintln!("nxcc worker: {e}");
         return crate::error::EXIT_COMPILE_FAILED;
     }
     worker.say(&format!(
         "serving {} with {} slot(s), memory budget {}, toolchain {}",
-        address.url,
+        worker.address.url,
         max,
         budget
             .map(crate::hlo::summary::human)
             .unwrap_or_else(|| "none".into()),
         worker.toolchain_id
     ));
-    let handles: Vec<_> = (0..max)
-        .map(|i| {
-            let w = worker.clone();
-            std::thread::spawn(move || slot(&w, i))
-        })
-        .collect();
-    let mut status = 0;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                worker.say(&format!("stopped: {e}"));
-                status = crate::error::EXIT_COMPILE_FAILED;
+    let done = AtomicBool::new(false);
+    let status = std::thread::scope(|s| {
+        s.spawn(|| worker.watch_drain(&done));
+        let handles: Vec<_> = (0..max)
+            .map(|i| {
+                let w = &**worker;
+                s.spawn(move || slot(w, i))
+            })
+            .collect();
+        let mut status = 0;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    worker.say(&format!("stopped: {e}"));
+                    status = crate::error::EXIT_COMPILE_FAILED;
+                }
+                Err(_) => status = crate::error::EXIT_COMPILE_FAILED,
             }
-            Err(_) => status = crate::error::EXIT_COMPILE_FAILED,
         }
-    }
+        done.store(true, Ordering::SeqCst);
+        status
+    });
     if status == 0 {
         worker.say("drained; exiting");
     }
@@ -269,7 +395,8 @@ fn properties(toolchain_id: &str) -> Vec<Property> {
         .collect()
 }
 
-/// One bot session: poll for a lease, run it, report, until drained.
+/// One bot session: poll for a lease, run it, report, until drained. A failing server (a
+/// restart) costs a new session, made again with backoff for as long as it takes.
 fn slot(w: &Worker, index: usize) -> Result<(), RemoteError> {
     let remote = Remote::connect(&w.address)?;
     let bot_id = format!("{}-{index}", w.bot_prefix);
@@ -286,366 +413,91 @@ fn slot(w: &Worker, index: usize) -> Result<(), RemoteError> {
         version: format!("nxcc-{}", crate::VERSION),
         ..Default::default()
     };
-    let mut session = create(&remote, w, fresh.clone())?;
-    let mut failures = 0;
+    let Some(mut session) = create(&remote, w, &fresh) else {
+        return Ok(());
+    };
     loop {
         if w.draining.load(Ordering::SeqCst) && session.leases.is_empty() {
             session.status = BotStatus::BotTerminating as i32;
             let _ = remote.update_bot_session(session, Duration::from_secs(2));
             return Ok(());
         }
-        let lease = session.leases.first().cloned();
-        let next = match lease {
-            Some(l) if l.state == LeaseState::Pending as i32 => {
-                let mut accepted = l.clone();
-                accepted.state = LeaseState::Active as i32;
-                session.leases = vec![accepted.clone()];
-                match remote.update_bot_session(session.clone(), POLL) {
-                    Ok(s)
-                        if s.leases
-                            .first()
-                            .is_some_and(|x| x.state == LeaseState::Active as i32) =>
-                    {
-                        let done = run_lease(w, &remote, &bot_id, s.clone(), accepted);
-                        let mut s = s;
-                        s.leases = vec![done];
-                        remote.update_bot_session(s, POLL)
-                    }
-                    other => other,
-                }
-            }
-            Some(l) if l.state == LeaseState::Cancelled as i32 => {
-                remote.update_bot_session(session.clone(), POLL)
-            }
-            Some(_) | None => {
-                session.leases.clear();
-                remote.update_bot_session(session.clone(), POLL)
-            }
-        };
-        match next {
-            Ok(s) => {
-                failures = 0;
-                session = s;
-            }
+        match step(w, &remote, &bot_id, session) {
+            Ok(s) => session = s,
             Err(e) => {
-                failures += 1;
-                if failures > 5 {
-                    return Err(e);
-                }
                 w.say(&format!("{bot_id}: {e}; starting a new session"));
-                std::thread::sleep(Duration::from_secs(1));
-                session = create(&remote, w, fresh.clone())?;
+                match create(&remote, w, &fresh) {
+                    Some(s) => session = s,
+                    None => return Ok(()),
+                }
             }
         }
     }
 }
 
-fn create(remote: &Remote, w: &Worker, s: BotSession) -> Result<BotSession, RemoteError> {
-    let mut tries = 0;
+/// One exchange with the server: accept and run a pending lease and report it, acknowledge a
+/// cancelled one, or wait for one.
+fn step(
+    w: &Worker,
+    remote: &Remote,
+    bot_id: &str,
+    mut session: BotSession,
+) -> Result<BotSession, RemoteError> {
+    let lease = session.leases.first().cloned();
+    match lease {
+        Some(l) if l.state == LeaseState::Pending as i32 => {
+            let mut accepted = l.clone();
+            accepted.state = LeaseState::Active as i32;
+            session.leases = vec![accepted.clone()];
+            let s = remote.update_bot_session(session, POLL)?;
+            if !s
+                .leases
+                .first()
+                .is_some_and(|x| x.id == accepted.id && x.state == LeaseState::Active as i32)
+            {
+                return Ok(s);
+            }
+            let done = lease::run(w, remote, bot_id, s.clone(), accepted);
+            let mut s = s;
+            s.leases = done.into_iter().collect();
+            if s.leases.is_empty() {
+                // Taken away while it ran: the server gives this session new work afresh.
+                return Err(remote.other("the server took the lease away"));
+            }
+            remote.update_bot_session(s, POLL)
+        }
+        Some(l) if l.state == LeaseState::Cancelled as i32 => {
+            remote.update_bot_session(session, POLL)
+        }
+        Some(_) | None => {
+            session.leases.clear();
+            remote.update_bot_session(session, POLL)
+        }
+    }
+}
+
+/// A new session, tried again with backoff until the server answers (`None`: the worker began
+/// draining meanwhile).
+fn create(remote: &Remote, w: &Worker, s: &BotSession) -> Option<BotSession> {
+    let mut backoff = Backoff::new(Duration::MAX);
     loop {
+        if w.draining.load(Ordering::SeqCst) {
+            return None;
+        }
         match remote.create_bot_session(s.clone(), POLL) {
-            Ok(s) => return Ok(s),
-            Err(e) if tries < 5 && !w.draining.load(Ordering::SeqCst) => {
-                tries += 1;
-                w.say(&format!("{}: {e}; retrying", s.bot_id));
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Run a lease while keeping the session alive; the lease as it is reported back (COMPLETED,
-/// with its status and result).
-fn run_lease(
-    w: &Worker,
-    remote: &Remote,
-    bot_id: &str,
-    session: BotSession,
-    lease: Lease,
-) -> Lease {
-    let finished = std::sync::atomic::AtomicBool::new(false);
-    let result = std::thread::scope(|s| {
-        let h = s.spawn(|| {
-            let r = run_action(w, remote, bot_id, &lease);
-            finished.store(true, Ordering::SeqCst);
-            r
-        });
-        let mut last = Instant::now();
-        while !finished.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-            if last.elapsed() >= KEEPALIVE {
-                last = Instant::now();
-                let _ = remote.update_bot_session(session.clone(), Duration::from_secs(2));
-            }
-        }
-        h.join()
-    });
-    let (status, result) = match result {
-        Ok(Ok(r)) => (
-            bazel_remote_apis::google::rpc::Status {
-                code: 0,
-                message: String::new(),
-                details: Vec::new(),
-            },
-            Some(r),
-        ),
-        Ok(Err(refusal)) => {
-            let (code, message, r) = *refusal;
-            (
-                bazel_remote_apis::google::rpc::Status {
-                    code,
-                    message,
-                    details: Vec::new(),
-                },
-                r,
-            )
-        }
-        Err(_) => (
-            bazel_remote_apis::google::rpc::Status {
-                code: 13,
-                message: "the worker failed while running the action".into(),
-                details: Vec::new(),
-            },
-            None,
-        ),
-    };
-    let mut done = lease;
-    done.state = LeaseState::Completed as i32;
-    done.status = Some(status);
-    done.result = result.map(|r| bazel_remote_apis::google::protobuf::Any {
-        type_url: "type.googleapis.com/build.bazel.remote.execution.v2.ActionResult".into(),
-        value: r.encode_to_vec(),
-    });
-    done
-}
-
-/// A lease that did not produce a result the normal way: the status code, its message, and the
-/// result to report with it (boxed: it is large).
-type Refusal = Box<(i32, String, Option<re::ActionResult>)>;
-
-fn refuse(message: String) -> Refusal {
-    let result = re::ActionResult {
-        exit_code: 2,
-        stderr_raw: format!("nxcc worker: {message}\n").into_bytes(),
-        ..Default::default()
-    };
-    Box::new((REFUSED_CODE, message, Some(result)))
-}
-
-/// Fetch, check, run and upload one action.
-fn run_action(
-    w: &Worker,
-    remote: &Remote,
-    bot_id: &str,
-    lease: &Lease,
-) -> Result<re::ActionResult, Refusal> {
-    let internal = |e: RemoteError| Box::new((13, e.to_string(), None));
-    let payload = lease
-        .payload
-        .as_ref()
-        .ok_or_else(|| refuse("the lease carries no action".into()))?;
-    let action = if payload
-        .type_url
-        .ends_with("build.bazel.remote.execution.v2.Action")
-    {
-        re::Action::decode(payload.value.as_slice())
-            .map_err(|e| refuse(format!("a malformed Action: {e}")))?
-    } else if payload
-        .type_url
-        .ends_with("build.bazel.remote.execution.v2.Digest")
-    {
-        let d = re::Digest::decode(payload.value.as_slice())
-            .map_err(|e| refuse(format!("a malformed Digest: {e}")))?;
-        let bytes = remote.read_blob(&d).map_err(internal)?;
-        re::Action::decode(bytes.as_slice())
-            .map_err(|e| refuse(format!("a malformed Action: {e}")))?
-    } else {
-        return Err(refuse(format!("an unknown payload {}", payload.type_url)));
-    };
-    let cmd_digest = action
-        .command_digest
-        .clone()
-        .ok_or_else(|| refuse("the action has no command".into()))?;
-    let command = re::Command::decode(remote.read_blob(&cmd_digest).map_err(internal)?.as_slice())
-        .map_err(|e| refuse(format!("a malformed Command: {e}")))?;
-    let args = &command.arguments;
-    #[allow(deprecated)]
-    let outputs_ok = command
-        .output_paths
-        .iter()
-        .chain(command.output_files.iter())
-        .all(|p| p == OUTPUT);
-    let is_compile = args.len() >= 5
-        && args[0] == PROGRAM
-        && args[1] == "compile"
-        && args[args.len() - 2] == "--output"
-        && args[args.len() - 1] == OUTPUT
-        && outputs_ok
-        && !args[2].starts_with('-');
-    if !is_compile {
-        let message = format!(
-            "refused: nxcc worker runs only compile actions ({PROGRAM} compile <model> ... --output {OUTPUT}), not {}",
-            crate::shell::join(args)
-        );
-        w.say(&message);
-        return Err(refuse(message));
-    }
-    if let Err(why) = check_compile_args(&args[2..]) {
-        let message = format!("refused: {why}");
-        w.say(&message);
-        return Err(refuse(message));
-    }
-    #[allow(deprecated)]
-    let wanted = command
-        .platform
-        .as_ref()
-        .or(action.platform.as_ref())
-        .and_then(|p| {
-            p.properties
-                .iter()
-                .find(|p| p.name == action::TOOLCHAIN_PROPERTY)
-        })
-        .map(|p| p.value.clone());
-    if wanted.as_deref().is_some_and(|t| t != w.toolchain_id) {
-        return Err(refuse(format!(
-            "refused: the action wants the toolchain {}, this worker has {}",
-            wanted.unwrap_or_default(),
-            w.toolchain_id
-        )));
-    }
-    let mut env: Vec<(String, String)> = Vec::new();
-    for v in &command.environment_variables {
-        if let Err(why) = crate::environ::check(&v.name, w.allow_test_env) {
-            return Err(refuse(format!("refused: {why}")));
-        }
-        env.push((v.name.clone(), v.value.clone()));
-    }
-    // A fresh directory for the action, removed afterwards.
-    let dir = tempfile::Builder::new()
-        .prefix("action-")
-        .tempdir_in(&w.work_dir)
-        .map_err(|e| Box::new((13, format!("cannot make the action's directory: {e}"), None)))?;
-    let root = action
-        .input_root_digest
-        .clone()
-        .ok_or_else(|| refuse("the action has no input root".into()))?;
-    materialize(remote, &root, dir.path(), 0).map_err(|e| match e {
-        Fetch::Remote(e) => internal(e),
-        Fetch::Bad(m) => refuse(m),
-    })?;
-    let estimate = estimate_of(w, dir.path(), &args[1..]);
-    w.say(&format!(
-        "{bot_id}: lease {} waiting for memory ({} estimated)",
-        lease.id,
-        crate::hlo::summary::human(estimate)
-    ));
-    let cancel = Cancel::new();
-    let Some(permit) = w.admission.acquire(estimate, Some(&cancel)) else {
-        return Err(Box::new((
-            13,
-            "cancelled while waiting for memory".into(),
-            None,
-        )));
-    };
-    let now = w.running.fetch_add(1, Ordering::SeqCst) + 1;
-    w.say(&format!(
-        "{bot_id}: lease {} started (running: {now})",
-        lease.id
-    ));
-    let (program, mut argv): (PathBuf, Vec<String>) = match &w.with {
-        With::Toolchain(t) => {
-            let mut a: Vec<String> = args[1..].to_vec();
-            a.push("--toolchain".into());
-            a.push(t.clone());
-            (
-                std::env::current_exe().unwrap_or_else(|_| PathBuf::from("nxcc")),
-                a,
-            )
-        }
-        With::Compiler(p) => (p.clone(), args[1..].to_vec()),
-    };
-    if matches!(w.with, With::Toolchain(_)) {
-        argv.push("--logfile".into());
-        argv.push("log-neuron-cc.txt".into());
-    }
-    let mut spec = Spec::new(&program, dir.path()).args(argv.iter());
-    for (k, v) in &env {
-        spec = spec.env(k.clone(), v.clone());
-    }
-    let mut stdout = Tail::default();
-    let mut stderr = Tail::default();
-    let ran = process::run(
-        &spec,
-        &mut |stream, line| match stream {
-            process::Stream::Stdout => stdout.push(line),
-            process::Stream::Stderr => stderr.push(line),
-        },
-        &cancel,
-    );
-    let left = w.running.fetch_sub(1, Ordering::SeqCst) - 1;
-    drop(permit);
-    let exit_code = match &ran {
-        Ok(o) => match o.end {
-            End::Exited(c) => c,
-            End::Signaled(s) => 128 + s,
-            End::TimedOut(_) | End::Cancelled(_) => 124,
-        },
-        Err(e) => {
-            stderr.push(&format!(
-                "nxcc worker: cannot run {}: {e}",
-                program.display()
-            ));
-            127
-        }
-    };
-    w.say(&format!(
-        "{bot_id}: lease {} finished with exit status {exit_code} (running: {left})",
-        lease.id
-    ));
-    // Upload the outputs and the streams.
-    let mut blobs = Vec::new();
-    let out_b = stdout.bytes();
-    let err_b = stderr.bytes();
-    let out_d = digest::of_bytes(&out_b);
-    let err_d = digest::of_bytes(&err_b);
-    blobs.push((out_d.clone(), super::cas::Blob::Bytes(out_b)));
-    blobs.push((err_d.clone(), super::cas::Blob::Bytes(err_b)));
-    let mut output_files = Vec::new();
-    let neff = dir.path().join(OUTPUT);
-    if exit_code == 0 {
-        match digest::of_file(&neff) {
-            Ok(d) => {
-                blobs.push((d.clone(), super::cas::Blob::File(neff.clone())));
-                output_files.push(re::OutputFile {
-                    path: OUTPUT.into(),
-                    digest: Some(d),
-                    is_executable: false,
-                    contents: Default::default(),
-                    node_properties: None,
-                });
-            }
+            Ok(s) => return Some(s),
             Err(e) => {
-                return Err(Box::new((
-                    13,
-                    format!("the compile succeeded but left no {OUTPUT}: {e}"),
-                    None,
-                )))
+                let pause = backoff
+                    .pause()
+                    .unwrap_or(SESSION_PAUSE_MAX)
+                    .min(SESSION_PAUSE_MAX);
+                if backoff.tries() == 1 || backoff.tries().is_multiple_of(10) {
+                    w.say(&format!("{}: {e}; trying again", s.bot_id));
+                }
+                std::thread::sleep(pause);
             }
         }
     }
-    remote.upload_missing(&blobs).map_err(internal)?;
-    Ok(re::ActionResult {
-        output_files,
-        exit_code,
-        stdout_digest: Some(out_d),
-        stderr_digest: Some(err_d),
-        execution_metadata: Some(re::ExecutedActionMetadata {
-            worker: bot_id.to_string(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
 }
 
 /// A compile action's arguments (after `compile`) must name one model, a plain name in the input
@@ -670,120 +522,6 @@ pub fn check_compile_args(args: &[String]) -> Result<(), String> {
     match models.as_slice() {
         [m] if !m.is_empty() && !m.contains('/') && *m != "." && *m != ".." => Ok(()),
         _ => Err("a compile action names exactly one model, a plain name in its input root".into()),
-    }
-}
-
-/// The last [`OUTPUT_KEEP`] bytes of a stream, whole lines.
-#[derive(Default)]
-struct Tail {
-    lines: std::collections::VecDeque<String>,
-    bytes: usize,
-}
-
-impl Tail {
-    fn push(&mut self, line: &str) {
-        self.bytes += line.len() + 1;
-        self.lines.push_back(line.to_string());
-        while self.bytes > OUTPUT_KEEP {
-            match self.lines.pop_front() {
-                Some(l) => self.bytes -= l.len() + 1,
-                None => break,
-            }
-        }
-    }
-
-    fn bytes(&self) -> Vec<u8> {
-        let mut s = String::with_capacity(self.bytes);
-        for l in &self.lines {
-            s.push_str(l);
-            s.push('\n');
-        }
-        s.into_bytes()
-    }
-}
-
-enum Fetch {
-    Remote(RemoteError),
-    Bad(String),
-}
-
-/// Lay out a Directory tree from the CAS under `dir` (names checked: one component each).
-fn materialize(remote: &Remote, d: &re::Digest, dir: &Path, depth: usize) -> Result<(), Fetch> {
-    if depth > 64 {
-        return Err(Fetch::Bad("the input root is nested too deep".into()));
-    }
-    let bytes = remote.read_blob(d).map_err(Fetch::Remote)?;
-    let tree = re::Directory::decode(bytes.as_slice())
-        .map_err(|e| Fetch::Bad(format!("a malformed Directory: {e}")))?;
-    let ok =
-        |n: &str| !n.is_empty() && n != "." && n != ".." && !n.contains('/') && !n.contains('\0');
-    for f in &tree.files {
-        if !ok(&f.name) {
-            return Err(Fetch::Bad(format!(
-                "a bad file name {:?} in the input root",
-                f.name
-            )));
-        }
-        let digest = f.digest.clone().unwrap_or_default();
-        remote
-            .download_to(&digest, &dir.join(&f.name))
-            .map_err(Fetch::Remote)?;
-    }
-    for sub in &tree.directories {
-        if !ok(&sub.name) {
-            return Err(Fetch::Bad(format!(
-                "a bad directory name {:?} in the input root",
-                sub.name
-            )));
-        }
-        let p = dir.join(&sub.name);
-        std::fs::create_dir(&p)
-            .map_err(|e| Fetch::Bad(format!("cannot create {}: {e}", p.display())))?;
-        materialize(
-            remote,
-            &sub.digest.clone().unwrap_or_default(),
-            &p,
-            depth + 1,
-        )?;
-    }
-    if !tree.symlinks.is_empty() {
-        return Err(Fetch::Bad(
-            "the input root holds symbolic links; compile actions take files and directories only"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
-/// The memory estimate of the compile `args` (`compile <model> ...`) laid out in `dir`: the
-/// cache's estimate for its plan (recorded, similar, or the formula), as the daemon makes it.
-fn estimate_of(w: &Worker, dir: &Path, args: &[String]) -> u64 {
-    let engine = match &w.with {
-        With::Compiler(p) => Engine::external(p),
-        With::Toolchain(_) => Engine::Pipeline,
-    };
-    let mut argv: Vec<String> = args.to_vec();
-    if let With::Toolchain(t) = &w.with {
-        argv.push("--toolchain".into());
-        argv.push(t.clone());
-    }
-    let planned = match crate::cli::parse(PROGRAM, &argv) {
-        Ok(crate::cli::Command::Compile(c)) => {
-            crate::plan::build(&c, &crate::plan::SystemProbe::at(dir)).ok()
-        }
-        _ => None,
-    };
-    let size = std::fs::metadata(dir.join(&args[1]))
-        .map(|m| m.len())
-        .unwrap_or(0);
-    let key = planned
-        .as_ref()
-        .and_then(|p| crate::cache::Key::compute(p, &engine).ok());
-    match key {
-        Some(k) => crate::cache::estimate(None, &k).bytes,
-        None => crate::cache::estimate::formula_estimate(
-            &crate::cache::features::Features::of_size(size),
-        ),
     }
 }
 

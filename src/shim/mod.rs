@@ -1,73 +1,128 @@
-//! `nxcc shim`: a `neuronx-cc` for a directory on PATH that sends every compile to the host's
-//! compile daemon and everything else to the real compiler.
+//! `nxcc shim`: a `neuronx-cc` for a directory on PATH that sends every compile to a compile
+//! daemon and everything else to the real compiler.
 //!
-//! `nxcc shim install DIR --compiler REAL` writes exactly two entries into `DIR`:
+//! `nxcc shim install DIR --compiler REAL` writes exactly two entries into `DIR` (and creates
+//! `DIR` and its missing parents, recording which):
 //! - `DIR/neuronx-cc`: a symbolic link to this nxcc executable;
 //! - `DIR/neuronx-cc.nxcc-shim.json` ([`CONFIG_NAME`]): the shim's [`Config`] — the real compiler,
-//!   the daemon's socket and memory budget.
+//!   the daemon's memory budget, and, for a daemon shared by several users, its socket and the
+//!   uids it serves.
 //!
 //! nxcc invoked as `neuronx-cc` with that file beside the `neuronx-cc` it was run as is the shim
-//! ([`serve`]): `neuronx-cc compile ...` goes to the daemon on the configured socket (started on
-//! first use as `nxcc daemon --compiler REAL --memory-budget BUDGET`, the cache on), so the
-//! compiles of every process on the host share one queue, one memory budget and one compile per
-//! distinct graph; anything else (`--version`, `list-operators`, a command line nxcc cannot
-//! parse) is REAL run with the same arguments and environment, in place of the shim.
+//! ([`serve`]): `neuronx-cc compile ...` goes to a daemon — by default each user's own, on a
+//! socket in that user's daemon directory ([`default_socket`]), started on first use as `nxcc
+//! daemon --compiler REAL --memory-budget BUDGET` with the cache on; with `--socket PATH
+//! --allow-uid UID...`, one daemon shared by those users — so the compiles of a user's processes
+//! share one queue, one memory budget and one compile per distinct graph; anything else
+//! (`--version`, `list-operators`, a command line nxcc cannot parse) is REAL run with the same
+//! arguments and environment, in place of the shim.
+//!
+//! Trust: `DIR` and the configuration pass nxcc's trust rule ([`crate::fsx::trust`]) at install
+//! and at every start of the shim — a configuration another user could have written is refused,
+//! never followed; a real compiler that resolves to nxcc itself (the shim configured as its own
+//! compiler, or a real compiler re-pointed to the shim) is a loop, refused at install and at
+//! every start.
 //!
 //! `nxcc shim status [DIR]` says what is installed (in `DIR`, else the first `neuronx-cc` on
-//! PATH) and whether its daemon answers; `nxcc shim uninstall DIR` removes exactly the two entries
-//! (and `DIR` itself when install created it and it is empty again).
+//! PATH) and whether its daemon answers; `nxcc shim uninstall DIR` stops the user's daemon of
+//! the shim and removes exactly what install created: the two entries and the directories it
+//! made (when they are empty again).
 
 pub mod serve;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{FileType, OFlags};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::argparse::{Nargs, Positional};
 use crate::cli::flags::{self, flag, Action, Choices, Flag, Kind, Scope, Visibility};
 use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
 use crate::daemon::{client, config as daemon_config};
+use crate::fsx::{Subject, Trusted};
 
 /// The shim's executable name in its directory.
 pub const LINK_NAME: &str = "neuronx-cc";
 /// The shim's configuration, beside [`LINK_NAME`].
 pub const CONFIG_NAME: &str = "neuronx-cc.nxcc-shim.json";
-/// The `format` of a [`Config`].
-pub const FORMAT: &str = "nxcc-shim/1";
+/// The `format` of a [`Config`] this nxcc writes.
+pub const FORMAT: &str = "nxcc-shim/2";
+/// The formats it reads (`nxcc-shim/1`: the socket always given, one created directory).
+pub const FORMATS_READ: [&str; 2] = ["nxcc-shim/1", FORMAT];
 /// `--memory-budget`'s default.
 pub const DEFAULT_MEMORY_BUDGET: &str = "auto";
 /// Connections per uid the shim's daemon serves at once: one per framework process of a large
 /// host (64 ranks on trn2), with room for status requests.
 pub const DAEMON_MAX_CONNECTIONS_PER_UID: usize = 256;
+/// The most bytes of a configuration read.
+const CONFIG_LIMIT: u64 = 64 << 10;
+/// The shim's directory and configuration, in the trust rule's messages.
+pub const SHIM_DIR: Subject = Subject {
+    noun: "the shim's directory",
+    file: "the shim's configuration",
+    instead: "install the shim in a directory of your own (nxcc shim install DIR)",
+};
+/// The variable counting how many shims a process chain has passed through: a real compiler
+/// that is, in the end, a shim again (two shims configured as each other's compiler) is a
+/// loop, refused at [`MAX_HOPS`].
+pub const HOPS_ENV: &str = "NXCC_SHIM_HOPS";
+/// Shims one chain of processes may pass through.
+pub const MAX_HOPS: u32 = 4;
 
 /// What `DIR/neuronx-cc.nxcc-shim.json` holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Config {
-    /// The configuration's format tag ([`FORMAT`]); another one is refused when it is read.
+    /// The configuration's format tag ([`FORMAT`]); one not in [`FORMATS_READ`] is refused.
     pub format: String,
     /// The real compiler (absolute): the daemon's `--compiler`, and what every other use runs.
     pub compiler: PathBuf,
-    /// The daemon's socket (absolute).
-    pub socket: PathBuf,
+    /// The socket of a daemon shared by the users of [`Config::allow_uids`] (`--socket`);
+    /// `None`: each user's own daemon, on [`default_socket`] in that user's daemon directory.
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+    /// The uids a shared daemon serves besides its own (`--allow-uid`).
+    #[serde(default)]
+    pub allow_uids: Vec<u32>,
     /// The daemon's `--memory-budget` (`auto` or a size).
     pub memory_budget: String,
     /// What `DIR/neuronx-cc` links to (the nxcc that installed it).
     pub nxcc: PathBuf,
-    /// Whether install created `DIR` (uninstall then removes it when it is empty).
+    /// The directories install created, outermost first: uninstall removes them, innermost
+    /// first, when they are empty again.
+    #[serde(default)]
+    pub created_dirs: Vec<PathBuf>,
+    /// `nxcc-shim/1`: whether install created `DIR` (read, never written).
+    #[serde(default, skip_serializing)]
     pub created_dir: bool,
 }
 
 impl Config {
+    /// The socket of the shim in `dir` for the user running this process.
+    pub fn socket_for(&self, dir: &Path) -> PathBuf {
+        self.socket.clone().unwrap_or_else(|| default_socket(dir))
+    }
+
     /// The arguments the shim gives a daemon it starts (besides `--socket` and `--log-file`).
     pub fn daemon_args(&self) -> Vec<std::ffi::OsString> {
-        vec![
+        let mut a: Vec<std::ffi::OsString> = vec![
             "--compiler".into(),
             self.compiler.clone().into(),
             "--memory-budget".into(),
             self.memory_budget.clone().into(),
             "--max-connections-per-uid".into(),
             DAEMON_MAX_CONNECTIONS_PER_UID.to_string().into(),
-        ]
+        ];
+        for uid in &self.allow_uids {
+            a.push("--allow-uid".into());
+            a.push(uid.to_string().into());
+        }
+        if !self.allow_uids.is_empty() {
+            // The uids served must reach the socket; the daemon's gate decides who is served.
+            a.push("--socket-mode".into());
+            a.push("0666".into());
+        }
+        a
     }
 
     /// Where the shim's compiles go, from the shim in `dir`. The daemon's PATH leaves `dir` out,
@@ -78,37 +133,70 @@ impl Config {
             .filter(|d| !same_dir(d, dir))
             .collect();
         client::Target {
-            socket: self.socket.clone(),
+            socket: self.socket_for(dir),
             daemon_args: self.daemon_args(),
             daemon_env: std::env::join_paths(path)
                 .map(|p| vec![("PATH".into(), p)])
                 .unwrap_or_default(),
         }
     }
+
+    /// The directories install created (a `nxcc-shim/1` configuration: `dir` when it says so).
+    fn made_dirs(&self, dir: &Path) -> Vec<PathBuf> {
+        if self.created_dirs.is_empty() && self.created_dir {
+            return vec![dir.to_path_buf()];
+        }
+        self.created_dirs.clone()
+    }
 }
 
-/// Read `DIR/neuronx-cc.nxcc-shim.json`: `Ok(None)` when there is none.
-pub fn read_config(dir: &Path) -> Result<Option<Config>, String> {
-    let path = dir.join(CONFIG_NAME);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
+/// Read the configuration of the shim in `dir` (opened by [`Trusted::open`]): `Ok(None)` when
+/// there is none. The file must pass the trust rule: a regular file, not a link, the user's or
+/// root's, writable by nobody else.
+fn read_config_in(dir: &Trusted) -> Result<Option<Config>, String> {
+    let path = dir.path().join(CONFIG_NAME);
+    let file = match dir.open_file(CONFIG_NAME, OFlags::RDONLY, 0) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(refusal(&path, &e)),
     };
-    let config: Config = serde_json::from_str(&text)
+    let bytes = crate::fsx::regular::read_limited(&file, CONFIG_LIMIT)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let config: Config = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not an nxcc shim configuration: {e}", path.display()))?;
-    if config.format != FORMAT {
+    if !FORMATS_READ.contains(&config.format.as_str()) {
         return Err(format!(
-            "{} has format {:?}; this nxcc reads {FORMAT:?}",
+            "{} has format {:?}; this nxcc reads {}",
             path.display(),
-            config.format
+            config.format,
+            FORMATS_READ.join(", ")
         ));
     }
     Ok(Some(config))
 }
 
-/// The socket of the shim in `dir` unless `--socket` says otherwise: one per directory, in the
-/// daemon's default directory (`shim-<12 hex digits of blake3(DIR)>.sock`).
+/// The message of a shim directory or configuration that cannot be used.
+fn refusal(path: &Path, e: &std::io::Error) -> String {
+    match crate::fsx::trust::untrusted(e) {
+        Some(u) => format!("refusing the shim configuration: {u}"),
+        None => format!("cannot read {}: {e}", path.display()),
+    }
+}
+
+/// Read `DIR/neuronx-cc.nxcc-shim.json`: `Ok(None)` when there is none; `Err` when there is
+/// one that cannot be used — unreadable, or failing the trust rule (`DIR` or the file could
+/// have been written by another user).
+pub fn read_config(dir: &Path) -> Result<Option<Config>, String> {
+    // No configuration at all: not a shim, whatever the directory is.
+    if std::fs::symlink_metadata(dir.join(CONFIG_NAME)).is_err() {
+        return Ok(None);
+    }
+    let trusted = Trusted::open(dir, SHIM_DIR, true).map_err(|e| refusal(dir, &e))?;
+    read_config_in(&trusted)
+}
+
+/// The socket of the shim in `dir` for the user running this process: one per directory and
+/// user, in the user's daemon directory (`shim-<12 hex digits of blake3(DIR)>.sock`).
 pub fn default_socket(dir: &Path) -> PathBuf {
     let digest = blake3::hash(dir.as_os_str().as_encoded_bytes()).to_hex();
     daemon_config::default_dir().join(format!("shim-{}.sock", &digest[..12]))
@@ -149,6 +237,33 @@ fn is_shim(path: &Path) -> bool {
         && path
             .parent()
             .is_some_and(|d| matches!(read_config(d), Ok(Some(_))))
+}
+
+/// The file a path resolves to (links followed), as (device, inode).
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Why running `compiler` as the real compiler would be a loop — it resolves to this nxcc, or
+/// to the nxcc the shim links to — or `None`.
+pub fn loop_of(compiler: &Path, nxcc: Option<&Path>) -> Option<String> {
+    let target = identity(compiler)?;
+    let me = std::env::current_exe().ok();
+    let same = [me.as_deref(), nxcc]
+        .into_iter()
+        .flatten()
+        .any(|p| identity(p) == Some(target));
+    same.then(|| {
+        let resolved = compiler
+            .canonicalize()
+            .unwrap_or_else(|_| compiler.to_path_buf());
+        format!(
+            "the real compiler {} is nxcc itself (it resolves to {}): the shim would run itself; name the real neuronx-cc (nxcc shim install DIR --compiler REAL)",
+            compiler.display(),
+            resolved.display()
+        )
+    })
 }
 
 // ---- the command line ----
@@ -192,14 +307,28 @@ static SOCKET: Flag = flag(
     Visibility::Public,
     Scope::Compile,
     "nxcc",
-    "For install: the daemon's socket (default: shim-<digest of DIR>.sock in the daemon's directory).",
+    "For install: one daemon socket for every user of the shim (default: each user's own daemon, shim-<digest of DIR>.sock in that user's daemon directory). Other users are served only with --allow-uid.",
+);
+
+static ALLOW_UID: Flag = flag(
+    "--allow-uid",
+    &[],
+    "allow_uid",
+    Action::Append,
+    Kind::Int,
+    flags::Default::None,
+    Choices::Any,
+    Visibility::Public,
+    Scope::Compile,
+    "nxcc",
+    "For install, with --socket: the daemon on that socket also serves this user id (repeatable). Its compiles run as the daemon's user; a refused user's compile runs the real compiler directly.",
 );
 
 const POSITIONALS: [Positional; 2] = [
     Positional {
         metavar: "{install,status,uninstall}",
         nargs: Nargs::One,
-        help: "install DIR: write DIR/neuronx-cc; status [DIR]: what is installed and whether its daemon answers; uninstall DIR: remove what install wrote.",
+        help: "install DIR: write DIR/neuronx-cc; status [DIR]: what is installed and whether its daemon answers; uninstall DIR: stop your daemon of the shim and remove what install wrote.",
     },
     Positional {
         metavar: "DIR",
@@ -208,14 +337,23 @@ const POSITIONALS: [Positional; 2] = [
     },
 ];
 
-static OWN_FLAGS: [&Flag; 4] = [&HELP, &COMPILER, &MEMORY_BUDGET, &SOCKET];
+static OWN_FLAGS: [&Flag; 5] = [&HELP, &COMPILER, &MEMORY_BUDGET, &SOCKET, &ALLOW_UID];
 
 static COMMAND: Subcommand = Subcommand {
     name: "shim",
     flags: &OWN_FLAGS,
     positionals: &POSITIONALS,
-    about: "Put the host's compile daemon behind every `neuronx-cc compile` of the processes whose PATH\nstarts with DIR; every other use of neuronx-cc runs the real compiler.\n\n  install DIR --compiler REAL   write DIR/neuronx-cc (a link to nxcc) and\n                                DIR/neuronx-cc.nxcc-shim.json\n  status [DIR]                  what is installed, and whether its daemon answers\n  uninstall DIR                 remove exactly what install wrote",
+    about: "Put a compile daemon behind every `neuronx-cc compile` of the processes whose PATH\nstarts with DIR (each user's own daemon, or one shared with --socket and --allow-uid);\nevery other use of neuronx-cc runs the real compiler.\n\n  install DIR --compiler REAL   write DIR/neuronx-cc (a link to nxcc) and\n                                DIR/neuronx-cc.nxcc-shim.json\n  status [DIR]                  what is installed, and whether its daemon answers\n  uninstall DIR                 stop your daemon of the shim, remove exactly what\n                                install created",
 };
+
+/// What `install` is asked for.
+struct InstallRequest<'a> {
+    dir: &'a Path,
+    real: &'a str,
+    budget: &'a str,
+    socket: Option<&'a str>,
+    allow_uids: Vec<u32>,
+}
 
 /// `nxcc shim install|status|uninstall`; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
@@ -226,20 +364,38 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     };
     let action = parsed.positionals.first().and_then(|v| v.first());
     let dir = parsed.positionals.get(1).and_then(|v| v.first());
-    let install_only = ["compiler", "memory_budget", "socket"]
+    let install_only = ["compiler", "memory_budget", "socket", "allow_uid"]
         .into_iter()
-        .find(|d| parsed.str(d).is_some());
+        .find(|d| parsed.last(d).is_some());
+    let mut allow_uids = Vec::new();
+    for raw in parsed.all("allow_uid") {
+        match raw.parse::<u32>() {
+            Ok(u) if u != u32::MAX => allow_uids.push(u),
+            _ => {
+                return usage_error(&format!(
+                    "argument --allow-uid: invalid user id: {}",
+                    crate::cli::argparse::py_repr(&raw)
+                ))
+            }
+        }
+    }
     match (action.map(String::as_str), dir) {
         (None, _) => usage_error("the following arguments are required: {install,status,uninstall}"),
         (Some("install"), None) => usage_error("shim install: the following arguments are required: DIR"),
+        (Some("install"), Some(_)) if !allow_uids.is_empty() && parsed.str("socket").is_none() => {
+            usage_error("argument --allow-uid: only with --socket (a daemon shared by several users listens on one socket)")
+        }
         (Some("install"), Some(dir)) => match parsed.str("compiler") {
             None => usage_error("shim install: the following arguments are required: --compiler"),
             Some(real) => install(
                 prog,
-                Path::new(dir),
-                real,
-                parsed.str("memory_budget").unwrap_or(DEFAULT_MEMORY_BUDGET),
-                parsed.str("socket"),
+                &InstallRequest {
+                    dir: Path::new(dir),
+                    real,
+                    budget: parsed.str("memory_budget").unwrap_or(DEFAULT_MEMORY_BUDGET),
+                    socket: parsed.str("socket"),
+                    allow_uids,
+                },
             ),
         },
         (Some(a @ ("status" | "uninstall")), _) if install_only.is_some() => usage_error(&format!(
@@ -261,127 +417,226 @@ fn failed(text: &str) -> i32 {
     1
 }
 
-/// Write the configuration file atomically and durably (mode 0644).
-fn write_config(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = crate::fsx::AtomicFile::create(path)?.with_mode(0o644);
-    f.write_all(bytes)?;
-    f.commit(crate::fsx::Durability::Durable)
-}
-
-/// Place a symbolic link atomically (a uniquely named link renamed over `link`).
-fn place_link(target: &Path, link: &Path) -> std::io::Result<()> {
-    let tmp = link.with_file_name(crate::fsx::unique::name(&format!(".{LINK_NAME}.tmp.")));
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(target, &tmp)?;
-    std::fs::rename(&tmp, link).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
-fn install(prog: &str, dir: &Path, real: &str, budget: &str, socket: Option<&str>) -> i32 {
-    let dir = match std::path::absolute(dir) {
-        Ok(d) => d,
-        Err(e) => return failed(&format!("{}: {e}", dir.display())),
-    };
-    // The real compiler: a path as given, else looked up on PATH outside DIR.
+/// The real compiler for install: a path as given, else looked up on PATH outside `dir`; an
+/// executable that is not nxcc itself and not a shim.
+fn real_compiler(real: &str, dir: &Path) -> Result<PathBuf, String> {
     let compiler = if real.contains('/') {
         std::path::absolute(real).unwrap_or_else(|_| PathBuf::from(real))
     } else {
-        match which(real, Some(&dir)) {
-            Some(p) => p,
-            None => {
-                return failed(&format!(
-                    "--compiler {real}: no executable {real} on PATH (outside {})",
-                    dir.display()
-                ))
-            }
-        }
+        which(real, Some(dir)).ok_or_else(|| {
+            format!(
+                "--compiler {real}: no executable {real} on PATH (outside {})",
+                dir.display()
+            )
+        })?
     };
     if !is_executable(&compiler) {
-        return failed(&format!(
+        return Err(format!(
             "--compiler {}: not an executable file",
             compiler.display()
         ));
     }
     if compiler.file_name().is_some_and(|n| n == LINK_NAME) && is_shim(&compiler) {
-        return failed(&format!(
+        return Err(format!(
             "--compiler {}: that is an nxcc shim itself; name the real compiler",
             compiler.display()
         ));
     }
-    let socket = match socket {
-        Some(s) => std::path::absolute(s).unwrap_or_else(|_| PathBuf::from(s)),
-        None => default_socket(&dir),
-    };
-    // The daemon's own parser judges the budget and the socket, as it will when it starts.
-    let probe: Vec<String> = [
+    match loop_of(&compiler, None) {
+        Some(why) => Err(format!("--compiler: {why}")),
+        None => Ok(compiler),
+    }
+}
+
+/// Create `dir` and its missing parents (mode 0755), returning those created, outermost first.
+fn make_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut missing: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|d| std::fs::symlink_metadata(d).is_err())
+        .map(Path::to_path_buf)
+        .collect();
+    missing.reverse();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)?;
+    Ok(missing)
+}
+
+/// Remove the directories of `made` (outermost first) that are empty, innermost first; the
+/// ones removed.
+fn remove_made_dirs(made: &[PathBuf]) -> Vec<PathBuf> {
+    made.iter()
+        .rev()
+        .filter(|d| std::fs::remove_dir(d).is_ok())
+        .cloned()
+        .collect()
+}
+
+/// Write the configuration file in `dir` atomically and durably (mode 0644), reached through
+/// the directory's descriptor.
+fn write_config(dir: &Trusted, config: &Config) -> std::io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(config).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    let mut f = crate::fsx::AtomicFile::create_in(dir.dir(), CONFIG_NAME)?.with_mode(0o644);
+    f.write_all(&text)?;
+    f.commit(crate::fsx::Durability::Durable)
+}
+
+/// Place the link to `target` in `dir` atomically (a uniquely named link renamed over it).
+fn place_link(dir: &Trusted, target: &Path) -> std::io::Result<()> {
+    let tmp = crate::fsx::unique::name(&format!(".{LINK_NAME}.tmp."));
+    dir.dir().symlink(target, &tmp)?;
+    dir.dir()
+        .rename(&tmp, dir.dir(), LINK_NAME)
+        .inspect_err(|_| {
+            let _ = dir.dir().remove_file(&tmp);
+        })
+}
+
+/// The daemon's own parser judges the budget, the socket and the uids, as it will when it starts.
+fn check_daemon_settings(prog: &str, req: &InstallRequest, socket: &Path) -> Result<(), i32> {
+    let mut probe: Vec<String> = [
         "--memory-budget",
-        budget,
+        req.budget,
         "--socket",
         &socket.display().to_string(),
     ]
     .map(String::from)
     .to_vec();
-    if let Err(e) = daemon_config::parse(&format!("{prog} daemon"), &probe) {
-        err(&e.render());
-        return crate::cli::CliError::EXIT_STATUS;
+    for uid in &req.allow_uids {
+        probe.extend(["--allow-uid".to_string(), uid.to_string()]);
+    }
+    match daemon_config::parse(&format!("{prog} daemon"), &probe) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            err(&e.render());
+            Err(crate::cli::CliError::EXIT_STATUS)
+        }
+    }
+}
+
+fn install(prog: &str, req: &InstallRequest) -> i32 {
+    let dir = match std::path::absolute(req.dir) {
+        Ok(d) => d,
+        Err(e) => return failed(&format!("{}: {e}", req.dir.display())),
+    };
+    let compiler = match real_compiler(req.real, &dir) {
+        Ok(c) => c,
+        Err(e) => return failed(&e),
+    };
+    let socket = req
+        .socket
+        .map(|s| std::path::absolute(s).unwrap_or_else(|_| PathBuf::from(s)));
+    if let Err(status) = check_daemon_settings(
+        prog,
+        req,
+        &socket.clone().unwrap_or_else(|| default_socket(&dir)),
+    ) {
+        return status;
     }
     let nxcc = match std::env::current_exe().and_then(|e| e.canonicalize()) {
         Ok(e) => e,
         Err(e) => return failed(&format!("cannot find nxcc's own executable: {e}")),
     };
-    let link = dir.join(LINK_NAME);
-    let previous = match read_config(&dir) {
-        Ok(p) => p,
-        Err(e) => return failed(&format!("{e}; remove it first")),
+    let made = match make_dirs(&dir) {
+        Ok(m) => m,
+        Err(e) => return failed(&format!("cannot create {}: {e}", dir.display())),
     };
-    match std::fs::symlink_metadata(&link) {
-        Ok(m) if !(m.file_type().is_symlink() && previous.is_some()) => {
-            return failed(&format!(
-                "{} exists and is not an nxcc shim; refusing to replace it",
-                link.display()
-            ))
+    let trusted = match Trusted::open(&dir, SHIM_DIR, true) {
+        Ok(t) => t,
+        Err(e) => {
+            remove_made_dirs(&made);
+            return failed(&refusal(&dir, &e));
         }
-        _ => {}
-    }
-    let created_dir = match &previous {
-        Some(p) => p.created_dir,
-        None => !dir.exists(),
     };
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return failed(&format!("cannot create {}: {e}", dir.display()));
+    let written = write_shim(
+        &trusted,
+        &made,
+        Config {
+            format: FORMAT.to_string(),
+            compiler,
+            socket,
+            allow_uids: req.allow_uids.clone(),
+            memory_budget: req.budget.to_string(),
+            nxcc,
+            created_dirs: Vec::new(),
+            created_dir: false,
+        },
+    );
+    match written {
+        Ok(config) => {
+            out(&installed_text(&dir, &config));
+            0
+        }
+        Err(e) => {
+            remove_made_dirs(&made);
+            failed(&e)
+        }
     }
-    let config = Config {
-        format: FORMAT.to_string(),
-        compiler,
-        socket,
-        memory_budget: budget.to_string(),
-        nxcc: nxcc.clone(),
-        created_dir,
+}
+
+/// Write the configuration and the link into the checked `dir` (keeping what an earlier install
+/// created); the configuration written.
+fn write_shim(dir: &Trusted, made: &[PathBuf], mut config: Config) -> Result<Config, String> {
+    let link = dir.path().join(LINK_NAME);
+    let previous = read_config_in(dir).map_err(|e| format!("{e}; remove it first"))?;
+    let link_is_ours = match dir.dir().stat(LINK_NAME) {
+        Ok(st) => FileType::from_raw_mode(st.st_mode) == FileType::Symlink && previous.is_some(),
+        Err(_) => true,
     };
-    let mut text = serde_json::to_string_pretty(&config).unwrap_or_default();
-    text.push('\n');
-    // The configuration first: a `neuronx-cc` link never exists without it.
-    if let Err(e) = write_config(&dir.join(CONFIG_NAME), text.as_bytes()) {
-        return failed(&format!(
-            "cannot write {}: {e}",
-            dir.join(CONFIG_NAME).display()
+    if !link_is_ours {
+        return Err(format!(
+            "{} exists and is not an nxcc shim; refusing to replace it",
+            link.display()
         ));
     }
-    if let Err(e) = place_link(&nxcc, &link) {
-        return failed(&format!("cannot write {}: {e}", link.display()));
-    }
-    out(&format!(
-        "nxcc shim installed in {dir}\n  {link} -> {nxcc}\n  {cfg}\n  compiles: the daemon on {socket} (started on first use: nxcc daemon --compiler {real} --memory-budget {budget}, cache on)\n  everything else: {real}\nPut it first on PATH for the processes that compile: export PATH={dir}:$PATH\nRemove it with: nxcc shim uninstall {dir}\n",
+    config.created_dirs = match &previous {
+        Some(p) => p.made_dirs(dir.path()),
+        None => made.to_vec(),
+    };
+    // The configuration first: a `neuronx-cc` link never exists without it.
+    write_config(dir, &config).map_err(|e| {
+        format!(
+            "cannot write {}: {e}",
+            dir.path().join(CONFIG_NAME).display()
+        )
+    })?;
+    place_link(dir, &config.nxcc).map_err(|e| format!("cannot write {}: {e}", link.display()))?;
+    Ok(config)
+}
+
+fn installed_text(dir: &Path, config: &Config) -> String {
+    let daemon = match &config.socket {
+        None => format!(
+            "each user's own daemon (for you: {}), started on first use",
+            default_socket(dir).display()
+        ),
+        Some(s) if config.allow_uids.is_empty() => format!(
+            "the daemon on {} (started on first use; it serves only its own user, others compile with the real compiler)",
+            s.display()
+        ),
+        Some(s) => format!(
+            "the daemon on {} (started on first use; it serves its own user and uids {})",
+            s.display(),
+            config
+                .allow_uids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    format!(
+        "nxcc shim installed in {dir}\n  {link} -> {nxcc}\n  {cfg}\n  compiles: {daemon}: nxcc daemon --compiler {real} --memory-budget {budget}, cache on\n  everything else: {real}\nPut it first on PATH for the processes that compile: export PATH={dir}:$PATH\nRemove it with: nxcc shim uninstall {dir}\n",
         dir = dir.display(),
-        link = link.display(),
-        nxcc = nxcc.display(),
+        link = dir.join(LINK_NAME).display(),
+        nxcc = config.nxcc.display(),
         cfg = dir.join(CONFIG_NAME).display(),
-        socket = config.socket.display(),
         real = config.compiler.display(),
-    ));
-    0
+        budget = config.memory_budget,
+    )
 }
 
 fn status(dir: Option<&Path>) -> i32 {
@@ -421,14 +676,14 @@ fn status(dir: Option<&Path>) -> i32 {
             None => "missing (the configuration is there, the link is not)".to_string(),
         }
     ));
+    let compiler_state = match loop_of(&config.compiler, Some(&config.nxcc)) {
+        Some(_) => " (a loop: it is nxcc itself; reinstall with the real compiler)",
+        None if is_executable(&config.compiler) => "",
+        None => " (missing)",
+    };
     text.push_str(&format!(
-        "  compiler: {}{}\n  memory budget: {}\n",
+        "  compiler: {}{compiler_state}\n  memory budget: {}\n",
         config.compiler.display(),
-        if is_executable(&config.compiler) {
-            ""
-        } else {
-            " (missing)"
-        },
         config.memory_budget
     ));
     text.push_str(&format!(
@@ -439,35 +694,87 @@ fn status(dir: Option<&Path>) -> i32 {
             None => format!("no (put {} first on PATH)", dir.display()),
         }
     ));
-    match client::request(&config.socket, "GET", "/v1/status") {
-        Ok((200, body)) => {
-            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            text.push_str(&format!(
-                "  daemon: answers on {} (pid {}, {} running, {} queued, engine: {})\n",
-                config.socket.display(),
-                v["pid"],
-                v["running"],
-                v["queued"],
-                v["engine"].as_str().unwrap_or("?"),
-            ));
-        }
-        Ok((code, body)) => text.push_str(&format!(
-            "  daemon: {} answered {code}: {}\n",
-            config.socket.display(),
-            body.trim_end()
-        )),
-        Err(_) => text.push_str(&format!(
-            "  daemon: not running on {} (the first compile starts it)\n",
-            config.socket.display()
-        )),
-    }
+    text.push_str(&daemon_status(&config, &dir));
     out(&text);
     0
 }
 
+/// The `daemon:` line of `status`.
+fn daemon_status(config: &Config, dir: &Path) -> String {
+    let socket = config.socket_for(dir);
+    let whose = if config.socket.is_some() {
+        "shared"
+    } else {
+        "yours; each user has their own"
+    };
+    match client::request(&socket, "GET", "/v1/status") {
+        Ok((200, body)) => {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            format!(
+                "  daemon: answers on {} ({whose}; pid {}, {} running, {} queued, engine: {})\n",
+                socket.display(),
+                v["pid"],
+                v["running"],
+                v["queued"],
+                v["engine"].as_str().unwrap_or("?"),
+            )
+        }
+        Ok((code, body)) => format!(
+            "  daemon: {} ({whose}) answered {code}: {}\n",
+            socket.display(),
+            body.trim_end()
+        ),
+        Err(_) => format!(
+            "  daemon: not running on {} ({whose}; the first compile starts it)\n",
+            socket.display()
+        ),
+    }
+}
+
+/// Stop this user's daemon of the shim (one it can stop); what to say about it.
+fn stop_daemon(config: &Config, dir: &Path) -> String {
+    use crate::daemon::stop::{self, Stopped};
+    let socket = config.socket_for(dir);
+    let others = if config.socket.is_none() {
+        format!(
+            "\nOther users' daemons of this shim stop after their inactivity timeout ({} s), or with: nxcc daemon stop --socket <their shim socket> (run as them; `nxcc shim status {}` shows it)",
+            daemon_config::DEFAULT_INACTIVITY_S,
+            dir.display()
+        )
+    } else {
+        String::new()
+    };
+    let pid_file = daemon_config::pid_file_for(&socket);
+    let said = match stop::stop(&socket, &pid_file, stop::STOP_WAIT) {
+        Ok(Stopped::Stopped(pid)) => format!(
+            "Stopped the daemon{} on {}.",
+            pid.map_or(String::new(), |p| format!(" (pid {p})")),
+            socket.display()
+        ),
+        Ok(Stopped::NotRunning) => format!("No daemon runs on {}.", socket.display()),
+        Err(e) => format!(
+            "Could not stop the daemon on {}: {e}; it stops by itself after its inactivity timeout ({} s), or with: nxcc daemon stop --socket {}",
+            socket.display(),
+            daemon_config::DEFAULT_INACTIVITY_S,
+            socket.display()
+        ),
+    };
+    said + &others
+}
+
 fn uninstall(dir: &Path) -> i32 {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let config = match read_config(&dir) {
+    let trusted = match Trusted::open(&dir, SHIM_DIR, true) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return failed(&format!(
+                "no nxcc shim in {} (no {CONFIG_NAME})",
+                dir.display()
+            ))
+        }
+        Err(e) => return failed(&refusal(&dir, &e)),
+    };
+    let config = match read_config_in(&trusted) {
         Ok(Some(c)) => c,
         Ok(None) => {
             return failed(&format!(
@@ -479,9 +786,9 @@ fn uninstall(dir: &Path) -> i32 {
     };
     let link = dir.join(LINK_NAME);
     let mut removed = Vec::new();
-    match std::fs::symlink_metadata(&link) {
-        Ok(m) if m.file_type().is_symlink() => {
-            if let Err(e) = std::fs::remove_file(&link) {
+    match trusted.dir().stat(LINK_NAME) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+            if let Err(e) = trusted.dir().remove_file(LINK_NAME) {
                 return failed(&format!("cannot remove {}: {e}", link.display()));
             }
             removed.push(link.display().to_string());
@@ -494,18 +801,21 @@ fn uninstall(dir: &Path) -> i32 {
         }
         Err(_) => {}
     }
-    let cfg = dir.join(CONFIG_NAME);
-    if let Err(e) = std::fs::remove_file(&cfg) {
-        return failed(&format!("cannot remove {}: {e}", cfg.display()));
+    let stopped = stop_daemon(&config, &dir);
+    if let Err(e) = trusted.dir().remove_file(CONFIG_NAME) {
+        return failed(&format!(
+            "cannot remove {}: {e}",
+            dir.join(CONFIG_NAME).display()
+        ));
     }
-    removed.push(cfg.display().to_string());
-    if config.created_dir && std::fs::remove_dir(&dir).is_ok() {
-        removed.push(format!("{} (install created it)", dir.display()));
+    removed.push(dir.join(CONFIG_NAME).display().to_string());
+    drop(trusted);
+    for d in remove_made_dirs(&config.made_dirs(&dir)) {
+        removed.push(format!("{} (install created it)", d.display()));
     }
     out(&format!(
-        "nxcc shim removed: {}\nA daemon running on {} stops by itself after its inactivity timeout.\n",
-        removed.join(", "),
-        config.socket.display()
+        "nxcc shim removed: {}\n{stopped}\n",
+        removed.join(", ")
     ));
     0
 }

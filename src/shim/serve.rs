@@ -5,12 +5,17 @@
 //! `neuronx-cc` it was run as — `argv[0]` itself when it names a path, else the first executable
 //! of that name on PATH, as the shell found it — has a [`super::CONFIG_NAME`] beside it.
 //!
+//! - Before anything, the shim's directory and configuration pass nxcc's trust rule (a
+//!   configuration another user could have written is refused: exit 70), and the real compiler
+//!   must not be nxcc itself (a loop: refused, exit 70), nor reached through more than
+//!   [`super::MAX_HOPS`] shims ([`super::HOPS_ENV`]).
 //! - A command line nxcc parses as a compile (not a `--dry-run`) is sent to the daemon with the
 //!   caller's working directory and the variables a request may carry
 //!   ([`crate::daemon::client::send`]): its console lines are printed as they come, relative
 //!   paths (`--output`, `--logfile`) are the caller's, and the exit status is the compile's. A
-//!   daemon that cannot be reached or started is reported on stderr and the compile runs on the
-//!   real compiler instead.
+//!   daemon that cannot be reached, started or trusted, or that refuses the caller (`403`: a
+//!   shared daemon that does not serve this uid; `429`), costs one warning line on stderr, and
+//!   the compile runs on the real compiler instead.
 //! - Everything else — `--version`, `--help`, `list-operators`, a command line nxcc cannot parse
 //!   — runs the real compiler with the same arguments and environment, replacing this process
 //!   (`exec`), so its output and exit status are the real compiler's; its `argv[0]` is the real
@@ -20,7 +25,7 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-use super::{read_config, Config, LINK_NAME};
+use super::{loop_of, read_config, Config, HOPS_ENV, LINK_NAME, MAX_HOPS};
 use crate::cli::namespace::Dest;
 use crate::cli::{self, Command};
 use crate::daemon::client::{self, Sent};
@@ -54,12 +59,28 @@ pub fn main(argv: &[OsString]) -> Option<i32> {
     let config = match read_config(dir) {
         Ok(Some(c)) => c,
         Ok(None) => return None,
-        Err(e) => {
-            crate::cli::subcommand::err(&format!("[ERROR] {WHO}: {e}\n"));
-            return Some(crate::error::EXIT_COMPILE_FAILED);
-        }
+        Err(e) => return Some(refuse(&e)),
     };
-    Some(serve(&config, dir, argv))
+    if let Some(why) = loop_of(&config.compiler, Some(&config.nxcc)) {
+        return Some(refuse(&why));
+    }
+    let hops = std::env::var(HOPS_ENV)
+        .ok()
+        .and_then(|h| h.parse::<u32>().ok())
+        .unwrap_or(0);
+    if hops >= MAX_HOPS {
+        return Some(refuse(&format!(
+            "{hops} nxcc shims ran one another ({HOPS_ENV}): the real compiler {} leads back to a shim; name the real neuronx-cc",
+            config.compiler.display()
+        )));
+    }
+    Some(serve(&config, dir, argv, hops))
+}
+
+/// Refuse to run (`why`): exit 70.
+fn refuse(why: &str) -> i32 {
+    crate::cli::subcommand::err(&format!("[ERROR] {WHO}: {why}\n"));
+    crate::error::EXIT_COMPILE_FAILED
 }
 
 /// The compile argument list nxcc sends to the daemon for `args`, or `None` when the real
@@ -77,7 +98,7 @@ pub fn served_compile(args: &[OsString]) -> Option<Vec<String>> {
     }
 }
 
-fn serve(config: &Config, dir: &Path, argv: &[OsString]) -> i32 {
+fn serve(config: &Config, dir: &Path, argv: &[OsString], hops: u32) -> i32 {
     let args = &argv[1..];
     if let Some(compile) = served_compile(args) {
         match client::send(&config.target(dir), &compile) {
@@ -86,19 +107,27 @@ fn serve(config: &Config, dir: &Path, argv: &[OsString]) -> i32 {
                 crate::cli::subcommand::err(&format!("[ERROR] {WHO}: {e}\n"));
                 return crate::error::EXIT_COMPILE_FAILED;
             }
-            Sent::Unreached(e) => crate::cli::subcommand::err(&format!(
-                "[WARNING] {WHO}: {e}; compiling with {} directly\n",
+            Sent::Unreached(e) | Sent::Refused(e) => crate::cli::subcommand::err(&format!(
+                "[WARNING] {WHO}: {}; compiling with {} directly\n",
+                one_line(&e),
                 config.compiler.display()
             )),
         }
     }
-    run_real(config, args)
+    run_real(config, args, hops)
+}
+
+/// `text` on one line (line breaks made spaces).
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Replace this process with the real compiler, with the same arguments and environment.
-fn run_real(config: &Config, args: &[OsString]) -> i32 {
+/// It is told it is one shim further ([`HOPS_ENV`]).
+fn run_real(config: &Config, args: &[OsString], hops: u32) -> i32 {
     let e = std::process::Command::new(&config.compiler)
         .args(args)
+        .env(HOPS_ENV, (hops + 1).to_string())
         .exec();
     crate::cli::subcommand::err(&format!(
         "[ERROR] {WHO}: cannot run the real compiler {}: {e}\n",

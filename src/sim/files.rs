@@ -43,9 +43,10 @@ impl Model {
 
     /// Read a model file or directory.
     pub fn read(path: &Path) -> std::io::Result<Model> {
-        let meta = std::fs::metadata(path)?;
-        if !meta.is_dir() {
-            let bytes = std::fs::read(path)?;
+        use crate::fsx::regular::{self, Opened};
+        // A regular file or a directory only, opened without waiting, read within the limit.
+        if let Opened::File(file, _) = regular::open_or_dir(path)? {
+            let bytes = regular::read_limited(&file, crate::hlo::READ_LIMIT)?;
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -70,7 +71,7 @@ impl Model {
         let mut hasher = blake3::Hasher::new();
         let mut parts = Vec::with_capacity(names.len());
         for (name, p) in names {
-            let bytes = std::fs::read(&p)?;
+            let bytes = crate::fsx::regular::read(&p, crate::hlo::READ_LIMIT)?;
             hasher.update(name.as_bytes());
             hasher.update(&[0]);
             hasher.update(&(bytes.len() as u64).to_le_bytes());
@@ -117,9 +118,8 @@ impl Model {
     pub fn graphs(&self, path: &Path) -> Result<Vec<crate::hlo::Module>, String> {
         if !self.is_dir {
             let (_, bytes) = self.parts.first().ok_or("no model bytes")?;
-            return crate::hlo::parse(bytes)
-                .map(|m| vec![m])
-                .map_err(|e| e.render(path));
+            let m = crate::hlo::parse(bytes).map_err(|e| e.render(path))?;
+            return refuse_overflow(m, path).map(|m| vec![m]);
         }
         let pbs = self.pb_parts();
         if pbs.is_empty() {
@@ -129,7 +129,10 @@ impl Model {
             ));
         }
         pbs.iter()
-            .map(|(name, bytes)| crate::hlo::parse(bytes).map_err(|e| e.render(&path.join(name))))
+            .map(|(name, bytes)| {
+                let p = path.join(name);
+                refuse_overflow(crate::hlo::parse(bytes).map_err(|e| e.render(&p))?, &p)
+            })
             .collect()
     }
 
@@ -139,6 +142,21 @@ impl Model {
             .iter()
             .filter(|(n, _)| n.ends_with(".pb"))
             .collect()
+    }
+}
+
+/// A module whose tensors all have sizes that fit in 64 bits; one that does not is refused with
+/// a message naming the tensor (a frontend could not lay it out, and the simulated costs follow
+/// the sizes).
+fn refuse_overflow(m: crate::hlo::Module, path: &Path) -> Result<crate::hlo::Module, String> {
+    match m.overflowing() {
+        None => Ok(m),
+        Some(t) => Err(format!(
+            "{}: the tensor {} has the shape {}, whose size overflows 64 bits: refused",
+            path.display(),
+            t.name,
+            t.shape
+        )),
     }
 }
 

@@ -1,8 +1,8 @@
 //! Fault and cost injection settings of the simulated tools, read from the environment:
-//! `NXCC_SIM_FAULT`, `NXCC_SIM_WORK_MS`, `NXCC_SIM_WORK_MS_PER_MB`, `NXCC_SIM_RSS_MB`,
-//! `NXCC_SIM_RECORD` and `NXCC_SIM_STATE`. This module only parses and selects; [`super::effects`] carries them out.
+//! `NXCC_SIM_FAULT`, `NXCC_SIM_WORK_MS`, `NXCC_SIM_WORK_MS_PER_MB`, `NXCC_SIM_WAIT_MS`,
+//! `NXCC_SIM_RSS_MB`, `NXCC_SIM_RECORD` and `NXCC_SIM_STATE`. This module only parses and selects; [`super::effects`] carries them out.
 //!
-//! Each of the four setting variables is a comma list of `<tool>:<setting>` entries, where
+//! Each of the five setting variables is a comma list of `<tool>:<setting>` entries, where
 //! `<tool>` is one of the native tool names (`hlo2penguin`, `walrus_driver`, ...) or `*` for every
 //! tool. A setting may end in `@first`: it then applies only to the first run of that tool for a
 //! given model (see [`super::effects::first_run`]).
@@ -13,6 +13,9 @@
 //!   the tool reads (`hlo2penguin`, `xla_infergoldens`, `hlo-neff-wrapper`; the other tools read
 //!   no model and get none) — so compiles of models of different sizes cost differently under one
 //!   setting;
+//! - `NXCC_SIM_WAIT_MS`: milliseconds the tool sleeps before the outputs are written (time that
+//!   costs no CPU, as a tool waiting on a device or a remote service: many such compiles on
+//!   different simulated hosts do not compete for this machine's cores);
 //! - `NXCC_SIM_RSS_MB`: MiB of memory to touch and hold until the tool returns.
 //!
 //! Rules:
@@ -31,6 +34,8 @@ pub const FAULT_ENV: &str = "NXCC_SIM_FAULT";
 pub const WORK_ENV: &str = "NXCC_SIM_WORK_MS";
 /// The per-MiB CPU-work variable.
 pub const WORK_PER_MB_ENV: &str = "NXCC_SIM_WORK_MS_PER_MB";
+/// The sleeping variable.
+pub const WAIT_ENV: &str = "NXCC_SIM_WAIT_MS";
 /// The memory variable.
 pub const RSS_ENV: &str = "NXCC_SIM_RSS_MB";
 /// The invocation-record variable (a file path; relative to the tool's working directory).
@@ -129,6 +134,8 @@ pub struct Inject {
     pub work_ms: Vec<Entry<u64>>,
     /// `NXCC_SIM_WORK_MS_PER_MB`'s entries, in order (milliseconds per MiB of model).
     pub work_ms_per_mb: Vec<Entry<u64>>,
+    /// `NXCC_SIM_WAIT_MS`'s entries, in order (milliseconds).
+    pub wait_ms: Vec<Entry<u64>>,
     /// `NXCC_SIM_RSS_MB`'s entries, in order (MiB).
     pub rss_mb: Vec<Entry<u64>>,
     /// `NXCC_SIM_RECORD`, as given.
@@ -146,6 +153,8 @@ pub struct ForTool {
     pub work_ms: Option<Chosen<u64>>,
     /// More CPU-bound work, milliseconds per MiB of the model read (`None`: none).
     pub work_ms_per_mb: Option<Chosen<u64>>,
+    /// Time asleep before writing outputs, milliseconds (`None`: none).
+    pub wait_ms: Option<Chosen<u64>>,
     /// Memory to touch and hold until the tool returns, MiB (`None`: none).
     pub rss_mb: Option<Chosen<u64>>,
 }
@@ -156,6 +165,7 @@ impl ForTool {
         self.fault.as_ref().is_some_and(|c| c.first_only)
             || self.work_ms.as_ref().is_some_and(|c| c.first_only)
             || self.work_ms_per_mb.as_ref().is_some_and(|c| c.first_only)
+            || self.wait_ms.as_ref().is_some_and(|c| c.first_only)
             || self.rss_mb.as_ref().is_some_and(|c| c.first_only)
     }
 
@@ -165,6 +175,7 @@ impl ForTool {
             fault: self.fault.filter(|c| !c.first_only),
             work_ms: self.work_ms.filter(|c| !c.first_only),
             work_ms_per_mb: self.work_ms_per_mb.filter(|c| !c.first_only),
+            wait_ms: self.wait_ms.filter(|c| !c.first_only),
             rss_mb: self.rss_mb.filter(|c| !c.first_only),
         }
     }
@@ -188,6 +199,9 @@ impl Inject {
         }
         if let Some(v) = var(WORK_PER_MB_ENV) {
             inject.work_ms_per_mb = parse_list(WORK_PER_MB_ENV, &v, parse_count)?;
+        }
+        if let Some(v) = var(WAIT_ENV) {
+            inject.wait_ms = parse_list(WAIT_ENV, &v, parse_count)?;
         }
         if let Some(v) = var(RSS_ENV) {
             inject.rss_mb = parse_list(RSS_ENV, &v, parse_count)?;
@@ -217,6 +231,7 @@ impl Inject {
             fault: choose(&self.faults, tool),
             work_ms: choose(&self.work_ms, tool),
             work_ms_per_mb: choose(&self.work_ms_per_mb, tool),
+            wait_ms: choose(&self.wait_ms, tool),
             rss_mb: choose(&self.rss_mb, tool),
         }
     }
@@ -378,6 +393,18 @@ mod tests {
         assert_eq!(later.work_ms.map(|c| c.value), Some(250));
         assert_eq!(i.for_tool("hlo2penguin").rss_mb.unwrap().value, 64);
         assert!(!i.for_tool("nn_executor").needs_first());
+    }
+
+    #[test]
+    fn waiting_is_a_setting_of_its_own() {
+        let i = from(&[(WORK_ENV, "*:5"), (WAIT_ENV, "hlo2penguin:700,*:3@first")]).unwrap();
+        let h = i.for_tool("hlo2penguin");
+        assert_eq!(h.wait_ms.map(|c| c.value), Some(700));
+        assert_eq!(h.work_ms.map(|c| c.value), Some(5));
+        let w = i.for_tool("walrus_driver");
+        assert!(w.needs_first());
+        assert_eq!(w.without_first_only().wait_ms, None);
+        assert!(from(&[(WAIT_ENV, "hlo2penguin:soon")]).is_err());
     }
 
     #[test]

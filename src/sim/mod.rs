@@ -18,7 +18,7 @@
 //! (never of time, process id or the absolute work-dir path), written through a temporary name
 //! and a rename. Faults and costs are injected through the environment ([`inject`],
 //! [`effects`]): `NXCC_SIM_FAULT`, `NXCC_SIM_WORK_MS`, `NXCC_SIM_WORK_MS_PER_MB`,
-//! `NXCC_SIM_RSS_MB`, `NXCC_SIM_RECORD`, `NXCC_SIM_STATE`.
+//! `NXCC_SIM_WAIT_MS`, `NXCC_SIM_RSS_MB`, `NXCC_SIM_RECORD`, `NXCC_SIM_STATE`.
 
 pub mod argv;
 pub mod bir;
@@ -88,6 +88,7 @@ pub fn help_text() -> String {
          \x20 NXCC_SIM_FAULT    segv | abort | kill | exit=N | hang | stderr=TEXT\n\
          \x20 NXCC_SIM_WORK_MS  milliseconds of CPU-bound work before writing outputs\n\
          \x20 NXCC_SIM_WORK_MS_PER_MB  more of it, per MiB of the model the tool reads\n\
+         \x20 NXCC_SIM_WAIT_MS  milliseconds asleep (no CPU) before writing outputs\n\
          \x20 NXCC_SIM_RSS_MB   MiB of memory to touch and hold until exit\n\
          \x20 NXCC_SIM_RECORD   a file to append one JSON line per invocation to\n\
          \x20 NXCC_SIM_STATE    where @first remembers runs (default $TMPDIR/nxcc-sim-state)\n\n\

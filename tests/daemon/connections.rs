@@ -1,6 +1,7 @@
 //! How connections are served and ended: a client that half-closes after its request (the end of
 //! its stream is not its going away) gets its answer and its compile runs to the end; the
-//! connections of one uid are limited, the one over the limit answered `429` and closed at once.
+//! connections of one uid are limited, the one over the limit answered `429` and closed; every
+//! refused client reads its whole answer, however many come at once.
 
 use std::io::{BufReader, Read, Write};
 use std::net::Shutdown;
@@ -109,7 +110,8 @@ fn connections_over_the_per_uid_limit_are_answered_429_and_closed() {
     let over = |d: &Daemon| {
         let mut s = d.connect();
         let mut answer = String::new();
-        // Nothing is sent: the answer comes at accept, and the daemon closes the connection.
+        // Nothing is sent: the answer comes once the wait for a request head is over, and the
+        // daemon closes the connection.
         let _ = s.read_to_string(&mut answer);
         answer
     };
@@ -144,4 +146,96 @@ fn connections_over_the_per_uid_limit_are_answered_429_and_closed() {
     assert_eq!(status["connections"]["max_per_uid"], 3);
     drop(idle);
     assert!(daemon.log_text().contains("refused a connection from uid"));
+}
+
+/// Hold `n` connections, each known to be admitted (it answered a keep-alive request).
+fn hold_admitted(daemon: &Daemon, n: usize) -> Vec<std::os::unix::net::UnixStream> {
+    let mut idle = Vec::new();
+    while idle.len() < n {
+        wait_until(hang_guard(), "a connection admitted", || {
+            let s = daemon.connect();
+            (&s).write_all(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            let r = read_response(&mut BufReader::new(&s));
+            if r.status == 200 {
+                idle.push(s);
+            }
+            r.status == 200
+        });
+    }
+    idle
+}
+
+/// What one client of a burst got: its answer's status, or the error it saw.
+fn burst(daemon: &Daemon, n: usize) -> Vec<Result<u16, String>> {
+    let barrier = std::sync::Barrier::new(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let body = "x".repeat(if i % 2 == 0 { 0 } else { 2048 });
+                    let request = format!(
+                        "POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let request = if i % 2 == 0 {
+                        "GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_string()
+                    } else {
+                        request
+                    };
+                    barrier.wait();
+                    let mut s = daemon.connect();
+                    s.write_all(request.as_bytes())
+                        .map_err(|e| format!("write: {e}"))?;
+                    let mut answer = Vec::new();
+                    s.read_to_end(&mut answer)
+                        .map_err(|e| format!("read: {e}"))?;
+                    let r = read_response(&mut BufReader::new(&answer[..]));
+                    Ok(r.status)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// 200 clients at once against a daemon whose connections are all taken: every one writes its
+/// request (a head, or a head and a body) and reads a whole `429` to the end of the stream —
+/// none has its connection reset or its write refused. Then 200 more while the connections are
+/// free: each reads a `429` or is served.
+#[test]
+fn two_hundred_clients_at_once_each_read_their_429_or_are_served() {
+    const N: usize = 200;
+    let world = World::new();
+    let daemon = Daemon::start(
+        &world,
+        "d",
+        &["--max-connections", "4", "--max-connections-per-uid", "4"],
+        &[],
+    );
+    let idle = hold_admitted(&daemon, 4);
+    let results = burst(&daemon, N);
+    let failed: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {N} clients: {failed:?}",
+        failed.len()
+    );
+    assert!(results.iter().all(|r| r == &Ok(429)), "{results:?}");
+    drop(idle);
+    let results = burst(&daemon, N);
+    let failed: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {N} clients: {failed:?}",
+        failed.len()
+    );
+    // Served: a status (200) or a compile request whose body is no JSON (400).
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r, Ok(200) | Ok(400) | Ok(429))),
+        "{results:?}"
+    );
 }

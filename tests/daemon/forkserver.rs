@@ -251,3 +251,75 @@ fn a_killed_fork_server_fails_its_compile_cleanly_and_is_started_again() {
     // The daemon reaped the one it lost: no zombie is left behind.
     assert!(stat(helper).is_none_or(|(ppid, _)| ppid != daemon.pid()));
 }
+
+/// Read the rest of a `/v1/compile` stream into `events`.
+fn read_rest(s: std::os::unix::net::UnixStream, events: &mut Vec<Value>) {
+    let mut reader = BufReader::new(s);
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = read_chunk(&mut reader) {
+        pending.extend(chunk);
+        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=n).collect();
+            events.push(serde_json::from_slice(&line).unwrap());
+        }
+    }
+}
+
+/// The fork server stopped (SIGSTOP) while its worker compiles: the worker finishes but its end
+/// cannot be reported, so the daemon notices the helper no longer answers, replaces it, and
+/// reports that compile as lost (exit 70, no NEFF); a compile sent while it is stopped, and the
+/// ones after, are served.
+#[test]
+fn a_stopped_fork_server_is_replaced_and_its_compile_reported() {
+    let world = World::new();
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
+    let (helper, _) = fork_server(&daemon);
+    let wd = world.mkdir("w");
+    let request = |out: &str, work: &str| {
+        json!({
+            "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", out,
+                     "--no_cache"],
+            "working_directory": wd,
+            "env": {"NXCC_SIM_WORK_MS": work},
+        })
+    };
+    let (s, mut events) = stream_until(&daemon, &request("a.neff", "walrus_driver:1000"), |e| {
+        e["event"] == "job_started" && e["job"] == "WalrusDriver"
+    });
+    // SAFETY: kill(2) on the daemon's fork server, a process this test identified by /proc.
+    assert_eq!(unsafe { libc::kill(helper as i32, libc::SIGSTOP) }, 0);
+    // A compile sent while the helper is stopped is served all the same.
+    let second = {
+        let d = &daemon;
+        let r = request("b.neff", "walrus_driver:0");
+        std::thread::scope(|scope| {
+            let t = scope.spawn(move || d.v1(&r).1);
+            read_rest(s, &mut events);
+            t.join().unwrap()
+        })
+    };
+    let d = done(&events);
+    assert_eq!(d["exit_status"], 70, "{events:?}");
+    let errors = errors(&events);
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.contains("The compile's worker was lost")
+                && l.contains("stopped answering")
+                && l.contains("replaced")),
+        "{errors:?}"
+    );
+    assert!(!wd.join("a.neff").exists());
+    assert_eq!(done(&second)["exit_status"], 0, "{second:?}");
+    assert!(wd.join("b.neff").is_file());
+    // The stopped helper is gone (killed and reaped), a new one serves the next compile.
+    wait_until(hang_guard(), "the stopped fork server to go", || {
+        stat(helper).is_none_or(|(ppid, _)| ppid != daemon.pid())
+    });
+    let (_, events) = daemon.v1(&request("c.neff", "walrus_driver:0"));
+    assert_eq!(done(&events)["exit_status"], 0, "{events:?}");
+    let (again, restarts) = fork_server(&daemon);
+    assert_ne!(again, helper);
+    assert!(restarts >= 1);
+    assert_eq!(workers_of(helper).len(), 0);
+}

@@ -289,3 +289,61 @@ fn a_request_that_arrives_while_stopping_gets_503() {
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());
     assert!(!wd.join("late.neff").exists());
 }
+
+/// `nxcc daemon stop --socket S` stops the daemon of that socket cleanly and waits until it is
+/// gone (socket and pid file removed); a daemon that holds its pid file but no longer answers on
+/// its socket is stopped through its pid; with none running it says so, exit 0.
+#[test]
+fn daemon_stop_stops_the_daemon_of_a_socket() {
+    let world = World::new();
+    let stop = |d: &Daemon| {
+        world
+            .nxcc()
+            .args(["daemon", "stop", "--socket"])
+            .arg(&d.socket)
+            .output()
+            .unwrap()
+    };
+    let mut daemon = Daemon::start(&world, "d", &[], &[]);
+    let o = stop(&daemon);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        out,
+        format!(
+            "nxcc daemon (pid {}) on {} stopped\n",
+            daemon.pid(),
+            daemon.socket.display()
+        )
+    );
+    assert!(daemon.wait_exit(hang_guard()).success());
+    assert!(!daemon.socket.exists() && !daemon.pid_file.exists());
+    let o = stop(&daemon);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("no nxcc daemon runs on {}\n", daemon.socket.display())
+    );
+    // Its socket gone (removed by someone), the daemon still holds its pid file: SIGTERM.
+    let mut daemon = Daemon::start(&world, "e", &[], &[]);
+    std::fs::remove_file(&daemon.socket).unwrap();
+    let o = stop(&daemon);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("stopped"));
+    assert!(daemon.wait_exit(hang_guard()).success());
+    assert!(
+        daemon.log_text().contains("SIGTERM"),
+        "{}",
+        daemon.log_text()
+    );
+}

@@ -8,6 +8,7 @@ mod client;
 mod common;
 mod connections;
 mod forkserver;
+mod hostile;
 mod lifecycle;
 mod load;
 mod protocol;

@@ -9,6 +9,7 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
@@ -128,78 +129,197 @@ fn stop(child: &mut Child, grace: Duration) {
     let _ = child.wait();
 }
 
+/// How a BuildGrid is run: where it listens, with what, and how its readiness is seen.
+#[derive(Clone, Default)]
+pub struct Launch {
+    /// The address it binds (default `127.0.0.1`).
+    pub host: Option<String>,
+    /// The port (default: a free one).
+    pub port: Option<u16>,
+    /// TLS (mutual, with the JWT bearer-token check) from these test credentials.
+    pub tls: Option<std::sync::Arc<super::tls::Creds>>,
+    /// The network namespace it runs in (`ip netns exec`), for the fleet test.
+    pub netns: Option<String>,
+}
+
 /// A running BuildGrid.
 pub struct Server {
     child: Child,
     pub port: u16,
+    launch: Launch,
     /// Holds the config, the queue database and the log while the server runs.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Server {
     pub fn start() -> Server {
-        let bgd = bgd();
+        Server::launch(Launch::default())
+    }
+
+    /// A BuildGrid as `launch` says; a failed test if it does not come up.
+    pub fn launch(launch: Launch) -> Server {
         let dir = tempfile::tempdir().unwrap();
         for _ in 0..3 {
-            let port = free_port();
-            let config = std::fs::read_to_string(data("config.yml"))
-                .unwrap()
-                .replace("PORT", &port.to_string())
-                .replace(
-                    "SCHEDULER_DB",
-                    &dir.path()
-                        .join(format!("queue-{port}.db"))
-                        .display()
-                        .to_string(),
-                );
-            let cfg = dir.path().join("config.yml");
-            std::fs::write(&cfg, config).unwrap();
-            let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-            let mut child = Command::new(&bgd)
-                .args(["server", "start"])
-                .arg(&cfg)
-                .current_dir(dir.path())
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .process_group(0)
-                .spawn()
-                .unwrap();
-            let url = format!("grpc://127.0.0.1:{port}");
-            let address = nxcc::remote::Address::parse(&url, "").unwrap();
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(90) {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if let Ok(r) = nxcc::remote::Remote::connect(&address) {
-                    if r.capabilities().is_ok() {
-                        return Server {
-                            child,
-                            port,
-                            _dir: dir,
-                        };
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(200));
+            let port = launch.port.unwrap_or_else(free_port);
+            if let Some(child) = spawn(&launch, dir.path(), port) {
+                return Server {
+                    child,
+                    port,
+                    launch,
+                    dir,
+                };
             }
-            stop(&mut child, Duration::from_secs(5));
-            eprintln!(
-                "remote tests: BuildGrid did not come up on port {port}:\n{}",
-                std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
-            );
+            if launch.port.is_some() {
+                break;
+            }
         }
         panic!("BuildGrid did not start (its log is above)");
     }
 
+    /// Kill the server and start it again on the same address, with a fresh queue (what it
+    /// held in memory is lost, as in a crash).
+    pub fn restart(&mut self) {
+        let pid = self.child.id() as i32;
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = self.child.wait();
+        let t = Instant::now();
+        loop {
+            if let Some(child) = spawn(&self.launch, self.dir.path(), self.port) {
+                self.child = child;
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(120),
+                "BuildGrid did not come back"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     pub fn url(&self) -> String {
-        format!("grpc://127.0.0.1:{}", self.port)
+        let host = self.launch.host.as_deref().unwrap_or("127.0.0.1");
+        let scheme = if self.launch.tls.is_some() {
+            "grpcs"
+        } else {
+            "grpc"
+        };
+        format!("{scheme}://{host}:{}", self.port)
     }
 
     pub fn remote(&self) -> nxcc::remote::Remote {
         nxcc::remote::Remote::connect(&nxcc::remote::Address::parse(&self.url(), "").unwrap())
             .unwrap()
     }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
+/// Starts so far (each gets a fresh queue database).
+static STARTS: AtomicU64 = AtomicU64::new(0);
+
+/// Start BuildGrid on `port` with the tests' configuration (edited for `launch`); the child once
+/// it answers, or `None` (its log printed) when it did not come up.
+fn spawn(launch: &Launch, dir: &Path, port: u16) -> Option<Child> {
+    let bgd = bgd();
+    let host = launch.host.as_deref().unwrap_or("127.0.0.1");
+    let mut config = std::fs::read_to_string(data("config.yml"))
+        .unwrap()
+        .replace("127.0.0.1:PORT", &format!("{host}:{port}"))
+        .replace(
+            "SCHEDULER_DB",
+            &dir.join(format!(
+                "queue-{port}-{}.db",
+                STARTS.fetch_add(1, Ordering::SeqCst)
+            ))
+            .display()
+            .to_string(),
+        );
+    if let Some(tls) = &launch.tls {
+        config = tls.configure(&config);
+    }
+    let cfg = dir.join("config.yml");
+    std::fs::write(&cfg, config).unwrap();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .unwrap();
+    let mut c = match &launch.netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(&bgd);
+            c
+        }
+        None => Command::new(&bgd),
+    };
+    let mut child = c
+        .args(["server", "start"])
+        .arg(&cfg)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(90) {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        let ready = match &launch.tls {
+            Some(tls) => tls.answers(&format!("grpcs://{host}:{port}")),
+            None => speaks_http2(launch.netns.as_deref(), host, port),
+        };
+        if ready {
+            return Some(child);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop(&mut child, Duration::from_secs(5));
+    eprintln!(
+        "remote tests: BuildGrid did not come up on {host}:{port}:\n{}",
+        std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+    );
+    None
+}
+
+/// Whether a gRPC server answers at `host:port` (in network namespace `netns`): it answers the
+/// HTTP/2 connection preface with its SETTINGS.
+pub fn speaks_http2(netns: Option<&str>, host: &str, port: u16) -> bool {
+    let addr = format!("{host}:{port}");
+    let netns = netns.map(str::to_string);
+    std::thread::spawn(move || {
+        use std::io::Read;
+        if let Some(ns) = netns {
+            let Ok(f) = std::fs::File::open(format!("/run/netns/{ns}")) else {
+                return false;
+            };
+            use std::os::fd::AsRawFd;
+            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return false;
+            }
+        }
+        let Ok(sa) = addr.parse::<std::net::SocketAddr>() else {
+            return false;
+        };
+        let Ok(mut s) = std::net::TcpStream::connect_timeout(&sa, Duration::from_secs(1)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        if s.write_all(&hello).is_err() {
+            return false;
+        }
+        let mut frame = [0u8; 9];
+        s.read_exact(&mut frame).is_ok() && frame[3] == 4
+    })
+    .join()
+    .unwrap_or(false)
 }
 
 impl Drop for Server {
@@ -217,32 +337,53 @@ pub struct Worker {
 impl Worker {
     /// `nxcc worker --remote URL --toolchain sim --allow-test-env EXTRA...` with `env`.
     pub fn start(server: &Server, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
+        Worker::start_at(&server.url(), name, extra, env)
+    }
+
+    /// A worker of the server at `url`.
+    pub fn start_at(url: &str, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
+        Worker::start_in(None, url, name, extra, env)
+    }
+
+    /// A worker of the server at `url`, in network namespace `netns`.
+    pub fn start_in(
+        netns: Option<&str>,
+        url: &str,
+        name: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
         std::fs::create_dir_all(dir.path().join("cache")).unwrap();
         let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
-        let mut c = Command::new(NXCC);
+        let mut c = in_netns(netns);
         c.args([
             "worker",
             "--remote",
-            &server.url(),
+            url,
             "--toolchain",
             "sim",
             "--allow-test-env",
             "--name",
             name,
         ])
-        .args(extra)
-        .current_dir(dir.path())
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
-        .env("NXCC_SIM_STATE", dir.path().join("state"))
-        .env("NXCC_SIM_RECORD", dir.path().join("record.jsonl"))
-        .env_remove("NXCC_SIM_FAULT")
-        .env_remove("NXCC_SIM_WORK_MS")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0);
+        .args(extra);
+        // The actions' directories in the test's own directory (a killed worker cannot remove
+        // its work directory).
+        if !extra.contains(&"--work-dir") {
+            c.arg("--work-dir").arg(dir.path().join("work"));
+        }
+        c.current_dir(dir.path())
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .env("NXCC_SIM_STATE", dir.path().join("state"))
+            .env("NXCC_SIM_RECORD", dir.path().join("record.jsonl"))
+            .env_remove("NXCC_SIM_FAULT")
+            .env_remove("NXCC_SIM_WORK_MS")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0);
         for (k, v) in env {
             c.env(k, v);
         }
@@ -352,7 +493,12 @@ impl Client {
     }
 
     pub fn nxcc(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(NXCC);
+        self.nxcc_in(None, args)
+    }
+
+    /// `nxcc ARGS` in network namespace `netns`.
+    pub fn nxcc_in(&self, netns: Option<&str>, args: &[&str]) -> Command {
+        let mut c = in_netns(netns);
         c.args(args)
             .current_dir(self.path())
             .env("XDG_CACHE_HOME", self.path().join("cache"))
@@ -368,6 +514,15 @@ impl Client {
             "NXCC_TOOLCHAIN",
             "NEURON_PLATFORM_TARGET_OVERRIDE",
             "NEURON_CC_FLAGS",
+            "NXCC_REMOTE_CONNECT_TIMEOUT",
+            "NXCC_REMOTE_CALL_TIMEOUT",
+            "NXCC_REMOTE_IDLE_TIMEOUT",
+            "NXCC_REMOTE_RETRY_TIMEOUT",
+            "NXCC_REMOTE_CA",
+            "NXCC_REMOTE_CLIENT_CERT",
+            "NXCC_REMOTE_CLIENT_KEY",
+            "NXCC_REMOTE_TOKEN_FILE",
+            "NXCC_REMOTE_INVOCATION_ID",
         ] {
             c.env_remove(k);
         }
@@ -386,6 +541,18 @@ impl Client {
             c.env(k, v);
         }
         run_limited(c, limit)
+    }
+}
+
+/// `nxcc`, run in network namespace `netns` (`ip netns exec`, which becomes it) when given.
+fn in_netns(netns: Option<&str>) -> Command {
+    match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, NXCC]);
+            c
+        }
+        None => Command::new(NXCC),
     }
 }
 
@@ -410,6 +577,39 @@ pub fn run_limited(mut c: Command, limit: Duration) -> std::process::Output {
     }
 }
 
+/// Wait for a running child within `limit` (killed and failed otherwise).
+pub fn wait_limited(child: Child, limit: Duration) -> std::process::Output {
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("pid {pid} did not finish within {} s", limit.as_secs());
+        }
+    }
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Processes whose environment has `key=value`.
+pub fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
+    let needle = format!("{key}={value}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(e.path().join("environ")) {
+            if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+                out.push(pid);
+            }
+        }
+    }
+    out
 }

@@ -3,14 +3,22 @@
 //! tool anywhere, misses on a changed flag or model, the remote cache alone, failures reported
 //! as local ones and not cached, a server that is down, a killed worker, a refused non-compile
 //! action, a worker's memory budget, SIGTERM draining, parallel-compile over two workers.
+//! Beside them: the client's faults against a scripted hostile server (`client_faults.rs`,
+//! `hostile.rs`), the worker's against hostile actions and a hostile CAS (`worker_faults.rs`),
+//! TLS with credentials (`tls.rs`), and a fleet across hosts in network namespaces (`fleet.rs`).
 
 mod buildgrid;
+mod client_faults;
 #[path = "../common/mod.rs"]
 mod common;
+mod fleet;
+mod hostile;
+mod tls;
+mod worker_faults;
 
 use std::time::Duration;
 
-use buildgrid::{model_variant, text, Client, Server, Worker};
+use buildgrid::{model_variant, processes_with_env, text, Client, Server, Worker};
 use common::{compile_spans, max_overlap};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -492,23 +500,6 @@ fn parallel_compile_remote_spreads_sixteen_models_over_two_workers() {
     );
     assert_eq!(na + nb, 16, "{}\n{}", a.log(), b.log());
     assert!(na > 0 && nb > 0, "one worker ran everything: {na} / {nb}");
-}
-
-/// Processes whose environment has `key=value`.
-fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
-    let needle = format!("{key}={value}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(e.path().join("environ")) {
-            if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-                out.push(pid);
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -290,6 +290,9 @@ fn run_checked(tool: &str, args: &[String], cwd: &Path, inject: &Inject, record:
     if work > 0 {
         effects::burn_cpu(work);
     }
+    if let Some(wait) = settings.wait_ms.map(|c| c.value).filter(|w| *w > 0) {
+        std::thread::sleep(std::time::Duration::from_millis(wait));
+    }
     if let Some(fault) = settings.fault.map(|c| c.value) {
         match fault {
             Fault::Exit(n) => return n,

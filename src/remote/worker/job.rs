@@ -1,0 +1,453 @@
+//! One lease's action: fetched and checked whole before anything is created (the Action and
+//! Command as bounded messages; a compile action only, [`super::check_compile_args`]; the
+//! toolchain; the environment; the input tree within the worker's limits, without the output's
+//! name, and with room for it on disk), laid out in a fresh directory, admitted by memory, run
+//! under nxcc's supervision within the action's `timeout` (the compile ended and the lease
+//! answered `DEADLINE_EXCEEDED` when it passes) and the lease's cancellation, and its outputs
+//! stored: the NEFF only when the compile itself wrote it (a regular file, not a link), stdout
+//! and stderr (their ends).
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bazel_remote_apis::google::rpc::Status;
+use prost::Message;
+
+use super::status::Refusal;
+use super::tree;
+use super::{With, Worker};
+use crate::engine::Engine;
+use crate::remote::action::{self, OUTPUT, PROGRAM};
+use crate::remote::bots::Lease;
+use crate::remote::cas::Blob;
+use crate::remote::client::Remote;
+use crate::remote::digest;
+use crate::remote::metadata::Metadata;
+use crate::remote::re;
+use crate::remote::text;
+use crate::run::process::{self, Cancel, End, Spec};
+
+/// At most this much of a command's stdout or stderr is kept (the end of it).
+pub const OUTPUT_KEEP: usize = 4 << 20;
+
+/// The largest Action or Command message read.
+pub const MESSAGE_MAX: u64 = 1 << 20;
+
+/// Free space kept on the work directory's file system beyond the inputs (for the compile's
+/// own files).
+const SPACE_MARGIN: u64 = 256 << 20;
+
+/// An action that ran: its result and the status to report it with (`OK`, or
+/// `DEADLINE_EXCEEDED` when its time limit ended it).
+#[derive(Debug)]
+pub struct Ran {
+    /// The result (exit code, outputs, streams).
+    pub result: re::ActionResult,
+    /// How the lease completed.
+    pub status: Status,
+}
+
+/// A checked compile action, ready to lay out and run.
+struct Checked {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    timeout: Option<Duration>,
+    tree: tree::Tree,
+}
+
+/// Fetch, check, run and store one lease's action (see the module documentation).
+pub fn run(
+    w: &Worker,
+    remote: &Remote,
+    bot_id: &str,
+    lease: &Lease,
+    cancel: &Cancel,
+) -> Result<Ran, Refusal> {
+    let (action, action_digest) = action_of(remote, lease)?;
+    let remote = remote
+        .clone()
+        .with_cancel(cancel.clone())
+        .with_metadata(Metadata::new("nxcc worker", None).for_action(&action_digest));
+    let checked = check(w, &remote, &action).inspect_err(|r| {
+        w.say(&format!(
+            "{bot_id}: lease {} refused: {}",
+            lease.id,
+            text::message(r.message())
+        ));
+    })?;
+    let dir = tempfile::Builder::new()
+        .prefix("action-")
+        .tempdir_in(&w.work_dir)
+        .map_err(|e| Refusal::Internal(format!("cannot make the action's directory: {e}")))?;
+    checked.tree.materialize(&remote, dir.path())?;
+    let estimate = estimate_of(w, dir.path(), &checked.args[1..]);
+    w.say(&format!(
+        "{bot_id}: lease {} waiting for memory ({} estimated)",
+        lease.id,
+        crate::hlo::summary::human(estimate)
+    ));
+    let Some(permit) = w.admission.acquire(estimate, Some(cancel)) else {
+        return Err(Refusal::Cancelled(
+            "cancelled while waiting for memory".into(),
+        ));
+    };
+    let now = w.running.fetch_add(1, Ordering::SeqCst) + 1;
+    w.say(&format!(
+        "{bot_id}: lease {} started (running: {now})",
+        lease.id
+    ));
+    let ran = compile(w, &checked, dir.path(), cancel);
+    let left = w.running.fetch_sub(1, Ordering::SeqCst) - 1;
+    drop(permit);
+    let (end, stdout, stderr) = ran;
+    let exit_code = match end {
+        Some(End::Exited(c)) => c,
+        Some(End::Signaled(s)) => 128 + s,
+        Some(End::TimedOut(_)) => 124,
+        Some(End::Cancelled(_)) => {
+            return Err(Refusal::Cancelled("the compile was cancelled".into()))
+        }
+        None => 127,
+    };
+    w.say(&format!(
+        "{bot_id}: lease {} finished with exit status {exit_code}{} (running: {left})",
+        lease.id,
+        if matches!(end, Some(End::TimedOut(_))) {
+            " (its time limit passed)"
+        } else {
+            ""
+        }
+    ));
+    let result = store(&remote, bot_id, dir.path(), exit_code, stdout, stderr)?;
+    let status = match end {
+        Some(End::TimedOut(_)) => Refusal::status_of(
+            tonic::Code::DeadlineExceeded,
+            &format!(
+                "the compile ran past the action's time limit ({} s)",
+                checked.timeout.unwrap_or_default().as_secs_f64()
+            ),
+        ),
+        _ => Refusal::status_of(tonic::Code::Ok, ""),
+    };
+    Ok(Ran { result, status })
+}
+
+/// The lease's Action (inline, or by digest from the CAS) and its digest.
+fn action_of(remote: &Remote, lease: &Lease) -> Result<(re::Action, re::Digest), Refusal> {
+    let payload = lease
+        .payload
+        .as_ref()
+        .ok_or_else(|| Refusal::Invalid("the lease carries no action".into()))?;
+    let malformed =
+        |what: &str, e: prost::DecodeError| Refusal::Invalid(format!("a malformed {what}: {e}"));
+    if payload
+        .type_url
+        .ends_with("build.bazel.remote.execution.v2.Action")
+    {
+        let a = re::Action::decode(payload.value.as_slice()).map_err(|e| malformed("Action", e))?;
+        let (_, d) = digest::of_message(&a);
+        Ok((a, d))
+    } else if payload
+        .type_url
+        .ends_with("build.bazel.remote.execution.v2.Digest")
+    {
+        let d = re::Digest::decode(payload.value.as_slice()).map_err(|e| malformed("Digest", e))?;
+        let bytes = remote
+            .read_blob(&d, MESSAGE_MAX)
+            .map_err(Refusal::from_cas)?;
+        let a = re::Action::decode(bytes.as_slice()).map_err(|e| malformed("Action", e))?;
+        Ok((a, d))
+    } else {
+        Err(Refusal::Invalid(format!(
+            "an unknown payload {}",
+            text::message(&payload.type_url)
+        )))
+    }
+}
+
+/// Everything checked before anything is created: the command, the toolchain, the environment,
+/// the time limit, the input tree and the room for it.
+fn check(w: &Worker, remote: &Remote, action: &re::Action) -> Result<Checked, Refusal> {
+    let cmd_digest = action
+        .command_digest
+        .clone()
+        .ok_or_else(|| Refusal::Invalid("the action has no command".into()))?;
+    let bytes = remote
+        .read_blob(&cmd_digest, MESSAGE_MAX)
+        .map_err(Refusal::from_cas)?;
+    let command = re::Command::decode(bytes.as_slice())
+        .map_err(|e| Refusal::Invalid(format!("a malformed Command: {e}")))?;
+    let args = command.arguments.clone();
+    check_command(&command)?;
+    check_toolchain(w, action, &command)?;
+    let mut env = Vec::new();
+    for v in &command.environment_variables {
+        crate::environ::check(&v.name, w.allow_test_env)
+            .map_err(|why| Refusal::Invalid(format!("refused: {why}")))?;
+        env.push((v.name.clone(), v.value.clone()));
+    }
+    let timeout = time_limit(w, action)?;
+    let root = action
+        .input_root_digest
+        .clone()
+        .ok_or_else(|| Refusal::Invalid("the action has no input root".into()))?;
+    let tree = tree::fetch(remote, &root, &w.limits)?;
+    if tree.root_has(OUTPUT) {
+        return Err(Refusal::Invalid(format!(
+            "the input root holds {OUTPUT}, the action's output: only what the compile writes is returned"
+        )));
+    }
+    let free = free_space(&w.work_dir);
+    if free.is_some_and(|f| f < tree.bytes.saturating_add(SPACE_MARGIN)) {
+        return Err(Refusal::Exhausted(format!(
+            "the work directory has {} free, the inputs need {} and some room",
+            crate::hlo::summary::human(free.unwrap_or(0)),
+            crate::hlo::summary::human(tree.bytes)
+        )));
+    }
+    Ok(Checked {
+        args,
+        env,
+        timeout,
+        tree,
+    })
+}
+
+/// Only `neuronx-cc compile <model> ... --output model.neff`, with model.neff as its one output.
+fn check_command(command: &re::Command) -> Result<(), Refusal> {
+    let args = &command.arguments;
+    #[allow(deprecated)]
+    let outputs_ok = command
+        .output_paths
+        .iter()
+        .chain(command.output_files.iter())
+        .all(|p| p == OUTPUT);
+    let is_compile = args.len() >= 5
+        && args[0] == PROGRAM
+        && args[1] == "compile"
+        && args[args.len() - 2] == "--output"
+        && args[args.len() - 1] == OUTPUT
+        && outputs_ok
+        && !args[2].starts_with('-');
+    if !is_compile {
+        return Err(Refusal::Invalid(format!(
+            "refused: nxcc worker runs only compile actions ({PROGRAM} compile <model> ... --output {OUTPUT}), not {}",
+            text::line(&crate::shell::join(args), 500)
+        )));
+    }
+    super::check_compile_args(&args[2..])
+        .map_err(|why| Refusal::Invalid(format!("refused: {}", text::message(&why))))
+}
+
+/// The action's toolchain must be this worker's.
+fn check_toolchain(w: &Worker, action: &re::Action, command: &re::Command) -> Result<(), Refusal> {
+    #[allow(deprecated)]
+    let wanted = command
+        .platform
+        .as_ref()
+        .or(action.platform.as_ref())
+        .and_then(|p| {
+            p.properties
+                .iter()
+                .find(|p| p.name == action::TOOLCHAIN_PROPERTY)
+        })
+        .map(|p| p.value.clone());
+    match wanted {
+        Some(t) if t != w.toolchain_id => Err(Refusal::Precondition(format!(
+            "refused: the action wants the toolchain {}, this worker has {}",
+            text::message(&t),
+            w.toolchain_id
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The action's `timeout`, within the worker's `--max-timeout` (which is also the limit of an
+/// action that sets none).
+fn time_limit(w: &Worker, action: &re::Action) -> Result<Option<Duration>, Refusal> {
+    let own = match &action.timeout {
+        None => None,
+        Some(t) if t.seconds < 0 || t.nanos < 0 || (t.seconds == 0 && t.nanos == 0) => {
+            return Err(Refusal::Invalid(format!(
+                "the action's timeout ({} s, {} ns) is not a positive duration",
+                t.seconds, t.nanos
+            )))
+        }
+        Some(t) => Some(Duration::new(t.seconds as u64, t.nanos as u32)),
+    };
+    Ok(match (own, w.max_timeout) {
+        (Some(a), Some(m)) => Some(a.min(m)),
+        (a, m) => a.or(m),
+    })
+}
+
+/// Bytes free for this user on the file system of `dir` (`None`: unknown).
+fn free_space(dir: &Path) -> Option<u64> {
+    let s = rustix::fs::statvfs(dir).ok()?;
+    Some(s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+/// Run the compile in `dir`: its end (`None`: it could not start), stdout and stderr.
+fn compile(w: &Worker, c: &Checked, dir: &Path, cancel: &Cancel) -> (Option<End>, Tail, Tail) {
+    let args = &c.args;
+    let (program, mut argv): (PathBuf, Vec<String>) = match &w.with {
+        With::Toolchain(t) => {
+            let mut a: Vec<String> = args[1..].to_vec();
+            a.push("--toolchain".into());
+            a.push(t.clone());
+            (
+                std::env::current_exe().unwrap_or_else(|_| PathBuf::from("nxcc")),
+                a,
+            )
+        }
+        With::Compiler(p) => (p.clone(), args[1..].to_vec()),
+    };
+    if matches!(w.with, With::Toolchain(_)) {
+        argv.push("--logfile".into());
+        argv.push("log-neuron-cc.txt".into());
+    }
+    let mut spec = Spec::new(&program, dir)
+        .args(argv.iter())
+        .timeout(c.timeout);
+    for (k, v) in &c.env {
+        spec = spec.env(k.clone(), v.clone());
+    }
+    let mut stdout = Tail::default();
+    let mut stderr = Tail::default();
+    let ran = process::run(
+        &spec,
+        &mut |stream, line| match stream {
+            process::Stream::Stdout => stdout.push(line),
+            process::Stream::Stderr => stderr.push(line),
+        },
+        cancel,
+    );
+    match ran {
+        Ok(o) => (Some(o.end), stdout, stderr),
+        Err(e) => {
+            stderr.push(&format!(
+                "nxcc worker: cannot run {}: {e}",
+                program.display()
+            ));
+            (None, stdout, stderr)
+        }
+    }
+}
+
+/// Store the streams and, after a success, the NEFF the compile wrote; the result.
+fn store(
+    remote: &Remote,
+    bot_id: &str,
+    dir: &Path,
+    exit_code: i32,
+    stdout: Tail,
+    stderr: Tail,
+) -> Result<re::ActionResult, Refusal> {
+    let mut blobs = Vec::new();
+    let (out_b, err_b) = (stdout.bytes(), stderr.bytes());
+    let (out_d, err_d) = (digest::of_bytes(&out_b), digest::of_bytes(&err_b));
+    blobs.push((out_d.clone(), Blob::Bytes(out_b)));
+    blobs.push((err_d.clone(), Blob::Bytes(err_b)));
+    let mut output_files = Vec::new();
+    if exit_code == 0 {
+        // The compile's own file: a regular file it created (the input root cannot hold one of
+        // this name), never followed through a link.
+        let neff = dir.join(OUTPUT);
+        let written = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&neff)
+            .and_then(|f| f.metadata())
+            .map(|m| m.is_file());
+        if let Ok(true) = written {
+            let d = digest::of_file(&neff).map_err(|e| {
+                Refusal::Internal(format!("cannot read the compile's {OUTPUT}: {e}"))
+            })?;
+            blobs.push((d.clone(), Blob::File(neff)));
+            output_files.push(re::OutputFile {
+                path: OUTPUT.into(),
+                digest: Some(d),
+                is_executable: false,
+                contents: Default::default(),
+                node_properties: None,
+            });
+        }
+    }
+    remote.upload_missing(&blobs).map_err(Refusal::from_cas)?;
+    Ok(re::ActionResult {
+        output_files,
+        exit_code,
+        stdout_digest: Some(out_d),
+        stderr_digest: Some(err_d),
+        execution_metadata: Some(re::ExecutedActionMetadata {
+            worker: bot_id.to_string(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// The memory estimate of the compile `args` (`compile <model> ...`) laid out in `dir`: the
+/// cache's estimate for its plan (recorded, similar, or the formula), as the daemon makes it.
+fn estimate_of(w: &Worker, dir: &Path, args: &[String]) -> u64 {
+    let engine = match &w.with {
+        With::Compiler(p) => Engine::external(p),
+        With::Toolchain(_) => Engine::Pipeline,
+    };
+    let mut argv: Vec<String> = args.to_vec();
+    if let With::Toolchain(t) = &w.with {
+        argv.push("--toolchain".into());
+        argv.push(t.clone());
+    }
+    let planned = match crate::cli::parse(PROGRAM, &argv) {
+        Ok(crate::cli::Command::Compile(c)) => {
+            crate::plan::build(&c, &crate::plan::SystemProbe::at(dir)).ok()
+        }
+        _ => None,
+    };
+    let size = std::fs::metadata(dir.join(&args[1]))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let key = planned
+        .as_ref()
+        .and_then(|p| crate::cache::Key::compute(p, &engine).ok());
+    match key {
+        Some(k) => crate::cache::estimate(None, &k).bytes,
+        None => crate::cache::estimate::formula_estimate(
+            &crate::cache::features::Features::of_size(size),
+        ),
+    }
+}
+
+/// The last [`OUTPUT_KEEP`] bytes of a stream, whole lines.
+#[derive(Default)]
+pub struct Tail {
+    lines: std::collections::VecDeque<String>,
+    bytes: usize,
+}
+
+impl Tail {
+    /// Add a line.
+    pub fn push(&mut self, line: &str) {
+        self.bytes += line.len() + 1;
+        self.lines.push_back(line.to_string());
+        while self.bytes > OUTPUT_KEEP {
+            match self.lines.pop_front() {
+                Some(l) => self.bytes -= l.len() + 1,
+                None => break,
+            }
+        }
+    }
+
+    /// The kept lines, each ended by a newline.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut s = String::with_capacity(self.bytes);
+        for l in &self.lines {
+            s.push_str(l);
+            s.push('\n');
+        }
+        s.into_bytes()
+    }
+}

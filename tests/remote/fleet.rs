@@ -1,0 +1,297 @@
+//! A fleet across hosts: network namespaces the test makes — a server host, three worker hosts
+//! and a client host, each with its own address on a bridge in 198.18.0.0/24 (the benchmarking
+//! range) in a namespace of its own, and no route anywhere else — running
+//! `parallel-compile --remote` over 24 models while one worker host is killed mid-action, another
+//! is frozen (SIGSTOP: its lease expires and the action runs elsewhere) and the server is
+//! restarted (its queue and CAS lost). Where namespaces cannot be made, the test fails saying
+//! why.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::buildgrid::{model_variant, text, wait_limited, Client, Launch, Server, Worker};
+
+const LIMIT: Duration = Duration::from_secs(240);
+
+/// The hosts, in address order (198.18.0.1, .2, ...).
+const HOSTS: [&str; 5] = ["server", "w1", "w2", "w3", "client"];
+
+/// Network namespaces made by the test, removed (with whatever runs in them) when dropped.
+struct Fleet {
+    tag: String,
+    made: Vec<String>,
+}
+
+fn ip(args: &[&str]) -> Result<String, String> {
+    let o = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run ip: {e}"))?;
+    if o.status.success() {
+        Ok(text(&o.stdout))
+    } else {
+        Err(format!("ip {}: {}", args.join(" "), text(&o.stderr).trim()))
+    }
+}
+
+impl Fleet {
+    /// The namespaces, the bridge and the links; the reason when they cannot be made.
+    fn make() -> Result<Fleet, String> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let tag = format!(
+            "nxf{}{}",
+            std::process::id() % 100_000,
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        );
+        let mut f = Fleet {
+            tag,
+            made: Vec::new(),
+        };
+        let sw = f.ns("switch");
+        ip(&["netns", "add", &sw])?;
+        f.made.push(sw.clone());
+        ip(&["-n", &sw, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", &sw, "link", "set", "br0", "up"])?;
+        for (i, host) in HOSTS.iter().enumerate() {
+            let ns = f.ns(host);
+            ip(&["netns", "add", &ns])?;
+            f.made.push(ns.clone());
+            let port = format!("{}{i}", f.tag);
+            ip(&[
+                "link", "add", &port, "netns", &sw, "type", "veth", "peer", "name", "eth0",
+                "netns", &ns,
+            ])?;
+            ip(&["-n", &sw, "link", "set", &port, "master", "br0"])?;
+            ip(&["-n", &sw, "link", "set", &port, "up"])?;
+            let addr = format!("{}/24", Fleet::address(host));
+            ip(&["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
+            ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            let routes = ip(&["-n", &ns, "route", "show"])?;
+            if routes.contains("default") || routes.lines().count() != 1 {
+                return Err(format!("{ns} has routes beyond its bridge: {routes}"));
+            }
+        }
+        Ok(f)
+    }
+
+    fn ns(&self, host: &str) -> String {
+        format!("{}-{host}", self.tag)
+    }
+
+    fn address(host: &str) -> String {
+        let i = HOSTS.iter().position(|h| *h == host).unwrap();
+        format!("198.18.0.{}", i + 1)
+    }
+
+    /// Send `sig` to every process of a host.
+    fn signal(&self, host: &str, sig: i32) {
+        let pids = ip(&["netns", "pids", &self.ns(host)]).unwrap_or_default();
+        for p in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            unsafe { libc::kill(p, sig) };
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for ns in self.made.iter().rev() {
+            let pids = ip(&["netns", "pids", ns]).unwrap_or_default();
+            for p in pids
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+            {
+                unsafe {
+                    libc::kill(p, libc::SIGKILL);
+                    libc::kill(p, libc::SIGCONT);
+                }
+            }
+            let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
+
+/// The ids of the leases a worker's log says started and did not finish.
+fn running_leases(log: &str) -> BTreeSet<String> {
+    let id = |l: &str, after: &str| {
+        l.split(after)
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .map(str::to_string)
+    };
+    let mut running = BTreeSet::new();
+    for l in log.lines() {
+        if l.contains(" started (running: ") {
+            running.extend(id(l, ": lease "));
+        }
+        if l.contains(" finished with exit status") {
+            if let Some(i) = id(l, ": lease ") {
+                running.remove(&i);
+            }
+        }
+    }
+    running
+}
+
+/// Wait until `what` holds (a failure naming it after [`LIMIT`]).
+fn until(what: &str, mut cond: impl FnMut() -> bool, context: impl Fn() -> String) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < LIMIT, "never: {what}\n{}", context());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_fleet_across_hosts_survives_a_killed_worker_a_frozen_one_and_a_server_restart() {
+    let fleet = match Fleet::make() {
+        Ok(f) => f,
+        Err(why) => panic!(
+            "the fleet test cannot run here (it needs root, iproute2 and network namespaces): {why}"
+        ),
+    };
+    // The models, and each compiled here the reference way (to model.neff), meanwhile.
+    let c = Client::new();
+    let graphs = c.path().join("graphs");
+    std::fs::create_dir(&graphs).unwrap();
+    let models: Vec<Vec<u8>> = (0..24)
+        .map(|i| model_variant(&format!("fleet-{i}"), 8))
+        .collect();
+    for (i, m) in models.iter().enumerate() {
+        std::fs::write(graphs.join(format!("g{i:02}.pb")), m).unwrap();
+    }
+    let references = std::thread::spawn({
+        let models = models.clone();
+        move || {
+            models
+                .iter()
+                .map(|m| {
+                    let local = Client::new();
+                    std::fs::write(local.path().join("m.pb"), m).unwrap();
+                    let o = local.run(
+                        &[
+                            "compile",
+                            "m.pb",
+                            "--target",
+                            "trn2",
+                            "--toolchain",
+                            "sim",
+                            "--output",
+                            "model.neff",
+                        ],
+                        &[],
+                        LIMIT,
+                    );
+                    assert!(o.status.success(), "{}", text(&o.stderr));
+                    std::fs::read(local.path().join("model.neff")).unwrap()
+                })
+                .collect::<Vec<_>>()
+        }
+    });
+
+    let mut server = Server::launch(Launch {
+        host: Some(Fleet::address("server")),
+        port: Some(50061),
+        netns: Some(fleet.ns("server")),
+        ..Default::default()
+    });
+    let url = server.url();
+    let slots = ["--max-concurrent", "2"];
+    let w1 = Worker::start_in(Some(&fleet.ns("w1")), &url, "w1", &slots, &[]);
+    let w2 = Worker::start_in(Some(&fleet.ns("w2")), &url, "w2", &slots, &[]);
+    let w3 = Worker::start_in(Some(&fleet.ns("w3")), &url, "w3", &slots, &[]);
+    let logs = || format!("w1:\n{}\nw2:\n{}\nw3:\n{}", w1.log(), w2.log(), w3.log());
+
+    let mut cmd = c.nxcc_in(
+        Some(&fleet.ns("client")),
+        &[
+            "parallel-compile",
+            "graphs",
+            "--output-dir",
+            "out",
+            "--jobs",
+            "24",
+            "--no_cache",
+            "--remote",
+            &url,
+            "--",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+        ],
+    );
+    cmd.env("NXCC_SIM_WAIT_MS", "hlo2penguin:2000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut client = cmd.spawn().unwrap();
+
+    // A worker host dies mid-action; another freezes mid-action.
+    until(
+        "w1 runs an action",
+        || !running_leases(&w1.log()).is_empty(),
+        logs,
+    );
+    let lost = running_leases(&w1.log());
+    fleet.signal("w1", libc::SIGKILL);
+    until(
+        "w2 runs an action",
+        || !running_leases(&w2.log()).is_empty(),
+        logs,
+    );
+    let frozen = running_leases(&w2.log());
+    fleet.signal("w2", libc::SIGSTOP);
+    // Their leases expire; the actions run on w3.
+    for id in lost.iter().chain(&frozen) {
+        let done = format!("lease {id} finished with exit status 0");
+        until(
+            &format!("lease {id} completes on w3"),
+            || w3.log().contains(&done),
+            logs,
+        );
+    }
+    fleet.signal("w2", libc::SIGCONT);
+
+    // The server restarts while compiles are under way; the client's retries carry them.
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "the compiles ended before the server restart"
+    );
+    server.restart();
+    let o = wait_limited(client, LIMIT);
+    assert!(
+        o.status.success(),
+        "{}\n{}\n{}\nserver:\n{}",
+        text(&o.stdout),
+        text(&o.stderr),
+        logs(),
+        server.log()
+    );
+    let references = references.join().unwrap();
+    for (i, reference) in references.iter().enumerate() {
+        let got = std::fs::read(c.path().join(format!("out/g{i:02}.neff")))
+            .unwrap_or_else(|e| panic!("g{i:02}.neff was lost: {e}"));
+        assert!(
+            &got == reference,
+            "g{i:02}.neff differs from its local compile"
+        );
+        let log = std::fs::read_to_string(c.path().join(format!("out/g{i:02}.log"))).unwrap();
+        assert_eq!(
+            log.matches("Downloaded the NEFF").count(),
+            1,
+            "g{i:02}.neff was not written exactly once:\n{log}"
+        );
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(c.path().join("out"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
