@@ -67,6 +67,20 @@ impl Compiled {
     }
 }
 
+/// [`compile`] without a cache or a remote server: what a caller below this layer is handed as
+/// its entry point ([`crate::engine::strategy::Entry`]: `nxcc worker`).
+pub fn here(plan: &Plan, options: Options<'_>, engine: &Engine) -> CompileResult {
+    compile(Request {
+        plan,
+        options,
+        engine,
+        cache: CacheConfig::off(),
+        key: None,
+        remote: None,
+    })
+    .result
+}
+
 /// Compile (see the module documentation).
 pub fn compile(request: Request) -> Compiled {
     let Request {

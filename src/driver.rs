@@ -199,7 +199,8 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),
         "daemon" => crate::daemon::main(prog, args),
-        "worker" => crate::remote::worker::main(prog, args),
+        // The bot compiles each action through the one entry point, handed down to it.
+        "worker" => crate::remote::worker::main(prog, args, crate::compile::here),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

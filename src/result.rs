@@ -37,6 +37,8 @@ pub enum CancelReason {
     ClientGone,
     /// Whoever runs the compile stopped it (a batch, a lease, a caller of the library).
     Stopped,
+    /// Its time limit passed (a remote action's `timeout`).
+    TimeLimit,
 }
 
 /// What failed.
@@ -210,6 +212,9 @@ impl Status {
                 "cancelled (its client went away)".into()
             }
             Status::Cancelled(CancelReason::Stopped) => "cancelled".into(),
+            Status::Cancelled(CancelReason::TimeLimit) => {
+                "cancelled (its time limit passed)".into()
+            }
         }
     }
 }

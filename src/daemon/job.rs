@@ -6,7 +6,7 @@
 //! Every line the compile prints goes to an [`Emit`] (the `/v1/compile` stream, or nowhere: the
 //! compile's log file in its working directory has them all), and so does every worker event.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,10 +18,8 @@ use crate::cli::{self, Command};
 use crate::engine::events::Event;
 use crate::engine::log::Console;
 use crate::engine::session::{Cancellation, Options};
-use crate::plan::probe::ModelFacts;
-use crate::plan::{self, dryrun, PlanError, Probe, SystemProbe};
+use crate::plan::{self, dryrun, PlanError, RequestProbe, SystemProbe};
 use crate::result::{CancelReason, Environment, Failure, Status};
-use crate::toolchain::{Request as ToolchainRequest, Toolchain};
 
 /// A compile request, as the HTTP layer validated it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,37 +187,6 @@ pub struct Context<'a> {
     pub fork_server: Option<&'a Arc<crate::forkserver::ForkServer>>,
 }
 
-/// The plan's view of the world for a request: the system's, launched in the working directory,
-/// with the request's environment over the daemon's (as the worker will see it).
-struct RequestProbe<'a> {
-    system: SystemProbe,
-    env: &'a [(String, String)],
-}
-
-impl Probe for RequestProbe<'_> {
-    fn launch_dir(&self) -> &Path {
-        self.system.launch_dir()
-    }
-    fn env(&self, name: &str) -> Option<String> {
-        match self.env.iter().rev().find(|(k, _)| k == name) {
-            Some((_, v)) => Some(v.clone()),
-            None => self.system.env(name),
-        }
-    }
-    fn model(&self, path: &Path) -> Option<ModelFacts> {
-        self.system.model(path)
-    }
-    fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
-        self.system.model_graph(path)
-    }
-    fn toolchain(&self, request: &ToolchainRequest) -> Option<Toolchain> {
-        self.system.toolchain(request)
-    }
-    fn cpu_count(&self) -> usize {
-        self.system.cpu_count()
-    }
-}
-
 /// The command line for `cli::parse`: the arguments as given when they already name the
 /// subcommand (`compile ...`, `--target=trn1 compile ...`), else with `compile` in front.
 pub fn command_line(argv: &[String]) -> Vec<String> {
@@ -322,9 +289,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         Err(e) => return fail(emit_ref, Status::Failed(Failure::Usage), &e.render(), None),
     };
     let probe = RequestProbe {
-        system: SystemProbe {
-            launch_dir: wd.clone(),
-        },
+        system: SystemProbe::at(wd),
         env: &req.env,
     };
     let plan = match plan::build(&args, &probe) {
@@ -395,6 +360,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn v(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()

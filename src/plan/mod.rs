@@ -25,7 +25,7 @@ use crate::recon::plan::{self as recon, FilterAction, StateError};
 use crate::toolchain::{Request, Toolchain};
 
 pub use normalise::Derived;
-pub use probe::{ModelFacts, Probe, StaticProbe, SystemProbe};
+pub use probe::{ModelFacts, Probe, RequestProbe, StaticProbe, SystemProbe};
 
 /// The environment variable that supplies `--target` when it is not given (the ecosystem's).
 pub const TARGET_OVERRIDE_ENV: &str = "NEURON_PLATFORM_TARGET_OVERRIDE";
