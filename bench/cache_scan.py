@@ -22,9 +22,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import pairs  # noqa: E402  (bench/pairs.py: the timing tool of the benchmarks)
 NXCC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
 RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 7
 BASE = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
@@ -33,19 +34,11 @@ SIZES = [100, 1000, 10000]
 
 
 def timed(argv, cwd=None):
-    """(wall seconds, peak RSS KiB) of one run of argv: the wall time around /usr/bin/time, the
-    peak RSS as /usr/bin/time reports it (the process's own, not this script's: a child forked
-    from Python would start with Python's memory counted)."""
-    out = os.path.join(tempfile.gettempdir(), f"nxcc-bench-time-{os.getpid()}")
-    t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-o", out, "-f", "%M"] + argv, cwd=cwd,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - t
-    if p.returncode != 0:
-        raise SystemExit(f"{argv} exited {p.returncode}")
-    with open(out) as f:
-        rss = int(f.read().split()[-1])
-    os.remove(out)
+    """(wall seconds, peak RSS KiB) of one run of argv, measured by bench/pairs.py (through
+    bench/peak.c: the process's own peak, not this script's)."""
+    wall, _, rss, code = pairs.measure(argv, cwd=cwd)
+    if code != 0:
+        raise SystemExit(f"{argv} exited {code}")
     return wall, rss
 
 

@@ -2,7 +2,7 @@
 """Whole-process benchmarks of the HLO reader (figures in BENCHMARKS.md):
 
 1. `nxcc hlo-info --json` on two generated 50 MB binary HloModuleProtos against reading the same
-   file (`cat FILE > /dev/null`), paired and interleaved by farm-bench in one run: one made of
+   file (`cat FILE > /dev/null`), paired and interleaved by bench/pairs.py in one run: one made of
    500,000 instructions, one whose size is its weights (12 constants of 4 MiB);
 2. `nxcc compile <the zoo's largest model> --dry-run=json` (which reads the model's graph) against
    the same dry run of a directory holding that file (a directory's graph is not read), paired.
@@ -93,7 +93,9 @@ def weights(path):
 
 
 def farm(a, b):
-    subprocess.run(["farm-bench", "-n", RUNS, "--warmup", "2", "--vs", b, "--"] + a, check=True)
+    pairs = os.path.join(ROOT, "bench", "pairs.py")
+    subprocess.run([sys.executable, pairs, "-n", RUNS, "--warmup", "2", "--vs", b, "--"] + a,
+                   check=True)
 
 
 def main():

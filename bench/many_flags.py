@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Planning with 10,000 occurrences of one repeatable option, whole process, timed by farm-bench
-with two commands interleaved.
+"""Planning with 10,000 occurrences of one repeatable option, whole process, timed by
+bench/pairs.py with two commands interleaved.
 
 `--skip-pass` (append: a list) and `--tensorizer-options` (occurrences joined with a space), for a
 build against a baseline build; then `--skip-pass` against 10,000 `--target` (store: the
@@ -40,7 +40,8 @@ def main():
 
         def bench(label, a, b, runs):
             print(f"## {label}", flush=True)
-            subprocess.run(["farm-bench", "-n", str(runs), "--timeout", "300",
+            pairs = os.path.join(ROOT, "bench", "pairs.py")
+            subprocess.run([sys.executable, pairs, "-n", str(runs),
                             "--vs", "sh -c " + shlex.quote(b), "--", "sh", "-c", a], check=True)
 
         for opt in ("skip-pass", "tensorizer-options"):

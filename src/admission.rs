@@ -1,5 +1,5 @@
-//! Admission control for many compiles at once (07, 06): the one policy that decides when a
-//! waiting compile starts, used by `parallel-compile` and the daemon.
+//! Admission control for many compiles at once (spec 07-cache-parallel.md, 06-daemon.md): the one
+//! policy that decides when a waiting compile starts, used by `parallel-compile` and the daemon.
 //!
 //! At most `max` compiles run at a time and, with a memory budget, a compile starts only while
 //! the estimated peak memory of the running compiles plus its own fits. A compile whose estimate

@@ -5,14 +5,17 @@
 //! stack of cache layers over one way of running the plan ([`Stack`]), composed here and
 //! nowhere else ([`compile`]):
 //!
-//! 1. the local store ([`LocalStore`]), outermost (it answers a hit before anything else is
-//!    asked; it is off when the configuration says so);
-//! 2. with `--remote-cache`, the server's action cache ([`ActionCache`]);
-//! 3. the way the plan runs: with `--remote`, remote execution ([`Execution`]); else the
+//! 1. the local store's lookup ([`LocalStore`]), outermost (it answers a hit before anything
+//!    else is asked; it is off when the configuration says so);
+//! 2. the read-only secondary caches (`--cache-secondary`, [`crate::cache::layer::Secondaries`]);
+//! 3. the local store's miss ([`crate::cache::layer::Keep`]: explained, counted, compiled under
+//!    the key's lock and stored, unless the cache is read-only or hit-only);
+//! 4. with `--remote-cache`, the server's action cache ([`ActionCache`]);
+//! 5. a hit-only cache's refusal of a miss ([`crate::cache::layer::HitOnly`]), innermost;
+//! 6. the way the plan runs: with `--remote`, remote execution ([`Execution`]); else the
 //!    [`Engine`] — nxcc's pipeline, or an external compiler.
 //!
-//! A cache layer to come (a read-only secondary store, the framework's cache) is one more entry
-//! in the layer list.
+//! A cache layer to come (the framework's cache) is one more entry in the layer list.
 
 use std::path::PathBuf;
 
@@ -110,10 +113,12 @@ pub fn compile(request: Request) -> Compiled {
             address: &r.address,
             engine,
         });
-    let mut layers: Vec<&dyn Layer> = vec![&store];
+    let (secondaries, keep, hit_only) = (store.secondaries(), store.keep(), store.hit_only());
+    let mut layers: Vec<&dyn Layer> = vec![&store, &secondaries, &keep];
     if let Some(c) = &remote_cache {
         layers.push(c);
     }
+    layers.push(&hit_only);
     let base: &dyn Strategy = match &execution {
         Some(e) => e,
         None => engine,

@@ -126,7 +126,17 @@ fn compile(args: &cli::CompileArgs) -> i32 {
     };
     let plan = match plan::build(args, &probe) {
         Ok(p) => p,
-        Err(e) => return report_plan_error(&e),
+        Err(e) => {
+            let status = report_plan_error(&e);
+            if args.model_files.len() > 1 {
+                err(&args
+                    .hints
+                    .iter()
+                    .map(|h| format!("{h}\n"))
+                    .collect::<String>());
+            }
+            return status;
+        }
     };
     match plan.ns.str(Dest::DryRun) {
         Some("json") => {

@@ -297,6 +297,28 @@ impl NccError {
     }
 }
 
+impl NccError {
+    /// NCC_EDRV115: a hit-only cache (`--cache-mode hit-only`) has no entry for the compile
+    /// (`why` names what differs from the nearest entry).
+    pub fn cache_miss_refused(dir: impl fmt::Display, why: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV115",
+            format!("No cached NEFF for this compile in the hit-only cache {dir}, and a hit-only cache never compiles: {why}"),
+            "Compile it where compiles may run (nxcc cache explain -- ARGS says what differs), or use --cache-mode read-write.",
+        )
+    }
+
+    /// NCC_EDRV116: a cache setting that does not read (a flag's value, the cache's
+    /// configuration).
+    pub fn cache_setting(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV116",
+            format!("Invalid cache setting: {cause}"),
+            "Fix the value (nxcc compile --help-hidden lists the cache flags; nxcc cache config shows the cache's configuration).",
+        )
+    }
+}
+
 impl fmt::Display for NccError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.code {

@@ -7,7 +7,7 @@
 //! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
 //! table assigns them and `tests/layers.rs` checks every `crate::` path against it):
 //! 0. [`error`], [`shell`], [`npy`], [`provenance`], [`fsx`] (atomic files, unique names,
-//!    directories walked without following links);
+//!    directories walked without following links), [`words`] (counts with their nouns);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`];
 //! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated toolchain's seam, [`toolchain::Simulator`]),
@@ -62,6 +62,7 @@ pub mod shell;
 pub mod shim;
 pub mod sim;
 pub mod toolchain;
+pub mod words;
 
 /// nxcc's own version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

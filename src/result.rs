@@ -12,6 +12,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::EXIT_COMPILE_FAILED;
+
+/// The exit status of a compile a hit-only cache refused (EX_UNAVAILABLE: no NEFF is available
+/// and none may be made).
+pub const EXIT_CACHE_MISS: i32 = 69;
 use crate::run::signals::{exit_status_for, signal_text};
 
 /// How a compile ended.
@@ -86,6 +90,9 @@ pub enum Failure {
     Plan,
     /// The remote server.
     Remote(RemoteFailure),
+    /// A hit-only cache had no entry for the compile, and a hit-only cache never compiles
+    /// (exit status 69, EX_UNAVAILABLE).
+    CacheMiss,
     /// nxcc itself could not do its part.
     Internal,
 }
@@ -177,6 +184,7 @@ impl Status {
         match self {
             Status::Succeeded => 0,
             Status::Failed(Failure::Usage) => 2,
+            Status::Failed(Failure::CacheMiss) => EXIT_CACHE_MISS,
             Status::Failed(_) => EXIT_COMPILE_FAILED,
             Status::Interrupted(sig) => exit_status_for(*sig),
             Status::Cancelled(_) => exit_status_for(libc::SIGTERM),
@@ -243,6 +251,7 @@ impl Failure {
             Failure::Usage => "a usage error".into(),
             Failure::Plan => "the compile could not be planned".into(),
             Failure::Remote(r) => format!("the remote server: {r:?}"),
+            Failure::CacheMiss => "a miss of a hit-only cache".into(),
             Failure::Internal => "an internal error".into(),
         }
     }

@@ -73,6 +73,29 @@ impl Toolchain {
             .find(|c| is_executable(c))
     }
 
+    /// Why `tool` does not resolve here, for a message: the toolchain directory does not exist
+    /// (or is not a directory), or neither place a tool is looked for holds it.
+    pub fn why_missing(&self, tool: &str) -> String {
+        match std::fs::metadata(&self.bin) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
+                "the toolchain directory {} does not exist",
+                self.bin.display()
+            ),
+            Err(e) => format!(
+                "the toolchain directory {} cannot be read: {e}",
+                self.bin.display()
+            ),
+            Ok(m) if !m.is_dir() => {
+                format!("the toolchain {} is not a directory", self.bin.display())
+            }
+            Ok(_) => format!(
+                "no executable {tool} in {} or {}",
+                self.bin.join("private").display(),
+                self.bin.display()
+            ),
+        }
+    }
+
     /// Where a tool would be, without checking it exists (for a simulated toolchain laid out at
     /// run time).
     pub fn expected(&self, tool: &str) -> PathBuf {

@@ -370,6 +370,61 @@ fn gc_evicts_least_recently_used_first_and_leaves_a_consistent_cache() {
     assert_eq!(stats(&s)["entries"], 0);
 }
 
+/// Every file under `dir` whose name ends with `suffix`.
+fn files_ending(dir: &std::path::Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            found.extend(files_ending(&p, suffix));
+        } else if p.to_string_lossy().ends_with(suffix) {
+            found.push(p);
+        }
+    }
+    found
+}
+
+#[test]
+fn gc_takes_an_evicted_entry_s_lock_along_and_says_what_it_did_in_words() {
+    let s = Scratch::new();
+    let o = s.run(&compile_args("out.neff", &[]));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // A compile's holder removes its lock when done; a free lock file beside the entry (as an
+    // older nxcc or a compile killed before its release leaves one) goes with the entry.
+    assert!(files_ending(&s.join("cache"), ".lock").is_empty());
+    let entry = entry_neff(&s).parent().unwrap().to_path_buf();
+    let lock = entry.with_file_name(format!(
+        "{}.lock",
+        entry.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::File::create(&lock).unwrap();
+    let o = s.run(&["cache", "gc", "--max-size", "0", "--cache_dir", "cache"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let said = text(&o.stdout);
+    assert!(said.starts_with("evicted 1 entry ("), "{said}");
+    assert!(said.ends_with("; 0 entries left (0 bytes)\n"), "{said}");
+    assert!(files_ending(&s.join("cache"), ".lock").is_empty());
+    // Nothing is left for the next one to clean up.
+    let o = s.run(&["cache", "gc", "--max-size", "0", "--cache_dir", "cache"]);
+    assert_eq!(
+        text(&o.stdout),
+        "evicted 0 entries (0 bytes); 0 entries left (0 bytes)\n"
+    );
+    // What gc removes besides entries is named for what it is.
+    let stale = s.join(&format!("cache/nxcc-v1/ab/.tmp-{}-1-2-3", "ab".repeat(32)));
+    std::fs::create_dir_all(&stale).unwrap();
+    let o = s.run(&["cache", "gc", "--max-size", "0", "--cache_dir", "cache"]);
+    assert_eq!(
+        text(&o.stdout),
+        "evicted 0 entries (0 bytes); 0 entries left (0 bytes); removed 1 stale file no compile uses (unfinished entries, free locks)\n"
+    );
+    let o = s.run(&["cache", "verify", "--cache_dir", "cache"]);
+    assert_eq!(
+        text(&o.stdout),
+        "checked 0 entries: 0 ok, 0 failed compiles, 0 corrupt\n"
+    );
+}
+
 #[test]
 fn a_plan_whose_product_is_not_just_the_neff_compiles_without_the_cache() {
     let s = Scratch::new();

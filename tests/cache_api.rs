@@ -51,6 +51,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         sole_compile: false,
         install_signals: false,
         fork_server: None,
+        work_root: None,
     };
     let done = nxcc::compile::compile(Request {
         plan,

@@ -442,8 +442,9 @@ fn a_linked_lock_or_estimate_index_never_creates_or_changes_a_file_outside() {
         .path();
     // A dangling lock link, an index link to a file outside; then a compile of the same key.
     std::fs::remove_dir_all(&entry).unwrap();
+    // (A compile removes its lock file when it is done: none is left here.)
     let lock = shard.join(format!("{key}.lock"));
-    std::fs::remove_file(&lock).unwrap();
+    assert!(!lock.exists());
     let target = s.join("outside/created-by-the-lock");
     std::fs::create_dir_all(target.parent().unwrap()).unwrap();
     symlink(&target, &lock).unwrap();
@@ -457,7 +458,8 @@ fn a_linked_lock_or_estimate_index_never_creates_or_changes_a_file_outside() {
     assert!(err.contains("memory estimate"), "{err}");
     assert!(!target.exists(), "the lock link's target was created");
     appended.untouched_and_unread();
-    assert!(std::fs::symlink_metadata(&lock).unwrap().is_file());
+    // The link is gone (and the lock made in its place was removed when released).
+    assert!(std::fs::symlink_metadata(&lock).is_err());
     // The whole index directory a link: the same.
     let outside_index = s.join("outside/index");
     std::fs::create_dir_all(&outside_index).unwrap();
@@ -502,8 +504,11 @@ fn what_the_cache_creates_is_no_wider_than_the_umask() {
         entry.clone(),
         entry.join("model.neff"),
         entry.join("meta.json"),
-        shard.join(format!("{key}.lock")),
+        s.join("cache/nxcc-v1/counters"),
+        s.join("cache/nxcc-v1/near"),
     ];
+    // (The key's lock file is removed when released; its mode is the umask's, as these.)
+    assert!(!shard.join(format!("{key}.lock")).exists());
     for p in &made {
         let mode = std::fs::metadata(p).unwrap().mode() & 0o777;
         assert_eq!(mode & 0o077, 0, "{} has mode {mode:04o}", p.display());

@@ -53,6 +53,14 @@ fn help_surfaces_show_the_right_options() {
     let compile = top.find("compile").unwrap();
     assert!(top.find("list-operators").unwrap() > compile);
     assert!(top.find("neff-info").unwrap() > top.find("list-operators").unwrap());
+    // Every action of `nxcc cache` is named, `clean` too.
+    let words: Vec<&str> = top.split_whitespace().collect();
+    assert!(
+        words.join(" ").contains(
+            "the compile cache (stats, verify, gc, clear; clean for the framework's cache)"
+        ),
+        "{top}"
+    );
 }
 
 #[test]
@@ -222,4 +230,225 @@ fn durations_out_of_range_are_usage_errors() {
         ]);
         assert_eq!(out.status.code(), Some(0), "{good}: {}", text(&out.stderr));
     }
+}
+
+/// Every `--opt[=` an nxcc help surface shows: nxcc's own optional-value options.
+fn gnu_optionals(help: &str) -> Vec<String> {
+    let mut found: Vec<String> = help
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter_map(|w| w.trim_start_matches('[').split_once("[="))
+        .map(|(opt, _)| opt.to_string())
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn nxcc_s_own_optional_values_show_gnu_notation_and_hint_a_separated_value() {
+    // Every nxcc-own `nargs='?'` option of the flag table, and of every subcommand, says in its
+    // help that the value is attached with `=`; argparse's `[VALUE]` is left to the original's.
+    let own: Vec<&str> = nxcc::cli::flags::FLAGS
+        .iter()
+        .filter(|f| {
+            f.is_nxcc_own() && matches!(f.action, nxcc::cli::flags::Action::StoreOptional { .. })
+        })
+        .map(|f| f.spelling)
+        .collect();
+    assert_eq!(own, ["--dry-run", "--timings"]);
+    let compile = text(&nxcc(&["compile", "--help-hidden"]).stdout);
+    assert_eq!(gnu_optionals(&compile), ["--dry-run", "--timings"]);
+    assert!(compile.contains("[--dry-run[={text,json}]]"), "{compile}");
+    assert!(compile.contains("[--timings[=FILE]]"), "{compile}");
+    assert!(compile.contains("\n  --timings[=FILE]  "), "{compile}");
+    assert!(!compile.contains("--timings [") && !compile.contains("--dry-run ["));
+    let mut subcommand_optionals = Vec::new();
+    for sub in [
+        "neff-info",
+        "hlo-info",
+        "parallel-compile",
+        "cache",
+        "daemon",
+        "toolchain",
+        "shim",
+        "worker",
+    ] {
+        let help = text(&nxcc(&[sub, "--help"]).stdout);
+        assert!(
+            help.starts_with(&format!("usage: nxcc {sub}")),
+            "{sub}: {help}"
+        );
+        // argparse's notation for an optional value (`--x [X]`) appears nowhere in nxcc's own.
+        assert!(
+            !help
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| {
+                    w[0].trim_start_matches('[').starts_with("--")
+                        && w[1].starts_with('[')
+                        && w[1].ends_with(']')
+                        && !w[1].contains("...")
+                        && w[1][1..]
+                            .chars()
+                            .next()
+                            .is_some_and(|c| c.is_ascii_uppercase() || c == '{')
+                }),
+            "{sub}: {help}"
+        );
+        subcommand_optionals.extend(
+            gnu_optionals(&help)
+                .into_iter()
+                .map(|o| format!("{sub} {o}")),
+        );
+    }
+    assert_eq!(subcommand_optionals, ["parallel-compile --neuron-cache"]);
+    assert!(text(&nxcc(&["parallel-compile", "--help"]).stdout).contains("--neuron-cache[=DIR]"));
+
+    // A value written after a space is pointed to its `=` form, for each of them.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("m.hlo"),
+        b"HloModule m\nENTRY e { ROOT p = f32[4] parameter(0) }\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nxcc"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("NXCC_TOOLCHAIN")
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "compile",
+        "m.hlo",
+        "--target",
+        "trn2",
+        "--dry-run",
+        "--timings",
+        "t1.html",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("the following argument(s) are unrecognized: t1.html."),
+        "{err}"
+    );
+    assert!(
+        err.ends_with("\nt1.html: did you mean `--timings=t1.html`? (--timings takes its value only after `=`)\n"),
+        "{err}"
+    );
+    // The word taken as a second model file: the original's error, then the same hint.
+    let out = run(&[
+        "compile",
+        "--timings",
+        "t1.html",
+        "m.hlo",
+        "--target",
+        "trn2",
+        "--dry-run",
+    ]);
+    assert_eq!(out.status.code(), Some(70));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("[ERROR] [NCC_DRV017] XLA flow only takes 1 model file"),
+        "{err}"
+    );
+    assert!(err.ends_with("t1.html: did you mean `--timings=t1.html`? (--timings takes its value only after `=`)\n"), "{err}");
+    let out = run(&["compile", "m.hlo", "--target", "trn2", "--dry-run", "xml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).ends_with(
+            "\nxml: not a value of --dry-run, which takes only text or json (`--dry-run=json`)\n"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "parallel-compile",
+        "--neuron-cache",
+        "cachedir",
+        "m.hlo",
+        "--",
+        "--target",
+        "trn2",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).ends_with("\ncachedir: did you mean `--neuron-cache=cachedir`? (--neuron-cache takes its value only after `=`)\n"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The forms that work are unchanged: `=VALUE`, a bare option, `--dry-run json`.
+    let out = run(&[
+        "compile",
+        "m.hlo",
+        "--target",
+        "trn2",
+        "--dry-run",
+        "json",
+        "--timings=t1.html",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["args"]["timings"], "t1.html");
+}
+
+#[test]
+fn the_originals_optional_values_keep_argparses_rule() {
+    // An option of the original with `nargs='?'` takes the next word as its value, as argparse
+    // does, whatever it looks like; no hint is given.
+    let argv: Vec<String> = [
+        "compile",
+        "m.pb",
+        "--target",
+        "trn1",
+        "--internal-compiler-debug-mode",
+        "t1.html",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let nxcc::cli::Command::Compile(c) = nxcc::cli::parse("nxcc", &argv).unwrap() else {
+        panic!("not a compile")
+    };
+    assert_eq!(
+        c.ns.str(nxcc::cli::namespace::Dest::InternalCompilerDebugMode),
+        Some("t1.html")
+    );
+    assert_eq!(c.model_files, ["m.pb"]);
+    assert!(c.hints.is_empty());
+}
+
+#[test]
+fn a_plain_timings_says_on_the_console_where_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo");
+    std::fs::copy(model, dir.path().join("mlp.hlo")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args([
+            "compile",
+            "mlp.hlo",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+            "--output",
+            "m.neff",
+            "--timings",
+        ])
+        .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env_remove("NXCC_TOOLCHAIN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let timeline = dir.path().join("nxcc-timings.html");
+    assert!(timeline.is_file());
+    let console = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        console.contains(&format!("Wrote the timings to {}\n", timeline.display())),
+        "{console}"
+    );
 }

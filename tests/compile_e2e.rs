@@ -665,7 +665,20 @@ fn what_can_be_checked_is_checked_before_anything_is_created() {
     for (args, expected) in [
         (
             vec!["--toolchain", "/nonexistent", "--output", "o.neff"],
-            "[ERROR] [NCC_EDRV082] Could not find hlo2penguin - ",
+            "[ERROR] [NCC_EDRV082] Could not find hlo2penguin: the toolchain directory /nonexistent does not exist - ",
+        ),
+        (
+            vec!["--toolchain", "a-file", "--output", "o.neff"],
+            "is not a directory - ",
+        ),
+        (
+            vec!["--toolchain", "a-directory", "--output", "o.neff"],
+            "a-directory/private or ",
+        ),
+        // A directory no file can be made in (procfs, even for root).
+        (
+            vec!["--toolchain", "sim", "--output", "/proc/o.neff"],
+            "[ERROR] [NCC_EDRV111] Cannot write the output /proc/o.neff: no file can be made in /proc: ",
         ),
         (
             vec!["--toolchain", "sim", "--output", "a-directory"],
@@ -685,4 +698,18 @@ fn what_can_be_checked_is_checked_before_anything_is_created() {
         assert!(s.work_dirs().is_empty(), "{args:?}: a work dir was made");
         assert!(s.records().is_empty(), "{args:?}: a tool ran");
     }
+    // The dry run says the same of the missing directory.
+    let out = s.run(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn1",
+        "--toolchain",
+        "/nonexistent",
+        "--dry-run",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains(
+        "HLOToTensorizer: tool hlo2penguin not found (the toolchain directory /nonexistent does not exist)"
+    ));
 }

@@ -352,3 +352,76 @@ fn the_dry_run_says_how_each_job_really_runs() {
         "{text}"
     );
 }
+
+#[test]
+fn an_unreadable_model_is_said_to_be_unreadable_not_a_proto() {
+    use std::os::unix::fs::PermissionsExt;
+    // Run as another user (nobody), for whom the model cannot be read (root reads any file).
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo");
+    std::fs::copy(&model, d.join("m.hlo")).unwrap();
+    std::fs::set_permissions(d.join("m.hlo"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args(["compile", "m.hlo", "--target", "trn1", "--dry-run"])
+        .current_dir(d)
+        .uid(65534)
+        .gid(65534)
+        .env("XDG_CACHE_HOME", d.join(".cache"))
+        .env_remove("NXCC_TOOLCHAIN")
+        .output()
+        .expect("running nxcc as uid 65534 (this test needs root)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!(
+            "model      {} (cannot be read)\n",
+            d.join("m.hlo").display()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("(HLO proto)"), "{text}");
+    assert!(text.contains("cannot read: Permission denied"), "{text}");
+    // Readable, it is what its bytes say.
+    std::fs::set_permissions(d.join("m.hlo"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args(["compile", "m.hlo", "--target", "trn1", "--dry-run"])
+        .current_dir(d)
+        .uid(65534)
+        .gid(65534)
+        .env_remove("NXCC_TOOLCHAIN")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(HLO text)\n"));
+}
+
+#[test]
+fn one_job_is_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.pb"), b"model").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args([
+            "compile",
+            "m.pb",
+            "--target",
+            "trn2",
+            "--pipeline",
+            "HLOToTensorizer",
+            "--dry-run",
+        ])
+        .current_dir(dir.path())
+        .env_remove("NXCC_TOOLCHAIN")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\npipeline (1 job): HLOToTensorizer\n"),
+        "{text}"
+    );
+}

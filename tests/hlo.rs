@@ -823,3 +823,96 @@ proptest! {
         prop_assert!(line.starts_with(&m.name));
     }
 }
+
+#[test]
+fn a_neff_given_as_a_model_is_recognised() {
+    let s = Scratch::new();
+    std::fs::copy(models().join("mlp.hlo"), s.join("mlp.hlo")).unwrap();
+    let out = compile(&s, "mlp.hlo");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let neff = s.join("out.neff");
+    let out = hlo_info(&[neff.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "nxcc hlo-info: error: {}: a NEFF (a compiled model), not an HLO module: nxcc neff-info describes it\n",
+            neff.display()
+        )
+    );
+    // A compile of it is refused by the frontend with the same words.
+    std::fs::rename(&neff, s.join("given.neff")).unwrap();
+    let out = compile(&s, "given.neff");
+    assert_eq!(out.status.code(), Some(70));
+    assert!(
+        text(&out.stderr).contains("given.neff: a NEFF (a compiled model), not an HLO module"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `text` with every token on a line of its own (XLA's lexer: line breaks only separate tokens).
+fn token_per_line(text: &str) -> String {
+    use nxcc::hlo::lexer::{Lexer, Tok};
+    let mut lx = Lexer::new(text);
+    let mut out = String::new();
+    loop {
+        let t = lx.next_token().unwrap();
+        if t.tok == Tok::Eof {
+            return out;
+        }
+        out.push_str(&text[t.start..t.end]);
+        out.push('\n');
+    }
+}
+
+#[test]
+fn hlo_text_reads_the_same_however_it_is_laid_out() {
+    // The module of the first report, on one line and on several.
+    let one_line = "HloModule m ENTRY e { ROOT p = f32[4] parameter(0) }";
+    let m = hlo::parse(one_line.as_bytes()).unwrap();
+    assert_eq!((m.name.as_str(), m.entry.as_str()), ("m", "e"));
+    assert_eq!(m.parameters[0].shape.dims(), [4]);
+    assert_eq!(m.results[0].name, "p");
+    for layout in [
+        "HloModule m\nENTRY e { ROOT p = f32[4] parameter(0) }\n",
+        "HloModule m\n\nENTRY e {\n  ROOT p = f32[4] parameter(0)\n}\n",
+        "HloModule\tm\r\nENTRY\te\r\n{\r\nROOT\r\np\r\n=\r\nf32[4]\r\nparameter(0)\r\n}\r\n",
+        "HloModule m /* a comment */ ENTRY e { // the entry\n ROOT p = f32 [ 4 ] parameter ( 0 ) }",
+    ] {
+        assert_eq!(hlo::parse(layout.as_bytes()).unwrap(), m, "{layout:?}");
+    }
+    // Every module of the zoo: one line, a token per line, indented and with Windows line ends,
+    // instructions several to a line — the same summary as the file as written.
+    for (stem, _) in zoo() {
+        let file = models().join(format!("{stem}.hlo"));
+        let written = std::fs::read_to_string(&file).unwrap();
+        let want = hlo::parse(written.as_bytes()).unwrap();
+        let layouts = [
+            written.replace('\n', " "),
+            token_per_line(&written),
+            written
+                .lines()
+                .map(|l| format!("\t  {l}  \r\n\r\n"))
+                .collect::<String>(),
+            written.replace(")\n  ", ") ").replace("}\n  ", "} "),
+        ];
+        for (i, t) in layouts.iter().enumerate() {
+            let got = hlo::parse(t.trim_start().as_bytes())
+                .unwrap_or_else(|e| panic!("{stem}, layout {i}: {}", e.render(&file)));
+            assert_eq!(got, want, "{stem}, layout {i}");
+        }
+        // And the binary form of the same module agrees with the one-line text.
+        let proto = hlo::read(&models().join(format!("{stem}.hlo_module.pb"))).unwrap();
+        let one = hlo::parse(layouts[0].as_bytes()).unwrap();
+        assert_eq!(one.parameters, proto.parameters, "{stem}");
+        assert_eq!(one.results.len(), proto.results.len(), "{stem}");
+        // A compile reads it too: the simulated frontend is the same reader.
+        if stem == "mlp" {
+            let s = Scratch::new();
+            std::fs::write(s.join("one.hlo"), &layouts[0]).unwrap();
+            let out = compile(&s, "one.hlo");
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        }
+    }
+}

@@ -1243,6 +1243,22 @@ fn cli_extract_all_unpacks_and_refuses_hostile_archives() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("'..'"), "{}", stderr(&o));
     assert_eq!(listing(parent.path()), before);
+
+    // A directory that cannot take the members is the directory's fault, not the NEFF's.
+    let o = nxcc(&[
+        "neff-info",
+        p.to_str().unwrap(),
+        "--extract-all",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "nxcc neff-info: error: cannot extract into {}: it exists and is not empty; extract into a new or empty directory\n",
+            out.display()
+        )
+    );
 }
 
 #[test]

@@ -334,16 +334,10 @@ fn usage_errors_compile_nothing() {
             ],
             "must be at least 1",
         ),
+        // Compile options before `--`: said, with where they go.
         (
-            vec![
-                "parallel-compile",
-                MODEL,
-                "mlp.hlo_module.pb",
-                "--",
-                "--target",
-                "trn2",
-            ],
-            "would both be compiled to",
+            vec!["parallel-compile", MODEL, "--target", "trn2"],
+            "nxcc parallel-compile: error: unrecognized arguments: --target trn2\n--target is an option of the compile: put the compile arguments after `--` (nxcc parallel-compile INPUT... -- --target trn2 ...)\n",
         ),
     ] {
         let o = s.run(&args);
@@ -355,6 +349,205 @@ fn usage_errors_compile_nothing() {
         );
     }
     assert!(s.records().is_empty());
+    // An error in the compile arguments is one line, not `compile`'s usage.
+    let o = s.run(&["parallel-compile", MODEL, "--", "--toolchain", "sim"]);
+    assert_eq!(
+        text(&o.stderr),
+        "nxcc parallel-compile: error: the compile arguments (after `--`): the following arguments are required: --target\n"
+    );
+}
+
+/// The files of the shipped examples directory that are models (`*.pb`, `*.hlo`).
+fn example_models() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pb" || x == "hlo"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_examples_directory_compiles_every_file_to_its_own_neff() {
+    let s = Scratch::new();
+    let models = example_models();
+    assert_eq!(models.len(), 15, "the README's examples directory");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let o = s.run(&[
+        "parallel-compile",
+        dir.to_str().unwrap(),
+        "--output-dir",
+        "out",
+        "--cache_dir",
+        "cache",
+        "--report",
+        "report.json",
+        "--",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let r = report(&s, "report.json");
+    assert_eq!(r["succeeded"], 15, "{r}");
+    let compiles = r["compiles"].as_array().unwrap();
+    let inputs: Vec<PathBuf> = compiles
+        .iter()
+        .map(|c| PathBuf::from(c["input"].as_str().unwrap()))
+        .collect();
+    assert_eq!(inputs, models);
+    let mut outputs: Vec<&str> = compiles
+        .iter()
+        .map(|c| c["output"].as_str().unwrap())
+        .collect();
+    for o in &outputs {
+        assert!(verifies(Path::new(o)), "{o}");
+    }
+    outputs.sort();
+    outputs.dedup();
+    assert_eq!(outputs.len(), 15, "every input has its own NEFF");
+    // The documented rule: a stem shared by a text and a binary twin gives way to the file
+    // names; a stem of its own stays.
+    let name_of = |file: &str| {
+        compiles
+            .iter()
+            .find(|c| c["input"].as_str().unwrap().ends_with(&format!("/{file}")))
+            .map(|c| c["stem"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(name_of("attention.hlo"), "attention.hlo");
+    assert_eq!(
+        name_of("attention.hlo_module.pb"),
+        "attention.hlo_module.pb"
+    );
+    assert_eq!(name_of("tiny.hlo"), "tiny");
+    assert!(s.join("out/attention.hlo.neff").is_file());
+    assert!(s.join("out/attention.hlo_module.pb.log").is_file());
+    assert!(
+        s.work_dirs().is_empty(),
+        "no work dir is left in the launch directory"
+    );
+}
+
+#[test]
+fn compiles_that_write_no_neff_are_reported_so_and_leave_their_work_in_the_output_dir() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 2);
+    let o = s.run(&[
+        "parallel-compile",
+        "graphs",
+        "--output-dir",
+        "out",
+        "--no_cache",
+        "--report",
+        "report.json",
+        "--",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "-O3",
+    ]);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(70), "{stdout}{stderr}");
+    // Said before they run, in the table, in the summary, and after.
+    assert!(
+        stderr.starts_with("parallel-compile: warning: 2 of 2 compiles will write no NEFF (-O3 sets layer_unroll_factor=0"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains("  no NEFF  ")).count(),
+        2,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n2 compiles: 0 succeeded, 0 failed, 2 wrote no NEFF; "),
+        "{stdout}"
+    );
+    let r = report(&s, "report.json");
+    assert_eq!(r["no_neff"], 2);
+    for c in r["compiles"].as_array().unwrap() {
+        assert_eq!(c["status"], "no_neff", "{c}");
+        assert!(!Path::new(c["output"].as_str().unwrap()).exists());
+        // What it made is kept, in the output directory.
+        let work = PathBuf::from(c["work_dir"].as_str().unwrap());
+        assert_eq!(work.parent(), Some(s.join("out").as_path()), "{c}");
+        assert!(work.join("sg00").is_dir(), "{c}");
+        assert!(stderr.contains(&format!("wrote no NEFF (-O3 sets layer_unroll_factor=0: Backend, Kelper and NeffWrapper are not scheduled; no NEFF will be written); what it made is in {}", work.display())), "{stderr}");
+    }
+    assert!(
+        s.work_dirs().is_empty(),
+        "a work dir was left in the launch directory"
+    );
+}
+
+#[test]
+fn a_budget_smaller_than_the_estimates_is_said_up_front() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 3);
+    let o = s.run(&[
+        "parallel-compile",
+        "graphs",
+        "--memory-budget",
+        "100M",
+        "--jobs",
+        "2",
+        "--output-dir",
+        "out",
+        "--no_cache",
+        "--",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stderr = text(&o.stderr);
+    let first = stderr.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        "parallel-compile: warning: the memory budget of 100.0 MiB is smaller than the estimated peak of 3 of 3 compiles; each of them will run alone, with no other compile beside it:",
+        "{stderr}"
+    );
+    for g in ["g00", "g01", "g02"] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("  {g}  320.")) && l.ends_with(" MiB")),
+            "{stderr}"
+        );
+    }
+    // And so they did.
+    let spans = compile_spans(&s.records(), work_dir_of);
+    assert_eq!(spans.len(), 3);
+    assert_eq!(max_overlap(&spans), 1);
+    // A budget that holds them says nothing.
+    let o = s.run(&[
+        "parallel-compile",
+        "graphs",
+        "--memory-budget",
+        "2G",
+        "--output-dir",
+        "out2",
+        "--no_cache",
+        "--",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
 }
 
 #[test]

@@ -133,7 +133,11 @@ fn a_missing_tool_warns_in_a_dry_run_and_fails_a_compile() {
     ]);
     assert_eq!(out.status.code(), Some(70));
     assert!(
-        text(&out.stderr).contains("[ERROR] [NCC_EDRV082] Could not find walrus_driver - Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim."),
+        text(&out.stderr).contains(&format!(
+            "[ERROR] [NCC_EDRV082] Could not find walrus_driver: no executable walrus_driver in {}/private or {} - Point --toolchain (or NXCC_TOOLCHAIN) at a Neuron compiler toolchain, or use --toolchain sim.",
+            tc.display(),
+            tc.display()
+        )),
         "{}",
         text(&out.stderr)
     );

@@ -49,7 +49,13 @@ fn build_wheel() -> PathBuf {
         check(
             "pip install maturin (from PyPI)",
             &Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", "maturin>=1.5,<2"])
+                .args([
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "maturin>=1.5,<2",
+                ])
+                .env("PIP_CACHE_DIR", work.join("pip-cache"))
                 .output()
                 .unwrap(),
         );
@@ -103,7 +109,9 @@ fn the_installed_wheel_compiles_outside_the_checkout() {
         "pip install the wheel",
         &Command::new(venv.join("bin/pip"))
             .args(["install", "--quiet", "--no-index", "--no-deps"])
+            .arg("--disable-pip-version-check")
             .arg(&wheel)
+            .env("PIP_CACHE_DIR", world.path().join("pip-cache"))
             .output()
             .unwrap(),
     );

@@ -7,8 +7,9 @@
 //! - `verify`: checks every entry's NEFF against its recorded blake3 and evicts the corrupt ones
 //!   (exit 1 when it found any, 0 otherwise);
 //! - `gc --max-size SIZE`: evicts least recently used entries until the entries take at most SIZE
-//!   (`512M`, `2G`, ...), and removes leftovers of interrupted compiles;
-//! - `clear`: evicts everything.
+//!   (`512M`, `2G`, ...) — each with its lock file —, and removes the stale files no compile
+//!   uses (the unfinished entries of interrupted compiles, free locks of entries gone);
+//! - `clear`: evicts everything (and those stale files).
 //!
 //! The directory defaults to nxcc's own per-user directory ([`super::config::default_dir`]); a remote URL, or
 //! a directory the cache must not use ([`super::store::Cache::check`]: owned by another user,
@@ -16,17 +17,17 @@
 //! object. What was removed because it was not a plain directory or file (a link) is warned
 //! about on stderr.
 
-use super::config::{check_local, DEFAULT_DIR_TEXT};
-use super::maintain;
-use super::store::Cache;
+use super::config::DEFAULT_DIR_TEXT;
 use crate::cli::argparse::{self, Nargs, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{out, Stop, Subcommand, HELP};
+use crate::cli::subcommand::{Stop, Subcommand, HELP};
 
-/// Exit status of `verify` when it found (and evicted) corrupt entries.
-pub const EXIT_CORRUPT: i32 = 1;
+use super::actions::print;
+pub use super::actions::{human_bytes, EXIT_CORRUPT};
 
-const ACTIONS: [&str; 5] = ["stats", "verify", "gc", "clear", "clean"];
+const ACTIONS: [&str; 7] = [
+    "stats", "verify", "gc", "clear", "clean", "explain", "config",
+];
 
 #[rustfmt::skip]
 static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::Derived(DEFAULT_DIR_TEXT), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -60,11 +61,20 @@ static OLD_VERSIONS: Flag = flag("--old-versions", &[], "old_versions", Action::
 static DRY_RUN: Flag = flag("--dry-run", &[], "dry_run", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "clean: say what would be removed, remove nothing.");
 
-static OWN_FLAGS: [&Flag; 11] = [
+#[rustfmt::skip]
+static ZERO: Flag = flag("--zero", &[], "zero", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "stats: set the counters back to zero (after showing them).");
+#[rustfmt::skip]
+static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "explain: the compile runs on this external compiler (as parallel-compile --compiler PATH).");
+
+static OWN_FLAGS: [&Flag; 13] = [
     &HELP,
     &CACHE_DIR,
     &MAX_SIZE,
     &JSON,
+    &ZERO,
+    &COMPILER,
     &NEURON_CACHE,
     &NEURON_VERSION,
     &FAILED,
@@ -74,11 +84,18 @@ static OWN_FLAGS: [&Flag; 11] = [
     &DRY_RUN,
 ];
 
-const POSITIONALS: [Positional; 1] = [Positional {
-    metavar: "{stats,verify,gc,clear,clean}",
-    nargs: Nargs::One,
-    help: "stats: what the cache holds; verify: check every entry, evict corrupt ones; gc: evict least recently used entries down to --max-size; clear: evict everything; clean (with --neuron-cache): remove failed entries' logs, stale locks, old versions.",
-}];
+const POSITIONALS: [Positional; 2] = [
+    Positional {
+        metavar: "{stats,verify,gc,clear,clean,explain,config}",
+        nargs: Nargs::One,
+        help: "stats: what the cache holds and what it did (--zero: reset the counters); verify: check every entry, evict corrupt ones; gc: evict least recently used entries down to --max-size (default: the configured max_size); clear: evict everything; explain -- COMPILE-ARGS: whether that compile hits, and on a miss what differs from the nearest entries; config [KEY=VALUE...]: show or change the cache's configuration (max_size, sloppiness, stat_digests, mode); clean (with --neuron-cache): remove failed entries' logs, stale locks, old versions.",
+    },
+    Positional {
+        metavar: "KEY=VALUE",
+        nargs: Nargs::ZeroOrMore,
+        help: "config: the settings to change.",
+    },
+];
 
 static COMMAND: Subcommand = Subcommand {
     name: "cache",
@@ -91,34 +108,12 @@ fn usage_error(prog: &str, message: String) -> i32 {
     Stop::Usage(COMMAND.usage_error(prog, message)).report()
 }
 
-/// A byte count for people: `1.5 MiB (1572864 bytes)`.
-pub fn human_bytes(n: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} bytes")
-    } else {
-        format!("{v:.1} {} ({n} bytes)", units[u])
-    }
-}
-
-fn print<T: serde::Serialize>(json: bool, report: &T, text: impl FnOnce() -> String) {
-    if json {
-        let mut s = serde_json::to_string_pretty(report).unwrap_or_default();
-        s.push('\n');
-        out(&s);
-    } else {
-        out(&text());
-    }
-}
-
 /// Run `cache` with its arguments; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
+    let (args, compile_args) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => (args, &args[args.len()..]),
+    };
     let parsed = match COMMAND.parse(prog, args) {
         Ok(p) => p,
         Err(stop) => return stop.report(),
@@ -135,7 +130,27 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             ),
         );
     }
+    if action != "explain" && !compile_args.is_empty() {
+        return usage_error(prog, "arguments after --: only with explain".into());
+    }
+    if action != "config" && !parsed.positionals[1].is_empty() {
+        return usage_error(
+            prog,
+            format!(
+                "unrecognized arguments: {} (KEY=VALUE only with config)",
+                parsed.positionals[1].join(" ")
+            ),
+        );
+    }
+    for (f, only) in [("zero", "stats"), ("compiler", "explain")] {
+        if parsed.last(f).is_some() && action != only {
+            return usage_error(prog, format!("argument --{f}: only with {only}"));
+        }
+    }
     if let Some(dir) = parsed.str("neuron_cache") {
+        if matches!(action, "explain" | "config") {
+            return usage_error(prog, format!("{action}: not with --neuron-cache"));
+        }
         return neuron_main(prog, action, &parsed, dir);
     }
     for f in [
@@ -161,119 +176,9 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             "clean: only with --neuron-cache (nxcc's own cache has gc and clear)".into(),
         );
     }
-    let dir = parsed
-        .str("cache_dir")
-        .map(str::to_string)
-        .unwrap_or_else(super::config::default_dir);
-    if let Err(e) = check_local(&dir) {
-        return usage_error(
-            prog,
-            format!("argument --cache_dir: {}", e.cause.to_lowercase()),
-        );
-    }
-    let max_size = match (action, parsed.str("max_size")) {
-        ("gc", None) => {
-            return usage_error(
-                prog,
-                "the following arguments are required for gc: --max-size".into(),
-            )
-        }
-        ("gc", Some(s)) => match crate::admission::parse_size(s) {
-            Ok(n) => n,
-            Err(e) => return usage_error(prog, format!("argument --max-size: {e}")),
-        },
-        (_, Some(_)) => {
-            return usage_error(prog, "argument --max-size: only with gc".into());
-        }
-        (_, None) => 0,
-    };
-    let json = parsed.flag("json");
-    let cache = Cache::new(crate::plan::absolute(
-        &std::env::current_dir().unwrap_or_default(),
-        &dir,
-    ));
-    if let Err(u) = cache.check() {
-        return usage_error(prog, format!("argument --cache_dir: {u}"));
-    }
-    let warn = |warnings: &[String]| {
-        for w in warnings {
-            eprintln!("{prog}: warning: {w}");
-        }
-    };
-    match action {
-        "stats" => {
-            let s = maintain::stats(&cache);
-            print(json, &s, || {
-                let mut t = format!("cache: {}\n", s.dir);
-                t.push_str(&format!("entries: {}\n", s.entries));
-                t.push_str(&format!("failed entries: {}\n", s.failed));
-                if s.corrupt > 0 {
-                    t.push_str(&format!(
-                        "corrupt entries: {} (nxcc cache verify evicts them)\n",
-                        s.corrupt
-                    ));
-                }
-                t.push_str(&format!("size: {}\n", human_bytes(s.bytes)));
-                t.push_str(&format!(
-                    "oldest: {}\nnewest: {}\n",
-                    s.oldest.as_deref().unwrap_or("-"),
-                    s.newest.as_deref().unwrap_or("-")
-                ));
-                if s.temporary > 0 {
-                    t.push_str(&format!("temporary directories: {}\n", s.temporary));
-                }
-                t
-            });
-            0
-        }
-        "verify" => {
-            let r = maintain::verify(&cache);
-            print(json, &r, || {
-                let mut t = String::new();
-                for c in &r.corrupt {
-                    t.push_str(&format!("corrupt: {} ({}); evicted\n", c.key, c.reason));
-                }
-                t.push_str(&format!(
-                    "checked {} entries: {} ok, {} failed compiles, {} corrupt\n",
-                    r.checked,
-                    r.ok,
-                    r.failed,
-                    r.corrupt.len()
-                ));
-                t
-            });
-            if r.corrupt.is_empty() {
-                0
-            } else {
-                EXIT_CORRUPT
-            }
-        }
-        "gc" => {
-            let r = maintain::gc(&cache, max_size);
-            warn(&r.warnings);
-            print(json, &r, || {
-                format!(
-                    "evicted {} entries ({}); {} entries left ({}); removed {} leftovers\n",
-                    r.evicted,
-                    human_bytes(r.freed_bytes),
-                    r.entries_left,
-                    human_bytes(r.bytes_left),
-                    r.leftovers_removed
-                )
-            });
-            0
-        }
-        _ => {
-            let r = maintain::clear(&cache);
-            warn(&r.warnings);
-            print(json, &r, || {
-                format!(
-                    "evicted {} entries; removed {} leftovers\n",
-                    r.evicted, r.leftovers_removed
-                )
-            });
-            0
-        }
+    match super::actions::run(prog, action, &parsed, compile_args) {
+        Ok(status) => status,
+        Err(message) => usage_error(prog, message),
     }
 }
 

@@ -1,13 +1,18 @@
 //! Whether and where a compile uses the compile cache ([`CacheConfig`]: the compile's own
-//! `--cache_dir`, `--no_cache` and `--retry_failed_compilation` over its caller's default), the
-//! default directory, and what the cache had to do with a compile ([`CacheStatus`]).
+//! `--cache_dir`, `--no_cache` and `--retry_failed_compilation` over its caller's default, its
+//! cache flags over the directory's configuration file, [`super::settings`]), the default
+//! directory, and what the cache had to do with a compile ([`CacheStatus`]).
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::digests::Table;
+use super::key::Key;
+use super::settings::Settings;
 use super::store::Cache;
 use crate::cli::namespace::Dest;
+use crate::engine::Engine;
 use crate::error::NccError;
 use crate::plan::Plan;
 
@@ -33,10 +38,12 @@ pub struct CacheConfig {
     pub dir: Option<PathBuf>,
     /// Compile again even if the cache holds a failed result (`--retry_failed_compilation`).
     pub retry_failed: bool,
+    /// The compile's cache flags over the cache's configuration file ([`super::settings`]).
+    pub settings: Settings,
 }
 
 /// Whether the compile's result came from the cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheStatus {
     /// Served from the cache (a NEFF, or a remembered failure); nothing ran.
@@ -44,6 +51,7 @@ pub enum CacheStatus {
     /// Compiled (and stored, when the result is cacheable).
     Miss,
     /// The cache was not used.
+    #[default]
     Off,
 }
 
@@ -80,25 +88,63 @@ impl CacheConfig {
         CacheConfig::default()
     }
 
-    /// The cache in `dir`.
+    /// The cache in `dir`, with its configuration file's settings.
     pub fn at(dir: impl Into<PathBuf>) -> CacheConfig {
+        let dir = dir.into();
+        let file = super::settings::File::read(&Cache::new(&dir));
         CacheConfig {
-            dir: Some(dir.into()),
+            settings: Settings::resolve(&Default::default(), &file).unwrap_or_default(),
+            dir: Some(dir),
             retry_failed: false,
         }
     }
 
+    /// The cache in `dir` (`None`: off) for a compile of `plan`: its `--retry_failed_compilation`,
+    /// its cache flags over the directory's configuration file.
+    pub fn for_plan_in(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
+        let cache = dir.as_ref().map(Cache::new);
+        let settings = Settings::of_plan(plan, cache.as_ref()).map_err(NccError::cache_setting)?;
+        Ok(CacheConfig {
+            dir,
+            retry_failed: plan.ns.bool(Dest::RetryFailedCompilation),
+            settings,
+        })
+    }
+
+    /// Where this compile's digests are remembered ([`super::digests`]): the cache's table
+    /// (made and written unless the cache is read-only), this process's memory when the cache
+    /// cannot be used, nothing with `--cache-rehash`.
+    pub fn table(&self) -> Table {
+        if !self.settings.stat_digests {
+            return Table::off();
+        }
+        let writes = self.settings.mode.writes();
+        match self
+            .cache()
+            .and_then(|c| c.open_root(writes).ok().flatten())
+        {
+            Some(root) => Table::in_cache(root, writes),
+            None => Table::memory_only(),
+        }
+    }
+
+    /// The key of a compile of `plan` on `engine` under these settings.
+    pub fn key(&self, plan: &Plan, engine: &Engine) -> std::io::Result<Key> {
+        Key::compute(
+            plan,
+            engine,
+            self.settings.sloppiness.hlo_metadata,
+            &self.table(),
+        )
+    }
+
     /// From a compile's own flags: `--no_cache` turns it off; `--cache_dir DIR` (relative to the
     /// launch dir) turns it on; else `default_dir` (`None` for `nxcc compile`, [`default_dir()`]
-    /// for parallel-compile and the daemon). `--retry_failed_compilation` is read too. A remote
-    /// URL is refused ([`check_local`]).
+    /// for parallel-compile and the daemon). `--retry_failed_compilation` and the cache flags are
+    /// read too. A remote URL is refused ([`check_local`]).
     pub fn from_plan(plan: &Plan, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
-        let retry_failed = plan.ns.bool(Dest::RetryFailedCompilation);
         if plan.ns.bool(Dest::NoCache) {
-            return Ok(CacheConfig {
-                dir: None,
-                retry_failed,
-            });
+            return CacheConfig::for_plan_in(plan, None);
         }
         let dir = match plan.ns.str(Dest::CacheDir).filter(|d| !d.is_empty()) {
             Some(d) => {
@@ -107,7 +153,7 @@ impl CacheConfig {
             }
             None => default_dir.map(Path::to_path_buf),
         };
-        Ok(CacheConfig { dir, retry_failed })
+        CacheConfig::for_plan_in(plan, dir)
     }
 
     /// The cache, when on.

@@ -1,8 +1,9 @@
-//! The memory estimate of a compile (07), used by `parallel-compile` and the daemon to admit
-//! compiles within a memory budget: the peak RSS recorded in the cache for the same key; else the
-//! peak of the most similar earlier compile — the same arguments (the same args key), the nearest
-//! graph by its [`Features`] (file size, parameter and result bytes, instruction count; see
-//! [`distance`]); else the named formula [`FORMULA`] over those features ([`formula_estimate`]).
+//! The memory estimate of a compile (spec 07-cache-parallel.md), used by `parallel-compile` and the
+//! daemon to admit compiles within a memory budget: the peak RSS recorded in the cache for the same
+//! key; else the peak of the most similar earlier compile — the same arguments (the same args key),
+//! the nearest graph by its [`Features`] (file size, parameter and result bytes, instruction count;
+//! see [`distance`]); else the named formula [`FORMULA`] over those features
+//! ([`formula_estimate`]).
 //!
 //! Every successful compile through the cache appends one line to a small index,
 //! `nxcc-v1/estimates/<args key>.jsonl` (`{"key", "model_size", "parameter_bytes",
@@ -145,7 +146,7 @@ fn index_name(args_key: &str) -> String {
 
 /// Open the index file `name` of `dir` under an exclusive lock (the file locked is checked to
 /// still be the one at the name: a compaction replaces it). A link there is refused.
-fn open_locked(dir: &Dir, name: &str) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_locked(dir: &Dir, name: &str) -> std::io::Result<std::fs::File> {
     loop {
         let f = dir.open_file_with(name, OFlags::RDWR | OFlags::APPEND | OFlags::CREATE, 0o666)?;
         fs4::fs_std::FileExt::lock_exclusive(&f)?;
@@ -252,12 +253,13 @@ pub fn for_dry_run(plan: &crate::plan::Plan) -> Estimate {
         bytes: formula_estimate(&Features::of_plan(plan)),
         basis: Basis::formula(),
     };
-    let Ok(cfg) = super::CacheConfig::from_plan(plan, None) else {
+    let Ok(mut cfg) = super::CacheConfig::from_plan(plan, None) else {
         return formula();
     };
+    cfg.settings.mode = super::settings::Mode::ReadOnly;
     match (cfg.cache(), &plan.toolchain) {
         (Some(cache), Some(_)) if cache.root().is_dir() => {
-            match Key::compute(plan, &crate::engine::Engine::Pipeline) {
+            match cfg.key(plan, &crate::engine::Engine::Pipeline) {
                 Ok(key) => estimate(Some(&cache), &key),
                 Err(_) => formula(),
             }

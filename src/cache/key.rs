@@ -1,13 +1,14 @@
-//! The cache key of a compile (07): blake3 over
+//! The cache key of a compile (spec 07-cache-parallel.md): blake3 over
 //!
 //! - the model's bytes (a file: its bytes, so the digest is what `b3sum` prints; a directory: its
-//!   sorted relative paths and contents), hashed streaming with a large buffer;
+//!   sorted relative paths, sizes and each file's blake3) — or, with the `hlo_metadata`
+//!   sloppiness and a binary HLO module, the module without its op metadata
+//!   ([`crate::hlo::digest`]); each file's digest remembered per stat identity
+//!   ([`super::digests`]), so an unchanged model is not hashed again;
 //! - the normalised plan arguments (`plan.ns`), canonically serialised (keys sorted), without the
 //!   dests in [`EXCLUDED_ARGS`] — everything that cannot change the output — plus what the plan
 //!   derived from them and the environment (the job list, the walrus passes, the subgraphs);
-//! - the toolchain identity: for each tool the plan uses, its resolved path, size, mtime and inode
-//!   (the simulated toolchain: nxcc's version; an external compiler: the same figures of its
-//!   executable);
+//! - the toolchain's identity: what the tools are, not where ([`super::identity`]);
 //! - the plan format version [`crate::plan::PLAN_VERSION`].
 //!
 //! Two keys come out: the *args key* (everything but the model: "the same arguments", which the
@@ -15,15 +16,20 @@
 //! went into them is kept in clear ([`Key::inputs`]) for `meta.json`.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+pub use super::hashing::{
+    hash_file_into, hash_mapped_into, hash_open_into, hash_read_into, MAP_FROM,
+};
 use crate::cli::namespace::Dest;
+
+use super::digests::{Kind, Table};
+use super::identity::{self, Tools};
 use crate::engine::Engine;
 use crate::plan::Plan;
-use crate::toolchain::{self, Request, Toolchain};
 
 /// The plan arguments that cannot change the output, left out of the key. This list is the one
 /// place that decides it: the output and log locations, console and log levels, the work dir,
@@ -42,6 +48,11 @@ pub const EXCLUDED_ARGS: &[Dest] = &[
     Dest::CacheDir,
     Dest::NoCache,
     Dest::RetryFailedCompilation,
+    Dest::CacheMaxSize,
+    Dest::CacheMode,
+    Dest::CacheRehash,
+    Dest::CacheSecondary,
+    Dest::CacheSloppiness,
     Dest::JobTimeout,
     Dest::KeepWorkDir,
     Dest::Daemon,
@@ -64,8 +75,12 @@ pub struct Key {
     pub key: String,
     /// 64 hex digits: blake3 of everything but the model.
     pub args_key: String,
-    /// 64 hex digits: blake3 of the model (a file: of its bytes).
+    /// 64 hex digits: the model's digest in the key — the blake3 of its bytes, or (when
+    /// [`Key::sloppy`]) of the module without its op metadata.
     pub model_digest: String,
+    /// The model digest is the module without its op metadata (the `hlo_metadata` sloppiness
+    /// applied).
+    pub sloppy: bool,
     /// The model's size in bytes (a directory: the sum of its files).
     pub model_size: u64,
     /// What the memory estimate knows of the model (its size, and its graph's figures when the
@@ -76,35 +91,50 @@ pub struct Key {
 }
 
 impl Key {
-    /// The key of a compile of `plan` by `engine`. Reads the model once; for an auto-located
-    /// toolchain it may run the one `python3` probe.
-    pub fn compute(plan: &Plan, engine: &Engine) -> std::io::Result<Key> {
-        let inputs = args_inputs(plan, engine);
-        let (digest, size) = hash_model(&plan.model)?;
-        let mut key = Key::from_parts(inputs, &digest, size);
+    /// The key of a compile of `plan` by `engine` (`hlo_metadata`: the model keyed without its
+    /// op metadata, when it is a binary HLO module), remembering digests in `table`. Reads the model once at most (not at all when its digest is remembered); for an
+    /// auto-located toolchain it may run the one `python3` probe.
+    pub fn compute(
+        plan: &Plan,
+        engine: &Engine,
+        hlo_metadata: bool,
+        table: &Table,
+    ) -> std::io::Result<Key> {
+        let inputs = args_inputs(plan, engine, table);
+        let m = model_digest(&plan.model, hlo_metadata, table)?;
+        let mut key = Key::from_digest(inputs, &m.digest, m.size, m.sloppy);
         key.features = super::features::Features {
-            model_size: size,
+            model_size: m.size,
             ..super::features::Features::of_plan(plan)
         };
         Ok(key)
     }
 
-    /// The key from the args inputs (as [`args_inputs`] builds them) and the model's digest.
+    /// The key from the args inputs (as [`args_inputs`] builds them) and the model's blake3.
     pub fn from_parts(inputs: Value, model_digest: &blake3::Hash, model_size: u64) -> Key {
+        Key::from_digest(inputs, model_digest.to_hex().as_str(), model_size, false)
+    }
+
+    /// The key from the args inputs and the model's digest in hex (`sloppy`: the module's
+    /// digest without op metadata).
+    pub fn from_digest(inputs: Value, model_digest: &str, model_size: u64, sloppy: bool) -> Key {
         let mut h = blake3::Hasher::new();
         h.update(b"nxcc-cache-args\0");
         h.update(&serde_json::to_vec(&inputs).unwrap_or_default());
         let args_key = h.finalize().to_hex().to_string();
-        let model_digest = model_digest.to_hex().to_string();
         let mut h = blake3::Hasher::new();
         h.update(b"nxcc-cache-key\0");
         h.update(args_key.as_bytes());
         h.update(b"\0");
+        if sloppy {
+            h.update(b"hlo_metadata:");
+        }
         h.update(model_digest.as_bytes());
         Key {
             key: h.finalize().to_hex().to_string(),
             args_key,
-            model_digest,
+            model_digest: model_digest.to_string(),
+            sloppy,
             model_size,
             features: super::features::Features::of_size(model_size),
             inputs,
@@ -114,6 +144,15 @@ impl Key {
     /// The first two hex digits: the shard directory the entry lives in.
     pub fn shard(&self) -> &str {
         &self.key[..2]
+    }
+
+    /// How the model digest was taken: `blake3` or `hlo_metadata`.
+    pub fn model_digest_kind(&self) -> &'static str {
+        if self.sloppy {
+            Kind::HloMetadata.name()
+        } else {
+            Kind::Blake3.name()
+        }
     }
 }
 
@@ -129,7 +168,7 @@ pub fn canonical_args(plan: &Plan) -> Value {
 }
 
 /// Everything of the key but the model, in clear (deterministic: built in a fixed order).
-pub fn args_inputs(plan: &Plan, engine: &Engine) -> Value {
+pub fn args_inputs(plan: &Plan, engine: &Engine, table: &Table) -> Value {
     json!({
         "plan_version": crate::plan::PLAN_VERSION,
         "args": canonical_args(plan),
@@ -138,82 +177,106 @@ pub fn args_inputs(plan: &Plan, engine: &Engine) -> Value {
             "walrus_passes": plan.walrus_passes,
             "subgraphs": plan.subgraphs,
         },
-        "toolchain": toolchain_identity(plan, engine),
+        "toolchain": identity::of(
+            &plan.toolchain_request,
+            plan.toolchain.as_ref(),
+            engine,
+            Tools::OfPlan(plan),
+            table,
+        ),
     })
 }
 
-/// A file's identity: resolved path, size, mtime (ns) and inode; `null` figures if it is gone.
-pub fn file_identity(path: &Path) -> Value {
-    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    match std::fs::metadata(&resolved) {
-        Ok(m) => json!({
-            "path": resolved.display().to_string(),
-            "size": m.len(),
-            "mtime_ns": i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-            "inode": m.ino(),
-        }),
-        Err(_) => json!({ "path": resolved.display().to_string(), "missing": true }),
-    }
+/// A model's digest as the key takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelDigest {
+    /// 64 hex digits.
+    pub digest: String,
+    /// The model's size, bytes.
+    pub size: u64,
+    /// The digest is of the module without its op metadata.
+    pub sloppy: bool,
 }
 
-/// The identity of what will run the compile: nxcc's version for the simulated toolchain; each
-/// tool the plan uses (resolved in its toolchain, private first) for a toolchain directory or an
-/// installed package; the executable for an external compiler.
-pub fn toolchain_identity(plan: &Plan, engine: &Engine) -> Value {
-    if let Engine::External(ext) = engine {
-        return json!({
-            "kind": "external",
-            "compiler": file_identity(&crate::engine::resolve_program(&ext.program)),
-        });
-    }
-    let located: Option<Toolchain> = match &plan.toolchain_request {
-        Request::Simulated => {
-            return json!({ "kind": "simulated", "nxcc_version": crate::VERSION });
-        }
-        Request::Dir(_) => plan.toolchain.clone(),
-        Request::Auto => toolchain::locate(&Request::Auto),
-    };
-    let Some(tc) = located else {
-        return json!({ "kind": "none" });
-    };
-    let mut tools: BTreeMap<String, Value> = BTreeMap::new();
-    for job in &plan.jobs {
-        for step in &job.steps {
-            let (Some(tool), path) = (step.tool(), step.tool_path()) else {
-                continue;
-            };
-            let path: Option<PathBuf> = match &step.action {
-                crate::jobs::Action::Library { library, .. } => Some(library.clone()),
-                _ => tc.resolve(tool).or_else(|| path.map(Path::to_path_buf)),
-            };
-            let name = match &step.action {
-                crate::jobs::Action::Library { .. } => toolchain::LIBWALRUS.to_string(),
-                _ => tool.to_string(),
-            };
-            let id = match path {
-                Some(p) => file_identity(&p),
-                None => json!({ "missing": true }),
-            };
-            tools.insert(name, id);
+/// The model's digest for the key: with `hlo_metadata` sloppiness and a binary HLO module, the
+/// module without its op metadata; else the blake3 of its bytes ([`hash_model`]'s). Remembered
+/// per stat identity in `table`.
+pub fn model_digest(
+    path: &Path,
+    hlo_metadata: bool,
+    table: &Table,
+) -> std::io::Result<ModelDigest> {
+    if hlo_metadata && std::fs::metadata(path)?.is_file() {
+        if let Some((digest, size)) = hlo_metadata_digest(path, table)? {
+            return Ok(ModelDigest {
+                digest,
+                size,
+                sloppy: true,
+            });
         }
     }
-    json!({
-        "kind": if tc.simulated { "simulated-dir" } else { "dir" },
-        "bin": tc.bin.display().to_string(),
-        "nxcc_version": if tc.simulated { Value::from(crate::VERSION) } else { Value::Null },
-        "tools": tools,
+    let (h, size) = hash_model_with(path, table)?;
+    Ok(ModelDigest {
+        digest: h.to_hex().to_string(),
+        size,
+        sloppy: false,
     })
+}
+
+/// What the table remembers for a file that is not a binary HLO module.
+const NOT_A_MODULE: &str = "-";
+
+/// The digest of the binary HLO module at `path` without its op metadata and its size; `None`
+/// when it is HLO text or not a module.
+pub fn hlo_metadata_digest(path: &Path, table: &Table) -> std::io::Result<Option<(String, u64)>> {
+    let got = table.get(path, Kind::HloMetadata, &mut |f| {
+        let d = with_bytes(f, path, &mut |b| {
+            if crate::jobs::ModelFormat::detect(b) == crate::jobs::ModelFormat::Text {
+                return None;
+            }
+            crate::hlo::digest::without_op_metadata(b)
+        })?;
+        Ok(d.map_or_else(|| NOT_A_MODULE.to_string(), |h| h.to_hex().to_string()))
+    })?;
+    Ok((got.value != NOT_A_MODULE).then_some((got.value, got.size)))
+}
+
+/// Call `f` with the whole contents of an open file: mapped when large (a file truncated
+/// meanwhile is an error), else read.
+fn with_bytes<T>(f: &File, path: &Path, each: &mut dyn FnMut(&[u8]) -> T) -> std::io::Result<T> {
+    let len = f.metadata()?.len();
+    if len >= MAP_FROM {
+        if let Some(m) = crate::fsx::Mapped::new(f, len) {
+            let r = each(m.bytes());
+            if m.truncated() {
+                return Err(std::io::Error::other(format!(
+                    "{} changed while it was being read",
+                    path.display()
+                )));
+            }
+            return Ok(r);
+        }
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::io::Read::read_to_end(&mut &*f, &mut bytes)?;
+    Ok(each(&bytes))
 }
 
 /// The blake3 of a model and its size: a file's bytes, or a directory's regular files (recursively,
 /// by sorted relative path; for each: the path, a NUL, the length as 8 little-endian bytes, the
-/// bytes). Symbolic links to files are followed; links to directories are not descended into.
+/// file's blake3). Symbolic links to files are followed; links to directories are not descended
+/// into. Every file is hashed.
 pub fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
+    hash_model_with(path, &Table::off())
+}
+
+/// [`hash_model`], each file's blake3 remembered per stat identity in `table`.
+pub fn hash_model_with(path: &Path, table: &Table) -> std::io::Result<(blake3::Hash, u64)> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_dir() {
-        let mut h = blake3::Hasher::new();
-        let n = hash_file_into(path, &mut h)?;
-        return Ok((h.finalize(), n));
+        let (hex, n) = file_blake3(path, table)?;
+        let h = blake3::Hash::from_hex(hex).map_err(std::io::Error::other)?;
+        return Ok((h, n));
     }
     let mut files: Vec<(String, PathBuf)> = Vec::new();
     collect_files(path, "", &mut files)?;
@@ -221,79 +284,25 @@ pub fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
     let mut h = blake3::Hasher::new();
     let mut total = 0u64;
     for (rel, full) in files {
-        let len = std::fs::metadata(&full)?.len();
+        let (hex, len) = file_blake3(&full, table)?;
+        let d = blake3::Hash::from_hex(hex).map_err(std::io::Error::other)?;
         h.update(rel.as_bytes());
         h.update(&[0]);
         h.update(&len.to_le_bytes());
-        let n = hash_file_into(&full, &mut h)?;
-        if n != len {
-            return Err(std::io::Error::other(format!(
-                "{} changed while it was being read",
-                full.display()
-            )));
-        }
-        total += n;
+        h.update(d.as_bytes());
+        total += len;
     }
     Ok((h.finalize(), total))
 }
 
-/// Files at least this large are hashed memory-mapped, on every core (`BENCHMARKS.md`, "Hashing
-/// a large model"); smaller ones are read.
-pub const MAP_FROM: u64 = 1 << 20;
-
-/// Feed a file into a hasher; returns the number of bytes hashed. A file of at least
-/// [`MAP_FROM`] bytes is mapped ([`crate::fsx::Mapped`]) and hashed by blake3 on every core
-/// (`update_rayon`); a smaller one, or one that cannot be mapped, is read, the reads overlapped
-/// with hashing ([`super::chunks`]). A file that shrank while it was mapped, or whose size or
-/// modification time changed while it was hashed, is an error: what was hashed is not the file.
-/// Never a SIGBUS, even in the daemon.
-pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    // A regular file only, opened without waiting: a FIFO or a device never holds up a compile.
-    let f = crate::fsx::regular::open(path)?;
-    let len = f.metadata()?.len();
-    if len >= MAP_FROM {
-        if let Some(r) = hash_mapped_into(&f, path, h) {
-            return r;
-        }
-    }
-    hash_read_into(&f, h)
-}
-
-/// Feed an open file into a hasher by reading it (from its current position), the reads
-/// overlapped with hashing.
-pub fn hash_read_into(f: &std::fs::File, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    super::chunks::for_each_chunk(f, &mut |c| {
-        h.update(c);
-        Ok(())
-    })
-}
-
-/// Feed a regular file into a hasher through a mapping, hashed on every core; `None` when it
-/// cannot be mapped (nothing was hashed then). `path` names it in the error of a file that
-/// changed meanwhile.
-pub fn hash_mapped_into(
-    f: &std::fs::File,
-    path: &Path,
-    h: &mut blake3::Hasher,
-) -> Option<std::io::Result<u64>> {
-    let before = f.metadata().ok().filter(|m| m.is_file())?;
-    let m = crate::fsx::Mapped::new(f, before.len())?;
-    h.update_rayon(m.bytes());
-    let changed = match f.metadata() {
-        Ok(after) => {
-            m.truncated()
-                || after.len() != before.len()
-                || after.modified().ok() != before.modified().ok()
-        }
-        Err(e) => return Some(Err(e)),
-    };
-    if changed {
-        return Some(Err(std::io::Error::other(format!(
-            "{} changed while it was being read",
-            path.display()
-        ))));
-    }
-    Some(Ok(before.len()))
+/// A file's blake3 (hex) and size, remembered per stat identity in `table`.
+pub fn file_blake3(path: &Path, table: &Table) -> std::io::Result<(String, u64)> {
+    let got = table.get(path, Kind::Blake3, &mut |f| {
+        let mut h = blake3::Hasher::new();
+        hash_open_into(f, path, &mut h)?;
+        Ok(h.finalize().to_hex().to_string())
+    })?;
+    Ok((got.value, got.size))
 }
 
 fn collect_files(
@@ -344,7 +353,7 @@ mod tests {
     }
 
     fn key(dir: &Path, args: &[&str]) -> Key {
-        Key::compute(&plan_in(dir, args), &Engine::Pipeline).unwrap()
+        Key::compute(&plan_in(dir, args), &Engine::Pipeline, false, &Table::off()).unwrap()
     }
 
     #[test]
@@ -405,12 +414,12 @@ mod tests {
         std::fs::write(m.join("a.bin"), &data).unwrap();
         let (d, n) = hash_model(&m.join("a.bin")).unwrap();
         assert_eq!((d, n), (blake3::hash(&data), len as u64));
-        // The directory digest over the mapped file equals the one over its bytes.
+        // The directory digest: its files' names, sizes and digests.
         let mut h = blake3::Hasher::new();
         h.update(b"a.bin");
         h.update(&[0]);
         h.update(&(len as u64).to_le_bytes());
-        h.update(&data);
+        h.update(blake3::hash(&data).as_bytes());
         assert_eq!(hash_model(&m).unwrap(), (h.finalize(), len as u64));
     }
 
@@ -459,8 +468,19 @@ mod tests {
         let args = ["m.pb", "--target", "trn2", "--toolchain", "tc"];
         let k0 = key(dir.path(), &args);
         assert_eq!(k0.inputs["toolchain"]["kind"], "dir");
-        assert!(k0.inputs["toolchain"]["tools"]["walrus_driver"]["inode"].is_u64());
-        // Replacing a tool (a new inode and size) changes the key.
+        assert!(k0.inputs["toolchain"]["tools"]["walrus_driver"]["blake3"].is_string());
+        // The same tools at another path, with other times: the same key.
+        let other = dir.path().join("elsewhere");
+        std::fs::create_dir(&other).unwrap();
+        for t in crate::toolchain::TOOLS {
+            std::fs::copy(tc.join(t), other.join(t)).unwrap();
+        }
+        let moved = key(
+            dir.path(),
+            &["m.pb", "--target", "trn2", "--toolchain", "elsewhere"],
+        );
+        assert_eq!(moved.key, k0.key);
+        // Replacing a tool with other bytes changes the key.
         std::fs::remove_file(tc.join("walrus_driver")).unwrap();
         std::fs::write(tc.join("walrus_driver"), b"#!/bin/sh\n# v2\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -475,5 +495,39 @@ mod tests {
             &["m.pb", "--target", "trn2", "--toolchain", "sim"],
         );
         assert_eq!(sim.inputs["toolchain"]["nxcc_version"], crate::VERSION);
+    }
+
+    #[test]
+    fn sloppiness_keys_a_module_without_its_op_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+        let bytes = std::fs::read(models.join("mlp.hlo_module.pb")).unwrap();
+        std::fs::write(dir.path().join("a.pb"), &bytes).unwrap();
+        let mut moved = bytes.clone();
+        for w in 0..moved.len() - 10 {
+            if &moved[w..w + 10] == b"jit(layer)" {
+                moved[w + 4..w + 9].copy_from_slice(b"LAYER");
+            }
+        }
+        std::fs::write(dir.path().join("b.pb"), &moved).unwrap();
+        std::fs::copy(models.join("mlp.hlo"), dir.path().join("t.hlo")).unwrap();
+        let sloppy = true;
+        let k = |m: &str, s: bool| {
+            let plan = plan_in(dir.path(), &[m, "--target", "trn2", "--toolchain", "sim"]);
+            Key::compute(&plan, &Engine::Pipeline, s, &Table::off()).unwrap()
+        };
+        let (a, b) = (k("a.pb", sloppy), k("b.pb", sloppy));
+        assert!(a.sloppy && b.sloppy);
+        assert_eq!(a.key, b.key, "only op metadata differs");
+        assert_eq!(a.model_digest_kind(), "hlo_metadata");
+        // Exact: the two differ; and an exact key is never a sloppy one.
+        let (ea, eb) = (k("a.pb", false), k("b.pb", false));
+        assert_ne!(ea.key, eb.key);
+        assert_ne!(ea.key, a.key);
+        assert_eq!(ea.model_digest, blake3::hash(&bytes).to_hex().as_str());
+        // HLO text: sloppiness does not apply, the bytes count.
+        let t = k("t.hlo", sloppy);
+        assert!(!t.sloppy);
+        assert_eq!(t.key, k("t.hlo", false).key);
     }
 }

@@ -290,6 +290,8 @@ pub fn gc(cache: &Cache, max_bytes: u64) -> GcReport {
             break;
         }
         if matches!(cache.evict(&key), Ok(true)) {
+            // Its lock goes with it (a later gc would otherwise find it left over).
+            cache.remove_free_lock(&key);
             report.evicted += 1;
             report.freed_bytes += bytes;
             report.entries_left -= 1;
@@ -299,7 +301,8 @@ pub fn gc(cache: &Cache, max_bytes: u64) -> GcReport {
     report
 }
 
-/// Evict every entry, remove the leftovers nobody uses and the memory-estimate index.
+/// Evict every entry, remove the leftovers nobody uses, the memory-estimate index, the lists
+/// of near entries and the remembered digests (the counters and the configuration stay).
 pub fn clear(cache: &Cache) -> ClearReport {
     let mut evicted = 0;
     let left = cache
@@ -312,6 +315,15 @@ pub fn clear(cache: &Cache) -> ClearReport {
     let mut leftovers_removed = cache.clean_leftovers(&left);
     if matches!(cache.clear_estimates(), Ok(true)) {
         leftovers_removed += 1;
+    }
+    // What pointed at entries (the lists of near entries) and what was remembered of files
+    // (their digests) go too.
+    if let Ok(Some(root)) = cache.open_root(false) {
+        for dir in [super::index::NEAR_DIR, super::digests::DIGESTS_DIR] {
+            if matches!(store::evict_in(&root, dir), Ok(true)) {
+                leftovers_removed += 1;
+            }
+        }
     }
     ClearReport {
         evicted,
@@ -341,17 +353,36 @@ mod tests {
                 .set_modified(t)
                 .unwrap();
         }
+        // Every entry has a free lock file, as an older nxcc or a killed compile leaves it.
+        for k in &keys {
+            std::fs::File::create(cache.lock_path(k)).unwrap();
+        }
         let one = stats(&cache);
         assert_eq!(one.entries, 6);
         let per = one.bytes / 6;
         let r = gc(&cache, per * 4);
         assert_eq!(r.evicted, 2, "{r:?}");
+        assert_eq!(r.leftovers_removed, 0, "{r:?}");
         assert!(r.bytes_left <= per * 4);
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(cache.entry_dir(k).exists(), i >= 2, "{i}");
+            // An evicted entry's lock goes with it.
+            assert_eq!(cache.lock_path(k).exists(), i >= 2, "{i}");
         }
-        assert_eq!(gc(&cache, u64::MAX).evicted, 0);
-        assert_eq!(clear(&cache).evicted, 4);
+        let again = gc(&cache, u64::MAX);
+        assert_eq!(
+            (again.evicted, again.leftovers_removed),
+            (0, 0),
+            "{again:?}"
+        );
+        // A lock a compile holds stays; its holder removes it when released.
+        let held = cache.try_lock(&keys[2]).unwrap().unwrap();
+        assert_eq!(gc(&cache, per * 3).evicted, 1);
+        assert!(cache.lock_path(&keys[2]).exists());
+        drop(held);
+        assert!(!cache.lock_path(&keys[2]).exists());
+        assert_eq!(gc(&cache, u64::MAX).leftovers_removed, 0);
+        assert_eq!(clear(&cache).evicted, 3);
         assert_eq!(stats(&cache).entries, 0);
     }
 }

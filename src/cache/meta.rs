@@ -50,6 +50,16 @@ pub struct Meta {
     pub model_blake3: String,
     /// The model's size, bytes.
     pub model_size: u64,
+    /// How the key took the model: `blake3` (its bytes) or `hlo_metadata` (the module without
+    /// its op metadata, so a model that differs from this one's only there is served this
+    /// entry). Absent in entries written before it existed: `blake3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_digest_kind: Option<String>,
+    /// The digest of the model without its op metadata, when it is a binary HLO module
+    /// ([`crate::hlo::digest`]): what `nxcc cache explain` compares to say that only op metadata
+    /// differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_hlo_metadata: Option<String>,
     /// `ok` or `failed`.
     pub status: String,
     /// The exit status the compile ended with (0 for `ok`).

@@ -1,17 +1,22 @@
-//! The compile cache (07): a directory of finished compiles, keyed on everything that can change
-//! the output, safe for any number of concurrent compiles and processes.
+//! The compile cache (spec 07-cache-parallel.md): a directory of finished compiles, keyed on
+//! everything that can change the output, safe for any number of concurrent compiles and processes.
 //!
-//! - [`key`]: the key — the model's bytes, the normalised arguments minus
-//!   [`key::EXCLUDED_ARGS`], the toolchain's identity, the plan format version;
+//! - [`key`]: the key — the model's digest, the normalised arguments minus
+//!   [`key::EXCLUDED_ARGS`], the toolchain's identity ([`identity`]: what the tools are, one rule
+//!   for the key and a remote action), the plan format version;
+//! - [`digests`]: digests remembered per stat identity (git's racy rule), so an unchanged model
+//!   or tool is not hashed again; [`hashing`]: feeding a file to blake3;
 //! - [`store`]: the layout `DIR/nxcc-v1/<2 hex>/<key>/` (`model.neff`, `meta.json`, `log.txt`, or
-//!   `failed.json`), publishing by rename, eviction by rename, per-key `flock`s, verified reads;
+//!   `failed.json`), publishing by rename, eviction by rename, verified reads; [`keylock`]: one
+//!   compile per key across processes and hosts (a lease lock);
 //! - [`meta`]: `meta.json` and `failed.json`;
 //! - [`config`]: whether and where a compile uses the cache ([`CacheConfig`]);
 //! - [`layer`]: [`LocalStore`] — the cache as a layer of the compile stack, what `nxcc compile
 //!   --cache_dir`, `parallel-compile` and the daemon compile through;
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
-//! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...`;
-//! - [`chunks`]: large files read with the reads overlapped with hashing.
+//! - [`maintain`]: stats, verify, gc, clear; [`command`] and [`actions`]: `nxcc cache ...`;
+//! - [`chunks`]: large files read with the reads overlapped with hashing; [`host`]: the host and
+//!   boot the per-host files are named by.
 //!
 //! Guarantees:
 //! - **An entry holds only what its compile wrote.** The NEFF of an entry is the file the
@@ -30,14 +35,15 @@
 //!
 //! ```no_run
 //! use std::path::Path;
-//! use nxcc::cache::{self, CacheConfig, Key};
+//! use nxcc::cache::{self, CacheConfig};
 //! use nxcc::engine::Engine;
 //! # fn plan() -> nxcc::plan::Plan { unimplemented!() }
 //! let plan = plan();
 //! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.
 //! let cfg = CacheConfig::from_plan(&plan, Some(Path::new(&cache::default_dir()))).unwrap();
 //! let engine = Engine::Pipeline; // or Engine::external("/opt/venv/bin/neuronx-cc")
-//! let key = Key::compute(&plan, &engine).ok();
+//! // Keyed with the cache's settings (its configuration file, the compile's cache flags).
+//! let key = cfg.key(&plan, &engine).ok();
 //! let bytes = match &key {
 //!     Some(k) => cache::estimate(cfg.cache().as_ref(), k).bytes,
 //!     None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&plan)),
@@ -46,15 +52,27 @@
 //! # let _ = bytes;
 //! ```
 
+pub mod actions;
 pub mod chunks;
 pub mod command;
 pub mod config;
+pub mod counters;
+pub mod digests;
 pub mod estimate;
+pub mod evict;
+pub mod explain;
 pub mod features;
+pub mod hashing;
+pub mod host;
+pub mod identity;
+pub mod index;
 pub mod key;
+pub mod keylock;
 pub mod layer;
+pub mod layers;
 pub mod maintain;
 pub mod meta;
+pub mod settings;
 pub mod store;
 
 pub use config::{

@@ -36,7 +36,6 @@ use std::fs::File;
 use std::io::{Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rustix::fs::{FileType, OFlags, Stat};
 use serde::Deserialize;
@@ -163,16 +162,8 @@ impl Leftover {
     }
 }
 
-/// The exclusive right to compile one key (released when dropped, or by the kernel if the
-/// process dies).
-#[derive(Debug)]
-pub struct KeyLock {
-    _file: File,
-    /// The lock file, `<key>.lock` in the key's shard.
-    pub path: PathBuf,
-    /// Why something that was not a plain file was removed from the lock's name first.
-    pub replaced: Option<String>,
-}
+pub use super::keylock::KeyLock;
+use super::keylock::{self, Hold};
 
 /// A temporary entry being written ([`Cache::begin`]): a fresh `0700` directory only this
 /// compile knows, published by [`Pending::commit`], removed if dropped.
@@ -211,7 +202,7 @@ fn unsafe_dir(path: &Path, problem: String, fix: String) -> std::io::Error {
 }
 
 /// The apparent size of the files of a directory (and of its directories), links not followed.
-fn dir_bytes(dir: &Dir) -> u64 {
+pub(crate) fn dir_bytes(dir: &Dir) -> u64 {
     let Ok(entries) = dir.entries() else {
         return 0;
     };
@@ -366,11 +357,18 @@ impl Cache {
     /// an [`AtomicFile`] at `output`, committed only when it matches.
     pub fn serve(&self, key: &str, neff: &NeffInfo, output: &Path) -> Result<(), ServeError> {
         let unreadable = |e: std::io::Error| ServeError::Corrupt(format!("{NEFF_FILE}: {e}"));
-        let src = match self.open_entry(key) {
-            Ok(Some((_, d))) => d.open_file(NEFF_FILE).map_err(unreadable)?,
+        let entry = match self.open_entry(key) {
+            Ok(Some((_, d))) => d,
             Ok(None) => return Err(ServeError::Corrupt("the entry is gone".into())),
             Err(e) => return Err(unreadable(e)),
         };
+        // Read under a shared lock on meta.json: eviction leaves an entry being read alone
+        // ([`evict_unread`]). Once the NEFF is open, its bytes stay readable whatever happens.
+        let _reading = entry
+            .open_file(META_FILE)
+            .ok()
+            .filter(|f| fs4::fs_std::FileExt::lock_shared(f).is_ok());
+        let src = entry.open_file(NEFF_FILE).map_err(unreadable)?;
         // As a compile would, create the output's directory.
         if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(ServeError::Output)?;
@@ -387,6 +385,14 @@ impl Cache {
             Err(CopyError::Write(e)) => return Err(ServeError::Output(e)),
         }
         dst.commit(Durability::Visible).map_err(ServeError::Output)
+    }
+
+    /// The apparent size of the entry of `key`, if there is one.
+    pub fn entry_bytes(&self, key: &str) -> Option<u64> {
+        match self.open_entry(key) {
+            Ok(Some((_, d))) => Some(dir_bytes(&d)),
+            _ => None,
+        }
     }
 
     /// Record a use of the entry: its `meta.json`'s modification time becomes now (a metadata
@@ -410,34 +416,29 @@ impl Cache {
         mtime.max(meta.map_or(0, |m| m.last_used_ms))
     }
 
-    /// Take the lock of `key`, waiting for another holder; `on_wait` is called once if it has
-    /// to wait. `Ok(None)` if `cancel` was cancelled while waiting.
+    /// Take the lock of `key` for a compile ([`super::keylock`]: across processes and hosts,
+    /// its lease refreshed while held), waiting for another holder; `on_wait` is told once who
+    /// holds it. `Ok(None)` if `cancel` was cancelled while waiting.
     pub fn lock(
         &self,
         key: &str,
         cancel: Option<&Cancel>,
-        on_wait: &mut dyn FnMut(),
+        on_wait: &mut dyn FnMut(&str),
     ) -> std::io::Result<Option<KeyLock>> {
-        let mut waited = false;
-        let mut pause = Duration::from_millis(2);
-        loop {
-            if let Some(l) = self.try_lock(key)? {
-                return Ok(Some(l));
-            }
-            if !waited {
-                waited = true;
-                on_wait();
-            }
-            if cancel.is_some_and(Cancel::is_cancelled) {
-                return Ok(None);
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(50));
-        }
+        let name = format!("{key}{LOCK_SUFFIX}");
+        let shard = self.made_shard(key)?;
+        keylock::take(
+            &shard,
+            &name,
+            &self.lock_path(key),
+            Hold::Long,
+            cancel,
+            on_wait,
+        )
     }
 
-    /// Take the lock of `key` if it is free. Something at the lock's name that is not a plain
-    /// file (a link) is removed first — the link, never its target — and said in
+    /// Take the lock of `key` for a moment if it is free. Something at the lock's name that is
+    /// not a plain file (a link) is removed first — the link, never its target — and said in
     /// [`KeyLock::replaced`].
     pub fn try_lock(&self, key: &str) -> std::io::Result<Option<KeyLock>> {
         self.try_lock_in(&self.made_shard(key)?, key)
@@ -445,33 +446,13 @@ impl Cache {
 
     fn try_lock_in(&self, shard: &Dir, key: &str) -> std::io::Result<Option<KeyLock>> {
         let name = format!("{key}{LOCK_SUFFIX}");
-        let mut replaced = None;
-        loop {
-            let file = match shard.open_file_with(&name, OFlags::RDWR | OFlags::CREATE, 0o666) {
-                Err(e) if is_not_plain(&e) && replaced.is_none() => {
-                    replaced = Some(e.to_string());
-                    shard.remove_all(&name)?;
-                    continue;
-                }
-                r => r?,
-            };
-            if !fs4::fs_std::FileExt::try_lock_exclusive(&file)? {
-                return Ok(None);
-            }
-            // The file locked must still be the one at the name (maintenance may have removed
-            // it between our open and our lock).
-            let held = rustix::fs::fstat(&file)?;
-            match shard.stat(&name) {
-                Ok(now) if now.st_ino == held.st_ino && now.st_dev == held.st_dev => {
-                    return Ok(Some(KeyLock {
-                        _file: file,
-                        path: self.lock_path(key),
-                        replaced,
-                    }))
-                }
-                _ => continue,
-            }
-        }
+        let lease = crate::lockfile::lease();
+        Ok(
+            match keylock::try_take(shard, &name, &self.lock_path(key), lease)? {
+                keylock::Attempt::Locked(l) => Some(l),
+                keylock::Attempt::Busy(_) => None,
+            },
+        )
     }
 
     /// A fresh temporary entry for `key`, to be filled and then [`Pending::commit`]ted. The
@@ -490,6 +471,45 @@ impl Cache {
             entry: self.entry_dir(key),
             done: false,
         })
+    }
+
+    /// A fresh temporary entry of `key` in this cache holding a copy of `from`'s entry of the
+    /// same key: its `meta.json`, `log.txt` and `failed.json` as they are, its NEFF checked
+    /// against the blake3 and size `meta` (read from `from`) records — a NEFF that does not
+    /// match is an error and nothing is kept. Everything is read without following a link.
+    pub fn begin_copy(&self, from: &Cache, key: &str, meta: &Meta) -> std::io::Result<Pending> {
+        let src = from
+            .open_entry(key)?
+            .map(|(_, d)| d)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+        let pending = self.begin(key)?;
+        let tmp = pending.dir();
+        if let Some(neff) = &meta.neff {
+            let from_file = src.open_file(NEFF_FILE)?;
+            let to_file = tmp.open_file_with(
+                NEFF_FILE,
+                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
+                0o666,
+            )?;
+            match copy_hashing(&from_file, &to_file) {
+                Ok((h, n)) if h.to_hex().as_str() == neff.blake3 && n == neff.size => {}
+                Ok(_) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{NEFF_FILE} does not match its recorded blake3"),
+                    ))
+                }
+                Err(CopyError::Read(e) | CopyError::Write(e)) => return Err(e),
+            }
+        }
+        for name in [META_FILE, super::meta::LOG_FILE, FAILED_FILE] {
+            match src.read(name) {
+                Ok(bytes) => tmp.create_file(name)?.write_all(&bytes)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && name != META_FILE => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(pending)
     }
 
     /// Publish an entry for `key` in one go: `write` fills a fresh temporary directory, which
@@ -522,6 +542,16 @@ impl Cache {
     /// key; returns what else was found (an absent cache has nothing). Memory is one shard's
     /// listing at a time, never the whole cache.
     pub fn scan(&self, on_entry: &mut dyn FnMut(&Dir, &str)) -> std::io::Result<Vec<Leftover>> {
+        self.scan_shards(&|_| true, on_entry)
+    }
+
+    /// [`Cache::scan`] over the shards whose name `wanted` accepts (the sixteenth of the cache
+    /// whose keys start with one hex digit, for the size keeper).
+    pub fn scan_shards(
+        &self,
+        wanted: &dyn Fn(&str) -> bool,
+        on_entry: &mut dyn FnMut(&Dir, &str),
+    ) -> std::io::Result<Vec<Leftover>> {
         let mut left = Vec::new();
         let Some(root) = self.open_root(false)? else {
             return Ok(left);
@@ -540,7 +570,7 @@ impl Cache {
                 });
                 continue;
             }
-            if !is_shard(&name) {
+            if !is_shard(&name) || !wanted(&name) {
                 continue;
             }
             let shard = match root.open_dir(&name) {
@@ -635,25 +665,41 @@ impl Cache {
                 LeftoverKind::Evicted | LeftoverKind::NotPlain(_) => {
                     dir.remove_all(&l.name).is_ok()
                 }
-                LeftoverKind::Lock { key } => {
-                    if dir.stat(key).is_ok() {
-                        continue;
-                    }
-                    match self.try_lock_in(&dir, key) {
-                        Ok(Some(lock)) => {
-                            let ok = dir.remove_file(&l.name).is_ok();
-                            drop(lock);
-                            ok
-                        }
-                        _ => false,
-                    }
-                }
+                LeftoverKind::Lock { key } => self.remove_free_lock_in(&dir, key),
             };
             if removed {
                 n += 1;
             }
         }
         n
+    }
+
+    /// Remove the lock file of `key` once its entry is gone (an eviction), unless a compile
+    /// holds it. `true` if it was removed.
+    pub fn remove_free_lock(&self, key: &str) -> bool {
+        let Ok(Some(root)) = self.open_root(false) else {
+            return false;
+        };
+        match self.shard(&root, key, false) {
+            Ok(Some(shard)) => self.remove_free_lock_in(&shard, key),
+            _ => false,
+        }
+    }
+
+    /// [`Cache::remove_free_lock`] in the key's shard: the lock is taken first, so that no
+    /// compile holding or waiting for it loses it to the removal.
+    fn remove_free_lock_in(&self, shard: &Dir, key: &str) -> bool {
+        if shard.stat(key).is_ok() {
+            return false;
+        }
+        match self.try_lock_in(shard, key) {
+            Ok(Some(lock)) => {
+                let ok = shard.remove_file(&format!("{key}{LOCK_SUFFIX}")).is_ok();
+                drop(lock);
+                ok
+            }
+            _ => false,
+        }
     }
 
     /// The estimate index directory, `nxcc-v1/estimates` (created when `create`).
@@ -708,6 +754,51 @@ pub(crate) fn evict_in(dir: &Dir, name: &str) -> std::io::Result<bool> {
     }
 }
 
+/// What [`evict_unread`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evicted {
+    /// The entry was removed; its apparent size.
+    Removed(u64),
+    /// A reader holds it (a shared `flock` on its `meta.json`): left alone.
+    Held,
+    /// It was not there any more.
+    Gone,
+}
+
+/// Remove the entry `key` of `shard` unless a process of this host is reading it: an exclusive
+/// `flock` on its `meta.json`, not waited for, is held while it is renamed away ([`Cache::serve`]
+/// reads under a shared one), so an entry is never removed under its reader.
+pub fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
+    let dir = match shard.open_dir(key) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Evicted::Gone),
+        Err(e) if is_not_plain(&e) => {
+            return evict_in(shard, key).map(|_| Evicted::Removed(0));
+        }
+        Err(e) => return Err(e),
+    };
+    let bytes = dir_bytes(&dir);
+    let _held = match dir.open_file(META_FILE) {
+        Ok(f) => {
+            if !fs4::fs_std::FileExt::try_lock_exclusive(&f)? {
+                return Ok(Evicted::Held);
+            }
+            Some(f)
+        }
+        Err(_) => None,
+    };
+    // The entry at the name must still be the one locked (it may have been replaced).
+    let (now, then) = (shard.stat(key)?, dir.own_stat()?);
+    if now.st_ino != then.st_ino || now.st_dev != then.st_dev {
+        return Ok(Evicted::Held);
+    }
+    Ok(if evict_in(shard, key)? {
+        Evicted::Removed(bytes)
+    } else {
+        Evicted::Gone
+    })
+}
+
 pub(crate) fn lookup_in(dir: &Dir, key: &str) -> Lookup {
     let meta: Meta = match read_json_in(dir, META_FILE) {
         Ok(m) => m,
@@ -731,8 +822,17 @@ pub(crate) fn lookup_in(dir: &Dir, key: &str) -> Lookup {
     Lookup::Hit(Box::new(meta))
 }
 
+/// An entry's size and last use, from its directory alone (its files' sizes and `meta.json`'s
+/// modification time; `meta.json` is not read): what eviction orders entries by. `None` when
+/// the entry is gone.
+pub(crate) fn usage(shard: &Dir, key: &str) -> Option<(u64, u64)> {
+    let dir = shard.open_dir(key).ok()?;
+    let used = dir.stat(META_FILE).map_or(0, |st| mtime_ms(&st));
+    Some((dir_bytes(&dir), used))
+}
+
 /// An entry's [`Summary`], from the few fields of its `meta.json` and its directory.
-fn summarise(shard: &Dir, key: &str) -> Summary {
+pub(crate) fn summarise(shard: &Dir, key: &str) -> Summary {
     let mut s = Summary {
         key: key.to_string(),
         state: State::Corrupt(String::new()),
@@ -830,7 +930,7 @@ const FICLONE: libc::c_ulong = 0x4004_9409;
 
 /// Copy `src` into `dst` and return the blake3 and size of what `dst` now holds. A reflink when
 /// the file system can, else an in-kernel copy (`copy_file_range`); then `dst` is read back and
-/// hashed ([`super::key::hash_file_into`]'s ways: mapped on every core when large). Where neither
+/// hashed ([`super::hashing::hash_file_into`]'s ways: mapped on every core when large). Where neither
 /// works, a copy through this process, hashing what it writes. Either way the bytes hashed are
 /// the bytes written.
 fn copy_hashing(src: &File, dst: &File) -> Result<(blake3::Hash, u64), CopyError> {
@@ -897,14 +997,14 @@ fn copy_in_kernel(src: &File, dst: &File) -> Result<bool, CopyError> {
 fn hash_back(dst: &File) -> std::io::Result<(blake3::Hash, u64)> {
     let mut h = blake3::Hasher::new();
     let len = dst.metadata()?.len();
-    if len >= super::key::MAP_FROM {
-        if let Some(r) = super::key::hash_mapped_into(dst, Path::new("the output"), &mut h) {
+    if len >= super::hashing::MAP_FROM {
+        if let Some(r) = super::hashing::hash_mapped_into(dst, Path::new("the output"), &mut h) {
             return r.map(|n| (h.finalize(), n));
         }
     }
     let mut d = dst;
     d.seek(std::io::SeekFrom::Start(0))?;
-    let n = super::key::hash_read_into(dst, &mut h)?;
+    let n = super::hashing::hash_read_into(dst, &mut h)?;
     Ok((h.finalize(), n))
 }
 
@@ -940,6 +1040,8 @@ pub(crate) mod tests {
             model_path: "/m.pb".into(),
             model_blake3: "b".repeat(64),
             model_size: 10,
+            model_digest_kind: None,
+            model_hlo_metadata: None,
             status: if neff.is_some() { "ok" } else { "failed" }.into(),
             exit_status: if neff.is_some() { 0 } else { 70 },
             neff,
@@ -1026,7 +1128,7 @@ pub(crate) mod tests {
             panic!()
         };
         assert_eq!(m.neff.as_ref().unwrap().size, 3);
-        let old = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         std::fs::File::options()
             .write(true)
             .open(cache.entry_dir(&key).join(META_FILE))
@@ -1084,7 +1186,7 @@ pub(crate) mod tests {
         cancel.cancel();
         let mut waited = 0;
         assert!(cache
-            .lock(&key, Some(&cancel), &mut || waited += 1)
+            .lock(&key, Some(&cancel), &mut |_| waited += 1)
             .unwrap()
             .is_none());
         assert_eq!(waited, 1);
@@ -1099,7 +1201,12 @@ pub(crate) mod tests {
             .any(|l| l.kind == LeftoverKind::Temp { key: key.clone() }));
         cache.clean_leftovers(&left);
         assert!(tmp.exists());
+        // A released lock's file goes with it; one a dead process left is cleaned.
         drop(held);
+        assert!(!cache.lock_path(&key).exists());
+        let mut dead = crate::lockfile::Stamp::mine(crate::lockfile::DEFAULT_LEASE);
+        dead.pid = u32::MAX - 7;
+        std::fs::write(cache.lock_path(&key), dead.text()).unwrap();
         let (_, left) = summaries(&cache);
         assert_eq!(cache.clean_leftovers(&left), 2);
         assert!(!tmp.exists() && !cache.lock_path(&key).exists());

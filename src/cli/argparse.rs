@@ -102,6 +102,9 @@ pub struct Parsed {
     pub extras: Vec<String>,
     /// A help or version action was reached: parsing stopped there.
     pub early_exit: Option<Action>,
+    /// Words that followed one of nxcc's own optional-value options without `=` and so were not
+    /// its value (`--timings t1.html`), in command-line order.
+    pub unattached: Vec<Unattached>,
 }
 
 impl Parsed {
@@ -117,6 +120,17 @@ impl Parsed {
     pub fn flag(&self, dest: &str) -> bool {
         self.last(dest).is_some_and(|o| o.value.as_bool())
     }
+    /// What to tell about each of `words` (unrecognised arguments, extra model files) that was
+    /// meant as the value of one of nxcc's own optional-value options: `t1.html: did you mean
+    /// `--timings=t1.html`?`.
+    pub fn value_hints(&self, words: &[String]) -> Vec<String> {
+        self.unattached
+            .iter()
+            .filter(|u| words.contains(&u.word))
+            .map(Unattached::hint)
+            .collect()
+    }
+
     /// Every value given for a dest, in order (for `append` and repeated options).
     pub fn all(&self, dest: &str) -> Vec<String> {
         self.occurrences
@@ -128,6 +142,35 @@ impl Parsed {
                 v => vec![value_text(v)],
             })
             .collect()
+    }
+}
+
+/// A word after one of nxcc's own optional-value options that is not its value: those options
+/// take a value only after `=` (or, for `--dry-run`, an exact choice).
+#[derive(Debug, Clone)]
+pub struct Unattached {
+    /// The option.
+    pub flag: &'static Flag,
+    /// The option string as given (after prefix matching: the full spelling).
+    pub option_string: String,
+    /// The word that followed it.
+    pub word: String,
+}
+
+impl Unattached {
+    /// `t1.html: did you mean `--timings=t1.html`?`; for an option with choices, which it takes.
+    pub fn hint(&self) -> String {
+        let (opt, word) = (&self.option_string, &self.word);
+        match self.flag.choices {
+            Choices::OneOf(c) if !c.contains(&word.as_str()) => format!(
+                "{word}: not a value of {opt}, which takes only {} (`{opt}={}`)",
+                c.join(" or "),
+                c.last().unwrap_or(&"")
+            ),
+            _ => format!(
+                "{word}: did you mean `{opt}={word}`? ({opt} takes its value only after `=`)"
+            ),
+        }
     }
 }
 
@@ -349,6 +392,12 @@ impl ArgParser {
         }
     }
 
+    /// Whether a token is one of this parser's options (a full spelling, a unique prefix, or
+    /// either with `=VALUE`).
+    pub fn recognises(&self, token: &str) -> bool {
+        matches!(self.classify(token), Ok(Token::Option { .. }))
+    }
+
     /// The name argparse uses for an option in errors: its option strings joined by `/`.
     pub fn action_name(&self, flag: &Flag) -> String {
         flag.option_strings().collect::<Vec<_>>().join("/")
@@ -455,6 +504,13 @@ impl ArgParser {
                                 i += 2;
                                 args[i - 1].clone()
                             } else {
+                                if i + 1 < args.len() && is_value(i + 1) {
+                                    out.unattached.push(Unattached {
+                                        flag,
+                                        option_string: option_string.clone(),
+                                        word: args[i + 1].clone(),
+                                    });
+                                }
                                 i += 1;
                                 constant.to_string()
                             };
@@ -539,8 +595,10 @@ impl ArgParser {
     }
 
     /// Whether an `nargs='?'` option takes the next value token. argparse takes any value; nxcc's
-    /// own optional-value options (`--dry-run`, `--timings`) take only an attached `=VALUE` or, for
-    /// `--dry-run`, a following exact choice — so `--dry-run model.pb` keeps the model positional.
+    /// own optional-value options (`--dry-run`, `--timings`, `--neuron-cache`) take only an
+    /// attached `=VALUE` or, for `--dry-run`, a following exact choice — so `--dry-run model.pb`
+    /// keeps the model positional. Their help says so (`--timings[=FILE]`), and a word that was
+    /// meant as their value is pointed out ([`Parsed::value_hints`]).
     fn optional_takes(&self, flag: &Flag, next: &str) -> bool {
         if !flag.is_nxcc_own() {
             return true;

@@ -45,8 +45,22 @@ fn invocation_part(option: &str, flag: &Flag) -> String {
             format!("{option} {m}")
         }
         Action::OneOrMore => format!("{option} {m} [{m} ...]"),
+        // nxcc's own take a value only after `=`: GNU's notation says so.
+        Action::StoreOptional { .. } if flag.is_nxcc_own() => {
+            format!("{option}[={}]", optional_metavar(flag))
+        }
         Action::StoreOptional { .. } => format!("{option} [{m}]"),
         _ => option.to_string(),
+    }
+}
+
+/// The placeholder of one of nxcc's own optional values: its choices, else what it names.
+fn optional_metavar(flag: &Flag) -> String {
+    match (flag.choices, flag.kind) {
+        (Choices::OneOf(_) | Choices::OneOfIgnoreCase(_), _) => metavar(flag),
+        (_, Kind::Path) if flag.dest.ends_with("cache") => "DIR".to_string(),
+        (_, Kind::Path) => "FILE".to_string(),
+        _ => metavar(flag),
     }
 }
 

@@ -48,7 +48,7 @@ pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
     ),
     (
         "cache",
-        "Inspect and maintain the compile cache (stats, verify, gc, clear).",
+        "Inspect and maintain the compile cache (stats, verify, gc, clear; clean for the framework's cache).",
     ),
     (
         "daemon",
@@ -99,6 +99,9 @@ pub enum CliError {
         usage: String,
         /// The unrecognised arguments, in command-line order.
         args: Vec<String>,
+        /// A line each, after it, for an argument meant as the value of one of nxcc's own
+        /// optional-value options ([`argparse::Parsed::value_hints`]).
+        hints: Vec<String>,
     },
 }
 
@@ -110,10 +113,11 @@ impl CliError {
     pub fn render(&self) -> String {
         match self {
             CliError::Usage { usage, prog, message } => format!("{usage}\n{prog}: error: {message}\n"),
-            CliError::Unrecognized { usage, args } => format!(
-                "[ERROR] [NCC_EARG002] Illegal argument(s) - the following argument(s) are unrecognized: {}. - Check that only recognized arguments are used: {}\n",
+            CliError::Unrecognized { usage, args, hints } => format!(
+                "[ERROR] [NCC_EARG002] Illegal argument(s) - the following argument(s) are unrecognized: {}. - Check that only recognized arguments are used: {}\n{}",
                 args.join(", "),
-                usage.trim_end()
+                usage.trim_end(),
+                hints.iter().map(|h| format!("{h}\n")).collect::<String>()
             ),
         }
     }
@@ -132,6 +136,9 @@ pub struct CompileArgs {
     pub warnings: Vec<String>,
     /// Every argument as given (after delegation), for records and the daemon.
     pub argv: Vec<String>,
+    /// For each model file meant as the value of one of nxcc's own optional-value options
+    /// (`--timings t1.html model.pb`), what to tell if the model files are refused.
+    pub hints: Vec<String>,
 }
 
 /// What the command line asks for.
@@ -349,6 +356,7 @@ fn parse_compile(
     if !parsed.extras.is_empty() {
         return Err(CliError::Unrecognized {
             usage: help::short_usage(prog),
+            hints: parsed.value_hints(&parsed.extras),
             args: parsed.extras.clone(),
         });
     }
@@ -357,10 +365,12 @@ fn parse_compile(
     for occ in &parsed.occurrences {
         apply(&mut ns, occ, &mut warnings);
     }
+    let model_files = parsed.positionals.first().cloned().unwrap_or_default();
     Ok(Ok(CompileArgs {
         prog: sub_prog,
         ns,
-        model_files: parsed.positionals.into_iter().next().unwrap_or_default(),
+        hints: parsed.value_hints(&model_files),
+        model_files,
         warnings,
         argv: args,
     }))

@@ -79,7 +79,7 @@ impl Subcommand {
 
     /// The parser used: the own options plus the driver options that may have preceded the
     /// subcommand (`--version` there is answered by the top-level parser).
-    fn full_parser(&self, prog: &str) -> ArgParser {
+    pub fn full_parser(&self, prog: &str) -> ArgParser {
         let mut flags: Vec<&'static Flag> = self.flags.to_vec();
         flags.extend(
             FLAGS
@@ -120,10 +120,12 @@ impl Subcommand {
             return Err(Stop::Help(self.help(prog)));
         }
         if !parsed.extras.is_empty() {
-            return Err(Stop::Usage(self.usage_error(
-                prog,
-                format!("unrecognized arguments: {}", parsed.extras.join(" ")),
-            )));
+            let mut message = format!("unrecognized arguments: {}", parsed.extras.join(" "));
+            for hint in parsed.value_hints(&parsed.extras) {
+                message.push('\n');
+                message.push_str(&hint);
+            }
+            return Err(Stop::Usage(self.usage_error(prog, message)));
         }
         Ok(parsed)
     }

@@ -129,7 +129,8 @@ pub fn compile(args: &CompileArgs) -> i32 {
         .filter(|a| *a != "--daemon")
         .cloned()
         .collect();
-    match send(&Target::from_env(), &argv) {
+    // Starting a daemon is said: it goes on running, in the background, after this compile.
+    match send_saying(&Target::from_env(), &argv, true) {
         Sent::Finished(status) => status,
         Sent::Unreached(e) | Sent::Failed(e) | Sent::Refused(e) => fail(&e),
     }
@@ -138,6 +139,11 @@ pub fn compile(args: &CompileArgs) -> i32 {
 /// Send the compile `argv` (without a leading `compile`) to `target`'s daemon, starting one if
 /// none answers, and print its console lines as they come.
 pub fn send(target: &Target, argv: &[String]) -> Sent {
+    send_saying(target, argv, false)
+}
+
+/// [`send`]; `say_start`: say on stderr when a daemon is started.
+fn send_saying(target: &Target, argv: &[String], say_start: bool) -> Sent {
     let socket = &target.socket;
     // The default place may be in /tmp: talk only to a daemon in this user's private directory.
     let dir = config::default_dir();
@@ -163,7 +169,7 @@ pub fn send(target: &Target, argv: &[String]) -> Sent {
     // send the compile again (to a new daemon).
     let mut stopping_waits = BACKOFF_S.iter();
     loop {
-        let stream = match connect_or_start(target) {
+        let stream = match connect_or_start(target, say_start) {
             Ok(s) => s,
             Err(e) => return Sent::Unreached(e),
         };
@@ -193,8 +199,8 @@ enum Answer {
     Refused(String),
 }
 
-/// Connect to the daemon, starting one if none answers.
-pub fn connect_or_start(target: &Target) -> Result<UnixStream, String> {
+/// Connect to the daemon, starting one if none answers (`say_start`: and say so on stderr).
+pub fn connect_or_start(target: &Target, say_start: bool) -> Result<UnixStream, String> {
     let socket = &target.socket;
     match UnixStream::connect(socket) {
         Ok(s) => return Ok(s),
@@ -204,6 +210,14 @@ pub fn connect_or_start(target: &Target) -> Result<UnixStream, String> {
                 io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
             ) => {}
         Err(e) => return Err(format!("cannot connect to {}: {e}", socket.display())),
+    }
+    if say_start {
+        super::err(&format!(
+            "nxcc compile --daemon: no daemon answers on {}; starting one in the background (nxcc daemon, its log in {}; it stops after {} s without a compile)\n",
+            socket.display(),
+            config::log_file_for(socket).display(),
+            config::DEFAULT_INACTIVITY_S
+        ));
     }
     let mut child = start_daemon(target)?;
     for wait in BACKOFF_S {

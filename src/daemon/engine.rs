@@ -9,7 +9,7 @@
 //! `--retry_failed_compilation` — and runs on nxcc's pipeline or, with `--compiler`, on the
 //! external-compiler engine ([`crate::engine`]). The memory estimate admission control reserves
 //! is the cache's learned one ([`crate::cache::estimate()`]): the peak recorded for the same compile,
-//! else for the most similar earlier one, else 4 × the model size + 256 MiB.
+//! else for the most similar earlier one, else the formula [`crate::cache::estimate::FORMULA`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -105,7 +105,7 @@ impl Engine for Cached {
     fn prepare(&self, plan: &Plan) -> Prepared {
         let cache = CacheConfig::from_plan(plan, Some(&self.cache_dir)).map_err(|e| e.to_string());
         let key = match &cache {
-            Ok(cfg) if cfg.dir.is_some() => Key::compute(plan, &self.engine).ok(),
+            Ok(cfg) if cfg.dir.is_some() => cfg.key(plan, &self.engine).ok(),
             _ => None,
         };
         let estimate = match &key {

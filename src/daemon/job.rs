@@ -345,6 +345,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         sole_compile: false,
         install_signals: false,
         fork_server: ctx.fork_server.cloned(),
+        work_root: None,
     };
     let finished = ctx.engine.run(&plan, prepared, opts);
     drop(permit);

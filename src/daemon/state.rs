@@ -267,7 +267,7 @@ impl Daemon {
     }
 
     /// `GET /v1/status`: counters only (no scan of the cache; `nxcc cache stats` has its
-    /// figures).
+    /// figures): this daemon's, and the cache directory's own ([`crate::cache::counters`]).
     pub fn status(&self) -> Value {
         let (running, queued) = self.counts();
         let snap = self.admission.snapshot();
@@ -278,6 +278,9 @@ impl Daemon {
                 "dir": dir.display().to_string(),
                 "hits": n(&t.cache_hits),
                 "misses": n(&t.cache_misses),
+                // The directory's own counters, every process and host that uses it (16 small
+                // files per host: no scan).
+                "counters": crate::cache::counters::read(&crate::cache::Cache::new(dir), None),
             })
         });
         json!({

@@ -1,5 +1,5 @@
-//! The external-compiler engine (07): the compile runs as ONE supervised job
-//! `PATH compile <args>` ([`crate::run::process::run`]: its own process group,
+//! The external-compiler engine (spec 07-cache-parallel.md): the compile runs as ONE supervised
+//! job `PATH compile <args>` ([`crate::run::process::run`]: its own process group,
 //! `--job-timeout`, cancellation, `wait4` figures), in the launch directory, instead of nxcc's own
 //! pipeline. The arguments are the compile's own, in their order, with `--output` naming the
 //! output's own file name in a fresh directory beside it (a NEFF records its file name); the

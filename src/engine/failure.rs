@@ -15,12 +15,21 @@ use crate::run::process::End;
 const TICKET: &str =
     "Please open a support ticket at https://github.com/aws-neuron/aws-neuron-sdk/issues/new";
 
+/// The F-code of the banner for a process that ended by `signal`.
+pub fn code(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGKILL => "F137",
+        libc::SIGSEGV => "F139",
+        _ => "F134",
+    }
+}
+
 /// The banner for a process that ended by `signal` (or with the shell-style status 128 + signal).
 pub fn banner(signal: i32) -> String {
+    let code = code(signal);
     match signal {
-        libc::SIGKILL => "[F137] neuronx-cc was forcibly killed - This most commonly occurs due to insufficient system memory. Using a smaller data type, dimensions, batch size, or a larger instance type may help.".to_string(),
-        libc::SIGSEGV => format!("[F139] neuronx-cc terminated abnormally - {TICKET}"),
-        _ => format!("[F134] neuronx-cc terminated abnormally - {TICKET}"),
+        libc::SIGKILL => format!("[{code}] neuronx-cc was forcibly killed - This most commonly occurs due to insufficient system memory. Using a smaller data type, dimensions, batch size, or a larger instance type may help."),
+        _ => format!("[{code}] neuronx-cc terminated abnormally - {TICKET}"),
     }
 }
 

@@ -98,13 +98,19 @@ fn prepare(session: &Session) -> Result<Prepared, Failure> {
         .iter()
         .find(|(_, tool)| toolchain.as_ref().and_then(|t| t.resolve(tool)).is_none())
     {
+        let what = match &toolchain {
+            Some(t) => format!("{tool}: {}", t.why_missing(tool)),
+            None => tool.to_string(),
+        };
         let missing = Failure::Environment(Environment::MissingTool(tool.to_string()));
-        return Err(session.failing(&NccError::tool_not_found(tool), missing));
+        return Err(session.failing(&NccError::tool_not_found(what), missing));
     }
     if let Err(e) = check_output(&plan.output) {
         return Err(session.failing(&e, Failure::Environment(Environment::Output)));
     }
-    let work = workdir::prepare(&plan.launch_dir, plan.ns.str(Dest::TempDir))
+    let options = session.options();
+    let work_root = options.work_root.as_deref().unwrap_or(&plan.launch_dir);
+    let work = workdir::prepare(&plan.launch_dir, work_root, plan.ns.str(Dest::TempDir))
         .map_err(|e| session.failing(&e, Failure::Environment(Environment::WorkDir)))?;
     session.log().info(
         log::DRIVER,
@@ -409,7 +415,8 @@ fn remove_written_outputs(session: &Session, outputs: &[(PathBuf, Option<(u64, u
     }
 }
 
-/// `--output` can be written: it is not a directory, and what would be its directory is one.
+/// `--output` can be written: it is not a directory, what would be its directory is one, and a
+/// file can be made there (an unnamed one, as the NEFF will be, dropped at once).
 fn check_output(output: &Path) -> Result<(), NccError> {
     if output.is_dir() {
         return Err(NccError::output_not_written(
@@ -420,7 +427,19 @@ fn check_output(output: &Path) -> Result<(), NccError> {
     let mut parent = output.parent();
     while let Some(dir) = parent {
         match std::fs::metadata(dir) {
-            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) if m.is_dir() => {
+                let name = output
+                    .file_name()
+                    .unwrap_or(std::ffi::OsStr::new("out.neff"));
+                return crate::fsx::AtomicFile::create(&dir.join(name))
+                    .map(drop)
+                    .map_err(|e| {
+                        NccError::output_not_written(
+                            output.display(),
+                            format!("no file can be made in {}: {e}", dir.display()),
+                        )
+                    });
+            }
             Ok(_) => {
                 return Err(NccError::output_not_written(
                     output.display(),

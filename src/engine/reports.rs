@@ -108,10 +108,8 @@ fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
             crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
         });
     match r {
-        Ok(()) => logger.info(
-            log::DRIVER,
-            &format!("Wrote the {what} to {}", path.display()),
-        ),
+        // On the console too: a plain `--timings` writes to a file the user did not name.
+        Ok(()) => logger.user(&format!("Wrote the {what} to {}", path.display())),
         Err(e) => {
             logger.warning(
                 log::DRIVER,

@@ -123,6 +123,9 @@ pub struct Options<'a> {
     /// Start the worker through this fork server (the daemon's), handing it the plan, instead of
     /// executing this binary; the executed worker stays the fallback.
     pub fork_server: Option<Arc<crate::forkserver::ForkServer>>,
+    /// Where a generated work dir is made (`None`: the launch directory, as the original does;
+    /// `parallel-compile` keeps a batch's work dirs in its output directory).
+    pub work_root: Option<PathBuf>,
 }
 
 impl Options<'_> {
@@ -137,6 +140,7 @@ impl Options<'_> {
             sole_compile: false,
             install_signals: false,
             fork_server: None,
+            work_root: None,
         }
     }
 

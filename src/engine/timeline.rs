@@ -48,6 +48,23 @@ fn lanes(spans: &[Span]) -> Vec<String> {
     lanes
 }
 
+/// A tick at `t` seconds, ticks `step` seconds apart: in ms below a second of ticks, in s below
+/// ten minutes, else in min, with as many decimals as tell neighbouring ticks apart.
+fn tick_label(t: f64, step: f64) -> String {
+    let (scale, unit) = match step * 10.0 {
+        span if span < 1.0 => (1e3, "ms"),
+        span if span < 600.0 => (1.0, "s"),
+        _ => (1.0 / 60.0, "min"),
+    };
+    let step = step * scale;
+    let decimals = if step > 0.0 {
+        (-step.log10()).ceil().clamp(0.0, 3.0) as usize
+    } else {
+        0
+    };
+    format!("{:.*} {unit}", decimals, t * scale)
+}
+
 /// The self-contained HTML page.
 pub fn html(title: &str, spans: &[Span]) -> String {
     let lanes = lanes(spans);
@@ -66,8 +83,9 @@ pub fn html(title: &str, spans: &[Span]) -> String {
     for i in 0..=10 {
         let t = end * i as f64 / 10.0;
         let xi = x(t);
+        let label = tick_label(t, end / 10.0);
         svg.push_str(&format!(
-            "<line x1=\"{xi:.1}\" y1=\"20\" x2=\"{xi:.1}\" y2=\"{height}\" stroke=\"#e3e6e8\"/><text x=\"{xi:.1}\" y=\"14\" text-anchor=\"middle\" fill=\"#555\">{t:.2}s</text>\n"
+            "<line x1=\"{xi:.1}\" y1=\"20\" x2=\"{xi:.1}\" y2=\"{height}\" stroke=\"#e3e6e8\"/><text x=\"{xi:.1}\" y=\"14\" text-anchor=\"middle\" fill=\"#555\">{label}</text>\n"
         ));
     }
     for (row, lane) in lanes.iter().enumerate() {
@@ -200,6 +218,45 @@ mod tests {
         );
         assert!(!h.contains("https://") && !h.contains("<script src") && !h.contains("<link"));
         assert!(h.contains("1024"));
+    }
+
+    #[test]
+    fn tick_units_follow_the_span() {
+        let ticks = |end: f64| -> Vec<String> {
+            (0..=10)
+                .map(|i| tick_label(end * i as f64 / 10.0, end / 10.0))
+                .collect()
+        };
+        // A 10 ms compile: milliseconds, each tick its own.
+        let t = ticks(0.010);
+        assert_eq!(t[0], "0 ms");
+        assert_eq!(t[1], "1 ms");
+        assert_eq!(t[10], "10 ms");
+        let t = ticks(0.0035);
+        assert_eq!((t[1].as_str(), t[10].as_str()), ("0.3 ms", "3.5 ms"));
+        // Seconds and minutes.
+        assert_eq!(ticks(2.0)[1], "0.2 s");
+        assert_eq!(ticks(30.0)[1], "3 s");
+        assert_eq!(ticks(3600.0)[1], "6 min");
+        for end in [0.001, 0.010, 0.37, 1.38, 45.0, 599.0, 7200.0] {
+            let t = ticks(end);
+            let mut d = t.clone();
+            d.dedup();
+            assert_eq!(d.len(), 11, "{end}: {t:?}");
+        }
+        // In the page.
+        let h = html(
+            "fast",
+            &[Span {
+                lane: "compile".into(),
+                label: "HLOToTensorizer".into(),
+                start_s: 0.0,
+                end_s: 0.010,
+                status: "ok".into(),
+                details: vec![],
+            }],
+        );
+        assert!(h.contains(">5 ms</text>") && !h.contains("0.00s"), "{h}");
     }
 
     #[test]

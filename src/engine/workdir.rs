@@ -1,8 +1,8 @@
 //! The work directory (04-run.md): `--temp-dir DIR` (aliases `--compile_workdir`, `--workdir`) is
 //! used as given — created if missing, never deleted by nxcc, refused (NCC_DRV077) when it already
 //! holds an earlier compile's artifacts; otherwise a fresh `<launch dir>/neuronxcc-XXXXXXXX`
-//! (8 characters from `a-z0-9_`, mode 0700) that is removed after a successful compile unless it is
-//! to be kept.
+//! (8 characters from `a-z0-9_`, mode 0700; `parallel-compile` makes its compiles' in its output
+//! directory) that is removed after a successful compile unless it is to be kept.
 
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
@@ -63,8 +63,13 @@ pub fn artifacts_exist(dir: &Path) -> NccError {
     NccError::artifacts_exist(dir.display())
 }
 
-/// Prepare the work dir for a compile launched in `launch_dir`.
-pub fn prepare(launch_dir: &Path, temp_dir: Option<&str>) -> Result<WorkDir, NccError> {
+/// Prepare the work dir for a compile launched in `launch_dir` (a generated one is made in
+/// `root`: the launch directory, unless the caller keeps its work dirs elsewhere).
+pub fn prepare(
+    launch_dir: &Path,
+    root: &Path,
+    temp_dir: Option<&str>,
+) -> Result<WorkDir, NccError> {
     match temp_dir {
         Some(d) => {
             let path = crate::plan::absolute(launch_dir, d);
@@ -84,7 +89,7 @@ pub fn prepare(launch_dir: &Path, temp_dir: Option<&str>) -> Result<WorkDir, Ncc
         }
         None => {
             for _ in 0..100 {
-                let path = launch_dir.join(format!("neuronxcc-{}", random_name()));
+                let path = root.join(format!("neuronxcc-{}", random_name()));
                 match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                     Ok(()) => {
                         return Ok(WorkDir {
@@ -96,7 +101,7 @@ pub fn prepare(launch_dir: &Path, temp_dir: Option<&str>) -> Result<WorkDir, Ncc
                     Err(e) => {
                         return Err(NccError::work_dir(format!(
                             "Cannot create a work directory in {}: {e}",
-                            launch_dir.display()
+                            root.display()
                         )))
                     }
                 }
@@ -125,8 +130,8 @@ mod tests {
     #[test]
     fn generated_dirs_are_private_and_distinct() {
         let launch = tempfile::tempdir().unwrap();
-        let a = prepare(launch.path(), None).unwrap();
-        let b = prepare(launch.path(), None).unwrap();
+        let a = prepare(launch.path(), launch.path(), None).unwrap();
+        let b = prepare(launch.path(), launch.path(), None).unwrap();
         assert_ne!(a.path, b.path);
         let name = a.path.file_name().unwrap().to_str().unwrap();
         assert!(name.starts_with("neuronxcc-") && name.len() == 18, "{name}");
@@ -137,28 +142,32 @@ mod tests {
         );
         a.remove().unwrap();
         assert!(!a.path.exists());
+        // Elsewhere when the caller says so.
+        let root = tempfile::tempdir().unwrap();
+        let c = prepare(launch.path(), root.path(), None).unwrap();
+        assert_eq!(c.path.parent(), Some(root.path()));
     }
 
     #[test]
     fn temp_dir_is_created_kept_and_checked() {
         let launch = tempfile::tempdir().unwrap();
-        let w = prepare(launch.path(), Some("work/here")).unwrap();
+        let w = prepare(launch.path(), launch.path(), Some("work/here")).unwrap();
         assert_eq!(w.path, launch.path().join("work/here"));
         assert!(!w.generated);
         w.remove().unwrap();
         assert!(w.path.exists(), "a --temp-dir is never deleted");
         for artifact in ["penguin.py", "old.neff"] {
             std::fs::write(w.path.join(artifact), b"x").unwrap();
-            let e = prepare(launch.path(), Some("work/here"))
+            let e = prepare(launch.path(), launch.path(), Some("work/here"))
                 .unwrap_err()
                 .to_string();
             assert!(e.starts_with("[ERROR] [NCC_DRV077] Compilation artifacts already exist in the output directory ("), "{e}");
             std::fs::remove_file(w.path.join(artifact)).unwrap();
         }
         std::fs::create_dir(w.path.join("sg00")).unwrap();
-        assert!(prepare(launch.path(), Some("work/here")).is_err());
+        assert!(prepare(launch.path(), launch.path(), Some("work/here")).is_err());
         std::fs::remove_dir(w.path.join("sg00")).unwrap();
         std::fs::write(w.path.join("notes.txt"), b"x").unwrap();
-        assert!(prepare(launch.path(), Some("work/here")).is_ok());
+        assert!(prepare(launch.path(), launch.path(), Some("work/here")).is_ok());
     }
 }

@@ -14,11 +14,15 @@
 //!
 //! - [`shape`]: element types, their names and sizes;
 //! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
-//! - [`command`]: `nxcc hlo-info MODEL [--json]`.
+//! - [`command`]: `nxcc hlo-info MODEL [--json]`;
+//! - [`digest`]: a digest of a binary module that leaves its op metadata out (the compile
+//!   cache's `hlo_metadata` sloppiness).
 
 use std::path::Path;
 
 pub mod command;
+pub mod digest;
+pub mod lexer;
 pub mod proto;
 pub mod shape;
 pub mod summary;
@@ -46,6 +50,8 @@ pub enum ReadError {
     },
     /// A well-formed module a frontend still refuses (no entry computation, a parameter missing).
     Invalid(String),
+    /// A NEFF — what a compile writes — given where a model is read.
+    Neff,
 }
 
 impl ReadError {
@@ -61,6 +67,9 @@ impl ReadError {
                 format!("{p}: HLO text does not parse: line {line}: {message}")
             }
             ReadError::Invalid(m) => format!("{p}: not a usable HLO module: {m}"),
+            ReadError::Neff => format!(
+                "{p}: a NEFF (a compiled model), not an HLO module: nxcc neff-info describes it"
+            ),
         }
     }
 }
@@ -84,9 +93,23 @@ fn form(bytes: &[u8]) -> Result<Form, ReadError> {
         Err(ReadError::Empty)
     } else if bytes.starts_with(b"HloModule") {
         Ok(Form::Text)
+    } else if looks_like_neff(bytes) {
+        Err(ReadError::Neff)
     } else {
         Ok(Form::Proto)
     }
+}
+
+/// A NEFF's header (05-neff.md): a small format version at byte 0 and the header size, 1024, at
+/// byte 8, both little-endian `u64`s. No `HloModuleProto` starts so (its first byte would be a
+/// field of number 0).
+fn looks_like_neff(bytes: &[u8]) -> bool {
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    };
+    matches!((word(0), word(8)), (Some(1..=15), Some(1024)))
 }
 
 fn parse_text(bytes: &[u8]) -> Result<Module, ReadError> {

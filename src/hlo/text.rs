@@ -1,15 +1,24 @@
-//! HLO text, as XLA prints it, read into the same summary as the binary form: the module header
-//! (`HloModule name, entry_computation_layout={...}, input_output_alias={ {0}: (1, {},
-//! must-alias) }`), computations (`[ENTRY] name [(signature) -> shape] {` ... `}`) and one
-//! instruction per line (`[ROOT] name = shape opcode(operands)[, attributes]`, `%` sigils and
-//! `/*index=5*/` comments allowed). Attributes are not interpreted.
+//! HLO text, as XLA prints it, read into the same summary as the binary form, token by token as
+//! XLA's parser reads it ([`super::lexer`]): line breaks and spaces are not significant, so a
+//! module reads the same laid out one instruction per line, several per line, or all on one
+//! line.
 //!
-//! Text that does not parse is refused with its line: a first line that is not the header, a
-//! line inside a computation that is not an instruction, a shape that cannot be read, a
-//! computation never closed; a module without exactly one `ENTRY` computation, or whose entry
-//! parameters are not numbered 0 to n-1 once each, is refused too. Without a `ROOT`, the last
-//! instruction is the root (as XLA's parser has it).
+//! The grammar read: the header `HloModule name` with its `, attribute=value` list
+//! (`input_output_alias={ {0}: (1, {}, must-alias) }` is read, the rest skipped); then
+//! computations `[ENTRY] name [(signature)] [-> shape] { instruction... }` (with an optional
+//! `, execution_thread="..."`); each instruction `[ROOT] name = shape opcode(operands)` followed
+//! by `, attribute=value` items. `%` sigils are allowed, a layout `{...}` after a shape is
+//! skipped, attributes are not interpreted (but for a `metadata` `op_name`), and an attribute's
+//! value runs to the next `,`, the end of its computation, or the start of the next instruction
+//! (`[ROOT] name =`).
+//!
+//! Text that does not parse is refused with the line of the first token that does not fit: a
+//! first token that is not the header, something inside a computation that is not an instruction,
+//! a shape that cannot be read, a computation never closed (its first line). A module without
+//! exactly one `ENTRY` computation, or whose entry parameters are not numbered 0 to n-1 once each,
+//! is refused too. Without a `ROOT`, the last instruction is the root (as XLA's parser has it).
 
+use super::lexer::{error, Lexer, Tok, Token};
 use super::shape::{Dtype, Shape};
 use super::summary::{Alias, Computation, Module, Tally, Tensor};
 use super::ReadError;
@@ -17,462 +26,379 @@ use super::ReadError;
 /// How deep tuple shapes may nest.
 const SHAPE_DEPTH: usize = 100;
 
-fn err(line: usize, message: impl Into<String>) -> ReadError {
-    ReadError::Text {
-        line,
-        message: message.into(),
-    }
-}
+const NOT_AN_INSTRUCTION: &str = "expected an instruction (`name = shape opcode(operands)`)";
+const NOT_A_COMPUTATION: &str = "expected a computation (`name {` or `ENTRY name {`)";
 
-/// A cursor over one line's bytes.
-struct Cursor<'a> {
-    s: &'a [u8],
-    pos: usize,
-}
-
-impl Cursor<'_> {
-    /// Skip spaces and `/* ... */` comments.
-    fn blank(&mut self) {
-        loop {
-            while self.pos < self.s.len() && self.s[self.pos].is_ascii_whitespace() {
-                self.pos += 1;
-            }
-            if self.s[self.pos..].starts_with(b"/*") {
-                match find(&self.s[self.pos + 2..], b"*/") {
-                    Some(e) => self.pos += 2 + e + 2,
-                    None => self.pos = self.s.len(),
-                }
-            } else {
-                return;
-            }
-        }
-    }
-
-    fn eat(&mut self, c: u8) -> bool {
-        self.blank();
-        if self.s.get(self.pos) == Some(&c) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn word(&mut self) -> &str {
-        let start = self.pos;
-        while self.pos < self.s.len()
-            && (self.s[self.pos].is_ascii_alphanumeric() || b"_-.".contains(&self.s[self.pos]))
-        {
-            self.pos += 1;
-        }
-        std::str::from_utf8(&self.s[start..self.pos]).unwrap_or("")
-    }
-
-    /// Skip a balanced `{...}` (a layout), the opening brace already seen.
-    fn skip_braces(&mut self) -> Result<(), String> {
-        let mut depth = 1usize;
-        while self.pos < self.s.len() {
-            match self.s[self.pos] {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        self.pos += 1;
-                        return Ok(());
-                    }
-                }
-                _ => {}
-            }
-            self.pos += 1;
-        }
-        Err("a layout `{` is not closed".into())
-    }
-
-    /// `dtype[dims]{layout}` or `(shape, ...)`.
-    fn shape(&mut self, depth: usize) -> Result<Shape, String> {
-        self.blank();
-        if self.eat(b'(') {
-            if depth >= SHAPE_DEPTH {
-                return Err("a tuple shape nests too deeply".into());
-            }
-            let mut parts = Vec::new();
-            if self.eat(b')') {
-                return Ok(Shape::Tuple(parts));
-            }
-            loop {
-                parts.push(self.shape(depth + 1)?);
-                if self.eat(b')') {
-                    return Ok(Shape::Tuple(parts));
-                }
-                if !self.eat(b',') {
-                    return Err("a tuple shape lacks a `,` or `)`".into());
-                }
-            }
-        }
-        let name = self.word().to_string();
-        let dtype = Dtype::from_name(&name).ok_or_else(|| {
-            if name.is_empty() {
-                "expected a shape".to_string()
-            } else {
-                format!("unknown element type {name:?}")
-            }
-        })?;
-        let mut dims = Vec::new();
-        if !self.eat(b'[') {
-            return Err(format!("expected `[` after {name}"));
-        }
-        if !self.eat(b']') {
-            loop {
-                self.blank();
-                if self.s[self.pos..].starts_with(b"<=") {
-                    self.pos += 2;
-                }
-                self.blank();
-                if self.eat(b'?') {
-                    dims.push(0);
-                } else {
-                    let d = self.word();
-                    dims.push(
-                        d.parse::<u64>()
-                            .map_err(|_| format!("{d:?} is not a dimension"))?,
-                    );
-                }
-                if self.eat(b']') {
-                    break;
-                }
-                if !self.eat(b',') {
-                    return Err("a dimension list lacks a `,` or `]`".into());
-                }
-            }
-        }
-        if self.s.get(self.pos) == Some(&b'{') {
-            self.pos += 1;
-            self.skip_braces()?;
-        }
-        Ok(Shape::Array { dtype, dims })
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// One instruction line, taken apart.
-struct Instruction {
-    root: bool,
-    name: String,
-    shape: Shape,
-    opcode: String,
-    /// The operand text between the opcode's parentheses.
-    operands: String,
-    /// `op_name` of the `metadata={...}` attribute (empty when none).
-    op_name: String,
-}
-
-/// The `op_name="..."` of an attribute list's `metadata={...}` (escapes kept as written).
-fn metadata_op_name(attributes: &str) -> String {
-    let Some(m) = attributes.find("metadata={") else {
-        return String::new();
-    };
-    let rest = &attributes[m..];
-    let Some(o) = rest.find("op_name=\"") else {
-        return String::new();
-    };
-    let value = &rest[o + "op_name=\"".len()..];
-    let mut end = None;
-    let mut escaped = false;
-    for (i, c) in value.char_indices() {
-        match c {
-            '\\' if !escaped => escaped = true,
-            '"' if !escaped => {
-                end = Some(i);
-                break;
-            }
-            _ => escaped = false,
-        }
-    }
-    end.map(|e| value[..e].to_string()).unwrap_or_default()
-}
-
-/// `[ROOT] name = shape opcode(operands)...`.
-fn instruction(line: &str) -> Result<Instruction, String> {
-    let (lhs, rhs) = line
-        .split_once('=')
-        .ok_or("expected an instruction (`name = shape opcode(operands)`)")?;
-    let lhs = lhs.trim();
-    let (root, name) = match lhs.strip_prefix("ROOT ") {
-        Some(n) => (true, n.trim()),
-        None => (false, lhs),
-    };
-    let name = name.trim_start_matches('%');
-    if name.is_empty() || name.contains(char::is_whitespace) {
-        return Err(format!("{lhs:?} is not an instruction name"));
-    }
-    let mut c = Cursor {
-        s: rhs.as_bytes(),
-        pos: 0,
-    };
-    let shape = c.shape(0).map_err(|e| format!("instruction {name}: {e}"))?;
-    c.blank();
-    let opcode = c.word().to_string();
-    if opcode.is_empty() || !c.eat(b'(') {
-        return Err(format!("instruction {name}: expected an opcode and `(`"));
-    }
-    let start = c.pos;
-    let mut depth = 1usize;
-    let mut in_str = false;
-    let bytes = rhs.as_bytes();
-    while c.pos < bytes.len() {
-        match bytes[c.pos] {
-            b'"' if c.pos == 0 || bytes[c.pos - 1] != b'\\' => in_str = !in_str,
-            b'(' | b'{' | b'[' if !in_str => depth += 1,
-            b')' | b'}' | b']' if !in_str => {
-                depth -= 1;
-                if depth == 0 {
-                    break;
-                }
-            }
-            _ => {}
-        }
-        c.pos += 1;
-    }
-    if depth != 0 {
-        return Err(format!(
-            "instruction {name}: the operand list is not closed"
-        ));
-    }
-    Ok(Instruction {
-        root,
-        name: name.to_string(),
-        shape,
-        opcode,
-        operands: rhs[start..c.pos].to_string(),
-        op_name: metadata_op_name(&rhs[c.pos..]),
-    })
-}
-
-/// The operand names of an operand list (`a, %b` or the old `f32[2]{0} %a, f32[] b`).
-fn operand_names(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    let b = text.as_bytes();
-    let mut push = |s: &str| {
-        if let Some(last) = s.split_whitespace().last() {
-            out.push(last.trim_start_matches('%').to_string());
-        }
-    };
-    for (i, &ch) in b.iter().enumerate() {
-        match ch {
-            b'(' | b'{' | b'[' => depth += 1,
-            b')' | b'}' | b']' => depth -= 1,
-            b',' if depth == 0 => {
-                push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    push(&text[start..]);
-    out
-}
-
-/// The module header's `input_output_alias={ {out}: (param, {...}, kind), ... }`.
-fn parse_aliases(header: &str) -> Vec<Alias> {
-    let Some(start) = header.find("input_output_alias={") else {
-        return Vec::new();
-    };
-    let mut rest = &header[start + "input_output_alias={".len()..];
-    let mut out = Vec::new();
-    // Each entry: `{<indices>}: (<param>, {<indices>}, <kind>)`, until the closing brace.
-    while !rest.trim_start().starts_with('}') {
-        let Some(open) = rest.find('{') else { break };
-        let Some(close) = rest[open..].find('}').map(|c| c + open) else {
-            break;
-        };
-        let out_index = rest[open + 1..close]
-            .split(',')
-            .next()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .unwrap_or(0);
-        let after = &rest[close + 1..];
-        let Some(after) = after.trim_start().strip_prefix(':') else {
-            break;
-        };
-        let Some(paren) = after.find('(') else { break };
-        let Some(end) = after[paren..].find(')').map(|e| e + paren) else {
-            break;
-        };
-        let inner = &after[paren + 1..end];
-        let param = inner
-            .split(',')
-            .next()
-            .and_then(|s| s.trim().parse::<usize>().ok());
-        if let Some(parameter) = param {
-            out.push(Alias {
-                output_index: out_index,
-                parameter,
-                must_alias: inner.contains("must-alias"),
-            });
-        }
-        rest = after[end + 1..].trim_start().trim_start_matches(',');
-    }
-    out
-}
-
-/// The computation being read.
-struct Open {
-    name: String,
+/// One instruction, taken apart (slices of the text).
+#[derive(Clone, Copy)]
+struct Instruction<'a> {
     line: usize,
-    is_entry: bool,
-    instructions: usize,
+    root: bool,
+    name: &'a str,
+    opcode: &'a str,
+    /// The byte range of the operand list, between its parentheses.
+    operands: (usize, usize),
+    /// The byte range of the `metadata` attribute's value, if any.
+    metadata: Option<(usize, usize)>,
 }
 
 /// The entry computation's own instructions, as the summary needs them.
 #[derive(Default)]
-struct Entry {
+struct Entry<'a> {
     /// (parameter number, line, tensor).
     params: Vec<(u64, usize, Tensor)>,
-    /// The `ROOT` instruction.
-    root: Option<Instruction>,
-    /// The last instruction (the root when none is marked).
-    last: Option<Instruction>,
+    /// The `ROOT` instruction and its shape.
+    root: Option<(Instruction<'a>, Shape)>,
+    /// The last instruction and its shape (the root when none is marked).
+    last: Option<(Instruction<'a>, Shape)>,
+}
+
+/// What the reader has gathered so far.
+#[derive(Default)]
+struct Gathered<'a> {
+    computations: Vec<Computation>,
+    tally: Tally,
+    entry: Entry<'a>,
 }
 
 /// Read HLO text into its summary.
 pub fn parse(text: &str) -> Result<Module, ReadError> {
-    let mut name = None;
-    let mut aliases = Vec::new();
-    let mut computations: Vec<Computation> = Vec::new();
-    let mut open: Option<Open> = None;
-    let mut tally = Tally::default();
-    let mut entry = Entry::default();
-    let mut entries = 0usize;
-    for (i, raw) in text.lines().enumerate() {
-        let line_no = i + 1;
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with("//") {
-            continue;
-        }
-        if name.is_none() {
-            let Some(rest) = line.strip_prefix("HloModule") else {
-                return Err(err(line_no, "expected the `HloModule name` header"));
-            };
-            let n = rest
-                .trim_start()
-                .split(|c: char| c == ',' || c.is_whitespace())
-                .next()
-                .unwrap_or("");
-            if n.is_empty() || !rest.starts_with(char::is_whitespace) {
-                return Err(err(line_no, "the HloModule header has no module name"));
-            }
-            name = Some(n.to_string());
-            aliases = parse_aliases(line);
-            continue;
-        }
-        match &mut open {
-            None => {
-                let Some(head) = line.strip_suffix('{') else {
-                    return Err(err(
-                        line_no,
-                        "expected a computation (`name {` or `ENTRY name {`)",
-                    ));
-                };
-                let (is_entry, head) = match head.strip_prefix("ENTRY") {
-                    Some(h) if h.starts_with(char::is_whitespace) => (true, h.trim_start()),
-                    _ => (false, head),
-                };
-                let cname: String = head
-                    .trim_start_matches('%')
-                    .chars()
-                    .take_while(|c| !c.is_whitespace() && *c != '(')
-                    .collect();
-                if cname.is_empty() || head.contains(" = ") {
-                    return Err(err(
-                        line_no,
-                        "expected a computation (`name {` or `ENTRY name {`)",
-                    ));
-                }
-                if is_entry {
-                    entries += 1;
-                    if entries > 1 {
-                        return Err(err(line_no, "a second ENTRY computation"));
-                    }
-                }
-                open = Some(Open {
-                    name: cname,
-                    line: line_no,
-                    is_entry,
-                    instructions: 0,
-                });
-            }
-            Some(c) => {
-                if line.starts_with('}') {
-                    computations.push(Computation {
-                        name: std::mem::take(&mut c.name),
-                        instructions: c.instructions,
-                        is_entry: c.is_entry,
-                    });
-                    open = None;
-                    continue;
-                }
-                let ins = instruction(line).map_err(|m| err(line_no, m))?;
-                c.instructions += 1;
-                tally.add_lazy(&ins.name, &ins.opcode, ins.shape.bytes(), || {
-                    (ins.shape.clone(), ins.op_name.clone())
-                });
-                if !c.is_entry {
-                    continue;
-                }
-                if ins.opcode == "parameter" {
-                    let n = ins.operands.trim().parse::<u64>().map_err(|_| {
-                        err(
-                            line_no,
-                            format!(
-                                "parameter {}: {:?} is not a parameter number",
-                                ins.name, ins.operands
-                            ),
-                        )
-                    })?;
-                    entry.params.push((
-                        n,
-                        line_no,
-                        Tensor {
-                            number: n as usize,
-                            name: ins.name.clone(),
-                            shape: ins.shape.clone(),
-                        },
-                    ));
-                }
-                if ins.root {
-                    if entry.root.is_some() {
-                        return Err(err(line_no, "a second ROOT in the entry computation"));
-                    }
-                    entry.root = Some(ins);
-                } else {
-                    entry.last = Some(ins);
-                }
-            }
-        }
+    let mut lx = Lexer::new(text);
+    let (name, aliases) = header(&mut lx)?;
+    let mut g = Gathered::default();
+    while lx.peek()?.tok != Tok::Eof {
+        computation(&mut lx, &mut g)?;
     }
-    let Some(name) = name else {
-        return Err(err(1, "expected the `HloModule name` header"));
-    };
-    if let Some(c) = open {
-        return Err(err(
-            c.line,
-            format!("the computation {} is not closed", c.name),
-        ));
-    }
-    let Some(entry_c) = computations.iter().find(|c| c.is_entry) else {
+    let Some(entry_c) = g.computations.iter().find(|c| c.is_entry) else {
         return Err(ReadError::Invalid("no ENTRY computation".into()));
     };
     let entry_name = entry_c.name.clone();
-    entry.params.sort_by_key(|p| p.0);
-    let count = entry.params.len();
-    for (k, (n, line, t)) in entry.params.iter().enumerate() {
+    let parameters = numbered(std::mem::take(&mut g.entry.params))?;
+    let Some((root, shape)) = g.entry.root.take().or(g.entry.last.take()) else {
+        return Err(ReadError::Invalid(format!(
+            "the entry computation {entry_name} has no instructions"
+        )));
+    };
+    let results = results(text, &root, shape);
+    Ok(Module {
+        format: "text",
+        name,
+        id: 0,
+        entry: entry_name,
+        parameters,
+        results,
+        computations: g.computations,
+        instruction_count: g.tally.instructions,
+        opcodes: g.tally.opcodes,
+        largest: g.tally.largest,
+        aliases,
+    })
+}
+
+/// `HloModule name[, attribute=value]...`: the name and the aliases.
+fn header(lx: &mut Lexer) -> Result<(String, Vec<Alias>), ReadError> {
+    let first = lx.next_token()?;
+    if !first.is_word("HloModule") {
+        return Err(error(first.line, "expected the `HloModule name` header"));
+    }
+    let Some(name) = lx.peek()?.name() else {
+        return Err(error(first.line, "the HloModule header has no module name"));
+    };
+    lx.next_token()?;
+    let mut aliases = Vec::new();
+    while lx.eat(b',')? {
+        let (attr, value) = attribute(lx, true)?;
+        if attr == "input_output_alias" {
+            aliases = parse_aliases(&lx.text()[value.0..value.1]);
+        }
+    }
+    Ok((name.to_string(), aliases))
+}
+
+/// `name=value` after a `,`: the name and the value's byte range. A header's values are one
+/// item each; an instruction's run on (see the module documentation).
+fn attribute<'a>(
+    lx: &mut Lexer<'a>,
+    one_item: bool,
+) -> Result<(&'a str, (usize, usize)), ReadError> {
+    let t = lx.next_token()?;
+    let (Some(attr), true) = (t.name(), lx.eat(b'=')?) else {
+        return Err(error(
+            t.line,
+            "expected an attribute (`name=value`) after `,`",
+        ));
+    };
+    let first = lx.peek()?;
+    let mut end = item(lx)?;
+    while !one_item && !value_ends(lx)? {
+        end = item(lx)?;
+    }
+    Ok((attr, (first.start, end)))
+}
+
+/// Whether an instruction attribute's value ends before the next token: at a `,`, the end of
+/// the computation or of the text, or the next instruction (`ROOT`, or a name followed by `=`).
+fn value_ends(lx: &mut Lexer) -> Result<bool, ReadError> {
+    let t = lx.peek()?;
+    Ok(t.is(b',')
+        || t.is(b'}')
+        || t.tok == Tok::Eof
+        || t.is_word("ROOT")
+        || (t.name().is_some() && lx.peek2()?.is(b'=')))
+}
+
+/// One token, or a whole bracketed group (`(...)`, `{...}`, `[...]`); the byte after it.
+fn item(lx: &mut Lexer) -> Result<usize, ReadError> {
+    let t = lx.next_token()?;
+    if t.is(b'(') || t.is(b'{') || t.is(b'[') {
+        group(lx, t).map(|close| close.end)
+    } else if t.tok == Tok::Eof {
+        Err(error(t.line, "the text ends where a value should be"))
+    } else {
+        Ok(t.end)
+    }
+}
+
+/// The rest of a bracketed group whose opening token was `open`: its closing token.
+fn group<'a>(lx: &mut Lexer<'a>, open: Token) -> Result<Token<'a>, ReadError> {
+    lx.skip_group(&open)
+}
+
+/// `[ENTRY] name [(signature)] [-> shape] { instruction... } [, execution_thread="..."]`.
+fn computation<'a>(lx: &mut Lexer<'a>, g: &mut Gathered<'a>) -> Result<(), ReadError> {
+    let first = lx.peek()?;
+    let is_entry = first.is_word("ENTRY") && lx.peek2()?.name().is_some();
+    if is_entry {
+        lx.next_token()?;
+    }
+    let t = lx.next_token()?;
+    let Some(name) = t.name() else {
+        return Err(error(first.line, NOT_A_COMPUTATION));
+    };
+    if lx.peek()?.is(b'(') {
+        let open = lx.next_token()?;
+        group(lx, open)?;
+    }
+    if lx.peek()?.tok == Tok::Arrow {
+        lx.next_token()?;
+        shape(lx, 0).map_err(|e| within(e, first.line, &format!("computation {name}")))?;
+    }
+    if !lx.eat(b'{')? {
+        return Err(error(first.line, NOT_A_COMPUTATION));
+    }
+    if is_entry && g.computations.iter().any(|c| c.is_entry) {
+        return Err(error(first.line, "a second ENTRY computation"));
+    }
+    let mut instructions = 0usize;
+    loop {
+        let t = lx.peek()?;
+        if t.is(b'}') {
+            lx.next_token()?;
+            break;
+        }
+        if t.tok == Tok::Eof {
+            return Err(error(
+                first.line,
+                format!("the computation {name} is not closed"),
+            ));
+        }
+        let (ins, shape) = instruction(lx)?;
+        instructions += 1;
+        let text = lx.text();
+        g.tally.add_lazy(ins.name, ins.opcode, shape.bytes(), || {
+            (shape.clone(), op_name(text, ins.metadata))
+        });
+        if is_entry {
+            entry_instruction(text, &mut g.entry, ins, shape)?;
+        }
+    }
+    while lx.eat(b',')? {
+        attribute(lx, true)?;
+    }
+    g.computations.push(Computation {
+        name: name.to_string(),
+        instructions,
+        is_entry,
+    });
+    Ok(())
+}
+
+/// `[ROOT] name = shape opcode(operands)[, attribute=value]...`, and its shape.
+fn instruction<'a>(lx: &mut Lexer<'a>) -> Result<(Instruction<'a>, Shape), ReadError> {
+    let first = lx.peek()?;
+    let line = first.line;
+    let root = first.is_word("ROOT") && lx.peek2()?.name().is_some();
+    if root {
+        lx.next_token()?;
+    }
+    let t = lx.next_token()?;
+    let (Some(name), true) = (t.name(), lx.eat(b'=')?) else {
+        return Err(error(line, NOT_AN_INSTRUCTION));
+    };
+    let shape = shape(lx, 0).map_err(|e| within(e, line, &format!("instruction {name}")))?;
+    let t = lx.next_token()?;
+    let (Tok::Word(opcode), true) = (t.tok, lx.peek()?.is(b'(')) else {
+        return Err(error(
+            line,
+            format!("instruction {name}: expected an opcode and `(`"),
+        ));
+    };
+    let open = lx.next_token()?;
+    let close = group(lx, open).map_err(|_| {
+        error(
+            line,
+            format!("instruction {name}: the operand list is not closed"),
+        )
+    })?;
+    let mut metadata = None;
+    while lx.eat(b',')? {
+        let (attr, value) = attribute(lx, false)?;
+        if attr == "metadata" {
+            metadata = Some(value);
+        }
+    }
+    let ins = Instruction {
+        line,
+        root,
+        name,
+        opcode,
+        operands: (open.end, close.start),
+        metadata,
+    };
+    Ok((ins, shape))
+}
+
+/// Keep what the summary needs of an entry computation's instruction.
+fn entry_instruction<'a>(
+    text: &str,
+    entry: &mut Entry<'a>,
+    ins: Instruction<'a>,
+    shape: Shape,
+) -> Result<(), ReadError> {
+    if ins.opcode == "parameter" {
+        let operands = text[ins.operands.0..ins.operands.1].trim();
+        let n = operands.parse::<u64>().map_err(|_| {
+            error(
+                ins.line,
+                format!(
+                    "parameter {}: {operands:?} is not a parameter number",
+                    ins.name
+                ),
+            )
+        })?;
+        entry.params.push((
+            n,
+            ins.line,
+            Tensor {
+                number: n as usize,
+                name: ins.name.to_string(),
+                shape: shape.clone(),
+            },
+        ));
+    }
+    if ins.root {
+        if entry.root.is_some() {
+            return Err(error(ins.line, "a second ROOT in the entry computation"));
+        }
+        entry.root = Some((ins, shape));
+    } else {
+        entry.last = Some((ins, shape));
+    }
+    Ok(())
+}
+
+/// `dtype[dims]{layout}` or `(shape, ...)`; a layout is skipped. An error says what is wrong
+/// (its line is the caller's to give: see [`within`]).
+fn shape(lx: &mut Lexer, depth: usize) -> Result<Shape, ReadError> {
+    let t = lx.next_token()?;
+    if t.is(b'(') {
+        if depth >= SHAPE_DEPTH {
+            return Err(error(t.line, "a tuple shape nests too deeply"));
+        }
+        let mut parts = Vec::new();
+        if lx.eat(b')')? {
+            return Ok(Shape::Tuple(parts));
+        }
+        loop {
+            parts.push(shape(lx, depth + 1)?);
+            if lx.eat(b')')? {
+                return Ok(Shape::Tuple(parts));
+            }
+            if !lx.eat(b',')? {
+                return Err(error(t.line, "a tuple shape lacks a `,` or `)`"));
+            }
+        }
+    }
+    let Tok::Word(name) = t.tok else {
+        return Err(error(t.line, "expected a shape"));
+    };
+    let dtype = Dtype::from_name(name)
+        .ok_or_else(|| error(t.line, format!("unknown element type {name:?}")))?;
+    if !lx.eat(b'[')? {
+        return Err(error(t.line, format!("expected `[` after {name}")));
+    }
+    let dims = dimensions(lx)?;
+    // A layout — `{1,0}`, `{}`, `{1,0:T(8,128)}` —, not the `{` of a computation's body.
+    if lx.peek()?.is(b'{') {
+        let after = lx.peek2()?;
+        let digit =
+            matches!(after.tok, Tok::Word(w) if w.starts_with(|c: char| c.is_ascii_digit()));
+        if digit || after.is(b'}') || after.is(b':') {
+            let open = lx.next_token()?;
+            group(lx, open)?;
+        }
+    }
+    Ok(Shape::Array { dtype, dims })
+}
+
+/// The dimension list after `[`, through its `]` (a dynamic size, `?` or `<=N`, counts as 0 or
+/// N).
+fn dimensions(lx: &mut Lexer) -> Result<Vec<u64>, ReadError> {
+    if let Some(dims) = lx.plain_dims() {
+        return Ok(dims);
+    }
+    let mut dims = Vec::new();
+    if lx.eat(b']')? {
+        return Ok(dims);
+    }
+    loop {
+        if lx.peek()?.tok == Tok::Leq {
+            lx.next_token()?;
+        }
+        let t = lx.next_token()?;
+        match t.tok {
+            Tok::Word("?") => dims.push(0),
+            Tok::Word(d) => dims.push(
+                d.parse::<u64>()
+                    .map_err(|_| error(t.line, format!("{d:?} is not a dimension")))?,
+            ),
+            _ => return Err(error(t.line, "a dimension list lacks a `,` or `]`")),
+        }
+        if lx.eat(b']')? {
+            return Ok(dims);
+        }
+        if !lx.eat(b',')? {
+            return Err(error(t.line, "a dimension list lacks a `,` or `]`"));
+        }
+    }
+}
+
+/// An error inside what began on `line` (an instruction, a computation): on that line, its
+/// message after `what: `.
+fn within(e: ReadError, line: usize, what: &str) -> ReadError {
+    match e {
+        ReadError::Text { message, .. } => error(line, format!("{what}: {message}")),
+        e => e,
+    }
+}
+
+/// The entry parameters in number order, refused unless numbered 0 to n-1 once each.
+fn numbered(mut params: Vec<(u64, usize, Tensor)>) -> Result<Vec<Tensor>, ReadError> {
+    params.sort_by_key(|p| p.0);
+    let count = params.len();
+    for (k, (n, line, t)) in params.iter().enumerate() {
         if *n != k as u64 {
-            return Err(err(
+            return Err(error(
                 *line,
                 format!(
                     "the entry computation's parameter numbers are not 0 to {} once each: parameter {} has number {n}",
@@ -482,20 +408,20 @@ pub fn parse(text: &str) -> Result<Module, ReadError> {
             ));
         }
     }
-    let Some(root) = entry.root.or(entry.last) else {
-        return Err(ReadError::Invalid(format!(
-            "the entry computation {entry_name} has no instructions"
-        )));
-    };
-    let results = match &root.shape {
+    Ok(params.into_iter().map(|(_, _, t)| t).collect())
+}
+
+/// The module's results: a root tuple's elements (named after its operands), else the root.
+fn results(text: &str, root: &Instruction, shape: Shape) -> Vec<Tensor> {
+    match shape {
         Shape::Tuple(parts) => {
             let names = if root.opcode == "tuple" {
-                operand_names(&root.operands)
+                operand_names(&text[root.operands.0..root.operands.1])
             } else {
                 Vec::new()
             };
             parts
-                .iter()
+                .into_iter()
                 .enumerate()
                 .map(|(k, p)| Tensor {
                     number: k,
@@ -503,29 +429,123 @@ pub fn parse(text: &str) -> Result<Module, ReadError> {
                         .get(k)
                         .cloned()
                         .unwrap_or_else(|| format!("{}.{k}", root.name)),
-                    shape: p.clone(),
+                    shape: p,
                 })
                 .collect()
         }
         s => vec![Tensor {
             number: 0,
-            name: root.name.clone(),
-            shape: s.clone(),
+            name: root.name.to_string(),
+            shape: s,
         }],
+    }
+}
+
+/// The operand names of an operand list (`a, %b`, or the old `f32[2]{0} %a, f32[] b`): the last
+/// name of each `,`-separated operand, outside brackets.
+fn operand_names(operands: &str) -> Vec<String> {
+    let mut lx = Lexer::new(operands);
+    let mut out = Vec::new();
+    let (mut depth, mut last) = (0usize, None);
+    while let Ok(t) = lx.next_token() {
+        match t.tok {
+            Tok::Eof => break,
+            Tok::Punct(b'(' | b'{' | b'[') => depth += 1,
+            Tok::Punct(b')' | b'}' | b']') => depth = depth.saturating_sub(1),
+            Tok::Punct(b',') if depth == 0 => out.extend(last.take()),
+            Tok::Word(w) | Tok::Name(w) if depth == 0 => last = Some(w.to_string()),
+            _ => {}
+        }
+    }
+    out.extend(last);
+    out
+}
+
+/// The `op_name` of a `metadata={...}` value (escapes kept as written; empty when none).
+fn op_name(text: &str, metadata: Option<(usize, usize)>) -> String {
+    let Some((a, b)) = metadata else {
+        return String::new();
     };
-    Ok(Module {
-        format: "text",
-        name,
-        id: 0,
-        entry: entry_name,
-        parameters: entry.params.into_iter().map(|(_, _, t)| t).collect(),
-        results,
-        computations,
-        instruction_count: tally.instructions,
-        opcodes: tally.opcodes,
-        largest: tally.largest,
-        aliases,
-    })
+    let mut lx = Lexer::new(&text[a..b]);
+    let mut window = [Tok::Eof; 3];
+    while let Ok(t) = lx.next_token() {
+        if t.tok == Tok::Eof {
+            break;
+        }
+        window = [window[1], window[2], t.tok];
+        if let [Tok::Word("op_name"), Tok::Punct(b'='), Tok::Str(s)] = window {
+            return s.to_string();
+        }
+    }
+    String::new()
+}
+
+/// The header's `input_output_alias` value, `{ {out}: (param, {index}, kind), ... }`; what does
+/// not read so ends the list.
+fn parse_aliases(value: &str) -> Vec<Alias> {
+    let mut lx = Lexer::new(value);
+    let mut out = Vec::new();
+    let Ok(true) = lx.eat(b'{') else {
+        return out;
+    };
+    while let Ok(Some(alias)) = one_alias(&mut lx) {
+        out.push(alias);
+        if !matches!(lx.eat(b','), Ok(true)) {
+            break;
+        }
+    }
+    out
+}
+
+/// `{out, ...}: (param, {index, ...}[, kind])`, or `None` at the end of the list.
+fn one_alias(lx: &mut Lexer) -> Result<Option<Alias>, ReadError> {
+    let number = |t: Token| match t.tok {
+        Tok::Word(w) => w.parse::<usize>().ok(),
+        _ => None,
+    };
+    if !lx.eat(b'{')? {
+        return Ok(None);
+    }
+    let open = Token {
+        tok: Tok::Punct(b'{'),
+        line: 0,
+        start: 0,
+        end: 0,
+    };
+    let first = lx.peek()?;
+    let output_index = if first.is(b'}') {
+        0
+    } else {
+        number(first).unwrap_or(0)
+    };
+    group(lx, open)?;
+    if !lx.eat(b':')? || !lx.eat(b'(')? {
+        return Ok(None);
+    }
+    let Some(parameter) = number(lx.next_token()?) else {
+        return Ok(None);
+    };
+    let paren = Token {
+        tok: Tok::Punct(b'('),
+        ..open
+    };
+    let mut must_alias = false;
+    let mut depth = 1usize;
+    while depth > 0 {
+        let t = lx.next_token()?;
+        match t.tok {
+            Tok::Punct(b'(' | b'{' | b'[') => depth += 1,
+            Tok::Punct(b')' | b'}' | b']') => depth -= 1,
+            Tok::Word("must-alias") => must_alias = true,
+            Tok::Eof => return Err(error(paren.line, "an alias is not closed")),
+            _ => {}
+        }
+    }
+    Ok(Some(Alias {
+        output_index,
+        parameter,
+        must_alias,
+    }))
 }
 
 #[cfg(test)]

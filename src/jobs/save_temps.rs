@@ -24,7 +24,8 @@ pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
     let mut copied = 0usize;
     copy_tree(ctx.work_dir, ctx.launch_dir, &mut copied).map_err(|(e, p)| fail(e, &p))?;
     ctx.info(&format!(
-        "SaveTemps copied {copied} files from {} to {}",
+        "SaveTemps copied {} from {} to {}",
+        crate::words::count(copied, "file", "files"),
         ctx.work_dir.display(),
         ctx.launch_dir.display()
     ));

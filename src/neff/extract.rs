@@ -72,18 +72,25 @@ fn check_target(dir: &Path) -> Result<(), NeffError> {
         Ok(m) if m.is_dir() => {
             let mut entries = std::fs::read_dir(dir).map_err(|e| NeffError::io(dir, e))?;
             if entries.next().is_some() {
-                Err(NeffError::Unsafe(format!(
-                    "{} exists and is not empty; extract into a new or empty directory",
-                    dir.display()
-                )))
+                Err(target(
+                    dir,
+                    "it exists and is not empty; extract into a new or empty directory",
+                ))
             } else {
                 Ok(())
             }
         }
-        Ok(_) => Err(NeffError::Unsafe(format!(
-            "{} exists and is not a directory (or is a symbolic link); extract into a new or empty directory",
-            dir.display()
-        ))),
+        Ok(_) => Err(target(
+            dir,
+            "it exists and is not a directory (or is a symbolic link); extract into a new or empty directory",
+        )),
+    }
+}
+
+fn target(dir: &Path, reason: &str) -> NeffError {
+    NeffError::Target {
+        path: dir.to_path_buf(),
+        reason: reason.to_string(),
     }
 }
 
@@ -147,10 +154,10 @@ pub fn extract_all(neff: &Neff, dir: &Path) -> Result<Vec<Member>, NeffError> {
     drop(root);
     std::fs::rename(&staging.path, dir).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOTEMPTY) | Some(libc::EEXIST) | Some(libc::ENOTDIR) | Some(libc::EISDIR) => {
-            NeffError::Unsafe(format!(
-                "{} changed while extracting (it is no longer missing or empty); nothing was extracted",
-                dir.display()
-            ))
+            target(
+                dir,
+                "it changed while extracting (it is no longer missing or empty); nothing was extracted",
+            )
         }
         _ => NeffError::io(dir, e),
     })?;

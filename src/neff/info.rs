@@ -86,10 +86,13 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         return usage_error(prog, message);
     }
     let file = parsed.positionals[0][0].clone();
-    // An I/O error names its own path; any other is about the file.
+    // An I/O error or an unusable target directory names its own path; any other is about the
+    // file.
     let fail = |e: &NeffError| {
         match e {
-            NeffError::Io { .. } => err(&format!("{prog} neff-info: error: {e}\n")),
+            NeffError::Io { .. } | NeffError::Target { .. } => {
+                err(&format!("{prog} neff-info: error: {e}\n"))
+            }
             _ => err(&format!("{prog} neff-info: error: {file}: {e}\n")),
         }
         EXIT_INVALID

@@ -60,6 +60,15 @@ pub enum NeffError {
         /// What is wrong with it, in a few words.
         reason: String,
     },
+    /// The directory to extract into cannot take the members (it is not empty, not a directory,
+    /// or changed meanwhile): the directory's fault, not the NEFF's.
+    #[error("cannot extract into {}: {reason}", path.display())]
+    Target {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An I/O error on a named file.
     #[error("{}: {source}", path.display())]
     Io {

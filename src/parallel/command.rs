@@ -26,6 +26,7 @@ use crate::cache::{check_local, DEFAULT_DIR_TEXT};
 use crate::cli::argparse::{Nargs, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
 use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
+use crate::cli::CliError;
 use crate::engine::session::Cancellation;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
@@ -122,6 +123,42 @@ fn usage_error(prog: &str, message: String) -> i32 {
     Stop::Usage(COMMAND.usage_error(prog, message)).report()
 }
 
+/// The first of this command's arguments that is no option of its own but one of `compile`'s
+/// (the compile arguments given before `--`).
+fn misplaced_compile_option<'a>(prog: &str, own: &'a [String]) -> Option<&'a String> {
+    let ours = COMMAND.full_parser(prog);
+    let compile = crate::cli::compile_parser(prog);
+    own.iter()
+        .find(|t| !ours.recognises(t) && compile.recognises(t))
+}
+
+/// A usage error in the compile arguments, found before anything ran: one line naming it (not
+/// `compile`'s usage).
+fn compile_args_error(prog: &str, e: CliError) -> i32 {
+    let message = match e {
+        // `compile`'s own parser or plan builder: the arguments after `--` are at fault.
+        CliError::Usage {
+            prog: p, message, ..
+        } if p.ends_with(" compile") => {
+            format!("the compile arguments (after `--`): {message}")
+        }
+        CliError::Usage { message, .. } => message,
+        CliError::Unrecognized { args, hints, .. } => {
+            let mut m = format!(
+                "the compile arguments (after `--`): unrecognized arguments: {}",
+                args.join(" ")
+            );
+            for h in hints {
+                m.push('\n');
+                m.push_str(&h);
+            }
+            m
+        }
+    };
+    err(&format!("{prog} parallel-compile: error: {message}\n"));
+    CliError::EXIT_STATUS
+}
+
 /// Run `parallel-compile` with its arguments; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
     let (own, compile_args) = match args.iter().position(|a| a == "--") {
@@ -130,6 +167,12 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     };
     let parsed = match COMMAND.parse(prog, own) {
         Ok(p) => p,
+        Err(Stop::Usage(CliError::Usage { message, .. })) => {
+            let hint = misplaced_compile_option(prog, own).map(|opt| {
+                format!("\n{opt} is an option of the compile: put the compile arguments after `--` ({prog} parallel-compile INPUT... -- --target trn2 ...)")
+            });
+            return usage_error(prog, message + &hint.unwrap_or_default());
+        }
         Err(stop) => return stop.report(),
     };
     let launch_dir = match std::env::current_dir() {
@@ -182,11 +225,14 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     let neuron_dir = neuron_dir.map(|d| crate::plan::absolute(&launch_dir, &d));
     match (&neuron_dir, positionals.is_empty()) {
         (Some(_), false) => {
-            return usage_error(
-                prog,
+            let mut message =
                 "argument INPUT: not allowed with --neuron-cache (its entries are the inputs)"
-                    .into(),
-            )
+                    .to_string();
+            for hint in parsed.value_hints(&positionals) {
+                message.push('\n');
+                message.push_str(&hint);
+            }
+            return usage_error(prog, message);
         }
         (None, true) => {
             return usage_error(
@@ -363,7 +409,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     }
     let mut report = match super::run(&cfg, &inputs, &shared, &cancel) {
         Ok(r) => r,
-        Err(e) => return Stop::Usage(e).report(),
+        Err(e) => return compile_args_error(prog, e),
     };
     if let Some(run) = &cfg.neuron {
         report.neuron_cache = Some(super::neuron::report_json(run, &skipped));

@@ -1,6 +1,6 @@
-//! Many compiles at once (07, `nxcc parallel-compile`): each input compiled with the same
-//! arguments into `<output dir>/<stem>.neff`, with its own work dir and its own log file
-//! (`<output dir>/<stem>.log`), through the cache, on nxcc's pipeline or an external compiler.
+//! Many compiles at once (spec 07-cache-parallel.md, `nxcc parallel-compile`): each input compiled
+//! with the same arguments into `<output dir>/<stem>.neff`, with its own work dir and its own log
+//! file (`<output dir>/<stem>.log`), through the cache, on nxcc's pipeline or an external compiler.
 //!
 //! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
 //! ([`crate::cache::estimate()`]: the peak recorded for the same key, else for the same arguments
@@ -26,6 +26,7 @@
 //!   [`neuron`]: the framework's cache as inputs and outputs.
 
 pub mod command;
+pub mod naming;
 pub mod neuron;
 pub mod progress;
 pub mod report;
@@ -52,6 +53,7 @@ use crate::plan::{self, Plan, PlanError, SystemProbe};
 use crate::result::Status as CompileStatus;
 use crate::result::{Environment, Failure};
 
+pub use naming::stem_of;
 pub use progress::ProgressMode;
 
 /// How to run the batch.
@@ -86,7 +88,7 @@ pub struct Config {
 pub struct Input {
     /// As given (or found in a directory given), absolute.
     pub model: PathBuf,
-    /// What its outputs are named after ([`stem_of`] the model).
+    /// What its outputs are named after (by [`naming`]'s rule: usually [`stem_of`] the model).
     pub stem: String,
     /// The framework cache entry it comes from, whose `model.neff` it compiles (then its
     /// flags follow the compile arguments, and its outputs go into the entry).
@@ -94,13 +96,12 @@ pub struct Input {
 }
 
 /// The inputs a list of INPUT arguments stands for: files as they are, directories by their
-/// `*.pb` and `*.hlo` files (sorted). Errors: a directory without such files, two inputs with one
-/// stem (their outputs would collide).
+/// `*.pb` and `*.hlo` files (sorted), each file once, named by [`naming`]'s rule (distinct
+/// outputs for every input). Errors: a directory without such files, or that cannot be read.
 pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, String> {
-    let mut out: Vec<Input> = Vec::new();
+    let mut models: Vec<PathBuf> = Vec::new();
     for a in args {
         let path = plan::absolute(launch_dir, a);
-        let mut models = Vec::new();
         if path.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
                 .map_err(|e| format!("cannot read the directory {a}: {e}"))?
@@ -116,37 +117,18 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
         } else {
             models.push(path);
         }
-        for model in models {
-            let stem = stem_of(&model);
-            if let Some(other) = out.iter().find(|i| i.stem == stem) {
-                return Err(format!(
-                    "{} and {} would both be compiled to {stem}.neff",
-                    other.model.display(),
-                    model.display()
-                ));
-            }
-            out.push(Input {
-                model,
-                stem,
-                neuron: None,
-            });
-        }
     }
-    Ok(out)
-}
-
-/// The name a model's outputs are named after: its file name without the frameworks' suffixes
-/// (`.hlo_module.pb`, `.hlo.pb`, `.pb`, `.hlo`; `copy1.hlo_module.pb` → `copy1`).
-pub fn stem_of(model: &Path) -> String {
-    let name = model
-        .file_name()
-        .and_then(|s| s.to_str())
-        .unwrap_or("model");
-    [".hlo_module.pb", ".hlo.pb", ".pb", ".hlo"]
-        .iter()
-        .find_map(|suffix| name.strip_suffix(suffix).filter(|s| !s.is_empty()))
-        .unwrap_or(name)
-        .to_string()
+    let models = naming::distinct(models);
+    let names = naming::names(&models);
+    Ok(models
+        .into_iter()
+        .zip(names)
+        .map(|(model, stem)| Input {
+            model,
+            stem,
+            neuron: None,
+        })
+        .collect())
 }
 
 /// One run of one compile.
@@ -168,6 +150,8 @@ pub struct Attempt {
     pub peak_rss_kb: Option<u64>,
     /// The error lines the compile printed, in order.
     pub error_lines: Vec<String>,
+    /// Its work dir, when it was kept (a failure, no NEFF written, `--keep-work-dir`).
+    pub work_dir: Option<String>,
 }
 
 /// The final state of one input.
@@ -183,6 +167,23 @@ pub enum Status {
     /// Not compiled: its framework cache entry was locked by another, or done, by the time its
     /// turn came (the reason is in its error lines).
     Skipped,
+    /// Its compile succeeded but its plan writes no NEFF (`-O3`, a `--pipeline` that stops
+    /// before Kelper): why is in its error lines, what it made in its kept work dir.
+    #[serde(rename = "no_neff")]
+    NoNeff,
+}
+
+impl Status {
+    /// As the table and the progress lines show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+            Status::Skipped => "skipped",
+            Status::NoNeff => "no NEFF",
+        }
+    }
 }
 
 /// What happened to one input.
@@ -215,6 +216,8 @@ pub struct CompileResult {
     pub error_lines: Vec<String>,
     /// Every attempt, in order (the first run, then the retries).
     pub attempts: Vec<Attempt>,
+    /// The last attempt's work dir, when it was kept (in the output directory).
+    pub work_dir: Option<String>,
 }
 
 /// The whole batch.
@@ -242,6 +245,8 @@ pub struct Report {
     pub cancelled: usize,
     /// How many inputs ended [`Status::Skipped`].
     pub skipped: usize,
+    /// How many inputs ended [`Status::NoNeff`].
+    pub no_neff: usize,
     /// With `--neuron-cache`: the cache, its version directory, and the entries not compiled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub neuron_cache: Option<serde_json::Value>,
@@ -250,9 +255,10 @@ pub struct Report {
 }
 
 impl Report {
-    /// 0 when every compile succeeded, else 70.
+    /// 0 when every compile succeeded (a skipped entry counts as none), else 70 — a compile
+    /// that wrote no NEFF included.
     pub fn exit_status(&self) -> i32 {
-        if self.failed == 0 && self.cancelled == 0 {
+        if self.failed == 0 && self.cancelled == 0 && self.no_neff == 0 {
             0
         } else {
             EXIT_COMPILE_FAILED
@@ -451,6 +457,7 @@ fn initial_results(cfg: &Config, inputs: &[Input]) -> Vec<CompileResult> {
             peak_rss_kb: None,
             error_lines: Vec::new(),
             attempts: Vec::new(),
+            work_dir: None,
         })
         .collect()
 }
@@ -475,8 +482,8 @@ fn plan_all(
             r => r,
         };
         let r = &mut results[index];
-        match planned? {
-            Ok(plan) => tasks.push(task_of(cfg, index, plan, r)),
+        match planned?.and_then(|plan| task_of(cfg, index, plan, r)) {
+            Ok(task) => tasks.push(task),
             Err(line) => {
                 r.status = Status::Failed;
                 r.exit_status = EXIT_COMPILE_FAILED;
@@ -485,22 +492,43 @@ fn plan_all(
         }
     }
     tasks.sort_by_key(|t| std::cmp::Reverse(t.estimate));
+    // Said up front: compiles no budget can hold together with another, and compiles that will
+    // write no NEFF.
+    if cfg.progress != ProgressMode::Quiet {
+        let planned: Vec<report::Planned> = tasks
+            .iter()
+            .map(|t| report::Planned {
+                name: &inputs[t.index].stem,
+                estimate: t.estimate,
+                no_neff: t.plan.no_neff.as_deref(),
+            })
+            .collect();
+        crate::cli::subcommand::err(&report::before(
+            cfg.memory_budget,
+            &planned,
+            &cfg.output_dir,
+        ));
+    }
     Ok(tasks)
 }
 
-/// A planned input as a task: its cache, its key and its memory estimate (also in its row).
-fn task_of(cfg: &Config, index: usize, plan: Plan, row: &mut CompileResult) -> Task {
-    let mut cache_cfg = CacheConfig {
-        dir: cfg.cache_dir.clone(),
-        retry_failed: plan.ns.bool(Dest::RetryFailedCompilation),
-    };
-    if plan.ns.bool(Dest::NoCache) {
-        cache_cfg.dir = None;
-    }
+/// A planned input as a task: its cache, its key and its memory estimate (also in its row);
+/// `Err`: its cache flags do not read (the line that says so).
+fn task_of(
+    cfg: &Config,
+    index: usize,
+    plan: Plan,
+    row: &mut CompileResult,
+) -> Result<Task, String> {
+    let dir = cfg
+        .cache_dir
+        .clone()
+        .filter(|_| !plan.ns.bool(Dest::NoCache));
+    let cache_cfg = CacheConfig::for_plan_in(&plan, dir).map_err(|e| e.to_string())?;
     let key = cache_cfg
         .dir
         .as_ref()
-        .and_then(|_| Key::compute(&plan, &cfg.engine).ok());
+        .and_then(|_| cache_cfg.key(&plan, &cfg.engine).ok());
     let estimate = match &key {
         Some(k) => cache::estimate(cache_cfg.cache().as_ref(), k),
         None => Estimate {
@@ -510,7 +538,7 @@ fn task_of(cfg: &Config, index: usize, plan: Plan, row: &mut CompileResult) -> T
     };
     row.key = key.as_ref().map(|k| k.key.clone());
     row.estimate = Some(estimate.clone());
-    Task {
+    Ok(Task {
         index,
         plan: Arc::new(plan),
         key,
@@ -520,7 +548,7 @@ fn task_of(cfg: &Config, index: usize, plan: Plan, row: &mut CompileResult) -> T
         alone_retry_used: false,
         retries_used: 0,
         force: false,
-    }
+    })
 }
 
 /// The batch's report from its rows.
@@ -538,6 +566,7 @@ fn report(cfg: &Config, results: Vec<CompileResult>, started: Instant) -> Report
         failed: count(Status::Failed),
         cancelled: count(Status::Cancelled),
         skipped: count(Status::Skipped),
+        no_neff: count(Status::NoNeff),
         neuron_cache: None,
         compiles: results,
     }
@@ -650,6 +679,11 @@ impl Batch<'_> {
             slot,
             peak_rss_kb: o.peak_rss_kb(),
             error_lines: o.lines.clone(),
+            work_dir: o
+                .work_dir
+                .as_ref()
+                .filter(|_| o.kept)
+                .map(|d| d.display().to_string()),
         };
         Finished {
             status: o.status.clone(),
@@ -670,6 +704,13 @@ impl Batch<'_> {
         let options = Options {
             cancel: self.cancel.clone(),
             worker_program: self.cfg.worker_program.clone(),
+            // A batch's work dirs (kept on failure, or when no NEFF is written) are in its
+            // output directory, not the launch directory; an entry of the framework's cache is
+            // launched in a work directory of its own already.
+            work_root: self.inputs[task.index]
+                .neuron
+                .is_none()
+                .then(|| self.cfg.output_dir.clone()),
             ..Options::quiet()
         };
         let remote = crate::remote::RemoteConfig::from_plan(&task.plan)
@@ -732,9 +773,16 @@ impl Batch<'_> {
         r.cache = a.cache;
         r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
         r.error_lines = a.error_lines.clone();
+        r.work_dir = a.work_dir.clone();
         r.attempts.push(a);
         let failure = match f.status {
-            CompileStatus::Succeeded => Err(Status::Ok),
+            CompileStatus::Succeeded => match &task.plan.no_neff {
+                Some(why) => {
+                    r.error_lines = vec![why.clone()];
+                    Err(Status::NoNeff)
+                }
+                None => Err(Status::Ok),
+            },
             _ if self.cancel.is_cancelled() => Err(Status::Cancelled),
             CompileStatus::Failed(failure) => Ok(failure),
             CompileStatus::Interrupted(_) | CompileStatus::Cancelled(_) => Err(Status::Cancelled),
@@ -763,7 +811,7 @@ impl Batch<'_> {
             task.alone = oom;
         }
         task.force = true;
-        progress.retrying(r, task.alone);
+        progress.retrying(r, &failure, task.alone);
         Some(task)
     }
 }
@@ -836,22 +884,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stems_drop_the_frameworks_suffixes() {
-        for (name, stem) in [
-            ("copy1.hlo_module.pb", "copy1"),
-            ("model.hlo.pb", "model"),
-            ("graph.pb", "graph"),
-            ("graph.hlo", "graph"),
-            ("a.b.pb", "a.b"),
-            (".pb", ".pb"),
-            ("noext", "noext"),
-        ] {
-            assert_eq!(stem_of(Path::new(name)), stem, "{name}");
-        }
-    }
-
-    #[test]
-    fn inputs_expand_and_stems_must_be_unique() {
+    fn inputs_expand_each_file_once_with_distinct_names() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all(d.join("graphs/nested")).unwrap();
@@ -868,8 +901,16 @@ mod tests {
         let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
         assert_eq!(stems, ["a", "b", "x"]);
         assert_eq!(got[0].model, d.join("graphs/a.hlo"));
-        let e = expand_inputs(&["graphs".into(), "graphs/b.pb".into()], d).unwrap_err();
-        assert!(e.contains("b.neff"), "{e}");
+        // A file given again through its directory is one input; a name met twice is
+        // told apart.
+        let got =
+            expand_inputs(&["graphs".into(), "graphs/b.pb".into(), "x.pb".into()], d).unwrap();
+        let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
+        assert_eq!(stems, ["a", "b", "x"]);
+        std::fs::write(d.join("graphs/x.hlo"), b"m").unwrap();
+        let got = expand_inputs(&["graphs".into(), "x.pb".into()], d).unwrap();
+        let stems: Vec<&str> = got.iter().map(|i| i.stem.as_str()).collect();
+        assert_eq!(stems, ["a", "b", "x.hlo", "x.pb"]);
         std::fs::create_dir(d.join("empty")).unwrap();
         assert!(expand_inputs(&["empty".into()], d)
             .unwrap_err()

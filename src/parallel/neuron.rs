@@ -589,9 +589,9 @@ pub fn prepare(
 pub fn announce(run: &Run, found: &Discovery) -> String {
     let done = found.skipped.iter().filter(|s| s.class == "done").count();
     let mut t = format!(
-        "neuron cache {}: {} entries to compile, {done} done, {} skipped\n",
+        "neuron cache {}: {} to compile, {done} done, {} skipped\n",
         run.cache.version_path(&run.version).display(),
-        found.inputs.len(),
+        crate::words::count(found.inputs.len(), "entry", "entries"),
         found.skipped.len() - done
     );
     for s in found.skipped.iter().filter(|s| s.class != "done") {

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{CompileResult, Status};
+use crate::result::{Failure, JobEnd};
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,12 +60,7 @@ fn live_text(s: &State) -> String {
 
 /// `1.23 s`, `312.5 MiB`: a finished compile's line.
 pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
-    let status = match r.status {
-        Status::Ok => "ok",
-        Status::Failed => "failed",
-        Status::Cancelled => "cancelled",
-        Status::Skipped => "skipped",
-    };
+    let status = r.status.as_str();
     let mut t = format!(
         "[{done:>w$}/{total}] {status:<9} {}  {:.2} s",
         r.stem,
@@ -74,7 +70,7 @@ pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
     if let Some(kb) = r.peak_rss_kb {
         t.push_str(&format!("  peak {:.1} MiB", kb as f64 / 1024.0));
     }
-    if r.status == Status::Skipped {
+    if matches!(r.status, Status::Skipped | Status::NoNeff) {
         t.push_str(&format!("  ({})", r.error_lines.join("; ")));
     } else if r.status != Status::Ok {
         t.push_str(&format!("  exit {}", r.exit_status));
@@ -145,7 +141,7 @@ impl Progress {
         let mut total = 0;
         self.update(|s| {
             s.done += 1;
-            if !matches!(r.status, Status::Ok | Status::Skipped) {
+            if !matches!(r.status, Status::Ok | Status::Skipped | Status::NoNeff) {
                 s.failed += 1;
             }
             done = s.done;
@@ -156,21 +152,32 @@ impl Progress {
         }
     }
 
-    /// A compile is queued again.
-    pub fn retrying(&self, r: &CompileResult, alone: bool) {
+    /// A compile that failed so is queued again.
+    pub fn retrying(&self, r: &CompileResult, failure: &Failure, alone: bool) {
         if self.mode == ProgressMode::Lines {
-            let why = r
-                .error_lines
-                .iter()
-                .find(|l| l.starts_with("[F"))
-                .map(|l| l.split(' ').next().unwrap_or("").to_string())
-                .unwrap_or_else(|| format!("exit {}", r.exit_status));
+            let why = retry_reason(failure, r.exit_status);
             err(&format!(
                 "retrying {}{} after {why}\n",
                 r.stem,
                 if alone { " alone" } else { "" }
             ));
         }
+    }
+}
+
+/// What a retry line says the attempt failed of: the F-code of a process killed by a signal
+/// (`[F137]` for the out-of-memory kill), else its exit status.
+fn retry_reason(failure: &Failure, exit_status: i32) -> String {
+    match failure {
+        Failure::OutOfMemory { .. } => format!("[{}]", crate::engine::failure::code(libc::SIGKILL)),
+        Failure::Job {
+            end: JobEnd::Crashed(sig),
+            ..
+        }
+        | Failure::WorkerLost {
+            signal: Some(sig), ..
+        } => format!("[{}]", crate::engine::failure::code(*sig)),
+        _ => format!("exit {exit_status}"),
     }
 }
 
@@ -204,6 +211,7 @@ mod tests {
             peak_rss_kb: Some(3 << 10),
             error_lines: Vec::new(),
             attempts: Vec::new(),
+            work_dir: None,
         };
         assert_eq!(
             line(3, 12, &r),

@@ -1,15 +1,76 @@
-//! The end of a batch: the table on stdout (input, status, wall time, peak RSS, the memory estimate
-//! and what it came from — `recorded`, `similar` or the formula's name —, cache), the error
-//! lines of the failed compiles, `--report FILE` (the [`Report`] as JSON) and `--timings FILE`
+//! What a batch says: before it runs, the compiles no memory budget holds beside another and
+//! those that will write no NEFF ([`before`]); at the end, the table on stdout (input, status,
+//! wall time, peak RSS, the memory estimate and what it came from — `recorded`, `similar` or the
+//! formula's name —, cache), the error lines of the failed compiles and where the compiles that
+//! wrote no NEFF left their work, `--report FILE` (the [`Report`] as JSON) and `--timings FILE`
 //! (an HTML timeline with one lane per worker slot, one bar per attempt).
 
 use std::path::Path;
 
 use super::{Report, Status};
 use crate::engine::timeline::{self, Span};
+use crate::words::count;
 
-/// The table printed at the end.
+/// A compile about to be run, as [`before`] needs it.
+pub struct Planned<'a> {
+    /// What its outputs are named after.
+    pub name: &'a str,
+    /// Its estimated peak memory, bytes.
+    pub estimate: u64,
+    /// Why its plan writes no NEFF, if it writes none.
+    pub no_neff: Option<&'a str>,
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+/// The warnings printed before a batch runs (stderr; empty when there is nothing to say):
+/// compiles estimated above the whole memory budget — each will run alone —, and compiles that
+/// will write no NEFF. `planned` is largest estimate first.
+pub fn before(budget: Option<u64>, planned: &[Planned], output_dir: &Path) -> String {
+    const LISTED: usize = 10;
+    let mut t = String::new();
+    if let Some(b) = budget {
+        let over: Vec<&Planned> = planned.iter().filter(|p| p.estimate > b).collect();
+        if !over.is_empty() {
+            t.push_str(&format!(
+                "parallel-compile: warning: the memory budget of {} is smaller than the estimated peak of {} of {}; each of them will run alone, with no other compile beside it:\n",
+                mib(b),
+                over.len(),
+                count(planned.len(), "compile", "compiles"),
+            ));
+            for p in over.iter().take(LISTED) {
+                t.push_str(&format!("  {}  {}\n", p.name, mib(p.estimate)));
+            }
+            if over.len() > LISTED {
+                t.push_str(&format!("  and {} more\n", over.len() - LISTED));
+            }
+        }
+    }
+    let mut reasons: Vec<(&str, usize)> = Vec::new();
+    for why in planned.iter().filter_map(|p| p.no_neff) {
+        match reasons.iter_mut().find(|(r, _)| *r == why) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((why, 1)),
+        }
+    }
+    for (why, n) in reasons {
+        t.push_str(&format!(
+            "parallel-compile: warning: {} of {} will write no NEFF ({why}); what each makes stays in its work dir in {}\n",
+            n,
+            count(planned.len(), "compile", "compiles"),
+            output_dir.display()
+        ));
+    }
+    t
+}
+
+/// The table printed at the end (no table when there was nothing to compile).
 pub fn table(report: &Report) -> String {
+    if report.compiles.is_empty() {
+        return "nothing to compile\n".to_string();
+    }
     let width = report
         .compiles
         .iter()
@@ -22,12 +83,7 @@ pub fn table(report: &Report) -> String {
         "input", "status", "wall s", "peak RSS MiB", "estimate MiB", "from", "cache", "attempts"
     );
     for c in &report.compiles {
-        let status = match c.status {
-            Status::Ok => "ok",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
-            Status::Skipped => "skipped",
-        };
+        let status = c.status.as_str();
         let peak = c
             .peak_rss_kb
             .map(|kb| format!("{:.1}", kb as f64 / 1024.0))
@@ -55,31 +111,31 @@ pub fn table(report: &Report) -> String {
             c.attempts.len()
         ));
     }
+    let mut outcomes = format!("{} succeeded, {} failed", report.succeeded, report.failed);
+    for (n, what) in [
+        (report.no_neff, "wrote no NEFF"),
+        (report.cancelled, "cancelled"),
+        (report.skipped, "skipped"),
+    ] {
+        if n > 0 {
+            outcomes.push_str(&format!(", {n} {what}"));
+        }
+    }
     t.push_str(&format!(
-        "{} compiles: {} succeeded, {} failed{}; {:.2} s with at most {} at once{}\n",
-        report.compiles.len(),
-        report.succeeded,
-        report.failed,
-        if report.cancelled > 0 {
-            format!(", {} cancelled", report.cancelled)
-        } else {
-            String::new()
-        } + &if report.skipped > 0 {
-            format!(", {} skipped", report.skipped)
-        } else {
-            String::new()
-        },
+        "{}: {outcomes}; {:.2} s with at most {} at once{}\n",
+        count(report.compiles.len(), "compile", "compiles"),
         report.makespan_s,
         report.jobs,
         report
             .memory_budget
-            .map(|b| format!(" within {:.1} MiB", b as f64 / (1 << 20) as f64))
+            .map(|b| format!(" within {}", mib(b)))
             .unwrap_or_default()
     ));
     t
 }
 
-/// The error lines of every failed compile, with its log (for stderr).
+/// The error lines of every failed compile, with its log, and what each compile that wrote no
+/// NEFF made instead (for stderr).
 pub fn failures(report: &Report) -> String {
     let mut t = String::new();
     for c in report
@@ -91,6 +147,19 @@ pub fn failures(report: &Report) -> String {
         for l in &c.error_lines {
             t.push_str(&format!("  {l}\n"));
         }
+    }
+    for c in report
+        .compiles
+        .iter()
+        .filter(|c| c.status == Status::NoNeff)
+    {
+        t.push_str(&format!(
+            "{} wrote no NEFF ({}); what it made is in {} (log: {})\n",
+            c.input,
+            c.error_lines.join("; "),
+            c.work_dir.as_deref().unwrap_or("its work dir"),
+            c.log
+        ));
     }
     t
 }
@@ -148,7 +217,10 @@ pub fn spans(report: &Report) -> Vec<Span> {
 /// The HTML timeline.
 pub fn timings_html(report: &Report) -> String {
     timeline::html(
-        &format!("nxcc parallel-compile ({} compiles)", report.compiles.len()),
+        &format!(
+            "nxcc parallel-compile ({})",
+            count(report.compiles.len(), "compile", "compiles")
+        ),
         &spans(report),
     )
 }
@@ -184,6 +256,7 @@ mod tests {
             slot,
             peak_rss_kb: Some(2048),
             error_lines: Vec::new(),
+            work_dir: None,
         }
     }
 
@@ -202,6 +275,7 @@ mod tests {
             peak_rss_kb: Some(2048),
             error_lines: vec!["[ERROR] boom".into()],
             attempts,
+            work_dir: None,
         }
     }
 
@@ -218,6 +292,7 @@ mod tests {
             failed: 1,
             cancelled: 0,
             skipped: 0,
+            no_neff: 0,
             neuron_cache: None,
             compiles: vec![
                 result(
@@ -267,5 +342,74 @@ mod tests {
         let j: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
         assert_eq!(j["compiles"][1]["attempts"][0]["exit_status"], 70);
         assert_eq!(r.exit_status(), 70);
+    }
+
+    #[test]
+    fn a_compile_that_wrote_no_neff_is_no_success() {
+        let mut r = report();
+        r.failed = 0;
+        r.compiles.truncate(2);
+        assert_eq!(r.exit_status(), 0);
+        let c = &mut r.compiles[1];
+        c.status = Status::NoNeff;
+        c.error_lines = vec!["layer_unroll_factor=0: no NEFF will be written".into()];
+        c.work_dir = Some("/o/neuronxcc-abcdefgh".into());
+        r.succeeded = 1;
+        r.no_neff = 1;
+        assert_eq!(r.exit_status(), 70);
+        let t = table(&r);
+        assert!(t.lines().nth(2).unwrap().contains("  no NEFF  "), "{t}");
+        assert!(
+            t.ends_with("2 compiles: 1 succeeded, 0 failed, 1 wrote no NEFF; 3.00 s with at most 11 at once within 1024.0 MiB\n"),
+            "{t}"
+        );
+        assert_eq!(
+            failures(&r),
+            "/m/b.pb wrote no NEFF (layer_unroll_factor=0: no NEFF will be written); what it made is in /o/neuronxcc-abcdefgh (log: /o/b.log)\n"
+        );
+        let j: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+        assert_eq!(j["compiles"][1]["status"], "no_neff");
+        assert_eq!(j["no_neff"], 1);
+    }
+
+    #[test]
+    fn one_compile_is_one_and_none_is_no_table() {
+        let mut r = report();
+        r.compiles.truncate(1);
+        assert!(table(&r).contains("\n1 compile: "), "{}", table(&r));
+        r.compiles.clear();
+        assert_eq!(table(&r), "nothing to compile\n");
+        assert!(timings_html(&r).contains("nxcc parallel-compile (0 compiles)"));
+    }
+
+    #[test]
+    fn what_is_said_before_a_batch_runs() {
+        let out = Path::new("/o");
+        let planned = |estimates: &[u64], no_neff: Option<&'static str>| -> Vec<Planned<'static>> {
+            estimates
+                .iter()
+                .enumerate()
+                .map(|(i, &e)| Planned {
+                    name: ["g0", "g1", "g2"][i],
+                    estimate: e << 20,
+                    no_neff,
+                })
+                .collect()
+        };
+        // Nothing to say.
+        assert_eq!(
+            before(Some(400 << 20), &planned(&[320, 320], None), out),
+            ""
+        );
+        assert_eq!(before(None, &planned(&[320, 320], None), out), "");
+        // A budget below some estimates: which, and that they run alone.
+        assert_eq!(
+            before(Some(100 << 20), &planned(&[320, 200, 50], None), out),
+            "parallel-compile: warning: the memory budget of 100.0 MiB is smaller than the estimated peak of 2 of 3 compiles; each of them will run alone, with no other compile beside it:\n  g0  320.0 MiB\n  g1  200.0 MiB\n"
+        );
+        assert_eq!(
+            before(None, &planned(&[1], Some("layer_unroll_factor=0: no NEFF will be written")), out),
+            "parallel-compile: warning: 1 of 1 compile will write no NEFF (layer_unroll_factor=0: no NEFF will be written); what each makes stays in its work dir in /o\n"
+        );
     }
 }

@@ -56,9 +56,11 @@ fn note(step: &Step) -> Option<String> {
 fn warnings(plan: &Plan) -> Vec<String> {
     let mut w = plan.warnings.clone();
     for (job, tool) in &plan.missing_tools {
-        w.push(format!(
-            "{job}: tool {tool} not found (no toolchain resolved)"
-        ));
+        let why = match &plan.toolchain {
+            Some(t) => t.why_missing(tool),
+            None => "no toolchain resolved".to_string(),
+        };
+        w.push(format!("{job}: tool {tool} not found ({why})"));
     }
     w
 }
@@ -159,6 +161,8 @@ pub fn to_text(plan: &Plan) -> String {
         plan.model.display(),
         if plan.model_facts.is_dir {
             "directory".to_string()
+        } else if plan.model_facts.unreadable {
+            "cannot be read".to_string()
         } else {
             format!("HLO {}", plan.model_facts.format.as_str())
         }
@@ -216,8 +220,8 @@ pub fn to_text(plan: &Plan) -> String {
         }
     ));
     o.push_str(&format!(
-        "\npipeline ({} jobs): {}\n",
-        plan.pipeline.len(),
+        "\npipeline ({}): {}\n",
+        crate::words::count(plan.pipeline.len(), "job", "jobs"),
         plan.pipeline
             .iter()
             .map(|j| j.name())

@@ -24,6 +24,9 @@ pub struct ModelFacts {
     /// device`, `a socket`): such a model is refused, never opened for reading.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_regular: Option<String>,
+    /// The file is there but could not be read ([`ModelFacts::format`] is then only a default).
+    #[serde(default)]
+    pub unreadable: bool,
 }
 
 /// The builder's view of the world.
@@ -102,6 +105,18 @@ impl Probe for SystemProbe {
                     pb_files: 0,
                     size: 0,
                     not_regular: what.split(',').next().map(str::to_string),
+                    unreadable: false,
+                });
+            }
+            // There, but it cannot be opened (a permission): what it holds is not known.
+            Err(_) if std::fs::symlink_metadata(path).is_ok() => {
+                return Some(ModelFacts {
+                    is_dir: false,
+                    format: ModelFormat::Proto,
+                    pb_files: 0,
+                    size: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+                    not_regular: None,
+                    unreadable: true,
                 });
             }
             Err(_) => return None,
@@ -125,22 +140,24 @@ impl Probe for SystemProbe {
                 pb_files,
                 size,
                 not_regular: None,
+                unreadable: false,
             });
         }
         let Opened::File(file, size) = opened else {
             return None;
         };
         let mut head = [0u8; 16];
-        let n = {
+        let read = {
             use std::io::Read;
-            (&file).read(&mut head).unwrap_or(0)
+            (&file).read(&mut head)
         };
         Some(ModelFacts {
             is_dir: false,
-            format: ModelFormat::detect(&head[..n]),
+            format: ModelFormat::detect(&head[..*read.as_ref().unwrap_or(&0)]),
             pb_files: 0,
             size,
             not_regular: None,
+            unreadable: read.is_err(),
         })
     }
 
@@ -157,6 +174,10 @@ impl Probe for SystemProbe {
             Ok(crate::fsx::regular::Opened::File(..)) => return Some(Err(too_large())),
             Ok(crate::fsx::regular::Opened::Dir) => return None,
             Err(e) if crate::fsx::regular::is_not_regular(&e) => {
+                return Some(Err(crate::hlo::io_error(&e).render(path)))
+            }
+            // There but not readable (a permission): say why.
+            Err(e) if std::fs::symlink_metadata(path).is_ok() => {
                 return Some(Err(crate::hlo::io_error(&e).render(path)))
             }
             Err(_) => return None,
@@ -278,6 +299,7 @@ impl Probe for StaticProbe {
             pb_files: 0,
             size: self.model_size,
             not_regular: None,
+            unreadable: false,
         })
     }
     fn toolchain(&self, request: &Request) -> Option<Toolchain> {

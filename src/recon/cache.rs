@@ -1,4 +1,4 @@
-//! RECON rules of the compile cache (07). The ecosystem's caches record failed compiles and skip
+//! RECON rules of the compile cache (spec 07-cache-parallel.md). The ecosystem's caches record failed compiles and skip
 //! them unless `--retry_failed_compilation`; which failures are *results* of the inputs (worth
 //! remembering) and which are accidents of the moment is not written down anywhere. This file is
 //! the one place that decides it ([`remembers`]), on the failure's kind.

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::cas::Blob;
 use super::digest;
@@ -14,7 +14,7 @@ use super::re;
 use crate::cli::namespace::Value;
 use crate::engine::Engine;
 use crate::plan::Plan;
-use crate::toolchain::{self, Request, Toolchain};
+use crate::toolchain::{Request, Toolchain};
 
 /// The program a Command runs (the worker refuses any other).
 pub const PROGRAM: &str = "neuronx-cc";
@@ -79,58 +79,22 @@ pub fn isa() -> &'static str {
     }
 }
 
-/// The identity of what compiles: `nxcc-sim-<version>` for the simulated toolchain; for a
-/// toolchain directory, `dir-` and a digest of its tools' names, sizes and modification times
-/// (the same install on two machines has the same identity; paths and inodes do not count); for
-/// an external compiler, `compiler-` and the same of its executable; `none` when nothing is found.
+/// The identity of what compiles, as one word for the platform: the toolchain's identity by
+/// the rule the local cache key uses ([`crate::cache::identity`]: what the tools are — their
+/// bytes' digests, an external compiler's version line, nxcc's version for the simulated
+/// toolchain — never where they are installed), over every tool nxcc knows, since a worker
+/// advertises it without a plan. `nxcc-sim-<version>`, `dir-<32 hex>`, `compiler-<32 hex>`,
+/// or `none` when nothing is found. Digests are remembered per stat identity in this process.
 pub fn toolchain_id(request: &Request, located: Option<&Toolchain>, engine: &Engine) -> String {
-    if let Engine::External(ext) = engine {
-        let p = crate::engine::resolve_program(&ext.program);
-        return format!("compiler-{}", files_digest(&[p]));
-    }
-    let tc = match request {
-        Request::Simulated => return sim_id(),
-        Request::Dir(_) => located.cloned(),
-        Request::Auto => located
-            .cloned()
-            .or_else(|| toolchain::locate(&Request::Auto)),
-    };
-    match tc {
-        None => "none".to_string(),
-        Some(t) if t.simulated => sim_id(),
-        Some(t) => {
-            let mut files = Vec::new();
-            for d in [t.bin.join("private"), t.bin.clone()] {
-                if let Ok(rd) = std::fs::read_dir(&d) {
-                    files.extend(rd.flatten().map(|e| e.path()));
-                }
-            }
-            files.sort();
-            format!("dir-{}", files_digest(&files))
-        }
-    }
-}
-
-fn sim_id() -> String {
-    format!("nxcc-sim-{}", crate::VERSION)
-}
-
-fn files_digest(files: &[PathBuf]) -> String {
-    let mut h = blake3::Hasher::new();
-    for f in files {
-        let Ok(m) = std::fs::metadata(f) else {
-            continue;
-        };
-        if !m.is_file() {
-            continue;
-        }
-        let name = f
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default();
-        h.update(format!("{name}\0{}\0{}\0", m.len(), m.mtime()).as_bytes());
-    }
-    h.finalize().to_hex()[..32].to_string()
+    let table = crate::cache::digests::Table::memory_only();
+    let id = crate::cache::identity::of(
+        request,
+        located,
+        engine,
+        crate::cache::identity::Tools::All,
+        &table,
+    );
+    crate::cache::identity::word(&id)
 }
 
 /// The compile's arguments for the worker: the command line re-parsed and written out again in

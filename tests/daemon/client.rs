@@ -77,6 +77,16 @@ fn with_no_daemon_running_the_client_starts_one() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("Compiler status PASS"));
     assert_eq!(neff_first_input(&wd.join("a.neff")), "x3.1");
+    // Starting a daemon that outlives the compile is said.
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with(&format!(
+            "nxcc compile --daemon: no daemon answers on {}; starting one in the background (nxcc daemon, its log in {}; it stops after 300 s without a compile)\n",
+            started.socket.display(),
+            dir.join("daemon.log").display()
+        )),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The first try of the socket comes after the original client's first back-off step.
     assert!(took >= Duration::from_millis(500), "{took:?}");
 
@@ -117,6 +127,7 @@ fn with_no_daemon_running_the_client_starts_one() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(started.pid(), Some(pid));
     assert!(wd.join("b.neff").is_file());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("starting one"));
 
     // Stop it.
     let s = std::os::unix::net::UnixStream::connect(&started.socket).unwrap();

@@ -251,6 +251,10 @@ fn v1_streams_events_and_ends_with_done() {
     // Counted as the compiles ended: the first one stored, the one after it answered.
     assert_eq!(status["cache"]["misses"], 1, "{status}");
     assert_eq!(status["cache"]["hits"], 1, "{status}");
+    // And in the cache directory's own counters, which every process using it adds to.
+    assert_eq!(status["cache"]["counters"]["compiles"], 1, "{status}");
+    assert_eq!(status["cache"]["counters"]["hits"], 1, "{status}");
+    assert_eq!(status["cache"]["counters"]["misses_model"], 1, "{status}");
     assert_eq!(status["memory"]["in_use"], 0);
     assert_eq!(status["compiles"]["finished"], 4);
 }

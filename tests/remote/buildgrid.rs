@@ -79,12 +79,18 @@ pub fn provision() -> Result<PathBuf, String> {
             ))
         }
     };
+    // pip's cache stays in the target directory too (not in ~/.cache).
+    let pip_cache = Path::new(ROOT).join("target/pip-cache");
     run(
-        Command::new(python).args(["-m", "venv"]).arg(&venv),
+        Command::new(python)
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .env("PIP_CACHE_DIR", &pip_cache),
         "python3.11 -m venv",
     )?;
     run(
         Command::new(venv.join("bin/pip"))
+            .env("PIP_CACHE_DIR", &pip_cache)
             .args(["install", "--quiet", "--disable-pip-version-check"])
             .arg(format!("buildgrid=={VERSION}"))
             .arg("-c")
@@ -259,6 +265,9 @@ fn spawn(launch: &Launch, dir: &Path, port: u16) -> Option<Child> {
         .args(["server", "start"])
         .arg(&cfg)
         .current_dir(dir)
+        // Whatever the server writes for itself stays in its directory.
+        .env("HOME", dir)
+        .env("TMPDIR", dir)
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)

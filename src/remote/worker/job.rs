@@ -560,7 +560,7 @@ fn estimate_of(w: &Worker, plan: Option<&Plan>, dir: &Path, args: &[String]) -> 
     let size = std::fs::metadata(dir.join(&args[1]))
         .map(|m| m.len())
         .unwrap_or(0);
-    let key = plan.and_then(|p| crate::cache::Key::compute(p, &engine).ok());
+    let key = plan.and_then(|p| crate::cache::CacheConfig::off().key(p, &engine).ok());
     match key {
         Some(k) => crate::cache::estimate(None, &k).bytes,
         None => crate::cache::estimate::formula_estimate(

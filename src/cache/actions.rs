@@ -1,0 +1,429 @@
+//! `nxcc cache` on nxcc's own cache: `stats` (what it holds and what it did: the counters,
+//! `--zero`), `verify`, `gc` (down to `--max-size`, else the configured `max_size`), `clear`,
+//! `explain -- COMPILE-ARGS` (hit or miss, and what differs from the nearest entries) and
+//! `config [KEY=VALUE...]` (the configuration file every user of the directory shares). The
+//! directory is `--cache_dir`, else `$NEURON_COMPILE_CACHE_URL`, else the default; one that
+//! may not be used is a usage error (exit 2).
+
+use serde::Serialize;
+
+use super::config::{check_local, CacheConfig};
+use super::counters::{self, Counters};
+use super::settings::{self, Settings};
+use super::store::Cache;
+use super::{evict, explain, maintain};
+use crate::cli::argparse::Parsed;
+use crate::words::count;
+
+/// Exit status of `explain` when the compile would miss.
+pub const EXIT_MISS: i32 = 1;
+
+/// Exit status of `verify` when it found (and evicted) corrupt entries.
+pub const EXIT_CORRUPT: i32 = 1;
+
+/// What an action ends with: its exit status, or a usage error's message (exit 2, reported by
+/// [`super::command`] with the command's usage).
+pub type Ended = Result<i32, String>;
+
+/// A byte count for people: `1.5 MiB (1572864 bytes)`.
+pub fn human_bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} bytes")
+    } else {
+        format!("{v:.1} {} ({n} bytes)", units[u])
+    }
+}
+
+/// Print a report: JSON with `--json`, else the text.
+pub fn print<T: Serialize>(json: bool, report: &T, text: impl FnOnce() -> String) {
+    if json {
+        let mut s = serde_json::to_string_pretty(report).unwrap_or_default();
+        s.push('\n');
+        crate::cli::subcommand::out(&s);
+    } else {
+        crate::cli::subcommand::out(&text());
+    }
+}
+
+/// Run `action` on the cache `--cache_dir` names; the exit status.
+pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
+    if action == "explain" {
+        return explain_main(prog, parsed, compile_args);
+    }
+    let cache = own_cache(parsed.str("cache_dir"))?;
+    let json = parsed.flag("json");
+    let warn = |warnings: &[String]| {
+        for w in warnings {
+            eprintln!("{prog}: warning: {w}");
+        }
+    };
+    match action {
+        "stats" => Ok(stats(&cache, json, parsed.flag("zero"))),
+        "config" => config_main(prog, &cache, json, &parsed.positionals[1]),
+        "verify" => {
+            let r = maintain::verify(&cache);
+            evict::recount(&cache);
+            let _ = counters::add(
+                &cache,
+                0,
+                &Counters {
+                    evictions: r.corrupt.len() as i64,
+                    ..Counters::default()
+                },
+            );
+            print(json, &r, || {
+                let mut t = String::new();
+                for c in &r.corrupt {
+                    t.push_str(&format!("corrupt: {} ({}); evicted\n", c.key, c.reason));
+                }
+                t.push_str(&format!(
+                    "checked {}: {} ok, {}, {} corrupt\n",
+                    count(r.checked, "entry", "entries"),
+                    r.ok,
+                    count(r.failed, "failed compile", "failed compiles"),
+                    r.corrupt.len()
+                ));
+                t
+            });
+            Ok(if r.corrupt.is_empty() {
+                0
+            } else {
+                EXIT_CORRUPT
+            })
+        }
+        "gc" => {
+            let max_size = gc_size(&cache, parsed.str("max_size"))?;
+            let r = maintain::gc(&cache, max_size);
+            evict::recount(&cache);
+            let _ = counters::add(
+                &cache,
+                0,
+                &Counters {
+                    evictions: r.evicted as i64,
+                    ..Counters::default()
+                },
+            );
+            warn(&r.warnings);
+            print(json, &r, || {
+                format!(
+                    "evicted {} ({}); {} left ({}){}\n",
+                    count(r.evicted, "entry", "entries"),
+                    human_bytes(r.freed_bytes),
+                    count(r.entries_left, "entry", "entries"),
+                    human_bytes(r.bytes_left),
+                    stale_removed(r.leftovers_removed)
+                )
+            });
+            Ok(0)
+        }
+        _ => {
+            let r = maintain::clear(&cache);
+            evict::recount(&cache);
+            warn(&r.warnings);
+            print(json, &r, || {
+                format!(
+                    "evicted {}{}\n",
+                    count(r.evicted, "entry", "entries"),
+                    stale_removed(r.leftovers_removed)
+                )
+            });
+            Ok(0)
+        }
+    }
+}
+
+/// What `gc` and `clear` say of the stale files they removed (nothing when there were none):
+/// the temporary entries of compiles that are gone, half-evicted entries, the lock files of
+/// entries no longer there, and whatever in the cache is not a plain file or directory.
+fn stale_removed(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(
+            "; removed {} no compile uses (unfinished entries, free locks)",
+            count(n, "stale file", "stale files")
+        ),
+    }
+}
+
+/// The cache `dir` (else the default) names, checked; a usage error's message.
+fn own_cache(dir: Option<&str>) -> Result<Cache, String> {
+    let dir = dir
+        .map(str::to_string)
+        .unwrap_or_else(super::config::default_dir);
+    if let Err(e) = check_local(&dir) {
+        return Err(format!("argument --cache_dir: {}", e.cause.to_lowercase()));
+    }
+    let cache = Cache::new(crate::plan::absolute(
+        &std::env::current_dir().unwrap_or_default(),
+        &dir,
+    ));
+    match cache.check() {
+        Ok(()) => Ok(cache),
+        Err(u) => Err(format!("argument --cache_dir: {u}")),
+    }
+}
+
+/// `gc`'s size: `--max-size`, else the configured `max_size`.
+fn gc_size(cache: &Cache, flag: Option<&str>) -> Result<u64, String> {
+    match flag {
+        Some(s) => settings::parse_size(s).map_err(|e| format!("argument --max-size: {e}")),
+        None => settings::File::read(cache)
+            .max_size
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                "gc: give --max-size, or configure one (nxcc cache config max_size=20G)".into()
+            }),
+    }
+}
+
+/// What `stats` reports: what the cache holds, what it did, its limit.
+#[derive(Debug, Serialize)]
+struct StatsReport {
+    #[serde(flatten)]
+    holds: maintain::Stats,
+    counters: Counters,
+    max_size: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    zeroed: bool,
+}
+
+fn stats(cache: &Cache, json: bool, zero: bool) -> i32 {
+    let report = StatsReport {
+        holds: maintain::stats(cache),
+        counters: counters::read(cache, None),
+        max_size: settings::File::read(cache).max_size.filter(|n| *n > 0),
+        zeroed: zero,
+    };
+    if zero {
+        counters::zero(cache);
+    }
+    print(json, &report, || stats_text(&report));
+    0
+}
+
+fn stats_text(r: &StatsReport) -> String {
+    let s = &r.holds;
+    let c = &r.counters;
+    let mut t = format!("cache: {}\n", s.dir);
+    t.push_str(&format!("entries: {}\n", s.entries));
+    t.push_str(&format!("failed entries: {}\n", s.failed));
+    if s.corrupt > 0 {
+        t.push_str(&format!(
+            "corrupt entries: {} (nxcc cache verify evicts them)\n",
+            s.corrupt
+        ));
+    }
+    t.push_str(&format!("size: {}\n", human_bytes(s.bytes)));
+    if let Some(m) = r.max_size {
+        t.push_str(&format!("max_size: {}\n", human_bytes(m)));
+    }
+    t.push_str(&format!(
+        "oldest: {}\nnewest: {}\n",
+        s.oldest.as_deref().unwrap_or("-"),
+        s.newest.as_deref().unwrap_or("-")
+    ));
+    if s.temporary > 0 {
+        t.push_str(&format!("temporary directories: {}\n", s.temporary));
+    }
+    t.push_str(&format!(
+        "hits: {} ({} from secondary caches)\n",
+        c.hits, c.hits_secondary
+    ));
+    t.push_str(&format!(
+        "misses: {} (new model {}, arguments {}, toolchain {}, other {})\n",
+        c.misses(),
+        c.misses_model,
+        c.misses_arguments,
+        c.misses_toolchain,
+        c.misses_other
+    ));
+    t.push_str(&format!(
+        "remembered failures served: {}\n",
+        c.failures_served
+    ));
+    t.push_str(&format!(
+        "compiles: {} ({} failed)\n",
+        c.compiles, c.compile_failures
+    ));
+    if c.misses_refused > 0 {
+        t.push_str(&format!(
+            "misses refused (hit-only): {}\n",
+            c.misses_refused
+        ));
+    }
+    t.push_str(&format!("evictions: {}\n", c.evictions));
+    t.push_str(&format!(
+        "read: {}\nwritten: {}\n",
+        human_bytes(c.bytes_read.max(0) as u64),
+        human_bytes(c.bytes_written.max(0) as u64)
+    ));
+    t.push_str(&format!(
+        "time saved: {:.1} s\n",
+        c.time_saved_ms as f64 / 1000.0
+    ));
+    if r.zeroed {
+        t.push_str("counters set back to zero\n");
+    }
+    t
+}
+
+/// `config`: print the configuration, or change the keys given (each checked first; nothing is
+/// written if one does not read).
+fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> Ended {
+    let mut file = settings::File::read(cache);
+    for w in &file.warnings {
+        eprintln!("{prog}: warning: {}: {w}", cache.root().display());
+    }
+    file.warnings.clear();
+    if pairs.is_empty() {
+        print(json, &file, || {
+            let mut t = format!(
+                "config: {}\n",
+                cache.root().join(settings::CONFIG_FILE).display()
+            );
+            let lines: Vec<String> = file.text().lines().skip(1).map(str::to_string).collect();
+            if lines.is_empty() {
+                t.push_str(
+                    "(nothing set: no size limit, no sloppiness, stat digests on, read-write)\n",
+                );
+            }
+            for l in lines {
+                t.push_str(&l);
+                t.push('\n');
+            }
+            t
+        });
+        return Ok(0);
+    }
+    for p in pairs {
+        file.set_line(p)
+            .map_err(|e| format!("argument KEY=VALUE: {e}"))?;
+    }
+    match file.write(cache) {
+        Ok(path) => {
+            print(json, &file, || {
+                format!(
+                    "wrote {}:\n{}",
+                    path.display(),
+                    file.text()
+                        .lines()
+                        .skip(1)
+                        .map(|l| format!("{l}\n"))
+                        .collect::<String>()
+                )
+            });
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!(
+                "[ERROR] cannot write the cache configuration in {}: {e}",
+                cache.root().display()
+            );
+            Ok(crate::error::EXIT_COMPILE_FAILED)
+        }
+    }
+}
+
+/// `explain -- COMPILE-ARGS`: plan the compile as `nxcc compile` would, key it as the cache
+/// would (writing nothing), and explain. Exit 0 on a hit, [`EXIT_MISS`] on a miss.
+fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
+    if compile_args.is_empty() {
+        return Err(
+            "explain: give the compile's arguments after -- (nxcc cache explain -- model.pb --target trn2 ...)".into(),
+        );
+    }
+    let argv: Vec<String> = std::iter::once("compile".to_string())
+        .chain(compile_args.iter().cloned())
+        .collect();
+    let args = match crate::cli::parse(prog, &argv) {
+        Ok(crate::cli::Command::Compile(c)) => c,
+        Ok(_) => return Err("explain: the arguments after -- are not a compile's".into()),
+        Err(e) => {
+            crate::cli::subcommand::err(&e.render());
+            return Ok(crate::cli::CliError::EXIT_STATUS);
+        }
+    };
+    let probe = match crate::plan::SystemProbe::new() {
+        Ok(p) => p,
+        Err(e) => {
+            crate::cli::subcommand::err(&format!(
+                "[ERROR] cannot read the current directory: {e}\n"
+            ));
+            return Ok(crate::error::EXIT_COMPILE_FAILED);
+        }
+    };
+    let plan = match crate::plan::build(&args, &probe) {
+        Ok(p) => p,
+        Err(e) => {
+            match &e {
+                crate::plan::PlanError::Usage(u) => crate::cli::subcommand::err(&u.render()),
+                crate::plan::PlanError::Compile(c) => {
+                    crate::cli::subcommand::err(&format!("{c}\n"))
+                }
+            }
+            return Ok(e.exit_status());
+        }
+    };
+    let dir = plan
+        .ns
+        .str(crate::cli::namespace::Dest::CacheDir)
+        .filter(|d| !d.is_empty())
+        .or(parsed.str("cache_dir"));
+    let cache = own_cache(dir)?;
+    let mut cfg = match CacheConfig::for_plan_in(&plan, Some(cache.dir().to_path_buf())) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::cli::subcommand::err(&format!("{e}\n"));
+            return Ok(crate::error::EXIT_COMPILE_FAILED);
+        }
+    };
+    // Explaining writes nothing, not even a remembered digest.
+    cfg.settings.mode = settings::Mode::ReadOnly;
+    let engine = match parsed.str("compiler") {
+        Some(c) => crate::engine::Engine::external(crate::plan::absolute(&plan.launch_dir, c)),
+        None => crate::engine::Engine::Pipeline,
+    };
+    Ok(explain_planned(
+        &plan,
+        &cache,
+        &cfg.settings,
+        &cfg.table(),
+        &engine,
+        parsed.flag("json"),
+    ))
+}
+
+fn explain_planned(
+    plan: &crate::plan::Plan,
+    cache: &Cache,
+    settings: &Settings,
+    table: &super::digests::Table,
+    engine: &crate::engine::Engine,
+    json: bool,
+) -> i32 {
+    let key = match super::key::Key::compute(plan, engine, settings.sloppiness.hlo_metadata, table)
+    {
+        Ok(k) => k,
+        Err(e) => {
+            crate::cli::subcommand::err(&format!(
+                "[ERROR] cannot compute the cache key of {}: {e}\n",
+                plan.model.display()
+            ));
+            return crate::error::EXIT_COMPILE_FAILED;
+        }
+    };
+    let secondaries: Vec<Cache> = settings.secondaries.iter().map(Cache::new).collect();
+    let e = explain::explain(cache, &secondaries, &key, &plan.model, table);
+    print(json, &e, || explain::text(&e));
+    match e.verdict {
+        explain::Verdict::Miss { .. } => EXIT_MISS,
+        _ => 0,
+    }
+}

@@ -1,0 +1,202 @@
+//! One cache for a fleet: two simulated hosts, each a UTS and PID namespace (its own host name,
+//! its own pids) that sees one cache directory through its own FUSE passthrough mount
+//! (`bindfs`) — so `flock` is local to each host, as on NFS without a lock manager, while
+//! renaming and linking stay atomic — and each with its compiler installed at another path with
+//! other times, compile the same 20 models into that directory at once: the compiler runs 20
+//! times in all, and both hosts get every NEFF. Needs root, `unshare` and `bindfs` (`.ci/run`
+//! installs it); without them the test fails saying why.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use common::{text, Scratch};
+
+const MODELS: usize = 20;
+
+/// A bindfs mount of `src` at `at`, unmounted when dropped.
+struct Mount {
+    at: PathBuf,
+}
+
+impl Mount {
+    fn new(src: &Path, at: &Path) -> Mount {
+        std::fs::create_dir_all(at).unwrap();
+        match Command::new("bindfs").arg(src).arg(at).output() {
+            Ok(o) if o.status.success() => Mount {
+                at: at.to_path_buf(),
+            },
+            other => panic!(
+                "cannot mount {} with bindfs (root, /dev/fuse and the bindfs package are needed; .ci/run installs it): {other:?}",
+                at.display()
+            ),
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
+    }
+}
+
+/// The fake compiler installed at `rel` under the scratch dir, its times set to `mtime_s`.
+fn install_compiler(s: &Scratch, rel: &str, mtime_s: u64) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let to = s.join(rel);
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh"),
+        &to,
+    )
+    .unwrap();
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&to)
+        .unwrap()
+        .set_modified(UNIX_EPOCH + Duration::from_secs(mtime_s))
+        .unwrap();
+    to
+}
+
+/// `nxcc parallel-compile` of every model on the simulated host `host`, through `cache` with
+/// `compiler`, into `out-<host>`.
+fn on_host(s: &Scratch, host: &str, cache: &Path, compiler: &Path) -> Command {
+    let models: Vec<String> = (0..MODELS)
+        .map(|i| s.join(&format!("models/m{i:02}.pb")).display().to_string())
+        .collect();
+    let mut c = Command::new("unshare");
+    c.args(["--uts", "--pid", "--fork", "--kill-child=SIGKILL", "sh", "-c"])
+        .arg(format!(
+            "hostname {host} && exec \"$0\" parallel-compile --compiler {} --cache_dir {} --jobs 2 --output-dir out-{host} --report report-{host}.json {} -- --target trn2",
+            compiler.display(),
+            cache.display(),
+            models.join(" ")
+        ))
+        .arg(common::NXCC)
+        .current_dir(s.path())
+        .env("XDG_CACHE_HOME", s.join(".cache"))
+        .env("FAKE_COMPILER_RECORD", s.join("compiler-runs.txt"))
+        .env("FAKE_COMPILER_SLEEP", "0.3")
+        .env("NXCC_LOCK_LEASE_MS", "3000")
+        .env_remove("NXCC_TOOLCHAIN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Whether an exclusive `flock` taken through one mount excludes one through the other.
+fn flock_crosses(a: &Path, b: &Path) -> bool {
+    std::fs::write(a.join("probe"), b"").unwrap();
+    let fa = std::fs::File::open(a.join("probe")).unwrap();
+    let fb = std::fs::File::open(b.join("probe")).unwrap();
+    assert!(fs4::fs_std::FileExt::try_lock_exclusive(&fa).unwrap());
+    let crosses = !fs4::fs_std::FileExt::try_lock_exclusive(&fb).unwrap();
+    std::fs::remove_file(a.join("probe")).unwrap();
+    crosses
+}
+
+fn lock_files(root: &Path) -> Vec<String> {
+    let Ok(shards) = std::fs::read_dir(root.join("nxcc-v1")) else {
+        return Vec::new();
+    };
+    shards
+        .flatten()
+        .filter(|s| s.file_name().len() == 2)
+        .flat_map(|s| std::fs::read_dir(s.path()).unwrap().flatten())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".lock"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .collect()
+}
+
+#[test]
+fn two_hosts_compiling_the_same_20_models_into_one_directory_run_the_compiler_20_times() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root (namespaces and FUSE mounts)"
+    );
+    let s = Scratch::new();
+    let original = std::fs::read(s.join("mlp.hlo_module.pb")).unwrap();
+    std::fs::create_dir_all(s.join("models")).unwrap();
+    for i in 0..MODELS {
+        // The example with one unknown field appended: another model each.
+        let mut b = original.clone();
+        b.extend_from_slice(&[0xc2, 0x3e, 1, i as u8]);
+        std::fs::write(s.join(&format!("models/m{i:02}.pb")), b).unwrap();
+    }
+    std::fs::create_dir_all(s.join("server/cache")).unwrap();
+    let a_view = Mount::new(&s.join("server"), &s.join("host-a-view"));
+    let b_view = Mount::new(&s.join("server"), &s.join("host-b-view"));
+    assert!(
+        !flock_crosses(&a_view.at, &b_view.at),
+        "flock through one mount excludes the other: the two hosts would not be apart"
+    );
+    let a_compiler = install_compiler(&s, "host-a/usr/local/bin/neuronx-cc", 1_600_000_000);
+    let b_compiler = install_compiler(&s, "host-b/opt/venv/bin/neuronx-cc", 1_700_000_000);
+
+    // Host A starts; host B starts once A holds its first lock, so the two meet on the same
+    // models (both take them in the same order).
+    let a = on_host(&s, "host-a", &a_view.at.join("cache"), &a_compiler)
+        .spawn()
+        .expect("unshare runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !lock_files(&s.join("server/cache"))
+        .iter()
+        .any(|t| t.contains("host=host-a"))
+    {
+        assert!(Instant::now() < deadline, "host A never took a lock");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let b = on_host(&s, "host-b", &b_view.at.join("cache"), &b_compiler)
+        .spawn()
+        .expect("unshare runs");
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    for (host, o) in [("host-a", &a), ("host-b", &b)] {
+        assert!(
+            o.status.success(),
+            "{host}: {} {}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+    }
+    let runs = std::fs::read_to_string(s.join("compiler-runs.txt")).unwrap();
+    assert_eq!(
+        runs.lines().count(),
+        MODELS,
+        "compiler runs:\n{runs}\nhost A: {}\nhost B: {}",
+        text(&a.stderr),
+        text(&b.stderr)
+    );
+    for i in 0..MODELS {
+        let name = format!("m{i:02}.neff");
+        let (na, nb) = (
+            std::fs::read(s.join("out-host-a").join(&name)).unwrap(),
+            std::fs::read(s.join("out-host-b").join(&name)).unwrap(),
+        );
+        assert_eq!(na, nb, "{name}");
+    }
+    // Both hosts compiled some and were served the rest: they shared the work.
+    let misses = |host: &str| {
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(s.join(&format!("report-{host}.json"))).unwrap())
+                .unwrap();
+        r["compiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["cache"] == "miss")
+            .count()
+    };
+    assert_eq!(misses("host-a") + misses("host-b"), MODELS);
+    assert!(
+        lock_files(&s.join("server/cache")).is_empty(),
+        "a lock stayed"
+    );
+    drop(a_view);
+    drop(b_view);
+}
