@@ -124,7 +124,21 @@ pub fn normalise(
     warnings: &mut Vec<String>,
     user_messages: &mut Vec<String>,
 ) -> Derived {
-    let mut d = Derived::default();
+    let optlevel = defaults(ns, decisions);
+    let dge_on_levels = dge_levels(ns, decisions, &optlevel);
+    let legacy = backend_flow(ns, decisions, &optlevel);
+    unrolling(ns, decisions, warnings, user_messages, &optlevel);
+    let bir_simulation = simulation_and_casts(ns, decisions);
+    Derived {
+        dge_on_levels,
+        internal_run_standalone_legacy_compilation: legacy,
+        bir_simulation,
+    }
+}
+
+/// 4.1–4.4: the arch and logical NC config defaults, the distribution strategy, the optlevel
+/// (`--enable-experimental-O1`, the default); the optlevel.
+fn defaults(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> String {
     let target = ns.str(Dest::Target).unwrap_or("").to_string();
 
     // 4.1 arch and logical_nc_config defaults.
@@ -184,7 +198,11 @@ pub fn normalise(
         },
         Source::Seed,
     ));
+    optlevel
+}
 
+/// 4.5: the DGE levels on.
+fn dge_levels(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &str) -> Vec<String> {
     // 4.5 DGE levels.
     let mut enable: Vec<String> = ns.list(Dest::InternalEnableDgeLevels).to_vec();
     enable.push("io".into());
@@ -207,8 +225,12 @@ pub fn normalise(
     } else {
         decisions.push(Decision::new("DGE levels", levels.join(", "), Source::Wiki));
     }
-    d.dge_on_levels = levels;
+    levels
+}
 
+/// 4.6–4.7: which backend flow runs; whether the legacy standalone flow is selected.
+fn backend_flow(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &str) -> bool {
+    let mut legacy = false;
     // 4.6 -O0 disables the new backend.
     if optlevel == "0" {
         ns.set(Dest::EnableInternalNewBackend, Value::Bool(false));
@@ -221,7 +243,7 @@ pub fn normalise(
 
     // 4.7 the tensorized scheduler selects the legacy standalone flow.
     if ns.bool(Dest::EnableExperimentalTensorizedScheduler) {
-        d.internal_run_standalone_legacy_compilation = true;
+        legacy = true;
         ns.set(Dest::EnableInternalNewBackend, Value::Bool(false));
         decisions.push(Decision::new(
             "--enable-experimental-tensorized-scheduler",
@@ -229,7 +251,17 @@ pub fn normalise(
             Source::Wiki,
         ));
     }
+    legacy
+}
 
+/// 4.8–4.9: layer unrolling (fsdp, -O3).
+fn unrolling(
+    ns: &mut Namespace,
+    decisions: &mut Vec<Decision>,
+    warnings: &mut Vec<String>,
+    user_messages: &mut Vec<String>,
+    optlevel: &str,
+) {
     // 4.8 fsdp unrolls by 4 unless the user set the factor.
     if ns.str(Dest::DistributionStrategy) == Some("fsdp") {
         if ns.used(Dest::LayerUnrollFactor) {
@@ -267,13 +299,16 @@ pub fn normalise(
             Source::Wiki,
         ));
     }
+}
 
+/// 4.10–4.11: BIR simulation (whether on), the auto-cast type as forwarded.
+fn simulation_and_casts(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> bool {
     // 4.10 BIR simulation.
-    d.bir_simulation = recon::bir_simulation(ns);
+    let bir_simulation = recon::bir_simulation(ns);
     if ns.str(Dest::InternalTensorizerOptLevel) == Some("nki") {
         decisions.push(Decision::new(
             "BIR simulation",
-            if d.bir_simulation {
+            if bir_simulation {
                 "on (tensorizer opt level nki)"
             } else {
                 "off (--internal-disable-birsim-validation)"
@@ -291,5 +326,5 @@ pub fn normalise(
             Source::Wiki,
         ));
     }
-    d
+    bir_simulation
 }
