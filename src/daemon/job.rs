@@ -252,66 +252,90 @@ pub fn run(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control
 }
 
 fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
-    let emit_ref: &dyn Emit = emit.as_ref();
+    match planned(req, emit.as_ref()) {
+        Ok(plan) => compile(ctx, req, emit, control, &plan),
+        Err(ended) => *ended,
+    }
+}
+
+/// The request's plan; or how the request ended without one (its working directory not made,
+/// a usage error, help, the version, a plan refused, a dry run).
+fn planned(req: &Request, emit: &dyn Emit) -> Result<plan::Plan, Box<Ended>> {
     let wd = &req.working_directory;
     if let Err(e) = std::fs::create_dir_all(wd) {
-        return fail(
-            emit_ref,
+        return Err(Box::new(fail(
+            emit,
             Status::Failed(Failure::Environment(Environment::WorkingDirectory)),
             &format!(
                 "[ERROR] cannot create the working directory {}: {e}",
                 wd.display()
             ),
             None,
-        );
+        )));
     }
     let args = match cli::parse("nxcc", &command_line(&req.argv)) {
         Ok(Command::Compile(a)) => a,
-        Ok(Command::Help(text)) => return say(emit_ref, &text),
+        Ok(Command::Help(text)) => return Err(Box::new(say(emit, &text))),
         Ok(Command::Version) => {
-            return say(
-                emit_ref,
-                &format!(
-                    "nxcc {}\nreproduces the {} compile driver\n",
-                    crate::VERSION,
-                    crate::ORIGINAL_VERSION
-                ),
-            )
+            let text = format!(
+                "nxcc {}\nreproduces the {} compile driver\n",
+                crate::VERSION,
+                crate::ORIGINAL_VERSION
+            );
+            return Err(Box::new(say(emit, &text)));
         }
         Ok(Command::Other { name, .. }) => {
-            return fail(
-                emit_ref,
+            let text = format!("nxcc daemon: error: only compile requests are served, not {name}");
+            return Err(Box::new(fail(
+                emit,
                 Status::Failed(Failure::Usage),
-                &format!("nxcc daemon: error: only compile requests are served, not {name}"),
+                &text,
                 None,
-            )
+            )));
         }
-        Err(e) => return fail(emit_ref, Status::Failed(Failure::Usage), &e.render(), None),
+        Err(e) => {
+            let text = e.render();
+            return Err(Box::new(fail(
+                emit,
+                Status::Failed(Failure::Usage),
+                &text,
+                None,
+            )));
+        }
     };
     let probe = RequestProbe {
         system: SystemProbe::at(wd),
         env: &req.env,
     };
-    let plan = match plan::build(&args, &probe) {
-        Ok(p) => p,
-        Err(e) => {
-            let (failure, text) = match &e {
-                PlanError::Usage(u) => (Failure::Usage, u.render()),
-                PlanError::Compile(c) => (Failure::Plan, c.to_string()),
-            };
-            return fail(emit_ref, Status::Failed(failure), &text, None);
-        }
-    };
+    let plan = plan::build(&args, &probe).map_err(|e| {
+        let (failure, text) = match &e {
+            PlanError::Usage(u) => (Failure::Usage, u.render()),
+            PlanError::Compile(c) => (Failure::Plan, c.to_string()),
+        };
+        Box::new(fail(emit, Status::Failed(failure), &text, None))
+    })?;
     match plan.ns.str(Dest::DryRun) {
         Some("json") => {
             let text = serde_json::to_string_pretty(&dryrun::to_json(&plan)).unwrap_or_default();
-            return say(emit_ref, &text);
+            Err(Box::new(say(emit, &text)))
         }
-        Some(_) => return say(emit_ref, &dryrun::to_text(&plan)),
-        None => {}
+        Some(_) => Err(Box::new(say(emit, &dryrun::to_text(&plan)))),
+        None => Ok(plan),
     }
+}
+
+/// Compile the request's plan once admission lets it start (cancelled before it starts when
+/// its client went away or the daemon is stopping), its lines and events to `emit`.
+fn compile(
+    ctx: &Context,
+    req: &Request,
+    emit: &Arc<dyn Emit>,
+    control: &Control,
+    plan: &plan::Plan,
+) -> Ended {
+    let emit_ref: &dyn Emit = emit.as_ref();
     let output = Some(plan.output.clone());
-    let prepared = ctx.engine.prepare(&plan);
+    let prepared = ctx.engine.prepare(plan);
     let estimate = prepared.estimate;
     let permit = if control.is_cancelled() {
         None
@@ -347,7 +371,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         fork_server: ctx.fork_server.cloned(),
         work_root: None,
     };
-    let finished = ctx.engine.run(&plan, prepared, opts);
+    let finished = ctx.engine.run(plan, prepared, opts);
     drop(permit);
     Ended {
         status: finished.result.status,
