@@ -479,79 +479,8 @@ pub fn prepare(
     shared: &[String],
     launch_dir: &Path,
 ) -> Result<Run, String> {
-    let simulated = match engine {
-        Engine::Pipeline => pipeline_toolchain(prog, shared, launch_dir),
-        Engine::External(_) => Some(false),
-    };
-    if simulated == Some(true) && !req.allow_simulated {
-        return Err("argument --neuron-cache: the simulated toolchain's NEFFs cannot run on Neuron hardware and are not written into a framework's cache (--allow-simulated does, for tests)".into());
-    }
-    let version = match (req.version, engine, simulated) {
-        (Some(v), _, _) => v.to_string(),
-        (None, Engine::External(c), _) => ask_version(&c.program)
-            .map_err(|e| format!("argument --neuron-version: {e}; give the version"))?,
-        (None, Engine::Pipeline, Some(true)) => format!(
-            "{}{SIM_LABEL}",
-            crate::ORIGINAL_VERSION.rsplit(' ').next().unwrap_or_default()
-        ),
-        (None, Engine::Pipeline, _) => {
-            return Err("argument --neuron-version: required with --neuron-cache on nxcc's pipeline and a real toolchain (the version `neuronx-cc --version` prints, e.g. 2.24.5133.0+58f8de22), or use --compiler PATH".into())
-        }
-    };
-    nc::check_version(&version).map_err(|e| format!("argument --neuron-version: {e}"))?;
-    // A missing directory is a wrong path or a version the framework did not use: say which.
-    let cache = NeuronCache::new(req.dir);
-    // Entries' flags are instructions: a cache others can write is refused before anything in
-    // it is read.
-    if let Err(u) = cache.check(Some(&version)) {
-        return Err(format!("argument --neuron-cache: {u}"));
-    }
-    match cache.open() {
-        Ok(None) => {
-            return Err(format!(
-                "argument --neuron-cache: {} does not exist",
-                req.dir.display()
-            ))
-        }
-        Err(e) => {
-            return Err(format!(
-                "argument --neuron-cache: {}: {e}",
-                req.dir.display()
-            ))
-        }
-        Ok(Some(_)) => {}
-    }
-    if !cache.version_path(&version).exists() {
-        let present: Vec<String> = cache
-            .scan(None)
-            .map(|s| s.versions.into_iter().map(|v| v.version).collect())
-            .unwrap_or_default();
-        return Err(format!(
-            "argument --neuron-version: {} has no {} directory ({}); give the version the framework compiled with (--neuron-version)",
-            req.dir.display(),
-            nc::version_dir_name(&version),
-            if present.is_empty() {
-                "it has no neuronxcc-<version> directory: run the framework's extraction phase first".to_string()
-            } else {
-                format!("it has: {}", present.join(", "))
-            }
-        ));
-    }
-    let top = match cache.open() {
-        Ok(Some(top)) => top,
-        Ok(None) => {
-            return Err(format!(
-                "argument --neuron-cache: {} is gone",
-                req.dir.display()
-            ))
-        }
-        Err(e) => {
-            return Err(format!(
-                "argument --neuron-cache: {}: {e}",
-                req.dir.display()
-            ))
-        }
-    };
+    let version = version_of(prog, req, engine, shared, launch_dir)?;
+    let (cache, top) = open_cache(req.dir, &version)?;
     let cache_lock = nc::lock::CacheLock::open(&top, req.dir).map_err(|e| {
         format!(
             "argument --neuron-cache: cannot open its lock {}: {e}",
@@ -582,6 +511,76 @@ pub fn prepare(
         work_root: work.path().to_path_buf(),
         _work: Arc::new(work),
     })
+}
+
+/// The compiler version whose directory the run fills: `--neuron-version`, the external
+/// compiler's own, or the simulated toolchain's (allowed only with `--allow-simulated`).
+fn version_of(
+    prog: &str,
+    req: &Request,
+    engine: &Engine,
+    shared: &[String],
+    launch_dir: &Path,
+) -> Result<String, String> {
+    let simulated = match engine {
+        Engine::Pipeline => pipeline_toolchain(prog, shared, launch_dir),
+        Engine::External(_) => Some(false),
+    };
+    if simulated == Some(true) && !req.allow_simulated {
+        return Err("argument --neuron-cache: the simulated toolchain's NEFFs cannot run on Neuron hardware and are not written into a framework's cache (--allow-simulated does, for tests)".into());
+    }
+    let version = match (req.version, engine, simulated) {
+        (Some(v), _, _) => v.to_string(),
+        (None, Engine::External(c), _) => ask_version(&c.program)
+            .map_err(|e| format!("argument --neuron-version: {e}; give the version"))?,
+        (None, Engine::Pipeline, Some(true)) => format!(
+            "{}{SIM_LABEL}",
+            crate::ORIGINAL_VERSION.rsplit(' ').next().unwrap_or_default()
+        ),
+        (None, Engine::Pipeline, _) => {
+            return Err("argument --neuron-version: required with --neuron-cache on nxcc's pipeline and a real toolchain (the version `neuronx-cc --version` prints, e.g. 2.24.5133.0+58f8de22), or use --compiler PATH".into())
+        }
+    };
+    nc::check_version(&version).map_err(|e| format!("argument --neuron-version: {e}"))?;
+    Ok(version)
+}
+
+/// The framework's cache at `dir`, checked (entries' flags are instructions: a cache others
+/// can write is refused before anything in it is read), with its `version` directory, and its
+/// top directory opened. A missing directory is a wrong path or a version the framework did
+/// not use: which is said.
+fn open_cache(dir: &Path, version: &str) -> Result<(NeuronCache, crate::fsx::Dir), String> {
+    let cache = NeuronCache::new(dir);
+    if let Err(u) = cache.check(Some(version)) {
+        return Err(format!("argument --neuron-cache: {u}"));
+    }
+    let opened = |missing: &str| match cache.open() {
+        Ok(Some(top)) => Ok(top),
+        Ok(None) => Err(format!(
+            "argument --neuron-cache: {} {missing}",
+            dir.display()
+        )),
+        Err(e) => Err(format!("argument --neuron-cache: {}: {e}", dir.display())),
+    };
+    opened("does not exist")?;
+    if !cache.version_path(version).exists() {
+        let present: Vec<String> = cache
+            .scan(None)
+            .map(|s| s.versions.into_iter().map(|v| v.version).collect())
+            .unwrap_or_default();
+        return Err(format!(
+            "argument --neuron-version: {} has no {} directory ({}); give the version the framework compiled with (--neuron-version)",
+            dir.display(),
+            nc::version_dir_name(version),
+            if present.is_empty() {
+                "it has no neuronxcc-<version> directory: run the framework's extraction phase first".to_string()
+            } else {
+                format!("it has: {}", present.join(", "))
+            }
+        ));
+    }
+    let top = opened("is gone")?;
+    Ok((cache, top))
 }
 
 /// What is said before the batch: the version directory, how many entries are to do, and every
