@@ -308,10 +308,16 @@ impl Daemon {
                 "max_per_uid": self.config.max_connections_per_uid,
             },
             "engine": self.engine.describe(),
-            "fork_server": self.fork_server.get().map(|f| json!({
-                "pid": f.helper_pid(),
-                "restarts": f.restarts(),
-            })),
+            "fork_server": self.fork_server.get().map(|f| {
+                let r = f.record();
+                json!({
+                    "pid": f.helper_pid(),
+                    "restarts": f.restarts(),
+                    "workers_started": r.started,
+                    "workers_not_started": r.not_started,
+                    "last_not_started": r.last_not_started,
+                })
+            }),
             "cache": cache,
             "inactivity_timeout_s": self.config.inactivity_timeout.map(|d| d.as_secs_f64()),
             "stopping": self.stopping(),

@@ -323,3 +323,52 @@ fn a_stopped_fork_server_is_replaced_and_its_compile_reported() {
     assert!(restarts >= 1);
     assert_eq!(workers_of(helper).len(), 0);
 }
+
+/// A plan of a megabyte (the request's environment, carried with the plan: ten variables of
+/// 100,000 bytes — as much as a request body may hold) goes to the fork server in a sealed memfd
+/// — one datagram cannot carry it — and its worker is the fork server's child: the compile did
+/// not fall back to a re-executed worker, and the fork server's record says so.
+#[test]
+fn a_megabyte_plan_goes_through_the_fork_server() {
+    let world = World::new();
+    let (k, v) = marker("fs-large");
+    let kv = format!("{k}={v}");
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[(&k, &v)]);
+    let (helper, _) = fork_server(&daemon);
+    let wd = world.mkdir("w");
+    let mut env = serde_json::Map::new();
+    env.insert("NXCC_SIM_WORK_MS".into(), json!("walrus_driver:3000"));
+    for i in 0..10 {
+        let filler = format!("{i}").repeat(100_000);
+        env.insert(format!("NXCC_SIM_PAD_{i}"), json!(filler));
+    }
+    let request = json!({
+        "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", "big.neff",
+                 "--no_cache"],
+        "working_directory": wd,
+        "env": env,
+    });
+    assert!(v1_request(&request).len() > 1_000_000);
+    let (s, mut events) = stream_until(&daemon, &request, |e| {
+        e["event"] == "job_started" && e["job"] == "WalrusDriver"
+    });
+    wait_until(Duration::from_secs(20), "walrus_driver to run", || {
+        processes_with(&kv, daemon.pid())
+            .iter()
+            .any(|(_, c)| c == "walrus_driver")
+    });
+    // The worker is the fork server's child, not nxcc re-executed by the daemon.
+    assert_eq!(workers_of(helper).len(), 1, "{events:?}");
+    assert!(processes_with(&kv, daemon.pid())
+        .iter()
+        .all(|(_, c)| c != "nxcc"));
+    read_rest(s, &mut events);
+    assert_eq!(done(&events)["exit_status"], 0, "{events:?}");
+    assert!(wd.join("big.neff").is_file());
+    let status = daemon.status();
+    let record = &status["fork_server"];
+    assert_eq!(record["workers_started"], 1, "{status}");
+    assert_eq!(record["workers_not_started"], 0, "{status}");
+    assert_eq!(record["last_not_started"], Value::Null, "{status}");
+    assert_eq!(record["restarts"], 0, "{status}");
+}

@@ -8,6 +8,7 @@ mod client;
 mod common;
 mod connections;
 mod forkserver;
+mod forkserver_wire;
 mod hostile;
 mod lifecycle;
 mod load;
