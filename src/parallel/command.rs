@@ -163,10 +163,9 @@ fn compile_args_error(prog: &str, e: CliError) -> i32 {
 type Stopped = i32;
 
 /// Run `parallel-compile` with its arguments; returns the exit status. Its phases: its own
-/// options read and checked ([`own_options`], [`limits`], [`sources`], [`cache_dir_of`]), the
-/// compile arguments every compile shares ([`shared_args`]), the inputs (files, or the
-/// framework cache's entries: [`neuron_inputs`]), the batch ([`super::run`]), and its reports
-/// ([`finish`]).
+/// options read and checked (`own_options`, `limits`, `sources`, `cache_dir_of`), the compile
+/// arguments every compile shares (`shared_args`), the inputs (files, or the framework cache's
+/// entries: `neuron_inputs`), the batch ([`super::run`]), and its reports (`finish`).
 pub fn main(prog: &str, args: &[String]) -> i32 {
     match run(prog, args) {
         Ok(status) | Err(status) => status,
