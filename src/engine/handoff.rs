@@ -2,7 +2,7 @@
 //! the command line, forked by the daemon's fork server ([`crate::forkserver`]), or this binary
 //! executed (the bytes on a descriptor, [`crate::run::handoff`]): the same [`payload`] — the plan
 //! the supervisor built, as data, with the toolchain it resolved, the work dir it made, the
-//! worker's environment and the cache's product path — and the same [`body`] that runs it. The
+//! worker's environment and the cache's product path — and the same [`run`] that runs it. The
 //! worker never plans again: it runs exactly the plan its supervisor built (and showed).
 
 use std::path::{Path, PathBuf};
@@ -49,23 +49,24 @@ pub fn payload(
     .unwrap_or_default()
 }
 
-/// The fork server's [`crate::forkserver::Body`], and a forked worker's: [`run`] on its report
-/// pipe.
+/// The fork server's [`crate::forkserver::Body`]: [`run`] on its report pipe.
 pub fn body(payload: &[u8], events: EventWriter) -> i32 {
-    run(payload, Some(&events))
+    run(payload, Some(&events), "the fork server's request")
+}
+
+/// A worker forked by its supervisor: [`run`] on its report pipe.
+pub fn forked(payload: &[u8], events: EventWriter) -> i32 {
+    run(payload, Some(&events), "the hand-off")
 }
 
 /// Run the worker a payload describes (in the worker: single-threaded, its own session): set
-/// its environment, go to the launch directory, run the plan; returns the exit status.
-pub fn run(payload: &[u8], events: Option<&EventWriter>) -> i32 {
+/// its environment, go to the launch directory, run the plan; returns the exit status. `what`
+/// names the payload in the error when it does not read.
+pub fn run(payload: &[u8], events: Option<&EventWriter>, what: &str) -> i32 {
     let fatal = |message: String| super::worker::fatal(events, Failure::Internal, &message);
     let handoff: Handoff = match serde_json::from_slice(payload) {
         Ok(h) => h,
-        Err(e) => {
-            return fatal(format!(
-                "[ERROR] nxcc worker: the hand-off does not read: {e}"
-            ))
-        }
+        Err(e) => return fatal(format!("[ERROR] nxcc worker: {what} does not read: {e}")),
     };
     if handoff.format != FORMAT {
         return fatal(format!(
@@ -99,7 +100,7 @@ pub fn run(payload: &[u8], events: Option<&EventWriter>) -> i32 {
 pub fn worker_main() -> i32 {
     let events = EventWriter::from_env();
     match crate::run::handoff::take() {
-        Ok(Some(payload)) => run(&payload, events.as_ref()),
+        Ok(Some(payload)) => run(&payload, events.as_ref(), "the hand-off"),
         Ok(None) => super::worker::fatal(
             events.as_ref(),
             Failure::Internal,

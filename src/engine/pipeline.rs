@@ -201,7 +201,7 @@ fn supervise(
             return Err(session.failing(&e, Failure::Internal));
         }
     };
-    let body = |events| super::handoff::body(&payload, events);
+    let body = |events| super::handoff::forked(&payload, events);
     let exec = || Start::Exec {
         program: program.clone(),
         args: vec![WORKER_ARG.to_string()],
