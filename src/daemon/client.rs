@@ -8,10 +8,10 @@
 //!
 //! A daemon that is stopping (it answers `503`) is waited for, and the compile is sent again.
 //!
-//! The client does the least it can: no runtime and no HTTP library — a blocking socket, the
-//! request (`POST /v1/compile`, a JSON body) written with one `write`, and the answer read as it
-//! streams in ([`http1`]: an HTTP/1.1 response, `Content-Length` or chunked), each event line
-//! acted on as soon as it is complete.
+//! The exchange is hyper's HTTP/1.1 client over the Unix socket, on a runtime of this thread
+//! alone (no thread is started): the request (`POST /v1/compile`, a JSON body), then the answer
+//! read as it streams in, body frame by body frame, each event line acted on as soon as it is
+//! complete (a line may be split across frames, or a frame hold many).
 //!
 //! The compile runs in the daemon's environment plus this process's variables that a request may
 //! set ([`super::environ`]: the ones that change a compile, and the simulated toolchain's test
@@ -26,6 +26,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONNECTION, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, Response};
+use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 use super::config;
@@ -190,6 +195,7 @@ fn send_saying(target: &Target, argv: &[String], say_start: bool) -> Sent {
 }
 
 /// How an exchange with the daemon ended.
+#[derive(Debug)]
 enum Answer {
     /// The compile ran; its exit status.
     Finished(i32),
@@ -329,298 +335,366 @@ pub fn interpret(line: &str) -> Line {
     }
 }
 
+/// `503 Service Unavailable`-style text for a status code (the code alone when it has no
+/// standard reason).
+pub fn status_text(status: u16) -> String {
+    match hyper::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+    {
+        Some(reason) => format!("{status} {reason}"),
+        None => status.to_string(),
+    }
+}
+
+/// Run `exchange` on a runtime of this thread alone, with `stream` (a connected, blocking Unix
+/// socket) handed over to it.
+fn on_this_thread<T, F>(
+    stream: UnixStream,
+    exchange: impl FnOnce(tokio::net::UnixStream) -> F,
+) -> Result<T, String>
+where
+    F: std::future::Future<Output = Result<T, String>>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(|e| format!("cannot start the client's event loop: {e}"))?;
+    runtime.block_on(async {
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| format!("cannot use the connection: {e}"))?;
+        let stream = tokio::net::UnixStream::from_std(stream)
+            .map_err(|e| format!("cannot use the connection: {e}"))?;
+        exchange(stream).await
+    })
+}
+
+/// Send `request` over `stream` (hyper's HTTP/1.1 client; the connection driven beside it) and
+/// return the answer's head and body, the body not read yet.
+async fn round_trip(
+    stream: tokio::net::UnixStream,
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, hyper::Error> {
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    sender.send_request(request).await
+}
+
+/// A request to the daemon (`Host` and `Connection: close` set).
+fn request_to(method: Method, path: &str, body: Vec<u8>) -> Result<Request<Full<Bytes>>, String> {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, "nxcc-daemon")
+        .header(CONNECTION, "close");
+    if !body.is_empty() {
+        builder = builder.header(CONTENT_TYPE, "application/json");
+    }
+    builder
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| format!("cannot make the request: {e}"))
+}
+
+/// The whole (rest of the) body of an answer.
+async fn whole_body(answer: Response<Incoming>) -> Result<Vec<u8>, String> {
+    let body = answer
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("the connection broke inside the answer: {e}"))?;
+    Ok(body.to_bytes().to_vec())
+}
+
 /// A request without a body to the daemon on `socket` (`GET /v1/status`, `POST /exit`), if one
 /// answers: its status code and body.
 pub fn request(socket: &Path, method: &str, path: &str) -> Result<(u16, String), String> {
     let stream = UnixStream::connect(socket)
         .map_err(|e| format!("no daemon answers on {}: {e}", socket.display()))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: nxcc-daemon\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    let mut answer = http1::Response::send(stream, head.as_bytes())
-        .map_err(|e| format!("the daemon on {} did not answer: {e}", socket.display()))?;
-    let body = answer.read_to_end().map_err(|e| e.to_string())?;
-    Ok((answer.status, String::from_utf8_lossy(&body).into_owned()))
+    let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+    let request = request_to(method, path, Vec::new())?;
+    on_this_thread(stream, |stream| async move {
+        let answer = round_trip(stream, request)
+            .await
+            .map_err(|e| format!("the daemon on {} did not answer: {e}", socket.display()))?;
+        let status = answer.status().as_u16();
+        let body = whole_body(answer).await?;
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    })
 }
 
 fn exchange(stream: UnixStream, body: &[u8]) -> Result<Answer, String> {
-    let mut request = format!(
-        "POST /v1/compile HTTP/1.1\r\nHost: nxcc-daemon\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(body);
-    let mut answer = http1::Response::send(stream, &request)
-        .map_err(|e| format!("the daemon closed the connection before answering ({e})"))?;
-    if answer.status != 200 {
-        let text = answer
-            .read_to_end()
-            .map(|b| String::from_utf8_lossy(&b).trim_end().to_string())
-            .unwrap_or_default();
-        if answer.status == 503 {
-            return Ok(Answer::Stopping(text));
-        }
-        if matches!(answer.status, 403 | 429) {
-            return Ok(Answer::Refused(format!(
-                "refused the compile ({}): {text}",
-                http1::status_text(answer.status)
-            )));
-        }
-        return Err(format!(
-            "the daemon refused the compile ({}): {text}",
-            http1::status_text(answer.status)
-        ));
-    }
-    let mut pending: Vec<u8> = Vec::new();
-    let mut exit = None;
-    let mut chunk = Vec::new();
-    loop {
-        chunk.clear();
-        let more = answer
-            .read_some(&mut chunk)
-            .map_err(|e| format!("the connection broke before the compile finished: {e}"))?;
-        if !more {
-            break;
-        }
-        pending.extend_from_slice(&chunk);
-        let mut start = 0;
-        while let Some(pos) = pending[start..].iter().position(|b| *b == b'\n') {
-            let line = &pending[start..start + pos];
-            match interpret(String::from_utf8_lossy(line).as_ref()) {
-                Line::Out(t) => super::out(&format!("{t}\n")),
-                Line::Err(t) => super::err(&format!("{t}\n")),
-                Line::Done(s) => exit = Some(s),
-                Line::Other => {}
-            }
-            start += pos + 1;
-        }
-        pending.drain(..start);
-    }
-    exit.map(Answer::Finished)
-        .ok_or_else(|| "the daemon ended the answer before the compile finished".to_string())
+    exchange_with(stream, body, |line| match line {
+        Line::Out(t) => super::out(&format!("{t}\n")),
+        Line::Err(t) => super::err(&format!("{t}\n")),
+        Line::Done(_) | Line::Other => {}
+    })
 }
 
-/// The client's side of HTTP/1.1, as little as it needs: one request written at once, one
-/// response read as it comes (a status line, headers, then a body framed by `Content-Length`,
-/// chunks, or the end of the connection).
-pub mod http1 {
-    use std::io::{self, BufRead, BufReader, Read, Write};
-    use std::os::unix::net::UnixStream;
-
-    /// The longest status or header line taken, bytes.
-    const MAX_LINE: usize = 16 << 10;
-    /// The most header lines taken.
-    const MAX_HEADERS: usize = 100;
-
-    enum Framing {
-        Length(u64),
-        Chunked { left: u64, done: bool },
-        UntilClose,
-    }
-
-    /// A response being read.
-    pub struct Response<R> {
-        /// The status code.
-        pub status: u16,
-        reader: R,
-        framing: Framing,
-    }
-
-    fn bad(what: &str) -> io::Error {
-        io::Error::new(io::ErrorKind::InvalidData, what.to_string())
-    }
-
-    fn line<R: BufRead>(r: &mut R) -> io::Result<String> {
-        let mut buf = Vec::new();
-        let n = r
-            .by_ref()
-            .take(MAX_LINE as u64)
-            .read_until(b'\n', &mut buf)?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the connection closed",
-            ));
+/// `POST /v1/compile` with `body` over `stream`; each line of the streamed answer goes to
+/// `each` as it is complete; the compile's exit status comes from its `done` line.
+fn exchange_with(
+    stream: UnixStream,
+    body: &[u8],
+    mut each: impl FnMut(&Line),
+) -> Result<Answer, String> {
+    let request = request_to(Method::POST, "/v1/compile", body.to_vec())?;
+    on_this_thread(stream, |stream| async move {
+        let answer = round_trip(stream, request)
+            .await
+            .map_err(|e| format!("the daemon closed the connection before answering ({e})"))?;
+        let status = answer.status().as_u16();
+        if status != 200 {
+            let text = whole_body(answer)
+                .await
+                .map(|b| String::from_utf8_lossy(&b).trim_end().to_string())
+                .unwrap_or_default();
+            return refusal(status, text);
         }
-        if buf.last() != Some(&b'\n') {
-            return Err(bad("a line of the answer is too long or cut"));
-        }
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-        String::from_utf8(buf).map_err(|_| bad("a line of the answer is not UTF-8"))
-    }
-
-    /// `200 OK`-style text for a status code.
-    pub fn status_text(status: u16) -> String {
-        let reason = match status {
-            400 => " Bad Request",
-            403 => " Forbidden",
-            404 => " Not Found",
-            405 => " Method Not Allowed",
-            413 => " Payload Too Large",
-            429 => " Too Many Requests",
-            500 => " Internal Server Error",
-            503 => " Service Unavailable",
-            _ => "",
-        };
-        format!("{status}{reason}")
-    }
-
-    impl Response<BufReader<UnixStream>> {
-        /// Write `request` (whole: head and body) with one `write`, and read the response's head.
-        pub fn send(
-            mut stream: UnixStream,
-            request: &[u8],
-        ) -> io::Result<Response<BufReader<UnixStream>>> {
-            stream.write_all(request)?;
-            Response::read_head(BufReader::with_capacity(64 << 10, stream))
-        }
-    }
-
-    impl<R: BufRead> Response<R> {
-        /// Read a response's status line and headers from `reader` (interim `1xx` answers are
-        /// skipped).
-        pub fn read_head(mut reader: R) -> io::Result<Response<R>> {
-            loop {
-                let status_line = line(&mut reader)?;
-                let mut parts = status_line.split(' ');
-                let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
-                    return Err(bad("the answer is not HTTP"));
-                };
-                if !version.starts_with("HTTP/1.") {
-                    return Err(bad("the answer is not HTTP/1.x"));
-                }
-                let status: u16 = code.parse().map_err(|_| bad("a bad status code"))?;
-                let mut length = None;
-                let mut chunked = false;
-                for n in 0.. {
-                    let header = line(&mut reader)?;
-                    if header.is_empty() {
-                        break;
-                    }
-                    if n >= MAX_HEADERS {
-                        return Err(bad("too many header lines"));
-                    }
-                    let Some((name, value)) = header.split_once(':') else {
-                        return Err(bad("a bad header line"));
-                    };
-                    let value = value.trim();
-                    if name.eq_ignore_ascii_case("content-length") {
-                        length = Some(
-                            value
-                                .parse::<u64>()
-                                .map_err(|_| bad("a bad Content-Length"))?,
-                        );
-                    } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                        chunked = value
-                            .rsplit(',')
-                            .next()
-                            .is_some_and(|v| v.trim().eq_ignore_ascii_case("chunked"));
-                    }
-                }
-                if (100..200).contains(&status) {
-                    continue;
-                }
-                let framing = match (chunked, length) {
-                    (true, _) => Framing::Chunked {
-                        left: 0,
-                        done: false,
-                    },
-                    (false, Some(n)) => Framing::Length(n),
-                    (false, None) if status == 204 || status == 304 => Framing::Length(0),
-                    (false, None) => Framing::UntilClose,
-                };
-                return Ok(Response {
-                    status,
-                    reader,
-                    framing,
-                });
+        let mut lines = Lines::default();
+        let mut body = answer.into_body();
+        while let Some(frame) = body.frame().await {
+            let frame = frame
+                .map_err(|e| format!("the connection broke before the compile finished: {e}"))?;
+            if let Ok(data) = frame.into_data() {
+                lines.feed(&data, &mut each);
             }
         }
+        lines
+            .exit
+            .map(Answer::Finished)
+            .ok_or_else(|| "the daemon ended the answer before the compile finished".to_string())
+    })
+}
 
-        /// Append the body bytes that are at hand (waiting for at least one) to `out`; false
-        /// once the body has ended.
-        pub fn read_some(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
-            loop {
-                match &mut self.framing {
-                    Framing::Length(0) => return Ok(false),
-                    Framing::Length(left) => {
-                        let want = *left;
-                        let n = self.take(out, want)?;
-                        if n == 0 {
-                            return Err(io::Error::new(
-                                io::ErrorKind::UnexpectedEof,
-                                "the connection closed inside the answer",
-                            ));
-                        }
-                        self.framing = Framing::Length(want - n as u64);
-                        return Ok(true);
-                    }
-                    Framing::UntilClose => return Ok(self.take(out, u64::MAX)? > 0),
-                    Framing::Chunked { done: true, .. } => return Ok(false),
-                    Framing::Chunked { left: 0, .. } => {
-                        let size_line = line(&mut self.reader)?;
-                        let size = size_line.split(';').next().unwrap_or("").trim();
-                        let size =
-                            u64::from_str_radix(size, 16).map_err(|_| bad("a bad chunk size"))?;
-                        if size == 0 {
-                            // Trailers, up to the empty line.
-                            while !line(&mut self.reader)?.is_empty() {}
-                            self.framing = Framing::Chunked {
-                                left: 0,
-                                done: true,
-                            };
-                            return Ok(false);
-                        }
-                        self.framing = Framing::Chunked {
-                            left: size,
-                            done: false,
-                        };
-                    }
-                    Framing::Chunked { left, .. } => {
-                        let want = *left;
-                        let n = self.take(out, want)?;
-                        if n == 0 {
-                            return Err(io::Error::new(
-                                io::ErrorKind::UnexpectedEof,
-                                "the connection closed inside a chunk",
-                            ));
-                        }
-                        if let Framing::Chunked { left, .. } = &mut self.framing {
-                            *left -= n as u64;
-                            if *left == 0 && !line(&mut self.reader)?.is_empty() {
-                                return Err(bad("a chunk does not end with CRLF"));
-                            }
-                        }
-                        return Ok(true);
-                    }
-                }
+/// What an answer other than `200` means: a daemon stopping (`503`), a refusal (`403`, `429`),
+/// or an error.
+fn refusal(status: u16, text: String) -> Result<Answer, String> {
+    match status {
+        503 => Ok(Answer::Stopping(text)),
+        403 | 429 => Ok(Answer::Refused(format!(
+            "refused the compile ({}): {text}",
+            status_text(status)
+        ))),
+        _ => Err(format!(
+            "the daemon refused the compile ({}): {text}",
+            status_text(status)
+        )),
+    }
+}
+
+/// The lines of a streamed answer, put together from its frames.
+#[derive(Default)]
+struct Lines {
+    pending: Vec<u8>,
+    exit: Option<i32>,
+}
+
+impl Lines {
+    /// The bytes of one frame: every line they complete goes to `each`.
+    fn feed(&mut self, data: &[u8], each: &mut impl FnMut(&Line)) {
+        self.pending.extend_from_slice(data);
+        let mut start = 0;
+        while let Some(pos) = self.pending[start..].iter().position(|b| *b == b'\n') {
+            let line = interpret(&String::from_utf8_lossy(&self.pending[start..start + pos]));
+            if let Line::Done(s) = line {
+                self.exit = Some(s);
             }
+            each(&line);
+            start += pos + 1;
         }
-
-        /// What is buffered (reading once if nothing is), at most `max` bytes, appended to `out`.
-        fn take(&mut self, out: &mut Vec<u8>, max: u64) -> io::Result<usize> {
-            let buf = self.reader.fill_buf()?;
-            let n = buf.len().min(usize::try_from(max).unwrap_or(usize::MAX));
-            out.extend_from_slice(&buf[..n]);
-            self.reader.consume(n);
-            Ok(n)
-        }
-
-        /// The whole (rest of the) body.
-        pub fn read_to_end(&mut self) -> io::Result<Vec<u8>> {
-            let mut out = Vec::new();
-            while self.read_some(&mut out)? {}
-            Ok(out)
-        }
+        self.pending.drain(..start);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::os::unix::net::UnixListener;
+
+    /// A stand-in daemon on a socket in a fresh directory: for each answer in `answers`, one
+    /// connection is taken, its request read whole, and the answer written in two parts, split
+    /// at the given byte (with a pause between, so that they arrive apart). Gives the socket and
+    /// the thread, which returns the requests' heads.
+    fn stand_in(
+        answers: Vec<(Vec<u8>, usize)>,
+    ) -> (
+        tempfile::TempDir,
+        PathBuf,
+        std::thread::JoinHandle<Vec<String>>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("d.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let server = std::thread::spawn(move || {
+            let mut heads = Vec::new();
+            for (answer, split) in answers {
+                let (s, _) = listener.accept().unwrap();
+                let mut r = BufReader::new(&s);
+                let mut head = String::new();
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    r.read_line(&mut line).unwrap();
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                    head.push_str(&line);
+                }
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap();
+                heads.push(head);
+                (&s).write_all(&answer[..split]).unwrap();
+                (&s).flush().unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+                // The client may have gone once it had all it needed.
+                let _ = (&s).write_all(&answer[split..]);
+            }
+            heads
+        });
+        (dir, socket, server)
+    }
+
+    fn compile_on(socket: &Path) -> (Result<Answer, String>, Vec<Line>) {
+        let mut lines = Vec::new();
+        let stream = UnixStream::connect(socket).unwrap();
+        let answer = exchange_with(stream, br#"{"argv":[]}"#, |l| lines.push(l.clone()));
+        (answer, lines)
+    }
+
+    #[test]
+    fn a_chunked_answer_split_at_every_byte_gives_the_same_lines_and_status() {
+        let body_lines = [
+            r#"{"event":"job_started","job":"Frontend"}"#,
+            r#"{"event":"log","line":"a b","stream":"stdout"}"#,
+            r#"{"event":"log","line":"[ERROR] x","stream":"stderr"}"#,
+            r#"{"event":"done","exit_status":70,"output":"/o","cache":"off"}"#,
+        ];
+        let text = body_lines.join("\n") + "\n";
+        // Chunks that split lines anywhere, with an extension and a trailer.
+        let (a, rest) = text.split_at(30);
+        let (b, c) = rest.split_at(60);
+        // An interim answer first, then the stream.
+        let mut answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+        for (k, part) in [a, b, c].iter().enumerate() {
+            let ext = if k == 1 { ";x=y" } else { "" };
+            answer.extend(format!("{:x}{ext}\r\n{part}\r\n", part.len()).into_bytes());
+        }
+        answer.extend(b"0\r\ntrailer: t\r\n\r\n");
+        let want = vec![
+            Line::Other,
+            Line::Out("a b".into()),
+            Line::Err("[ERROR] x".into()),
+            Line::Done(70),
+        ];
+        let splits: Vec<usize> = (1..answer.len()).collect();
+        let (_dir, socket, server) =
+            stand_in(splits.iter().map(|&k| (answer.clone(), k)).collect());
+        for k in &splits {
+            let (got, lines) = compile_on(&socket);
+            assert!(
+                matches!(got, Ok(Answer::Finished(70))),
+                "split at {k}: {got:?}"
+            );
+            assert_eq!(lines, want, "split at {k}");
+        }
+        let heads = server.join().unwrap();
+        assert!(
+            heads
+                .iter()
+                .all(|h| h.starts_with("POST /v1/compile HTTP/1.1\r\n")),
+            "{heads:?}"
+        );
+    }
+
+    #[test]
+    fn stopping_refusing_and_cut_answers_are_told_apart() {
+        let plain = |status: &str, body: &str| {
+            format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        };
+        let done = r#"{"event":"log","line":"half","stream":"stdout"}"#.to_string() + "\n";
+        let cut = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{done}",
+            done.len() + 40
+        )
+        .into_bytes();
+        let answers = vec![
+            plain("503 Service Unavailable", "stopping\n"),
+            plain("403 Forbidden", "not served\n"),
+            plain("500 Internal Server Error", "broken\n"),
+            plain("200 OK", &done),
+            cut.clone(),
+            b"SSH-2.0-x\r\n\r\n".to_vec(),
+        ];
+        let n = answers.len();
+        let (_dir, socket, server) = stand_in(answers.into_iter().map(|a| (a, 5)).collect());
+        let got: Vec<_> = (0..n).map(|_| compile_on(&socket).0).collect();
+        server.join().unwrap();
+        assert!(
+            matches!(&got[0], Ok(Answer::Stopping(t)) if t == "stopping"),
+            "{:?}",
+            got[0]
+        );
+        assert!(
+            matches!(&got[1], Ok(Answer::Refused(t)) if t == "refused the compile (403 Forbidden): not served"),
+            "{:?}",
+            got[1]
+        );
+        assert_eq!(
+            got[2].as_ref().err().map(String::as_str),
+            Some("the daemon refused the compile (500 Internal Server Error): broken")
+        );
+        // An answer without its done line, one cut short, one that is not HTTP: errors.
+        assert_eq!(
+            got[3].as_ref().err().map(String::as_str),
+            Some("the daemon ended the answer before the compile finished")
+        );
+        assert!(
+            got[4]
+                .as_ref()
+                .is_err_and(|e| e.starts_with("the connection broke before the compile finished")),
+            "{:?}",
+            got[4]
+        );
+        assert!(
+            got[5]
+                .as_ref()
+                .is_err_and(|e| e.starts_with("the daemon closed the connection before answering")),
+            "{:?}",
+            got[5]
+        );
+    }
+
+    #[test]
+    fn a_request_without_a_body_gives_the_status_and_the_body() {
+        let answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\n{\"a\r\n3\r\n\":1\r\n1\r\n}\r\n0\r\n\r\n".to_vec();
+        let (_dir, socket, server) = stand_in(vec![(answer.clone(), 40), (answer, 2)]);
+        assert_eq!(
+            request(&socket, "GET", "/v1/status"),
+            Ok((200, r#"{"a":1}"#.to_string()))
+        );
+        assert_eq!(
+            request(&socket, "POST", "/exit"),
+            Ok((200, r#"{"a":1}"#.to_string()))
+        );
+        let heads = server.join().unwrap();
+        assert!(
+            heads[0].starts_with("GET /v1/status HTTP/1.1\r\n"),
+            "{heads:?}"
+        );
+        assert!(heads[1].starts_with("POST /exit HTTP/1.1\r\n"), "{heads:?}");
+        assert_eq!(status_text(503), "503 Service Unavailable");
+        assert_eq!(status_text(599), "599");
+    }
 
     #[test]
     fn forwarded_variables() {
@@ -632,39 +706,6 @@ mod tests {
         assert!(!is_forwarded("PATH"));
         assert!(!is_forwarded("XDG_CACHE_HOME"));
         assert!(!is_forwarded("LD_PRELOAD"));
-    }
-
-    fn response(raw: &[u8]) -> http1::Response<&[u8]> {
-        http1::Response::read_head(raw).unwrap()
-    }
-
-    #[test]
-    fn answers_are_read_by_their_framing() {
-        let mut r = response(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhelloEXTRA");
-        assert_eq!(r.status, 200);
-        assert_eq!(r.read_to_end().unwrap(), b"hello");
-        let mut r = response(
-            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\nab\nc\r\n3\r\nd\ne\r\n0\r\nTrailer: t\r\n\r\nNEXT",
-        );
-        assert_eq!(r.status, 200);
-        assert_eq!(r.read_to_end().unwrap(), b"ab\ncd\ne");
-        let mut r = response(b"HTTP/1.0 503 Service Unavailable\r\n\r\nstopping");
-        assert_eq!(r.status, 503);
-        assert_eq!(r.read_to_end().unwrap(), b"stopping");
-        // Cut answers and bad framing are errors, not short bodies.
-        let mut r = response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort");
-        assert!(r.read_to_end().is_err());
-        let mut r = response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
-        assert!(r.read_to_end().is_err());
-        let mut r = response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab");
-        assert!(r.read_to_end().is_err());
-        assert!(http1::Response::read_head(&b"SSH-2.0\r\n\r\n"[..]).is_err());
-        assert!(http1::Response::read_head(&b""[..]).is_err());
-        assert!(
-            http1::Response::read_head(&b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"[..])
-                .is_err()
-        );
-        assert_eq!(http1::status_text(503), "503 Service Unavailable");
     }
 
     #[test]

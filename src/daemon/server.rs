@@ -315,6 +315,9 @@ fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
         Ok::<(), io::Error>(())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
+    if let Some(f) = daemon.fork_server.get() {
+        f.stop(Duration::from_secs(2));
+    }
     if let Some(s) = &socket_file {
         // Already gone when serving stopped normally.
         s.remove();

@@ -46,7 +46,7 @@ pub fn stop(socket: &Path, pid_file: &Path, wait: Duration) -> Result<Stopped, S
             return Err(format!(
                 "the daemon on {} refused to stop ({}): {}",
                 socket.display(),
-                client::http1::status_text(code),
+                client::status_text(code),
                 body.trim_end()
             ))
         }

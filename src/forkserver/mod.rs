@@ -203,6 +203,20 @@ impl ForkServer {
             .map(|l| l.helper)
     }
 
+    /// Stop the helper (its owner is exiting): its socket is shut down, which ends it, and it
+    /// is waited for up to `wait`, then killed; so that no process of the owner's outlives it.
+    pub fn stop(&self, wait: Duration) {
+        let link = self.link.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(link) = link else { return };
+        link.closed.store(true, Ordering::SeqCst);
+        // The reader thread holds the link too: shutting the socket down ends both sides.
+        let _ = rustix::net::shutdown(&link.sock, rustix::net::Shutdown::Both);
+        if !pidfd::wait(&link.helper_pidfd, wait) {
+            pidfd::signal(&link.helper_pidfd, libc::SIGKILL);
+            pidfd::wait(&link.helper_pidfd, wait);
+        }
+    }
+
     /// How many times the helper was started again after it died.
     pub fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::SeqCst)

@@ -12,6 +12,8 @@
 //! [`wire`]), text that does not parse (the line), a module without an entry computation, an
 //! empty file. Neither form panics on any input, and the time taken is linear in its size.
 //!
+//! - [`scan`]: an encoded instruction read in place (the pass over a large module's
+//!   instructions);
 //! - [`shape`]: element types, their names and sizes;
 //! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
 //! - [`command`]: `nxcc hlo-info MODEL [--json]`;
@@ -24,6 +26,7 @@ pub mod command;
 pub mod digest;
 pub mod lexer;
 pub mod proto;
+pub mod scan;
 pub mod shape;
 pub mod summary;
 pub mod text;

@@ -3,12 +3,16 @@
 //! skipped), decoded with `prost`, and turned into a [`Module`].
 //!
 //! A module may hold hundreds of thousands of instructions, so they are not decoded all at once:
-//! the module and its computations are decoded without their instructions; then each
-//! computation's encoded instructions are found in place ([`super::wire::fields`], no copy) and
-//! each is decoded in turn into one reused message (its buffers kept), counted and dropped; an
-//! instruction's `metadata` is kept encoded and decoded on demand
-//! ([`HloInstructionProto::op_metadata`]). Reading is one pass over the bytes, without an
-//! allocation per instruction.
+//! the module and its computations are decoded without their instructions (left out of the
+//! bytes `prost` sees: [`scan::without_instructions`]); then each computation's encoded
+//! instructions are found in place ([`scan::instructions`], no copy) and each is read in place
+//! ([`scan::read`]: its name, opcode, output size and id, nothing allocated), counted and
+//! dropped. Only the entry computation's parameters and root, the few largest outputs, and an
+//! instruction not plainly encoded are decoded with `prost` (into one reused message; an
+//! instruction's `metadata` is kept encoded and decoded on demand,
+//! [`HloInstructionProto::op_metadata`]). Reading is one pass over the instructions, without an
+//! allocation per instruction, and gives what decoding every instruction with `prost` gives
+//! (the tests compare the two).
 //!
 //! A module a frontend would refuse is refused here: bytes that do not decode (the error names
 //! the field and byte offset, from [`super::wire`]); no computation with the entry computation's
@@ -19,6 +23,7 @@ use std::collections::HashMap;
 
 use prost::Message;
 
+use super::scan;
 use super::shape::{Dtype, Shape, TUPLE};
 use super::summary::{Alias, Computation, Module, Tally, Tensor};
 use super::wire::{Kind, Schema};
@@ -277,9 +282,23 @@ fn not_proto(bytes: &[u8], e: prost::DecodeError) -> ReadError {
     })
 }
 
-/// Decode the module (without its instructions), or say where it fails.
+/// Decode the module (without its instructions, which are left out before decoding:
+/// [`scan::without_instructions`]), or say where it fails.
 pub fn decode(bytes: &[u8]) -> Result<HloModuleProto, ReadError> {
-    HloModuleProto::decode(bytes).map_err(|e| not_proto(bytes, e))
+    decode_as(bytes, Reading::InPlace)
+}
+
+fn decode_as(bytes: &[u8], reading: Reading) -> Result<HloModuleProto, ReadError> {
+    let stripped = match reading {
+        Reading::InPlace => scan::without_instructions(bytes),
+        #[cfg(test)]
+        Reading::Decoded => None,
+    };
+    let decoded = match stripped {
+        Some(rest) => HloModuleProto::decode(rest.as_slice()),
+        None => HloModuleProto::decode(bytes),
+    };
+    decoded.map_err(|e| not_proto(bytes, e))
 }
 
 /// Why the fields could not be walked: as [`not_proto`] says it.
@@ -303,21 +322,17 @@ fn computation_bytes(module: &[u8]) -> Result<Vec<&[u8]>, super::wire::Problem> 
 }
 
 /// The encoded instructions of an encoded computation, in order (field 2, which must be
-/// length-delimited).
-pub fn instructions(
-    computation: &[u8],
-) -> impl Iterator<Item = Result<&[u8], super::wire::Problem>> {
-    super::wire::fields(computation).filter_map(|f| match f {
-        Ok((2, 2, value)) => Some(Ok(value)),
-        Ok((2, wire, _)) => Some(Err(super::wire::Problem {
-            at: 0,
-            field: Some(2),
-            path: "instructions".into(),
-            what: format!("has wire type {wire}, not 2 (a message)"),
-        })),
-        Ok(_) => None,
-        Err(p) => Some(Err(p)),
-    })
+/// length-delimited), found in place ([`scan::instructions`]).
+pub fn instructions(computation: &[u8]) -> scan::Instructions<'_> {
+    instructions_as(computation, Reading::InPlace)
+}
+
+fn instructions_as(computation: &[u8], reading: Reading) -> scan::Instructions<'_> {
+    match reading {
+        Reading::InPlace => scan::instructions(computation),
+        #[cfg(test)]
+        Reading::Decoded => scan::Instructions::walked(computation),
+    }
 }
 
 /// A shape (an element type this reader does not know, or a negative dimension: an error).
@@ -382,18 +397,36 @@ fn shape_bytes(s: &ShapeProto, depth: usize) -> Result<u64, String> {
     Ok(elements.saturating_mul(dtype.bits()).div_ceil(8))
 }
 
+/// How instructions are read: in place where they are plainly encoded ([`scan`]), or each
+/// decoded with `prost` (what in-place reading must agree with; the tests compare the two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    InPlace,
+    #[cfg(test)]
+    Decoded,
+}
+
 /// Read a binary `HloModuleProto` into its summary.
 pub fn parse(bytes: &[u8]) -> Result<Module, ReadError> {
-    let m = decode(bytes)?;
-    summarise(&m, bytes)
+    parse_as(bytes, Reading::InPlace)
+}
+
+fn parse_as(bytes: &[u8], reading: Reading) -> Result<Module, ReadError> {
+    let m = decode_as(bytes, reading)?;
+    summarise_as(&m, bytes, reading)
 }
 
 /// The summary of a decoded module; `bytes` is what it was decoded from (to say where an
 /// instruction that does not decode is).
 pub fn summarise(m: &HloModuleProto, bytes: &[u8]) -> Result<Module, ReadError> {
-    let invalid = ReadError::Invalid;
+    summarise_as(m, bytes, Reading::InPlace)
+}
+
+/// The index of the module's entry computation: the one with the entry computation's id, else
+/// (an id of 0, as older protos have) the one with its name.
+fn entry_index(m: &HloModuleProto) -> Result<usize, ReadError> {
     if m.computations.is_empty() {
-        return Err(invalid(
+        return Err(ReadError::Invalid(
             "it has no computations (so no entry computation)".into(),
         ));
     }
@@ -406,13 +439,12 @@ pub fn summarise(m: &HloModuleProto, bytes: &[u8]) -> Result<Module, ReadError> 
             })
             .flatten()
     };
-    let entry_index = m
-        .computations
+    m.computations
         .iter()
         .position(|c| c.id == m.entry_computation_id)
         .or_else(by_name)
         .ok_or_else(|| {
-            invalid(format!(
+            ReadError::Invalid(format!(
                 "no entry computation: no computation has the entry computation id {}{}",
                 m.entry_computation_id,
                 if m.entry_computation_name.is_empty() {
@@ -421,57 +453,47 @@ pub fn summarise(m: &HloModuleProto, bytes: &[u8]) -> Result<Module, ReadError> 
                     format!(" or the name {:?}", m.entry_computation_name)
                 }
             ))
-        })?;
+        })
+}
+
+/// What one pass over the instructions gathers besides the tally: the entry computation's
+/// parameters (with their numbers) and its root (name, opcode, shape, operand ids).
+#[derive(Default)]
+struct Entry {
+    params: Vec<(i64, Tensor)>,
+    root: Option<(String, String, Shape, Vec<i64>)>,
+}
+
+fn summarise_as(m: &HloModuleProto, bytes: &[u8], reading: Reading) -> Result<Module, ReadError> {
+    let entry_index = entry_index(m)?;
     let mut tally = Tally::default();
+    let mut opcodes = scan::Opcodes::default();
     let encoded = computation_bytes(bytes).map_err(|p| not_walked(bytes, p))?;
     let mut computations = Vec::with_capacity(m.computations.len());
-    let mut params: Vec<(i64, Tensor)> = Vec::new();
-    // The entry computation's root: name, opcode, shape, operand ids.
-    let mut root: Option<(String, String, Shape, Vec<i64>)> = None;
+    let mut entry = Entry::default();
     let mut ins = HloInstructionProto::default();
     for (ci, (c, encoded)) in m.computations.iter().zip(&encoded).enumerate() {
         let is_entry = ci == entry_index;
         let mut count = 0usize;
-        for raw in instructions(encoded) {
-            ins.reset();
-            ins.merge(raw.map_err(|p| not_walked(bytes, p))?)
-                .map_err(|e| not_proto(bytes, e))?;
+        for raw in instructions_as(encoded, reading) {
+            let raw = raw.map_err(|p| not_walked(bytes, p))?;
             count += 1;
-            let bad =
-                |e: String| invalid(format!("instruction {:?} of {:?}: {e}", ins.name, c.name));
-            let sp = ins
-                .shape
-                .as_ref()
-                .filter(|s| s.element_type != 0)
-                .ok_or_else(|| bad("it has no shape".into()))?;
-            let size = shape_bytes(sp, 0).map_err(bad)?;
-            tally.add_lazy(&ins.name, &ins.opcode, size, || {
-                (
-                    shape(sp).unwrap_or(Shape::Tuple(Vec::new())),
-                    ins.op_metadata().map(|m| m.op_name).unwrap_or_default(),
-                )
-            });
-            if !is_entry {
+            // Most instructions are only counted: read in place. The entry computation's
+            // parameters and root, and anything not plainly encoded, are decoded.
+            let plain = (reading == Reading::InPlace)
+                .then(|| scan::read(raw))
+                .flatten();
+            if let Some(p) =
+                plain.filter(|p| !(is_entry && (p.opcode == b"parameter" || p.id == c.root_id)))
+            {
+                opcodes.count(p.opcode, &mut tally);
+                tally.add_output(p.name, p.bytes, || details(raw));
                 continue;
             }
-            if ins.opcode == "parameter" {
-                params.push((
-                    ins.parameter_number,
-                    Tensor {
-                        number: 0,
-                        name: ins.name.clone(),
-                        shape: shape(sp).map_err(bad)?,
-                    },
-                ));
-            }
-            if ins.id == c.root_id {
-                root = Some((
-                    ins.name.clone(),
-                    ins.opcode.clone(),
-                    shape(sp).map_err(bad)?,
-                    ins.operand_ids.clone(),
-                ));
-            }
+            ins.reset();
+            ins.merge(raw).map_err(|e| not_proto(bytes, e))?;
+            let gathered = if is_entry { Some(&mut entry) } else { None };
+            add_decoded(&ins, c, &mut tally, gathered)?;
         }
         computations.push(Computation {
             name: c.name.clone(),
@@ -479,43 +501,135 @@ pub fn summarise(m: &HloModuleProto, bytes: &[u8]) -> Result<Module, ReadError> 
             is_entry,
         });
     }
-    let entry = &m.computations[entry_index];
+    opcodes.add_to(&mut tally);
+    let comp = &m.computations[entry_index];
+    let parameters = numbered(entry.params)?;
+    let Some((root_name, root_opcode, root_shape, operands)) = entry.root else {
+        return Err(ReadError::Invalid(format!(
+            "the entry computation {:?} has no root instruction (root id {} is none of its instructions)",
+            comp.name, comp.root_id
+        )));
+    };
+    // A root tuple's results are named after its operands: one more pass over the entry
+    // computation for their names.
+    let operand_names = if root_opcode == "tuple" && matches!(root_shape, Shape::Tuple(_)) {
+        names_of(&operands, encoded[entry_index], bytes, reading)?
+    } else {
+        HashMap::new()
+    };
+    let results = results(&root_name, &root_opcode, &root_shape, &operands, |id| {
+        operand_names.get(&id).cloned()
+    });
+    Ok(Module {
+        format: "proto",
+        name: m.name.clone(),
+        id: m.id,
+        entry: comp.name.clone(),
+        parameters,
+        results,
+        computations,
+        instruction_count: tally.instructions,
+        opcodes: tally.opcodes,
+        largest: tally.largest,
+        aliases: aliases(m),
+    })
+}
+
+/// A decoded instruction of computation `c`: tallied, and when `entry` is given (it is of the
+/// entry computation), kept there if it is a parameter or the root.
+fn add_decoded(
+    ins: &HloInstructionProto,
+    c: &HloComputationProto,
+    tally: &mut Tally,
+    entry: Option<&mut Entry>,
+) -> Result<(), ReadError> {
+    let bad =
+        |e: String| ReadError::Invalid(format!("instruction {:?} of {:?}: {e}", ins.name, c.name));
+    let sp = ins
+        .shape
+        .as_ref()
+        .filter(|s| s.element_type != 0)
+        .ok_or_else(|| bad("it has no shape".into()))?;
+    let size = shape_bytes(sp, 0).map_err(bad)?;
+    tally.add_lazy(&ins.name, &ins.opcode, size, || {
+        (
+            shape(sp).unwrap_or(Shape::Tuple(Vec::new())),
+            ins.op_metadata().map(|m| m.op_name).unwrap_or_default(),
+        )
+    });
+    let Some(entry) = entry else {
+        return Ok(());
+    };
+    if ins.opcode == "parameter" {
+        entry.params.push((
+            ins.parameter_number,
+            Tensor {
+                number: 0,
+                name: ins.name.clone(),
+                shape: shape(sp).map_err(bad)?,
+            },
+        ));
+    }
+    if ins.id == c.root_id {
+        entry.root = Some((
+            ins.name.clone(),
+            ins.opcode.clone(),
+            shape(sp).map_err(bad)?,
+            ins.operand_ids.clone(),
+        ));
+    }
+    Ok(())
+}
+
+/// The entry computation's parameters in order, each numbered, when their numbers are 0..n
+/// once each.
+fn numbered(mut params: Vec<(i64, Tensor)>) -> Result<Vec<Tensor>, ReadError> {
     params.sort_by_key(|(n, _)| *n);
-    let params_len = params.len();
+    let last = params.len().saturating_sub(1);
     for (k, (n, t)) in params.iter_mut().enumerate() {
         if *n != k as i64 {
-            return Err(invalid(format!(
-                "the entry computation's parameter numbers are not 0 to {} once each: parameter {:?} has number {n}",
-                params_len.saturating_sub(1),
+            return Err(ReadError::Invalid(format!(
+                "the entry computation's parameter numbers are not 0 to {last} once each: parameter {:?} has number {n}",
                 t.name
             )));
         }
         t.number = k;
     }
-    let Some((root_name, root_opcode, root_shape, operands)) = root else {
-        return Err(invalid(format!(
-            "the entry computation {:?} has no root instruction (root id {} is none of its instructions)",
-            entry.name, entry.root_id
-        )));
-    };
-    // A root tuple's results are named after its operands: one more pass over the entry
-    // computation for their names.
-    let mut operand_names: HashMap<i64, String> = HashMap::new();
-    if root_opcode == "tuple" && matches!(root_shape, Shape::Tuple(_)) {
-        for raw in instructions(encoded[entry_index]) {
-            ins.reset();
-            ins.merge(raw.map_err(|p| not_walked(bytes, p))?)
-                .map_err(|e| not_proto(bytes, e))?;
-            if operands.contains(&ins.id) {
-                operand_names.insert(ins.id, ins.name.clone());
+    Ok(params.into_iter().map(|(_, t)| t).collect())
+}
+
+/// The names of the instructions of an encoded computation whose ids are among `ids`.
+fn names_of(
+    ids: &[i64],
+    computation: &[u8],
+    bytes: &[u8],
+    reading: Reading,
+) -> Result<HashMap<i64, String>, ReadError> {
+    let mut names = HashMap::new();
+    let mut ins = HloInstructionProto::default();
+    for raw in instructions_as(computation, reading) {
+        let raw = raw.map_err(|p| not_walked(bytes, p))?;
+        if let Some(p) = (reading == Reading::InPlace)
+            .then(|| scan::read(raw))
+            .flatten()
+        {
+            if ids.contains(&p.id) {
+                names.insert(p.id, String::from_utf8_lossy(p.name).into_owned());
             }
+            continue;
+        }
+        ins.reset();
+        ins.merge(raw).map_err(|e| not_proto(bytes, e))?;
+        if ids.contains(&ins.id) {
+            names.insert(ins.id, ins.name.clone());
         }
     }
-    let results = results(&root_name, &root_opcode, &root_shape, &operands, |id| {
-        operand_names.get(&id).cloned()
-    });
-    let aliases = m
-        .input_output_alias
+    Ok(names)
+}
+
+/// The module's input/output aliases.
+fn aliases(m: &HloModuleProto) -> Vec<Alias> {
+    m.input_output_alias
         .iter()
         .flat_map(|a| &a.entries)
         .filter_map(|e| {
@@ -525,20 +639,18 @@ pub fn summarise(m: &HloModuleProto, bytes: &[u8]) -> Result<Module, ReadError> 
                 must_alias: e.kind == MUST_ALIAS,
             })
         })
-        .collect();
-    Ok(Module {
-        format: "proto",
-        name: m.name.clone(),
-        id: m.id,
-        entry: entry.name.clone(),
-        parameters: params.into_iter().map(|(_, t)| t).collect(),
-        results,
-        computations,
-        instruction_count: tally.instructions,
-        opcodes: tally.opcodes,
-        largest: tally.largest,
-        aliases,
-    })
+        .collect()
+}
+
+/// The shape and op name [`Tally::add_lazy`] keeps of one of the largest outputs, from an
+/// instruction [`scan::read`] read (so one that decodes).
+fn details(raw: &[u8]) -> (Shape, String) {
+    let ins = HloInstructionProto::decode(raw).unwrap_or_default();
+    let shape = ins.shape.as_ref().and_then(|s| shape(s).ok());
+    (
+        shape.unwrap_or(Shape::Tuple(Vec::new())),
+        ins.op_metadata().map(|m| m.op_name).unwrap_or_default(),
+    )
 }
 
 /// The results of a computation whose root is `name`: the operands of a root `tuple`, the
@@ -568,5 +680,239 @@ fn results(
             name: name.to_string(),
             shape: s.clone(),
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn varint(mut n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out
+    }
+
+    fn field(tag: u64, body: &[u8]) -> Vec<u8> {
+        [
+            varint(tag << 3 | 2),
+            varint(body.len() as u64),
+            body.to_vec(),
+        ]
+        .concat()
+    }
+
+    fn num(tag: u64, n: u64) -> Vec<u8> {
+        [varint(tag << 3), varint(n)].concat()
+    }
+
+    fn packed(values: &[u64]) -> Vec<u8> {
+        values.iter().flat_map(|&v| varint(v)).collect()
+    }
+
+    const TUPLE_TYPE: u64 = TUPLE as u64;
+
+    /// A shape, plain or not: `k` picks the kind, `p` a dimension.
+    fn shape_atom(k: u8, p: u8) -> Vec<u8> {
+        let d = u64::from(p);
+        let f32s = [num(2, 11), field(3, &packed(&[d, 3]))].concat();
+        match k % 13 {
+            0 => f32s,
+            1 => [num(2, 11), num(3, d), num(3, 7)].concat(),
+            2 => [
+                num(2, TUPLE_TYPE),
+                field(4, &f32s),
+                field(4, &[num(2, 2), num(3, d)].concat()),
+            ]
+            .concat(),
+            3 => [
+                num(2, TUPLE_TYPE),
+                field(4, &[num(2, TUPLE_TYPE), field(4, &f32s)].concat()),
+            ]
+            .concat(),
+            4 => field(3, &packed(&[d])),
+            5 => [num(2, 999), num(3, d)].concat(),
+            6 => [num(2, 11), num(3, u64::MAX - d)].concat(),
+            7 => [num(2, 11), vec![0x1d, p, 0, 0, 0]].concat(),
+            8 => [f32s, field(5, &field(1, &packed(&[1, 0])))].concat(),
+            9 => [f32s, vec![0x2b, 0x08, p, 0x2c]].concat(),
+            10 => Vec::new(),
+            11 => [num(2, 16), field(3, &packed(&[d, d]))].concat(),
+            // Dimensions as a fixed64 whose bytes would read as fields.
+            _ => [
+                num(2, 11),
+                vec![0x19, 0x81, 0x01, 0x08, p & 0x7f, 0x08, 0x01, 0x08, 0x01],
+            ]
+            .concat(),
+        }
+    }
+
+    /// One field of an instruction, plain or not (the first twelve kinds are fields a valid
+    /// instruction has, the rest what a reader must not take plainly).
+    fn instruction_atom(k: u8, p: u8) -> Vec<u8> {
+        match k % 25 {
+            0 | 1 => field(1, format!("i{p}").as_bytes()),
+            2 => field(1, "é".repeat(usize::from(p % 3) + 1).as_bytes()),
+            3 => field(
+                2,
+                [&b"add"[..], b"tuple", b"dot", b"dynamic-update-slice"][usize::from(p % 4)],
+            ),
+            4..=6 => field(3, &shape_atom(p % 4, p / 4)),
+            7 => field(
+                7,
+                &[
+                    field(1, b"ty"),
+                    field(2, format!("jit(f)/op{p}").as_bytes()),
+                ]
+                .concat(),
+            ),
+            8 => field(36, &packed(&[u64::from(p % 8), 1])),
+            9 => num(36, u64::from(p % 8)),
+            10 => [varint(50 << 3 | 1), vec![p; 8]].concat(),
+            11 => [varint(51 << 3 | 5), vec![p; 4]].concat(),
+            12 => field(3, &shape_atom(p, p)),
+            13 => field(1, &[0xff, p]),
+            14 => field(2, &[0xc3]),
+            15 => field(2, b"parameter"),
+            16 => num(9, u64::from(p % 4)),
+            17 => field(36, &[0x80]),
+            18 => vec![0xa3, 0x03, 0x08, p, 0xa4, 0x03],
+            19 => num(1, u64::from(p)),
+            20 => num(35, u64::from(p % 8)),
+            21 => [vec![0x90, 0x03], vec![0xff; 9], vec![p]].concat(),
+            22 => field(9, &[0x28, p & 0x7f]),
+            23 => field(35, &[0x28, p & 0x7f]),
+            _ => vec![0x07 | (p & 0xf8)],
+        }
+    }
+
+    prop_compose! {
+        /// An instruction: mostly a plain one (a name, an opcode and a shape) and what the
+        /// atoms add, its id last (so it is the one that counts).
+        fn instruction()(
+            plain in 0u8..40,
+            p in any::<u8>(),
+            atoms in proptest::collection::vec((0u8..12, any::<u8>()), 0..4),
+            odd in proptest::collection::vec((12u8..25, any::<u8>()), 1..3),
+        ) -> Vec<u8> {
+            let mut out = Vec::new();
+            if plain > 0 {
+                out = [field(1, format!("n{p}").as_bytes()), field(2, b"add"), field(3, &shape_atom(p % 4, p))].concat();
+            }
+            for (k, p) in atoms {
+                out.extend(instruction_atom(k, p));
+            }
+            if plain < 2 {
+                for (k, p) in odd {
+                    out.extend(instruction_atom(k, p));
+                }
+            }
+            out
+        }
+    }
+
+    prop_compose! {
+        /// A module: the entry computation (id 1) with parameters numbered in order, then
+        /// instructions, each with its own id, and a root among them; maybe a second
+        /// computation; now and then a group or a name to find the entry by.
+        fn module()(
+            comps in proptest::collection::vec((proptest::collection::vec(instruction(), 1..30), any::<prop::sample::Index>()), 1..3),
+            params in 0u64..3,
+            extra in any::<u8>(),
+        ) -> Vec<u8> {
+            let mut out = field(1, b"m");
+            for (i, (instrs, root)) in comps.iter().enumerate() {
+                let mut c = field(1, format!("c{i}").as_bytes());
+                let mut id = 100 * i as u64;
+                if i == 0 {
+                    for n in 0..params {
+                        id += 1;
+                        let p = [field(1, format!("p{n}").as_bytes()), field(2, b"parameter"), field(3, &shape_atom(0, n as u8)), num(9, n), num(35, id)].concat();
+                        c.extend(field(2, &p));
+                    }
+                }
+                let first = id + 1;
+                for ins in instrs {
+                    id += 1;
+                    c.extend(field(2, &[ins.clone(), num(35, id)].concat()));
+                }
+                c.extend(num(5, i as u64 + 1));
+                c.extend(num(6, first + root.index(instrs.len()) as u64));
+                if extra % 5 == 0 {
+                    c.extend(vec![0x3b, 0x08, 1, 0x3c]);
+                }
+                if extra % 13 == 1 {
+                    // An instruction field that is not length-delimited, then bytes that
+                    // would read as an instruction if it were taken as a length.
+                    c.extend(num(2, 5));
+                    c.extend([0x48, 0x01, 0x48, 0x81, 0x01]);
+                }
+                out.extend(field(3, &c));
+            }
+            out.extend(num(6, if extra % 11 == 0 { 0 } else { 1 }));
+            if extra % 7 == 0 {
+                out.extend(field(2, b"c0"));
+            }
+            out
+        }
+    }
+
+    fn same_either_way(bytes: &[u8]) -> bool {
+        let in_place = parse_as(bytes, Reading::InPlace);
+        let decoded = parse_as(bytes, Reading::Decoded);
+        assert_eq!(in_place, decoded);
+        in_place.is_ok()
+    }
+
+    #[test]
+    fn reading_in_place_agrees_with_decoding() {
+        use proptest::test_runner::{Config, TestRunner};
+        let mut runner = TestRunner::new(Config::with_cases(2000));
+        let strategy = (
+            module(),
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            any::<u8>(),
+        );
+        // How many generated modules read (the rest are refused, the same way either way).
+        let read = std::sync::atomic::AtomicUsize::new(0);
+        let outcome = runner.run(&strategy, |(m, cut, at, byte)| {
+            if same_either_way(&m) {
+                read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            same_either_way(&m[..cut.index(m.len() + 1)]);
+            let mut altered = m.clone();
+            altered[at.index(m.len())] = byte;
+            same_either_way(&altered);
+            Ok(())
+        });
+        if let Err(e) = outcome {
+            panic!("{e}");
+        }
+        // Most generated modules read, so the comparison covers summaries, not only refusals.
+        let read = read.into_inner();
+        assert!(read >= 600, "only {read} of 2000 generated modules read");
+    }
+
+    #[test]
+    fn the_zoo_reads_the_same_either_way() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.to_string_lossy().ends_with(".pb") {
+                let bytes = std::fs::read(&path).unwrap();
+                let m = parse_as(&bytes, Reading::InPlace);
+                assert!(m.is_ok(), "{}: {m:?}", path.display());
+                assert_eq!(m, parse_as(&bytes, Reading::Decoded), "{}", path.display());
+                n += 1;
+            }
+        }
+        assert!(n >= 4, "only {n} models in {}", dir.display());
     }
 }

@@ -373,6 +373,8 @@ pub struct Tally {
     pub opcodes: BTreeMap<String, usize>,
     /// Largest first, at most [`LARGEST`].
     pub largest: Vec<Largest>,
+    /// The bytes of the last of [`Tally::largest`] once it holds [`LARGEST`].
+    floor: Option<u64>,
 }
 
 impl Tally {
@@ -392,39 +394,77 @@ impl Tally {
         bytes: u64,
         details: impl FnOnce() -> (Shape, String),
     ) {
-        self.instructions += 1;
+        self.count_opcode(opcode, 1);
+        self.add_output(name.as_bytes(), bytes, details);
+    }
+
+    /// `n` more instructions of `opcode` (a reader that counts opcodes on its own adds them up
+    /// here).
+    pub fn count_opcode(&mut self, opcode: &str, n: usize) {
         match self.opcodes.get_mut(opcode) {
-            Some(n) => *n += 1,
+            Some(count) => *count += n,
             None => {
-                self.opcodes.insert(opcode.to_string(), 1);
+                self.opcodes.insert(opcode.to_string(), n);
             }
+        }
+    }
+
+    /// One instruction whose opcode is counted apart ([`Tally::count_opcode`]): its name (UTF-8)
+    /// and output size; its shape and op name are made only when it is among the largest.
+    pub fn add_output(
+        &mut self,
+        name: &[u8],
+        bytes: u64,
+        details: impl FnOnce() -> (Shape, String),
+    ) {
+        self.instructions += 1;
+        // Largest first; among equal sizes, the first name first.
+        match self.floor {
+            Some(floor) if bytes < floor => return,
+            Some(floor)
+                if bytes == floor
+                    && self
+                        .largest
+                        .last()
+                        .is_some_and(|l| name >= l.tensor.name.as_bytes()) =>
+            {
+                return
+            }
+            _ => {}
         }
         let beats = |l: &Largest| {
             (bytes, std::cmp::Reverse(name))
-                > (l.tensor.bytes(), std::cmp::Reverse(l.tensor.name.as_str()))
+                > (
+                    l.tensor.bytes(),
+                    std::cmp::Reverse(l.tensor.name.as_bytes()),
+                )
         };
-        if self.largest.len() < LARGEST || self.largest.last().is_some_and(beats) {
-            let at = self
-                .largest
-                .iter()
-                .position(beats)
-                .unwrap_or(self.largest.len());
-            let (shape, op_name) = details();
-            self.largest.insert(
-                at,
-                Largest {
-                    tensor: Tensor {
-                        number: 0,
-                        name: name.to_string(),
-                        shape,
-                    },
-                    op_name,
+        let at = self
+            .largest
+            .iter()
+            .position(beats)
+            .unwrap_or(self.largest.len());
+        if at >= LARGEST {
+            return;
+        }
+        let (shape, op_name) = details();
+        self.largest.insert(
+            at,
+            Largest {
+                tensor: Tensor {
+                    number: 0,
+                    name: String::from_utf8_lossy(name).into_owned(),
+                    shape,
                 },
-            );
-            self.largest.truncate(LARGEST);
-            for (i, l) in self.largest.iter_mut().enumerate() {
-                l.tensor.number = i;
-            }
+                op_name,
+            },
+        );
+        self.largest.truncate(LARGEST);
+        for (i, l) in self.largest.iter_mut().enumerate() {
+            l.tensor.number = i;
+        }
+        if self.largest.len() == LARGEST {
+            self.floor = self.largest.last().map(|l| l.tensor.bytes());
         }
     }
 }
