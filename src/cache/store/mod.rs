@@ -373,6 +373,7 @@ pub(crate) mod tests {
             &Failed {
                 exit_status: 70,
                 error_lines: vec!["[ERROR] x".into()],
+                failure: None,
             },
         )
         .unwrap();
@@ -512,6 +513,7 @@ pub(crate) mod tests {
         let failed = Failed {
             exit_status: 70,
             error_lines: vec!["[ERROR] x".into()],
+            failure: None,
         };
         for (text, status, engine) in [
             (META_OK.to_string(), Status::Ok, meta::EngineKind::Pipeline),
