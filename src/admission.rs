@@ -17,9 +17,10 @@
 //! became the head. The rule needs no clock and no duration estimate: it moves only on arrivals
 //! and ends, which is what makes it testable as a discrete-event model.
 //!
-//! [`Schedule`] is the policy as plain data (no threads, no time); [`Admission`] wraps it for
-//! threads that block until their compile may start (`Mutex` + `Condvar`; the daemon calls it
-//! from blocking threads, `parallel-compile` from one thread per compile).
+//! [`Schedule`] is the policy as plain data (no threads, no time): `parallel-compile`'s
+//! dispatcher drives it itself, handing what it admits to its `--jobs` worker threads;
+//! [`Admission`] wraps it for threads that block until their compile may start (`Mutex` +
+//! `Condvar`; the daemon and `nxcc worker` call it from their blocking threads).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};

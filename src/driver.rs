@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 
+use crate::cli::namespace::Dest;
 use crate::cli::{self, CliError, Command};
 use crate::plan::{self, dryrun, PlanError, SystemProbe};
 
@@ -54,9 +55,9 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     crate::sim::register();
     if argv
         .get(1)
-        .is_some_and(|a| a == crate::engine::pipeline::WORKER_ARG)
+        .is_some_and(|a| a == crate::engine::worker::WORKER_ARG)
     {
-        return crate::engine::worker::main();
+        return crate::engine::handoff::worker_main();
     }
     if argv
         .get(1)
@@ -113,7 +114,7 @@ fn report_plan_error(e: &PlanError) -> i32 {
 }
 
 fn compile(args: &cli::CompileArgs) -> i32 {
-    if args.ns.bool("daemon") && args.ns.str("dry_run").is_none() {
+    if args.ns.bool(Dest::Daemon) && args.ns.str(Dest::DryRun).is_none() {
         return crate::daemon::client::compile(args);
     }
     let probe = match SystemProbe::new() {
@@ -137,7 +138,7 @@ fn compile(args: &cli::CompileArgs) -> i32 {
             return status;
         }
     };
-    match plan.ns.str("dry_run") {
+    match plan.ns.str(Dest::DryRun) {
         Some("json") => {
             let mut j = dryrun::to_json(&plan);
             if let Some(o) = j.as_object_mut() {
@@ -165,25 +166,22 @@ fn compile(args: &cli::CompileArgs) -> i32 {
     }
 }
 
-/// A real compile from the command line, through the cache when `--cache_dir` is given: signals
-/// cancel it (exit 130/143).
+/// A real compile from the command line, through the cache when `--cache_dir` is given and the
+/// remote server when `--remote` or `--remote-cache` is: signals cancel it (exit 130/143).
 fn run_compile(plan: &plan::Plan) -> i32 {
-    use crate::engine::pipeline::Options;
-    let mut opts = Options::terminal();
+    let mut options = crate::engine::session::Options::terminal();
     // This process runs one compile: as a subreaper it inherits whatever the compile leaves; it
     // handles signals (exit 130/143) once the worker runs — a worker forked from this process
     // must not inherit the signal thread.
-    opts.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
-    opts.install_signals = true;
-    // The cache (off unless --cache_dir): the logic is in `cache::compile_cached`.
-    let cfg = match crate::cache::CacheConfig::from_plan(plan, None) {
+    options.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
+    options.install_signals = true;
+    let cache = match crate::cache::CacheConfig::from_plan(plan, None) {
         Ok(c) => c,
         Err(e) => {
             err(&format!("{e}\n"));
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
-    // A remote server (--remote, --remote-cache), behind the local cache: `remote::compile`.
     let remote = match crate::remote::RemoteConfig::from_plan(plan) {
         Ok(r) => r,
         Err(e) => {
@@ -191,10 +189,15 @@ fn run_compile(plan: &plan::Plan) -> i32 {
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
-    let engine = crate::engine::Engine::Pipeline;
-    crate::remote::compile::compile(plan, None, &opts, &cfg, &engine, remote.as_ref())
-        .outcome
-        .exit_status
+    let request = crate::compile::Request {
+        plan,
+        options,
+        engine: &crate::engine::Engine::Pipeline,
+        cache,
+        key: None,
+        remote,
+    };
+    crate::compile::compile(request).result.exit_status()
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
@@ -206,7 +209,8 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),
         "daemon" => crate::daemon::main(prog, args),
-        "worker" => crate::remote::worker::main(prog, args),
+        // The bot compiles each action through the one entry point, handed down to it.
+        "worker" => crate::remote::worker::main(prog, args, crate::compile::here),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

@@ -15,7 +15,15 @@ pub struct NccError {
     pub cause: String,
     /// What the user can do; empty when the original gives none.
     pub resolution: String,
+    /// The operating system's error number behind it, when an I/O error caused it (a full disk,
+    /// a permission): what a failure's classification reads, never the words.
+    pub os_error: Option<i32>,
 }
+
+/// The code of a missing tool or toolchain.
+const TOOL_NOT_FOUND: &str = "EDRV082";
+/// The code of nxcc failing to do its own part.
+const INTERNAL: &str = "EDRV090";
 
 impl NccError {
     /// An error with the code `code` (`EDRV082`: the text after `NCC_`).
@@ -28,6 +36,7 @@ impl NccError {
             code: Some(code),
             cause: cause.into(),
             resolution: resolution.into(),
+            os_error: None,
         }
     }
 
@@ -37,7 +46,25 @@ impl NccError {
             code: None,
             cause: cause.into(),
             resolution: String::new(),
+            os_error: None,
         }
+    }
+
+    /// This error, caused by the I/O error `e` (its error number is kept).
+    pub fn caused_by(mut self, e: &std::io::Error) -> NccError {
+        self.os_error = e.raw_os_error();
+        self
+    }
+
+    /// Whether it says a tool (or the toolchain, or the compiler) is missing.
+    pub fn is_missing_tool(&self) -> bool {
+        self.code == Some(TOOL_NOT_FOUND)
+    }
+
+    /// Whether it says nxcc could not do its own part (write a file, start a process, load a
+    /// library).
+    pub fn is_internal(&self) -> bool {
+        self.code == Some(INTERNAL)
     }
 }
 
@@ -96,13 +123,17 @@ impl NccError {
 
     /// NCC_EDRV082: a tool (or the toolchain itself) is missing.
     pub fn tool_not_found(what: impl fmt::Display) -> NccError {
-        NccError::new("EDRV082", format!("Could not find {what}"), FIND_TOOLCHAIN)
+        NccError::new(
+            TOOL_NOT_FOUND,
+            format!("Could not find {what}"),
+            FIND_TOOLCHAIN,
+        )
     }
 
     /// NCC_EDRV082: the simulated toolchain could not be had.
     pub fn simulated_toolchain(cause: impl fmt::Display) -> NccError {
         NccError::new(
-            "EDRV082",
+            TOOL_NOT_FOUND,
             format!("Could not lay out the simulated toolchain: {cause}"),
             "Check that the cache directory (XDG_CACHE_HOME, else ~/.cache) is writable, or lay one out with nxcc toolchain sim DIR and use --toolchain DIR.",
         )
@@ -112,7 +143,7 @@ impl NccError {
     /// compiler.
     pub fn compiler_not_run(not_found: bool, cause: impl fmt::Display) -> NccError {
         NccError::new(
-            if not_found { "EDRV082" } else { "EDRV090" },
+            if not_found { TOOL_NOT_FOUND } else { INTERNAL },
             format!("Could not run the compiler: {cause}"),
             "Check --compiler.",
         )
@@ -171,7 +202,7 @@ impl NccError {
     /// a library).
     pub fn internal(cause: impl fmt::Display) -> NccError {
         NccError::new(
-            "EDRV090",
+            INTERNAL,
             cause.to_string(),
             "Check the toolchain, the work directory and that the nxcc executable is intact.",
         )

@@ -245,13 +245,14 @@ pub trait Simulator: Sync {
     /// The toolchain `--toolchain sim` uses, laid out first if it is not complete.
     fn ensure_default(&self) -> std::io::Result<Toolchain>;
     /// Run the simulated Frontend on `model` in `work_dir`; `subgraphs` overrides the subgraph
-    /// count. Returns the subgraph directories it wrote, in order.
+    /// count. Returns the subgraph directories it wrote, in order, or the error it reports
+    /// (NCC_EDRV092, with the operating system's error behind it, if any).
     fn frontend(
         &self,
         model: &Path,
         work_dir: &Path,
         subgraphs: Option<usize>,
-    ) -> Result<Vec<String>, String>;
+    ) -> Result<Vec<String>, crate::error::NccError>;
 }
 
 static SIMULATOR: OnceLock<&'static dyn Simulator> = OnceLock::new();

@@ -1,17 +1,17 @@
-//! The cache's library entry point, as the daemon uses it: `cache::compile_cached` with a console
-//! sink and an event callback, through the built binary as the worker.
+//! The library's entry point, as the daemon uses it: `compile::compile` through the cache, with a
+//! console sink and an event callback, through the built binary as the worker.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicI32;
 use std::sync::{Arc, Mutex};
 
 use nxcc::cache::{self, CacheConfig, CacheStatus};
+use nxcc::compile::{Compiled, Request};
 use nxcc::engine::events::Event;
 use nxcc::engine::log::Console;
-use nxcc::engine::pipeline::Options;
+use nxcc::engine::session::{Cancellation, Options};
 use nxcc::engine::Engine;
 use nxcc::plan::{Plan, SystemProbe};
-use nxcc::run::process::Cancel;
+use nxcc::result::Status;
 
 const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
 
@@ -32,7 +32,7 @@ fn plan(dir: &Path, args: &[&str]) -> Plan {
 struct Run {
     events: Vec<Event>,
     console: Vec<String>,
-    done: cache::CachedOutcome,
+    done: Compiled,
 }
 
 fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
@@ -44,8 +44,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         console: Console::Sink(Arc::new(move |l: &str, _| {
             c2.lock().unwrap().push(l.to_string())
         })),
-        cancel: Cancel::new(),
-        interrupted: Arc::new(AtomicI32::new(0)),
+        cancel: Cancellation::new(),
         worker_env: vec![("NXCC_SIM_RECORD".into(), record.display().to_string())],
         on_event: Some(&on_event),
         worker_program: Some(PathBuf::from(NXCC)),
@@ -54,7 +53,14 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         fork_server: None,
         work_root: None,
     };
-    let done = cache::compile_cached(plan, &opts, cfg, &Engine::Pipeline);
+    let done = nxcc::compile::compile(Request {
+        plan,
+        options: opts,
+        engine: &Engine::Pipeline,
+        cache: cfg.clone(),
+        key: None,
+        remote: None,
+    });
     let console = console.lock().unwrap().clone();
     Run {
         events: events.into_inner().unwrap(),
@@ -99,7 +105,7 @@ fn compile_cached_serves_hits_with_events_and_learns_estimates() {
     assert_eq!(cfg.dir.as_deref(), Some(default_dir.as_path()));
 
     let miss = compile(&first, &cfg, &record);
-    assert_eq!(miss.done.outcome.exit_status, 0);
+    assert_eq!(miss.done.result.exit_status(), 0);
     assert_eq!(miss.done.cache, CacheStatus::Miss);
     assert!(miss
         .done
@@ -116,9 +122,15 @@ fn compile_cached_serves_hits_with_events_and_learns_estimates() {
     assert!(runs >= 3);
 
     let hit = compile(&plan(d, &args("b.neff")), &cfg, &record);
-    assert_eq!(hit.done.outcome.exit_status, 0);
+    assert_eq!(hit.done.result.exit_status(), 0);
     assert_eq!(hit.done.cache, CacheStatus::Hit);
-    assert_eq!(hit.events, vec![Event::Done { exit_status: 0 }]);
+    assert_eq!(
+        hit.events,
+        vec![Event::Done {
+            exit_status: 0,
+            status: Some(Status::Succeeded)
+        }]
+    );
     assert!(
         hit.console
             .iter()
@@ -141,7 +153,7 @@ fn compile_cached_serves_hits_with_events_and_learns_estimates() {
     assert_eq!(est.basis, cache::Basis::Recorded);
     let peak = miss
         .done
-        .outcome
+        .result
         .jobs
         .iter()
         .map(|j| j.max_rss_kb)

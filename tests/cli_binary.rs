@@ -413,7 +413,10 @@ fn the_originals_optional_values_keep_argparses_rule() {
     let nxcc::cli::Command::Compile(c) = nxcc::cli::parse("nxcc", &argv).unwrap() else {
         panic!("not a compile")
     };
-    assert_eq!(c.ns.str("internal_compiler_debug_mode"), Some("t1.html"));
+    assert_eq!(
+        c.ns.str(nxcc::cli::namespace::Dest::InternalCompilerDebugMode),
+        Some("t1.html")
+    );
     assert_eq!(c.model_files, ["m.pb"]);
     assert!(c.hints.is_empty());
 }

@@ -1,6 +1,7 @@
 //! The worked examples of 02-plan.md, each a test: the job list a command line produces, and the
 //! notes beside it (LNC, unroll factor, warnings, errors).
 
+use nxcc::cli::namespace::Dest;
 use nxcc::cli::{self, Command};
 use nxcc::plan::{self, Plan, PlanError, StaticProbe};
 
@@ -19,9 +20,16 @@ fn build_with(extra: &str, probe: StaticProbe) -> Result<Plan, PlanError> {
 }
 
 fn jobs(extra: &str) -> Vec<&'static str> {
-    build(extra)
-        .unwrap_or_else(|e| panic!("{extra}: {e:?}"))
-        .pipeline
+    names(
+        &build(extra)
+            .unwrap_or_else(|e| panic!("{extra}: {e:?}"))
+            .pipeline,
+    )
+}
+
+/// The jobs' names, as the seed spells them.
+fn names(jobs: &[nxcc::jobs::Job]) -> Vec<&'static str> {
+    jobs.iter().map(|j| j.name()).collect()
 }
 
 const DEFAULT: [&str; 6] = [
@@ -47,7 +55,7 @@ fn with(base: &[&'static str], tail: &[&'static str]) -> Vec<&'static str> {
 #[test]
 fn trn1_default_flow_with_lnc_1() {
     let p = build("--target trn1").unwrap();
-    assert_eq!(p.pipeline, DEFAULT);
+    assert_eq!(names(&p.pipeline), DEFAULT);
     assert_eq!(p.logical_nc_config(), 1);
     assert_eq!(p.optlevel(), "2");
     assert_eq!(p.layer_unroll_factor(), 1);
@@ -56,7 +64,7 @@ fn trn1_default_flow_with_lnc_1() {
 #[test]
 fn trn2_default_flow_with_lnc_2() {
     let p = build("--target trn2").unwrap();
-    assert_eq!(p.pipeline, DEFAULT);
+    assert_eq!(names(&p.pipeline), DEFAULT);
     assert_eq!(p.logical_nc_config(), 2);
 }
 
@@ -64,7 +72,7 @@ fn trn2_default_flow_with_lnc_2() {
 fn meta_module_collapses_the_front_and_pins_lnc_1() {
     let p = build("--target trn2 --meta-module 4").unwrap();
     assert_eq!(
-        p.pipeline,
+        names(&p.pipeline),
         ["HLOToTensorizer", "Frontend", "WalrusDriver", "Kelper"]
     );
     assert_eq!(p.logical_nc_config(), 1);
@@ -84,7 +92,7 @@ fn meta_module_collapses_the_front_and_pins_lnc_1() {
 #[test]
 fn meta_module_zero_means_no_collapse() {
     let p = build("--target trn2 --meta-module 0").unwrap();
-    assert_eq!(p.pipeline, DEFAULT);
+    assert_eq!(names(&p.pipeline), DEFAULT);
     assert_eq!(p.logical_nc_config(), 2);
 }
 
@@ -99,9 +107,12 @@ fn neff_wrapper_follows_kelper() {
 #[test]
 fn tensorized_scheduler_schedules_backend_before_kelper() {
     let p = build("--target trn1 --enable-experimental-tensorized-scheduler").unwrap();
-    assert_eq!(p.pipeline, with(&FRONT_AND_WALRUS, &["Backend", "Kelper"]));
+    assert_eq!(
+        names(&p.pipeline),
+        with(&FRONT_AND_WALRUS, &["Backend", "Kelper"])
+    );
     assert!(p.derived.internal_run_standalone_legacy_compilation);
-    assert!(!p.ns.bool("enable_internal_new_backend"));
+    assert!(!p.ns.bool(Dest::EnableInternalNewBackend));
 }
 
 #[test]
@@ -135,7 +146,7 @@ fn non_positive_unroll_factor_empties_the_backend() {
 #[test]
 fn o3_is_o2_with_no_backend_and_says_so() {
     let p = build("--target trn1 -O3").unwrap();
-    assert_eq!(p.pipeline, FRONT_AND_WALRUS);
+    assert_eq!(names(&p.pipeline), FRONT_AND_WALRUS);
     assert_eq!(p.optlevel(), "2");
     assert_eq!(p.layer_unroll_factor(), 0);
     assert!(p
@@ -152,7 +163,7 @@ fn o3_is_o2_with_no_backend_and_says_so() {
 #[test]
 fn fsdp_unrolls_by_four() {
     let p = build("--target trn1 --distribution-strategy fsdp").unwrap();
-    assert_eq!(p.pipeline, DEFAULT);
+    assert_eq!(names(&p.pipeline), DEFAULT);
     assert_eq!(p.layer_unroll_factor(), 4);
     // Unless the user set the factor.
     let p = build("--target trn1 --distribution-strategy fsdp --layer-unroll-factor 2").unwrap();
@@ -273,13 +284,17 @@ fn default_walrus_pass_list() {
     ]
     .contains(x)));
     assert!(p.derived.dge_on_levels.is_empty());
-    assert!(!p.ns.bool("enable_internal_new_backend"));
+    assert!(!p.ns.bool(Dest::EnableInternalNewBackend));
 }
 
 #[test]
 fn walrus_runs_as_one_process_with_the_whole_pass_list() {
     let p = build("--target trn1 --scheduler experimental-loop-shift-left --allocator linear_scan --neuroncore-pipeline-cores 2").unwrap();
-    let walrus = p.jobs.iter().find(|j| j.name == "WalrusDriver").unwrap();
+    let walrus = p
+        .jobs
+        .iter()
+        .find(|j| j.name == nxcc::jobs::Job::WalrusDriver)
+        .unwrap();
     assert_eq!(walrus.steps.len(), 1);
     let argv = walrus.steps[0].argv().unwrap();
     let pass = &argv[argv.iter().position(|a| a == "--pass").unwrap() + 1];
@@ -316,7 +331,7 @@ fn dge_levels_from_the_command_line() {
 #[test]
 fn name_filter_drops_debug_jobs_unless_enabled() {
     let p = build("--target trn1 --pipeline compile Watchpoint BIRSim").unwrap();
-    assert_eq!(p.pipeline, DEFAULT);
+    assert_eq!(names(&p.pipeline), DEFAULT);
     assert_eq!(
         p.warnings
             .iter()
@@ -325,12 +340,15 @@ fn name_filter_drops_debug_jobs_unless_enabled() {
         2
     );
     let p = build("--target trn1 --internal-compiler-debug-mode --internal-tensorizer-opt-level nki --pipeline compile Watchpoint BIRSim").unwrap();
-    assert_eq!(p.pipeline, with(&DEFAULT, &["Watchpoint", "BIRSim"]));
+    assert_eq!(
+        names(&p.pipeline),
+        with(&DEFAULT, &["Watchpoint", "BIRSim"])
+    );
     assert!(p.walrus_passes.ends_with(&["birverifier", "bir_sim"]));
     // Goldens named explicitly are dropped under --meta-module.
     let p = build("--target trn1 --meta-module 2 --pipeline compile InferGoldens").unwrap();
     assert_eq!(
-        p.pipeline,
+        names(&p.pipeline),
         ["HLOToTensorizer", "Frontend", "WalrusDriver", "Kelper"]
     );
 }

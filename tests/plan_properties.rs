@@ -186,11 +186,12 @@ proptest! {
         let p = build(&o);
         let meta = o.meta.unwrap_or(0) != 0;
         // WalrusDriver exactly once, from the walrus collector.
-        prop_assert_eq!(p.collected.iter().filter(|n| **n == "WalrusDriver").count(), 1);
+        let collected: Vec<&str> = p.collected.iter().map(|j| j.name()).collect();
+        prop_assert_eq!(collected.iter().filter(|n| **n == "WalrusDriver").count(), 1);
         // front + walrus + backend, in that order.
-        let w = p.collected.iter().position(|n| *n == "WalrusDriver").unwrap();
-        let front = &p.collected[..w];
-        let backend = &p.collected[w + 1..];
+        let w = collected.iter().position(|n| *n == "WalrusDriver").unwrap();
+        let front = &collected[..w];
+        let backend = &collected[w + 1..];
         if meta {
             prop_assert_eq!(front, &["HLOToTensorizer", "Frontend"][..]);
         } else {
@@ -205,7 +206,7 @@ proptest! {
         }
         prop_assert_eq!(backend, &expected_backend[..]);
         // Kelper iff the gate holds.
-        prop_assert_eq!(p.pipeline.contains(&"Kelper"), gate);
+        prop_assert_eq!(p.pipeline.contains(&nxcc::jobs::Job::Kelper), gate);
         // No --pipeline: the final list is the collected list.
         prop_assert_eq!(&p.pipeline, &p.collected);
         prop_assert_eq!(p.jobs.len(), p.pipeline.len());
@@ -239,7 +240,7 @@ proptest! {
         prop_assert_eq!(p.walrus_passes.contains(&"bir_sim"), o.nki);
         prop_assert!(!p.walrus_passes.contains(&"lsa") && !p.walrus_passes.contains(&"coloring"));
         // One walrus_driver process per subgraph (one here), with the whole list.
-        let walrus = p.jobs.iter().find(|j| j.name == "WalrusDriver").unwrap();
+        let walrus = p.jobs.iter().find(|j| j.name == nxcc::jobs::Job::WalrusDriver).unwrap();
         prop_assert_eq!(walrus.steps.len(), 1);
         let joined = p.walrus_passes.join(",");
         prop_assert!(walrus.steps[0].argv().unwrap().contains(&joined));

@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use super::compile::{check_local, CacheConfig};
+use super::config::{check_local, CacheConfig};
 use super::counters::{self, Counters};
 use super::settings::{self, Settings};
 use super::store::Cache;
@@ -156,7 +156,7 @@ fn stale_removed(n: usize) -> String {
 fn own_cache(dir: Option<&str>) -> Result<Cache, String> {
     let dir = dir
         .map(str::to_string)
-        .unwrap_or_else(super::compile::default_dir);
+        .unwrap_or_else(super::config::default_dir);
     if let Err(e) = check_local(&dir) {
         return Err(format!("argument --cache_dir: {}", e.cause.to_lowercase()));
     }
@@ -373,7 +373,7 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
     };
     let dir = plan
         .ns
-        .str("cache_dir")
+        .str(crate::cli::namespace::Dest::CacheDir)
         .filter(|d| !d.is_empty())
         .or(parsed.str("cache_dir"));
     let cache = own_cache(dir)?;

@@ -11,13 +11,13 @@
 //!   uses (the unfinished entries of interrupted compiles, free locks of entries gone);
 //! - `clear`: evicts everything (and those stale files).
 //!
-//! The directory defaults to nxcc's own per-user directory ([`super::compile::default_dir`]); a remote URL, or
+//! The directory defaults to nxcc's own per-user directory ([`super::config::default_dir`]); a remote URL, or
 //! a directory the cache must not use ([`super::store::Cache::check`]: owned by another user,
 //! writable by others), is a usage error (exit 2). `--json` prints the report as one JSON
 //! object. What was removed because it was not a plain directory or file (a link) is warned
 //! about on stderr.
 
-use super::compile::DEFAULT_DIR_TEXT;
+use super::config::DEFAULT_DIR_TEXT;
 use crate::cli::argparse::{self, Nargs, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
 use crate::cli::subcommand::{Stop, Subcommand, HELP};

@@ -17,9 +17,7 @@ use super::settings::Mode;
 use super::store::{Cache, Lookup};
 use crate::error::NccError;
 
-/// The exit status of a compile a hit-only cache refused (EX_UNAVAILABLE: no NEFF is available
-/// and none may be made).
-pub const EXIT_CACHE_MISS: i32 = 69;
+pub use crate::result::EXIT_CACHE_MISS;
 
 /// What a miss leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]

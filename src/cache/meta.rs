@@ -87,12 +87,15 @@ pub struct Meta {
 }
 
 /// `failed.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Failed {
     /// The exit status a hit on the entry returns.
     pub exit_status: i32,
     /// The error lines a hit on the entry prints again.
     pub error_lines: Vec<String>,
+    /// What failed (absent in entries written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<crate::result::Failure>,
 }
 
 /// Milliseconds since the Unix epoch.

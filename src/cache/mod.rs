@@ -10,12 +10,9 @@
 //!   `failed.json`), publishing by rename, eviction by rename, verified reads; [`keylock`]: one
 //!   compile per key across processes and hosts (a lease lock);
 //! - [`meta`]: `meta.json` and `failed.json`;
-//! - [`compile`]: [`compile_cached`] — a compile through the cache, what `nxcc compile
-//!   --cache_dir`, `parallel-compile` and the daemon call; [`layers`]: secondary caches and what
-//!   a read-only or hit-only cache makes of a miss;
-//! - [`settings`]: the configuration file in the cache directory and the compile's cache flags;
-//!   [`counters`]: what the cache did, counted per sixteenth and host; [`evict`]: `max_size`
-//!   kept by amortised eviction; [`explain`]: why a key missed ([`index`]: the near entries);
+//! - [`config`]: whether and where a compile uses the cache ([`CacheConfig`]);
+//! - [`layer`]: [`LocalStore`] — the cache as a layer of the compile stack, what `nxcc compile
+//!   --cache_dir`, `parallel-compile` and the daemon compile through;
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
 //! - [`maintain`]: stats, verify, gc, clear; [`command`] and [`actions`]: `nxcc cache ...`;
 //! - [`chunks`]: large files read with the reads overlapped with hashing; [`host`]: the host and
@@ -29,17 +26,17 @@
 //!   compiles racing for one `--output` each store their own NEFF under their own key.
 //! - **Nothing outside the cache is touched.** The root is checked as ssh checks its files, and
 //!   everything below it is reached without following links (see [`store`]).
-//! - **Only failures of the model are remembered** ([`crate::recon::cache::failure_is_cacheable`]).
+//! - **Only failures of the model are remembered** ([`crate::recon::cache::remembers`]).
 //! - **A hit is verified**: the NEFF is copied out against its recorded blake3, or not at all.
 //!
 //! A scheduler (the daemon, `parallel-compile`) keys the compile once, estimates its memory from
-//! the key, admits it, and compiles with the same key:
+//! the key, admits it, and compiles with the same key (through `crate::compile`, which puts the
+//! store in front of the way the plan runs):
 //!
 //! ```no_run
 //! use std::path::Path;
 //! use nxcc::cache::{self, CacheConfig};
 //! use nxcc::engine::Engine;
-//! use nxcc::engine::pipeline::Options;
 //! # fn plan() -> nxcc::plan::Plan { unimplemented!() }
 //! let plan = plan();
 //! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.
@@ -51,16 +48,14 @@
 //!     Some(k) => cache::estimate(cfg.cache().as_ref(), k).bytes,
 //!     None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&plan)),
 //! };
-//! // ... admission.acquire(bytes, ...) ...
-//! let done = cache::compile_cached_keyed(&plan, key, &Options::terminal(), &cfg, &engine);
-//! println!("exit {} cache {}", done.outcome.exit_status, done.cache.as_str());
+//! // ... admission.acquire(bytes, ...), then compile with `key` ...
 //! # let _ = bytes;
 //! ```
 
 pub mod actions;
 pub mod chunks;
 pub mod command;
-pub mod compile;
+pub mod config;
 pub mod counters;
 pub mod digests;
 pub mod estimate;
@@ -73,16 +68,17 @@ pub mod identity;
 pub mod index;
 pub mod key;
 pub mod keylock;
+pub mod layer;
 pub mod layers;
 pub mod maintain;
 pub mod meta;
 pub mod settings;
 pub mod store;
 
-pub use compile::{
-    check_local, compile_cached, compile_cached_keyed, compile_cached_with, default_dir,
-    CacheConfig, CacheStatus, CachedOutcome, CACHE_URL_ENV, DEFAULT_DIR_TEXT,
+pub use config::{
+    check_local, default_dir, CacheConfig, CacheStatus, CACHE_URL_ENV, DEFAULT_DIR_TEXT,
 };
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::{Key, EXCLUDED_ARGS};
+pub use layer::LocalStore;
 pub use store::{Cache, Lookup};

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::store::Cache;
+use crate::cli::namespace::Dest;
 use crate::fsx::{AtomicFile, Dir, Durability};
 use crate::plan::Plan;
 
@@ -297,15 +298,15 @@ impl Flags {
     /// The flags of a compile's plan (`--cache-secondary` made absolute against its launch
     /// directory).
     pub fn of_plan(plan: &Plan) -> Flags {
-        let s = |d: &str| plan.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
+        let s = |d: Dest| plan.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
         Flags {
-            max_size: s("cache_max_size"),
-            sloppiness: s("cache_sloppiness"),
-            rehash: plan.ns.bool("cache_rehash"),
-            mode: s("cache_mode"),
+            max_size: s(Dest::CacheMaxSize),
+            sloppiness: s(Dest::CacheSloppiness),
+            rehash: plan.ns.bool(Dest::CacheRehash),
+            mode: s(Dest::CacheMode),
             secondaries: plan
                 .ns
-                .list("cache_secondary")
+                .list(Dest::CacheSecondary)
                 .iter()
                 .filter(|d| !d.is_empty())
                 .map(|d| crate::plan::absolute(&plan.launch_dir, d))

@@ -1166,6 +1166,7 @@ pub(crate) mod tests {
             &Failed {
                 exit_status: 70,
                 error_lines: vec!["[ERROR] x".into()],
+                failure: None,
             },
         )
         .unwrap();

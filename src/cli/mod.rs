@@ -25,6 +25,8 @@ use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
 use flags::{Action, Flag, Scope, FLAGS};
 use namespace::Namespace;
 
+use crate::cli::namespace::Dest;
+
 /// The subcommands, in the order the usage banner lists them.
 pub const ORIGINAL_SUBCOMMANDS: &[(&str, &str)] = &[
     ("compile", "Compile a model (an HLO module) into a NEFF."),
@@ -376,7 +378,10 @@ fn parse_compile(
 
 /// Apply one occurrence to the namespace, with argparse's action semantics.
 pub fn apply(ns: &mut Namespace, occ: &Occurrence, warnings: &mut Vec<String>) {
-    let dest = occ.flag.dest;
+    let Some(dest) = Dest::named(occ.flag.dest) else {
+        // Help and version have no dest; every row that has one has a typed dest.
+        return;
+    };
     match occ.flag.action {
         Action::ExtendStr => {
             ns.extend_str_by_user(dest, occ.value.as_str().unwrap_or_default());
@@ -425,13 +430,13 @@ mod tests {
             "compile m.pb --target trn1 --optlevel 1",
         ] {
             let c = compile(s).unwrap();
-            assert_eq!(c.ns.str("optlevel"), Some("1"), "{s}");
-            assert_eq!(c.ns.str("target"), Some("trn1"), "{s}");
+            assert_eq!(c.ns.str(Dest::Optlevel), Some("1"), "{s}");
+            assert_eq!(c.ns.str(Dest::Target), Some("trn1"), "{s}");
         }
         let c = compile("compile m.pb -o out.neff --target trn1").unwrap();
-        assert_eq!(c.ns.str("output"), Some("out.neff"));
+        assert_eq!(c.ns.str(Dest::Output), Some("out.neff"));
         let c = compile("compile m.pb -oout.neff --target trn1").unwrap();
-        assert_eq!(c.ns.str("output"), Some("out.neff"));
+        assert_eq!(c.ns.str(Dest::Output), Some("out.neff"));
     }
 
     #[test]
@@ -443,7 +448,7 @@ mod tests {
             "compile m.pb --target trn2 --logical-nc-config=2",
         ] {
             assert_eq!(
-                compile(s).unwrap().ns.int("logical_nc_config"),
+                compile(s).unwrap().ns.int(Dest::LogicalNcConfig),
                 Some(2),
                 "{s}"
             );
@@ -453,14 +458,14 @@ mod tests {
     #[test]
     fn prefixes_and_ambiguity() {
         let c = compile("compile m.pb --target trn1 --auto-cast-t fp16").unwrap();
-        assert_eq!(c.ns.str("auto_cast_type"), Some("fp16"));
+        assert_eq!(c.ns.str(Dest::AutoCastType), Some("fp16"));
         assert_eq!(
             usage_message("compile m.pb --target trn1 --enable-internal-m"),
             "ambiguous option: --enable-internal-m could match --enable-internal-memory-analysis, --enable-internal-micro-modular-compilation, --enable-internal-modular-compilation"
         );
         // An exact match wins over longer spellings it prefixes.
         let c = compile("compile m.pb --target trn1 --auto-cast all").unwrap();
-        assert_eq!(c.ns.str("auto_cast"), Some("all"));
+        assert_eq!(c.ns.str(Dest::AutoCast), Some("all"));
         // `--opt-level` is not a prefix of `--optlevel`: argparse puts it in the extras, and its
         // value too (the model file positional was already consumed).
         let err = parse("nxcc", &argv("compile m.pb --target trn1 --opt-level 2")).unwrap_err();
@@ -474,10 +479,10 @@ mod tests {
     fn nargs_plus_stops_at_next_option() {
         let c = compile("compile m.pb --target trn1 --internal-enable-dge-levels vector_dynamic_offsets spill_reload io -O1").unwrap();
         assert_eq!(
-            c.ns.list("internal_enable_dge_levels"),
+            c.ns.list(Dest::InternalEnableDgeLevels),
             ["vector_dynamic_offsets", "spill_reload", "io"]
         );
-        assert_eq!(c.ns.str("optlevel"), Some("1"));
+        assert_eq!(c.ns.str(Dest::Optlevel), Some("1"));
         assert_eq!(
             usage_message("compile m.pb --target trn1 --pipeline"),
             "argument --pipeline: expected at least one argument"
@@ -488,12 +493,12 @@ mod tests {
     fn values_that_look_like_options() {
         let c = compile("compile m.pb --target trn1 '--tensorizer-options=--enable-ccop-compute-overlap --vectorize-strided-dma'").unwrap();
         assert_eq!(
-            c.ns.str("tensorizer_options"),
+            c.ns.str(Dest::TensorizerOptions),
             Some("--enable-ccop-compute-overlap --vectorize-strided-dma")
         );
         let c = compile("compile m.pb --target trn1 --internal-backend-options ' --enable-output-completion-notifications '").unwrap();
         assert_eq!(
-            c.ns.str("internal_backend_options"),
+            c.ns.str(Dest::InternalBackendOptions),
             Some(" --enable-output-completion-notifications ")
         );
         assert_eq!(
@@ -501,9 +506,12 @@ mod tests {
             "argument --tensorizer-options: expected one argument"
         );
         let c = compile("compile m.pb --target trn1 --layer-unroll-factor -1").unwrap();
-        assert_eq!(c.ns.int("layer_unroll_factor"), Some(-1));
+        assert_eq!(c.ns.int(Dest::LayerUnrollFactor), Some(-1));
         let c = compile("compile m.pb --target trn1 --softmax-epsilon -0.5").unwrap();
-        assert_eq!(c.ns.get("softmax_epsilon"), &namespace::Value::Float(-0.5));
+        assert_eq!(
+            c.ns.get(Dest::SoftmaxEpsilon),
+            &namespace::Value::Float(-0.5)
+        );
     }
 
     #[test]
@@ -520,30 +528,30 @@ mod tests {
             "compile m.pb --target trn1 --model-type transformer --model-type=unet-inference",
         )
         .unwrap();
-        assert_eq!(c.ns.str("model_type"), Some("unet-inference"));
+        assert_eq!(c.ns.str(Dest::ModelType), Some("unet-inference"));
         let c = compile(
             "compile m.pb --target trn1 --tensorizer-options=--a --tensorizer-options '--b --c'",
         )
         .unwrap();
-        assert_eq!(c.ns.str("tensorizer_options"), Some("--a --b --c"));
+        assert_eq!(c.ns.str(Dest::TensorizerOptions), Some("--a --b --c"));
         let c = compile("compile m.pb --target trn1 --skip-pass a --skip-pass b").unwrap();
-        assert_eq!(c.ns.list("skip_pass"), ["a", "b"]);
+        assert_eq!(c.ns.list(Dest::SkipPass), ["a", "b"]);
     }
 
     #[test]
     fn companions() {
         let c = compile("compile m.pb --target trn1 --disable-dge").unwrap();
-        assert!(!c.ns.bool("enable_dge"));
+        assert!(!c.ns.bool(Dest::EnableDge));
         let c = compile("compile m.pb --target trn1 --disable-dge --enable-dge").unwrap();
-        assert!(c.ns.bool("enable_dge"));
+        assert!(c.ns.bool(Dest::EnableDge));
         let c = compile("compile m.pb --target trn1 --internal-hlo-remat --no-internal-hlo-remat")
             .unwrap();
-        assert!(!c.ns.bool("internal_hlo_remat"));
+        assert!(!c.ns.bool(Dest::InternalHloRemat));
         let c = compile("compile m.pb --target trn1 --no-enable-tritium-loopfusion").unwrap();
-        assert!(!c.ns.bool("enable_tritium_loopfusion"));
+        assert!(!c.ns.bool(Dest::EnableTritiumLoopfusion));
         let c =
             compile("compile m.pb --target trn1 --disable-mixed-precision-accumulation").unwrap();
-        assert!(!c.ns.bool("enable_mixed_precision_accumulation"));
+        assert!(!c.ns.bool(Dest::EnableMixedPrecisionAccumulation));
     }
 
     #[test]
@@ -575,13 +583,13 @@ mod tests {
             ("7", 7),
         ] {
             let c = compile(&format!("compile m.pb --target trn1 --verbose {v}")).unwrap();
-            assert_eq!(c.ns.int("verbose"), Some(n), "{v}");
+            assert_eq!(c.ns.int(Dest::Verbose), Some(n), "{v}");
         }
         assert_eq!(
             compile("compile m.pb --target trn1")
                 .unwrap()
                 .ns
-                .int("verbose"),
+                .int(Dest::Verbose),
             Some(level::USER)
         );
     }
@@ -615,21 +623,21 @@ mod tests {
     fn driver_args_before_and_after_and_delegation() {
         let c = compile("--verbose=35 --target=trn1 compile --framework XLA m.pb --output m.neff")
             .unwrap();
-        assert_eq!(c.ns.int("verbose"), Some(35));
-        assert_eq!(c.ns.str("target"), Some("trn1"));
+        assert_eq!(c.ns.int(Dest::Verbose), Some(35));
+        assert_eq!(c.ns.str(Dest::Target), Some("trn1"));
         let c = compile("--target trn1 compile m.pb --logfile x.txt").unwrap();
-        assert_eq!(c.ns.str("target"), Some("trn1"));
-        assert_eq!(c.ns.str("logfile"), Some("x.txt"));
+        assert_eq!(c.ns.str(Dest::Target), Some("trn1"));
+        assert_eq!(c.ns.str(Dest::Logfile), Some("x.txt"));
         // Options after the subcommand win over delegated ones.
         let c = compile("--target=trn1 compile m.pb --target trn2").unwrap();
-        assert_eq!(c.ns.str("target"), Some("trn2"));
+        assert_eq!(c.ns.str(Dest::Target), Some("trn2"));
     }
 
     #[test]
     fn deprecated_options_warn() {
         let c = compile("compile m.pb --target trn1 --num-neuroncores 1 --enable-experimental-O1")
             .unwrap();
-        assert_eq!(c.ns.int("logical_nc_config"), Some(1));
+        assert_eq!(c.ns.int(Dest::LogicalNcConfig), Some(1));
         assert!(c
             .warnings
             .iter()

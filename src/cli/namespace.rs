@@ -1,8 +1,18 @@
 //! The parsed namespace: one value per dest of the flag table (argparse's `Namespace`), plus
-//! whether the user set it (`<dest>_Used`).
-
-use std::collections::HashMap;
-use std::sync::OnceLock;
+//! whether the user set it (`<dest>_Used`), each dest named by a typed [`Dest`] (generated from
+//! the table) so that a dest the table does not have does not build:
+//!
+//! ```
+//! use nxcc::cli::namespace::{Dest, Namespace};
+//! let ns = Namespace::new();
+//! assert_eq!(ns.str(Dest::DryRun), None);
+//! ```
+//!
+//! ```compile_fail
+//! use nxcc::cli::namespace::{Dest, Namespace};
+//! let ns = Namespace::new();
+//! ns.str(Dest::DryRn); // misspelled: no such dest
+//! ```
 
 use serde::Serialize;
 
@@ -88,20 +98,18 @@ impl Value {
     }
 }
 
-fn index() -> &'static (Vec<&'static str>, HashMap<&'static str, usize>) {
-    static INDEX: OnceLock<(Vec<&'static str>, HashMap<&'static str, usize>)> = OnceLock::new();
-    INDEX.get_or_init(|| {
-        let names: Vec<&'static str> = flags::dests().collect();
-        let map = names.iter().enumerate().map(|(i, d)| (*d, i)).collect();
-        (names, map)
-    })
+include!(concat!(env!("OUT_DIR"), "/dests.rs"));
+
+impl std::fmt::Display for Dest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
-fn slot(dest: &str) -> usize {
-    match index().1.get(dest) {
-        Some(i) => *i,
-        // A dest that is not in the table is a programming error, caught by every test.
-        None => panic!("no dest `{dest}` in the flag table"),
+impl Dest {
+    /// The dest's row in the flag table (the first one, for dests shared by several spellings).
+    pub fn flag(self) -> &'static flags::Flag {
+        flags::by_dest(self.name()).expect("every dest has a row")
     }
 }
 
@@ -121,38 +129,37 @@ impl std::default::Default for Namespace {
 impl Namespace {
     /// A namespace holding every dest's table default.
     pub fn new() -> Namespace {
-        let names = &index().0;
-        let values = names
+        let values = Dest::ALL
             .iter()
-            .map(|d| Value::from_default(&flags::by_dest(d).expect("dest").default))
+            .map(|d| Value::from_default(&d.flag().default))
             .collect();
         Namespace {
             values,
-            used: vec![false; names.len()],
+            used: vec![false; Dest::ALL.len()],
         }
     }
 
-    /// The value of a dest (a dest outside the flag table is a programming error: it panics).
-    pub fn get(&self, dest: &str) -> &Value {
-        &self.values[slot(dest)]
+    /// The value of a dest.
+    pub fn get(&self, dest: Dest) -> &Value {
+        &self.values[dest as usize]
     }
 
     /// Set a value as normalisation does (does not mark it user-set).
-    pub fn set(&mut self, dest: &str, value: Value) {
-        self.values[slot(dest)] = value;
+    pub fn set(&mut self, dest: Dest, value: Value) {
+        self.values[dest as usize] = value;
     }
 
     /// Set a value the user gave on the command line (marks `<dest>_Used`).
-    pub fn set_by_user(&mut self, dest: &str, value: Value) {
-        let i = slot(dest);
+    pub fn set_by_user(&mut self, dest: Dest, value: Value) {
+        let i = dest as usize;
         self.values[i] = value;
         self.used[i] = true;
     }
 
     /// argparse's `append`: add `item` to the list the user gives for `dest` (the first
     /// occurrence replaces the table default). Amortised O(1): the list grows in place.
-    pub fn append_by_user(&mut self, dest: &str, item: String) {
-        let i = slot(dest);
+    pub fn append_by_user(&mut self, dest: Dest, item: String) {
+        let i = dest as usize;
         if !self.used[i] || !matches!(self.values[i], Value::List(_)) {
             self.values[i] = Value::List(Vec::new());
         }
@@ -165,8 +172,8 @@ impl Namespace {
     /// A repeatable string option whose occurrences are joined with one space (the first
     /// occurrence replaces the table default). Amortised O(length of `text`): the string grows in
     /// place.
-    pub fn extend_str_by_user(&mut self, dest: &str, text: &str) {
-        let i = slot(dest);
+    pub fn extend_str_by_user(&mut self, dest: Dest, text: &str) {
+        let i = dest as usize;
         match &mut self.values[i] {
             Value::Str(old) if self.used[i] => {
                 old.push(' ');
@@ -178,38 +185,43 @@ impl Namespace {
     }
 
     /// Mark a dest as set by the user without changing its value (`<dest>_Used`).
-    pub fn mark_used(&mut self, dest: &str) {
-        self.used[slot(dest)] = true;
+    pub fn mark_used(&mut self, dest: Dest) {
+        self.used[dest as usize] = true;
     }
 
     /// argparse-style `<dest>_Used`: whether the user set the dest.
-    pub fn used(&self, dest: &str) -> bool {
-        self.used[slot(dest)]
+    pub fn used(&self, dest: Dest) -> bool {
+        self.used[dest as usize]
     }
 
     /// A dest's truthiness.
-    pub fn bool(&self, dest: &str) -> bool {
+    pub fn bool(&self, dest: Dest) -> bool {
         self.get(dest).as_bool()
     }
 
     /// A dest's integer value.
-    pub fn int(&self, dest: &str) -> Option<i64> {
+    pub fn int(&self, dest: Dest) -> Option<i64> {
         self.get(dest).as_int()
     }
 
+    /// A dest's number (an integer converted).
+    pub fn float(&self, dest: Dest) -> Option<f64> {
+        self.get(dest).as_float()
+    }
+
     /// A dest's string value.
-    pub fn str(&self, dest: &str) -> Option<&str> {
+    pub fn str(&self, dest: Dest) -> Option<&str> {
         self.get(dest).as_str()
     }
 
     /// A dest's list value (empty when it is not a list).
-    pub fn list(&self, dest: &str) -> &[String] {
+    pub fn list(&self, dest: Dest) -> &[String] {
         self.get(dest).as_list()
     }
 
     /// Every (dest, value) pair, in table order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Value)> {
-        index().0.iter().copied().zip(self.values.iter())
+        Dest::ALL.iter().map(|d| d.name()).zip(self.values.iter())
     }
 }
 
@@ -256,7 +268,7 @@ impl Namespace {
     /// The namespace [`Namespace::to_data`] gave; an error when it does not fit this build's flag
     /// table.
     pub fn from_data(data: NamespaceData) -> Result<Namespace, String> {
-        let n = index().0.len();
+        let n = Dest::ALL.len();
         if data.values.len() != n || data.used.len() != n {
             return Err(format!(
                 "a namespace of {} values for a flag table of {n} dests",
@@ -289,15 +301,31 @@ mod tests {
     #[test]
     fn appends_replace_the_default_then_grow() {
         let mut ns = Namespace::new();
-        ns.set("skip_pass", Value::List(vec!["from-a-default".into()]));
-        ns.append_by_user("skip_pass", "a".into());
-        ns.append_by_user("skip_pass", "b".into());
-        assert_eq!(ns.list("skip_pass"), ["a", "b"]);
-        assert!(ns.used("skip_pass"));
+        ns.set(Dest::SkipPass, Value::List(vec!["from-a-default".into()]));
+        ns.append_by_user(Dest::SkipPass, "a".into());
+        ns.append_by_user(Dest::SkipPass, "b".into());
+        assert_eq!(ns.list(Dest::SkipPass), ["a", "b"]);
+        assert!(ns.used(Dest::SkipPass));
 
-        ns.set("tensorizer_options", Value::Str("from-a-default".into()));
-        ns.extend_str_by_user("tensorizer_options", "--a");
-        ns.extend_str_by_user("tensorizer_options", "--b --c");
-        assert_eq!(ns.str("tensorizer_options"), Some("--a --b --c"));
+        ns.set(Dest::TensorizerOptions, Value::Str("from-a-default".into()));
+        ns.extend_str_by_user(Dest::TensorizerOptions, "--a");
+        ns.extend_str_by_user(Dest::TensorizerOptions, "--b --c");
+        assert_eq!(ns.str(Dest::TensorizerOptions), Some("--a --b --c"));
+    }
+
+    #[test]
+    fn every_dest_of_the_table_is_a_typed_dest_in_order() {
+        let table: Vec<&str> = flags::dests().collect();
+        let typed: Vec<&str> = Dest::ALL.iter().map(|d| d.name()).collect();
+        assert_eq!(typed, table);
+        for d in Dest::ALL {
+            assert_eq!(Dest::named(d.name()), Some(d));
+            assert_eq!(d.flag().dest, d.name());
+        }
+        assert_eq!(Dest::named("no_such_dest"), None);
+        assert_eq!(
+            Dest::EnableExperimentalO1.to_string(),
+            "enable_experimental_O1"
+        );
     }
 }

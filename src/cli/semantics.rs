@@ -10,33 +10,33 @@
 
 use super::argparse::{Occurrence, Parsed};
 use super::flags::Kind;
-use super::namespace::Value;
+use super::namespace::{Dest, Value};
 
 /// The flags (by dest) that reach into the machine, each with what it reaches: the output and
 /// its log, work directories, reports, metrics, the cache, the toolchain, the daemon, a remote
 /// service, the console, the dry run, the job time limit.
-pub const LOCAL_DESTS: &[(&str, &str)] = &[
-    ("output", "the output path"),
-    ("logfile", "a log"),
-    ("logfile_verbose", "a log"),
-    ("verbose", "the console log"),
-    ("temp_dir", "a work directory"),
-    ("keep_work_dir", "a work directory"),
-    ("timings", "a report"),
-    ("trace", "a report"),
-    ("submit_metrics", "metrics"),
-    ("run_id", "metrics"),
-    ("metrics_timestamp", "metrics"),
-    ("cache_dir", "the cache"),
-    ("no_cache", "the cache"),
-    ("retry_failed_compilation", "the cache"),
-    ("toolchain", "the toolchain"),
-    ("daemon", "the compile daemon"),
-    ("remote", "a remote service"),
-    ("remote_cache", "a remote service"),
-    ("remote_instance", "a remote service"),
-    ("dry_run", "a dry run"),
-    ("job_timeout", "the job time limit"),
+pub const LOCAL_DESTS: &[(Dest, &str)] = &[
+    (Dest::Output, "the output path"),
+    (Dest::Logfile, "a log"),
+    (Dest::LogfileVerbose, "a log"),
+    (Dest::Verbose, "the console log"),
+    (Dest::TempDir, "a work directory"),
+    (Dest::KeepWorkDir, "a work directory"),
+    (Dest::Timings, "a report"),
+    (Dest::Trace, "a report"),
+    (Dest::SubmitMetrics, "metrics"),
+    (Dest::RunId, "metrics"),
+    (Dest::MetricsTimestamp, "metrics"),
+    (Dest::CacheDir, "the cache"),
+    (Dest::NoCache, "the cache"),
+    (Dest::RetryFailedCompilation, "the cache"),
+    (Dest::Toolchain, "the toolchain"),
+    (Dest::Daemon, "the compile daemon"),
+    (Dest::Remote, "a remote service"),
+    (Dest::RemoteCache, "a remote service"),
+    (Dest::RemoteInstance, "a remote service"),
+    (Dest::DryRun, "a dry run"),
+    (Dest::JobTimeout, "the job time limit"),
 ];
 
 /// The pipeline job that writes outside the compile (it copies the work dir into the launch
@@ -45,8 +45,8 @@ pub const SAVE_TEMPS: &str = "SaveTemps";
 
 /// Why `o` is not compile semantics (what it reaches on the machine), or `None` when it is.
 pub fn local_effect(o: &Occurrence) -> Option<&'static str> {
-    let dest = o.flag.dest;
-    if let Some((_, what)) = LOCAL_DESTS.iter().find(|(d, _)| *d == dest) {
+    let dest = Dest::named(o.flag.dest);
+    if let Some((_, what)) = LOCAL_DESTS.iter().find(|(d, _)| Some(*d) == dest) {
         return Some(what);
     }
     if o.flag.kind == Kind::Path {
@@ -57,7 +57,7 @@ pub fn local_effect(o: &Occurrence) -> Option<&'static str> {
         Value::Str(s) => s.split(',').any(|p| p == SAVE_TEMPS),
         _ => false,
     };
-    if dest == "pipeline" && save_temps {
+    if dest == Some(Dest::Pipeline) && save_temps {
         return Some("the pipeline's SaveTemps (a copy of the work directory)");
     }
     None

@@ -257,77 +257,10 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
         Err(Stop::Usage(e)) => return Err(e),
     };
     let fail = |m: String| usage_error(prog, m);
-    let socket = parsed.str("socket").map(PathBuf::from);
-    let endpoint = match (parsed.flag("abstract"), socket) {
-        (true, Some(_)) => {
-            return Err(fail(
-                "argument --abstract: not allowed with argument --socket".to_string(),
-            ))
-        }
-        (true, None) => Endpoint::Abstract,
-        (false, Some(p)) => Endpoint::Path(std::path::absolute(&p).unwrap_or(p)),
-        (false, None) => Endpoint::Path(default_socket()),
-    };
-    let pid_file = match parsed.str("pid_file") {
-        Some(p) => std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p)),
-        None => match &endpoint {
-            Endpoint::Path(p) => pid_file_for(p),
-            Endpoint::Abstract => default_dir().join("daemon.pid"),
-        },
-    };
-    let inactivity = float_arg(
-        &parsed,
-        "inactivity_timeout",
-        "--inactivity-timeout",
-        DEFAULT_INACTIVITY_S,
-    )
-    .map_err(fail)?;
-    let grace = float_arg(
-        &parsed,
-        "shutdown_grace",
-        "--shutdown-grace",
-        DEFAULT_SHUTDOWN_GRACE_S,
-    )
-    .map_err(fail)?;
-    let head_timeout = float_arg(
-        &parsed,
-        "head_timeout",
-        "--head-timeout",
-        DEFAULT_HEAD_TIMEOUT_S,
-    )
-    .map_err(fail)?;
-    if head_timeout == 0.0 {
-        return Err(fail(
-            "argument --head-timeout: must be more than 0 seconds".to_string(),
-        ));
-    }
-    let count = |dest: &str, name: &str, default: usize| match parsed
-        .last(dest)
-        .and_then(|o| o.value.as_int())
-    {
-        Some(n) if n >= 1 => Ok(n as usize),
-        Some(n) => Err(fail(format!(
-            "argument {name}: must be at least 1, not {n}"
-        ))),
-        None => Ok(default),
-    };
-    let max_concurrent = count(
-        "max_concurrent",
-        "--max-concurrent",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-    )?;
-    let max_connections = count(
-        "max_connections",
-        "--max-connections",
-        DEFAULT_MAX_CONNECTIONS,
-    )?;
-    let max_connections_per_uid = count(
-        "max_connections_per_uid",
-        "--max-connections-per-uid",
-        DEFAULT_MAX_CONNECTIONS_PER_UID,
-    )?;
+    let (endpoint, pid_file) = endpoint_of(&parsed).map_err(fail)?;
+    let (inactivity, grace, head_timeout) = timeouts(&parsed).map_err(fail)?;
+    let (max_concurrent, max_connections, max_connections_per_uid) =
+        counts(&parsed).map_err(fail)?;
     let memory_budget = match parsed.str("memory_budget") {
         None => None,
         Some(s) => Some(
@@ -341,27 +274,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
         parsed.str("remote_instance").unwrap_or(""),
     )
     .map_err(|e| fail(format!("argument --remote: {}", e.cause)))?;
-    let mut allow_uids = Vec::new();
-    for raw in parsed.all("allow_uid") {
-        match raw.parse::<u32>() {
-            Ok(u) if u != u32::MAX => allow_uids.push(u),
-            _ => {
-                return Err(fail(format!(
-                    "argument --allow-uid: invalid user id: {}",
-                    py_repr(&raw)
-                )))
-            }
-        }
-    }
-    let socket_mode = match parsed.str("socket_mode") {
-        None => DEFAULT_SOCKET_MODE,
-        Some(s) => parse_mode(s).ok_or_else(|| {
-            fail(format!(
-                "argument --socket-mode: invalid mode: {} (an octal mode such as 0600)",
-                py_repr(s)
-            ))
-        })?,
-    };
+    let (allow_uids, socket_mode) = access(&parsed).map_err(fail)?;
     let log_file = parsed.str("log_file").map(PathBuf::from);
     let socket_path = match &endpoint {
         Endpoint::Path(p) => Some(p.as_path()),
@@ -390,6 +303,108 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
             remote,
         },
     })))
+}
+
+/// Where the daemon listens (`--socket`, `--abstract`) and its pid file.
+fn endpoint_of(parsed: &Parsed) -> Result<(Endpoint, PathBuf), String> {
+    let socket = parsed.str("socket").map(PathBuf::from);
+    let endpoint = match (parsed.flag("abstract"), socket) {
+        (true, Some(_)) => {
+            return Err("argument --abstract: not allowed with argument --socket".to_string())
+        }
+        (true, None) => Endpoint::Abstract,
+        (false, Some(p)) => Endpoint::Path(std::path::absolute(&p).unwrap_or(p)),
+        (false, None) => Endpoint::Path(default_socket()),
+    };
+    let pid_file = match parsed.str("pid_file") {
+        Some(p) => std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p)),
+        None => match &endpoint {
+            Endpoint::Path(p) => pid_file_for(p),
+            Endpoint::Abstract => default_dir().join("daemon.pid"),
+        },
+    };
+    Ok((endpoint, pid_file))
+}
+
+/// `--inactivity-timeout`, `--shutdown-grace` and `--head-timeout` (more than 0), seconds.
+fn timeouts(parsed: &Parsed) -> Result<(f64, f64, f64), String> {
+    let inactivity = float_arg(
+        parsed,
+        "inactivity_timeout",
+        "--inactivity-timeout",
+        DEFAULT_INACTIVITY_S,
+    )?;
+    let grace = float_arg(
+        parsed,
+        "shutdown_grace",
+        "--shutdown-grace",
+        DEFAULT_SHUTDOWN_GRACE_S,
+    )?;
+    let head_timeout = float_arg(
+        parsed,
+        "head_timeout",
+        "--head-timeout",
+        DEFAULT_HEAD_TIMEOUT_S,
+    )?;
+    if head_timeout == 0.0 {
+        return Err("argument --head-timeout: must be more than 0 seconds".to_string());
+    }
+    Ok((inactivity, grace, head_timeout))
+}
+
+/// `--max-concurrent` (default: the CPUs), `--max-connections`, `--max-connections-per-uid`:
+/// each at least 1.
+fn counts(parsed: &Parsed) -> Result<(usize, usize, usize), String> {
+    let count = |dest: &str, name: &str, default: usize| match parsed
+        .last(dest)
+        .and_then(|o| o.value.as_int())
+    {
+        Some(n) if n >= 1 => Ok(n as usize),
+        Some(n) => Err(format!("argument {name}: must be at least 1, not {n}")),
+        None => Ok(default),
+    };
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    Ok((
+        count("max_concurrent", "--max-concurrent", cpus)?,
+        count(
+            "max_connections",
+            "--max-connections",
+            DEFAULT_MAX_CONNECTIONS,
+        )?,
+        count(
+            "max_connections_per_uid",
+            "--max-connections-per-uid",
+            DEFAULT_MAX_CONNECTIONS_PER_UID,
+        )?,
+    ))
+}
+
+/// Who may connect: `--allow-uid`s and `--socket-mode`.
+fn access(parsed: &Parsed) -> Result<(Vec<u32>, u32), String> {
+    let mut allow_uids = Vec::new();
+    for raw in parsed.all("allow_uid") {
+        match raw.parse::<u32>() {
+            Ok(u) if u != u32::MAX => allow_uids.push(u),
+            _ => {
+                return Err(format!(
+                    "argument --allow-uid: invalid user id: {}",
+                    py_repr(&raw)
+                ))
+            }
+        }
+    }
+    let socket_mode = match parsed.str("socket_mode") {
+        None => DEFAULT_SOCKET_MODE,
+        Some(s) => parse_mode(s).ok_or_else(|| {
+            format!(
+                "argument --socket-mode: invalid mode: {} (an octal mode such as 0600)",
+                py_repr(s)
+            )
+        })?,
+    };
+    Ok((allow_uids, socket_mode))
 }
 
 #[cfg(test)]

@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cache::{self, CacheConfig, CacheStatus, Key};
-use crate::engine::metrics::JobMetrics;
-use crate::engine::pipeline::Options;
+use crate::compile::{Compiled, Request};
+use crate::engine::result::CompileResult;
+use crate::engine::session::Options;
 use crate::plan::Plan;
+use crate::result::{Environment, Failure};
 
 /// Whether a compile cache answered a compile (the `cache` field of the `done` event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,21 +61,8 @@ pub struct EngineConfig {
     /// `--compiler PATH`: an external compiler run as one supervised job per compile.
     pub compiler: Option<PathBuf>,
     /// `--remote grpc://HOST:PORT` (or `--remote-cache`): every compile goes to a Remote
-    /// Execution API server behind the local cache ([`crate::remote::compile`]).
+    /// Execution API server behind the local cache ([`crate::compile`]).
     pub remote: Option<crate::remote::RemoteConfig>,
-}
-
-/// How one compile ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Finished {
-    /// The compile's exit status (0, 70, 130/143).
-    pub exit_status: i32,
-    /// The error lines reported (the `/compile` route answers them).
-    pub error_lines: Vec<String>,
-    /// Whether the cache served it, ran it, or was not used.
-    pub cache: CacheUse,
-    /// Per-job figures (empty for a cache hit).
-    pub jobs: Vec<JobMetrics>,
 }
 
 /// A compile made ready to run: what admission control reserves for it, and what the run reuses.
@@ -90,9 +79,9 @@ pub trait Engine: Send + Sync {
     /// Key and estimate one compile (reads the model once). Blocking.
     fn prepare(&self, plan: &Plan) -> Prepared;
 
-    /// Run one compile: `opts` carries its console sink, events callback, cancellation and extra
-    /// worker environment. Blocking; called from a blocking thread.
-    fn run(&self, plan: &Plan, prepared: Prepared, opts: &Options<'_>) -> Finished;
+    /// Run one compile: `options` carries its console sink, events callback, cancellation and
+    /// extra worker environment. Blocking; called from a blocking thread.
+    fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled;
 
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
@@ -132,32 +121,24 @@ impl Engine for Cached {
         }
     }
 
-    fn run(&self, plan: &Plan, prepared: Prepared, opts: &Options<'_>) -> Finished {
-        let cfg = match prepared.cache {
+    fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled {
+        let cache = match prepared.cache {
             Ok(cfg) => cfg,
             Err(line) => {
-                return Finished {
-                    exit_status: crate::error::EXIT_COMPILE_FAILED,
-                    error_lines: vec![line],
-                    cache: CacheUse::Off,
-                    jobs: Vec::new(),
-                }
+                return Compiled::uncached(CompileResult::failed(
+                    Failure::Environment(Environment::CacheDir),
+                    vec![line],
+                ))
             }
         };
-        let done = crate::remote::compile::compile(
+        crate::compile::compile(Request {
             plan,
-            prepared.key,
-            opts,
-            &cfg,
-            &self.engine,
-            self.remote.as_ref(),
-        );
-        Finished {
-            exit_status: done.outcome.exit_status,
-            error_lines: done.outcome.error_lines,
-            cache: done.cache.into(),
-            jobs: done.outcome.jobs,
-        }
+            options,
+            engine: &self.engine,
+            cache,
+            key: prepared.key,
+            remote: self.remote.clone(),
+        })
     }
 
     fn describe(&self) -> String {

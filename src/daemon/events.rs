@@ -102,7 +102,7 @@ pub fn stream_compile(
 pub fn done_event(e: &Ended) -> Value {
     json!({
         "event": "done",
-        "exit_status": e.exit_status,
+        "exit_status": e.exit_status(),
         "output": e.output.as_ref().map(|p| p.display().to_string()),
         "cache": e.cache.as_str(),
         "error_lines": e.error_lines,
@@ -238,7 +238,13 @@ mod tests {
 
     #[test]
     fn events() {
-        assert_eq!(event_json(&Event::Done { exit_status: 0 }), None);
+        assert_eq!(
+            event_json(&Event::Done {
+                exit_status: 0,
+                status: None
+            }),
+            None
+        );
         let v = event_json(&Event::JobStarted {
             job: "Frontend".into(),
             index: 2,
@@ -250,7 +256,7 @@ mod tests {
             json!({"event": "job_started", "job": "Frontend", "index": 2, "total": 6})
         );
         let d = done_event(&Ended {
-            exit_status: 70,
+            status: crate::result::Status::Failed(crate::result::Failure::Internal),
             error_lines: vec!["[ERROR] x".into()],
             output: Some("/w/m.neff".into()),
             cache: super::super::engine::CacheUse::Off,

@@ -301,19 +301,22 @@ async fn compile(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Res
     let mut guard = CancelOnDrop::new(daemon.clone(), id, control);
     let ended = Daemon::join(handle).await;
     guard.disarm();
-    let (status, body) = if ended.exit_status == 0 {
+    let (status, body) = if ended.exit_status() == 0 {
         (StatusCode::OK, String::new())
     } else {
         let mut t = ended.error_lines.join("\n");
         if t.is_empty() {
-            t = format!("the compile failed with exit status {}", ended.exit_status);
+            t = format!(
+                "the compile failed with exit status {}",
+                ended.exit_status()
+            );
         }
         t.push('\n');
         (StatusCode::BAD_REQUEST, t)
     };
     let mut r = text(status, body);
     r.headers_mut()
-        .insert(EXIT_STATUS_HEADER, HeaderValue::from(ended.exit_status));
+        .insert(EXIT_STATUS_HEADER, HeaderValue::from(ended.exit_status()));
     r
 }
 

@@ -6,22 +6,20 @@
 //! Every line the compile prints goes to an [`Emit`] (the `/v1/compile` stream, or nowhere: the
 //! compile's log file in its working directory has them all), and so does every worker event.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::engine::{CacheUse, Engine};
 use crate::admission::Admission;
+use crate::cli::namespace::Dest;
 use crate::cli::{self, Command};
 use crate::engine::events::Event;
 use crate::engine::log::Console;
-use crate::engine::pipeline::Options;
-use crate::error::EXIT_COMPILE_FAILED;
-use crate::plan::probe::ModelFacts;
-use crate::plan::{self, dryrun, PlanError, Probe, SystemProbe};
-use crate::run::process::Cancel;
-use crate::toolchain::{Request as ToolchainRequest, Toolchain};
+use crate::engine::session::{Cancellation, Options};
+use crate::plan::{self, dryrun, PlanError, RequestProbe, SystemProbe};
+use crate::result::{CancelReason, Environment, Failure, Status};
 
 /// A compile request, as the HTTP layer validated it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,9 +78,8 @@ impl PhaseCounts {
 /// A compile's handle for whoever may cancel it (its client going away, the daemon stopping).
 #[derive(Debug)]
 pub struct Control {
-    cancel: Cancel,
-    /// The signal the cancellation stands for (0: a client that went away, reported as SIGTERM).
-    interrupted: Arc<AtomicI32>,
+    /// The compile's cancellation, and why (a signal, or its client gone).
+    cancel: Cancellation,
     phase: Mutex<Phase>,
     counts: Arc<PhaseCounts>,
 }
@@ -97,8 +94,7 @@ impl Control {
     pub fn counted(counts: Arc<PhaseCounts>) -> Arc<Control> {
         counts.queued.fetch_add(1, Ordering::SeqCst);
         Arc::new(Control {
-            cancel: Cancel::new(),
-            interrupted: Arc::new(AtomicI32::new(0)),
+            cancel: Cancellation::new(),
             phase: Mutex::new(Phase::Queued),
             counts,
         })
@@ -108,15 +104,13 @@ impl Control {
         self.phase.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Cancel the compile (idempotent). `signal` (0 for none) is what the compile reports it was
-    /// interrupted by.
+    /// Cancel the compile (idempotent). `signal` (0 for none: its client went away) is what the
+    /// compile reports it was interrupted by.
     pub fn cancel(&self, signal: i32) {
-        if signal != 0 {
-            let _ =
-                self.interrupted
-                    .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+        match signal {
+            0 => self.cancel.cancel(CancelReason::ClientGone),
+            sig => self.cancel.interrupt(sig),
         }
-        self.cancel.cancel();
     }
 
     /// Cancel the compile if it has not started yet; says whether it was cancelled.
@@ -171,8 +165,8 @@ impl Control {
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ended {
-    /// The exit status the client gets.
-    pub exit_status: i32,
+    /// How the compile ended (its exit status is what the client gets).
+    pub status: Status,
     /// The error lines reported, in order.
     pub error_lines: Vec<String>,
     /// The NEFF the compile writes (when it got as far as a plan).
@@ -193,37 +187,6 @@ pub struct Context<'a> {
     pub fork_server: Option<&'a Arc<crate::forkserver::ForkServer>>,
 }
 
-/// The plan's view of the world for a request: the system's, launched in the working directory,
-/// with the request's environment over the daemon's (as the worker will see it).
-struct RequestProbe<'a> {
-    system: SystemProbe,
-    env: &'a [(String, String)],
-}
-
-impl Probe for RequestProbe<'_> {
-    fn launch_dir(&self) -> &Path {
-        self.system.launch_dir()
-    }
-    fn env(&self, name: &str) -> Option<String> {
-        match self.env.iter().rev().find(|(k, _)| k == name) {
-            Some((_, v)) => Some(v.clone()),
-            None => self.system.env(name),
-        }
-    }
-    fn model(&self, path: &Path) -> Option<ModelFacts> {
-        self.system.model(path)
-    }
-    fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
-        self.system.model_graph(path)
-    }
-    fn toolchain(&self, request: &ToolchainRequest) -> Option<Toolchain> {
-        self.system.toolchain(request)
-    }
-    fn cpu_count(&self) -> usize {
-        self.system.cpu_count()
-    }
-}
-
 /// The command line for `cli::parse`: the arguments as given when they already name the
 /// subcommand (`compile ...`, `--target=trn1 compile ...`), else with `compile` in front.
 pub fn command_line(argv: &[String]) -> Vec<String> {
@@ -241,38 +204,38 @@ pub fn command_line(argv: &[String]) -> Vec<String> {
     v
 }
 
-fn ended(exit_status: i32, error_lines: Vec<String>, output: Option<PathBuf>) -> Ended {
-    Ended {
-        exit_status,
-        error_lines,
-        output,
-        cache: CacheUse::Off,
-        wall: Duration::ZERO,
+impl Ended {
+    /// The exit status the client gets.
+    pub fn exit_status(&self) -> i32 {
+        self.status.exit_status()
+    }
+
+    /// A request that ended before its compile ran.
+    pub fn early(status: Status, error_lines: Vec<String>, output: Option<PathBuf>) -> Ended {
+        Ended {
+            status,
+            error_lines,
+            output,
+            cache: CacheUse::Off,
+            wall: Duration::ZERO,
+        }
     }
 }
 
 /// Report text (one or more lines) on the client's console and as the error lines.
-fn fail(emit: &dyn Emit, exit_status: i32, text: &str, output: Option<PathBuf>) -> Ended {
+fn fail(emit: &dyn Emit, status: Status, text: &str, output: Option<PathBuf>) -> Ended {
     let lines: Vec<String> = text.trim_end().lines().map(str::to_string).collect();
     for l in &lines {
         emit.log(l, true);
     }
-    ended(exit_status, lines, output)
+    Ended::early(status, lines, output)
 }
 
 fn say(emit: &dyn Emit, text: &str) -> Ended {
     for l in text.trim_end_matches('\n').lines() {
         emit.log(l, false);
     }
-    ended(0, Vec::new(), None)
-}
-
-/// The exit status of a compile cancelled before it started.
-fn cancelled_status(control: &Control) -> i32 {
-    match control.interrupted.load(Ordering::SeqCst) {
-        0 => crate::run::signals::exit_status_for(libc::SIGTERM),
-        sig => crate::run::signals::exit_status_for(sig),
-    }
+    Ended::early(Status::Succeeded, Vec::new(), None)
 }
 
 /// Run one request to its end. Blocking.
@@ -289,78 +252,103 @@ pub fn run(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control
 }
 
 fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
-    let emit_ref: &dyn Emit = emit.as_ref();
+    match planned(req, emit.as_ref()) {
+        Ok(plan) => compile(ctx, req, emit, control, &plan),
+        Err(ended) => *ended,
+    }
+}
+
+/// The request's plan; or how the request ended without one (its working directory not made,
+/// a usage error, help, the version, a plan refused, a dry run).
+fn planned(req: &Request, emit: &dyn Emit) -> Result<plan::Plan, Box<Ended>> {
     let wd = &req.working_directory;
     if let Err(e) = std::fs::create_dir_all(wd) {
-        return fail(
-            emit_ref,
-            EXIT_COMPILE_FAILED,
+        return Err(Box::new(fail(
+            emit,
+            Status::Failed(Failure::Environment(Environment::WorkingDirectory)),
             &format!(
                 "[ERROR] cannot create the working directory {}: {e}",
                 wd.display()
             ),
             None,
-        );
+        )));
     }
     let args = match cli::parse("nxcc", &command_line(&req.argv)) {
         Ok(Command::Compile(a)) => a,
-        Ok(Command::Help(text)) => return say(emit_ref, &text),
+        Ok(Command::Help(text)) => return Err(Box::new(say(emit, &text))),
         Ok(Command::Version) => {
-            return say(
-                emit_ref,
-                &format!(
-                    "nxcc {}\nreproduces the {} compile driver\n",
-                    crate::VERSION,
-                    crate::ORIGINAL_VERSION
-                ),
-            )
+            let text = format!(
+                "nxcc {}\nreproduces the {} compile driver\n",
+                crate::VERSION,
+                crate::ORIGINAL_VERSION
+            );
+            return Err(Box::new(say(emit, &text)));
         }
         Ok(Command::Other { name, .. }) => {
-            return fail(
-                emit_ref,
-                cli::CliError::EXIT_STATUS,
-                &format!("nxcc daemon: error: only compile requests are served, not {name}"),
+            let text = format!("nxcc daemon: error: only compile requests are served, not {name}");
+            return Err(Box::new(fail(
+                emit,
+                Status::Failed(Failure::Usage),
+                &text,
                 None,
-            )
+            )));
         }
-        Err(e) => return fail(emit_ref, cli::CliError::EXIT_STATUS, &e.render(), None),
+        Err(e) => {
+            let text = e.render();
+            return Err(Box::new(fail(
+                emit,
+                Status::Failed(Failure::Usage),
+                &text,
+                None,
+            )));
+        }
     };
     let probe = RequestProbe {
-        system: SystemProbe {
-            launch_dir: wd.clone(),
-        },
+        system: SystemProbe::at(wd),
         env: &req.env,
     };
-    let plan = match plan::build(&args, &probe) {
-        Ok(p) => p,
-        Err(e) => {
-            let text = match &e {
-                PlanError::Usage(u) => u.render(),
-                PlanError::Compile(c) => c.to_string(),
-            };
-            return fail(emit_ref, e.exit_status(), &text, None);
-        }
-    };
-    match plan.ns.str("dry_run") {
+    let plan = plan::build(&args, &probe).map_err(|e| {
+        let (failure, text) = match &e {
+            PlanError::Usage(u) => (Failure::Usage, u.render()),
+            PlanError::Compile(c) => (Failure::Plan, c.to_string()),
+        };
+        Box::new(fail(emit, Status::Failed(failure), &text, None))
+    })?;
+    match plan.ns.str(Dest::DryRun) {
         Some("json") => {
             let text = serde_json::to_string_pretty(&dryrun::to_json(&plan)).unwrap_or_default();
-            return say(emit_ref, &text);
+            Err(Box::new(say(emit, &text)))
         }
-        Some(_) => return say(emit_ref, &dryrun::to_text(&plan)),
-        None => {}
+        Some(_) => Err(Box::new(say(emit, &dryrun::to_text(&plan)))),
+        None => Ok(plan),
     }
+}
+
+/// Compile the request's plan once admission lets it start (cancelled before it starts when
+/// its client went away or the daemon is stopping), its lines and events to `emit`.
+fn compile(
+    ctx: &Context,
+    req: &Request,
+    emit: &Arc<dyn Emit>,
+    control: &Control,
+    plan: &plan::Plan,
+) -> Ended {
+    let emit_ref: &dyn Emit = emit.as_ref();
     let output = Some(plan.output.clone());
-    let prepared = ctx.engine.prepare(&plan);
+    let prepared = ctx.engine.prepare(plan);
     let estimate = prepared.estimate;
     let permit = if control.is_cancelled() {
         None
     } else {
-        ctx.admission.acquire(estimate, Some(&control.cancel))
+        ctx.admission.acquire(estimate, Some(control.cancel.flag()))
     };
     if permit.is_none() || !control.start() {
         return fail(
             emit_ref,
-            cancelled_status(control),
+            control
+                .cancel
+                .status()
+                .unwrap_or(Status::Cancelled(CancelReason::Stopped)),
             "[ERROR] The compile was cancelled before it started (its client went away, or the daemon is stopping).",
             output,
         );
@@ -374,7 +362,6 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
     let opts = Options {
         console: Console::Sink(sink),
         cancel: control.cancel.clone(),
-        interrupted: control.interrupted.clone(),
         worker_env: req.env.clone(),
         on_event: Some(&on_event),
         worker_program: None,
@@ -384,13 +371,13 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
         fork_server: ctx.fork_server.cloned(),
         work_root: None,
     };
-    let finished = ctx.engine.run(&plan, prepared, &opts);
+    let finished = ctx.engine.run(plan, prepared, opts);
     drop(permit);
     Ended {
-        exit_status: finished.exit_status,
-        error_lines: finished.error_lines,
+        status: finished.result.status,
+        error_lines: finished.result.lines,
         output,
-        cache: finished.cache,
+        cache: finished.cache.into(),
         wall: started.elapsed(),
     }
 }
@@ -398,6 +385,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn v(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
@@ -457,7 +445,7 @@ mod tests {
         let wd = dir.path().join("new/dir");
         // Usage error: exit 2, argparse's text on stderr; the working directory is created.
         let (e, lines) = run_argv("m.pb --target trn1 --bogus", &wd);
-        assert_eq!(e.exit_status, 2);
+        assert_eq!(e.exit_status(), 2);
         assert!(wd.is_dir());
         assert!(lines.iter().all(|(_, err)| *err));
         assert!(
@@ -468,7 +456,7 @@ mod tests {
         // A validation error from the plan: exit 70.
         std::fs::write(wd.join("m.pb"), b"\x0a\x03abc").unwrap();
         let (e, _) = run_argv("m.pb --target trn1 --lnc 2", &wd);
-        assert_eq!(e.exit_status, 70);
+        assert_eq!(e.exit_status(), 70);
         assert!(
             e.error_lines[0].contains("Logical Neuron Core size 2"),
             "{:?}",
@@ -476,7 +464,7 @@ mod tests {
         );
         // Relative paths are the working directory's: m.pb is found there, missing.pb is not.
         let (e, _) = run_argv("missing.pb --target trn1", &wd);
-        assert_eq!(e.exit_status, 70);
+        assert_eq!(e.exit_status(), 70);
         assert!(
             e.error_lines[0].contains("missing.pb doesn't exist"),
             "{:?}",
@@ -484,18 +472,18 @@ mod tests {
         );
         // A dry run prints the plan on stdout and runs nothing.
         let (e, lines) = run_argv("compile m.pb --target trn1 --dry-run=json", &wd);
-        assert_eq!(e.exit_status, 0);
+        assert_eq!(e.exit_status(), 0);
         let text: String = lines.iter().map(|(l, _)| format!("{l}\n")).collect();
         let j: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(j["output"], wd.join("file.neff").display().to_string());
         assert!(!wd.join("file.neff").exists());
         // Help.
         let (e, lines) = run_argv("--help", &wd);
-        assert_eq!(e.exit_status, 0);
+        assert_eq!(e.exit_status(), 0);
         assert!(lines[0].0.starts_with("usage: nxcc compile"), "{lines:?}");
         // Other subcommands are not served.
         let (e, _) = run_argv("neff-info x.neff", &wd);
-        assert_eq!(e.exit_status, 2);
+        assert_eq!(e.exit_status(), 2);
     }
 
     #[test]
@@ -532,7 +520,7 @@ mod tests {
         assert!(control.is_queued());
         assert!(control.cancel_if_queued(libc::SIGINT));
         let e = t.join().unwrap();
-        assert_eq!(e.exit_status, 130);
+        assert_eq!(e.exit_status(), 130);
         assert!(e.error_lines[0].contains("cancelled before it started"));
         assert!(!control.cancel_if_queued(libc::SIGINT), "done, not queued");
         assert_eq!(counts.get(), (0, 0));

@@ -235,76 +235,36 @@ fn raise_descriptor_limit() {
 
 /// Run the daemon until it stops; returns the exit status.
 pub fn run(config: Config) -> i32 {
-    raise_descriptor_limit();
-    let engine = match engine::select(&config.engine) {
-        Ok(e) => e,
-        Err(e) => {
-            super::err(&config::usage_error("nxcc", e).render());
-            return crate::cli::CliError::EXIT_STATUS;
-        }
-    };
-    if let Err(e) = check_default_dir(&config) {
-        return start_error(None, &e);
+    match start_and_serve(config) {
+        Ok(status) | Err(status) => status,
     }
-    let log = match DaemonLog::open(config.log_file.as_deref()) {
-        Ok(l) => l,
-        Err(e) => {
-            return start_error(
-                None,
-                &format!(
-                    "cannot open the log file {}: {e}",
-                    config
-                        .log_file
-                        .as_deref()
-                        .unwrap_or(std::path::Path::new(""))
-                        .display()
-                ),
-            )
-        }
-    };
-    let mut pid_file: PidFile = match pidfile::lock(&config.pid_file) {
-        Ok(Lock::Acquired(p)) => p,
-        Ok(Lock::Held(h)) => {
-            return start_error(
-                Some(&log),
-                &format!(
-                    "another nxcc daemon (pid {}) is running on {}: it holds the pid file {}; stop it first (POST /exit, or kill {})",
-                    h.pid.map_or("unknown".to_string(), |p| p.to_string()),
-                    h.socket.as_deref().unwrap_or("an unknown socket"),
-                    config.pid_file.display(),
-                    h.pid.map_or("it".to_string(), |p| p.to_string()),
-                ),
-            )
-        }
-        Err(e) => {
-            return start_error(
-                Some(&log),
-                &format!("cannot take the pid file {}: {e}", config.pid_file.display()),
-            )
-        }
-    };
+}
+
+/// A start-up's end when the daemon cannot start: the exit status (the reason was said).
+type NotStarted = i32;
+
+/// The daemon's phases: its engine, its log, its pid file, its socket, the fork server (before
+/// any thread), the runtime, then serving until it stops.
+fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
+    raise_descriptor_limit();
+    let engine = engine::select(&config.engine).map_err(|e| {
+        super::err(&config::usage_error("nxcc", e).render());
+        crate::cli::CliError::EXIT_STATUS
+    })?;
+    check_default_dir(&config).map_err(|e| start_error(None, &e))?;
+    let log = DaemonLog::open(config.log_file.as_deref()).map_err(|e| {
+        let file = config
+            .log_file
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""));
+        start_error(
+            None,
+            &format!("cannot open the log file {}: {e}", file.display()),
+        )
+    })?;
+    let mut pid_file = take_pid_file(&config, &log)?;
     let pid = std::process::id();
-    let bound = match &config.endpoint {
-        Endpoint::Path(p) => listen::bind_path(p, config.socket_mode)
-            .map(|(l, f)| (l, Some(f), p.display().to_string())),
-        Endpoint::Abstract => {
-            let name = listen::abstract_name(pid);
-            listen::bind_abstract(&name).map(|l| (l, None, format!("@{name}")))
-        }
-    };
-    let (std_listener, socket_file, endpoint) = match bound {
-        Ok(b) => b,
-        Err(e @ BindError::InUse(_)) => {
-            return start_error(
-                Some(&log),
-                &format!(
-                    "{e} (not the daemon of the pid file {})",
-                    config.pid_file.display()
-                ),
-            )
-        }
-        Err(e) => return start_error(Some(&log), &e.to_string()),
-    };
+    let (std_listener, socket_file, endpoint) = bind(&config, &log, pid)?;
     let give_up = |text: String| {
         if let Some(s) = &socket_file {
             s.remove();
@@ -312,43 +272,28 @@ pub fn run(config: Config) -> i32 {
         start_error(Some(&log), &text)
     };
     if let Err(e) = pid_file.publish(pid, &endpoint) {
-        return give_up(format!(
+        return Err(give_up(format!(
             "cannot write the pid file {}: {e}",
             config.pid_file.display()
-        ));
+        )));
     }
     // Before any thread: the fork server that starts every compile's worker (without it, each
     // worker is this binary re-executed).
     let fork_server = crate::engine::handoff::start_fork_server();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("nxcc-daemon")
         .enable_all()
         .build()
-    {
-        Ok(r) => r,
-        Err(e) => return give_up(format!("cannot start the runtime: {e}")),
-    };
+        .map_err(|e| give_up(format!("cannot start the runtime: {e}")))?;
     let uid = rustix::process::getuid().as_raw();
-    let served_uids: Vec<String> = std::iter::once(uid)
-        .chain(config.allow_uids.iter().copied())
-        .map(|u| u.to_string())
-        .collect();
-    log.info(&format!(
-        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {}; inactivity timeout {}; uids served: {}; connections: at most {} ({} per uid); engine: {}",
-        crate::VERSION,
-        pid_file.path().display(),
-        config.max_concurrent,
-        config
-            .memory_budget
-            .map_or("none".to_string(), |b| format!("{} MiB", b >> 20)),
-        config
-            .inactivity_timeout
-            .map_or("none".to_string(), |d| format!("{} s", d.as_secs_f64())),
-        served_uids.join(", "),
-        config.max_connections,
-        config.max_connections_per_uid,
-        engine.describe()
+    log.info(&serving_line(
+        &config,
+        pid,
+        &pid_file,
+        &endpoint,
+        uid,
+        engine.describe(),
     ));
     let daemon = Daemon::new(config, engine, log, uid, endpoint);
     match fork_server {
@@ -381,11 +326,95 @@ pub fn run(config: Config) -> i32 {
     match served {
         Ok(()) => {
             daemon.log.info("stopped");
-            0
+            Ok(0)
         }
         Err(e) => {
             daemon.log.error(&format!("cannot serve: {e}"));
-            EXIT_START_FAILED
+            Ok(EXIT_START_FAILED)
         }
     }
+}
+
+/// The pid file, taken (another daemon holding it is named).
+fn take_pid_file(config: &Config, log: &DaemonLog) -> Result<PidFile, NotStarted> {
+    match pidfile::lock(&config.pid_file) {
+        Ok(Lock::Acquired(p)) => Ok(p),
+        Ok(Lock::Held(h)) => Err(start_error(
+            Some(log),
+            &format!(
+                "another nxcc daemon (pid {}) is running on {}: it holds the pid file {}; stop it first (POST /exit, or kill {})",
+                h.pid.map_or("unknown".to_string(), |p| p.to_string()),
+                h.socket.as_deref().unwrap_or("an unknown socket"),
+                config.pid_file.display(),
+                h.pid.map_or("it".to_string(), |p| p.to_string()),
+            ),
+        )),
+        Err(e) => Err(start_error(
+            Some(log),
+            &format!("cannot take the pid file {}: {e}", config.pid_file.display()),
+        )),
+    }
+}
+
+/// The socket, bound: its listener, its file (`None`: abstract), and how it is named.
+fn bind(
+    config: &Config,
+    log: &DaemonLog,
+    pid: u32,
+) -> Result<
+    (
+        std::os::unix::net::UnixListener,
+        Option<listen::SocketFile>,
+        String,
+    ),
+    NotStarted,
+> {
+    let bound = match &config.endpoint {
+        Endpoint::Path(p) => listen::bind_path(p, config.socket_mode)
+            .map(|(l, f)| (l, Some(f), p.display().to_string())),
+        Endpoint::Abstract => {
+            let name = listen::abstract_name(pid);
+            listen::bind_abstract(&name).map(|l| (l, None, format!("@{name}")))
+        }
+    };
+    bound.map_err(|e| match e {
+        e @ BindError::InUse(_) => start_error(
+            Some(log),
+            &format!(
+                "{e} (not the daemon of the pid file {})",
+                config.pid_file.display()
+            ),
+        ),
+        e => start_error(Some(log), &e.to_string()),
+    })
+}
+
+/// The log's first line: what the daemon serves, where, and its limits.
+fn serving_line(
+    config: &Config,
+    pid: u32,
+    pid_file: &PidFile,
+    endpoint: &str,
+    uid: u32,
+    engine: String,
+) -> String {
+    let served_uids: Vec<String> = std::iter::once(uid)
+        .chain(config.allow_uids.iter().copied())
+        .map(|u| u.to_string())
+        .collect();
+    format!(
+        "nxcc daemon {} (pid {pid}) serving {endpoint}; pid file {}; up to {} compile(s) at once; memory budget {}; inactivity timeout {}; uids served: {}; connections: at most {} ({} per uid); engine: {engine}",
+        crate::VERSION,
+        pid_file.path().display(),
+        config.max_concurrent,
+        config
+            .memory_budget
+            .map_or("none".to_string(), |b| format!("{} MiB", b >> 20)),
+        config
+            .inactivity_timeout
+            .map_or("none".to_string(), |d| format!("{} s", d.as_secs_f64())),
+        served_uids.join(", "),
+        config.max_connections,
+        config.max_connections_per_uid,
+    )
 }

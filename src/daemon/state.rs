@@ -21,7 +21,7 @@ use super::log::DaemonLog;
 use super::peer::Gate;
 pub use super::peer::Peer;
 use crate::admission::Admission;
-use crate::error::EXIT_COMPILE_FAILED;
+use crate::result::{Failure, Status};
 
 #[derive(Debug)]
 struct Activity {
@@ -210,7 +210,7 @@ impl Daemon {
                 fork_server: daemon.fork_server.get(),
             };
             let ended = job::run(&ctx, &request, &emit, &c2);
-            daemon.finished(id, &ended, c2.is_cancelled());
+            daemon.finished(id, &ended);
             // The end goes out from here, without waiting for this thread to be joined.
             emit.done(&ended);
             drop(emit);
@@ -219,13 +219,18 @@ impl Daemon {
         Some((id, control, handle))
     }
 
-    fn finished(&self, id: u64, ended: &Ended, cancelled: bool) {
+    fn finished(&self, id: u64, ended: &Ended) {
         let t = &self.totals;
         t.compiles.fetch_add(1, Ordering::Relaxed);
-        if cancelled {
-            t.cancelled.fetch_add(1, Ordering::Relaxed);
-        } else if ended.exit_status != 0 {
-            t.failed.fetch_add(1, Ordering::Relaxed);
+        let cancelled = ended.status.stopped();
+        match &ended.status {
+            Status::Interrupted(_) | Status::Cancelled(_) => {
+                t.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            Status::Failed(_) => {
+                t.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Status::Succeeded => {}
         }
         match ended.cache {
             CacheUse::Hit => t.cache_hits.fetch_add(1, Ordering::Relaxed),
@@ -234,7 +239,7 @@ impl Daemon {
         };
         self.log.info(&format!(
             "compile #{id}: exit status {} in {:.3} s{}",
-            ended.exit_status,
+            ended.exit_status(),
             ended.wall.as_secs_f64(),
             if cancelled { " (cancelled)" } else { "" }
         ));
@@ -246,15 +251,13 @@ impl Daemon {
     pub async fn join(handle: tokio::task::JoinHandle<Ended>) -> Ended {
         match handle.await {
             Ok(e) => e,
-            Err(e) => Ended {
-                exit_status: EXIT_COMPILE_FAILED,
-                error_lines: vec![format!(
+            Err(e) => Ended::early(
+                Status::Failed(Failure::Internal),
+                vec![format!(
                     "[ERROR] nxcc daemon: the compile ended unexpectedly: {e}"
                 )],
-                output: None,
-                cache: CacheUse::Off,
-                wall: Duration::ZERO,
-            },
+                None,
+            ),
         }
     }
 

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::metrics::JobMetrics;
+use crate::result::Status;
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +37,9 @@ pub enum Event {
         /// The compile's exit status: 0 on success, else the status nxcc exits with (70 for a
         /// failed compile).
         exit_status: i32,
+        /// How the worker's part ended, what failed (the supervisor reports it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<Status>,
     },
 }
 

@@ -14,18 +14,20 @@ use super::failure;
 use super::log::{self, Logger};
 use super::metrics::{JobMetrics, JobStatus};
 use super::progress::Progress;
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
-use crate::jobs::{self, Action, RunContext, Step};
+use crate::jobs::{self, Action, Job, RunContext, Step};
 use crate::plan::Plan;
+use crate::result::{Environment, Failure, JobEnd};
 use crate::run::events::EventWriter;
 use crate::run::process::{self, Cancel, End, Spec, Stream};
 use crate::toolchain::Toolchain;
 
 /// Why the pipeline stopped early.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// A job failed; its error lines were printed.
-    Failed,
+#[derive(Debug, Clone, PartialEq)]
+pub enum Halt {
+    /// A job failed, so; its error lines were printed.
+    Failed(Failure),
     /// Cancelled (a signal, or the daemon's client went away).
     Cancelled,
 }
@@ -93,58 +95,57 @@ fn self_usage() -> (Duration, Duration, u64) {
 
 struct JobRun {
     metrics: JobMetrics,
-    result: Result<(), Failure>,
+    result: Result<(), Halt>,
 }
 
 impl Executor<'_> {
-    fn error(&self, logger: &str, line: &str) {
-        self.logger.error(logger, line);
+    /// The one place the worker writes its events: to its supervisor's report pipe.
+    fn emit(&self, event: &Event) {
         if let Some(ev) = self.events {
-            ev.send(&Event::Error {
-                line: line.to_string(),
-            });
+            ev.send(event);
         }
     }
 
+    fn error(&self, logger: &str, line: &str) {
+        self.logger.error(logger, line);
+        self.emit(&Event::Error {
+            line: line.to_string(),
+        });
+    }
+
     /// Run every job; returns the figures of the jobs that ran and how the pipeline ended.
-    pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Failure>) {
-        let names: Vec<String> = self.plan.pipeline.iter().map(|s| s.to_string()).collect();
-        if let Some(ev) = self.events {
-            ev.send(&Event::Pipeline {
-                jobs: names.clone(),
-            });
-        }
-        let dots = self.plan.ns.int("verbose") == Some(crate::cli::level::DOTS);
+    pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Halt>) {
+        let pipeline = &self.plan.pipeline;
+        self.emit(&Event::Pipeline {
+            jobs: pipeline.iter().map(Job::to_string).collect(),
+        });
+        let dots = self.plan.ns.int(Dest::Verbose) == Some(crate::cli::level::DOTS);
         let progress = self.progress.then(|| Progress::start(self.logger, dots));
         self.logger
             .info(log::PIPELINE, "Running pipeline compile 0");
         let start = Instant::now();
-        let mut all = Vec::with_capacity(names.len());
-        let total = names.len();
-        for (i, name) in self.plan.pipeline.iter().enumerate() {
+        let mut all = Vec::with_capacity(pipeline.len());
+        let total = pipeline.len();
+        for (i, &job) in pipeline.iter().enumerate() {
             if self.cancel.is_cancelled() {
-                return (all, Err(Failure::Cancelled));
+                return (all, Err(Halt::Cancelled));
             }
             if let Some(p) = &progress {
-                p.job(i + 1, total, name);
+                p.job(i + 1, total, job.name());
             }
-            if let Some(ev) = self.events {
-                ev.send(&Event::JobStarted {
-                    job: name.to_string(),
-                    index: i,
-                    total,
-                });
-            }
+            self.emit(&Event::JobStarted {
+                job: job.to_string(),
+                index: i,
+                total,
+            });
             self.logger
-                .info(log::PIPELINE, &format!("Starting job {name}"));
-            let run = self.run_job(name, start);
+                .info(log::PIPELINE, &format!("Starting job {job}"));
+            let run = self.run_job(job, start);
             self.logger.info(
                 log::PIPELINE,
-                &format!("Finished job {name} in {:.3}s", run.metrics.wall_s),
+                &format!("Finished job {job} in {:.3}s", run.metrics.wall_s),
             );
-            if let Some(ev) = self.events {
-                ev.send(&Event::JobFinished(run.metrics.clone()));
-            }
+            self.emit(&Event::JobFinished(run.metrics.clone()));
             all.push(run.metrics);
             if let Err(f) = run.result {
                 return (all, Err(f));
@@ -155,11 +156,11 @@ impl Executor<'_> {
         (all, Ok(()))
     }
 
-    fn run_job(&self, name: &'static str, pipeline_start: Instant) -> JobRun {
-        let job = jobs::lookup(name).expect("planned jobs are in the registry");
+    fn run_job(&self, job: Job, pipeline_start: Instant) -> JobRun {
+        let (name, row) = (job.name(), job.row());
         let logger_name = log::job_logger(name);
         let started = Instant::now();
-        let (u0, s0, _) = self.self_usage_if_in_process(job.runs_as);
+        let (u0, s0, _) = self.self_usage_if_in_process(row.runs_as);
         let mut m = JobMetrics {
             job: name.to_string(),
             status: JobStatus::Ok,
@@ -187,11 +188,11 @@ impl Executor<'_> {
             self.toolchain,
             Some(self.work_dir),
         );
-        let mut result = match (job.steps)(&ctx) {
+        let mut result = match (row.steps)(&ctx) {
             Ok(steps) => {
                 let mut r = Ok(());
                 for step in &steps {
-                    r = self.run_step(name, &logger_name, job.run, &ctx, step, &mut m);
+                    r = self.run_step(name, &logger_name, row.run, &ctx, step, &mut m);
                     if r.is_err() || self.cancel.is_cancelled() {
                         break;
                     }
@@ -200,22 +201,22 @@ impl Executor<'_> {
             }
             Err(e) => {
                 self.error(&logger_name, &e.to_string());
-                Err(Failure::Failed)
+                Err(Halt::Failed(crate::recon::failure::of_job_error(name, &e)))
             }
         };
         if result.is_ok() && self.cancel.is_cancelled() {
-            result = Err(Failure::Cancelled);
+            result = Err(Halt::Cancelled);
         }
         m.wall_s = started.elapsed().as_secs_f64();
-        if job.runs_as == jobs::RunsAs::InProcess {
+        if row.runs_as == jobs::RunsAs::InProcess {
             let (u1, s1, rss) = self_usage();
             m.user_s = (u1.saturating_sub(u0)).as_secs_f64();
             m.sys_s = (s1.saturating_sub(s0)).as_secs_f64();
             m.max_rss_kb = m.max_rss_kb.max(rss);
         }
         match (&result, m.status) {
-            (Err(Failure::Cancelled), _) => m.status = JobStatus::Cancelled,
-            (Err(Failure::Failed), JobStatus::Ok) => m.status = JobStatus::Failed,
+            (Err(Halt::Cancelled), _) => m.status = JobStatus::Cancelled,
+            (Err(Halt::Failed(_)), JobStatus::Ok) => m.status = JobStatus::Failed,
             _ => {}
         }
         JobRun { metrics: m, result }
@@ -237,7 +238,7 @@ impl Executor<'_> {
         ctx: &jobs::JobContext,
         step: &Step,
         m: &mut JobMetrics,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Halt> {
         let cwd = if step.cwd == "." {
             self.work_dir.to_path_buf()
         } else {
@@ -255,12 +256,10 @@ impl Executor<'_> {
                     }
                 });
             if let Err(e) = written {
-                self.error(
-                    logger_name,
-                    &NccError::internal(format!("Could not write {}: {e}", path.display()))
-                        .to_string(),
-                );
-                return Err(Failure::Failed);
+                let err = NccError::internal(format!("Could not write {}: {e}", path.display()))
+                    .caused_by(&e);
+                self.error(logger_name, &err.to_string());
+                return Err(Halt::Failed(crate::recon::failure::of_job_error(job, &err)));
             }
         }
         match &step.action {
@@ -278,7 +277,7 @@ impl Executor<'_> {
                         ))
                         .to_string(),
                     );
-                    return Err(Failure::Failed);
+                    return Err(Halt::Failed(Failure::Internal));
                 };
                 let log_fn = |lvl: i64, msg: &str| self.logger.log(logger_name, lvl, msg);
                 let rc = RunContext {
@@ -289,7 +288,7 @@ impl Executor<'_> {
                 };
                 run(&rc).map_err(|e| {
                     self.error(logger_name, &e.to_string());
-                    Failure::Failed
+                    Halt::Failed(crate::recon::failure::of_job_error(job, &e))
                 })
             }
             Action::Exec { tool, program, .. } | Action::Shell { tool, program, .. } => {
@@ -311,10 +310,12 @@ impl Executor<'_> {
         }
     }
 
-    fn missing_tool(&self, logger_name: &str, tool: &str) -> Failure {
+    fn missing_tool(&self, logger_name: &str, tool: &str) -> Halt {
         let e = NccError::tool_not_found(tool);
         self.error(logger_name, &e.to_string());
-        Failure::Failed
+        Halt::Failed(Failure::Environment(Environment::MissingTool(
+            tool.to_string(),
+        )))
     }
 
     fn run_process(
@@ -323,7 +324,7 @@ impl Executor<'_> {
         logger_name: &str,
         spec: Spec,
         m: &mut JobMetrics,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Halt> {
         self.logger.info(logger_name, &format!("Executing {spec}"));
         self.logger.info(
             logger_name,
@@ -336,13 +337,20 @@ impl Executor<'_> {
         let outcome = match process::run(&spec, &mut on_line, self.cancel) {
             Ok(o) => o,
             Err(e) => {
-                let err = if matches!(e, process::SpawnError::ProgramNotFound { .. }) {
-                    NccError::tool_not_found(spec.program.display())
+                let (err, failure) = if matches!(e, process::SpawnError::ProgramNotFound { .. }) {
+                    let tool = spec.program.display().to_string();
+                    (
+                        NccError::tool_not_found(&tool),
+                        Environment::MissingTool(tool),
+                    )
                 } else {
-                    NccError::internal(format!("Could not start {spec}: {e}"))
+                    (
+                        NccError::internal(format!("Could not start {spec}: {e}")),
+                        Environment::Spawn,
+                    )
                 };
                 self.error(logger_name, &err.to_string());
-                return Err(Failure::Failed);
+                return Err(Halt::Failed(Failure::Environment(failure)));
             }
         };
         m.processes += 1;
@@ -358,24 +366,31 @@ impl Executor<'_> {
         ) {
             self.error(logger_name, &line);
         }
-        match outcome.end {
-            End::Exited(0) => Ok(()),
-            End::Cancelled(t) => {
+        let failed = crate::recon::failure::of_tool(
+            job,
+            outcome.end,
+            &outcome.stderr_tail,
+            outcome.max_rss_kb,
+            spec.timeout,
+        );
+        match (outcome.end, failed) {
+            (End::Exited(0), _) => Ok(()),
+            (End::Cancelled(t), _) => {
                 m.signal = t.signal();
-                Err(Failure::Cancelled)
+                Err(Halt::Cancelled)
             }
-            End::TimedOut(t) => {
+            (End::TimedOut(t), f) => {
                 m.status = failure::job_status(outcome.end);
                 m.signal = t.signal();
-                Err(Failure::Failed)
+                Err(Halt::Failed(f.unwrap_or(Failure::Internal)))
             }
-            End::Exited(code) => {
+            (End::Exited(code), f) => {
                 m.exit_status = Some(code);
-                Err(Failure::Failed)
+                Err(Halt::Failed(f.unwrap_or(Failure::Internal)))
             }
-            End::Signaled(sig) => {
+            (End::Signaled(sig), f) => {
                 m.signal = Some(sig);
-                Err(Failure::Failed)
+                Err(Halt::Failed(f.unwrap_or(Failure::Internal)))
             }
         }
     }
@@ -388,7 +403,7 @@ impl Executor<'_> {
         symbol: &str,
         argv: &[String],
         m: &mut JobMetrics,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Halt> {
         self.logger.info(
             logger_name,
             &format!(
@@ -400,7 +415,7 @@ impl Executor<'_> {
         let fail = |what: String| {
             let cause = format!("{what} (check the toolchain's lib/libwalrus.so, or run without --enable-internal-fork-walrus)");
             self.error(logger_name, &NccError::internal(cause).to_string());
-            Failure::Failed
+            Halt::Failed(Failure::Environment(Environment::Spawn))
         };
         let c_args: Vec<CString> = match argv.iter().map(|a| CString::new(a.as_str())).collect() {
             Ok(v) => v,
@@ -431,7 +446,10 @@ impl Executor<'_> {
                 logger_name,
                 &failure::exited_abnormally(job, &format!("{symbol} returned {rc}.")),
             );
-            return Err(Failure::Failed);
+            return Err(Halt::Failed(Failure::Job {
+                job: job.to_string(),
+                end: JobEnd::Exited(rc),
+            }));
         }
         Ok(())
     }

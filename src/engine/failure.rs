@@ -8,28 +8,28 @@
 use std::time::Duration;
 
 use super::metrics::JobStatus;
+use crate::recon::failure::signal_of_status;
 use crate::run::process::End;
 
 /// The support-ticket banner of F134 and F139.
 const TICKET: &str =
     "Please open a support ticket at https://github.com/aws-neuron/aws-neuron-sdk/issues/new";
 
-/// The banner for a process that ended by `signal` (or with the shell-style status 128 + signal).
-pub fn banner(signal: i32) -> String {
+/// The F-code of the banner for a process that ended by `signal`.
+pub fn code(signal: i32) -> &'static str {
     match signal {
-        libc::SIGKILL => "[F137] neuronx-cc was forcibly killed - This most commonly occurs due to insufficient system memory. Using a smaller data type, dimensions, batch size, or a larger instance type may help.".to_string(),
-        libc::SIGSEGV => format!("[F139] neuronx-cc terminated abnormally - {TICKET}"),
-        _ => format!("[F134] neuronx-cc terminated abnormally - {TICKET}"),
+        libc::SIGKILL => "F137",
+        libc::SIGSEGV => "F139",
+        _ => "F134",
     }
 }
 
-/// The signal an exit status stands for when a tool reports a crash the shell way (134, 137, 139).
-pub fn signal_of_status(status: i32) -> Option<i32> {
-    match status {
-        134 => Some(libc::SIGABRT),
-        137 => Some(libc::SIGKILL),
-        139 => Some(libc::SIGSEGV),
-        _ => None,
+/// The banner for a process that ended by `signal` (or with the shell-style status 128 + signal).
+pub fn banner(signal: i32) -> String {
+    let code = code(signal);
+    match signal {
+        libc::SIGKILL => format!("[{code}] neuronx-cc was forcibly killed - This most commonly occurs due to insufficient system memory. Using a smaller data type, dimensions, batch size, or a larger instance type may help."),
+        _ => format!("[{code}] neuronx-cc terminated abnormally - {TICKET}"),
     }
 }
 

@@ -153,6 +153,23 @@ impl Logger {
         }
     }
 
+    /// Log a message at a level under a logger name in the log file only (the lines of a
+    /// compiler whose console output is shown as it is).
+    pub fn to_file(&self, logger: &str, lvl: i64, message: &str) {
+        let ts = now();
+        let mut g = self.lock();
+        if lvl >= g.file_level {
+            let full = format!(
+                "{ts} {} {} [{logger}]: {message}\n",
+                level::label(lvl),
+                g.pid
+            );
+            if let Some(f) = g.file.as_mut() {
+                let _ = f.write_all(full.as_bytes());
+            }
+        }
+    }
+
     /// Log `message` at DEBUG under the logger named `logger`.
     pub fn debug(&self, logger: &str, message: &str) {
         self.log(logger, level::DEBUG, message)

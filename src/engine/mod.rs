@@ -1,19 +1,21 @@
-//! What runs a compile once the cache decided it must run (spec 07-cache-parallel.md, 04-run.md):
-//! nxcc's own pipeline ([`pipeline::run_pipeline`]: the worker, the jobs, the native tools), or an
-//! external compiler run as one supervised job (`--compiler PATH`, see [`external`]). Both give the
-//! same [`Outcome`] — exit status, error lines in the original's words, per-job figures — so the
-//! cache, the memory-aware scheduling and the reports work the same with either.
+//! What runs a compile once the cache layers decided it must run (07, 04-run.md), and what every
+//! way of running one shares:
 //!
-//! - [`compile`] — one compile's options and outcome, as every engine takes and gives them;
-//! - [`pipeline`] — `runPipeline`: work dir, log, toolchain, the worker, the final report, metrics;
+//! - [`session`] — one compile's session (the plan, its log, its events, its cancellation, its
+//!   timings), built once per compile and passed down; [`result`] — what a compile gives back;
+//! - [`strategy`] — the seam: the ways to run a plan ([`strategy::Strategy`]) and the caches in
+//!   front of them ([`strategy::Layer`]), composed in a [`strategy::Stack`];
+//! - [`Engine`] — nxcc's own [`pipeline`] (the worker, the jobs, the native tools) or an
+//!   [`external`] compiler run as one supervised job (`--compiler PATH`): both strategies give
+//!   the same result — a typed status, error lines in the original's words, per-job figures —
+//!   so the cache, the memory-aware scheduling and the reports work the same with either;
 //! - [`worker`] — the worker's entry point; [`handoff`] — a worker's plan through the daemon's
-//!   fork server; [`executor`] — in the worker: the plan's jobs in
-//!   order, each job's steps; it knows nothing about particular jobs;
+//!   fork server; [`executor`] — in the worker: the plan's jobs in order, each job's steps; it
+//!   knows nothing about particular jobs;
 //! - [`failure`] — how a failed job or worker is reported, in the original's words;
-//! - [`external`] — the external-compiler engine;
-//! - helpers: [`workdir`], [`log`], [`progress`], [`metrics`], [`timeline`], [`events`].
+//! - helpers: [`workdir`], [`log`], [`progress`], [`metrics`], [`reports`], [`timeline`],
+//!   [`events`].
 
-pub mod compile;
 pub mod events;
 pub mod executor;
 pub mod external;
@@ -23,14 +25,19 @@ pub mod log;
 pub mod metrics;
 pub mod pipeline;
 pub mod progress;
+pub mod reports;
+pub mod result;
+pub mod session;
+pub mod strategy;
 pub mod timeline;
 pub mod workdir;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::pipeline::{run_pipeline_producing, Options, Outcome};
-use crate::plan::Plan;
+use result::CompileResult;
+use session::Session;
+use strategy::Strategy;
 
 /// The engine a compile runs on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -66,24 +73,12 @@ impl Engine {
     }
 }
 
-/// Run a compile of `plan` on `engine` (no cache involved).
-pub fn run(plan: &Plan, opts: &Options, engine: &Engine) -> Outcome {
-    run_producing(plan, opts, engine, None)
-}
-
-/// [`run`], the NEFF written to `product` too: a new file in a directory private to the caller
-/// (the compile cache's temporary entry), written by the compile itself — never copied from
-/// `--output`, which another process may replace at any time. A product that cannot be written
-/// costs the compile nothing; the file is then absent.
-pub fn run_producing(
-    plan: &Plan,
-    opts: &Options,
-    engine: &Engine,
-    product: Option<&Path>,
-) -> Outcome {
-    match engine {
-        Engine::Pipeline => run_pipeline_producing(plan, opts, product),
-        Engine::External(ext) => external::run_producing(plan, opts, ext, product),
+impl Strategy for Engine {
+    fn run(&self, session: &Session, product: Option<&Path>) -> CompileResult {
+        match self {
+            Engine::Pipeline => pipeline::run(session, product),
+            Engine::External(ext) => external::run(session, ext, product),
+        }
     }
 }
 

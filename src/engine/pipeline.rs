@@ -1,112 +1,98 @@
-//! `runPipeline`: one compile, end to end, as the supervising process runs it (04-run.md).
+//! `runPipeline`: one compile on nxcc's own pipeline, as the supervising process runs it
+//! (04-run.md), in named phases:
 //!
-//! It prepares the work dir and the log, makes sure the toolchain is there, runs the plan in a
-//! worker (see [`crate::run::supervisor`]; the worker runs [`super::executor`]), then reports: `Compiler
-//! status PASS`, or the failure with `Artifacts stored in` and `Diagnostic logs stored in`; the
-//! F-code banner when the worker itself was killed; exit 130/143 after an interrupt. It removes
-//! an output the failed compile wrote, removes or keeps the work dir, and writes the metrics (the log's table,
-//! `--submit-metrics`, `--timings`, `--trace`).
+//! 1. [`announce`] the plan's warnings and the command line;
+//! 2. prepare: the toolchain resolved once, what can be checked checked before anything is
+//!    created (every tool the plan runs, `--output`), the work dir made, the outputs' state noted;
+//! 3. supervise: the worker started (see [`crate::run::supervisor`]; it runs
+//!    [`super::executor`]) and followed to its end, its events written through the session;
+//! 4. conclude: how the compile ended, from how the worker ended and what it reported — the
+//!    F-code banner when the worker itself was killed, the line for a lost worker;
+//! 5. finish: an output the failed compile wrote removed, the work dir removed or kept, the
+//!    metrics written (the log's table, `--submit-metrics`, `--timings`, `--trace`), and the last
+//!    lines: `Compiler status PASS`, or `Artifacts stored in` and `Diagnostic logs stored in`.
 
-use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::path::{Path, PathBuf};
 
 use super::events::Event;
 use super::failure;
-use super::log::{self, Console, Logger};
-use super::metrics::{self, JobMetrics};
-use super::timeline::{self, Span};
-use super::workdir;
-use crate::error::{NccError, EXIT_COMPILE_FAILED};
-use crate::plan::Plan;
+use super::log;
+use super::metrics;
+use super::result::CompileResult;
+use super::session::Session;
+use super::workdir::{self, WorkDir};
+use crate::cli::namespace::Dest;
+use crate::error::NccError;
+use crate::result::{Environment, Failure, Status};
 use crate::run::process::End;
-use crate::run::supervisor::{self, Output, Start, WorkerSpec};
-use crate::toolchain::Request;
+use crate::run::supervisor::{self, Output, Start, WorkerOutcome, WorkerSpec};
+use crate::toolchain::{Request, Toolchain};
 
-pub use super::compile::{
-    job_timeout, open_log, Options, Outcome, WORKER_ARG, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV,
-};
+pub use super::worker::WORKER_ARG;
 
-fn fail_early(logger: Option<&Logger>, e: &NccError, console: &Console) -> Outcome {
-    let line = e.to_string();
-    match (logger, console) {
-        (Some(l), _) => l.error(log::DRIVER, &line),
-        (None, Console::Terminal) => eprintln!("{line}"),
-        (None, Console::Sink(s)) => s(&line, true),
-    }
-    Outcome {
-        exit_status: EXIT_COMPILE_FAILED,
-        error_lines: vec![line],
-        jobs: Vec::new(),
-        work_dir: None,
-        kept: false,
-        worker_pid: None,
-        supervisor_pid: std::process::id(),
-    }
+/// What the compile has once it is prepared.
+struct Prepared {
+    /// The toolchain, resolved once: handed to the worker.
+    toolchain: Option<Toolchain>,
+    /// The worker's environment: the caller's, and what names the toolchain.
+    env: Vec<(String, String)>,
+    work: WorkDir,
+    /// What is at the outputs now, so a failed compile removes only what it wrote itself.
+    outputs: Vec<(PathBuf, Option<(u64, u64)>)>,
 }
 
-/// Run a compile for a plan (not a dry run). Returns the exit status and what was reported.
-pub fn run_pipeline(plan: &Plan, opts: &Options) -> Outcome {
-    run_pipeline_producing(plan, opts, None)
+/// How the worker ended, and what it said about it.
+struct Ran {
+    outcome: WorkerOutcome,
+    reported: Option<Status>,
 }
 
-/// [`run_pipeline`], the worker also writing the NEFF to `product`, a new file in a directory
-/// private to the caller (the compile cache's temporary entry; see
-/// [`crate::jobs::kelper::PRODUCT_ENV`]).
-pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path>) -> Outcome {
-    let ns = &plan.ns;
-    let logger = match open_log(plan, opts.console.clone()) {
-        Ok(l) => l,
-        Err(err) => return fail_early(None, &err, &opts.console),
+/// Run the session's plan on nxcc's pipeline; the NEFF also written to `product` (see
+/// [`super::strategy::Strategy::run`]).
+pub fn run(session: &Session, product: Option<&Path>) -> CompileResult {
+    announce(session);
+    let prepared = match prepare(session) {
+        Ok(p) => p,
+        Err(failure) => return session.result(Status::Failed(failure)),
     };
+    let ran = match supervise(session, &prepared, product) {
+        Ok(r) => r,
+        Err(failure) => return session.result(Status::Failed(failure)),
+    };
+    let status = conclude(session, &ran);
+    let mut result = session.result(status);
+    result.kept = finish(session, &prepared, &result);
+    result.work_dir = Some(prepared.work.path);
+    result.worker_pid = Some(ran.outcome.pid);
+    result
+}
+
+/// What a compile says before it runs anything: the plan's warnings (the one saying no NEFF will
+/// be written is shown whatever `--verbose` says), its USER-level lines, the command line.
+pub fn announce(session: &Session) {
+    let (plan, log) = (session.plan(), session.log());
     for w in &plan.warnings {
         if plan.no_neff.as_ref() == Some(w) {
-            logger.warning_shown(log::DRIVER, w);
+            log.warning_shown(log::DRIVER, w);
         } else {
-            logger.warning(log::DRIVER, w);
+            log.warning(log::DRIVER, w);
         }
     }
     for m in &plan.user_messages {
-        logger.user(m);
+        log.user(m);
     }
-    logger.info(
+    log.info(
         log::DRIVER,
         &format!("Command line: {}", crate::shell::join(&plan.argv)),
     );
+}
 
-    let mut worker_env = opts.worker_env.clone();
-    // The toolchain, resolved once: handed to a forked worker, or named to a re-executed one.
-    let toolchain = match &plan.toolchain_request {
-        Request::Simulated => match crate::toolchain::simulator()
-            .ok_or_else(crate::toolchain::no_simulator)
-            .and_then(|s| s.ensure_default())
-        {
-            Ok(t) => Some(t),
-            Err(e) => {
-                let err = NccError::simulated_toolchain(e);
-                return fail_early(Some(&logger), &err, &opts.console);
-            }
-        },
-        Request::Auto => crate::toolchain::probe_python_package().map(|bin| {
-            logger.info(
-                log::DRIVER,
-                &format!(
-                    "Using the toolchain of the installed neuronxcc package: {}",
-                    bin.display()
-                ),
-            );
-            worker_env.push((
-                crate::recon::toolchain::TOOLCHAIN_ENV.to_string(),
-                bin.display().to_string(),
-            ));
-            crate::toolchain::Toolchain {
-                bin,
-                simulated: false,
-            }
-        }),
-        Request::Dir(_) => plan.toolchain.clone(),
-    };
-    // What can be checked is checked before anything is created: every tool the plan runs is
-    // in the toolchain, and --output can be written.
+/// The toolchain, the checks, the work dir (see the module documentation).
+fn prepare(session: &Session) -> Result<Prepared, Failure> {
+    let plan = session.plan();
+    let mut env = session.options().worker_env.clone();
+    let toolchain = resolve_toolchain(session, &mut env)?;
+    // What can be checked is checked before anything is created.
     if let Some((_, tool)) = plan
         .missing_tools
         .iter()
@@ -116,22 +102,17 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             Some(t) => format!("{tool}: {}", t.why_missing(tool)),
             None => tool.to_string(),
         };
-        return fail_early(
-            Some(&logger),
-            &NccError::tool_not_found(what),
-            &opts.console,
-        );
+        let missing = Failure::Environment(Environment::MissingTool(tool.to_string()));
+        return Err(session.failing(&NccError::tool_not_found(what), missing));
     }
     if let Err(e) = check_output(&plan.output) {
-        return fail_early(Some(&logger), &e, &opts.console);
+        return Err(session.failing(&e, Failure::Environment(Environment::Output)));
     }
-
-    let work_root = opts.work_root.as_deref().unwrap_or(&plan.launch_dir);
-    let work = match workdir::prepare(&plan.launch_dir, work_root, ns.str("temp_dir")) {
-        Ok(w) => w,
-        Err(e) => return fail_early(Some(&logger), &e, &opts.console),
-    };
-    logger.info(
+    let options = session.options();
+    let work_root = options.work_root.as_deref().unwrap_or(&plan.launch_dir);
+    let work = workdir::prepare(&plan.launch_dir, work_root, plan.ns.str(Dest::TempDir))
+        .map_err(|e| session.failing(&e, Failure::Environment(Environment::WorkDir)))?;
+    session.log().info(
         log::DRIVER,
         &format!(
             "Intermediate files stored in {}, output in {}",
@@ -139,30 +120,75 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
             plan.output.display()
         ),
     );
-
-    // What is at the outputs now, so a failed compile removes only what it wrote itself.
     let outputs = [
         plan.output.clone(),
         crate::jobs::neff_wrapper::wrapped_path(&plan.output),
-    ];
-    let before: Vec<Option<(u64, u64)>> = outputs.iter().map(|p| file_identity(p)).collect();
-    let mut argv = vec!["compile".to_string()];
-    argv.extend(plan.argv.iter().cloned());
-    worker_env.push((
-        WORKER_ARGV_ENV.to_string(),
-        serde_json::to_string(&argv).unwrap_or_default(),
-    ));
-    worker_env.push((
-        WORKER_WORK_DIR_ENV.to_string(),
-        work.path.display().to_string(),
-    ));
-    if let Some(p) = product {
-        worker_env.push((
-            crate::jobs::kelper::PRODUCT_ENV.to_string(),
-            p.display().to_string(),
-        ));
-    }
+    ]
+    .into_iter()
+    .map(|p| {
+        let was = file_identity(&p);
+        (p, was)
+    })
+    .collect();
+    Ok(Prepared {
+        toolchain,
+        env,
+        work,
+        outputs,
+    })
+}
 
+/// The toolchain the plan asks for: the simulated one laid out, an installed package found (and
+/// named to the worker), or the directory the plan found.
+fn resolve_toolchain(
+    session: &Session,
+    env: &mut Vec<(String, String)>,
+) -> Result<Option<Toolchain>, Failure> {
+    let plan = session.plan();
+    match &plan.toolchain_request {
+        Request::Simulated => crate::toolchain::simulator()
+            .ok_or_else(crate::toolchain::no_simulator)
+            .and_then(|s| s.ensure_default())
+            .map(Some)
+            .map_err(|e| {
+                let missing = Failure::Environment(Environment::MissingTool(e.to_string()));
+                session.failing(&NccError::simulated_toolchain(e), missing)
+            }),
+        Request::Auto => Ok(crate::toolchain::probe_python_package().map(|bin| {
+            session.log().info(
+                log::DRIVER,
+                &format!(
+                    "Using the toolchain of the installed neuronxcc package: {}",
+                    bin.display()
+                ),
+            );
+            env.push((
+                crate::recon::toolchain::TOOLCHAIN_ENV.to_string(),
+                bin.display().to_string(),
+            ));
+            Toolchain {
+                bin,
+                simulated: false,
+            }
+        })),
+        Request::Dir(_) => Ok(plan.toolchain.clone()),
+    }
+}
+
+/// Start the worker and follow it to its end, handing it the one payload
+/// ([`super::handoff::payload`]: the plan, the toolchain, the work dir, its environment, the
+/// product path): forked from the command line (one compile, this process still
+/// single-threaded), started by the daemon's fork server, else this binary executed with the
+/// payload on a descriptor. A worker the fork server could not start is executed instead.
+fn supervise(
+    session: &Session,
+    prepared: &Prepared,
+    product: Option<&Path>,
+) -> Result<Ran, Failure> {
+    let plan = session.plan();
+    let opts = session.options();
+    let tc = prepared.toolchain.as_ref();
+    let payload = super::handoff::payload(plan, tc, &prepared.work.path, &prepared.env, product);
     let program = match opts
         .worker_program
         .clone()
@@ -171,309 +197,220 @@ pub fn run_pipeline_producing(plan: &Plan, opts: &Options, product: Option<&Path
     {
         Ok(p) => p,
         Err(e) => {
-            return fail_early(
-                Some(&logger),
-                &NccError::internal(format!("Cannot find nxcc's own executable: {e}")),
-                &opts.console,
-            )
+            let e = NccError::internal(format!("Cannot find nxcc's own executable: {e}"));
+            return Err(session.failing(&e, Failure::Internal));
         }
     };
+    let body = |events| super::handoff::forked(&payload, events);
+    let exec = || Start::Exec {
+        program: program.clone(),
+        args: vec![WORKER_ARG.to_string()],
+        env: Vec::new(),
+        input: Some(payload.clone()),
+    };
     let sink = match &opts.console {
-        Console::Sink(s) => Some(s.clone()),
-        Console::Terminal => None,
+        super::log::Console::Sink(s) => Some(s.clone()),
+        super::log::Console::Terminal => None,
     };
     let forward = |line: &str, is_err: bool| {
         if let Some(s) = &sink {
             s(line, is_err)
         }
     };
-    // From the command line (one compile, this process still single-threaded) the worker is
-    // forked and handed the plan; otherwise this binary is re-executed as the worker.
-    let forked_env = worker_env.clone();
-    let body = |events: crate::run::events::EventWriter| {
-        for (k, v) in &forked_env {
-            // The child is single-threaded: setting its environment (inherited by the tools)
-            // races with nothing.
-            std::env::set_var(k, v);
-        }
-        super::worker::run(plan, toolchain.as_ref(), &work.path, Some(&events))
-    };
     let fork = opts.sole_compile
         && sink.is_none()
         && opts.worker_program.is_none()
         && supervisor::single_threaded();
-    // A process with threads that has a fork server (the daemon) hands it the plan.
     let launcher = match &opts.fork_server {
-        Some(server) if !fork && opts.worker_program.is_none() => Some(server.launcher(
-            super::handoff::payload(plan, toolchain.as_ref(), &work.path, &worker_env),
-        )),
+        Some(server) if !fork && opts.worker_program.is_none() => {
+            Some(server.launcher(payload.clone()))
+        }
         _ => None,
-    };
-    let exec = || Start::Exec {
-        program: program.clone(),
-        args: vec![WORKER_ARG.to_string()],
-        env: forked_env.clone(),
     };
     let start = match (&launcher, fork) {
         (_, true) => Start::Fork(&body),
         (Some(l), false) => Start::Launch(l),
         (None, false) => exec(),
     };
-    let output = || {
-        if sink.is_some() {
-            Output::Lines(&forward)
-        } else {
-            Output::Inherit
-        }
-    };
-    let spec = WorkerSpec {
+    let spec = |start| WorkerSpec {
         start,
         cwd: &plan.launch_dir,
-        output: output(),
+        output: match sink {
+            Some(_) => Output::Lines(&forward),
+            None => Output::Inherit,
+        },
         sole_child: opts.sole_compile,
     };
-    // nxcc's own signal handling starts once the worker exists (a forked worker must not inherit
-    // its thread): a signal then cancels the compile.
-    let mut on_started = || {
-        if opts.install_signals {
-            if let Ok(s) = crate::run::signals::install() {
-                let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
-                s.on_signal(move |sig| {
-                    let _ = which.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-                    cancel.cancel();
-                });
-            }
-        }
-    };
-    let mut jobs: Vec<JobMetrics> = Vec::new();
-    let mut error_lines: Vec<String> = Vec::new();
-    let mut on_event = |line: &str| {
-        let Some(ev) = super::events::parse(line) else {
-            return;
-        };
-        if let Some(f) = opts.on_event {
-            f(&ev);
-        }
-        match ev {
-            Event::JobFinished(m) => jobs.push(m),
-            Event::Error { line } => error_lines.push(line),
-            _ => {}
-        }
-    };
-    let mut ran = supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event);
-    if let (Err(e), Start::Launch(_)) = (&ran, &spec.start) {
-        // The fork server could not start the worker: re-execute this binary as the worker.
-        logger.info(
+    let mut follow = Follow::new(session);
+    let mut ran = follow.run(&spec(start));
+    if let (Err(e), Some(_)) = (&ran, &launcher) {
+        session.log().info(
             log::DRIVER,
             &format!("The fork server did not start the worker ({e}); re-executing nxcc"),
         );
-        let spec = WorkerSpec {
-            start: exec(),
-            cwd: &plan.launch_dir,
-            output: output(),
-            sole_child: opts.sole_compile,
-        };
-        ran = supervisor::run(&spec, &opts.cancel, &mut on_started, &mut on_event);
+        ran = follow.run(&spec(exec()));
     }
-    let outcome = match ran {
-        Ok(o) => o,
-        Err(e) => {
-            let err = NccError::internal(e);
-            return fail_early(Some(&logger), &err, &opts.console);
-        }
-    };
+    match ran {
+        Ok(outcome) => Ok(Ran {
+            outcome,
+            reported: follow.reported,
+        }),
+        Err(e) => Err(session.failing(
+            &NccError::internal(e),
+            Failure::Environment(Environment::Spawn),
+        )),
+    }
+}
 
-    let stopped = super::compile::stopped_by(opts, outcome.end);
-    let exit_status = match (stopped, outcome.end) {
-        (Some(sig), _) => crate::run::signals::exit_status_for(sig),
-        (None, _) if outcome.lost.is_some() => {
-            let line = failure::worker_lost(outcome.lost.as_deref().unwrap_or_default());
-            logger.error(log::DRIVER, &line);
-            error_lines.push(line);
-            EXIT_COMPILE_FAILED
+/// Following a worker: its events written through the session, the status it reported kept,
+/// nxcc's signal handling installed once it exists.
+struct Follow<'s, 'a> {
+    session: &'s Session<'a>,
+    reported: Option<Status>,
+}
+
+impl<'s, 'a> Follow<'s, 'a> {
+    fn new(session: &'s Session<'a>) -> Follow<'s, 'a> {
+        Follow {
+            session,
+            reported: None,
         }
-        (None, End::Exited(0)) => 0,
-        (None, End::Signaled(sig)) => {
-            for line in failure::banner_lines(sig, outcome.max_rss_kb) {
-                logger.error(log::DRIVER, &line);
-                error_lines.push(line);
-            }
-            EXIT_COMPILE_FAILED
+    }
+
+    fn run(&mut self, spec: &WorkerSpec) -> Result<WorkerOutcome, supervisor::StartError> {
+        let session = self.session;
+        let opts = session.options();
+        // nxcc's own signal handling starts once the worker exists (a forked worker must not
+        // inherit its thread): a signal then cancels the compile.
+        let mut on_started = || session.handle_signals();
+        let reported = &mut self.reported;
+        let mut on_event = |line: &str| match super::events::parse(line) {
+            // The worker's end is the supervisor's to report.
+            Some(Event::Done { status, .. }) => *reported = status,
+            Some(ev) => session.emit(&ev),
+            None => {}
+        };
+        supervisor::run(spec, opts.cancel.flag(), &mut on_started, &mut on_event)
+    }
+}
+
+/// How the compile ended: stopped by the caller; the worker lost, killed or stopped by a signal
+/// sent to it (each said in the original's words); or as the worker reported.
+fn conclude(session: &Session, ran: &Ran) -> Status {
+    let outcome = &ran.outcome;
+    let peak_rss_kb = outcome.max_rss_kb;
+    let error = |line: String| session.error(log::DRIVER, line);
+    if let Some(status) = session.stopped(outcome.end) {
+        return status;
+    }
+    if let Some(why) = &outcome.lost {
+        error(failure::worker_lost(why));
+        let signal = None;
+        return Status::Failed(Failure::WorkerLost {
+            signal,
+            peak_rss_kb,
+        });
+    }
+    match outcome.end {
+        End::Exited(0) => Status::Succeeded,
+        End::Signaled(sig) => {
+            failure::banner_lines(sig, peak_rss_kb)
+                .into_iter()
+                .for_each(error);
+            Status::Failed(match sig {
+                libc::SIGKILL => Failure::OutOfMemory {
+                    job: None,
+                    peak_rss_kb,
+                },
+                sig => Failure::WorkerLost {
+                    signal: Some(sig),
+                    peak_rss_kb,
+                },
+            })
         }
         // The worker stopped on a signal sent to it (not to nxcc): say which.
-        (None, End::Exited(code)) if (129..160).contains(&code) => {
-            let line = failure::worker_interrupted(code - 128, outcome.pid);
-            logger.error(log::DRIVER, &line);
-            error_lines.push(line);
-            EXIT_COMPILE_FAILED
+        End::Exited(code) if (129..160).contains(&code) => {
+            error(failure::worker_interrupted(code - 128, outcome.pid));
+            Status::Failed(Failure::WorkerLost {
+                signal: Some(code - 128),
+                peak_rss_kb,
+            })
         }
-        (None, _) => EXIT_COMPILE_FAILED,
-    };
+        // The worker said what failed.
+        _ => match &ran.reported {
+            Some(Status::Failed(f)) => Status::Failed(f.clone()),
+            _ => Status::Failed(Failure::Internal),
+        },
+    }
+}
 
-    if exit_status != 0 {
-        for (path, was) in outputs.iter().zip(&before) {
-            let now = file_identity(path);
-            if now.is_some() && now != *was {
-                match std::fs::remove_file(path) {
-                    Ok(()) => logger.info(
-                        log::DRIVER,
-                        &format!("Removed {} written by the failed compile", path.display()),
-                    ),
-                    Err(e) => logger.warning(
-                        log::DRIVER,
-                        &format!("Could not remove {}: {e}", path.display()),
-                    ),
-                }
-            }
-        }
+/// The compile's last steps (see the module documentation); whether the work dir was kept.
+fn finish(session: &Session, prepared: &Prepared, result: &CompileResult) -> bool {
+    let (plan, log) = (session.plan(), session.log());
+    let work = &prepared.work;
+    if !result.ok() {
+        remove_written_outputs(session, &prepared.outputs);
     }
     // Without a NEFF, the work dir holds all the compile produced: it is kept.
     let keep = !work.generated
-        || ns.bool("keep_work_dir")
-        || plan.pipeline.contains(&"SaveTemps")
+        || plan.ns.bool(Dest::KeepWorkDir)
+        || plan.pipeline.contains(&crate::jobs::Job::SaveTemps)
         || plan.no_neff.is_some()
-        || exit_status != 0;
-    write_metrics(plan, &logger, &jobs, exit_status);
-    logger.info(
+        || !result.ok();
+    super::reports::write_metrics(plan, log, &result.jobs, result.exit_status());
+    log.info(
         log::DRIVER,
         &format!("nxcc supervisor peak RSS {} KB", metrics::own_peak_rss_kb()),
     );
-    if exit_status == 0 {
-        if !keep {
-            if let Err(e) = work.remove() {
-                logger.warning(
-                    log::DRIVER,
-                    &format!(
-                        "Could not remove the work directory {}: {e}",
-                        work.path.display()
-                    ),
-                );
-            }
+    if !result.ok() {
+        if let Status::Interrupted(sig) = result.status {
+            log.error(log::DRIVER, &failure::interrupted(sig));
         }
-        logger.user("Compiler status PASS");
-        if plan.no_neff.is_some() {
-            logger.user(&format!(
-                "No NEFF was written to {}; the compile's artifacts are in {}",
-                plan.output.display(),
-                work.path.display()
-            ));
-        }
-    } else {
-        if let Some(sig) = stopped.filter(|_| opts.interrupted.load(Ordering::SeqCst) != 0) {
-            logger.error(log::DRIVER, &failure::interrupted(sig));
-        }
-        logger.user(&format!("Artifacts stored in: {}", work.path.display()));
-        logger.user(&format!(
+        log.user(&format!("Artifacts stored in: {}", work.path.display()));
+        log.user(&format!(
             "Diagnostic logs stored in {}",
             plan.logfile.display()
         ));
+        return keep;
     }
-    Outcome {
-        exit_status,
-        error_lines,
-        jobs,
-        work_dir: Some(work.path.clone()),
-        kept: keep,
-        worker_pid: Some(outcome.pid),
-        supervisor_pid: std::process::id(),
-    }
-}
-
-/// The per-job table (log), `--submit-metrics`, `--timings` and `--trace`.
-fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
-    logger.file_only(&metrics::table(jobs));
-    let ns = &plan.ns;
-    if ns.bool("submit_metrics") {
-        let run_id = ns
-            .str("run_id")
-            .map(str::to_string)
-            .unwrap_or_else(metrics::generated_run_id);
-        let stamp = ns
-            .str("metrics_timestamp")
-            .map(str::to_string)
-            .unwrap_or_else(log::now);
-        let record = metrics::Record {
-            run_id: &run_id,
-            metrics_timestamp: &stamp,
-            target: plan.target(),
-            optlevel: plan.optlevel(),
-            logical_nc_config: plan.logical_nc_config(),
-            exit_status,
-            jobs,
-        };
-        if let Err(e) = metrics::submit(&plan.launch_dir, &record) {
-            logger.warning(log::DRIVER, &format!("Could not submit metrics: {e}"));
+    if !keep {
+        if let Err(e) = work.remove() {
+            log.warning(
+                log::DRIVER,
+                &format!(
+                    "Could not remove the work directory {}: {e}",
+                    work.path.display()
+                ),
+            );
         }
     }
-    let spans: Vec<Span> = jobs
-        .iter()
-        .map(|j| Span {
-            lane: "compile".to_string(),
-            label: j.job.clone(),
-            start_s: j.start_s,
-            end_s: j.start_s + j.wall_s,
-            status: serde_json::to_value(j.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            details: vec![
-                ("user s".into(), format!("{:.3}", j.user_s)),
-                ("sys s".into(), format!("{:.3}", j.sys_s)),
-                ("peak RSS KB".into(), j.max_rss_kb.to_string()),
-                ("processes".into(), j.processes.to_string()),
-                (
-                    "exit status".into(),
-                    j.exit_status.map(|c| c.to_string()).unwrap_or_default(),
-                ),
-                (
-                    "signal".into(),
-                    j.signal
-                        .map(crate::run::signals::signal_text)
-                        .unwrap_or_default(),
-                ),
-            ],
-        })
-        .collect();
-    let title = format!(
-        "nxcc compile {}",
-        plan.model
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("")
-    );
-    if let Some(path) = ns.str("timings") {
-        write_report(
-            logger,
-            &crate::plan::absolute(&plan.launch_dir, path),
-            &timeline::html(&title, &spans),
-            "timings",
-        );
+    log.user("Compiler status PASS");
+    if plan.no_neff.is_some() {
+        log.user(&format!(
+            "No NEFF was written to {}; the compile's artifacts are in {}",
+            plan.output.display(),
+            work.path.display()
+        ));
     }
-    if let Some(path) = ns.str("trace") {
-        write_report(
-            logger,
-            &crate::plan::absolute(&plan.launch_dir, path),
-            &timeline::chrome_trace(&spans),
-            "trace",
-        );
-    }
+    keep
 }
 
-fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
-    let r = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| {
-            crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
-        });
-    match r {
-        // On the console too: a plain `--timings` writes to a file the user did not name.
-        Ok(()) => logger.user(&format!("Wrote the {what} to {}", path.display())),
-        Err(e) => {
-            logger.warning(
+/// Remove what a failed compile wrote at its outputs (and only that).
+fn remove_written_outputs(session: &Session, outputs: &[(PathBuf, Option<(u64, u64)>)]) {
+    for (path, was) in outputs {
+        let now = file_identity(path);
+        if now.is_none() || now == *was {
+            continue;
+        }
+        match std::fs::remove_file(path) {
+            Ok(()) => session.log().info(
                 log::DRIVER,
-                &format!("Could not write the {what} to {}: {e}", path.display()),
-            );
+                &format!("Removed {} written by the failed compile", path.display()),
+            ),
+            Err(e) => session.log().warning(
+                log::DRIVER,
+                &format!("Could not remove {}: {e}", path.display()),
+            ),
         }
     }
 }

@@ -1,33 +1,36 @@
 //! The worker: the child process that runs the jobs (the original's `--fork-subcommand`
 //! isolation, made the default). It runs [`super::executor`] and reports to its supervisor on the
-//! events pipe ([`run`]). It is started by the supervisor in one of two ways: re-executed with the
-//! hidden first argument [`super::compile::WORKER_ARG`] ([`main`] rebuilds the plan from the same
-//! command line in the same launch directory), or — from the command line, whose process is
-//! single-threaded when it starts the worker — forked, calling [`run`] with the plan it has, or
-//! — in the daemon — forked by its fork server, calling [`run`] with the plan the daemon sent
-//! ([`super::handoff`]).
+//! events pipe ([`run`]). However it was started — forked from the command line, forked by the
+//! daemon's fork server, or this binary executed with the hidden first argument [`WORKER_ARG`]
+//! — it runs the plan its supervisor handed it ([`super::handoff`]), never one of its own.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::compile::{job_timeout, open_log, WORKER_ARGV_ENV, WORKER_WORK_DIR_ENV};
 use super::events::Event;
-use super::executor::{Executor, Failure};
+use super::executor::{Executor, Halt};
 use super::log::Console;
-use crate::cli::{self, level, Command};
+use super::session::{job_timeout, open_log};
+use crate::cli::level;
+use crate::cli::namespace::Dest;
 use crate::error::EXIT_COMPILE_FAILED;
-use crate::plan::{self, Plan, SystemProbe};
+use crate::plan::Plan;
+use crate::result::{Environment, Failure, Status};
 use crate::run::events::EventWriter;
 use crate::run::process::Cancel;
-use crate::toolchain::{self, Request, Toolchain};
+use crate::toolchain::Toolchain;
+
+/// The hidden first argument that makes the binary a worker.
+pub const WORKER_ARG: &str = "__nxcc_worker";
 
 /// The worker's exit status when it stopped because it was cancelled without a signal of its
 /// own; a signal it received itself makes it exit with 128 + that signal, which the supervisor
 /// reports by name.
 pub const EXIT_CANCELLED: i32 = 75;
 
-/// Report a worker that cannot run at all (an error line, then `Done` with exit 70).
-pub(super) fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
+/// Report a worker that cannot run at all (an error line, then `Done` with exit 70 and the
+/// failure).
+pub(super) fn fatal(events: Option<&EventWriter>, failure: Failure, message: &str) -> i32 {
     eprintln!("{message}");
     if let Some(ev) = events {
         ev.send(&Event::Error {
@@ -35,54 +38,10 @@ pub(super) fn fatal(events: Option<&EventWriter>, message: &str) -> i32 {
         });
         ev.send(&Event::Done {
             exit_status: EXIT_COMPILE_FAILED,
+            status: Some(Status::Failed(failure)),
         });
     }
     EXIT_COMPILE_FAILED
-}
-
-/// Run as the re-executed worker; returns the exit status.
-pub fn main() -> i32 {
-    let events = EventWriter::from_env();
-    let argv: Vec<String> =
-        match std::env::var(WORKER_ARGV_ENV)
-            .ok()
-            .and_then(|a| serde_json::from_str(&a).ok())
-        {
-            Some(a) => a,
-            None => return fatal(
-                events.as_ref(),
-                "[ERROR] nxcc worker: started without a command line (it is run by nxcc compile)",
-            ),
-        };
-    let Some(work_dir) = std::env::var_os(WORKER_WORK_DIR_ENV).map(PathBuf::from) else {
-        return fatal(
-            events.as_ref(),
-            "[ERROR] nxcc worker: started without a work directory",
-        );
-    };
-    let args = match cli::parse("nxcc", &argv) {
-        Ok(Command::Compile(a)) => a,
-        _ => {
-            return fatal(
-                events.as_ref(),
-                "[ERROR] nxcc worker: the command line is not a compile",
-            )
-        }
-    };
-    let probe = match SystemProbe::new() {
-        Ok(p) => p,
-        Err(e) => return fatal(events.as_ref(), &format!("[ERROR] nxcc worker: {e}")),
-    };
-    let plan = match plan::build(&args, &probe) {
-        Ok(p) => p,
-        Err(plan::PlanError::Compile(e)) => return fatal(events.as_ref(), &e.to_string()),
-        Err(plan::PlanError::Usage(u)) => return fatal(events.as_ref(), u.render().trim_end()),
-    };
-    let toolchain = match &plan.toolchain_request {
-        Request::Auto => None,
-        other => toolchain::locate(other),
-    };
-    run(&plan, toolchain.as_ref(), &work_dir, events.as_ref())
 }
 
 /// The worker's work, once it has its plan, toolchain and work dir: run the jobs, end whatever
@@ -109,10 +68,16 @@ pub fn run(
         let c = cancel.clone();
         s.on_signal(move |_| c.cancel());
     }
-    let console_level = plan.ns.int("verbose").unwrap_or(level::USER);
+    let console_level = plan.ns.int(Dest::Verbose).unwrap_or(level::USER);
     let logger = match open_log(plan, Console::Terminal) {
         Ok(l) => l,
-        Err(e) => return fatal(events, &e.to_string()),
+        Err(e) => {
+            return fatal(
+                events,
+                Failure::Environment(Environment::LogFile),
+                &e.to_string(),
+            )
+        }
     };
     let executor = Executor {
         plan,
@@ -133,18 +98,22 @@ pub fn run(
         crate::run::supervisor::kill_children();
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let status = match result {
-        Ok(()) => 0,
-        Err(Failure::Failed) => EXIT_COMPILE_FAILED,
-        Err(Failure::Cancelled) => signals
-            .as_ref()
-            .and_then(|s| s.received())
-            .map_or(EXIT_CANCELLED, |sig| 128 + sig),
+    let (exit_status, status) = match result {
+        Ok(()) => (0, Status::Succeeded),
+        Err(Halt::Failed(f)) => (EXIT_COMPILE_FAILED, Status::Failed(f)),
+        Err(Halt::Cancelled) => match signals.as_ref().and_then(|s| s.received()) {
+            Some(sig) => (128 + sig, Status::Interrupted(sig)),
+            None => (
+                EXIT_CANCELLED,
+                Status::Cancelled(crate::result::CancelReason::Stopped),
+            ),
+        },
     };
     if let Some(ev) = events {
         ev.send(&Event::Done {
-            exit_status: status,
+            exit_status,
+            status: Some(status),
         });
     }
-    status
+    exit_status
 }

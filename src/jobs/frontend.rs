@@ -10,6 +10,7 @@
 //! `hlo_netlist.json` in the work dir.
 
 use super::{in_process, Action, JobContext, Step};
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
 
 /// The Python bridge that runs the installed driver's Frontend job alone.
@@ -50,7 +51,7 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
                 ctx.work_dir
                     .map_or_else(|| ".".to_string(), |w| w.display().to_string()),
             ];
-            if let Some(t) = ctx.ns.str("tensorizer_options") {
+            if let Some(t) = ctx.ns.str(Dest::TensorizerOptions) {
                 args.push(format!("--tensorizer-options={t}"));
             }
             Ok(vec![Step {
@@ -91,9 +92,7 @@ pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
         .and_then(|v| v.trim().parse::<usize>().ok());
     let simulator = crate::toolchain::simulator()
         .ok_or_else(|| NccError::simulated_toolchain(crate::toolchain::no_simulator()))?;
-    let subgraphs = simulator
-        .frontend(ctx.job.model, ctx.work_dir, override_n)
-        .map_err(NccError::simulated_frontend)?;
+    let subgraphs = simulator.frontend(ctx.job.model, ctx.work_dir, override_n)?;
     ctx.info(&format!(
         "simulated frontend wrote {} subgraph(s): {}",
         subgraphs.len(),

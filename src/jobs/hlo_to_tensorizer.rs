@@ -6,14 +6,15 @@
 
 use super::{exec, shell_split, JobContext, Step};
 use crate::cli::level;
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
 
 /// One step: `hlo2penguin` in the work dir on the model, with the compile's target, LNC and log
 /// settings, the optional flags, then `--internal-hlo2tensorizer-options`.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let ns = ctx.ns;
-    let console = level::console_threshold(ns.int("verbose").unwrap_or(level::USER));
-    let logfile_level = ns.int("logfile_verbose").unwrap_or(level::INFO);
+    let console = level::console_threshold(ns.int(Dest::Verbose).unwrap_or(level::USER));
+    let logfile_level = ns.int(Dest::LogfileVerbose).unwrap_or(level::INFO);
     let mut args = vec![
         "--input".to_string(),
         ctx.model.display().to_string(),
@@ -28,7 +29,7 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         format!("--logfile-verbose={}", level::name(logfile_level)),
     ];
     args.extend(crate::recon::jobs::hlo2penguin_optional_flags(ns));
-    if let Some(extra) = ns.str("internal_hlo2tensorizer_options") {
+    if let Some(extra) = ns.str(Dest::InternalHlo2tensorizerOptions) {
         args.extend(shell_split(extra, "internal_hlo2tensorizer_options")?);
     }
     Ok(vec![exec(

@@ -77,7 +77,8 @@ pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
         return Err(NccError::neff_pack(
             format!("Kelper could not write {}: {e}", out.display()),
             "Check that the output directory is writable.",
-        ));
+        )
+        .caused_by(&e));
     }
     ctx.info(&format!("wrote {} ({} bytes)", out.display(), bytes.len()));
     Ok(())

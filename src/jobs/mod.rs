@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::namespace::Namespace;
+use crate::cli::namespace::{Dest, Namespace};
 use crate::error::NccError;
 use crate::run::process::Spec;
 use crate::toolchain::Toolchain;
@@ -117,12 +117,12 @@ impl JobContext<'_> {
 
     /// `--lnc` after normalisation (1 if unset).
     pub fn logical_nc_config(&self) -> i64 {
-        self.ns.int("logical_nc_config").unwrap_or(1)
+        self.ns.int(Dest::LogicalNcConfig).unwrap_or(1)
     }
 
     /// `--target` (or the environment's target; planning refuses a compile without one).
     pub fn target(&self) -> &str {
-        self.ns.str("target").unwrap_or("")
+        self.ns.str(Dest::Target).unwrap_or("")
     }
 }
 
@@ -340,11 +340,119 @@ impl RunContext<'_> {
 /// Run an in-process job.
 pub type RunFn = fn(&RunContext) -> Result<(), NccError>;
 
+/// A job of the original's registry, by its class name: the seed's spelling (`WalrusDriver`) is
+/// its [`Display`](std::fmt::Display), its serialised form, and what `--pipeline` names it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Job {
+    /// `hlo2penguin`: the model to the tensorizer's input.
+    HLOToTensorizer,
+    /// `xla_infergoldens`: the golden outputs of an XLA model.
+    XLAInferGoldens,
+    /// Golden evaluation of a non-XLA framework (not compiled by nxcc).
+    InferGoldens,
+    /// Golden evaluation of a meta-module (not compiled by nxcc).
+    MetaInferGoldens,
+    /// The frontend: the subgraphs.
+    Frontend,
+    /// The static input/output transposes.
+    StaticIOTranspose,
+    /// `walrus_driver`: the backend passes.
+    WalrusDriver,
+    /// The experimental legacy backend (`nn_executor`).
+    Backend,
+    /// Packs the NEFF.
+    Kelper,
+    /// `hlo-neff-wrapper`: the NEFF wrapped in an HLO module.
+    NeffWrapper,
+    /// BIR verification (`walrus_driver`).
+    BIRVerifier,
+    /// BIR simulation (`walrus_driver`).
+    BIRSim,
+    /// Copies the work dir into the launch directory.
+    SaveTemps,
+    /// `watchpoint_insert`.
+    Watchpoint,
+}
+
+impl Job {
+    /// Every job, in the registry's order.
+    pub const ALL: [Job; 14] = [
+        Job::HLOToTensorizer,
+        Job::XLAInferGoldens,
+        Job::InferGoldens,
+        Job::MetaInferGoldens,
+        Job::Frontend,
+        Job::StaticIOTranspose,
+        Job::WalrusDriver,
+        Job::Backend,
+        Job::Kelper,
+        Job::NeffWrapper,
+        Job::BIRVerifier,
+        Job::BIRSim,
+        Job::SaveTemps,
+        Job::Watchpoint,
+    ];
+
+    /// The class name (`WalrusDriver`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Job::HLOToTensorizer => "HLOToTensorizer",
+            Job::XLAInferGoldens => "XLAInferGoldens",
+            Job::InferGoldens => "InferGoldens",
+            Job::MetaInferGoldens => "MetaInferGoldens",
+            Job::Frontend => "Frontend",
+            Job::StaticIOTranspose => "StaticIOTranspose",
+            Job::WalrusDriver => "WalrusDriver",
+            Job::Backend => "Backend",
+            Job::Kelper => "Kelper",
+            Job::NeffWrapper => "NeffWrapper",
+            Job::BIRVerifier => "BIRVerifier",
+            Job::BIRSim => "BIRSim",
+            Job::SaveTemps => "SaveTemps",
+            Job::Watchpoint => "Watchpoint",
+        }
+    }
+
+    /// The job a name names (SEED `__getJob`), exactly as spelled.
+    pub fn named(name: &str) -> Option<Job> {
+        Job::ALL.into_iter().find(|j| j.name() == name)
+    }
+
+    /// Its row of the registry.
+    pub fn row(self) -> &'static Row {
+        REGISTRY
+            .iter()
+            .find(|r| r.job == self)
+            .expect("every job has a registry row")
+    }
+}
+
+impl std::fmt::Display for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Job {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Job {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Job, D::Error> {
+        let name = String::deserialize(d)?;
+        Job::named(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!("a job this nxcc does not know: {name}"))
+        })
+    }
+}
+
 /// One row of the registry.
 #[derive(Debug, Clone, Copy)]
-pub struct Job {
-    /// The job's class name in the original (`WalrusDriver`), as `--pipeline` names it.
-    pub name: &'static str,
+pub struct Row {
+    /// The job (its class name in the original, as `--pipeline` names it).
+    pub job: Job,
     /// How the job runs, unless its steps say otherwise (a real toolchain's Frontend, a fork-walrus
     /// backend).
     pub runs_as: RunsAs,
@@ -356,34 +464,34 @@ pub struct Job {
     pub run: Option<RunFn>,
 }
 
-/// The registry: every job the original's `loadAllJobs` finds, by class name.
+/// The registry: every job the original's `loadAllJobs` finds.
 #[rustfmt::skip]
-pub static REGISTRY: &[Job] = &[
-    //    name                 runs as               native tool                 steps                            in-process work
-    Job { name: "HLOToTensorizer",   runs_as: RunsAs::Subprocess, tool: Some("hlo2penguin"),       steps: hlo_to_tensorizer::steps,    run: None },
-    Job { name: "XLAInferGoldens",   runs_as: RunsAs::Subprocess, tool: Some("xla_infergoldens"),  steps: xla_infer_goldens::steps,    run: None },
-    Job { name: "InferGoldens",      runs_as: RunsAs::InProcess,  tool: None,                      steps: infer_goldens::steps_infer,  run: Some(infer_goldens::run_infer) },
-    Job { name: "MetaInferGoldens",  runs_as: RunsAs::InProcess,  tool: None,                      steps: infer_goldens::steps_meta,   run: Some(infer_goldens::run_meta) },
-    Job { name: "Frontend",          runs_as: RunsAs::InProcess,  tool: None,                      steps: frontend::steps,             run: Some(frontend::run) },
-    Job { name: "StaticIOTranspose", runs_as: RunsAs::InProcess,  tool: None,                      steps: static_io_transpose::steps,  run: Some(static_io_transpose::run) },
-    Job { name: "WalrusDriver",      runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: walrus_driver::steps,        run: None },
-    Job { name: "Backend",           runs_as: RunsAs::Shell,      tool: Some("nn_executor"),       steps: backend::steps,              run: None },
-    Job { name: "Kelper",            runs_as: RunsAs::InProcess,  tool: None,                      steps: kelper::steps,               run: Some(kelper::run) },
-    Job { name: "NeffWrapper",       runs_as: RunsAs::Subprocess, tool: Some("hlo-neff-wrapper"),  steps: neff_wrapper::steps,         run: None },
-    Job { name: "BIRVerifier",       runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: bir_verifier::steps_verify,  run: None },
-    Job { name: "BIRSim",            runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: bir_verifier::steps_sim,     run: None },
-    Job { name: "SaveTemps",         runs_as: RunsAs::InProcess,  tool: None,                      steps: save_temps::steps,           run: Some(save_temps::run) },
-    Job { name: "Watchpoint",        runs_as: RunsAs::Subprocess, tool: Some("watchpoint_insert"), steps: watchpoint::steps,           run: None },
+pub static REGISTRY: &[Row] = &[
+    //    job                          runs as               native tool                 steps                            in-process work
+    Row { job: Job::HLOToTensorizer,   runs_as: RunsAs::Subprocess, tool: Some("hlo2penguin"),       steps: hlo_to_tensorizer::steps,    run: None },
+    Row { job: Job::XLAInferGoldens,   runs_as: RunsAs::Subprocess, tool: Some("xla_infergoldens"),  steps: xla_infer_goldens::steps,    run: None },
+    Row { job: Job::InferGoldens,      runs_as: RunsAs::InProcess,  tool: None,                      steps: infer_goldens::steps_infer,  run: Some(infer_goldens::run_infer) },
+    Row { job: Job::MetaInferGoldens,  runs_as: RunsAs::InProcess,  tool: None,                      steps: infer_goldens::steps_meta,   run: Some(infer_goldens::run_meta) },
+    Row { job: Job::Frontend,          runs_as: RunsAs::InProcess,  tool: None,                      steps: frontend::steps,             run: Some(frontend::run) },
+    Row { job: Job::StaticIOTranspose, runs_as: RunsAs::InProcess,  tool: None,                      steps: static_io_transpose::steps,  run: Some(static_io_transpose::run) },
+    Row { job: Job::WalrusDriver,      runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: walrus_driver::steps,        run: None },
+    Row { job: Job::Backend,           runs_as: RunsAs::Shell,      tool: Some("nn_executor"),       steps: backend::steps,              run: None },
+    Row { job: Job::Kelper,            runs_as: RunsAs::InProcess,  tool: None,                      steps: kelper::steps,               run: Some(kelper::run) },
+    Row { job: Job::NeffWrapper,       runs_as: RunsAs::Subprocess, tool: Some("hlo-neff-wrapper"),  steps: neff_wrapper::steps,         run: None },
+    Row { job: Job::BIRVerifier,       runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: bir_verifier::steps_verify,  run: None },
+    Row { job: Job::BIRSim,            runs_as: RunsAs::Subprocess, tool: Some("walrus_driver"),     steps: bir_verifier::steps_sim,     run: None },
+    Row { job: Job::SaveTemps,         runs_as: RunsAs::InProcess,  tool: None,                      steps: save_temps::steps,           run: Some(save_temps::run) },
+    Row { job: Job::Watchpoint,        runs_as: RunsAs::Subprocess, tool: Some("watchpoint_insert"), steps: watchpoint::steps,           run: None },
 ];
 
-/// Look a name up (SEED `__getJob`).
-pub fn lookup(name: &str) -> Option<&'static Job> {
-    REGISTRY.iter().find(|j| j.name == name)
+/// Look a name up (SEED `__getJob`): its registry row.
+pub fn lookup(name: &str) -> Option<&'static Row> {
+    Job::named(name).map(Job::row)
 }
 
 /// Every job name, sorted (for the unknown-job error).
 pub fn known_names() -> Vec<&'static str> {
-    let mut v: Vec<&str> = REGISTRY.iter().map(|j| j.name).collect();
+    let mut v: Vec<&str> = Job::ALL.iter().map(|j| j.name()).collect();
     v.sort_unstable();
     v
 }
@@ -392,4 +500,26 @@ pub fn known_names() -> Vec<&'static str> {
 /// CompilerInvalidInputException).
 pub fn unknown_job(name: &str) -> NccError {
     NccError::unknown_job(name, &known_names())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_are_named_as_the_seed_names_them_and_each_has_one_row() {
+        for job in Job::ALL {
+            assert_eq!(Job::named(&job.to_string()), Some(job));
+            assert_eq!(job.row().job, job);
+            assert_eq!(REGISTRY.iter().filter(|r| r.job == job).count(), 1);
+            assert_eq!(serde_json::to_value(job).unwrap(), job.name());
+        }
+        assert_eq!(REGISTRY.len(), Job::ALL.len());
+        assert_eq!(Job::WalrusDriver.to_string(), "WalrusDriver");
+        assert_eq!(Job::named("walrusdriver"), None, "names are exact");
+        assert!(lookup("NoSuchJob").is_none());
+        let j: Job = serde_json::from_str("\"SaveTemps\"").unwrap();
+        assert_eq!(j, Job::SaveTemps);
+        assert!(serde_json::from_str::<Job>("\"Nope\"").is_err());
+    }
 }

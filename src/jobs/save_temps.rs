@@ -18,7 +18,9 @@ pub fn steps(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
 /// Copy the work dir tree into the launch directory (same-named files are overwritten; symbolic
 /// links are recreated as links). The executor keeps the work dir when SaveTemps is planned.
 pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
-    let fail = |e: std::io::Error, p: &std::path::Path| NccError::save_temps(p.display(), e);
+    let fail = |e: std::io::Error, p: &std::path::Path| {
+        NccError::save_temps(p.display(), &e).caused_by(&e)
+    };
     let mut copied = 0usize;
     copy_tree(ctx.work_dir, ctx.launch_dir, &mut copied).map_err(|(e, p)| fail(e, &p))?;
     ctx.info(&format!(

@@ -82,11 +82,16 @@ pub fn validate(e: &Entry) -> Result<(Vec<usize>, Vec<usize>), NccError> {
     ))
 }
 
-fn io_error(what: &str, path: &Path, e: impl std::fmt::Display) -> NccError {
-    NccError::static_io(
+fn io_error<E: std::fmt::Display + 'static>(what: &str, path: &Path, e: E) -> NccError {
+    let err = NccError::static_io(
         format!("StaticIOTranspose could not {what} {}: {e}", path.display()),
         "Check the work directory.",
-    )
+    );
+    // An I/O error keeps its number (a full disk is not the model's fault).
+    match (&e as &dyn std::any::Any).downcast_ref::<std::io::Error>() {
+        Some(io) => err.caused_by(io),
+        None => err,
+    }
 }
 
 /// Every `io_transposes.json` of the work dir, its own first, then the subgraphs' in order.

@@ -9,6 +9,7 @@
 //! with `--enable-internal-walrus-replay-script` also `replay_walrus.sh` (WIKI).
 
 use super::{exec, shell_split, Action, JobContext, Step};
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::run::process::Spec;
 
@@ -28,7 +29,7 @@ pub fn args(ctx: &JobContext, bir: &str) -> Result<Vec<String>, NccError> {
         ctx.ns,
         ctx.dge_on_levels,
     ));
-    if let Some(extra) = ctx.ns.str("internal_backend_options") {
+    if let Some(extra) = ctx.ns.str(Dest::InternalBackendOptions) {
         a.extend(shell_split(extra, "internal_backend_options")?);
     }
     Ok(a)
@@ -49,11 +50,11 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         "neff.json".to_string(),
         "*.bin".to_string(),
     ];
-    let replay = ctx.ns.bool("enable_internal_walrus_replay_script");
+    let replay = ctx.ns.bool(Dest::EnableInternalWalrusReplayScript);
     if replay {
         writes.push("replay_walrus.sh".into());
     }
-    let fork = ctx.ns.bool("enable_internal_fork_walrus");
+    let fork = ctx.ns.bool(Dest::EnableInternalForkWalrus);
     let mut steps = Vec::with_capacity(ctx.subgraphs.len());
     for sg in ctx.subgraphs {
         let reads = vec!["bir.json".to_string()];

@@ -2,6 +2,7 @@
 //! `--internal-compiler-debug-mode`).
 
 use super::{exec, JobContext, Step};
+use crate::cli::namespace::Dest;
 use crate::error::NccError;
 
 /// One step per subgraph: `watchpoint_insert --bir sgNN/bir.json --mode MODE` (`MODE` from
@@ -9,7 +10,7 @@ use crate::error::NccError;
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let mode = ctx
         .ns
-        .str("internal_compiler_debug_mode")
+        .str(Dest::InternalCompilerDebugMode)
         .unwrap_or("all")
         .to_string();
     Ok(ctx

@@ -12,7 +12,7 @@ use std::path::Path;
 use md5::{Digest, Md5};
 use serde_json::json;
 
-use crate::cli::namespace::Namespace;
+use crate::cli::namespace::{Dest, Namespace};
 use crate::fsx::{AtomicFile, Durability};
 
 use super::header::{self, Header, FORMAT_VERSION, HEADER_SIZE, VERSION_STRING};
@@ -67,13 +67,16 @@ impl PackOptions {
     /// `--enable-fast-loading-neuron-binaries`, the arch mode of `--arch` (normalisation defaults
     /// it to the target), and the RECON feature flags and world size.
     pub fn for_compile(ns: &Namespace, output: &Path) -> PackOptions {
-        let arch = ns.str("arch").or(ns.str("target")).unwrap_or_default();
+        let arch = ns
+            .str(Dest::Arch)
+            .or(ns.str(Dest::Target))
+            .unwrap_or_default();
         PackOptions {
             neff_filename: output
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            compress: !ns.bool("enable_fast_loading_neuron_binaries"),
+            compress: !ns.bool(Dest::EnableFastLoadingNeuronBinaries),
             feature_flags: crate::recon::neff::FEATURE_FLAGS,
             world_size: crate::recon::neff::DEFAULT_WORLD_SIZE,
             arch_mode: crate::recon::neff::arch_mode(arch),
@@ -323,13 +326,13 @@ mod tests {
     fn compile_options_follow_the_namespace() {
         use crate::cli::namespace::Value;
         let mut ns = Namespace::new();
-        ns.set_by_user("target", Value::Str("trn2".into()));
+        ns.set_by_user(Dest::Target, Value::Str("trn2".into()));
         let o = PackOptions::for_compile(&ns, Path::new("/out/dir/model.neff"));
         assert_eq!(o.neff_filename, "model.neff");
         assert!(o.compress);
         assert_eq!(o.arch_mode, crate::recon::neff::arch_mode("trn2"));
-        ns.set_by_user("arch", Value::Str("inf1".into()));
-        ns.set_by_user("enable_fast_loading_neuron_binaries", Value::Bool(true));
+        ns.set_by_user(Dest::Arch, Value::Str("inf1".into()));
+        ns.set_by_user(Dest::EnableFastLoadingNeuronBinaries, Value::Bool(true));
         let o = PackOptions::for_compile(&ns, Path::new("m.neff"));
         assert!(!o.compress);
         assert_eq!(o.arch_mode, 1);

@@ -20,18 +20,16 @@
 //! for a usage error (nothing compiled).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
 
 use super::{expand_inputs, report, Config, ProgressMode};
 use crate::cache::{check_local, DEFAULT_DIR_TEXT};
-use crate::cli::argparse::{Nargs, Positional};
+use crate::cli::argparse::{Nargs, Parsed, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
 use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
 use crate::cli::CliError;
+use crate::engine::session::Cancellation;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
-use crate::run::process::Cancel;
 
 #[rustfmt::skip]
 static JOBS: Flag = flag("--jobs", &["-j"], "jobs", Action::Store, Kind::Int, Default::Derived("the number of CPUs"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -161,59 +159,139 @@ fn compile_args_error(prog: &str, e: CliError) -> i32 {
     CliError::EXIT_STATUS
 }
 
-/// Run `parallel-compile` with its arguments; returns the exit status.
+/// A phase's end when the command cannot go on: the exit status (what went wrong was said).
+type Stopped = i32;
+
+/// Run `parallel-compile` with its arguments; returns the exit status. Its phases: its own
+/// options read and checked (`own_options`, `limits`, `sources`, `cache_dir_of`), the compile
+/// arguments every compile shares (`shared_args`), the inputs (files, or the framework cache's
+/// entries: `neuron_inputs`), the batch ([`super::run`]), and its reports (`finish`).
 pub fn main(prog: &str, args: &[String]) -> i32 {
+    match run(prog, args) {
+        Ok(status) | Err(status) => status,
+    }
+}
+
+fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
     let (own, compile_args) = match args.iter().position(|a| a == "--") {
         Some(i) => (&args[..i], &args[i + 1..]),
         None => (args, &args[args.len()..]),
     };
-    let parsed = match COMMAND.parse(prog, own) {
-        Ok(p) => p,
+    let parsed = own_options(prog, own)?;
+    let launch_dir = std::env::current_dir().map_err(|e| {
+        err(&format!("[ERROR] cannot read the current directory: {e}\n"));
+        EXIT_COMPILE_FAILED
+    })?;
+    let (jobs, retries, memory_budget) = limits(prog, &parsed)?;
+    let (neuron_dir, positionals) = sources(prog, &parsed, &launch_dir)?;
+    let cache_dir = cache_dir_of(prog, &parsed, compile_args, &launch_dir)?;
+    let output_dir = crate::plan::absolute(&launch_dir, parsed.str("output_dir").unwrap_or("."));
+    let mut shared = shared_args(prog, &parsed, compile_args)?;
+    let engine = match parsed.str("compiler") {
+        Some(c) => Engine::external(PathBuf::from(c)),
+        None => Engine::Pipeline,
+    };
+    let (neuron, inputs, skipped, cache_dir) = match &neuron_dir {
+        None => {
+            let inputs = file_inputs(prog, &positionals, &launch_dir, &output_dir)?;
+            (None, inputs, Vec::new(), cache_dir)
+        }
+        Some(dir) => {
+            let retry_failed = parsed.flag("retry_failed_compilation")
+                || compile_args.iter().any(|a| {
+                    a == "--retry_failed_compilation" || a == "--retry-failed-compilation"
+                });
+            shared = super::neuron::anchor_toolchain(&shared, &launch_dir);
+            let req = super::neuron::Request {
+                dir,
+                version: parsed.str("neuron_version"),
+                allow_simulated: parsed.flag("allow_simulated"),
+                break_locks: parsed.flag("break_locks"),
+                retry_failed,
+            };
+            let (run, inputs, skipped) = neuron_inputs(prog, &req, &engine, &shared, &launch_dir)?;
+            (Some(run), inputs, skipped, safe_cache_dir(prog, cache_dir))
+        }
+    };
+    let cfg = Config {
+        prog: prog.to_string(),
+        jobs,
+        memory_budget,
+        output_dir,
+        retries,
+        engine,
+        cache_dir,
+        launch_dir,
+        worker_program: None,
+        progress: ProgressMode::detect(),
+        neuron,
+    };
+    let cancel = Cancellation::new();
+    if let Ok(s) = crate::run::signals::install() {
+        let c = cancel.clone();
+        s.on_signal(move |sig| c.interrupt(sig));
+    }
+    let mut report = match super::run(&cfg, &inputs, &shared, &cancel) {
+        Ok(r) => r,
+        Err(e) => return Err(compile_args_error(prog, e)),
+    };
+    if let Some(run) = &cfg.neuron {
+        report.neuron_cache = Some(super::neuron::report_json(run, &skipped));
+    }
+    Ok(finish(prog, &parsed, &cfg, &report, &cancel))
+}
+
+/// This command's own options (a compile's option among them is pointed after `--`).
+fn own_options(prog: &str, own: &[String]) -> Result<Parsed, Stopped> {
+    match COMMAND.parse(prog, own) {
+        Ok(p) => Ok(p),
         Err(Stop::Usage(CliError::Usage { message, .. })) => {
             let hint = misplaced_compile_option(prog, own).map(|opt| {
                 format!("\n{opt} is an option of the compile: put the compile arguments after `--` ({prog} parallel-compile INPUT... -- --target trn2 ...)")
             });
-            return usage_error(prog, message + &hint.unwrap_or_default());
+            Err(usage_error(prog, message + &hint.unwrap_or_default()))
         }
-        Err(stop) => return stop.report(),
-    };
-    let launch_dir = match std::env::current_dir() {
-        Ok(d) => d,
-        Err(e) => {
-            err(&format!("[ERROR] cannot read the current directory: {e}\n"));
-            return EXIT_COMPILE_FAILED;
-        }
-    };
+        Err(stop) => Err(stop.report()),
+    }
+}
+
+/// `--jobs` (default: the CPUs), `--retries`, `--memory-budget`.
+fn limits(prog: &str, parsed: &Parsed) -> Result<(usize, u32, Option<u64>), Stopped> {
     let jobs = match parsed.last("jobs").and_then(|o| o.value.as_int()) {
         None => std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
         Some(n) if n >= 1 => n as usize,
         Some(n) => {
-            return usage_error(
-                prog,
-                format!("argument --jobs/-j: must be at least 1, got {n}"),
-            )
+            let why = format!("argument --jobs/-j: must be at least 1, got {n}");
+            return Err(usage_error(prog, why));
         }
     };
     let retries = match parsed.last("retries").and_then(|o| o.value.as_int()) {
         None => 0,
         Some(n) if n >= 0 => n as u32,
         Some(n) => {
-            return usage_error(
-                prog,
-                format!("argument --retries: must be at least 0, got {n}"),
-            )
+            let why = format!("argument --retries: must be at least 0, got {n}");
+            return Err(usage_error(prog, why));
         }
     };
     let memory_budget = match parsed.str("memory_budget") {
         None => None,
         Some(s) => match crate::admission::parse_size(s) {
             Ok(n) => Some(n),
-            Err(e) => return usage_error(prog, format!("argument --memory-budget: {e}")),
+            Err(e) => return Err(usage_error(prog, format!("argument --memory-budget: {e}"))),
         },
     };
-    let no_cache = parsed.flag("no_cache");
+    Ok((jobs, retries, memory_budget))
+}
+
+/// Where the inputs come from: the framework cache's directory (`--neuron-cache`, absolute),
+/// or the INPUT arguments; the options that go with only one of them are checked.
+fn sources(
+    prog: &str,
+    parsed: &Parsed,
+    launch_dir: &std::path::Path,
+) -> Result<(Option<PathBuf>, Vec<String>), Stopped> {
     // `--neuron-cache DIR` (nxcc's own optional values need `=`: the one word after it is DIR).
     let mut positionals = parsed.positionals[0].clone();
     let neuron_dir = parsed.str("neuron_cache").map(|d| match d {
@@ -222,10 +300,10 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         d => d.to_string(),
     });
     if let Some(Err(why)) = neuron_dir.as_deref().map(crate::neuron_cache::check_local) {
-        return usage_error(prog, format!("argument --neuron-cache: {why}"));
+        return Err(usage_error(prog, format!("argument --neuron-cache: {why}")));
     }
-    let neuron_dir = neuron_dir.map(|d| crate::plan::absolute(&launch_dir, &d));
-    match (&neuron_dir, positionals.is_empty()) {
+    let neuron_dir = neuron_dir.map(|d| crate::plan::absolute(launch_dir, &d));
+    let refused = match (&neuron_dir, positionals.is_empty()) {
         (Some(_), false) => {
             let mut message =
                 "argument INPUT: not allowed with --neuron-cache (its entries are the inputs)"
@@ -234,36 +312,43 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
                 message.push('\n');
                 message.push_str(&hint);
             }
-            return usage_error(prog, message);
+            Some(message)
         }
         (None, true) => {
-            return usage_error(
-                prog,
-                "the following arguments are required: INPUT (or --neuron-cache)".into(),
-            )
+            Some("the following arguments are required: INPUT (or --neuron-cache)".into())
         }
-        _ => {}
-    }
-    if neuron_dir.is_some() && parsed.last("output_dir").is_some() {
-        return usage_error(
-            prog,
+        (Some(_), true) if parsed.last("output_dir").is_some() => Some(
             "argument --output-dir: not with --neuron-cache (the NEFFs go into the entries)".into(),
-        );
+        ),
+        (None, false) => ["neuron_version", "allow_simulated", "break_locks"]
+            .into_iter()
+            .find(|f| parsed.last(f).is_some())
+            .map(|f| {
+                format!(
+                    "argument --{}: only with --neuron-cache",
+                    f.replace('_', "-")
+                )
+            }),
+        _ => None,
+    };
+    match refused {
+        Some(message) => Err(usage_error(prog, message)),
+        None => Ok((neuron_dir, positionals)),
     }
-    if neuron_dir.is_none() {
-        for f in ["neuron_version", "allow_simulated", "break_locks"] {
-            if parsed.last(f).is_some() {
-                return usage_error(
-                    prog,
-                    format!(
-                        "argument --{}: only with --neuron-cache",
-                        f.replace('_', "-")
-                    ),
-                );
-            }
-        }
+}
+
+/// nxcc's own cache: this command's `--cache_dir`, else the compile arguments', else the
+/// default (never inside the framework's cache, `--neuron-cache` or not); `None` with
+/// `--no-cache`.
+fn cache_dir_of(
+    prog: &str,
+    parsed: &Parsed,
+    compile_args: &[String],
+    launch_dir: &std::path::Path,
+) -> Result<Option<PathBuf>, Stopped> {
+    if parsed.flag("no_cache") {
+        return Ok(None);
     }
-    // The cache dir: this command's option, else the compile arguments', else the default.
     let compile_cache_dir = compile_args
         .iter()
         .enumerate()
@@ -278,43 +363,25 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
                 })
         })
         .next_back();
-    let cache_dir = if no_cache {
-        None
-    } else {
-        // nxcc's own cache is never inside the framework's, --neuron-cache or not.
-        let d = parsed
-            .str("cache_dir")
-            .map(str::to_string)
-            .or(compile_cache_dir)
-            .unwrap_or_else(crate::cache::default_dir);
-        if let Err(e) = check_local(&d) {
-            return usage_error(
-                prog,
-                format!("argument --cache_dir: {}", e.cause.to_lowercase()),
-            );
-        }
-        Some(crate::plan::absolute(&launch_dir, &d))
-    };
-    let output_dir = crate::plan::absolute(&launch_dir, parsed.str("output_dir").unwrap_or("."));
-    let inputs = match neuron_dir {
-        Some(_) => Vec::new(),
-        None => match expand_inputs(&positionals, &launch_dir) {
-            Ok(i) => i,
-            Err(e) => return usage_error(prog, format!("argument INPUT: {e}")),
-        },
-    };
-    let made = match neuron_dir {
-        Some(_) => Ok(()),
-        None => std::fs::create_dir_all(&output_dir),
-    };
-    if let Err(e) = made {
-        err(&format!(
-            "{prog} parallel-compile: error: cannot create the output directory {}: {e}\n",
-            output_dir.display()
-        ));
-        return EXIT_COMPILE_FAILED;
+    let d = parsed
+        .str("cache_dir")
+        .map(str::to_string)
+        .or(compile_cache_dir)
+        .unwrap_or_else(crate::cache::default_dir);
+    if let Err(e) = check_local(&d) {
+        let why = format!("argument --cache_dir: {}", e.cause.to_lowercase());
+        return Err(usage_error(prog, why));
     }
-    // Driver options given before the subcommand go to every compile.
+    Ok(Some(crate::plan::absolute(launch_dir, &d)))
+}
+
+/// The arguments every compile gets: the driver options given before the subcommand, the
+/// compile arguments, the remote server's options (checked), `--retry_failed_compilation`.
+fn shared_args(
+    prog: &str,
+    parsed: &Parsed,
+    compile_args: &[String],
+) -> Result<Vec<String>, Stopped> {
     let mut shared: Vec<String> = Vec::new();
     for occ in &parsed.occurrences {
         if occ.flag.scope == Scope::Driver && !OWN_FLAGS.iter().any(|f| std::ptr::eq(*f, occ.flag))
@@ -339,93 +406,92 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         parsed.str("remote_cache").map(str::to_string),
         "",
     ) {
-        return usage_error(prog, format!("argument --remote: {}", e.cause));
+        return Err(usage_error(prog, format!("argument --remote: {}", e.cause)));
     }
-    let retry_failed = parsed.flag("retry_failed_compilation")
-        || compile_args
-            .iter()
-            .any(|a| a == "--retry_failed_compilation" || a == "--retry-failed-compilation");
     if parsed.flag("retry_failed_compilation") {
         shared.push("--retry_failed_compilation".into());
     }
-    let engine = match parsed.str("compiler") {
-        Some(c) => Engine::external(PathBuf::from(c)),
-        None => Engine::Pipeline,
-    };
-    let (neuron, inputs, skipped, cache_dir) = match &neuron_dir {
-        None => (None, inputs, Vec::new(), cache_dir),
-        Some(dir) => {
-            let req = super::neuron::Request {
-                dir,
-                version: parsed.str("neuron_version"),
-                allow_simulated: parsed.flag("allow_simulated"),
-                break_locks: parsed.flag("break_locks"),
-                retry_failed,
-            };
-            shared = super::neuron::anchor_toolchain(&shared, &launch_dir);
-            let run = match super::neuron::prepare(prog, &req, &engine, &shared, &launch_dir) {
-                Ok(r) => r,
-                Err(message) => return usage_error(prog, message),
-            };
-            let found = match super::neuron::discover(&run) {
-                Ok(f) => f,
-                Err(e) => {
-                    err(&format!(
-                        "{prog} parallel-compile: error: cannot read the neuron cache {}: {e}\n",
-                        run.cache.version_path(&run.version).display()
-                    ));
-                    return EXIT_COMPILE_FAILED;
-                }
-            };
-            err(&super::neuron::announce(&run, &found));
-            // nxcc's own cache where the framework's is: used only when it is safe to.
-            let cache_dir = cache_dir.filter(|d| match crate::cache::Cache::new(d).check() {
-                Ok(()) => true,
-                Err(u) => {
-                    err(&format!(
-                        "{prog} parallel-compile: warning: compiling without nxcc's cache: {u}\n"
-                    ));
-                    false
-                }
-            });
-            (Some(run), found.inputs, found.skipped, cache_dir)
+    Ok(shared)
+}
+
+/// The INPUT arguments as inputs, and the output directory made.
+fn file_inputs(
+    prog: &str,
+    positionals: &[String],
+    launch_dir: &std::path::Path,
+    output_dir: &std::path::Path,
+) -> Result<Vec<super::Input>, Stopped> {
+    let inputs = expand_inputs(positionals, launch_dir)
+        .map_err(|e| usage_error(prog, format!("argument INPUT: {e}")))?;
+    if let Err(e) = std::fs::create_dir_all(output_dir) {
+        err(&format!(
+            "{prog} parallel-compile: error: cannot create the output directory {}: {e}\n",
+            output_dir.display()
+        ));
+        return Err(EXIT_COMPILE_FAILED);
+    }
+    Ok(inputs)
+}
+
+/// The framework cache's run, its entries to compile, and those it skips (announced).
+fn neuron_inputs(
+    prog: &str,
+    req: &super::neuron::Request,
+    engine: &Engine,
+    shared: &[String],
+    launch_dir: &std::path::Path,
+) -> Result<
+    (
+        super::neuron::Run,
+        Vec<super::Input>,
+        Vec<super::neuron::Skipped>,
+    ),
+    Stopped,
+> {
+    let run = super::neuron::prepare(prog, req, engine, shared, launch_dir)
+        .map_err(|message| usage_error(prog, message))?;
+    let found = match super::neuron::discover(&run) {
+        Ok(f) => f,
+        Err(e) => {
+            err(&format!(
+                "{prog} parallel-compile: error: cannot read the neuron cache {}: {e}\n",
+                run.cache.version_path(&run.version).display()
+            ));
+            return Err(EXIT_COMPILE_FAILED);
         }
     };
-    let cfg = Config {
-        prog: prog.to_string(),
-        jobs,
-        memory_budget,
-        output_dir,
-        retries,
-        engine,
-        cache_dir,
-        launch_dir,
-        worker_program: None,
-        progress: ProgressMode::detect(),
-        neuron,
-    };
-    let cancel = Cancel::new();
-    let interrupted = Arc::new(AtomicI32::new(0));
-    if let Ok(s) = crate::run::signals::install() {
-        let (c, which) = (cancel.clone(), interrupted.clone());
-        s.on_signal(move |sig| {
-            let _ = which.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-            c.cancel();
-        });
-    }
-    let mut report = match super::run(&cfg, &inputs, &shared, &cancel, &interrupted) {
-        Ok(r) => r,
-        Err(e) => return compile_args_error(prog, e),
-    };
-    if let Some(run) = &cfg.neuron {
-        report.neuron_cache = Some(super::neuron::report_json(run, &skipped));
-    }
-    out(&report::table(&report));
-    err(&report::failures(&report));
+    err(&super::neuron::announce(&run, &found));
+    Ok((run, found.inputs, found.skipped))
+}
+
+/// nxcc's own cache where the framework's is: used only when it is safe to.
+fn safe_cache_dir(prog: &str, cache_dir: Option<PathBuf>) -> Option<PathBuf> {
+    cache_dir.filter(|d| match crate::cache::Cache::new(d).check() {
+        Ok(()) => true,
+        Err(u) => {
+            err(&format!(
+                "{prog} parallel-compile: warning: compiling without nxcc's cache: {u}\n"
+            ));
+            false
+        }
+    })
+}
+
+/// The table, the failures, `--report` and `--timings`; the exit status (a signal's when one
+/// stopped the batch).
+fn finish(
+    prog: &str,
+    parsed: &Parsed,
+    cfg: &Config,
+    report: &super::Report,
+    cancel: &Cancellation,
+) -> i32 {
+    out(&report::table(report));
+    err(&report::failures(report));
     let mut status = report.exit_status();
     for (flag, text, what) in [
-        ("report", report::json(&report), "report"),
-        ("timings", report::timings_html(&report), "timeline"),
+        ("report", report::json(report), "report"),
+        ("timings", report::timings_html(report), "timeline"),
     ] {
         if let Some(path) = parsed.str(flag) {
             let path = crate::plan::absolute(&cfg.launch_dir, path);
@@ -438,8 +504,8 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             }
         }
     }
-    match interrupted.load(Ordering::SeqCst) {
-        0 => status,
-        sig => crate::run::signals::exit_status_for(sig),
+    match cancel.signal() {
+        None => status,
+        Some(sig) => crate::run::signals::exit_status_for(sig),
     }
 }

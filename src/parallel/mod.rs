@@ -5,15 +5,17 @@
 //! Scheduling ([`run`]): every input is planned and keyed first, and its peak memory estimated
 //! ([`crate::cache::estimate()`]: the peak recorded for the same key, else for the same arguments
 //! and the nearest graph, else the formula [`crate::cache::estimate::FORMULA`]; the report says
-//! which); then the largest estimate goes first. Every compile joins the queue of
-//! [`crate::admission::Admission`] in that order and waits for its place in a thread of its own —
-//! at most `jobs` run at once and, with a memory budget, only while the running estimates plus
-//! its own fit; a smaller compile that fits starts while a larger one waits (backfilling, with a
-//! reservation that keeps the larger from starving). Its console output goes nowhere but its log
-//! file.
-//! A compile that ends with `[F137]` (a process killed by SIGKILL, most often the out-of-memory
-//! killer) is retried once *alone* before it counts as failed; other failures are retried
-//! `retries` times (a retry compiles again even if the cache remembers the failure).
+//! which); then the largest estimate goes first. Every compile joins the queue of admission
+//! ([`crate::admission::Schedule`]) in that order and waits there, not in a thread: at most
+//! `jobs` run at once, each on one of `jobs` worker threads, and, with a memory budget, only
+//! while the running estimates plus its own fit; a smaller compile that fits starts while a
+//! larger one waits (backfilling, with a reservation that keeps the larger from starving). The
+//! dispatcher (the calling thread) admits, hands each admitted compile to an idle worker, and
+//! decides what an ended attempt leads to. A compile's console output goes nowhere but its log
+//! file; it compiles through the one entry point ([`crate::compile`]).
+//! A compile killed for memory (the original's `[F137]`: a process killed by SIGKILL, most often
+//! the out-of-memory killer) is retried once *alone* before it counts as failed; other failures
+//! are retried `retries` times (a retry compiles again even if the cache remembers the failure).
 //!
 //! Inputs are model files, or the entries to do of the framework's compile cache
 //! (`--neuron-cache`, [`neuron`]): then each compile is wrapped in the entry's lock, its NEFF
@@ -29,23 +31,27 @@ pub mod neuron;
 pub mod progress;
 pub mod report;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicI32;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::admission::{Admission, Request};
+use crate::admission::{Id, Request, Schedule};
 use crate::cache::{self, CacheConfig, CacheStatus, Estimate, Key};
+use crate::cli::namespace::Dest;
 use crate::cli::{self, CliError, Command};
-use crate::engine::log::Console;
-use crate::engine::pipeline::Options;
+use crate::compile::Compiled;
+use crate::engine::result::CompileResult as Ended;
+use crate::engine::session::Cancellation;
+use crate::engine::session::Options;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::plan::{self, Plan, PlanError, SystemProbe};
-use crate::run::process::Cancel;
+use crate::result::Status as CompileStatus;
+use crate::result::{Environment, Failure};
 
 pub use naming::stem_of;
 pub use progress::ProgressMode;
@@ -268,36 +274,45 @@ struct Task {
     cache: CacheConfig,
     estimate: u64,
     alone: bool,
-    /// The `[F137]` retry was used.
+    /// The retry alone after a kill for memory was used.
     alone_retry_used: bool,
     retries_used: u32,
     /// Compile again even if the cache remembers a failure (a retry).
     force: bool,
 }
 
+impl Task {
+    /// What it asks of admission.
+    fn request(&self) -> Request {
+        Request {
+            bytes: self.estimate,
+            alone: self.alone,
+        }
+    }
+}
+
+/// An attempt that ended, as its worker reports it to the dispatcher.
 struct Finished {
     task: Task,
     attempt: Attempt,
+    /// How the attempt ended.
+    status: CompileStatus,
     /// Not compiled after all, and why (its framework cache entry was locked or done meanwhile).
     skipped: Option<String>,
 }
 
-/// Whether a failed attempt of `task` is tried again: once alone after `[F137]`, else while
-/// `retries` last; never a failure the cache remembered (the one rule of the dispatcher, also
-/// told to a compile's framework cache entry before it records a failure).
-fn tried_again(task: &Task, retries: u32, from_cache: bool, f137: bool) -> bool {
-    !from_cache && ((f137 && !task.alone_retry_used) || task.retries_used < retries)
+/// Whether a failed attempt of `task` is tried again: once alone after a kill for memory (the
+/// original's `[F137]`), else while `retries` last; never a failure the cache remembered (the
+/// one rule of the dispatcher, also told to a compile's framework cache entry before it records
+/// a failure).
+fn tried_again(task: &Task, retries: u32, from_cache: bool, failure: &Failure) -> bool {
+    !from_cache
+        && ((out_of_memory(failure) && !task.alone_retry_used) || task.retries_used < retries)
 }
 
-/// What a compile's thread tells the dispatcher.
-enum Message {
-    Finished(Box<Finished>),
-    /// Cancelled before it was admitted.
-    NotStarted,
-}
-
-fn is_f137(lines: &[String]) -> bool {
-    lines.iter().any(|l| l.starts_with("[F137]"))
+/// Whether a failure is a kill for memory, retried alone.
+fn out_of_memory(failure: &Failure) -> bool {
+    matches!(failure, Failure::OutOfMemory { .. })
 }
 
 /// Plan one input: `compile <args> <model> --output <dir>/<stem>.neff --logfile <dir>/<stem>.log`.
@@ -330,12 +345,12 @@ fn plan_input(
         }
     };
     for (dest, why) in [
-        ("dry_run", "--dry-run"),
+        (Dest::DryRun, "--dry-run"),
         (
-            "temp_dir",
+            Dest::TempDir,
             "--temp-dir (each compile gets its own work dir)",
         ),
-        ("daemon", "--daemon"),
+        (Dest::Daemon, "--daemon"),
     ] {
         if args.ns.used(dest) {
             return Err(CliError::Usage {
@@ -345,10 +360,10 @@ fn plan_input(
             });
         }
     }
-    let remote_flag = |d: &str| args.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
+    let remote_flag = |d: Dest| args.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
     if let Err(e) = crate::remote::RemoteConfig::from_flags(
-        remote_flag("remote"),
-        remote_flag("remote_cache"),
+        remote_flag(Dest::Remote),
+        remote_flag(Dest::RemoteCache),
         "",
     ) {
         return Err(CliError::Usage {
@@ -387,17 +402,35 @@ pub fn log_path(cfg: &Config, input: &Input) -> PathBuf {
 }
 
 /// Compile every input (see the module documentation). `Err` is a usage error in the compile
-/// arguments, found before anything ran. `interrupted` holds the signal that cancelled the
-/// batch, if any.
+/// arguments, found before anything ran. `cancel` stops the batch, and says why.
 pub fn run(
     cfg: &Config,
     inputs: &[Input],
     compile_args: &[String],
-    cancel: &Cancel,
-    interrupted: &Arc<AtomicI32>,
+    cancel: &Cancellation,
 ) -> Result<Report, CliError> {
     let started = Instant::now();
-    let mut results: Vec<CompileResult> = inputs
+    let mut results = initial_results(cfg, inputs);
+    let tasks = plan_all(cfg, inputs, compile_args, &mut results)?;
+    let failed_early = results.iter().filter(|r| r.status == Status::Failed);
+    let progress = progress::Progress::start(cfg.progress, inputs.len(), failed_early.count());
+    for r in results.iter().filter(|r| r.status == Status::Failed) {
+        progress.finished(r);
+    }
+    let batch = Batch {
+        cfg,
+        inputs,
+        cancel,
+        started,
+    };
+    batch.dispatch(tasks, &mut results, &progress);
+    drop(progress);
+    Ok(report(cfg, results, started))
+}
+
+/// Every input's row of the report, before anything ran (cancelled until it ends otherwise).
+fn initial_results(cfg: &Config, inputs: &[Input]) -> Vec<CompileResult> {
+    inputs
         .iter()
         .map(|i| CompileResult {
             input: i.model.display().to_string(),
@@ -426,9 +459,17 @@ pub fn run(
             attempts: Vec::new(),
             work_dir: None,
         })
-        .collect();
+        .collect()
+}
 
-    // Plan, key and estimate every input; largest estimate first.
+/// Plan, key and estimate every input, largest estimate first; an input that does not plan is
+/// failed in `results` (a usage error in the shared arguments is the batch's).
+fn plan_all(
+    cfg: &Config,
+    inputs: &[Input],
+    compile_args: &[String],
+    results: &mut [CompileResult],
+) -> Result<Vec<Task>, CliError> {
     let mut tasks: Vec<Task> = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
         // An entry's own flags that do not make a compile fail that entry, not the batch.
@@ -440,53 +481,15 @@ pub fn run(
             ))),
             r => r,
         };
-        let plan = match planned? {
-            Ok(p) => p,
+        let r = &mut results[index];
+        match planned?.and_then(|plan| task_of(cfg, index, plan, r)) {
+            Ok(task) => tasks.push(task),
             Err(line) => {
-                let r = &mut results[index];
                 r.status = Status::Failed;
                 r.exit_status = EXIT_COMPILE_FAILED;
                 r.error_lines = vec![line];
-                continue;
             }
-        };
-        let dir = cfg.cache_dir.clone().filter(|_| !plan.ns.bool("no_cache"));
-        let cache_cfg = match CacheConfig::for_plan_in(&plan, dir) {
-            Ok(c) => c,
-            Err(e) => {
-                let r = &mut results[index];
-                r.status = Status::Failed;
-                r.exit_status = EXIT_COMPILE_FAILED;
-                r.error_lines = vec![e.to_string()];
-                continue;
-            }
-        };
-        let key = cache_cfg
-            .dir
-            .as_ref()
-            .and_then(|_| cache_cfg.key(&plan, &cfg.engine).ok());
-        let estimate = match &key {
-            Some(k) => cache::estimate(cache_cfg.cache().as_ref(), k),
-            None => Estimate {
-                bytes: cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(
-                    &plan,
-                )),
-                basis: cache::Basis::formula(),
-            },
-        };
-        results[index].key = key.as_ref().map(|k| k.key.clone());
-        results[index].estimate = Some(estimate.clone());
-        tasks.push(Task {
-            index,
-            plan: Arc::new(plan),
-            key,
-            cache: cache_cfg,
-            estimate: estimate.bytes,
-            alone: false,
-            alone_retry_used: false,
-            retries_used: 0,
-            force: false,
-        });
+        }
     }
     tasks.sort_by_key(|t| std::cmp::Reverse(t.estimate));
     // Said up front: compiles no budget can hold together with another, and compiles that will
@@ -506,251 +509,54 @@ pub fn run(
             &cfg.output_dir,
         ));
     }
+    Ok(tasks)
+}
 
-    let jobs = cfg.jobs.max(1);
-    let admission = Admission::new(jobs, cfg.memory_budget);
-    let progress = progress::Progress::start(
-        cfg.progress,
-        inputs.len(),
-        results
-            .iter()
-            .filter(|r| r.status == Status::Failed)
-            .count(),
-    );
-    for r in results.iter().filter(|r| r.status == Status::Failed) {
-        progress.finished(r);
-    }
-    let slots = Mutex::new(vec![false; jobs]);
-    let (tx, rx) = mpsc::channel::<Message>();
+/// A planned input as a task: its cache, its key and its memory estimate (also in its row);
+/// `Err`: its cache flags do not read (the line that says so).
+fn task_of(
+    cfg: &Config,
+    index: usize,
+    plan: Plan,
+    row: &mut CompileResult,
+) -> Result<Task, String> {
+    let dir = cfg
+        .cache_dir
+        .clone()
+        .filter(|_| !plan.ns.bool(Dest::NoCache));
+    let cache_cfg = CacheConfig::for_plan_in(&plan, dir).map_err(|e| e.to_string())?;
+    let key = cache_cfg
+        .dir
+        .as_ref()
+        .and_then(|_| cache_cfg.key(&plan, &cfg.engine).ok());
+    let estimate = match &key {
+        Some(k) => cache::estimate(cache_cfg.cache().as_ref(), k),
+        None => Estimate {
+            bytes: cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&plan)),
+            basis: cache::Basis::formula(),
+        },
+    };
+    row.key = key.as_ref().map(|k| k.key.clone());
+    row.estimate = Some(estimate.clone());
+    Ok(Task {
+        index,
+        plan: Arc::new(plan),
+        key,
+        cache: cache_cfg,
+        estimate: estimate.bytes,
+        alone: false,
+        alone_retry_used: false,
+        retries_used: 0,
+        force: false,
+    })
+}
 
-    std::thread::scope(|scope| {
-        // Join the queue now (so the queue's order is this order), then wait for a place in a
-        // thread of its own: admission, not this loop, decides which waiting compile goes next.
-        let launch = |task: Task, first: bool| {
-            let ticket = admission.enqueue(
-                Request {
-                    bytes: task.estimate,
-                    alone: task.alone,
-                },
-                first,
-            );
-            let tx = tx.clone();
-            let (admission, progress, slots) = (&admission, &progress, &slots);
-            let engine = &cfg.engine;
-            let worker_program = cfg.worker_program.clone();
-            let interrupted = interrupted.clone();
-            let (neuron_run, target) = (cfg.neuron.as_ref(), inputs[task.index].neuron.as_ref());
-            let retries = cfg.retries;
-            scope.spawn(move || {
-                let Some(permit) = ticket.wait(Some(cancel)) else {
-                    let _ = tx.send(Message::NotStarted);
-                    return;
-                };
-                // At most `jobs` permits at once, and a slot is freed before its permit: one is free.
-                let slot = {
-                    let mut s = slots.lock().unwrap_or_else(|p| p.into_inner());
-                    let slot = s.iter().position(|t| !*t).unwrap_or(0);
-                    s[slot] = true;
-                    slot
-                };
-                let snap = admission.snapshot();
-                progress.set_running(snap.running);
-                progress.set_queued(snap.queued);
-                let mut cache_cfg = task.cache.clone();
-                if task.force {
-                    cache_cfg.retry_failed = true;
-                }
-                let opts = Options {
-                    console: Console::Sink(Arc::new(|_: &str, _: bool| {})),
-                    cancel: cancel.clone(),
-                    interrupted,
-                    worker_env: Vec::new(),
-                    on_event: None,
-                    worker_program,
-                    // Many compiles share this process.
-                    sole_compile: false,
-                    install_signals: false,
-                    fork_server: None,
-                    // A batch's work dirs (kept on failure, or when no NEFF is written) are in
-                    // its output directory, not the launch directory; an entry of the
-                    // framework's cache is launched in a work directory of its own already.
-                    work_root: target.is_none().then(|| cfg.output_dir.clone()),
-                };
-                let start_s = started.elapsed().as_secs_f64();
-                let signalled = opts.interrupted.clone();
-                // An entry of the framework's cache: its lock first (it may be taken by now).
-                let (prepared, skipped, refused) = match (neuron_run, target) {
-                    (Some(run), Some(t)) => match neuron::before(run, t) {
-                        Ok(neuron::Before::Go(p)) => (Some(p), None, None),
-                        Ok(neuron::Before::Skip(why)) => (None, Some(why), None),
-                        Err(line) => (None, None, Some(line)),
-                    },
-                    _ => (None, None, None),
-                };
-                let mut done = if skipped.is_some() || refused.is_some() {
-                    cache::CachedOutcome {
-                        outcome: crate::engine::pipeline::Outcome {
-                            exit_status: if refused.is_some() {
-                                EXIT_COMPILE_FAILED
-                            } else {
-                                0
-                            },
-                            error_lines: refused.into_iter().collect(),
-                            jobs: Vec::new(),
-                            work_dir: None,
-                            kept: false,
-                            worker_pid: None,
-                            supervisor_pid: std::process::id(),
-                        },
-                        cache: CacheStatus::Off,
-                        key: None,
-                        entry: None,
-                    }
-                } else {
-                    // A compile with --remote or --remote-cache goes through the remote server
-                    // (its flags were checked before anything started).
-                    let remote = crate::remote::RemoteConfig::from_plan(&task.plan)
-                        .ok()
-                        .flatten();
-                    crate::remote::compile::compile(
-                        &task.plan,
-                        task.key.clone(),
-                        &opts,
-                        &cache_cfg,
-                        engine,
-                        remote.as_ref(),
-                    )
-                };
-                if let (Some(p), Some(t), Some(run)) = (prepared, target, neuron_run) {
-                    let o = &done.outcome;
-                    let interrupted_now = signalled.load(std::sync::atomic::Ordering::SeqCst) != 0
-                        || cancel.is_cancelled();
-                    let again = o.exit_status != 0
-                        && !interrupted_now
-                        && tried_again(
-                            &task,
-                            retries,
-                            done.cache == CacheStatus::Hit,
-                            is_f137(&o.error_lines),
-                        );
-                    if let Err(line) =
-                        neuron::after(run, p, t, o, done.cache, again, interrupted_now)
-                    {
-                        done.outcome.error_lines.push(line);
-                        if done.outcome.exit_status == 0 {
-                            done.outcome.exit_status = EXIT_COMPILE_FAILED;
-                        }
-                    }
-                }
-                let end_s = started.elapsed().as_secs_f64();
-                slots.lock().unwrap_or_else(|p| p.into_inner())[slot] = false;
-                drop(permit);
-                let o = &done.outcome;
-                let attempt = Attempt {
-                    start_s,
-                    end_s,
-                    exit_status: o.exit_status,
-                    cache: done.cache,
-                    alone: task.alone,
-                    slot,
-                    peak_rss_kb: o.jobs.iter().map(|j| j.max_rss_kb).max(),
-                    error_lines: o.error_lines.clone(),
-                    work_dir: o
-                        .work_dir
-                        .as_ref()
-                        .filter(|_| o.kept)
-                        .map(|d| d.display().to_string()),
-                };
-                let _ = tx.send(Message::Finished(Box::new(Finished {
-                    task,
-                    attempt,
-                    skipped,
-                })));
-            });
-        };
-
-        // What a finished attempt leads to: a final state, or a retry (returned).
-        let mut handle = |f: Finished| -> Option<Task> {
-            let mut task = f.task;
-            let a = f.attempt;
-            let r = &mut results[task.index];
-            if let Some(why) = f.skipped {
-                r.status = Status::Skipped;
-                r.error_lines = vec![why];
-                progress.finished(r);
-                return None;
-            }
-            r.wall_s += a.end_s - a.start_s;
-            r.exit_status = a.exit_status;
-            r.cache = a.cache;
-            r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
-            r.error_lines = a.error_lines.clone();
-            r.work_dir = a.work_dir.clone();
-            let failed = a.exit_status != 0;
-            let cancelled = cancel.is_cancelled();
-            r.attempts.push(a);
-            if !failed {
-                r.status = match &task.plan.no_neff {
-                    Some(why) => {
-                        r.error_lines = vec![why.clone()];
-                        Status::NoNeff
-                    }
-                    None => Status::Ok,
-                };
-                progress.finished(r);
-                return None;
-            }
-            if cancelled {
-                r.status = Status::Cancelled;
-                progress.finished(r);
-                return None;
-            }
-            // A remembered failure is the cache's answer, not an accident: no retry.
-            let from_cache = r.cache == CacheStatus::Hit;
-            let f137 = is_f137(&r.error_lines);
-            if !tried_again(&task, cfg.retries, from_cache, f137) {
-                r.status = Status::Failed;
-                progress.finished(r);
-                return None;
-            } else if f137 && !task.alone_retry_used {
-                task.alone_retry_used = true;
-                task.alone = true;
-            } else {
-                task.retries_used += 1;
-                task.alone = f137;
-            }
-            task.force = true;
-            progress.retrying(r, task.alone);
-            Some(task)
-        };
-
-        let mut outstanding = 0usize;
-        for task in tasks {
-            launch(task, false);
-            outstanding += 1;
-        }
-        // Until every compile has ended or given up its place (cancelled while waiting).
-        while outstanding > 0 {
-            let Ok(message) = rx.recv() else { break };
-            outstanding -= 1;
-            if let Message::Finished(f) = message {
-                if let Some(retry) = handle(*f) {
-                    // A retry goes ahead of the compiles that have not started yet.
-                    launch(retry, true);
-                    outstanding += 1;
-                }
-            }
-            let snap = admission.snapshot();
-            progress.set_running(snap.running);
-            progress.set_queued(snap.queued);
-        }
-    });
-    drop(progress);
-
+/// The batch's report from its rows.
+fn report(cfg: &Config, results: Vec<CompileResult>, started: Instant) -> Report {
     let count = |s: Status| results.iter().filter(|r| r.status == s).count();
-    Ok(Report {
+    Report {
         nxcc_version: crate::VERSION.to_string(),
-        jobs,
+        jobs: cfg.jobs.max(1),
         memory_budget: cfg.memory_budget,
         engine: cfg.engine.name().to_string(),
         cache_dir: cfg.cache_dir.as_ref().map(|d| d.display().to_string()),
@@ -763,7 +569,314 @@ pub fn run(
         no_neff: count(Status::NoNeff),
         neuron_cache: None,
         compiles: results,
-    })
+    }
+}
+
+/// How often the dispatcher, waiting for an attempt to end, looks whether the batch was
+/// cancelled.
+const CANCEL_POLL: Duration = Duration::from_millis(100);
+
+/// What every attempt of the batch shares.
+struct Batch<'a> {
+    cfg: &'a Config,
+    inputs: &'a [Input],
+    cancel: &'a Cancellation,
+    started: Instant,
+}
+
+impl Batch<'_> {
+    /// Run every task on `--jobs` worker threads (one per slot, each running one compile at a
+    /// time): the inputs wait in admission's queue ([`Schedule`]), not in threads. The dispatcher
+    /// — this thread — admits, hands an admitted task to an idle worker, and decides what an
+    /// ended attempt leads to (its final state, or a retry at the front of the queue).
+    fn dispatch(
+        &self,
+        tasks: Vec<Task>,
+        results: &mut [CompileResult],
+        progress: &progress::Progress,
+    ) {
+        let jobs = self.cfg.jobs.max(1);
+        let (done_tx, done_rx) = mpsc::channel::<(usize, Finished)>();
+        std::thread::scope(|scope| {
+            let workers: Vec<mpsc::Sender<Task>> = (0..jobs)
+                .map(|slot| {
+                    let (tx, rx) = mpsc::channel::<Task>();
+                    let done = done_tx.clone();
+                    scope.spawn(move || {
+                        for task in rx {
+                            if done.send((slot, self.attempt(task, slot))).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    tx
+                })
+                .collect();
+            drop(done_tx);
+            let mut queue = Queue::new(jobs, self.cfg.memory_budget, tasks);
+            loop {
+                if self.cancel.is_cancelled() {
+                    // What has not started never will; what runs is being cancelled.
+                    queue.withdraw_all();
+                }
+                for (slot, task) in queue.admit() {
+                    let _ = workers[slot].send(task);
+                }
+                let snap = queue.schedule.snapshot();
+                progress.set_running(snap.running);
+                progress.set_queued(snap.queued);
+                if queue.is_empty() {
+                    break;
+                }
+                match done_rx.recv_timeout(CANCEL_POLL) {
+                    Ok((slot, finished)) => {
+                        queue.finish(slot);
+                        if let Some(retry) = self.conclude(finished, results, progress) {
+                            // A retry goes ahead of the compiles that have not started yet.
+                            queue.push_front(retry);
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            drop(workers);
+        });
+    }
+
+    /// One attempt of `task` in worker slot `slot`: the framework cache entry's lock first (it
+    /// may be taken by now), the compile through the one entry point, the entry's result.
+    fn attempt(&self, task: Task, slot: usize) -> Finished {
+        let start_s = self.started.elapsed().as_secs_f64();
+        let target = self.inputs[task.index].neuron.as_ref();
+        let neuron_run = self.cfg.neuron.as_ref();
+        let (prepared, skipped, refused) = match (neuron_run, target) {
+            (Some(run), Some(t)) => match neuron::before(run, t) {
+                Ok(neuron::Before::Go(p)) => (Some(p), None, None),
+                Ok(neuron::Before::Skip(why)) => (None, Some(why), None),
+                Err(line) => (None, None, Some(line)),
+            },
+            _ => (None, None, None),
+        };
+        let mut done = match (&skipped, refused) {
+            (_, Some(line)) => Compiled::uncached(Ended::failed(
+                Failure::Environment(Environment::CacheEntry),
+                vec![line],
+            )),
+            (Some(_), None) => Compiled::uncached(Ended::succeeded(Vec::new())),
+            (None, None) => self.compile(&task),
+        };
+        if let (Some(p), Some(t), Some(run)) = (prepared, target, neuron_run) {
+            self.record_in_entry(run, p, t, &task, &mut done);
+        }
+        let o = &done.result;
+        let attempt = Attempt {
+            start_s,
+            end_s: self.started.elapsed().as_secs_f64(),
+            exit_status: o.exit_status(),
+            cache: done.cache,
+            alone: task.alone,
+            slot,
+            peak_rss_kb: o.peak_rss_kb(),
+            error_lines: o.lines.clone(),
+            work_dir: o
+                .work_dir
+                .as_ref()
+                .filter(|_| o.kept)
+                .map(|d| d.display().to_string()),
+        };
+        Finished {
+            status: o.status.clone(),
+            task,
+            attempt,
+            skipped,
+        }
+    }
+
+    /// Compile `task` through the one entry point; its console goes nowhere but its log file
+    /// (many compiles share this process). A compile with --remote or --remote-cache goes
+    /// through the remote server (its flags were checked before anything started).
+    fn compile(&self, task: &Task) -> Compiled {
+        let mut cache = task.cache.clone();
+        if task.force {
+            cache.retry_failed = true;
+        }
+        let options = Options {
+            cancel: self.cancel.clone(),
+            worker_program: self.cfg.worker_program.clone(),
+            // A batch's work dirs (kept on failure, or when no NEFF is written) are in its
+            // output directory, not the launch directory; an entry of the framework's cache is
+            // launched in a work directory of its own already.
+            work_root: self.inputs[task.index]
+                .neuron
+                .is_none()
+                .then(|| self.cfg.output_dir.clone()),
+            ..Options::quiet()
+        };
+        let remote = crate::remote::RemoteConfig::from_plan(&task.plan)
+            .ok()
+            .flatten();
+        crate::compile::compile(crate::compile::Request {
+            plan: &task.plan,
+            options,
+            engine: &self.cfg.engine,
+            cache,
+            key: task.key.clone(),
+            remote,
+        })
+    }
+
+    /// What a framework cache entry gets from the attempt (a published NEFF, or a `model.log`
+    /// for a failure of the graph that will not be retried); a result that cannot be put there
+    /// fails the attempt.
+    fn record_in_entry(
+        &self,
+        run: &neuron::Run,
+        prepared: neuron::Prepared,
+        target: &neuron::Target,
+        task: &Task,
+        done: &mut Compiled,
+    ) {
+        let o = &done.result;
+        let interrupted_now = self.cancel.is_cancelled();
+        let from_cache = done.cache == CacheStatus::Hit;
+        let again = !interrupted_now
+            && o.failure()
+                .is_some_and(|f| tried_again(task, self.cfg.retries, from_cache, f));
+        if let Err(line) = neuron::after(run, prepared, target, o, again, interrupted_now) {
+            done.result.lines.push(line);
+            if done.result.ok() {
+                done.result.status =
+                    CompileStatus::Failed(Failure::Environment(Environment::CacheEntry));
+            }
+        }
+    }
+
+    /// What a finished attempt leads to: a final state in its row, or a retry (returned).
+    fn conclude(
+        &self,
+        f: Finished,
+        results: &mut [CompileResult],
+        progress: &progress::Progress,
+    ) -> Option<Task> {
+        let mut task = f.task;
+        let a = f.attempt;
+        let r = &mut results[task.index];
+        if let Some(why) = f.skipped {
+            r.status = Status::Skipped;
+            r.error_lines = vec![why];
+            progress.finished(r);
+            return None;
+        }
+        r.wall_s += a.end_s - a.start_s;
+        r.exit_status = a.exit_status;
+        r.cache = a.cache;
+        r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
+        r.error_lines = a.error_lines.clone();
+        r.work_dir = a.work_dir.clone();
+        r.attempts.push(a);
+        let failure = match f.status {
+            CompileStatus::Succeeded => match &task.plan.no_neff {
+                Some(why) => {
+                    r.error_lines = vec![why.clone()];
+                    Err(Status::NoNeff)
+                }
+                None => Err(Status::Ok),
+            },
+            _ if self.cancel.is_cancelled() => Err(Status::Cancelled),
+            CompileStatus::Failed(failure) => Ok(failure),
+            CompileStatus::Interrupted(_) | CompileStatus::Cancelled(_) => Err(Status::Cancelled),
+        };
+        let failure = match failure {
+            Ok(f) => f,
+            Err(end) => {
+                r.status = end;
+                progress.finished(r);
+                return None;
+            }
+        };
+        // A remembered failure is the cache's answer, not an accident: no retry.
+        let from_cache = r.cache == CacheStatus::Hit;
+        if !tried_again(&task, self.cfg.retries, from_cache, &failure) {
+            r.status = Status::Failed;
+            progress.finished(r);
+            return None;
+        }
+        let oom = out_of_memory(&failure);
+        if oom && !task.alone_retry_used {
+            task.alone_retry_used = true;
+            task.alone = true;
+        } else {
+            task.retries_used += 1;
+            task.alone = oom;
+        }
+        task.force = true;
+        progress.retrying(r, &failure, task.alone);
+        Some(task)
+    }
+}
+
+/// The tasks waiting and running: admission's schedule, the tasks behind its ids, and which
+/// worker slot runs which.
+struct Queue {
+    schedule: Schedule,
+    waiting: HashMap<Id, Task>,
+    running: HashMap<usize, Id>,
+    idle: Vec<usize>,
+}
+
+impl Queue {
+    fn new(jobs: usize, budget: Option<u64>, tasks: Vec<Task>) -> Queue {
+        let mut q = Queue {
+            schedule: Schedule::new(jobs, budget),
+            waiting: HashMap::new(),
+            running: HashMap::new(),
+            idle: (0..jobs).rev().collect(),
+        };
+        for t in tasks {
+            let id = q.schedule.push_back(t.request());
+            q.waiting.insert(id, t);
+        }
+        q
+    }
+
+    fn push_front(&mut self, task: Task) {
+        let id = self.schedule.push_front(task.request());
+        self.waiting.insert(id, task);
+    }
+
+    /// The tasks admission lets start now, each with the idle slot it runs in (admission never
+    /// admits more than `--jobs`, so one is idle).
+    fn admit(&mut self) -> Vec<(usize, Task)> {
+        let mut out = Vec::new();
+        for id in self.schedule.admit() {
+            let (Some(task), Some(slot)) = (self.waiting.remove(&id), self.idle.pop()) else {
+                continue;
+            };
+            self.running.insert(slot, id);
+            out.push((slot, task));
+        }
+        out
+    }
+
+    /// The attempt in `slot` ended.
+    fn finish(&mut self, slot: usize) {
+        if let Some(id) = self.running.remove(&slot) {
+            self.schedule.finish(id);
+        }
+        self.idle.push(slot);
+    }
+
+    /// Nothing that has not started will.
+    fn withdraw_all(&mut self) {
+        for (id, _) in self.waiting.drain() {
+            self.schedule.withdraw(id);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@
 //!   skipped), staging directories of dead earlier runs removed.
 //! - [`after`], under the cache-wide lock and only while the entry's lock is still ours: a
 //!   success is published (`model.neff` by a rename, then `model.done`); a failure of the graph
-//!   ([`crate::recon::cache::failure_is_cacheable`], or one nxcc's cache remembers) that will not
-//!   be retried leaves `model.log` (the error lines, then the tail of the compile's log); an
+//!   (one [`crate::recon::cache::remembers`], served from nxcc's cache or just compiled) that
+//!   will not be retried leaves `model.log` (the error lines, then the tail of the compile's log); an
 //!   interrupt, a timeout, a kill or a failure of the environment leaves nothing. A lost lock
 //!   gives the result up: `lost the lock of <entry>`.
 
@@ -30,8 +30,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::Input;
-use crate::cache::CacheStatus;
-use crate::engine::pipeline::Outcome;
+use crate::cli::namespace::Dest;
+use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::fsx::{AtomicFile, Dir, Durability};
 use crate::lockfile::keeper::{Held, Locker, Taken};
@@ -39,6 +39,7 @@ use crate::neuron_cache::lock::{lock_name, CacheLock};
 use crate::neuron_cache::publish::{self, NotWritten};
 use crate::neuron_cache::{self as nc, Class, LockOwner, NeuronCache};
 use crate::recon::framework;
+use crate::result::Status;
 
 /// The compile's log file in its work directory (the compiler's default name there).
 pub const WORK_LOG: &str = "log-neuron-cc.txt";
@@ -348,8 +349,7 @@ pub fn after(
     run: &Run,
     p: Prepared,
     t: &Target,
-    outcome: &Outcome,
-    cache: CacheStatus,
+    outcome: &CompileResult,
     will_retry: bool,
     interrupted: bool,
 ) -> Result<(), String> {
@@ -364,7 +364,7 @@ pub fn after(
             t.entry.display()
         ),
     };
-    if outcome.exit_status == 0 {
+    if outcome.ok() {
         let written = run
             .cache_lock
             .hold(&say)
@@ -373,17 +373,14 @@ pub fn after(
         let _ = std::fs::remove_file(t.output());
         return written.map_err(|e| lost(e, "NEFF"));
     }
-    let of_the_graph = (cache == CacheStatus::Hit
-        && outcome.exit_status == crate::error::EXIT_COMPILE_FAILED)
-        || crate::recon::cache::failure_is_cacheable(
-            outcome.exit_status,
-            outcome.worker_pid.is_some(),
-            &outcome.jobs,
-            &outcome.error_lines,
-            interrupted,
-        );
+    // A failure of the graph: one the cache remembers (served from nxcc's cache, or just
+    // compiled). An interrupt, a timeout, a kill or the environment leaves the entry to do.
+    let of_the_graph = match &outcome.status {
+        Status::Failed(f) => crate::recon::cache::remembers(f),
+        _ => false,
+    };
     if of_the_graph && !will_retry && !interrupted {
-        let text = log_text(&outcome.error_lines, &t.log());
+        let text = log_text(&outcome.lines, &t.log());
         run.cache_lock
             .hold(&say)
             .map_err(NotWritten::Io)
@@ -460,7 +457,7 @@ fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Optio
     argv.extend(shared.iter().cloned());
     argv.push("model.hlo_module.pb".into());
     let option = match crate::cli::parse(prog, &argv) {
-        Ok(crate::cli::Command::Compile(a)) => a.ns.str("toolchain").map(str::to_string),
+        Ok(crate::cli::Command::Compile(a)) => a.ns.str(Dest::Toolchain).map(str::to_string),
         _ => None,
     };
     let env = std::env::var(crate::recon::toolchain::TOOLCHAIN_ENV).ok();
@@ -482,79 +479,8 @@ pub fn prepare(
     shared: &[String],
     launch_dir: &Path,
 ) -> Result<Run, String> {
-    let simulated = match engine {
-        Engine::Pipeline => pipeline_toolchain(prog, shared, launch_dir),
-        Engine::External(_) => Some(false),
-    };
-    if simulated == Some(true) && !req.allow_simulated {
-        return Err("argument --neuron-cache: the simulated toolchain's NEFFs cannot run on Neuron hardware and are not written into a framework's cache (--allow-simulated does, for tests)".into());
-    }
-    let version = match (req.version, engine, simulated) {
-        (Some(v), _, _) => v.to_string(),
-        (None, Engine::External(c), _) => ask_version(&c.program)
-            .map_err(|e| format!("argument --neuron-version: {e}; give the version"))?,
-        (None, Engine::Pipeline, Some(true)) => format!(
-            "{}{SIM_LABEL}",
-            crate::ORIGINAL_VERSION.rsplit(' ').next().unwrap_or_default()
-        ),
-        (None, Engine::Pipeline, _) => {
-            return Err("argument --neuron-version: required with --neuron-cache on nxcc's pipeline and a real toolchain (the version `neuronx-cc --version` prints, e.g. 2.24.5133.0+58f8de22), or use --compiler PATH".into())
-        }
-    };
-    nc::check_version(&version).map_err(|e| format!("argument --neuron-version: {e}"))?;
-    // A missing directory is a wrong path or a version the framework did not use: say which.
-    let cache = NeuronCache::new(req.dir);
-    // Entries' flags are instructions: a cache others can write is refused before anything in
-    // it is read.
-    if let Err(u) = cache.check(Some(&version)) {
-        return Err(format!("argument --neuron-cache: {u}"));
-    }
-    match cache.open() {
-        Ok(None) => {
-            return Err(format!(
-                "argument --neuron-cache: {} does not exist",
-                req.dir.display()
-            ))
-        }
-        Err(e) => {
-            return Err(format!(
-                "argument --neuron-cache: {}: {e}",
-                req.dir.display()
-            ))
-        }
-        Ok(Some(_)) => {}
-    }
-    if !cache.version_path(&version).exists() {
-        let present: Vec<String> = cache
-            .scan(None)
-            .map(|s| s.versions.into_iter().map(|v| v.version).collect())
-            .unwrap_or_default();
-        return Err(format!(
-            "argument --neuron-version: {} has no {} directory ({}); give the version the framework compiled with (--neuron-version)",
-            req.dir.display(),
-            nc::version_dir_name(&version),
-            if present.is_empty() {
-                "it has no neuronxcc-<version> directory: run the framework's extraction phase first".to_string()
-            } else {
-                format!("it has: {}", present.join(", "))
-            }
-        ));
-    }
-    let top = match cache.open() {
-        Ok(Some(top)) => top,
-        Ok(None) => {
-            return Err(format!(
-                "argument --neuron-cache: {} is gone",
-                req.dir.display()
-            ))
-        }
-        Err(e) => {
-            return Err(format!(
-                "argument --neuron-cache: {}: {e}",
-                req.dir.display()
-            ))
-        }
-    };
+    let version = version_of(prog, req, engine, shared, launch_dir)?;
+    let (cache, top) = open_cache(req.dir, &version)?;
     let cache_lock = nc::lock::CacheLock::open(&top, req.dir).map_err(|e| {
         format!(
             "argument --neuron-cache: cannot open its lock {}: {e}",
@@ -585,6 +511,76 @@ pub fn prepare(
         work_root: work.path().to_path_buf(),
         _work: Arc::new(work),
     })
+}
+
+/// The compiler version whose directory the run fills: `--neuron-version`, the external
+/// compiler's own, or the simulated toolchain's (allowed only with `--allow-simulated`).
+fn version_of(
+    prog: &str,
+    req: &Request,
+    engine: &Engine,
+    shared: &[String],
+    launch_dir: &Path,
+) -> Result<String, String> {
+    let simulated = match engine {
+        Engine::Pipeline => pipeline_toolchain(prog, shared, launch_dir),
+        Engine::External(_) => Some(false),
+    };
+    if simulated == Some(true) && !req.allow_simulated {
+        return Err("argument --neuron-cache: the simulated toolchain's NEFFs cannot run on Neuron hardware and are not written into a framework's cache (--allow-simulated does, for tests)".into());
+    }
+    let version = match (req.version, engine, simulated) {
+        (Some(v), _, _) => v.to_string(),
+        (None, Engine::External(c), _) => ask_version(&c.program)
+            .map_err(|e| format!("argument --neuron-version: {e}; give the version"))?,
+        (None, Engine::Pipeline, Some(true)) => format!(
+            "{}{SIM_LABEL}",
+            crate::ORIGINAL_VERSION.rsplit(' ').next().unwrap_or_default()
+        ),
+        (None, Engine::Pipeline, _) => {
+            return Err("argument --neuron-version: required with --neuron-cache on nxcc's pipeline and a real toolchain (the version `neuronx-cc --version` prints, e.g. 2.24.5133.0+58f8de22), or use --compiler PATH".into())
+        }
+    };
+    nc::check_version(&version).map_err(|e| format!("argument --neuron-version: {e}"))?;
+    Ok(version)
+}
+
+/// The framework's cache at `dir`, checked (entries' flags are instructions: a cache others
+/// can write is refused before anything in it is read), with its `version` directory, and its
+/// top directory opened. A missing directory is a wrong path or a version the framework did
+/// not use: which is said.
+fn open_cache(dir: &Path, version: &str) -> Result<(NeuronCache, crate::fsx::Dir), String> {
+    let cache = NeuronCache::new(dir);
+    if let Err(u) = cache.check(Some(version)) {
+        return Err(format!("argument --neuron-cache: {u}"));
+    }
+    let opened = |missing: &str| match cache.open() {
+        Ok(Some(top)) => Ok(top),
+        Ok(None) => Err(format!(
+            "argument --neuron-cache: {} {missing}",
+            dir.display()
+        )),
+        Err(e) => Err(format!("argument --neuron-cache: {}: {e}", dir.display())),
+    };
+    opened("does not exist")?;
+    if !cache.version_path(version).exists() {
+        let present: Vec<String> = cache
+            .scan(None)
+            .map(|s| s.versions.into_iter().map(|v| v.version).collect())
+            .unwrap_or_default();
+        return Err(format!(
+            "argument --neuron-version: {} has no {} directory ({}); give the version the framework compiled with (--neuron-version)",
+            dir.display(),
+            nc::version_dir_name(version),
+            if present.is_empty() {
+                "it has no neuronxcc-<version> directory: run the framework's extraction phase first".to_string()
+            } else {
+                format!("it has: {}", present.join(", "))
+            }
+        ));
+    }
+    let top = opened("is gone")?;
+    Ok((cache, top))
 }
 
 /// What is said before the batch: the version directory, how many entries are to do, and every

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{CompileResult, Status};
+use crate::result::{Failure, JobEnd};
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,21 +152,32 @@ impl Progress {
         }
     }
 
-    /// A compile is queued again.
-    pub fn retrying(&self, r: &CompileResult, alone: bool) {
+    /// A compile that failed so is queued again.
+    pub fn retrying(&self, r: &CompileResult, failure: &Failure, alone: bool) {
         if self.mode == ProgressMode::Lines {
-            let why = r
-                .error_lines
-                .iter()
-                .find(|l| l.starts_with("[F"))
-                .map(|l| l.split(' ').next().unwrap_or("").to_string())
-                .unwrap_or_else(|| format!("exit {}", r.exit_status));
+            let why = retry_reason(failure, r.exit_status);
             err(&format!(
                 "retrying {}{} after {why}\n",
                 r.stem,
                 if alone { " alone" } else { "" }
             ));
         }
+    }
+}
+
+/// What a retry line says the attempt failed of: the F-code of a process killed by a signal
+/// (`[F137]` for the out-of-memory kill), else its exit status.
+fn retry_reason(failure: &Failure, exit_status: i32) -> String {
+    match failure {
+        Failure::OutOfMemory { .. } => format!("[{}]", crate::engine::failure::code(libc::SIGKILL)),
+        Failure::Job {
+            end: JobEnd::Crashed(sig),
+            ..
+        }
+        | Failure::WorkerLost {
+            signal: Some(sig), ..
+        } => format!("[{}]", crate::engine::failure::code(*sig)),
+        _ => format!("exit {exit_status}"),
     }
 }
 

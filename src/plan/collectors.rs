@@ -3,42 +3,48 @@
 //! sort, no dedup and no graph.
 
 use super::{Decision, Derived};
-use crate::cli::namespace::{Namespace, Value};
+use crate::cli::namespace::{Dest, Namespace, Value};
+use crate::jobs::Job;
 use crate::provenance::Source;
 
 /// The front sub-list. With `meta_module != 0` it pins `logical_nc_config = 1` first, then
 /// collapses to `[HLOToTensorizer, Frontend]`.
-pub fn collect_frontend(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> Vec<&'static str> {
-    let meta = ns.int("meta_module").unwrap_or(0);
+pub fn collect_frontend(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> Vec<Job> {
+    let meta = ns.int(Dest::MetaModule).unwrap_or(0);
     if meta != 0 {
-        ns.set("logical_nc_config", Value::Int(1));
+        ns.set(Dest::LogicalNcConfig, Value::Int(1));
         decisions.push(Decision::new(
             "meta-module collapse",
             format!("applied (meta_module = {meta}): logical_nc_config pinned to 1; front = HLOToTensorizer, Frontend"),
             Source::Seed,
         ));
-        return vec!["HLOToTensorizer", "Frontend"];
+        return vec![Job::HLOToTensorizer, Job::Frontend];
     }
     decisions.push(Decision::new(
         "meta-module collapse",
         "not applied (meta_module = 0)",
         Source::Seed,
     ));
-    let xla = ns.str("framework") == Some("XLA");
+    let xla = ns.str(Dest::Framework) == Some("XLA");
     let goldens = if xla {
-        "XLAInferGoldens"
+        Job::XLAInferGoldens
     } else {
-        "InferGoldens"
+        Job::InferGoldens
     };
     decisions.push(Decision::new(
         "golden evaluator",
         format!(
             "{goldens} (framework {})",
-            ns.str("framework").unwrap_or("?")
+            ns.str(Dest::Framework).unwrap_or("?")
         ),
         Source::Seed,
     ));
-    vec!["HLOToTensorizer", goldens, "Frontend", "StaticIOTranspose"]
+    vec![
+        Job::HLOToTensorizer,
+        goldens,
+        Job::Frontend,
+        Job::StaticIOTranspose,
+    ]
 }
 
 /// The walrus sub-list: always the one job `WalrusDriver`; the pass list goes to its process.
@@ -46,8 +52,8 @@ pub fn collect_walrus(
     ns: &Namespace,
     bir_simulation: bool,
     decisions: &mut Vec<Decision>,
-) -> (Vec<&'static str>, Vec<&'static str>) {
-    let optlevel = ns.str("optlevel").unwrap_or("2");
+) -> (Vec<Job>, Vec<&'static str>) {
+    let optlevel = ns.str(Dest::Optlevel).unwrap_or("2");
     let passes = crate::recon::plan::walrus_passes(ns, optlevel, bir_simulation);
     decisions.push(Decision::new(
         "walrus sub-list",
@@ -59,7 +65,7 @@ pub fn collect_walrus(
         passes.join(","),
         Source::Recon,
     ));
-    (vec!["WalrusDriver"], passes)
+    (vec![Job::WalrusDriver], passes)
 }
 
 /// The end of the warning of a plan whose backend gate is closed.
@@ -73,10 +79,10 @@ pub fn collect_backend(
     derived: &Derived,
     decisions: &mut Vec<Decision>,
     warnings: &mut Vec<String>,
-) -> Vec<&'static str> {
-    let modular = ns.bool("enable_internal_modular_compilation");
-    let linker = ns.bool("enable_internal_bir_linker");
-    let unroll = ns.int("layer_unroll_factor").unwrap_or(0);
+) -> Vec<Job> {
+    let modular = ns.bool(Dest::EnableInternalModularCompilation);
+    let linker = ns.bool(Dest::EnableInternalBirLinker);
+    let unroll = ns.int(Dest::LayerUnrollFactor).unwrap_or(0);
     let mut pipeline = Vec::new();
     if !modular && !linker && unroll > 0 {
         decisions.push(Decision::new(
@@ -85,16 +91,16 @@ pub fn collect_backend(
             Source::Seed,
         ));
         if derived.internal_run_standalone_legacy_compilation {
-            pipeline.push("Backend");
+            pipeline.push(Job::Backend);
             decisions.push(Decision::new(
                 "Backend",
                 "scheduled (legacy standalone compilation)",
                 Source::Seed,
             ));
         }
-        pipeline.push("Kelper");
-        if ns.bool("enable_internal_neff_wrapper") {
-            pipeline.push("NeffWrapper");
+        pipeline.push(Job::Kelper);
+        if ns.bool(Dest::EnableInternalNeffWrapper) {
+            pipeline.push(Job::NeffWrapper);
             decisions.push(Decision::new(
                 "NeffWrapper",
                 "scheduled (--enable-internal-neff-wrapper)",

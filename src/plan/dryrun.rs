@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
 use super::{Plan, PLAN_VERSION};
+use crate::cli::namespace::Dest;
 use crate::jobs::{Action, Step};
 
 #[derive(Serialize)]
@@ -99,7 +100,7 @@ pub fn to_json(plan: &Plan) -> Json {
             let first = job.steps.first();
             let empty: &[String] = &[];
             let j = JobJson {
-                name: job.name,
+                name: job.name.name(),
                 runs_as: job.runs_as,
                 tool: job.tool,
                 tool_path: first
@@ -155,6 +156,42 @@ pub fn to_json(plan: &Plan) -> Json {
 pub fn to_text(plan: &Plan) -> String {
     let mut o = String::new();
     o.push_str("nxcc dry run: the plan below was built; nothing was run, written or created.\n\n");
+    o.push_str(&header_text(plan));
+    o.push_str(&format!(
+        "\npipeline ({}): {}\n",
+        crate::words::count(plan.pipeline.len(), "job", "jobs"),
+        plan.pipeline
+            .iter()
+            .map(|j| j.name())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    ));
+    for (i, job) in plan.jobs.iter().enumerate() {
+        o.push_str(&job_text(plan, i, job));
+    }
+    o.push_str(&format!(
+        "\nwalrus passes ({}): {}\n",
+        plan.walrus_passes.len(),
+        plan.walrus_passes.join(",")
+    ));
+    o.push_str("\ndecisions:\n");
+    for d in &plan.decisions {
+        o.push_str(&format!("  [{}] {}: {}\n", d.source, d.rule, d.outcome));
+    }
+    let warnings = warnings(plan);
+    if !warnings.is_empty() {
+        o.push_str("\nwarnings:\n");
+        for w in &warnings {
+            o.push_str(&format!("  {w}\n"));
+        }
+    }
+    o
+}
+
+/// The plan's first lines: the model, its graph, the output, the target, the optlevel, DGE,
+/// the toolchain, the work dir, the subgraphs.
+fn header_text(plan: &Plan) -> String {
+    let mut o = String::new();
     o.push_str(&format!(
         "model      {} ({})\n",
         plan.model.display(),
@@ -175,7 +212,7 @@ pub fn to_text(plan: &Plan) -> String {
     o.push_str(&format!(
         "target     {} (arch {}), logical NeuronCore size {}\n",
         plan.target(),
-        plan.ns.str("arch").unwrap_or("?"),
+        plan.ns.str(Dest::Arch).unwrap_or("?"),
         plan.logical_nc_config()
     ));
     o.push_str(&format!(
@@ -201,7 +238,7 @@ pub fn to_text(plan: &Plan) -> String {
                 .to_string(),
         }
     ));
-    let work = match plan.ns.str("temp_dir") {
+    let work = match plan.ns.str(Dest::TempDir) {
         Some(d) => super::absolute(&plan.launch_dir, d).display().to_string(),
         None => format!(
             "{}/neuronxcc-XXXXXXXX (generated at run time)",
@@ -218,71 +255,61 @@ pub fn to_text(plan: &Plan) -> String {
             " (predicted: the Frontend decides when it runs)"
         }
     ));
+    o
+}
+
+/// Job `i` of the plan, each of its steps.
+fn job_text(plan: &Plan, i: usize, job: &super::PlannedJob) -> String {
+    let mut o = String::new();
+    let runs = serde_json::to_value(job.runs_as)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
     o.push_str(&format!(
-        "\npipeline ({}): {}\n",
-        crate::words::count(plan.pipeline.len(), "job", "jobs"),
-        plan.pipeline.join(" → ")
+        "\n{}. {}  [{}{}]\n",
+        i + 1,
+        job.name,
+        runs,
+        job.tool.map(|t| format!(", {t}")).unwrap_or_default()
     ));
-    for (i, job) in plan.jobs.iter().enumerate() {
-        let runs = serde_json::to_value(job.runs_as)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        o.push_str(&format!(
-            "\n{}. {}  [{}{}]\n",
-            i + 1,
-            job.name,
-            runs,
-            job.tool.map(|t| format!(", {t}")).unwrap_or_default()
-        ));
-        let per_subgraph = job.steps.iter().any(|s| s.cwd.starts_with("sg"));
-        if per_subgraph && !plan.subgraphs_known {
-            o.push_str("   per subgraph: one call for each sgNN directory the Frontend writes\n");
-        }
-        for step in &job.steps {
-            if let Some(command) = step.shown_command() {
-                if let Some(t) = step.tool() {
-                    let path = step
-                        .tool_path()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| "<not found>".into());
-                    o.push_str(&format!("   tool    {t} = {path}\n"));
-                }
-                let cwd = match (&step.action, step.cwd.as_str()) {
-                    // A library call runs inside the worker, which never changes directory.
-                    (Action::Library { .. }, _) => "<launch dir> (inside the worker)".to_string(),
-                    (_, ".") => "<work dir>".to_string(),
-                    (_, sg) => format!("<work dir>/{sg}"),
-                };
-                o.push_str(&format!("   cwd     {cwd}\n"));
-                o.push_str(&format!("   $ {command}\n"));
-            }
-            if let Some(n) = note(step) {
-                o.push_str(&format!("   {n}\n"));
-            }
-            if !step.reads.is_empty() {
-                o.push_str(&format!("   reads   {}\n", step.reads.join(" ")));
-            }
-            if !step.writes.is_empty() {
-                o.push_str(&format!("   writes  {}\n", step.writes.join(" ")));
-            }
-        }
+    let per_subgraph = job.steps.iter().any(|s| s.cwd.starts_with("sg"));
+    if per_subgraph && !plan.subgraphs_known {
+        o.push_str("   per subgraph: one call for each sgNN directory the Frontend writes\n");
     }
-    o.push_str(&format!(
-        "\nwalrus passes ({}): {}\n",
-        plan.walrus_passes.len(),
-        plan.walrus_passes.join(",")
-    ));
-    o.push_str("\ndecisions:\n");
-    for d in &plan.decisions {
-        o.push_str(&format!("  [{}] {}: {}\n", d.source, d.rule, d.outcome));
+    for step in &job.steps {
+        o.push_str(&step_text(step));
     }
-    let warnings = warnings(plan);
-    if !warnings.is_empty() {
-        o.push_str("\nwarnings:\n");
-        for w in &warnings {
-            o.push_str(&format!("  {w}\n"));
+    o
+}
+
+/// One step: its tool, where it runs, its command, what it reads and writes.
+fn step_text(step: &crate::jobs::Step) -> String {
+    let mut o = String::new();
+    if let Some(command) = step.shown_command() {
+        if let Some(t) = step.tool() {
+            let path = step
+                .tool_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "<not found>".into());
+            o.push_str(&format!("   tool    {t} = {path}\n"));
         }
+        let cwd = match (&step.action, step.cwd.as_str()) {
+            // A library call runs inside the worker, which never changes directory.
+            (Action::Library { .. }, _) => "<launch dir> (inside the worker)".to_string(),
+            (_, ".") => "<work dir>".to_string(),
+            (_, sg) => format!("<work dir>/{sg}"),
+        };
+        o.push_str(&format!("   cwd     {cwd}\n"));
+        o.push_str(&format!("   $ {command}\n"));
+    }
+    if let Some(n) = note(step) {
+        o.push_str(&format!("   {n}\n"));
+    }
+    if !step.reads.is_empty() {
+        o.push_str(&format!("   reads   {}\n", step.reads.join(" ")));
+    }
+    if !step.writes.is_empty() {
+        o.push_str(&format!("   writes  {}\n", step.writes.join(" ")));
     }
     o
 }

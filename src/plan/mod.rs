@@ -16,16 +16,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::namespace::{Namespace, Value};
+use crate::cli::namespace::{Dest, Namespace, Value};
 use crate::cli::{help, CliError, CompileArgs};
 use crate::error::NccError;
-use crate::jobs::{self, JobContext, RunsAs, Step};
+use crate::jobs::{self, Job, JobContext, RunsAs, Step};
 use crate::provenance::Source;
 use crate::recon::plan::{self as recon, FilterAction, StateError};
 use crate::toolchain::{Request, Toolchain};
 
 pub use normalise::Derived;
-pub use probe::{ModelFacts, Probe, StaticProbe, SystemProbe};
+pub use probe::{ModelFacts, Probe, RequestProbe, StaticProbe, SystemProbe};
 
 /// The environment variable that supplies `--target` when it is not given (the ecosystem's).
 pub const TARGET_OVERRIDE_ENV: &str = "NEURON_PLATFORM_TARGET_OVERRIDE";
@@ -77,8 +77,8 @@ impl PlanError {
 /// A job of the plan: its registry row and its steps.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlannedJob {
-    /// The job's name (`WalrusDriver`).
-    pub name: &'static str,
+    /// The job (`WalrusDriver`).
+    pub name: Job,
     /// How its steps run (the registry's kind when they disagree or are skipped): a real
     /// toolchain's Frontend is a subprocess, a fork-walrus backend in process.
     pub runs_as: RunsAs,
@@ -112,9 +112,9 @@ pub struct Plan {
     /// Absolute.
     pub logfile: PathBuf,
     /// The collectors' concatenation, before `--pipeline`.
-    pub collected: Vec<&'static str>,
-    /// The final job names, in run order.
-    pub pipeline: Vec<&'static str>,
+    pub collected: Vec<Job>,
+    /// The final jobs, in run order.
+    pub pipeline: Vec<Job>,
     /// The walrus pass list for `walrus_driver --pass`, in order.
     pub walrus_passes: Vec<&'static str>,
     /// The subgraph directories the plan expects the Frontend to write.
@@ -135,7 +135,7 @@ pub struct Plan {
     pub warnings: Vec<String>,
     /// Tools the plan's jobs need that no toolchain provides yet: (job, tool). A dry run warns
     /// about each; a compile fails at the job (NCC_EDRV082) if the tool is still missing then.
-    pub missing_tools: Vec<(&'static str, &'static str)>,
+    pub missing_tools: Vec<(Job, &'static str)>,
     /// Lines the original prints at USER level while planning (the -O3 notice).
     pub user_messages: Vec<String>,
     /// The backend gate is closed, so no NEFF will be written: the warning that says why (one of
@@ -148,19 +148,19 @@ pub struct Plan {
 impl Plan {
     /// `--optlevel` after normalisation (`-O3` is planned as `2`).
     pub fn optlevel(&self) -> &str {
-        self.ns.str("optlevel").unwrap_or("2")
+        self.ns.str(Dest::Optlevel).unwrap_or("2")
     }
     /// `--target` (or the environment's target; planning refuses a compile without one).
     pub fn target(&self) -> &str {
-        self.ns.str("target").unwrap_or("")
+        self.ns.str(Dest::Target).unwrap_or("")
     }
     /// `--lnc` after normalisation (1 if unset).
     pub fn logical_nc_config(&self) -> i64 {
-        self.ns.int("logical_nc_config").unwrap_or(1)
+        self.ns.int(Dest::LogicalNcConfig).unwrap_or(1)
     }
     /// `--layer-unroll-factor` after normalisation (0: the whole graph is one module).
     pub fn layer_unroll_factor(&self) -> i64 {
-        self.ns.int("layer_unroll_factor").unwrap_or(0)
+        self.ns.int(Dest::LayerUnrollFactor).unwrap_or(0)
     }
 
     /// A job context for the given run-time facts (the plan uses its predictions and no work dir).
@@ -200,47 +200,16 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
     let mut warnings: Vec<String> = args.warnings.clone();
     let mut user_messages = Vec::new();
     let prog = args.prog.clone();
-    let usage = |message: String| {
-        let base = prog.trim_end_matches(" compile").to_string();
-        PlanError::Usage(CliError::Usage {
-            usage: help::usage(&crate::cli::compile_parser(&base)),
-            prog: prog.clone(),
-            message,
-        })
-    };
 
     // 1. Parse (done) — what argparse would have required.
-    if ns.get("target") == &Value::None {
-        match probe.env(TARGET_OVERRIDE_ENV).filter(|t| !t.is_empty()) {
-            Some(t) => {
-                let flag = crate::cli::flags::by_dest("target").expect("target row");
-                let v = crate::cli::argparse::convert(flag, "--target", &t).map_err(|e| {
-                    usage(format!(
-                        "{TARGET_OVERRIDE_ENV}: {}",
-                        e.message.trim_start_matches("argument --target: ")
-                    ))
-                })?;
-                ns.set("target", v);
-                decisions.push(Decision::new(
-                    "target",
-                    format!("{t} (from {TARGET_OVERRIDE_ENV})"),
-                    Source::Clients,
-                ));
-            }
-            None => {
-                return Err(usage(
-                    "the following arguments are required: --target".into(),
-                ))
-            }
-        }
-    }
+    require_target(&mut ns, probe, &mut decisions, &prog)?;
     if args.model_files.len() > 1 {
         return Err(PlanError::Compile(NccError::one_model_only()));
     }
     let model_arg = args.model_files.first().cloned().unwrap_or_default();
 
     // 2. process_serial_tpb_opts.
-    normalise::process_serial_tpb_opts(&ns, &mut decisions).map_err(usage)?;
+    normalise::process_serial_tpb_opts(&ns, &mut decisions).map_err(|m| usage(&prog, m))?;
 
     // 3. validate_args.
     let launch_dir = probe.launch_dir().to_path_buf();
@@ -264,123 +233,29 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         collectors::collect_walrus(&ns, derived.bir_simulation, &mut decisions);
     let backend = collectors::collect_backend(&ns, &derived, &mut decisions, &mut warnings);
     let backend_closed = backend.is_empty();
-    let collected: Vec<&'static str> = front.into_iter().chain(walrus).chain(backend).collect();
+    let collected: Vec<Job> = front.into_iter().chain(walrus).chain(backend).collect();
 
-    // 6. --pipeline and --state.
-    let items = ns.list("pipeline").to_vec();
-    let mut names = recon::expand_pipeline(&items, &collected);
-    if items.iter().any(|i| i != "compile") {
-        decisions.push(Decision::new(
-            "--pipeline",
-            format!("{} → {}", items.join(" "), names.join(" ")),
-            Source::Recon,
-        ));
-    }
-    if let Some(state) = ns.str("state").map(str::to_string) {
-        match recon::apply_state(&state, &names) {
-            Ok(range) => {
-                if range.is_empty() && !names.is_empty() {
-                    return Err(PlanError::Compile(NccError::empty_plan(format!(
-                        "--state {state} selects no job of [{}]",
-                        names.join(", ")
-                    ))));
-                }
-                names = names[range].to_vec();
-                decisions.push(Decision::new(
-                    "--state",
-                    format!("{state} → {}", names.join(" ")),
-                    Source::Wiki,
-                ));
-            }
-            Err(StateError::NotInPipeline(x)) => {
-                return Err(PlanError::Compile(NccError::plain(format!(
-                    "--state names {x}, which is not in the pipeline [{}]",
-                    names.join(", ")
-                ))))
-            }
-            Err(StateError::Malformed) => {
-                return Err(usage(format!(
-                    "argument --state: expected in:<job>:out:<job>, got {}",
-                    crate::cli::argparse::py_repr(&state)
-                )))
-            }
-        }
-    }
-
-    // 7. The name filter.
-    let selected = names.clone();
-    let mut filtered = Vec::with_capacity(names.len());
-    for name in names {
-        match recon::name_filter(&name, &ns, derived.bir_simulation) {
-            FilterAction::Keep => filtered.push(name),
-            FilterAction::Drop(w) => {
-                decisions.push(Decision::new(
-                    "name filter",
-                    format!("{name} dropped"),
-                    Source::Recon,
-                ));
-                warnings.push(w);
-            }
-            FilterAction::DropSilently(why) => decisions.push(Decision::new(
-                "name filter",
-                format!("{name} dropped ({why})"),
-                Source::Recon,
-            )),
-        }
-    }
-
-    // 8. The registry.
-    let mut pipeline = Vec::with_capacity(filtered.len());
-    for name in &filtered {
-        match jobs::lookup(name) {
-            Some(job) => pipeline.push(job.name),
-            None => return Err(PlanError::Compile(jobs::unknown_job(name))),
-        }
-    }
-    if pipeline.is_empty() {
-        let cause = if selected.is_empty() {
-            "the collectors and --pipeline select no job".to_string()
-        } else {
-            format!(
-                "the name filter dropped every selected job ({})",
-                selected.join(", ")
-            )
-        };
-        return Err(PlanError::Compile(NccError::empty_plan(cause)));
-    }
+    // 6. --pipeline and --state; 7. the name filter; 8. the registry.
+    let selected = select(&ns, &collected, &mut decisions, &prog)?;
+    let filtered = name_filter(
+        selected.clone(),
+        &ns,
+        derived.bir_simulation,
+        &mut decisions,
+        &mut warnings,
+    );
+    let pipeline = registry(&filtered, &selected)?;
 
     // The toolchain and each job's steps.
-    let toolchain_request = Request::from(
-        ns.str("toolchain"),
-        probe.env(crate::recon::toolchain::TOOLCHAIN_ENV).as_deref(),
-        &launch_dir,
-    );
-    let toolchain = probe.toolchain(&toolchain_request);
-    decisions.push(Decision::new(
-        "toolchain",
-        match (&toolchain_request, &toolchain) {
-            (Request::Auto, _) => {
-                "auto: an installed neuronxcc package is looked for when a tool is needed"
-                    .to_string()
-            }
-            (_, Some(tc)) => format!(
-                "{}{}",
-                tc.bin.display(),
-                if tc.simulated { " (simulated)" } else { "" }
-            ),
-            (_, None) => "none".to_string(),
-        },
-        Source::Recon,
-    ));
+    let (toolchain_request, toolchain) = toolchain_of(&ns, probe, &launch_dir, &mut decisions);
     let subgraphs = predicted_subgraphs(&model_facts, toolchain.as_ref(), probe);
     let subgraphs_known = toolchain.as_ref().is_some_and(|t| t.simulated) || model_facts.is_dir;
-    let output = absolute(&launch_dir, ns.str("output").unwrap_or("file.neff"));
+    let output = absolute(&launch_dir, ns.str(Dest::Output).unwrap_or("file.neff"));
     let logfile = absolute(
         &launch_dir,
-        ns.str("logfile").unwrap_or("log-neuron-cc.txt"),
+        ns.str(Dest::Logfile).unwrap_or("log-neuron-cc.txt"),
     );
-
-    let no_neff = (backend_closed && !pipeline.contains(&"Kelper")).then(|| {
+    let no_neff = (backend_closed && !pipeline.contains(&Job::Kelper)).then(|| {
         warnings
             .iter()
             .find(|w| w.ends_with(collectors::NO_NEFF))
@@ -412,39 +287,222 @@ pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
         user_messages,
         argv: args.argv.clone(),
     };
-    let mut planned = Vec::with_capacity(plan.pipeline.len());
-    {
-        let ctx = plan.job_context(&plan.subgraphs, &[], false, plan.toolchain.as_ref(), None);
-        for name in &plan.pipeline {
-            let job = jobs::lookup(name).expect("looked up above");
-            let steps = (job.steps)(&ctx).map_err(PlanError::Compile)?;
-            // How the planned steps run, which is what the dry run shows: the Frontend of a real
-            // toolchain is a subprocess of the installed driver; a fork-walrus backend runs in
-            // the worker. The registry's kind stands when the steps do not agree or skip.
-            let mut kinds = steps.iter().filter_map(Step::runs_as);
-            let runs_as = match kinds.next() {
-                Some(first) if kinds.all(|k| k == first) => first,
-                _ => job.runs_as,
-            };
-            planned.push(PlannedJob {
-                name: job.name,
-                runs_as,
-                tool: job.tool,
-                steps,
-            });
+    plan.jobs = plan_jobs(&plan)?;
+    plan.missing_tools = missing_tools(&plan.jobs);
+    Ok(plan)
+}
+
+/// A usage error of `compile` (its usage, then the message).
+fn usage(prog: &str, message: String) -> PlanError {
+    let base = prog.trim_end_matches(" compile").to_string();
+    PlanError::Usage(CliError::Usage {
+        usage: help::usage(&crate::cli::compile_parser(&base)),
+        prog: prog.to_string(),
+        message,
+    })
+}
+
+/// `--target`, required unless the ecosystem's environment variable supplies it.
+fn require_target(
+    ns: &mut Namespace,
+    probe: &dyn Probe,
+    decisions: &mut Vec<Decision>,
+    prog: &str,
+) -> Result<(), PlanError> {
+    if ns.get(Dest::Target) != &Value::None {
+        return Ok(());
+    }
+    let Some(t) = probe.env(TARGET_OVERRIDE_ENV).filter(|t| !t.is_empty()) else {
+        let why = "the following arguments are required: --target".to_string();
+        return Err(usage(prog, why));
+    };
+    let flag = crate::cli::flags::by_dest("target").expect("target row");
+    let v = crate::cli::argparse::convert(flag, "--target", &t).map_err(|e| {
+        usage(
+            prog,
+            format!(
+                "{TARGET_OVERRIDE_ENV}: {}",
+                e.message.trim_start_matches("argument --target: ")
+            ),
+        )
+    })?;
+    ns.set(Dest::Target, v);
+    decisions.push(Decision::new(
+        "target",
+        format!("{t} (from {TARGET_OVERRIDE_ENV})"),
+        Source::Clients,
+    ));
+    Ok(())
+}
+
+/// The jobs `--pipeline` and `--state` select of the collected ones (step 6).
+fn select(
+    ns: &Namespace,
+    collected: &[Job],
+    decisions: &mut Vec<Decision>,
+    prog: &str,
+) -> Result<Vec<String>, PlanError> {
+    let items = ns.list(Dest::Pipeline).to_vec();
+    let names = recon::expand_pipeline(&items, collected);
+    if items.iter().any(|i| i != "compile") {
+        decisions.push(Decision::new(
+            "--pipeline",
+            format!("{} → {}", items.join(" "), names.join(" ")),
+            Source::Recon,
+        ));
+    }
+    let Some(state) = ns.str(Dest::State).map(str::to_string) else {
+        return Ok(names);
+    };
+    match recon::apply_state(&state, &names) {
+        Ok(range) if range.is_empty() && !names.is_empty() => {
+            Err(PlanError::Compile(NccError::empty_plan(format!(
+                "--state {state} selects no job of [{}]",
+                names.join(", ")
+            ))))
+        }
+        Ok(range) => {
+            let names = names[range].to_vec();
+            decisions.push(Decision::new(
+                "--state",
+                format!("{state} → {}", names.join(" ")),
+                Source::Wiki,
+            ));
+            Ok(names)
+        }
+        Err(StateError::NotInPipeline(x)) => Err(PlanError::Compile(NccError::plain(format!(
+            "--state names {x}, which is not in the pipeline [{}]",
+            names.join(", ")
+        )))),
+        Err(StateError::Malformed) => Err(usage(
+            prog,
+            format!(
+                "argument --state: expected in:<job>:out:<job>, got {}",
+                crate::cli::argparse::py_repr(&state)
+            ),
+        )),
+    }
+}
+
+/// The selected jobs the name filter keeps (step 7).
+fn name_filter(
+    names: Vec<String>,
+    ns: &Namespace,
+    bir_simulation: bool,
+    decisions: &mut Vec<Decision>,
+    warnings: &mut Vec<String>,
+) -> Vec<String> {
+    let mut filtered = Vec::with_capacity(names.len());
+    for name in names {
+        match recon::name_filter(&name, ns, bir_simulation) {
+            FilterAction::Keep => filtered.push(name),
+            FilterAction::Drop(w) => {
+                decisions.push(Decision::new(
+                    "name filter",
+                    format!("{name} dropped"),
+                    Source::Recon,
+                ));
+                warnings.push(w);
+            }
+            FilterAction::DropSilently(why) => decisions.push(Decision::new(
+                "name filter",
+                format!("{name} dropped ({why})"),
+                Source::Recon,
+            )),
         }
     }
-    for job in &planned {
+    filtered
+}
+
+/// The filtered names as the registry's jobs (step 8); a plan with none is refused.
+fn registry(filtered: &[String], selected: &[String]) -> Result<Vec<Job>, PlanError> {
+    let pipeline = filtered
+        .iter()
+        .map(|name| Job::named(name).ok_or_else(|| PlanError::Compile(jobs::unknown_job(name))))
+        .collect::<Result<Vec<Job>, PlanError>>()?;
+    if pipeline.is_empty() {
+        let cause = if selected.is_empty() {
+            "the collectors and --pipeline select no job".to_string()
+        } else {
+            format!(
+                "the name filter dropped every selected job ({})",
+                selected.join(", ")
+            )
+        };
+        return Err(PlanError::Compile(NccError::empty_plan(cause)));
+    }
+    Ok(pipeline)
+}
+
+/// The toolchain asked for (`--toolchain`, its environment variable) and the one found.
+fn toolchain_of(
+    ns: &Namespace,
+    probe: &dyn Probe,
+    launch_dir: &Path,
+    decisions: &mut Vec<Decision>,
+) -> (Request, Option<Toolchain>) {
+    let request = Request::from(
+        ns.str(Dest::Toolchain),
+        probe.env(crate::recon::toolchain::TOOLCHAIN_ENV).as_deref(),
+        launch_dir,
+    );
+    let toolchain = probe.toolchain(&request);
+    decisions.push(Decision::new(
+        "toolchain",
+        match (&request, &toolchain) {
+            (Request::Auto, _) => {
+                "auto: an installed neuronxcc package is looked for when a tool is needed"
+                    .to_string()
+            }
+            (_, Some(tc)) => format!(
+                "{}{}",
+                tc.bin.display(),
+                if tc.simulated { " (simulated)" } else { "" }
+            ),
+            (_, None) => "none".to_string(),
+        },
+        Source::Recon,
+    ));
+    (request, toolchain)
+}
+
+/// Each job's steps, and how they run — which is what the dry run shows: the Frontend of a
+/// real toolchain is a subprocess of the installed driver; a fork-walrus backend runs in the
+/// worker. The registry's kind stands when the steps do not agree or skip.
+fn plan_jobs(plan: &Plan) -> Result<Vec<PlannedJob>, PlanError> {
+    let ctx = plan.job_context(&plan.subgraphs, &[], false, plan.toolchain.as_ref(), None);
+    let mut planned = Vec::with_capacity(plan.pipeline.len());
+    for job in &plan.pipeline {
+        let row = job.row();
+        let steps = (row.steps)(&ctx).map_err(PlanError::Compile)?;
+        let mut kinds = steps.iter().filter_map(Step::runs_as);
+        let runs_as = match kinds.next() {
+            Some(first) if kinds.all(|k| k == first) => first,
+            _ => row.runs_as,
+        };
+        planned.push(PlannedJob {
+            name: *job,
+            runs_as,
+            tool: row.tool,
+            steps,
+        });
+    }
+    Ok(planned)
+}
+
+/// The tools the planned steps need that the toolchain does not have (each once).
+fn missing_tools(planned: &[PlannedJob]) -> Vec<(Job, &'static str)> {
+    let mut missing = Vec::new();
+    for job in planned {
         for step in &job.steps {
             if let (Some(tool), None) = (step.tool(), step.tool_path()) {
-                if tool != "python3" && !plan.missing_tools.contains(&(job.name, tool)) {
-                    plan.missing_tools.push((job.name, tool));
+                if tool != "python3" && !missing.contains(&(job.name, tool)) {
+                    missing.push((job.name, tool));
                 }
             }
         }
     }
-    plan.jobs = planned;
-    Ok(plan)
+    missing
 }
 
 /// The subgraphs the Frontend is expected to write: the simulated frontend writes one per `*.pb`

@@ -3,7 +3,7 @@
 //! gives. Each rule records a decision with its provenance.
 
 use super::{Decision, PlanError};
-use crate::cli::namespace::{Namespace, Value};
+use crate::cli::namespace::{Dest, Namespace, Value};
 use crate::error::NccError;
 use crate::provenance::Source;
 use crate::recon::plan as recon;
@@ -43,7 +43,7 @@ pub fn process_serial_tpb_opts(
         "process_serial_tpb_opts",
         format!(
             "--neuroncore-pipeline-cores = {} (must be >= 1)",
-            ns.int("neuroncore_pipeline_cores").unwrap_or(1)
+            ns.int(Dest::NeuroncorePipelineCores).unwrap_or(1)
         ),
         Source::Recon,
     ));
@@ -60,13 +60,13 @@ pub fn validate_args(
     if !model_exists {
         return Err(PlanError::Compile(NccError::model_missing(model)));
     }
-    let allocator = ns.str("allocator").unwrap_or("coloring");
+    let allocator = ns.str(Dest::Allocator).unwrap_or("coloring");
     if !["coloring", "linear_scan"].contains(&allocator) {
         return Err(PlanError::Compile(NccError::plain(format!(
             "Unsupported allocator= {allocator}"
         ))));
     }
-    let scheduler = ns.str("scheduler").unwrap_or("none");
+    let scheduler = ns.str(Dest::Scheduler).unwrap_or("none");
     if ![
         "none",
         "experimental-loop-shift-left",
@@ -78,14 +78,14 @@ pub fn validate_args(
             "Unsupported scheduler= {scheduler}"
         ))));
     }
-    if ns.bool("static_weights") && ns.bool("enable_fast_loading_neuron_binaries") {
+    if ns.bool(Dest::StaticWeights) && ns.bool(Dest::EnableFastLoadingNeuronBinaries) {
         return Err(PlanError::Compile(NccError::plain(
             "Option --enable-fast-loading-neuron-binaries cannot be used with --static-weights.",
         )));
     }
-    let target = ns.str("target").unwrap_or("");
+    let target = ns.str(Dest::Target).unwrap_or("");
     let lnc = ns
-        .int("logical_nc_config")
+        .int(Dest::LogicalNcConfig)
         .unwrap_or_else(|| default_lnc(target));
     let allowed: &[i64] = if LNC2_TARGETS.contains(&target) {
         &[1, 2]
@@ -101,7 +101,7 @@ pub fn validate_args(
             format!("Update the Logical Neuron Core size to {supported} or check that the target architecture is correct."),
         )));
     }
-    let arch = ns.str("arch").unwrap_or(target);
+    let arch = ns.str(Dest::Arch).unwrap_or(target);
     if arch == "sunda" && lnc != 1 {
         return Err(PlanError::Compile(NccError::illegal_argument(
             format!("--arch sunda requires a Logical Neuron Core size of 1, not {lnc}."),
@@ -124,32 +124,49 @@ pub fn normalise(
     warnings: &mut Vec<String>,
     user_messages: &mut Vec<String>,
 ) -> Derived {
-    let mut d = Derived::default();
-    let target = ns.str("target").unwrap_or("").to_string();
+    let optlevel = defaults(ns, decisions);
+    let dge_on_levels = dge_levels(ns, decisions, &optlevel);
+    let legacy = backend_flow(ns, decisions, &optlevel);
+    unrolling(ns, decisions, warnings, user_messages, &optlevel);
+    let bir_simulation = simulation_and_casts(ns, decisions);
+    Derived {
+        dge_on_levels,
+        internal_run_standalone_legacy_compilation: legacy,
+        bir_simulation,
+    }
+}
+
+/// 4.1–4.4: the arch and logical NC config defaults, the distribution strategy, the optlevel
+/// (`--enable-experimental-O1`, the default); the optlevel.
+fn defaults(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> String {
+    let target = ns.str(Dest::Target).unwrap_or("").to_string();
 
     // 4.1 arch and logical_nc_config defaults.
-    if ns.get("arch") == &Value::None {
+    if ns.get(Dest::Arch) == &Value::None {
         let arch = recon::default_arch(&target);
         decisions.push(Decision::new(
             "arch default",
             format!("arch = {arch} (the target's family)"),
             Source::Recon,
         ));
-        ns.set("arch", Value::Str(arch));
+        ns.set(Dest::Arch, Value::Str(arch));
     }
-    if ns.get("logical_nc_config") == &Value::None {
+    if ns.get(Dest::LogicalNcConfig) == &Value::None {
         let lnc = default_lnc(&target);
         decisions.push(Decision::new(
             "logical_nc_config default",
             format!("{lnc} on {target}"),
             Source::Wiki,
         ));
-        ns.set("logical_nc_config", Value::Int(lnc));
+        ns.set(Dest::LogicalNcConfig, Value::Int(lnc));
     }
 
     // 4.2 distribution strategy.
-    if ns.bool("distribution_type_llm_training") {
-        ns.set("distribution_strategy", Value::Str("llm-training".into()));
+    if ns.bool(Dest::DistributionTypeLlmTraining) {
+        ns.set(
+            Dest::DistributionStrategy,
+            Value::Str("llm-training".into()),
+        );
         decisions.push(Decision::new(
             "--distribution-type-llm-training",
             "distribution_strategy = llm-training",
@@ -159,7 +176,7 @@ pub fn normalise(
 
     // 4.3 --enable-experimental-O1.
     if recon::experimental_o1_sets_optlevel(ns) {
-        ns.set("optlevel", Value::Str("1".into()));
+        ns.set(Dest::Optlevel, Value::Str("1".into()));
         decisions.push(Decision::new(
             "--enable-experimental-O1",
             "optlevel = 1 (acts as -O1)",
@@ -168,25 +185,29 @@ pub fn normalise(
     }
 
     // 4.4 optlevel default (a string).
-    if ns.str("optlevel").is_none() {
-        ns.set("optlevel", Value::Str("2".into()));
+    if ns.str(Dest::Optlevel).is_none() {
+        ns.set(Dest::Optlevel, Value::Str("2".into()));
     }
-    let optlevel = ns.str("optlevel").unwrap_or("2").to_string();
+    let optlevel = ns.str(Dest::Optlevel).unwrap_or("2").to_string();
     decisions.push(Decision::new(
         "optlevel",
-        if ns.used("optlevel") {
+        if ns.used(Dest::Optlevel) {
             format!("\"{optlevel}\" (given)")
         } else {
             format!("\"{optlevel}\" (default)")
         },
         Source::Seed,
     ));
+    optlevel
+}
 
+/// 4.5: the DGE levels on.
+fn dge_levels(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &str) -> Vec<String> {
     // 4.5 DGE levels.
-    let mut enable: Vec<String> = ns.list("internal_enable_dge_levels").to_vec();
+    let mut enable: Vec<String> = ns.list(Dest::InternalEnableDgeLevels).to_vec();
     enable.push("io".into());
-    ns.set("internal_enable_dge_levels", Value::List(enable.clone()));
-    let disable = ns.list("internal_disable_dge_levels").to_vec();
+    ns.set(Dest::InternalEnableDgeLevels, Value::List(enable.clone()));
+    let disable = ns.list(Dest::InternalDisableDgeLevels).to_vec();
     let mut levels: Vec<String> = ["io".to_string(), "scalar_dynamic_offset".to_string()]
         .into_iter()
         .chain(enable)
@@ -194,7 +215,7 @@ pub fn normalise(
     levels.retain(|l| !disable.contains(l));
     levels.sort();
     levels.dedup();
-    if !ns.bool("enable_dge") || optlevel == "0" {
+    if !ns.bool(Dest::EnableDge) || optlevel == "0" {
         levels.clear();
         decisions.push(Decision::new(
             "DGE levels",
@@ -204,11 +225,15 @@ pub fn normalise(
     } else {
         decisions.push(Decision::new("DGE levels", levels.join(", "), Source::Wiki));
     }
-    d.dge_on_levels = levels;
+    levels
+}
 
+/// 4.6–4.7: which backend flow runs; whether the legacy standalone flow is selected.
+fn backend_flow(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &str) -> bool {
+    let mut legacy = false;
     // 4.6 -O0 disables the new backend.
     if optlevel == "0" {
-        ns.set("enable_internal_new_backend", Value::Bool(false));
+        ns.set(Dest::EnableInternalNewBackend, Value::Bool(false));
         decisions.push(Decision::new(
             "-O0",
             "enable_internal_new_backend = False",
@@ -217,27 +242,37 @@ pub fn normalise(
     }
 
     // 4.7 the tensorized scheduler selects the legacy standalone flow.
-    if ns.bool("enable_experimental_tensorized_scheduler") {
-        d.internal_run_standalone_legacy_compilation = true;
-        ns.set("enable_internal_new_backend", Value::Bool(false));
+    if ns.bool(Dest::EnableExperimentalTensorizedScheduler) {
+        legacy = true;
+        ns.set(Dest::EnableInternalNewBackend, Value::Bool(false));
         decisions.push(Decision::new(
             "--enable-experimental-tensorized-scheduler",
             "internal_run_standalone_legacy_compilation = True, enable_internal_new_backend = False",
             Source::Wiki,
         ));
     }
+    legacy
+}
 
+/// 4.8–4.9: layer unrolling (fsdp, -O3).
+fn unrolling(
+    ns: &mut Namespace,
+    decisions: &mut Vec<Decision>,
+    warnings: &mut Vec<String>,
+    user_messages: &mut Vec<String>,
+    optlevel: &str,
+) {
     // 4.8 fsdp unrolls by 4 unless the user set the factor.
-    if ns.str("distribution_strategy") == Some("fsdp") {
-        if ns.used("layer_unroll_factor") {
+    if ns.str(Dest::DistributionStrategy) == Some("fsdp") {
+        if ns.used(Dest::LayerUnrollFactor) {
             decisions.push(Decision::new(
                 "fsdp layer unroll",
                 "not applied (--layer-unroll-factor given)",
                 Source::Wiki,
             ));
         } else {
-            ns.set("layer_unroll_factor", Value::Int(4));
-            ns.mark_used("layer_unroll_factor");
+            ns.set(Dest::LayerUnrollFactor, Value::Int(4));
+            ns.mark_used(Dest::LayerUnrollFactor);
             decisions.push(Decision::new(
                 "fsdp layer unroll",
                 "layer_unroll_factor = 4",
@@ -248,9 +283,9 @@ pub fn normalise(
 
     // 4.9 -O3 is compiled as -O2 with no layer unrolling (and so no backend).
     if optlevel == "3" {
-        ns.set("optlevel", Value::Str("2".into()));
-        ns.set("layer_unroll_factor", Value::Int(0));
-        ns.mark_used("layer_unroll_factor");
+        ns.set(Dest::Optlevel, Value::Str("2".into()));
+        ns.set(Dest::LayerUnrollFactor, Value::Int(0));
+        ns.mark_used(Dest::LayerUnrollFactor);
         user_messages.push(
             "The -O3 setting is not optimized for compilation time. Please refer to the neuron documentation for the recommended optimization level.".into(),
         );
@@ -264,13 +299,16 @@ pub fn normalise(
             Source::Wiki,
         ));
     }
+}
 
+/// 4.10–4.11: BIR simulation (whether on), the auto-cast type as forwarded.
+fn simulation_and_casts(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> bool {
     // 4.10 BIR simulation.
-    d.bir_simulation = recon::bir_simulation(ns);
-    if ns.str("internal_tensorizer_opt_level") == Some("nki") {
+    let bir_simulation = recon::bir_simulation(ns);
+    if ns.str(Dest::InternalTensorizerOptLevel) == Some("nki") {
         decisions.push(Decision::new(
             "BIR simulation",
-            if d.bir_simulation {
+            if bir_simulation {
                 "on (tensorizer opt level nki)"
             } else {
                 "off (--internal-disable-birsim-validation)"
@@ -280,13 +318,13 @@ pub fn normalise(
     }
 
     // 4.11 fp8_e4m3 is forwarded as fp8e4.
-    if ns.str("auto_cast_type") == Some("fp8_e4m3") {
-        ns.set("auto_cast_type", Value::Str("fp8e4".into()));
+    if ns.str(Dest::AutoCastType) == Some("fp8_e4m3") {
+        ns.set(Dest::AutoCastType, Value::Str("fp8e4".into()));
         decisions.push(Decision::new(
             "--auto-cast-type fp8_e4m3",
             "forwarded as fp8e4",
             Source::Wiki,
         ));
     }
-    d
+    bir_simulation
 }

@@ -206,6 +206,40 @@ impl Probe for SystemProbe {
     }
 }
 
+/// The system's view for a compile someone else asked for (a daemon's request, a remote
+/// action): launched in its working directory, with the request's environment over this
+/// process's (as its worker and tools will see it).
+pub struct RequestProbe<'a> {
+    /// The system, launched in the request's working directory.
+    pub system: SystemProbe,
+    /// The request's environment (the last value of a name wins).
+    pub env: &'a [(String, String)],
+}
+
+impl Probe for RequestProbe<'_> {
+    fn launch_dir(&self) -> &Path {
+        self.system.launch_dir()
+    }
+    fn env(&self, name: &str) -> Option<String> {
+        match self.env.iter().rev().find(|(k, _)| k == name) {
+            Some((_, v)) => Some(v.clone()),
+            None => self.system.env(name),
+        }
+    }
+    fn model(&self, path: &Path) -> Option<ModelFacts> {
+        self.system.model(path)
+    }
+    fn model_graph(&self, path: &Path) -> Option<Result<crate::hlo::Module, String>> {
+        self.system.model_graph(path)
+    }
+    fn toolchain(&self, request: &Request) -> Option<Toolchain> {
+        self.system.toolchain(request)
+    }
+    fn cpu_count(&self) -> usize {
+        self.system.cpu_count()
+    }
+}
+
 /// A probe answering from fixed facts, with no I/O at all: every model path exists (as a
 /// protobuf file of `model_size` bytes) unless listed in `missing`; paths ending in `.hlo` are
 /// HLO text. For tests, benchmarks and plan previews.

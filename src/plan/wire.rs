@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Derived, ModelFacts, Plan};
 use crate::cli::namespace::{Namespace, NamespaceData};
+use crate::jobs::Job;
 use crate::toolchain::{Request, Toolchain};
 
 /// What running a plan needs (see the module's documentation).
@@ -27,8 +28,8 @@ pub struct PlanData {
     model_facts: ModelFacts,
     output: PathBuf,
     logfile: PathBuf,
-    collected: Vec<String>,
-    pipeline: Vec<String>,
+    collected: Vec<Job>,
+    pipeline: Vec<Job>,
     walrus_passes: Vec<String>,
     subgraphs: Vec<String>,
     subgraphs_known: bool,
@@ -38,17 +39,6 @@ pub struct PlanData {
     user_messages: Vec<String>,
     no_neff: Option<String>,
     argv: Vec<String>,
-}
-
-fn strings(v: &[&'static str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
-/// A job name as the registry spells it.
-fn job_name(name: &str) -> Result<&'static str, String> {
-    crate::jobs::lookup(name)
-        .map(|j| j.name)
-        .ok_or_else(|| format!("the plan names a job this nxcc does not know: {name}"))
 }
 
 impl PlanData {
@@ -63,9 +53,9 @@ impl PlanData {
             model_facts: plan.model_facts.clone(),
             output: plan.output.clone(),
             logfile: plan.logfile.clone(),
-            collected: strings(&plan.collected),
-            pipeline: strings(&plan.pipeline),
-            walrus_passes: strings(&plan.walrus_passes),
+            collected: plan.collected.clone(),
+            pipeline: plan.pipeline.clone(),
+            walrus_passes: plan.walrus_passes.iter().map(|p| p.to_string()).collect(),
             subgraphs: plan.subgraphs.clone(),
             subgraphs_known: plan.subgraphs_known,
             toolchain_request: plan.toolchain_request.clone(),
@@ -81,16 +71,6 @@ impl PlanData {
     /// walrus pass names become static strings by leaking them (a few hundred bytes); job names
     /// are the registry's own.
     pub fn into_plan(self) -> Result<Plan, String> {
-        let collected = self
-            .collected
-            .iter()
-            .map(|n| job_name(n))
-            .collect::<Result<Vec<_>, _>>()?;
-        let pipeline = self
-            .pipeline
-            .iter()
-            .map(|n| job_name(n))
-            .collect::<Result<Vec<_>, _>>()?;
         let walrus_passes = self
             .walrus_passes
             .into_iter()
@@ -106,8 +86,8 @@ impl PlanData {
             model_graph: None,
             output: self.output,
             logfile: self.logfile,
-            collected,
-            pipeline,
+            collected: self.collected,
+            pipeline: self.pipeline,
             walrus_passes,
             subgraphs: self.subgraphs,
             subgraphs_known: self.subgraphs_known,
@@ -127,6 +107,7 @@ impl PlanData {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::namespace::Dest;
     use crate::plan::StaticProbe;
 
     fn plan_of(argv: &str) -> Plan {
@@ -164,10 +145,10 @@ mod tests {
         assert_eq!(again.subgraphs, plan.subgraphs);
         assert_eq!(again.argv, plan.argv);
         // A float stays a float: the job timeout is read back as 2.5 s.
-        assert_eq!(again.ns.get("job_timeout").as_float(), Some(2.5));
+        assert_eq!(again.ns.get(Dest::JobTimeout).as_float(), Some(2.5));
         // Every job describes the same steps from the plan that came back.
         for name in &plan.pipeline {
-            let job = crate::jobs::lookup(name).unwrap();
+            let job = name.row();
             let a = (job.steps)(&plan.job_context(&plan.subgraphs, &[], false, None, None));
             let b = (job.steps)(&again.job_context(&again.subgraphs, &[], false, None, None));
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{name}");
@@ -179,8 +160,8 @@ mod tests {
         let plan = plan_of("compile m.pb --target trn2");
         let mut v = serde_json::to_value(PlanData::of(&plan)).unwrap();
         v["pipeline"] = serde_json::json!(["NoSuchJob"]);
-        let d: PlanData = serde_json::from_value(v.clone()).unwrap();
-        assert!(d.into_plan().unwrap_err().contains("NoSuchJob"));
+        let e = serde_json::from_value::<PlanData>(v.clone()).unwrap_err();
+        assert!(e.to_string().contains("NoSuchJob"), "{e}");
         v["ns"]["values"].as_array_mut().unwrap().pop();
         v["pipeline"] = serde_json::json!([]);
         let d: PlanData = serde_json::from_value(v).unwrap();

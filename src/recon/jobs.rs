@@ -1,34 +1,34 @@
 //! RECON rules of the jobs' command lines (03-jobs.md): which optional native-tool flags appear
 //! when. The spellings themselves are WIKI facts; the gates below are reconstructed.
 
-use crate::cli::namespace::Namespace;
+use crate::cli::namespace::{Dest, Namespace};
 
 /// `hlo2penguin`'s optional flags, in the order they are appended.
 pub fn hlo2penguin_optional_flags(ns: &Namespace) -> Vec<String> {
-    let meta = ns.int("meta_module").unwrap_or(0);
+    let meta = ns.int(Dest::MetaModule).unwrap_or(0);
     let mut v = Vec::new();
-    if ns.bool("enable_internal_modular_compilation") || meta != 0 {
+    if ns.bool(Dest::EnableInternalModularCompilation) || meta != 0 {
         v.push("--partition".to_string());
     }
     if meta != 0 {
         v.push(format!("--layers-per-module={meta}"));
     }
-    if ns.bool("spmd") || ns.bool("enable_experimental_spmd") {
+    if ns.bool(Dest::Spmd) || ns.bool(Dest::EnableExperimentalSpmd) {
         v.push("--spmd".to_string());
     }
-    if ns.bool("internal_hlo_remat") {
+    if ns.bool(Dest::InternalHloRemat) {
         v.push("--remat".to_string());
     }
-    if ns.bool("internal_hlo_analyze_schedule") {
+    if ns.bool(Dest::InternalHloAnalyzeSchedule) {
         v.push("--analyze-schedule".to_string());
     }
-    if ns.bool("query_compute_placement") || ns.bool("internal_compute_engine_placement") {
+    if ns.bool(Dest::QueryComputePlacement) || ns.bool(Dest::InternalComputeEnginePlacement) {
         v.push("--engine-placement-mode".to_string());
     }
-    if ns.bool("internal_build_with_users") {
+    if ns.bool(Dest::InternalBuildWithUsers) {
         v.push("--build-with-users".to_string());
     }
-    if ns.bool("internal_disable_layer_det") {
+    if ns.bool(Dest::InternalDisableLayerDet) {
         v.push("--disable-layer-det".to_string());
     }
     v
@@ -37,14 +37,14 @@ pub fn hlo2penguin_optional_flags(ns: &Namespace) -> Vec<String> {
 /// `xla_infergoldens`' optional flags after the `--input` list.
 pub fn xla_infergoldens_optional_flags(ns: &Namespace) -> Vec<String> {
     let mut v = Vec::new();
-    if ns.bool("spmd") || ns.bool("enable_experimental_spmd") {
+    if ns.bool(Dest::Spmd) || ns.bool(Dest::EnableExperimentalSpmd) {
         v.push("--spmd".to_string());
     }
-    if ns.bool("upcast_all_to_fp32") || ns.bool("internal_upcast_all_to_FP32") {
+    if ns.bool(Dest::UpcastAllToFp32) || ns.bool(Dest::InternalUpcastAllToFP32) {
         v.push("--upcast-all-to-fp32".to_string());
     }
-    if ns.bool("experimental_unsafe_fp8e4m3fn_as_fp8e4m3")
-        || ns.bool("internal_experimental_unsafe_fp8e4m3fn_as_fp8e4m3")
+    if ns.bool(Dest::ExperimentalUnsafeFp8e4m3fnAsFp8e4m3)
+        || ns.bool(Dest::InternalExperimentalUnsafeFp8e4m3fnAsFp8e4m3)
     {
         v.push("--experimental-unsafe-fp8e4m3fn-as-fp8e4m3".to_string());
     }
@@ -58,18 +58,18 @@ pub fn walrus_driver_optional_flags(ns: &Namespace, dge_on_levels: &[String]) ->
         v.push("--dge-levels".to_string());
         v.push(dge_on_levels.join(","));
     }
-    if ns.bool("internal_smt_allocation") {
+    if ns.bool(Dest::InternalSmtAllocation) {
         v.push("--smt-allocation".to_string());
     }
-    if let Some(n) = ns.int("internal_max_instruction_limit") {
+    if let Some(n) = ns.int(Dest::InternalMaxInstructionLimit) {
         v.push("--max-instruction-limit".to_string());
         v.push(n.to_string());
     }
-    if let Some(p) = ns.str("internal_print_after") {
+    if let Some(p) = ns.str(Dest::InternalPrintAfter) {
         v.push("--print-after".to_string());
         v.push(p.to_string());
     }
-    if let Some(n) = ns.int("internal_dma_qos_class_count") {
+    if let Some(n) = ns.int(Dest::InternalDmaQosClassCount) {
         v.push("--dma-qos-class-count".to_string());
         v.push(n.to_string());
     }

@@ -9,12 +9,14 @@
 //! - [`jobs`]: which optional tool flags appear when;
 //! - [`toolchain`]: where tools are looked for;
 //! - [`neff`]: header field placement, UUID and IR-signature derivation, engine flags, arch mode;
+//! - [`failure`]: how a job's end is read as a failure (the model's, the environment's, a kill);
 //! - [`cache`]: which failed compiles the compile cache remembers;
 //! - [`framework`]: how the framework's compile wrapper runs the compiler on a cache entry (argv,
 //!   work directory, its own flags, legacy entries) and locks its cache.
 
 pub mod cache;
 pub mod cli;
+pub mod failure;
 pub mod framework;
 pub mod jobs;
 pub mod neff;

@@ -1,13 +1,14 @@
 //! RECON rules of plan building (02-plan.md).
 
-use crate::cli::namespace::Namespace;
+use crate::cli::namespace::{Dest, Namespace};
+use crate::jobs::Job;
 
 /// `process_serial_tpb_opts`: the seed names the step and fixes its place (after parsing, before
 /// validation) but not its content. Reconstructed as the check of `--neuroncore-pipeline-cores`,
 /// the one serial-TPB (pipelined NeuronCore) option: an integer ≥ 1. The error is a usage error
 /// (exit 2) in argparse's form.
 pub fn process_serial_tpb_opts(ns: &Namespace) -> Result<(), String> {
-    match ns.int("neuroncore_pipeline_cores") {
+    match ns.int(Dest::NeuroncorePipelineCores) {
         Some(n) if n >= 1 => Ok(()),
         None => Ok(()),
         Some(_) => Err("argument --neuroncore-pipeline-cores: must be >= 1".to_string()),
@@ -22,25 +23,25 @@ pub fn default_arch(target: &str) -> String {
 /// `--enable-experimental-O1` (deprecated; DOCS: replaced by `-O1`) acts as `-O1` when `-O` was
 /// not given.
 pub fn experimental_o1_sets_optlevel(ns: &Namespace) -> bool {
-    ns.bool("enable_experimental_O1") && !ns.used("optlevel")
+    ns.bool(Dest::EnableExperimentalO1) && !ns.used(Dest::Optlevel)
 }
 
 /// BIR simulation (the attribute name `bir_simulation` is ours): on when the tensorizer opt
 /// level is `nki` (WIKI: it appends the simulator stage) unless
 /// `--internal-disable-birsim-validation`.
 pub fn bir_simulation(ns: &Namespace) -> bool {
-    ns.str("internal_tensorizer_opt_level") == Some("nki")
-        && !ns.bool("internal_disable_birsim_validation")
+    ns.str(Dest::InternalTensorizerOptLevel) == Some("nki")
+        && !ns.bool(Dest::InternalDisableBirsimValidation)
 }
 
 /// `--pipeline` items: space- or comma-separated, in order; `compile` stands for the collected
 /// names, any other item is a job name taken as is — an empty item too (`--pipeline ""`,
 /// `compile,,SaveTemps`), which the registry then refuses as it refuses any unknown name.
-pub fn expand_pipeline(items: &[String], collected: &[&'static str]) -> Vec<String> {
+pub fn expand_pipeline(items: &[String], collected: &[Job]) -> Vec<String> {
     let mut out = Vec::new();
     for item in items.iter().flat_map(|i| i.split(',')).map(str::trim) {
         if item == "compile" {
-            out.extend(collected.iter().map(|s| s.to_string()));
+            out.extend(collected.iter().map(|j| j.to_string()));
         } else {
             out.push(item.to_string());
         }
@@ -97,15 +98,15 @@ pub enum FilterAction {
 ///   checked at link time, as the meta-module arm's own omission of goldens says);
 /// - every other name passes.
 pub fn name_filter(name: &str, ns: &Namespace, bir_simulation: bool) -> FilterAction {
-    match name {
-        "Watchpoint" if ns.get("internal_compiler_debug_mode") == &crate::cli::namespace::Value::None => FilterAction::Drop(
+    match Job::named(name) {
+        Some(Job::Watchpoint) if ns.get(Dest::InternalCompilerDebugMode) == &crate::cli::namespace::Value::None => FilterAction::Drop(
             "Watchpoint dropped from the pipeline: it runs only with --internal-compiler-debug-mode".to_string(),
         ),
-        "BIRSim" if !bir_simulation => FilterAction::Drop(
+        Some(Job::BIRSim) if !bir_simulation => FilterAction::Drop(
             "BIRSim dropped from the pipeline: BIR simulation is off (it needs --internal-tensorizer-opt-level=nki)"
                 .to_string(),
         ),
-        "InferGoldens" | "MetaInferGoldens" if ns.int("meta_module").unwrap_or(0) != 0 => {
+        Some(Job::InferGoldens | Job::MetaInferGoldens) if ns.int(Dest::MetaModule).unwrap_or(0) != 0 => {
             FilterAction::DropSilently("golden evaluation is done at link time for a meta-module")
         }
         _ => FilterAction::Keep,
@@ -118,16 +119,16 @@ pub fn name_filter(name: &str, ns: &Namespace, bir_simulation: bool) -> FilterAc
 /// (the corpus order) are reconstructed. `lsa` and `coloring` are allocator option values of the
 /// native tool, not passes.
 pub fn walrus_passes(ns: &Namespace, optlevel: &str, bir_simulation: bool) -> Vec<&'static str> {
-    let scheduler = ns.str("scheduler").unwrap_or("none");
-    let allocator = ns.str("allocator").unwrap_or("coloring");
-    let vnsplitter = ns.bool("enable_bir_vnsplitter");
+    let scheduler = ns.str(Dest::Scheduler).unwrap_or("none");
+    let allocator = ns.str(Dest::Allocator).unwrap_or("coloring");
+    let vnsplitter = ns.bool(Dest::EnableBirVnsplitter);
     let mut p = vec!["unroll", "lower_ac"];
     p.push(match scheduler {
         "experimental-loop-lsa" => "experimental_loop_lsa",
         "experimental-loop-shift-left" => "experimental_loop_shift_left",
         _ => "pre_sched",
     });
-    if ns.int("neuroncore_pipeline_cores").unwrap_or(1) > 1 {
+    if ns.int(Dest::NeuroncorePipelineCores).unwrap_or(1) > 1 {
         p.push("partitioner");
     }
     if vnsplitter {
@@ -141,7 +142,7 @@ pub fn walrus_passes(ns: &Namespace, optlevel: &str, bir_simulation: bool) -> Ve
     if optlevel != "0" {
         p.push("dma_optimization");
     }
-    if ns.bool("enable_internal_anti_dependence_reduction") {
+    if ns.bool(Dest::EnableInternalAntiDependenceReduction) {
         p.push("anti_dependency_analyzer");
     }
     if !vnsplitter {
@@ -159,7 +160,7 @@ pub fn walrus_passes(ns: &Namespace, optlevel: &str, bir_simulation: bool) -> Ve
         p.push("dep_reduction");
     }
     p.push("print_metrics");
-    if !ns.bool("internal_disable_birverifier_validation") {
+    if !ns.bool(Dest::InternalDisableBirverifierValidation) {
         p.push("birverifier");
     }
     if bir_simulation {

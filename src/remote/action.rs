@@ -30,7 +30,9 @@ pub const TOOLCHAIN_PROPERTY: &str = "nxcc-toolchain";
 /// console, reports, caches, and the remote flags themselves (the cache key leaves the same out,
 /// [`crate::cache::key::EXCLUDED_ARGS`]).
 pub fn is_local_only(dest: &str) -> bool {
-    crate::cache::key::EXCLUDED_ARGS.contains(&dest)
+    crate::cache::key::EXCLUDED_ARGS
+        .iter()
+        .any(|d| d.name() == dest)
 }
 
 /// A built action and what the CAS needs for it.

@@ -1,39 +1,43 @@
-//! A compile through a Remote Execution API server, behind the local compile cache
-//! ([`crate::cache::compile_cached_with`]: a local hit never reaches the server):
+//! A compile through a Remote Execution API server, behind the seam
+//! ([`crate::engine::strategy`]) and behind the local compile cache (a local hit never reaches
+//! the server):
 //!
-//! - `--remote grpc://HOST:PORT`: the action cache first (`GetActionResult`); on a miss the
-//!   missing blobs are uploaded, the action is executed on the server's workers and followed to
-//!   its end, and the NEFF is downloaded, checked against its digest and as a NEFF, and renamed
-//!   into place ([`super::result`]; a cached result that fails the check is executed again,
-//!   bypassing the server's cache). SIGINT/SIGTERM (or the caller's cancellation) end the
-//!   compile at once (exit 130/143) and cancel the remote operation. A
-//!   failed remote compile is reported as a local one is: `Child process job "RemoteCompile"
-//!   exited abnormally!`, the last 50 lines of the remote stderr, the F-code banner of a crash
-//!   status, exit 70. An unreachable server is an error naming the address (exit 70).
-//! - `--remote-cache grpc://HOST:PORT`: the action cache first; on a miss the compile runs here,
-//!   and a success is uploaded (the model, the action, the NEFF) and recorded in the action
-//!   cache. The server is an optimisation there: when it fails, or its result fails the check,
-//!   the compile still runs (a warning).
+//! - `--remote grpc://HOST:PORT`: [`Execution`], a way to run a plan — the action cache first
+//!   (`GetActionResult`); on a miss the missing blobs are uploaded, the action is executed on the
+//!   server's workers and followed to its end, and the NEFF is downloaded, checked against its
+//!   digest and as a NEFF, and renamed into place ([`super::result`]; a cached result that fails
+//!   the check is executed again, bypassing the server's cache). SIGINT/SIGTERM (or the
+//!   caller's cancellation) end the compile at once (exit 130/143) and cancel the remote
+//!   operation. A failed remote compile is reported as a local one is: `Child process job
+//!   "RemoteCompile" exited abnormally!`, the last 50 lines of the remote stderr, the F-code
+//!   banner of a crash status, exit 70. An unreachable server is an error naming the address
+//!   (exit 70).
+//! - `--remote-cache grpc://HOST:PORT`: [`ActionCache`], a cache layer — the action cache first;
+//!   on a miss the rest of the stack compiles here, and a success is uploaded (the model, the
+//!   action, the NEFF) and recorded in the action cache. The server is an optimisation there:
+//!   when it fails, or its result fails the check, the compile still runs (a warning).
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
 
 use super::action::{self, Built, OUTPUT};
 use super::cas::Blob;
-use super::client::{Address, Remote, RemoteError};
+use super::client::{Address, ErrorKind, Remote, RemoteError};
 use super::digest;
 use super::re;
 use super::text;
-use crate::cache::{CacheConfig, CachedOutcome, Key};
+use crate::cli::namespace::Dest;
 use crate::engine::events::Event;
 use crate::engine::failure;
-use crate::engine::log::{self, Logger};
+use crate::engine::log;
 use crate::engine::metrics::{JobMetrics, JobStatus};
-use crate::engine::pipeline::{Options, Outcome};
+use crate::engine::result::CompileResult;
+use crate::engine::session::Session;
+use crate::engine::strategy::{Layer, Strategy};
 use crate::engine::Engine;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::plan::Plan;
+use crate::result::{CancelReason, Failure, RemoteFailure, Status};
 use crate::run::process::End;
 
 /// The pseudo-job a remote compile reports as.
@@ -67,9 +71,9 @@ impl RemoteConfig {
     /// From a compile's flags (`--remote`, `--remote-cache`, `--remote-instance`): `None`
     /// when neither is given; an error for a malformed address or both at once.
     pub fn from_plan(plan: &Plan) -> Result<Option<RemoteConfig>, NccError> {
-        let instance = plan.ns.str("remote_instance").unwrap_or("");
-        let get = |d: &str| plan.ns.str(d).filter(|s| !s.is_empty()).map(str::to_string);
-        RemoteConfig::from_flags(get("remote"), get("remote_cache"), instance)
+        let instance = plan.ns.str(Dest::RemoteInstance).unwrap_or("");
+        let get = |d: Dest| plan.ns.str(d).filter(|s| !s.is_empty()).map(str::to_string);
+        RemoteConfig::from_flags(get(Dest::Remote), get(Dest::RemoteCache), instance)
     }
 
     /// From the values of `--remote`, `--remote-cache` and `--remote-instance`.
@@ -93,45 +97,13 @@ impl RemoteConfig {
     }
 }
 
-/// Compile `plan` through the local cache (`cfg`), then, with a `remote`, through the remote
-/// server; without one, on `engine` here ([`crate::cache::compile_cached_keyed`]). What every
-/// caller (the command line, `parallel-compile`, the daemon) calls.
-pub fn compile(
-    plan: &Plan,
-    key: Option<Key>,
-    opts: &Options,
-    cfg: &CacheConfig,
-    engine: &Engine,
-    remote: Option<&RemoteConfig>,
-) -> CachedOutcome {
-    let Some(remote) = remote else {
-        return crate::cache::compile_cached_keyed(plan, key, opts, cfg, engine);
-    };
-    let run = |p: &Plan, o: &Options, e: &Engine, product: Option<&Path>| {
-        run_remote(p, o, e, product, remote)
-    };
-    crate::cache::compile_cached_with(plan, key, opts, cfg, engine, &run)
-}
-
-fn outcome(exit_status: i32, error_lines: Vec<String>, jobs: Vec<JobMetrics>) -> Outcome {
-    Outcome {
-        exit_status,
-        error_lines,
-        jobs,
-        work_dir: None,
-        kept: false,
-        worker_pid: None,
-        supervisor_pid: std::process::id(),
-    }
-}
-
 /// The environment a compile's Command carries: the variables of this process (and of the
 /// request, `worker_env`) that a compile request may forward ([`crate::environ::is_forwarded`]).
-pub fn command_env(opts: &Options) -> BTreeMap<String, String> {
+pub fn command_env(worker_env: &[(String, String)]) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| crate::environ::is_forwarded(k))
         .collect();
-    for (k, v) in &opts.worker_env {
+    for (k, v) in worker_env {
         if crate::environ::is_forwarded(k) {
             env.insert(k.clone(), v.clone());
         }
@@ -139,26 +111,56 @@ pub fn command_env(opts: &Options) -> BTreeMap<String, String> {
     env
 }
 
-struct Run<'a> {
-    plan: &'a Plan,
-    opts: &'a Options<'a>,
-    logger: Logger,
-    started: Instant,
+/// The session's plan as an action, for the toolchain `engine` stands for; logged.
+fn action_of(session: &Session, engine: &Engine, address: &Address) -> Result<Built, String> {
+    let plan = session.plan();
+    let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
+    let built = action::build(plan, &tc, &command_env(&session.options().worker_env))?;
+    session.log().info(
+        log::DRIVER,
+        &format!(
+            "Remote action {} ({}): {}",
+            digest::show(&built.digest),
+            address.url,
+            crate::shell::join(&built.command.arguments)
+        ),
+    );
+    Ok(built)
 }
 
-impl Run<'_> {
-    fn emit(&self, ev: Event) {
-        if let Some(f) = self.opts.on_event {
-            f(&ev);
-        }
-    }
+/// A connection for this compile's action, cancelled with the compile.
+fn connect(session: &Session, address: &Address, built: &Built) -> Result<Remote, RemoteError> {
+    let cancel = Some(session.cancel().flag().clone());
+    Remote::connect_with(address, cancel).map(|r| r.for_action(&built.digest))
+}
 
+/// A usable cached result: exit 0 with the NEFF among its outputs.
+fn usable(r: &re::ActionResult) -> bool {
+    r.exit_code == 0 && r.output_files.iter().any(|f| f.path == OUTPUT)
+}
+
+/// What a failed remote call means for the compile.
+fn failure_of(e: &RemoteError) -> RemoteFailure {
+    match e.kind {
+        ErrorKind::Unreachable => RemoteFailure::Unreachable,
+        ErrorKind::Refused => RemoteFailure::Refused,
+        ErrorKind::Untrusted => RemoteFailure::Untrusted,
+        ErrorKind::Cancelled | ErrorKind::Local => RemoteFailure::Error,
+    }
+}
+
+/// The remote compile's pseudo-job, as the session sees it: its figures, its end.
+struct RemoteJob<'s, 'a> {
+    session: &'s Session<'a>,
+}
+
+impl RemoteJob<'_, '_> {
     fn metrics(&self, status: JobStatus, exit_status: Option<i32>) -> JobMetrics {
         JobMetrics {
             job: JOB_NAME.to_string(),
             status,
             start_s: 0.0,
-            wall_s: self.started.elapsed().as_secs_f64(),
+            wall_s: self.session.elapsed().as_secs_f64(),
             user_s: 0.0,
             sys_s: 0.0,
             max_rss_kb: 0,
@@ -168,261 +170,211 @@ impl Run<'_> {
         }
     }
 
-    /// The compile failed with `lines` (exit 70).
-    fn fail(&self, lines: Vec<String>) -> Outcome {
-        for l in &lines {
-            self.logger.error(log::DRIVER, l);
-            self.emit(Event::Error { line: l.clone() });
+    /// The compile failed, so, with `lines` (exit 70).
+    fn fail(&self, failure: Failure, lines: Vec<String>) -> CompileResult {
+        let session = self.session;
+        for l in lines {
+            session.error(log::DRIVER, l);
         }
         let m = self.metrics(JobStatus::Failed, Some(EXIT_COMPILE_FAILED));
-        self.emit(Event::JobFinished(m.clone()));
-        self.logger.user(&format!(
+        session.emit(&Event::JobFinished(m));
+        session.log().user(&format!(
             "Diagnostic logs stored in {}",
-            self.plan.logfile.display()
+            session.plan().logfile.display()
         ));
-        self.emit(Event::Done {
-            exit_status: EXIT_COMPILE_FAILED,
-        });
-        outcome(EXIT_COMPILE_FAILED, lines, vec![m])
+        session.result(Status::Failed(failure))
     }
 
-    fn fail_remote(&self, e: impl std::fmt::Display) -> Outcome {
-        self.fail(vec![NccError::remote(e).to_string()])
+    /// The compile failed on an error of the exchange with the server, of this kind.
+    fn fail_remote(&self, kind: RemoteFailure, e: impl std::fmt::Display) -> CompileResult {
+        let lines = vec![NccError::remote(e).to_string()];
+        self.fail(Failure::Remote(kind), lines)
     }
 
     /// A failed remote call: the compile's failure, or its interruption when it was cancelled.
-    fn fail_call(&self, e: RemoteError) -> Outcome {
-        if e.cancelled() || self.opts.cancel.is_cancelled() {
+    fn fail_call(&self, e: RemoteError) -> CompileResult {
+        if e.cancelled() || self.session.cancel().is_cancelled() {
             return self.interrupted();
         }
-        self.fail_remote(e)
+        self.fail_remote(failure_of(&e), e)
     }
 
     /// The compile was cancelled (a signal, the caller): exit 130/143 after the signal.
-    fn interrupted(&self) -> Outcome {
-        let sig = match self
-            .opts
-            .interrupted
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            0 => libc::SIGTERM,
-            s => s,
+    fn interrupted(&self) -> CompileResult {
+        let session = self.session;
+        let status = session
+            .cancel()
+            .status()
+            .unwrap_or(Status::Cancelled(CancelReason::Stopped));
+        let sig = match status {
+            Status::Interrupted(sig) => sig,
+            _ => libc::SIGTERM,
         };
-        let line = failure::interrupted(sig);
-        self.logger.error(log::DRIVER, &line);
-        self.emit(Event::Error { line: line.clone() });
-        let status = crate::run::signals::exit_status_for(sig);
+        session.error(log::DRIVER, failure::interrupted(sig));
         let m = self.metrics(JobStatus::Cancelled, None);
-        self.emit(Event::JobFinished(m.clone()));
-        self.emit(Event::Done {
-            exit_status: status,
-        });
-        outcome(status, vec![line], vec![m])
+        session.emit(&Event::JobFinished(m));
+        session.result(status)
     }
 
-    fn succeed(&self) -> Outcome {
+    fn succeed(&self) -> CompileResult {
         let m = self.metrics(JobStatus::Ok, Some(0));
-        self.emit(Event::JobFinished(m.clone()));
-        self.logger.user("Compiler status PASS");
-        self.emit(Event::Done { exit_status: 0 });
-        outcome(0, Vec::new(), vec![m])
+        self.session.emit(&Event::JobFinished(m));
+        self.session.log().user("Compiler status PASS");
+        self.session.result(Status::Succeeded)
     }
+}
 
-    /// Download the result's NEFF, check it, and publish it into `product` (a new file) and at
-    /// `--output` ([`super::result::deliver`]).
-    fn deliver(
+/// Download the result's NEFF, check it, and publish it into `product` (a new file) and at
+/// `--output` ([`super::result::deliver`]).
+fn deliver(
+    session: &Session,
+    remote: &Remote,
+    result: &re::ActionResult,
+    product: Option<&Path>,
+    built: &Built,
+) -> Result<(), RemoteError> {
+    let origin = serde_json::json!({
+        "remote": remote.address.url,
+        "instance": remote.address.instance,
+        "action": digest::show(&built.digest),
+        "worker": result
+            .execution_metadata
+            .as_ref()
+            .map(|m| text::message(&m.worker))
+            .unwrap_or_default(),
+        "checked": "neff-info --verify",
+    });
+    let output = &session.plan().output;
+    let d = super::result::deliver(remote, result, output, product, &origin)?;
+    session.log().info(
+        log::DRIVER,
+        &format!(
+            "Downloaded the NEFF {} ({} bytes) from {}, checked",
+            d.digest.hash, d.digest.size_bytes, remote.address.url
+        ),
+    );
+    Ok(())
+}
+
+/// `--remote`: the plan run on the server's workers (see the module documentation).
+pub struct Execution<'a> {
+    /// The server.
+    pub address: &'a Address,
+    /// What the workers compile with (the toolchain identity the action names).
+    pub engine: &'a Engine,
+}
+
+impl Strategy for Execution<'_> {
+    fn run(&self, session: &Session, product: Option<&Path>) -> CompileResult {
+        let job = RemoteJob { session };
+        session.handle_signals();
+        let built = match action_of(session, self.engine, self.address) {
+            Ok(b) => b,
+            Err(e) => return job.fail_remote(RemoteFailure::Error, e),
+        };
+        session.pseudo_job(JOB_NAME);
+        let remote = match connect(session, self.address, &built) {
+            Ok(r) => r,
+            Err(e) => return job.fail_call(e),
+        };
+        let mut skip_cache_lookup = false;
+        match remote.get_action_result(&built.digest) {
+            Ok(Some(r)) if usable(&r) => match deliver(session, &remote, &r, product, &built) {
+                Ok(()) => {
+                    session.log().user(&format!(
+                        "Using a remote cached neff (action {}) from {}",
+                        built.digest.hash, self.address.url
+                    ));
+                    return job.succeed();
+                }
+                Err(e) if e.cancelled() => return job.interrupted(),
+                // A result whose NEFF the CAS lost, or that is not a NEFF: compile again, past
+                // the server's cache.
+                Err(e) => {
+                    skip_cache_lookup = true;
+                    session.log().warning_shown(
+                        log::DRIVER,
+                        &format!(
+                            "the remote cached result is not usable ({e}); compiling remotely"
+                        ),
+                    )
+                }
+            },
+            Ok(_) => {}
+            Err(e) => return job.fail_call(e),
+        }
+        self.execute(&job, &remote, &built, product, skip_cache_lookup)
+    }
+}
+
+impl Execution<'_> {
+    /// Upload what the server lacks, execute the action, and take its result.
+    fn execute(
         &self,
+        job: &RemoteJob,
         remote: &Remote,
-        result: &re::ActionResult,
-        product: Option<&Path>,
         built: &Built,
-    ) -> Result<(), RemoteError> {
-        let origin = serde_json::json!({
-            "remote": remote.address.url,
-            "instance": remote.address.instance,
-            "action": digest::show(&built.digest),
-            "worker": result
-                .execution_metadata
-                .as_ref()
-                .map(|m| text::message(&m.worker))
-                .unwrap_or_default(),
-            "checked": "neff-info --verify",
-        });
-        let d = super::result::deliver(remote, result, &self.plan.output, product, &origin)?;
-        self.logger.info(
+        product: Option<&Path>,
+        skip_cache_lookup: bool,
+    ) -> CompileResult {
+        let (session, url) = (job.session, &self.address.url);
+        let (resp, sent) =
+            match remote.execute_uploading(&built.digest, &built.blobs, skip_cache_lookup) {
+                Ok(r) => r,
+                Err(e) => return job.fail_call(e),
+            };
+        session.log().info(
             log::DRIVER,
             &format!(
-                "Downloaded the NEFF {} ({} bytes) from {}, checked",
-                d.digest.hash, d.digest.size_bytes, remote.address.url
+                "Uploaded {} blobs ({} bytes) to {url}",
+                sent.blobs, sent.bytes
             ),
         );
-        Ok(())
-    }
-}
-
-/// Signals cancel this compile, as they do a local one, when the caller asks for it.
-fn handle_signals(opts: &Options) {
-    if !opts.install_signals {
-        return;
-    }
-    if let Ok(s) = crate::run::signals::install() {
-        let (cancel, which) = (opts.cancel.clone(), opts.interrupted.clone());
-        s.on_signal(move |sig| {
-            let _ = which.compare_exchange(
-                0,
-                sig,
-                std::sync::atomic::Ordering::SeqCst,
-                std::sync::atomic::Ordering::SeqCst,
-            );
-            cancel.cancel();
-        });
-    }
-}
-
-/// Run one compile remotely (or, `--remote-cache`, here with the remote action cache around it).
-pub fn run_remote(
-    plan: &Plan,
-    opts: &Options,
-    engine: &Engine,
-    product: Option<&Path>,
-    remote: &RemoteConfig,
-) -> Outcome {
-    let logger = match crate::engine::pipeline::open_log(plan, opts.console.clone()) {
-        Ok(l) => l,
-        Err(e) => {
-            let line = e.to_string();
-            eprintln!("{line}");
-            return outcome(EXIT_COMPILE_FAILED, vec![line], Vec::new());
-        }
-    };
-    let run = Run {
-        plan,
-        opts,
-        logger,
-        started: Instant::now(),
-    };
-    handle_signals(opts);
-    let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
-    let built = match action::build(plan, &tc, &command_env(opts)) {
-        Ok(b) => b,
-        Err(e) if remote.mode == Mode::Execute => return run.fail_remote(e),
-        Err(e) => {
-            run.logger
-                .warning_shown(log::DRIVER, &format!("not using the remote cache: {e}"));
-            return crate::engine::run_producing(plan, opts, engine, product);
-        }
-    };
-    run.logger.info(
-        log::DRIVER,
-        &format!(
-            "Remote action {} ({}): {}",
-            digest::show(&built.digest),
-            remote.address.url,
-            crate::shell::join(&built.command.arguments)
-        ),
-    );
-    match remote.mode {
-        Mode::Execute => execute(&run, &built, product, &remote.address),
-        Mode::CacheOnly => cache_only(&run, &built, engine, product, &remote.address),
-    }
-}
-
-/// A usable cached result: exit 0 with the NEFF among its outputs.
-fn usable(r: &re::ActionResult) -> bool {
-    r.exit_code == 0 && r.output_files.iter().any(|f| f.path == OUTPUT)
-}
-
-fn execute(run: &Run, built: &Built, product: Option<&Path>, address: &Address) -> Outcome {
-    run.emit(Event::Pipeline {
-        jobs: vec![JOB_NAME.to_string()],
-    });
-    run.emit(Event::JobStarted {
-        job: JOB_NAME.to_string(),
-        index: 1,
-        total: 1,
-    });
-    let remote = match Remote::connect_with(address, Some(run.opts.cancel.clone())) {
-        Ok(r) => r.for_action(&built.digest),
-        Err(e) => return run.fail_call(e),
-    };
-    let mut skip_cache_lookup = false;
-    match remote.get_action_result(&built.digest) {
-        Ok(Some(r)) if usable(&r) => match run.deliver(&remote, &r, product, built) {
-            Ok(()) => {
-                run.logger.user(&format!(
-                    "Using a remote cached neff (action {}) from {}",
-                    built.digest.hash, address.url
-                ));
-                return run.succeed();
-            }
-            Err(e) if e.cancelled() => return run.interrupted(),
-            // A result whose NEFF the CAS lost, or that is not a NEFF: compile again, past the
-            // server's cache.
-            Err(e) => {
-                skip_cache_lookup = true;
-                run.logger.warning_shown(
-                    log::DRIVER,
-                    &format!("the remote cached result is not usable ({e}); compiling remotely"),
+        if let Some(st) = resp.status.as_ref().filter(|s| s.code != 0) {
+            let (kind, what) = if st.code == tonic::Code::DeadlineExceeded as i32 {
+                (
+                    RemoteFailure::TimedOut,
+                    "the remote compile ran past its time limit",
                 )
-            }
-        },
-        Ok(_) => {}
-        Err(e) => return run.fail_call(e),
-    }
-    let (resp, sent) =
-        match remote.execute_uploading(&built.digest, &built.blobs, skip_cache_lookup) {
-            Ok(r) => r,
-            Err(e) => return run.fail_call(e),
+            } else {
+                (
+                    RemoteFailure::Refused,
+                    "the server could not run the action",
+                )
+            };
+            let status = tonic::Status::new(tonic::Code::from(st.code), st.message.clone());
+            return job.fail_remote(kind, remote.error(what, &status));
+        }
+        let Some(result) = resp.result else {
+            let e = format!("the server answered without a result ({url})");
+            return job.fail_remote(RemoteFailure::Error, e);
         };
-    run.logger.info(
-        log::DRIVER,
-        &format!(
-            "Uploaded {} blobs ({} bytes) to {}",
-            sent.blobs, sent.bytes, address.url
-        ),
-    );
-    if let Some(st) = resp.status.as_ref().filter(|s| s.code != 0) {
-        let what = if st.code == tonic::Code::DeadlineExceeded as i32 {
-            "the remote compile ran past its time limit"
-        } else {
-            "the server could not run the action"
-        };
-        return run.fail_remote(remote.error(
-            what,
-            &tonic::Status::new(tonic::Code::from(st.code), st.message.clone()),
-        ));
-    }
-    let Some(result) = resp.result else {
-        return run.fail_remote(format!(
-            "the server answered without a result ({})",
-            address.url
-        ));
-    };
-    if let Some(failed) = failed_remotely(run, &remote, &result, address) {
-        return failed;
-    }
-    match run.deliver(&remote, &result, product, built) {
-        Ok(()) => run.succeed(),
-        Err(e) => run.fail_call(e),
+        if let Some(failed) = failed_remotely(job, remote, &result, url) {
+            return failed;
+        }
+        match deliver(session, remote, &result, product, built) {
+            Ok(()) => job.succeed(),
+            Err(e) => job.fail_call(e),
+        }
     }
 }
 
 /// Log the remote stderr; when the compile failed remotely (or the reading was interrupted),
-/// its outcome: reported as a local job's failure, with the worker that ran it.
+/// its result: reported as a local job's failure, with the worker that ran it.
 fn failed_remotely(
-    run: &Run,
+    job: &RemoteJob,
     remote: &Remote,
     result: &re::ActionResult,
-    address: &Address,
-) -> Option<Outcome> {
+    url: &str,
+) -> Option<CompileResult> {
     let job_logger = log::job_logger(JOB_NAME);
     let stderr = match stream_text(remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
         Ok(s) => s,
-        Err(e) if e.cancelled() => return Some(run.interrupted()),
+        Err(e) if e.cancelled() => return Some(job.interrupted()),
         Err(e) => vec![format!("(the remote stderr could not be read: {e})")],
     };
     for line in &stderr {
-        run.logger.info(&job_logger, line);
+        job.session.log().info(&job_logger, line);
     }
     if result.exit_code == 0 {
         return None;
@@ -436,9 +388,10 @@ fn failed_remotely(
             .as_ref()
             .map(|m| text::message(&m.worker))
             .filter(|w| !w.is_empty())
-            .unwrap_or_else(|| address.url.clone())
+            .unwrap_or_else(|| url.to_string())
     ));
-    Some(run.fail(errors))
+    let failed = Failure::Remote(RemoteFailure::FailedRemotely(result.exit_code));
+    Some(job.fail(failed, errors))
 }
 
 /// A Command's stdout or stderr as safe lines: inline, or the end of it from the CAS (at most
@@ -458,80 +411,104 @@ fn stream_text(
     }
 }
 
-fn cache_only(
-    run: &Run,
-    built: &Built,
-    engine: &Engine,
-    product: Option<&Path>,
-    address: &Address,
-) -> Outcome {
-    let warn = |e: &dyn std::fmt::Display| {
-        run.logger
-            .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
-    };
-    let remote = match Remote::connect_with(address, Some(run.opts.cancel.clone())) {
-        Ok(r) => Some(r.for_action(&built.digest)),
-        Err(e) if e.cancelled() => return run.interrupted(),
-        Err(e) => {
-            warn(&format!("{e}; compiling here without it"));
-            None
+/// `--remote-cache`: the server's action cache in front of the rest of the stack (see the module
+/// documentation).
+pub struct ActionCache<'a> {
+    /// The server.
+    pub address: &'a Address,
+    /// What compiles here (the toolchain identity the action names).
+    pub engine: &'a Engine,
+}
+
+impl Layer for ActionCache<'_> {
+    fn run(&self, session: &Session, product: Option<&Path>, next: &dyn Strategy) -> CompileResult {
+        session.handle_signals();
+        let built = match action_of(session, self.engine, self.address) {
+            Ok(b) => b,
+            Err(e) => {
+                session
+                    .log()
+                    .warning_shown(log::DRIVER, &format!("not using the remote cache: {e}"));
+                return next.run(session, product);
+            }
+        };
+        let job = RemoteJob { session };
+        let remote = match connect(session, self.address, &built) {
+            Ok(r) => Some(r),
+            Err(e) if e.cancelled() => return job.interrupted(),
+            Err(e) => {
+                warn(session, &format!("{e}; compiling here without it"));
+                None
+            }
+        };
+        if let Some(remote) = &remote {
+            match remote.get_action_result(&built.digest) {
+                Ok(Some(r)) if usable(&r) => match deliver(session, remote, &r, product, &built) {
+                    Ok(()) => return self.hit(&job, &built),
+                    Err(e) if e.cancelled() => return job.interrupted(),
+                    // Not usable (lost, or not a NEFF): a miss.
+                    Err(e) => warn(session, &format!("{e}; compiling here")),
+                },
+                Ok(_) => {}
+                Err(e) if e.cancelled() => return job.interrupted(),
+                Err(e) => warn(session, &e),
+            }
         }
-    };
-    if let Some(remote) = &remote {
-        match remote.get_action_result(&built.digest) {
-            Ok(Some(r)) if usable(&r) => match run.deliver(remote, &r, product, built) {
-                Ok(()) => {
-                    run.emit(Event::Pipeline {
-                        jobs: vec![JOB_NAME.to_string()],
-                    });
-                    run.emit(Event::JobStarted {
-                        job: JOB_NAME.to_string(),
-                        index: 1,
-                        total: 1,
-                    });
-                    run.logger.user(&format!(
-                        "Using a remote cached neff (action {}) from {}",
-                        built.digest.hash, address.url
-                    ));
-                    return run.succeed();
-                }
-                Err(e) if e.cancelled() => return run.interrupted(),
-                // Not usable (lost, or not a NEFF): a miss.
-                Err(e) => warn(&format!("{e}; compiling here")),
-            },
-            Ok(_) => {}
-            Err(e) if e.cancelled() => return run.interrupted(),
-            Err(e) => warn(&e),
-        }
+        self.compile_here(session, product, next, remote.as_ref(), &built)
     }
-    // Compile here; the NEFF for the upload is the one the compile wrote itself (into the
-    // caller's private product, or into a private directory of ours).
-    let own = tempfile::Builder::new()
-        .prefix("nxcc-remote-")
-        .tempdir()
-        .ok();
-    let product_path = product
-        .map(Path::to_path_buf)
-        .or_else(|| own.as_ref().map(|d| d.path().join(OUTPUT)));
-    let outcome = crate::engine::run_producing(run.plan, run.opts, engine, product_path.as_deref());
-    if outcome.exit_status != 0 {
-        return outcome;
+}
+
+/// A warning about the remote cache, shown whatever `--verbose` says.
+fn warn(session: &Session, e: &dyn std::fmt::Display) {
+    session
+        .log()
+        .warning_shown(log::DRIVER, &format!("the remote cache: {e}"));
+}
+
+impl ActionCache<'_> {
+    /// The server had the result (delivered): the compile is its pseudo-job.
+    fn hit(&self, job: &RemoteJob, built: &Built) -> CompileResult {
+        job.session.pseudo_job(JOB_NAME);
+        job.session.log().user(&format!(
+            "Using a remote cached neff (action {}) from {}",
+            built.digest.hash, self.address.url
+        ));
+        job.succeed()
     }
-    let (Some(remote), Some(neff)) = (remote, product_path) else {
-        return outcome;
-    };
-    if let Err(e) = upload_result(&remote, built, &neff) {
-        warn(&e);
-    } else {
-        run.logger.info(
-            log::DRIVER,
-            &format!(
-                "Stored the compile in the remote cache {} (action {})",
-                address.url, built.digest.hash
+
+    /// Compile here; the NEFF for the upload is the one the compile wrote itself (into the
+    /// caller's private product, or into a private directory of ours).
+    fn compile_here(
+        &self,
+        session: &Session,
+        product: Option<&Path>,
+        next: &dyn Strategy,
+        remote: Option<&Remote>,
+        built: &Built,
+    ) -> CompileResult {
+        let own = tempfile::Builder::new()
+            .prefix("nxcc-remote-")
+            .tempdir()
+            .ok();
+        let product_path = product
+            .map(Path::to_path_buf)
+            .or_else(|| own.as_ref().map(|d| d.path().join(OUTPUT)));
+        let result = next.run(session, product_path.as_deref());
+        let (true, Some(remote), Some(neff)) = (result.ok(), remote, product_path) else {
+            return result;
+        };
+        match upload_result(remote, built, &neff) {
+            Err(e) => warn(session, &e),
+            Ok(()) => session.log().info(
+                log::DRIVER,
+                &format!(
+                    "Stored the compile in the remote cache {} (action {})",
+                    self.address.url, built.digest.hash
+                ),
             ),
-        );
+        }
+        result
     }
-    outcome
 }
 
 /// Upload the action, its inputs and the NEFF, and record the result in the action cache.

@@ -3,9 +3,10 @@
 //! (the server hands one lease per session), and runs each lease's action through the one
 //! admission ([`crate::admission`]: `--memory-budget`, the cache's estimates) in a fresh
 //! directory ([`job`]: only compile actions, checked whole before anything is created, with the
-//! environment allow-list of [`crate::environ`], within the action's timeout, under nxcc's
-//! supervision: `nxcc compile`, or `--compiler PATH`; refusals answered with the status code
-//! that says why, [`status`]). The input tree is judged before it is laid out ([`tree`]). While a
+//! environment allow-list of [`crate::environ`], within the action's timeout, compiled through
+//! the one entry point (`crate::compile`, handed down by the driver) on nxcc's pipeline or
+//! `--compiler PATH`, and answered from the compile's typed result; refusals answered with the
+//! status code that says why, [`status`]). The input tree is judged before it is laid out ([`tree`]). While a
 //! lease runs, the bot keeps its session alive and obeys the server: a lease it cancels ends
 //! the compile ([`lease`]). SIGTERM (or SIGINT) drains: no new leases; the running ones have
 //! `--drain-timeout` to finish and be reported, then are ended (reported `UNAVAILABLE`, so the
@@ -118,6 +119,8 @@ pub enum With {
 pub struct Worker {
     address: Address,
     with: With,
+    /// The one entry point every action compiles through.
+    compile: crate::engine::strategy::Entry,
     toolchain_id: String,
     admission: Arc<Admission>,
     work_dir: PathBuf,
@@ -178,8 +181,9 @@ impl Worker {
     }
 }
 
-/// Run `worker`; returns the exit status.
-pub fn main(prog: &str, args: &[String]) -> i32 {
+/// Run `worker`, each action compiled through `compile` (the one entry point, handed down by
+/// the driver); returns the exit status.
+pub fn main(prog: &str, args: &[String], compile: crate::engine::strategy::Entry) -> i32 {
     let parsed = match COMMAND.parse(prog, args) {
         Ok(p) => p,
         Err(stop) => return stop.report(),
@@ -243,6 +247,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     let worker = Arc::new(Worker {
         address: address.clone(),
         with,
+        compile,
         toolchain_id,
         admission: Admission::new(max, budget),
         work_dir,

@@ -6,9 +6,11 @@
 //! - [`signals`] — nxcc's own SIGINT/SIGTERM/SIGHUP handling and the signal names;
 //! - [`supervisor`] — runs a worker child in its own session and survives it;
 //! - [`events`] — the worker's report pipe (lines of JSON; what they mean is the caller's);
+//! - [`handoff`] — the bytes an executed worker is handed (what they mean is the caller's);
 //! - [`lines`] — the one line reader; [`os`] — the operating system's plumbing, each piece once.
 
 pub mod events;
+pub mod handoff;
 pub mod lines;
 pub mod os;
 pub mod process;

@@ -47,6 +47,8 @@ pub enum Start<'a> {
         args: Vec<String>,
         /// Variables set in its environment.
         env: Vec<(String, String)>,
+        /// Bytes handed to it ([`super::handoff`]): what it is to do.
+        input: Option<Vec<u8>>,
     },
     /// Fork this process — which must be single-threaded ([`single_threaded`]) — and run `body`
     /// in the child, which exits with its result: no exec, no second parse and plan. The worker's
@@ -241,223 +243,296 @@ pub fn run(
     };
     let (events_r, events_w) = pipe().map_err(start_err)?;
     let (tx, rx) = mpsc::channel::<Msg>();
-    let mut readers = Vec::new();
     let started = Instant::now();
-    let mut signal: Option<Box<dyn Fn(i32) + Send + Sync>> = None;
-    type Members = Box<dyn Fn(u32) -> Option<Vec<u32>> + Send + Sync>;
-    let mut members: Option<Members> = None;
-    let pid = match &spec.start {
-        Start::Exec { program, args, env } => {
-            let mut child = spawn_exec(spec, program, args, env, &events_w).map_err(start_err)?;
-            let pid = child.id();
-            if let Output::Lines(_) = spec.output {
-                let streams: [(Option<Box<dyn std::io::Read + Send>>, bool); 2] = [
-                    (
-                        child
-                            .stdout
-                            .take()
-                            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-                        false,
-                    ),
-                    (
-                        child
-                            .stderr
-                            .take()
-                            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-                        true,
-                    ),
-                ];
-                for (stream, is_err) in streams {
-                    if let Some(s) = stream {
-                        let tx = tx.clone();
-                        readers.push(std::thread::spawn(move || {
-                            super::lines::read_all(s, &mut |line| {
-                                let _ = tx.send(Msg::Line(line.to_string(), is_err));
-                            });
-                        }));
-                    }
-                }
-            }
-            // Reaped by pid below (with its figures); the handle only held the pipes.
-            drop(child);
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let _ = tx.send(Msg::Exited(wait_with_usage(pid)));
-            });
-            pid
-        }
-        Start::Fork(body) => {
-            if !matches!(spec.output, Output::Inherit) || !single_threaded() {
-                return Err(start_err(std::io::Error::other("a worker is forked only from a single-threaded process, with its output inherited")));
-            }
-            let pid =
-                fork_worker(*body, events_w.try_clone().map_err(start_err)?).map_err(start_err)?;
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let _ = tx.send(Msg::Exited(wait_with_usage(pid)));
-            });
-            pid
-        }
-        Start::Launch(launcher) => {
-            let (out_r, out_w) = pipe().map_err(start_err)?;
-            let (err_r, err_w) = pipe().map_err(start_err)?;
-            let launched = launcher
-                .launch(WorkerFds {
-                    events: events_w.try_clone().map_err(start_err)?,
-                    stdout: out_w,
-                    stderr: err_w,
-                })
-                .map_err(start_err)?;
-            for (stream, is_err) in [(out_r, false), (err_r, true)] {
-                let tx = tx.clone();
-                let inherit = matches!(spec.output, Output::Inherit);
-                readers.push(std::thread::spawn(move || {
-                    super::lines::read_all(std::fs::File::from(stream), &mut |line| {
-                        if inherit {
-                            // The worker's lines, on this process's own streams.
-                            if is_err {
-                                eprintln!("{line}");
-                            } else {
-                                println!("{line}");
-                            }
-                        } else {
-                            let _ = tx.send(Msg::Line(line.to_string(), is_err));
-                        }
-                    });
-                }));
-            }
-            let tx = tx.clone();
-            let wait = launched.wait;
-            std::thread::spawn(move || {
-                let _ = tx.send(match wait() {
-                    Ok(raw) => Msg::Exited(raw),
-                    Err(why) => Msg::Lost(why),
-                });
-            });
-            signal = Some(launched.signal);
-            members = Some(launched.session_members);
-            launched.pid
-        }
-    };
+    let mut readers = Vec::new();
+    let worker = start(spec, &events_w, &tx, &mut readers).map_err(start_err)?;
     drop(events_w);
     on_started();
-    {
-        let tx = tx.clone();
-        let file = std::fs::File::from(events_r);
-        readers.push(std::thread::spawn(move || {
-            super::lines::read_all(file, &mut |line| {
-                let _ = tx.send(Msg::Event(line.to_string()));
-            });
-        }));
-    }
+    let file = std::fs::File::from(events_r);
+    let events = tx.clone();
+    readers.push(std::thread::spawn(move || {
+        super::lines::read_all(file, &mut |line| {
+            let _ = events.send(Msg::Event(line.to_string()));
+        });
+    }));
     drop(tx);
-
-    let mut term_sent: Option<Instant> = None;
-    let mut killed = false;
-    let mut exited: Option<(i32, u64)> = None;
-    let mut lost: Option<String> = None;
-    let send_signal = |sig: i32| match &signal {
-        Some(f) => f(sig),
-        // SAFETY: signalling our own child, which has not been reaped yet.
-        None => unsafe {
-            libc::kill(pid as libc::pid_t, sig);
-        },
-    };
-    loop {
-        match rx.recv_timeout(Duration::from_millis(25)) {
-            Ok(Msg::Event(line)) => on_event(&line),
-            Ok(Msg::Line(line, is_err)) => {
-                if let Output::Lines(f) = spec.output {
-                    f(&line, is_err);
-                }
-            }
-            Ok(Msg::Exited(raw)) => {
-                exited = Some(raw);
-                break;
-            }
-            Ok(Msg::Lost(why)) => {
-                lost = Some(why);
-                break;
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        if cancel.is_cancelled() {
-            match term_sent {
-                None => {
-                    send_signal(libc::SIGTERM);
-                    term_sent = Some(Instant::now());
-                }
-                Some(t) if !killed && t.elapsed() >= WORKER_GRACE => {
-                    kill_session(pid);
-                    killed = true;
-                }
-                _ => {}
-            }
-        }
-    }
-    // Whatever the worker left behind goes now; then drain the remaining messages (a process that
-    // escaped the session may hold a pipe open: stop waiting after a bound).
-    if !spec.sole_child {
-        match &members {
-            Some(m) => kill_members(pid, &|sid| m(sid).unwrap_or_else(|| session_members(sid))),
-            None => kill_session(pid),
-        };
-    } else {
-        for _ in 0..50 {
-            if !children_left() {
-                break;
-            }
-            kill_session(pid);
-            kill_children();
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+    let mut watch = Watch::default();
+    watch.until_ended(spec, &worker, &rx, cancel, on_event);
+    clean_up(spec, &worker);
+    // Drain the remaining messages (a process that escaped the session may hold a pipe open:
+    // stop waiting after a bound).
     let deadline = Instant::now() + Duration::from_millis(500);
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
-            Ok(Msg::Event(line)) => on_event(&line),
-            Ok(Msg::Line(line, is_err)) => {
-                if let Output::Lines(f) = spec.output {
-                    f(&line, is_err);
-                }
+            Ok(msg) => {
+                watch.take(spec, msg, on_event);
             }
-            Ok(Msg::Exited(raw)) => exited = Some(raw),
-            Ok(Msg::Lost(why)) => lost = Some(why),
             Err(_) => break,
         }
     }
     drop(readers);
-    let (status, max_rss_kb) = exited.unwrap_or((0, 0));
+    let (status, max_rss_kb) = watch.exited.unwrap_or((0, 0));
     Ok(WorkerOutcome {
-        pid,
+        pid: worker.pid,
         end: End::new(
             Termination::from_wait_status(status),
             false,
-            term_sent.is_some(),
+            watch.term_sent.is_some(),
         ),
         wall: started.elapsed(),
         max_rss_kb,
-        lost,
+        lost: watch.lost,
     })
 }
 
+/// The live members of a session, as a launcher finds them (`None`: it cannot tell).
+type Members = Box<dyn Fn(u32) -> Option<Vec<u32>> + Send + Sync>;
+
+/// A started worker: its pid, and, for one a launcher started, how to signal it and find its
+/// session's members.
+struct Worker {
+    pid: u32,
+    signal: Option<Box<dyn Fn(i32) + Send + Sync>>,
+    members: Option<Members>,
+}
+
+impl Worker {
+    fn signal(&self, sig: i32) {
+        match &self.signal {
+            Some(f) => f(sig),
+            // SAFETY: signalling our own child, which has not been reaped yet.
+            None => unsafe {
+                libc::kill(self.pid as libc::pid_t, sig);
+            },
+        }
+    }
+}
+
+/// Start the worker as `spec` says, its events pipe's writing end `events`; its end, and its
+/// output lines unless inherited, are sent to `tx` (by threads kept in `readers`).
+fn start(
+    spec: &WorkerSpec,
+    events: &OwnedFd,
+    tx: &mpsc::Sender<Msg>,
+    readers: &mut Vec<std::thread::JoinHandle<()>>,
+) -> std::io::Result<Worker> {
+    let plain = |pid| Worker {
+        pid,
+        signal: None,
+        members: None,
+    };
+    match &spec.start {
+        Start::Exec {
+            program,
+            args,
+            env,
+            input,
+        } => {
+            let handoff = input
+                .as_deref()
+                .map(super::handoff::file_with)
+                .transpose()?;
+            let mut child = spawn_exec(spec, program, args, env, events, handoff.as_ref())?;
+            drop(handoff);
+            let pid = child.id();
+            if let Output::Lines(_) = spec.output {
+                if let Some(s) = child.stdout.take() {
+                    readers.push(forward(s, false, false, tx));
+                }
+                if let Some(s) = child.stderr.take() {
+                    readers.push(forward(s, true, false, tx));
+                }
+            }
+            // Reaped by pid below (with its figures); the handle only held the pipes.
+            drop(child);
+            reap(pid, tx);
+            Ok(plain(pid))
+        }
+        Start::Fork(body) => {
+            if !matches!(spec.output, Output::Inherit) || !single_threaded() {
+                return Err(std::io::Error::other("a worker is forked only from a single-threaded process, with its output inherited"));
+            }
+            let pid = fork_worker(*body, events.try_clone()?)?;
+            reap(pid, tx);
+            Ok(plain(pid))
+        }
+        Start::Launch(launcher) => launch(spec, *launcher, events, tx, readers),
+    }
+}
+
+/// Start the worker through a launcher (the fork server): its output through pipes, its end
+/// from the launcher.
+fn launch(
+    spec: &WorkerSpec,
+    launcher: &dyn Launch,
+    events: &OwnedFd,
+    tx: &mpsc::Sender<Msg>,
+    readers: &mut Vec<std::thread::JoinHandle<()>>,
+) -> std::io::Result<Worker> {
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let launched = launcher.launch(WorkerFds {
+        events: events.try_clone()?,
+        stdout: out_w,
+        stderr: err_w,
+    })?;
+    let inherit = matches!(spec.output, Output::Inherit);
+    for (stream, is_err) in [(out_r, false), (err_r, true)] {
+        readers.push(forward(std::fs::File::from(stream), is_err, inherit, tx));
+    }
+    let tx = tx.clone();
+    let wait = launched.wait;
+    std::thread::spawn(move || {
+        let _ = tx.send(match wait() {
+            Ok(raw) => Msg::Exited(raw),
+            Err(why) => Msg::Lost(why),
+        });
+    });
+    Ok(Worker {
+        pid: launched.pid,
+        signal: Some(launched.signal),
+        members: Some(launched.session_members),
+    })
+}
+
+/// A thread reading a worker's output stream line by line: to `tx`, or (`inherit`) to this
+/// process's own streams.
+fn forward(
+    stream: impl std::io::Read + Send + 'static,
+    is_err: bool,
+    inherit: bool,
+    tx: &mpsc::Sender<Msg>,
+) -> std::thread::JoinHandle<()> {
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        super::lines::read_all(stream, &mut |line| match (inherit, is_err) {
+            (true, true) => eprintln!("{line}"),
+            (true, false) => println!("{line}"),
+            (false, _) => {
+                let _ = tx.send(Msg::Line(line.to_string(), is_err));
+            }
+        });
+    })
+}
+
+/// A thread reaping `pid`, our child, and sending its end.
+fn reap(pid: u32, tx: &mpsc::Sender<Msg>) {
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(Msg::Exited(wait_with_usage(pid)));
+    });
+}
+
+/// What the supervision saw: the worker's end, and what it did to end it.
+#[derive(Default)]
+struct Watch {
+    term_sent: Option<Instant>,
+    killed: bool,
+    exited: Option<(i32, u64)>,
+    lost: Option<String>,
+}
+
+impl Watch {
+    /// Take a message: events and lines to their consumers, the end noted. Whether it was the
+    /// end.
+    fn take(&mut self, spec: &WorkerSpec, msg: Msg, on_event: &mut dyn FnMut(&str)) -> bool {
+        match msg {
+            Msg::Event(line) => on_event(&line),
+            Msg::Line(line, is_err) => {
+                if let Output::Lines(f) = spec.output {
+                    f(&line, is_err);
+                }
+            }
+            Msg::Exited(raw) => {
+                self.exited = Some(raw);
+                return true;
+            }
+            Msg::Lost(why) => {
+                self.lost = Some(why);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Until the worker has ended: its messages taken; once cancelled, SIGTERM, then after
+    /// [`WORKER_GRACE`] its session killed.
+    fn until_ended(
+        &mut self,
+        spec: &WorkerSpec,
+        worker: &Worker,
+        rx: &mpsc::Receiver<Msg>,
+        cancel: &Cancel,
+        on_event: &mut dyn FnMut(&str),
+    ) {
+        loop {
+            match rx.recv_timeout(Duration::from_millis(25)) {
+                Ok(msg) => {
+                    if self.take(spec, msg, on_event) {
+                        return;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+            if cancel.is_cancelled() {
+                match self.term_sent {
+                    None => {
+                        worker.signal(libc::SIGTERM);
+                        self.term_sent = Some(Instant::now());
+                    }
+                    Some(t) if !self.killed && t.elapsed() >= WORKER_GRACE => {
+                        kill_session(worker.pid);
+                        self.killed = true;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Whatever the worker left behind goes now.
+fn clean_up(spec: &WorkerSpec, worker: &Worker) {
+    let pid = worker.pid;
+    if !spec.sole_child {
+        match &worker.members {
+            Some(m) => kill_members(pid, &|sid| m(sid).unwrap_or_else(|| session_members(sid))),
+            None => kill_session(pid),
+        };
+        return;
+    }
+    for _ in 0..50 {
+        if !children_left() {
+            break;
+        }
+        kill_session(pid);
+        kill_children();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Start the worker by executing a program: its own session, the parent-death signal, and the
-/// events pipe's writing end kept open across the exec.
+/// events pipe's writing end (and the hand-off's descriptor) kept open across the exec.
 fn spawn_exec(
     spec: &WorkerSpec,
     program: &Path,
     args: &[String],
     env: &[(String, String)],
     events_w: &OwnedFd,
+    handoff: Option<&OwnedFd>,
 ) -> std::io::Result<std::process::Child> {
     let events_fd = events_w.as_raw_fd();
+    let handoff_fd = handoff.map(|h| h.as_raw_fd());
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(spec.cwd).stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd.env(EVENTS_FD_ENV, events_fd.to_string());
+    if let Some(h) = handoff {
+        cmd.env(super::handoff::HANDOFF_FD_ENV, super::handoff::fd_text(h));
+    }
     match spec.output {
         Output::Inherit => {
             cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
@@ -471,9 +546,11 @@ fn spawn_exec(
     unsafe {
         cmd.pre_exec(move || {
             enter_worker_session(parent)?;
-            // Let the events pipe's writing end survive exec.
-            if libc::fcntl(events_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+            // Let the events pipe's writing end, and the hand-off, survive exec.
+            for fd in std::iter::once(events_fd).chain(handoff_fd) {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });

@@ -37,12 +37,51 @@ pub const PENGUIN: &str = "penguin.py";
 /// The netlist the frontend writes in the work dir.
 pub const NETLIST: &str = "hlo_netlist.json";
 
+/// Why the simulated frontend failed: what it says, and the operating system's error number
+/// when a file could not be read or written (a real frontend's `OSError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrontendError {
+    /// The message.
+    pub message: String,
+    /// The error number behind it, if an I/O error caused it.
+    pub os_error: Option<i32>,
+}
+
+impl From<String> for FrontendError {
+    fn from(message: String) -> FrontendError {
+        FrontendError {
+            message,
+            os_error: None,
+        }
+    }
+}
+
+impl From<&str> for FrontendError {
+    fn from(message: &str) -> FrontendError {
+        FrontendError::from(message.to_string())
+    }
+}
+
+impl std::fmt::Display for FrontendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// An I/O error while doing `what` (`cannot write X`).
+fn io_failure(what: String, e: std::io::Error) -> FrontendError {
+    FrontendError {
+        message: format!("{what}: {e}"),
+        os_error: e.raw_os_error(),
+    }
+}
+
 /// Run the simulated frontend; returns the subgraph directory names it created, in order.
 pub fn run(
     model: &Path,
     work_dir: &Path,
     subgraphs_override: Option<usize>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, FrontendError> {
     if subgraphs_override == Some(0) {
         return Err("the subgraph count must be at least 1".into());
     }
@@ -53,9 +92,15 @@ pub fn run(
             return Err(format!(
                 "{} does not exist: HLOToTensorizer (hlo2penguin) must run before Frontend",
                 penguin_path.display()
+            )
+            .into())
+        }
+        Err(e) => {
+            return Err(io_failure(
+                format!("cannot read {}", penguin_path.display()),
+                e,
             ))
         }
-        Err(e) => return Err(format!("cannot read {}: {e}", penguin_path.display())),
     };
     let model_data =
         Model::read(model).map_err(|e| format!("cannot read model {}: {e}", model.display()))?;
@@ -68,7 +113,8 @@ pub fn run(
             "{} was not written for the model {} (its blake3 is not in it): run HLOToTensorizer on this model first",
             penguin_path.display(),
             model.display()
-        ));
+        )
+        .into());
     }
     let penguin_digest = blake3::hash(&penguin);
 
@@ -142,7 +188,7 @@ pub fn run(
         };
         let dir = work_dir.join(sg);
         std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            .map_err(|e| io_failure(format!("cannot create {}", dir.display()), e))?;
         write(&dir.join("bir.json"), &bir::to_bytes(&bir::generate(&src)))?;
         write_json(
             &dir.join("tensor_map.json"),
@@ -216,11 +262,11 @@ fn transpose(p: &hlo::Tensor) -> Option<Value> {
     Some(json!({"input_name": p.name, "reshape": dims, "transpose": perm}))
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    atomic_write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+fn write(path: &Path, bytes: &[u8]) -> Result<(), FrontendError> {
+    atomic_write(path, bytes).map_err(|e| io_failure(format!("cannot write {}", path.display()), e))
 }
 
-fn write_json(path: &Path, value: &Value) -> Result<(), String> {
+fn write_json(path: &Path, value: &Value) -> Result<(), FrontendError> {
     let mut b = serde_json::to_vec_pretty(value).unwrap_or_default();
     b.push(b'\n');
     write(path, &b)
@@ -394,7 +440,7 @@ ENTRY main {
         let dir = tempfile::tempdir().unwrap();
         let model = dir.path().join("m.hlo");
         std::fs::write(&model, crate::hlo::testing::text_model(200, 1)).unwrap();
-        let e = run(&model, dir.path(), None).unwrap_err();
+        let e = run(&model, dir.path(), None).unwrap_err().message;
         assert!(
             e.contains("penguin.py does not exist") && e.contains("hlo2penguin"),
             "{e}"
@@ -402,7 +448,7 @@ ENTRY main {
         let other = dir.path().join("other.hlo");
         std::fs::write(&other, crate::hlo::testing::text_model(200, 2)).unwrap();
         penguin(&other, dir.path());
-        let e = run(&model, dir.path(), None).unwrap_err();
+        let e = run(&model, dir.path(), None).unwrap_err().message;
         assert!(e.contains("was not written for the model"), "{e}");
         assert!(!dir.path().join("sg00").exists());
     }

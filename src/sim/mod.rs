@@ -46,8 +46,12 @@ impl crate::toolchain::Simulator for Simulated {
         model: &std::path::Path,
         work_dir: &std::path::Path,
         subgraphs: Option<usize>,
-    ) -> Result<Vec<String>, String> {
-        frontend::run(model, work_dir, subgraphs)
+    ) -> Result<Vec<String>, crate::error::NccError> {
+        frontend::run(model, work_dir, subgraphs).map_err(|e| {
+            let mut err = crate::error::NccError::simulated_frontend(&e);
+            err.os_error = e.os_error;
+            err
+        })
     }
 }
 

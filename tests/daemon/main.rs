@@ -7,6 +7,7 @@ mod bad_input;
 mod client;
 mod common;
 mod connections;
+mod failures;
 mod forkserver;
 mod forkserver_wire;
 mod hostile;

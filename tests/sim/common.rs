@@ -163,7 +163,7 @@ pub fn run_plan(fx: &Fixture, plan: &Plan) -> Vec<Ran> {
     let subgraphs = plan.subgraphs.clone();
     for job in &plan.jobs {
         match job.name {
-            "Frontend" => {
+            nxcc::jobs::Job::Frontend => {
                 let sgs = nxcc::sim::frontend::run(&plan.model, &fx.work, None).unwrap();
                 assert_eq!(
                     sgs, subgraphs,
@@ -171,7 +171,7 @@ pub fn run_plan(fx: &Fixture, plan: &Plan) -> Vec<Ran> {
                 );
                 continue;
             }
-            "Kelper" => {
+            nxcc::jobs::Job::Kelper => {
                 fake_neff(&plan.output);
                 continue;
             }
@@ -185,7 +185,7 @@ pub fn run_plan(fx: &Fixture, plan: &Plan) -> Vec<Ran> {
             plan.toolchain.as_ref(),
             Some(&fx.work),
         );
-        let steps: Vec<Step> = (nxcc::jobs::lookup(job.name).unwrap().steps)(&ctx).unwrap();
+        let steps: Vec<Step> = (job.name.row().steps)(&ctx).unwrap();
         for step in steps {
             if !matches!(step.action, Action::Exec { .. } | Action::Shell { .. }) {
                 continue;
@@ -201,7 +201,7 @@ pub fn run_plan(fx: &Fixture, plan: &Plan) -> Vec<Ran> {
                 String::from_utf8_lossy(&output.stderr)
             );
             ran.push(Ran {
-                job: job.name,
+                job: job.name.name(),
                 argv,
                 output,
             });
@@ -242,7 +242,7 @@ pub fn stderr(o: &Output) -> String {
 pub fn argv_of(plan: &Plan, job: &str) -> Vec<String> {
     plan.jobs
         .iter()
-        .find(|j| j.name == job)
+        .find(|j| j.name.name() == job)
         .unwrap_or_else(|| panic!("{job} not in the plan {:?}", plan.pipeline))
         .steps[0]
         .argv()

@@ -240,7 +240,7 @@ fn the_library_runs_the_fork_walrus_argv_beside_an_absolute_input() {
     let step = &plan
         .jobs
         .iter()
-        .find(|j| j.name == "WalrusDriver")
+        .find(|j| j.name == nxcc::jobs::Job::WalrusDriver)
         .unwrap()
         .steps[0];
     let nxcc::jobs::Action::Library {

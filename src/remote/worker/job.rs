@@ -8,8 +8,9 @@
 //! and stderr (their ends).
 
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bazel_remote_apis::google::rpc::Status;
@@ -18,7 +19,11 @@ use prost::Message;
 use super::status::Refusal;
 use super::tree;
 use super::{With, Worker};
+use crate::engine::log::{Console, Sink};
+use crate::engine::result::CompileResult;
+use crate::engine::session::{Cancellation, Options};
 use crate::engine::Engine;
+use crate::plan::{Plan, PlanError, RequestProbe, SystemProbe};
 use crate::remote::action::{self, OUTPUT, PROGRAM};
 use crate::remote::bots::Lease;
 use crate::remote::cas::Blob;
@@ -27,7 +32,9 @@ use crate::remote::digest;
 use crate::remote::metadata::Metadata;
 use crate::remote::re;
 use crate::remote::text;
-use crate::run::process::{self, Cancel, End, Spec};
+use crate::result::Status as CompileStatus;
+use crate::result::{CancelReason, Environment, Failure, IoCause, JobEnd};
+use crate::run::process::Cancel;
 
 /// At most this much of a command's stdout or stderr is kept (the end of it).
 pub const OUTPUT_KEEP: usize = 4 << 20;
@@ -82,7 +89,8 @@ pub fn run(
         .tempdir_in(&w.work_dir)
         .map_err(|e| Refusal::Internal(format!("cannot make the action's directory: {e}")))?;
     checked.tree.materialize(&remote, dir.path())?;
-    let estimate = estimate_of(w, dir.path(), &checked.args[1..]);
+    let planned = plan_of(w, &checked, dir.path());
+    let estimate = estimate_of(w, planned.as_ref().ok(), dir.path(), &checked.args[1..]);
     w.say(&format!(
         "{bot_id}: lease {} waiting for memory ({} estimated)",
         lease.id,
@@ -98,40 +106,119 @@ pub fn run(
         "{bot_id}: lease {} started (running: {now})",
         lease.id
     ));
-    let ran = compile(w, &checked, dir.path(), cancel);
+    let ran = compile(w, &checked, planned, cancel);
     let left = w.running.fetch_sub(1, Ordering::SeqCst) - 1;
     drop(permit);
-    let (end, stdout, stderr) = ran;
-    let exit_code = match end {
-        Some(End::Exited(c)) => c,
-        Some(End::Signaled(s)) => 128 + s,
-        Some(End::TimedOut(_)) => 124,
-        Some(End::Cancelled(_)) => {
-            return Err(Refusal::Cancelled("the compile was cancelled".into()))
-        }
-        None => 127,
+    let (exit_code, timed_out) = match answer(&w.with, &ran.result) {
+        Answer::Result {
+            exit_code,
+            timed_out,
+        } => (exit_code, timed_out),
+        Answer::Refuse(r) => return Err(r),
     };
     w.say(&format!(
         "{bot_id}: lease {} finished with exit status {exit_code}{} (running: {left})",
         lease.id,
-        if matches!(end, Some(End::TimedOut(_))) {
+        if timed_out {
             " (its time limit passed)"
         } else {
             ""
         }
     ));
-    let result = store(&remote, bot_id, dir.path(), exit_code, stdout, stderr)?;
-    let status = match end {
-        Some(End::TimedOut(_)) => Refusal::status_of(
+    let result = store(
+        &remote,
+        bot_id,
+        dir.path(),
+        exit_code,
+        ran.stdout,
+        ran.stderr,
+    )?;
+    let status = match timed_out {
+        true => Refusal::status_of(
             tonic::Code::DeadlineExceeded,
             &format!(
                 "the compile ran past the action's time limit ({} s)",
                 checked.timeout.unwrap_or_default().as_secs_f64()
             ),
         ),
-        _ => Refusal::status_of(tonic::Code::Ok, ""),
+        false => Refusal::status_of(tonic::Code::Ok, ""),
     };
     Ok(Ran { result, status })
+}
+
+/// What a compile's end makes of its lease — a decision on the typed result, nothing read
+/// back from its lines: a result to store, with its exit code and whether the action's time
+/// limit ended it; or a refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Store the compile's result.
+    Result {
+        /// The action's exit code.
+        exit_code: i32,
+        /// The action's time limit ended it (the lease is answered `DEADLINE_EXCEEDED`).
+        timed_out: bool,
+    },
+    /// Answer the lease with this refusal (no result).
+    Refuse(Refusal),
+}
+
+/// The answer to a lease whose compile ended as `result` (see [`Answer`]):
+/// - a success: exit 0 (the NEFF is stored);
+/// - the action's time limit: exit 124, `DEADLINE_EXCEEDED`;
+/// - a cancellation (the server cancelled the lease, the worker stopped): `CANCELLED`;
+/// - the worker's disk filled up: `RESOURCE_EXHAUSTED`, a worker without room (another worker
+///   may run it), as when there is no room before it starts;
+/// - any other failure: the compile's result, with the exit status `nxcc compile` ends with —
+///   or, for an external compiler, the compiler's own ([`compiler_exit_code`]).
+pub fn answer(with: &With, result: &CompileResult) -> Answer {
+    let done = |exit_code| Answer::Result {
+        exit_code,
+        timed_out: false,
+    };
+    match &result.status {
+        CompileStatus::Succeeded => done(0),
+        CompileStatus::Cancelled(CancelReason::TimeLimit) => Answer::Result {
+            exit_code: 124,
+            timed_out: true,
+        },
+        CompileStatus::Cancelled(_) | CompileStatus::Interrupted(_) => {
+            Answer::Refuse(Refusal::Cancelled("the compile was cancelled".into()))
+        }
+        CompileStatus::Failed(Failure::Environment(Environment::Io(
+            IoCause::DiskFull | IoCause::Quota,
+        ))) => Answer::Refuse(Refusal::Exhausted(
+            "the worker's disk filled up during the compile".into(),
+        )),
+        CompileStatus::Failed(f) => match with {
+            With::Toolchain(_) => done(result.exit_status()),
+            With::Compiler(_) => done(compiler_exit_code(f, result)),
+        },
+    }
+}
+
+/// The exit code an external compiler that failed so ended with, as a shell reports it: its own
+/// exit status, 128 + the signal that ended it, 124 after a timeout, 127 when it could not run.
+pub fn compiler_exit_code(failure: &Failure, result: &CompileResult) -> i32 {
+    match failure {
+        Failure::Job {
+            end: JobEnd::Exited(code),
+            ..
+        } => *code,
+        Failure::Job {
+            end: JobEnd::Crashed(sig),
+            ..
+        }
+        | Failure::Environment(Environment::Signal(sig)) => 128 + sig,
+        Failure::OutOfMemory { .. } => 128 + libc::SIGKILL,
+        Failure::Timeout { .. } => 124,
+        Failure::Environment(Environment::MissingTool(_) | Environment::Spawn) => 127,
+        // Its figures say how it ended (an error of the environment its stderr showed).
+        _ => result
+            .jobs
+            .last()
+            .and_then(|j| j.exit_status.or(j.signal.map(|s| 128 + s)))
+            .unwrap_or_else(|| result.exit_status()),
+    }
 }
 
 /// The lease's Action (inline, or by digest from the CAS) and its digest.
@@ -289,51 +376,125 @@ fn free_space(dir: &Path) -> Option<u64> {
     Some(s.f_bavail.saturating_mul(s.f_frsize))
 }
 
-/// Run the compile in `dir`: its end (`None`: it could not start), stdout and stderr.
-fn compile(w: &Worker, c: &Checked, dir: &Path, cancel: &Cancel) -> (Option<End>, Tail, Tail) {
-    let args = &c.args;
-    let (program, mut argv): (PathBuf, Vec<String>) = match &w.with {
-        With::Toolchain(t) => {
-            let mut a: Vec<String> = args[1..].to_vec();
-            a.push("--toolchain".into());
-            a.push(t.clone());
-            (
-                std::env::current_exe().unwrap_or_else(|_| PathBuf::from("nxcc")),
-                a,
-            )
+/// The action's plan, as `nxcc compile` would make it in the action's directory with the
+/// action's environment (with this worker's `--toolchain`, and its log in that directory), or
+/// how planning failed: its status and its text.
+fn plan_of(w: &Worker, c: &Checked, dir: &Path) -> Result<Plan, (CompileStatus, String)> {
+    let mut argv: Vec<String> = c.args[1..].to_vec();
+    if let With::Toolchain(t) = &w.with {
+        argv.extend(["--toolchain".into(), t.clone()]);
+        argv.extend(["--logfile".into(), "log-neuron-cc.txt".into()]);
+    }
+    let args = match crate::cli::parse(PROGRAM, &argv) {
+        Ok(crate::cli::Command::Compile(c)) => c,
+        Ok(_) => {
+            let text = "the action is not a compile".to_string();
+            return Err((CompileStatus::Failed(Failure::Usage), text));
         }
-        With::Compiler(p) => (p.clone(), args[1..].to_vec()),
+        Err(e) => return Err((CompileStatus::Failed(Failure::Usage), e.render())),
     };
-    if matches!(w.with, With::Toolchain(_)) {
-        argv.push("--logfile".into());
-        argv.push("log-neuron-cc.txt".into());
-    }
-    let mut spec = Spec::new(&program, dir)
-        .args(argv.iter())
-        .timeout(c.timeout);
-    for (k, v) in &c.env {
-        spec = spec.env(k.clone(), v.clone());
-    }
-    let mut stdout = Tail::default();
-    let mut stderr = Tail::default();
-    let ran = process::run(
-        &spec,
-        &mut |stream, line| match stream {
-            process::Stream::Stdout => stdout.push(line),
-            process::Stream::Stderr => stderr.push(line),
-        },
-        cancel,
-    );
-    match ran {
-        Ok(o) => (Some(o.end), stdout, stderr),
-        Err(e) => {
-            stderr.push(&format!(
-                "nxcc worker: cannot run {}: {e}",
-                program.display()
-            ));
-            (None, stdout, stderr)
+    let probe = RequestProbe {
+        system: SystemProbe::at(dir),
+        env: &c.env,
+    };
+    crate::plan::build(&args, &probe).map_err(|e| match e {
+        PlanError::Usage(u) => (CompileStatus::Failed(Failure::Usage), u.render()),
+        PlanError::Compile(e) => (CompileStatus::Failed(Failure::Plan), e.to_string()),
+    })
+}
+
+/// A compile as the lease saw it: its result, and its console's stdout and stderr.
+struct Compiled {
+    result: CompileResult,
+    stdout: Tail,
+    stderr: Tail,
+}
+
+/// Run the compile through the one entry point, its console kept as its stdout and stderr,
+/// ended when the lease is cancelled or the action's time limit passes.
+fn compile(
+    w: &Worker,
+    c: &Checked,
+    planned: Result<Plan, (CompileStatus, String)>,
+    cancel: &Cancel,
+) -> Compiled {
+    let streams = Arc::new(Mutex::new((Tail::default(), Tail::default())));
+    let plan = match planned {
+        Ok(p) => p,
+        Err((status, text)) => {
+            let mut s = streams.lock().unwrap_or_else(|p| p.into_inner());
+            text.trim_end().lines().for_each(|l| s.1.push(l));
+            let lines = text.trim_end().lines().map(str::to_string).collect();
+            let (stdout, stderr) = std::mem::take(&mut *s);
+            let result = CompileResult::new(status, lines, Vec::new());
+            return Compiled {
+                result,
+                stdout,
+                stderr,
+            };
         }
+    };
+    let kept = streams.clone();
+    let sink: Sink = Arc::new(move |line: &str, is_err: bool| {
+        let mut s = kept.lock().unwrap_or_else(|p| p.into_inner());
+        if is_err {
+            s.1.push(line)
+        } else {
+            s.0.push(line)
+        }
+    });
+    let cancellation = Cancellation::new();
+    let options = Options {
+        console: Console::Sink(sink),
+        cancel: cancellation.clone(),
+        worker_env: c.env.clone(),
+        ..Options::terminal()
+    };
+    let engine = match &w.with {
+        With::Toolchain(_) => Engine::Pipeline,
+        With::Compiler(p) => Engine::external(p),
+    };
+    let result = within(c.timeout, cancel, &cancellation, || {
+        (w.compile)(&plan, options, &engine)
+    });
+    let (stdout, stderr) = std::mem::take(&mut *streams.lock().unwrap_or_else(|p| p.into_inner()));
+    Compiled {
+        result,
+        stdout,
+        stderr,
     }
+}
+
+/// How often the watch of a running compile looks at the lease's cancellation.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+
+/// Run `f` with `cancellation` (the compile's own, not the lease's: the lease's flag also ends
+/// the calls that store the result), cancelled when the lease is cancelled (the server, a
+/// drain) or for its time limit once `limit` has passed.
+fn within<T>(
+    limit: Option<Duration>,
+    lease: &Cancel,
+    cancellation: &Cancellation,
+    f: impl FnOnce() -> T,
+) -> T {
+    let deadline = limit.map(|l| std::time::Instant::now() + l);
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || loop {
+            if ended.recv_timeout(WATCH_EVERY) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                return;
+            }
+            if lease.is_cancelled() {
+                return cancellation.cancel(CancelReason::Stopped);
+            }
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return cancellation.cancel(CancelReason::TimeLimit);
+            }
+        });
+        let out = f();
+        drop(done);
+        out
+    })
 }
 
 /// Store the streams and, after a success, the NEFF the compile wrote; the result.
@@ -391,28 +552,15 @@ fn store(
 
 /// The memory estimate of the compile `args` (`compile <model> ...`) laid out in `dir`: the
 /// cache's estimate for its plan (recorded, similar, or the formula), as the daemon makes it.
-fn estimate_of(w: &Worker, dir: &Path, args: &[String]) -> u64 {
+fn estimate_of(w: &Worker, plan: Option<&Plan>, dir: &Path, args: &[String]) -> u64 {
     let engine = match &w.with {
         With::Compiler(p) => Engine::external(p),
         With::Toolchain(_) => Engine::Pipeline,
     };
-    let mut argv: Vec<String> = args.to_vec();
-    if let With::Toolchain(t) = &w.with {
-        argv.push("--toolchain".into());
-        argv.push(t.clone());
-    }
-    let planned = match crate::cli::parse(PROGRAM, &argv) {
-        Ok(crate::cli::Command::Compile(c)) => {
-            crate::plan::build(&c, &crate::plan::SystemProbe::at(dir)).ok()
-        }
-        _ => None,
-    };
     let size = std::fs::metadata(dir.join(&args[1]))
         .map(|m| m.len())
         .unwrap_or(0);
-    let key = planned
-        .as_ref()
-        .and_then(|p| crate::cache::CacheConfig::off().key(p, &engine).ok());
+    let key = plan.and_then(|p| crate::cache::CacheConfig::off().key(p, &engine).ok());
     match key {
         Some(k) => crate::cache::estimate(None, &k).bytes,
         None => crate::cache::estimate::formula_estimate(

@@ -1,0 +1,338 @@
+//! One compile's session (clang's `Compilation`): what every part of a compile shares, built once
+//! per compile and passed down to the cache layers and the way the plan is run
+//! ([`super::strategy`]). It holds
+//!
+//! - the plan;
+//! - its log, opened once ([`Session::open`]: a log that cannot be opened fails the compile with
+//!   NCC_EDRV091 before anything else);
+//! - its events, written here and nowhere else ([`Session::emit`]), and what they carry — every
+//!   error line and each job's figures — collected, so that the result is made from them
+//!   ([`Session::result`]);
+//! - its cancellation and why ([`Cancellation`]: a signal, or a reason without one);
+//! - when it started, and where its log file ended then (the cache keeps this compile's lines);
+//! - how its worker is started ([`Options`]: console, extra environment, the fork server).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::events::Event;
+use super::log::{self, Console, Logger};
+use super::metrics::JobMetrics;
+use super::result::CompileResult;
+use crate::cli::level;
+use crate::cli::namespace::Dest;
+use crate::error::NccError;
+use crate::plan::Plan;
+use crate::result::{CancelReason, Environment, Failure, Status};
+use crate::run::process::{Cancel, End};
+
+/// A compile's cancellation: the flag its runs watch, and why it was set — the signal nxcc
+/// received, or a reason without one. Cheap to clone (every clone is the same cancellation).
+#[derive(Debug, Clone, Default)]
+pub struct Cancellation {
+    flag: Cancel,
+    why: Arc<Mutex<Option<Stop>>>,
+}
+
+/// Why a compile was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Signal(i32),
+    Reason(CancelReason),
+}
+
+impl Cancellation {
+    /// Not cancelled yet.
+    pub fn new() -> Cancellation {
+        Cancellation::default()
+    }
+
+    /// Stop the compile for `signal`, which it reports (exit 128 + the signal). The first reason
+    /// given is kept.
+    pub fn interrupt(&self, signal: i32) {
+        self.stop(Stop::Signal(signal));
+    }
+
+    /// Stop the compile for `reason` (reported as SIGTERM's exit status).
+    pub fn cancel(&self, reason: CancelReason) {
+        self.stop(Stop::Reason(reason));
+    }
+
+    fn stop(&self, why: Stop) {
+        self.why
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+        self.flag.cancel();
+    }
+
+    /// Whether the compile was stopped.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.is_cancelled()
+    }
+
+    /// The flag runs watch (a process, a wait for admission or a lock).
+    pub fn flag(&self) -> &Cancel {
+        &self.flag
+    }
+
+    /// The signal that stopped the compile, if a signal did.
+    pub fn signal(&self) -> Option<i32> {
+        match *self.why.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(Stop::Signal(sig)) => Some(sig),
+            _ => None,
+        }
+    }
+
+    /// The status of the compile it stopped: interrupted by its signal, or cancelled for its
+    /// reason; `None` while it is not cancelled.
+    pub fn status(&self) -> Option<Status> {
+        if !self.is_cancelled() {
+            return None;
+        }
+        Some(match *self.why.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(Stop::Signal(sig)) => Status::Interrupted(sig),
+            Some(Stop::Reason(r)) => Status::Cancelled(r),
+            // The flag was set by someone holding only the flag.
+            None => Status::Cancelled(CancelReason::Stopped),
+        })
+    }
+}
+
+/// How a compile is run: where its console goes, who may cancel it, who hears its events, and
+/// how its worker is started.
+pub struct Options<'a> {
+    /// Where console lines go.
+    pub console: Console,
+    /// Cancels the compile (the caller's signal handler, a daemon client gone), and says why.
+    pub cancel: Cancellation,
+    /// Extra environment for the worker (and so for the tools).
+    pub worker_env: Vec<(String, String)>,
+    /// Called with every event of the compile (the daemon streams them).
+    pub on_event: Option<&'a (dyn Fn(&Event) + Sync)>,
+    /// The executable to run as the worker (default: this one).
+    pub worker_program: Option<PathBuf>,
+    /// This process runs this one compile and is a child subreaper
+    /// ([`crate::run::supervisor::become_subreaper`]): leftovers are found without a `/proc` scan, and
+    /// the worker may be forked rather than executed.
+    pub sole_compile: bool,
+    /// Install nxcc's SIGINT/SIGTERM/SIGHUP handling once the worker has started (the command
+    /// line): a signal cancels the compile and says which.
+    pub install_signals: bool,
+    /// Start the worker through this fork server (the daemon's), handing it the plan, instead of
+    /// executing this binary; the executed worker stays the fallback.
+    pub fork_server: Option<Arc<crate::forkserver::ForkServer>>,
+    /// Where a generated work dir is made (`None`: the launch directory, as the original does;
+    /// `parallel-compile` keeps a batch's work dirs in its output directory).
+    pub work_root: Option<PathBuf>,
+}
+
+impl Options<'_> {
+    /// Terminal console, no cancellation source yet.
+    pub fn terminal() -> Options<'static> {
+        Options {
+            console: Console::Terminal,
+            cancel: Cancellation::new(),
+            worker_env: Vec::new(),
+            on_event: None,
+            worker_program: None,
+            sole_compile: false,
+            install_signals: false,
+            fork_server: None,
+            work_root: None,
+        }
+    }
+
+    /// A console that goes nowhere (a batch keeps each compile's lines in its log file only).
+    pub fn quiet() -> Options<'static> {
+        Options {
+            console: Console::Sink(Arc::new(|_: &str, _: bool| {})),
+            ..Options::terminal()
+        }
+    }
+}
+
+/// What the session collected from its events.
+#[derive(Default)]
+struct Seen {
+    lines: Vec<String>,
+    jobs: Vec<JobMetrics>,
+}
+
+/// One compile (see the module documentation).
+pub struct Session<'a> {
+    plan: &'a Plan,
+    log: Logger,
+    options: Options<'a>,
+    started: Instant,
+    log_start: u64,
+    seen: Mutex<Seen>,
+}
+
+/// The compile's log, as the plan says (`--logfile`, `--logfile-verbose`, `--verbose`), with
+/// its console going to `console`; NCC_EDRV091 when the file cannot be opened.
+pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
+    let console_level = plan.ns.int(Dest::Verbose).unwrap_or(level::USER);
+    let file_level = plan.ns.int(Dest::LogfileVerbose).unwrap_or(level::INFO);
+    Logger::open(Some(&plan.logfile), file_level, console_level, console)
+        .map_err(|e| NccError::log_file(plan.logfile.display(), e))
+}
+
+/// `--job-timeout` as a duration.
+pub fn job_timeout(plan: &Plan) -> Option<Duration> {
+    plan.ns
+        .get(Dest::JobTimeout)
+        .as_float()
+        .filter(|s| *s > 0.0 && s.is_finite())
+        .map(Duration::from_secs_f64)
+}
+
+impl<'a> Session<'a> {
+    /// The session of a compile of `plan`: its log opened. A log that cannot be opened is the
+    /// compile's end: the error on the console (and as an event), and the result.
+    pub fn open(plan: &'a Plan, options: Options<'a>) -> Result<Session<'a>, Box<CompileResult>> {
+        let log_start = std::fs::metadata(&plan.logfile)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let log = match open_log(plan, options.console.clone()) {
+            Ok(l) => l,
+            Err(e) => {
+                let line = e.to_string();
+                match &options.console {
+                    Console::Terminal => eprintln!("{line}"),
+                    Console::Sink(s) => s(&line, true),
+                }
+                if let Some(f) = options.on_event {
+                    f(&Event::Error { line: line.clone() });
+                }
+                let failure = Failure::Environment(Environment::LogFile);
+                return Err(Box::new(CompileResult::failed(failure, vec![line])));
+            }
+        };
+        Ok(Session {
+            plan,
+            log,
+            options,
+            started: Instant::now(),
+            log_start,
+            seen: Mutex::default(),
+        })
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &'a Plan {
+        self.plan
+    }
+
+    /// The compile's log (file and console).
+    pub fn log(&self) -> &Logger {
+        &self.log
+    }
+
+    /// How the compile is run.
+    pub fn options(&self) -> &Options<'a> {
+        &self.options
+    }
+
+    /// The compile's cancellation.
+    pub fn cancel(&self) -> &Cancellation {
+        &self.options.cancel
+    }
+
+    /// Time since the compile started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The log file's length when the compile started (its own lines follow).
+    pub fn log_start(&self) -> u64 {
+        self.log_start
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The one place a compile's events are written: to the caller's listener, and the error
+    /// lines and job figures they carry into the session's record.
+    pub fn emit(&self, event: &Event) {
+        match event {
+            Event::Error { line } => self.seen().lines.push(line.clone()),
+            Event::JobFinished(m) => self.seen().jobs.push(m.clone()),
+            _ => {}
+        }
+        if let Some(f) = self.options.on_event {
+            f(event);
+        }
+    }
+
+    /// An error line of the compile, under `logger`: logged at ERROR (and shown), and an event.
+    pub fn error(&self, logger: &str, line: impl Into<String>) {
+        let line = line.into();
+        self.log.error(logger, &line);
+        self.emit(&Event::Error { line });
+    }
+
+    /// A pseudo-job that stands for the whole compile (an external compiler, a remote compile):
+    /// the pipeline of that one job has started.
+    pub fn pseudo_job(&self, name: &str) {
+        self.emit(&Event::Pipeline {
+            jobs: vec![name.to_string()],
+        });
+        self.emit(&Event::JobStarted {
+            job: name.to_string(),
+            index: 1,
+            total: 1,
+        });
+    }
+
+    /// The compile's result with `status`: the error lines and job figures seen so far.
+    pub fn result(&self, status: Status) -> CompileResult {
+        let seen = self.seen();
+        CompileResult::new(status, seen.lines.clone(), seen.jobs.clone())
+    }
+
+    /// The compile failed, so, on `e` (an error line under the driver's logger).
+    pub fn fail(&self, e: &NccError, failure: Failure) -> CompileResult {
+        let failure = self.failing(e, failure);
+        self.result(Status::Failed(failure))
+    }
+
+    /// Say `e` (an error line under the driver's logger); the compile fails, so.
+    pub fn failing(&self, e: &NccError, failure: Failure) -> Failure {
+        self.error(log::DRIVER, e.to_string());
+        failure
+    }
+
+    /// How a compile whose process ended as `end` was stopped: interrupted by the signal the
+    /// caller's handler recorded, or cancelled for its reason; `None` when it was not stopped.
+    pub fn stopped(&self, end: End) -> Option<Status> {
+        let cancel = &self.options.cancel;
+        match cancel.status() {
+            Some(s) if cancel.signal().is_some() || matches!(end, End::Cancelled(_)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// When the caller asks for it ([`Options::install_signals`]), nxcc's SIGINT/SIGTERM/SIGHUP
+    /// handling from now on: a signal cancels the compile and says which. (A worker about to be
+    /// forked must not inherit its thread: the pipeline calls this once its worker exists.)
+    pub fn handle_signals(&self) {
+        if !self.options.install_signals {
+            return;
+        }
+        if let Ok(s) = crate::run::signals::install() {
+            let cancel = self.options.cancel.clone();
+            s.on_signal(move |sig| cancel.interrupt(sig));
+        }
+    }
+
+    /// The compile is over: its last event.
+    pub fn done(&self, result: &CompileResult) {
+        self.emit(&Event::Done {
+            exit_status: result.exit_status(),
+            status: Some(result.status.clone()),
+        });
+    }
+}
