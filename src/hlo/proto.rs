@@ -2,17 +2,21 @@
 //! XLA's public schema, `xla/service/hlo.proto` and `xla/xla_data.proto`; every other field is
 //! skipped), decoded with `prost`, and turned into a [`Module`].
 //!
-//! A module may hold hundreds of thousands of instructions, so they are not decoded all at once:
-//! the module and its computations are decoded without their instructions (left out of the
-//! bytes `prost` sees: [`scan::without_instructions`]); then each computation's encoded
-//! instructions are found in place ([`scan::instructions`], no copy) and each is read in place
-//! ([`scan::read`]: its name, opcode, output size and id, nothing allocated), counted and
-//! dropped. Only the entry computation's parameters and root, the few largest outputs, and an
-//! instruction not plainly encoded are decoded with `prost` (into one reused message; an
-//! instruction's `metadata` is kept encoded and decoded on demand,
-//! [`HloInstructionProto::op_metadata`]). Reading is one pass over the instructions, without an
-//! allocation per instruction, and gives what decoding every instruction with `prost` gives
-//! (the tests compare the two).
+//! A module may hold hundreds of thousands of instructions, so they are not decoded all at once.
+//! One pass over the bytes strips the module of its computations' instructions and reads each
+//! instruction on the way ([`scan::without_instructions_visiting`]): in place where it is plainly
+//! encoded ([`scan::Reader`]: its name, opcode, output size and id, nothing allocated), counted
+//! and dropped. The module's other fields, which come after the instructions, are then decoded
+//! with `prost` from what the pass kept, and the entry computation's parameters and root (its
+//! last instruction, as XLA writes it) decoded from their encodings. Only those, the few largest
+//! outputs, and an instruction not plainly encoded are decoded with `prost` (into one reused
+//! message; an instruction's `metadata` is kept encoded and decoded on demand,
+//! [`HloInstructionProto::op_metadata`]). Anything else — a root that is not last, bytes that do
+//! not decode, a module a frontend refuses — is read again the longer way: the module decoded
+//! without its instructions first ([`scan::without_instructions`]), then each computation's
+//! instructions found in place ([`scan::instructions`]), which says what is wrong if anything.
+//! Either way reading gives what decoding every instruction with `prost` gives (the tests compare
+//! the two).
 //!
 //! A module a frontend would refuse is refused here: bytes that do not decode (the error names
 //! the field and byte offset, from [`super::wire`]); no computation with the entry computation's
@@ -412,6 +416,11 @@ pub fn parse(bytes: &[u8]) -> Result<Module, ReadError> {
 }
 
 fn parse_as(bytes: &[u8], reading: Reading) -> Result<Module, ReadError> {
+    if reading == Reading::InPlace {
+        if let Some(module) = summarise_in_one_pass(bytes) {
+            return Ok(module);
+        }
+    }
     let m = decode_as(bytes, reading)?;
     summarise_as(&m, bytes, reading)
 }
@@ -472,6 +481,7 @@ fn summarise_as(m: &HloModuleProto, bytes: &[u8], reading: Reading) -> Result<Mo
     let mut computations = Vec::with_capacity(m.computations.len());
     let mut entry = Entry::default();
     let mut ins = HloInstructionProto::default();
+    let mut reader = scan::Reader::default();
     for (ci, (c, encoded)) in m.computations.iter().zip(&encoded).enumerate() {
         let is_entry = ci == entry_index;
         let mut count = 0usize;
@@ -481,7 +491,7 @@ fn summarise_as(m: &HloModuleProto, bytes: &[u8], reading: Reading) -> Result<Mo
             // Most instructions are only counted: read in place. The entry computation's
             // parameters and root, and anything not plainly encoded, are decoded.
             let plain = (reading == Reading::InPlace)
-                .then(|| scan::read(raw))
+                .then(|| reader.read(raw))
                 .flatten();
             if let Some(p) =
                 plain.filter(|p| !(is_entry && (p.opcode == b"parameter" || p.id == c.root_id)))
@@ -501,6 +511,29 @@ fn summarise_as(m: &HloModuleProto, bytes: &[u8], reading: Reading) -> Result<Mo
             is_entry,
         });
     }
+    module_of(
+        m,
+        entry_index,
+        computations,
+        (tally, opcodes),
+        entry,
+        |ids| names_of(ids, encoded[entry_index], bytes, reading),
+    )
+}
+
+/// The summary, once the instructions are tallied (`tallied`: the tally and the opcodes counted
+/// apart) and the entry computation's (`entry_index`) parameters and root are gathered;
+/// `names_of` names the instructions of the entry computation with the given ids (a root
+/// `tuple`'s operands, after which its results are named).
+fn module_of(
+    m: &HloModuleProto,
+    entry_index: usize,
+    computations: Vec<Computation>,
+    tallied: (Tally, scan::Opcodes),
+    entry: Entry,
+    names_of: impl FnOnce(&[i64]) -> Result<HashMap<i64, String>, ReadError>,
+) -> Result<Module, ReadError> {
+    let (mut tally, opcodes) = tallied;
     opcodes.add_to(&mut tally);
     let comp = &m.computations[entry_index];
     let parameters = numbered(entry.params)?;
@@ -513,7 +546,7 @@ fn summarise_as(m: &HloModuleProto, bytes: &[u8], reading: Reading) -> Result<Mo
     // A root tuple's results are named after its operands: one more pass over the entry
     // computation for their names.
     let operand_names = if root_opcode == "tuple" && matches!(root_shape, Shape::Tuple(_)) {
-        names_of(&operands, encoded[entry_index], bytes, reading)?
+        names_of(&operands)?
     } else {
         HashMap::new()
     };
@@ -535,6 +568,99 @@ fn summarise_as(m: &HloModuleProto, bytes: &[u8], reading: Reading) -> Result<Mo
     })
 }
 
+/// What the one pass over a module's instructions keeps of one computation's before the
+/// module's other fields (which come after them) say which computation is the entry and which
+/// instruction its root: how many there are, the encoded parameters, and the last one (the root
+/// as XLA writes a computation, in post order).
+#[derive(Default)]
+struct Seen<'a> {
+    count: usize,
+    parameters: Vec<&'a [u8]>,
+    last: Option<&'a [u8]>,
+}
+
+/// The summary read in one pass over the bytes: each instruction read in place (or decoded,
+/// when it is not plainly encoded) and tallied as the module is stripped of its instructions
+/// ([`scan::without_instructions_visiting`]); then the rest of the module decoded, and the
+/// entry computation's parameters and root decoded from the encodings kept. `None` when
+/// anything is amiss — a field that does not step plainly, bytes that do not decode, a module
+/// a frontend refuses, a root that is not its computation's last instruction — and the caller
+/// reads the module as [`summarise`] does, which says what is wrong or finds the root.
+fn summarise_in_one_pass(bytes: &[u8]) -> Option<Module> {
+    let mut tally = Tally::default();
+    let mut opcodes = scan::Opcodes::default();
+    let mut reader = scan::Reader::default();
+    let mut ins = HloInstructionProto::default();
+    let mut seen: Vec<Seen> = Vec::new();
+    let stripped = scan::without_instructions_visiting(bytes, |ci, raw| {
+        if seen.len() <= ci {
+            seen.resize_with(ci + 1, Seen::default);
+        }
+        let s = &mut seen[ci];
+        s.count += 1;
+        s.last = Some(raw);
+        if let Some(p) = reader.read(raw) {
+            if p.opcode == b"parameter" {
+                s.parameters.push(raw);
+            }
+            opcodes.count(p.opcode, &mut tally);
+            tally.add_output(p.name, p.bytes, || details(raw));
+            return Some(());
+        }
+        ins.reset();
+        ins.merge(raw).ok()?;
+        if ins.opcode == "parameter" {
+            s.parameters.push(raw);
+        }
+        tally_decoded(&ins, &mut tally).ok().map(|_| ())
+    })?;
+    let m = HloModuleProto::decode(stripped.as_slice()).ok()?;
+    seen.resize_with(m.computations.len(), Seen::default);
+    let entry_index = entry_index(&m).ok()?;
+    let c = &m.computations[entry_index];
+    let mut entry = Entry::default();
+    let kept = &seen[entry_index];
+    let last = kept.last?;
+    let mut gather_from = |raw: &[u8]| {
+        let ins = HloInstructionProto::decode(raw).ok()?;
+        let root = std::ptr::eq(raw, last) && ins.id == c.root_id;
+        gather(&ins, ins.shape.as_ref()?, root, &mut entry).ok()
+    };
+    for raw in &kept.parameters {
+        gather_from(raw)?;
+    }
+    if !kept
+        .parameters
+        .last()
+        .is_some_and(|p| std::ptr::eq(*p, last))
+    {
+        gather_from(last)?;
+    }
+    let encoded = *computation_bytes(bytes).ok()?.get(entry_index)?;
+    let computations = m
+        .computations
+        .iter()
+        .zip(&seen)
+        .enumerate()
+        .map(|(ci, (c, s))| Computation {
+            name: c.name.clone(),
+            instructions: s.count,
+            is_entry: ci == entry_index,
+        })
+        .collect();
+    entry.root.as_ref()?;
+    let names = |ids: &[i64]| names_of(ids, encoded, bytes, Reading::InPlace);
+    module_of(
+        &m,
+        entry_index,
+        computations,
+        (tally, opcodes),
+        entry,
+        names,
+    )
+    .ok()
+}
+
 /// A decoded instruction of computation `c`: tallied, and when `entry` is given (it is of the
 /// entry computation), kept there if it is a parameter or the root.
 fn add_decoded(
@@ -545,36 +671,56 @@ fn add_decoded(
 ) -> Result<(), ReadError> {
     let bad =
         |e: String| ReadError::Invalid(format!("instruction {:?} of {:?}: {e}", ins.name, c.name));
+    let sp = tally_decoded(ins, tally).map_err(bad)?;
+    let Some(entry) = entry else {
+        return Ok(());
+    };
+    gather(ins, sp, ins.id == c.root_id, entry).map_err(bad)
+}
+
+/// A decoded instruction tallied; its shape, or why it has none the summary takes.
+fn tally_decoded<'a>(
+    ins: &'a HloInstructionProto,
+    tally: &mut Tally,
+) -> Result<&'a ShapeProto, String> {
     let sp = ins
         .shape
         .as_ref()
         .filter(|s| s.element_type != 0)
-        .ok_or_else(|| bad("it has no shape".into()))?;
-    let size = shape_bytes(sp, 0).map_err(bad)?;
+        .ok_or_else(|| "it has no shape".to_string())?;
+    let size = shape_bytes(sp, 0)?;
     tally.add_lazy(&ins.name, &ins.opcode, size, || {
         (
             shape(sp).unwrap_or(Shape::Tuple(Vec::new())),
             ins.op_metadata().map(|m| m.op_name).unwrap_or_default(),
         )
     });
-    let Some(entry) = entry else {
-        return Ok(());
-    };
+    Ok(sp)
+}
+
+/// A decoded instruction of the entry computation, of shape `sp`, kept in `entry` if it is a
+/// parameter or (`root`) the root.
+fn gather(
+    ins: &HloInstructionProto,
+    sp: &ShapeProto,
+    root: bool,
+    entry: &mut Entry,
+) -> Result<(), String> {
     if ins.opcode == "parameter" {
         entry.params.push((
             ins.parameter_number,
             Tensor {
                 number: 0,
                 name: ins.name.clone(),
-                shape: shape(sp).map_err(bad)?,
+                shape: shape(sp)?,
             },
         ));
     }
-    if ins.id == c.root_id {
+    if root {
         entry.root = Some((
             ins.name.clone(),
             ins.opcode.clone(),
-            shape(sp).map_err(bad)?,
+            shape(sp)?,
             ins.operand_ids.clone(),
         ));
     }
@@ -607,10 +753,11 @@ fn names_of(
 ) -> Result<HashMap<i64, String>, ReadError> {
     let mut names = HashMap::new();
     let mut ins = HloInstructionProto::default();
+    let mut reader = scan::Reader::default();
     for raw in instructions_as(computation, reading) {
         let raw = raw.map_err(|p| not_walked(bytes, p))?;
         if let Some(p) = (reading == Reading::InPlace)
-            .then(|| scan::read(raw))
+            .then(|| reader.read(raw))
             .flatten()
         {
             if ids.contains(&p.id) {
@@ -900,6 +1047,41 @@ mod tests {
     }
 
     #[test]
+    fn a_root_before_the_last_instruction_is_found_by_the_fallback() {
+        let ins = |name: &[u8], opcode: &[u8], id: u64| {
+            let shape = [num(2, 11), field(3, &packed(&[4]))].concat();
+            field(
+                2,
+                &[
+                    field(1, name),
+                    field(2, opcode),
+                    field(3, &shape),
+                    num(35, id),
+                ]
+                .concat(),
+            )
+        };
+        let module = |root: u64| {
+            let mut c = field(1, b"main");
+            c.extend(ins(b"p", b"parameter", 1));
+            c.extend(ins(b"neg", b"negate", 2));
+            c.extend(ins(b"dead", b"negate", 3));
+            c.extend([num(5, 1), num(6, root)].concat());
+            [field(1, b"m"), field(3, &c), num(6, 1)].concat()
+        };
+        let last = module(3);
+        assert_eq!(
+            summarise_in_one_pass(&last).unwrap().results[0].name,
+            "dead"
+        );
+        let before = module(2);
+        assert_eq!(summarise_in_one_pass(&before), None);
+        let m = parse_as(&before, Reading::InPlace).unwrap();
+        assert_eq!(m.results[0].name, "neg");
+        assert_eq!(Ok(m), parse_as(&before, Reading::Decoded));
+    }
+
+    #[test]
     fn the_zoo_reads_the_same_either_way() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
         let mut n = 0;
@@ -910,6 +1092,9 @@ mod tests {
                 let m = parse_as(&bytes, Reading::InPlace);
                 assert!(m.is_ok(), "{}: {m:?}", path.display());
                 assert_eq!(m, parse_as(&bytes, Reading::Decoded), "{}", path.display());
+                // Read in one pass, not by the fallback.
+                let one_pass = summarise_in_one_pass(&bytes);
+                assert_eq!(one_pass.map(Ok), Some(m), "{}", path.display());
                 n += 1;
             }
         }

@@ -43,45 +43,88 @@ pub struct Instruction<'a> {
 /// `raw`, an encoded `HloInstructionProto`, read in place; `None` when it is not plainly encoded
 /// or its shape is one the summary refuses (see the module docs).
 pub fn read(raw: &[u8]) -> Option<Instruction<'_>> {
-    let mut c = Cursor { buf: raw, pos: 0 };
-    let mut ins = Instruction {
-        name: b"",
-        opcode: b"",
-        bytes: 0,
-        id: 0,
-        parameter_number: 0,
-    };
-    let mut shaped = false;
-    while c.pos < raw.len() {
-        match c.key()? {
-            (1, 2) => ins.name = utf8(c.bytes()?)?,
-            (2, 2) => ins.opcode = utf8(c.bytes()?)?,
-            (3, 2) if !shaped => {
-                ins.bytes = shape_bytes(c.bytes()?, 0)?;
-                shaped = true;
-            }
-            (7, 2) => {
-                c.bytes()?;
-            }
-            (9, 0) => ins.parameter_number = c.varint()? as i64,
-            (35, 0) => ins.id = c.varint()? as i64,
-            (36, 0) => {
-                c.varint()?;
-            }
-            (36, 2) => {
-                let mut packed = Cursor {
-                    buf: c.bytes()?,
-                    pos: 0,
-                };
-                while packed.pos < packed.buf.len() {
-                    packed.varint()?;
+    Reader::default().read(raw)
+}
+
+/// Reads the instructions of a module one after another ([`Reader::read`]), remembering the
+/// encoding of the last shape it worked out and its size: a module's instructions mostly repeat
+/// a few shapes, encoded the same way, and the same bytes give the same size.
+#[derive(Debug, Default)]
+pub struct Reader<'a> {
+    last_shape: Option<(&'a [u8], u64)>,
+}
+
+impl<'a> Reader<'a> {
+    /// `raw`, an encoded `HloInstructionProto`, read in place, as [`read`] reads it.
+    pub fn read(&mut self, raw: &'a [u8]) -> Option<Instruction<'a>> {
+        let mut c = Cursor { buf: raw, pos: 0 };
+        let mut ins = Instruction {
+            name: b"",
+            opcode: b"",
+            bytes: 0,
+            id: 0,
+            parameter_number: 0,
+        };
+        let mut shaped = false;
+        while c.pos < raw.len() {
+            match c.key()? {
+                (1, 2) => ins.name = utf8(c.bytes()?)?,
+                (2, 2) => ins.opcode = utf8(c.bytes()?)?,
+                (3, 2) if !shaped => {
+                    ins.bytes = self.shape_bytes(c.bytes()?)?;
+                    shaped = true;
                 }
+                (7, 2) => {
+                    c.bytes()?;
+                }
+                (9, 0) => ins.parameter_number = c.varint()? as i64,
+                (35, 0) => ins.id = c.varint()? as i64,
+                (36, 0) => {
+                    c.varint()?;
+                }
+                (36, 2) => packed_varints(c.bytes()?)?,
+                (1 | 2 | 3 | 7 | 9 | 35 | 36, _) => return None,
+                (_, wire) => c.skip(wire)?,
             }
-            (1 | 2 | 3 | 7 | 9 | 35 | 36, _) => return None,
-            (_, wire) => c.skip(wire)?,
         }
+        shaped.then_some(ins)
     }
-    shaped.then_some(ins)
+
+    /// [`shape_bytes`] of an encoded shape, the last one's size when its bytes are the same.
+    #[inline]
+    fn shape_bytes(&mut self, shape: &'a [u8]) -> Option<u64> {
+        if let Some((last, bytes)) = self.last_shape {
+            if same_bytes(last, shape) {
+                return Some(bytes);
+            }
+        }
+        let bytes = shape_bytes(shape, 0)?;
+        self.last_shape = Some((shape, bytes));
+        Some(bytes)
+    }
+}
+
+/// Whether `a` and `b` hold the same bytes; a short pair (an encoded shape is a dozen bytes)
+/// compared inline, without a library call.
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() > 32 {
+        return a == b;
+    }
+    a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// Packed varints filling `buf` exactly (what `prost` accepts as packed integers).
+#[inline]
+fn packed_varints(buf: &[u8]) -> Option<()> {
+    let mut packed = Cursor { buf, pos: 0 };
+    while packed.pos < buf.len() {
+        packed.varint()?;
+    }
+    Some(())
 }
 
 /// The encoded instructions (field 2) of an encoded `HloComputationProto`, in order, found in
@@ -173,20 +216,36 @@ fn exact_next<'a>(fields: &mut Fields<'a>) -> Option<Result<&'a [u8], Problem>> 
 /// decoded without stepping through every instruction; `None` when a field of the module or of
 /// a computation does not step plainly (the caller then decodes the bytes whole).
 pub fn without_instructions(module: &[u8]) -> Option<Vec<u8>> {
+    strip(module, false, |_, _| Some(()))
+}
+
+/// [`without_instructions`], handing each instruction met on the way to `visit` with the index
+/// of its computation (in the module's order), so that one pass over the bytes both strips and
+/// reads the instructions. `None` as soon as a field does not step plainly, an instruction
+/// field is not length-delimited, or `visit` says `None`.
+pub fn without_instructions_visiting<'a>(
+    module: &'a [u8],
+    visit: impl FnMut(usize, &'a [u8]) -> Option<()>,
+) -> Option<Vec<u8>> {
+    strip(module, true, visit)
+}
+
+fn strip<'a>(
+    module: &'a [u8],
+    visiting: bool,
+    mut visit: impl FnMut(usize, &'a [u8]) -> Option<()>,
+) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(module.len().min(64 << 10));
     let mut kept = Vec::new();
     let mut c = Cursor {
         buf: module,
         pos: 0,
     };
+    let mut index = 0;
     while c.pos < module.len() {
         let start = c.pos;
-        if c.key()? != (3, 2) {
-            let (_, wire) = Cursor {
-                buf: module,
-                pos: start,
-            }
-            .key()?;
+        let (tag, wire) = c.key()?;
+        if (tag, wire) != (3, 2) {
             c.skip(wire)?;
             out.extend_from_slice(&module[start..c.pos]);
             continue;
@@ -199,15 +258,20 @@ pub fn without_instructions(module: &[u8]) -> Option<Vec<u8>> {
         };
         while f.pos < computation.len() {
             let field = f.pos;
-            let (tag, wire) = f.key()?;
-            f.skip(wire)?;
-            if (tag, wire) != (2, 2) {
-                kept.extend_from_slice(&computation[field..f.pos]);
+            match f.key()? {
+                (2, 2) => visit(index, f.bytes()?)?,
+                // An instruction that is not a message: for the caller to refuse.
+                (2, _) if visiting => return None,
+                (_, wire) => {
+                    f.skip(wire)?;
+                    kept.extend_from_slice(&computation[field..f.pos]);
+                }
             }
         }
         push_varint(&mut out, 3 << 3 | 2);
         push_varint(&mut out, kept.len() as u64);
         out.extend_from_slice(&kept);
+        index += 1;
     }
     Some(out)
 }
@@ -321,7 +385,7 @@ fn shape_bytes(buf: &[u8], depth: usize) -> Option<u64> {
 /// `b` when it is UTF-8 (names and opcodes are nearly always ASCII: checked inline first).
 #[inline]
 fn utf8(b: &[u8]) -> Option<&[u8]> {
-    (b.iter().all(u8::is_ascii) || std::str::from_utf8(b).is_ok()).then_some(b)
+    (b.is_ascii() || std::str::from_utf8(b).is_ok()).then_some(b)
 }
 
 /// A dimension: an `int64` that must not be negative.

@@ -423,10 +423,9 @@ impl Tally {
             Some(floor) if bytes < floor => return,
             Some(floor)
                 if bytes == floor
-                    && self
-                        .largest
-                        .last()
-                        .is_some_and(|l| name >= l.tensor.name.as_bytes()) =>
+                    && self.largest.last().is_some_and(|l| {
+                        compare(name, l.tensor.name.as_bytes()) != std::cmp::Ordering::Less
+                    }) =>
             {
                 return
             }
@@ -467,6 +466,18 @@ impl Tally {
             self.floor = self.largest.last().map(|l| l.tensor.bytes());
         }
     }
+}
+
+/// `a` against `b` as byte strings compare, inline: instruction names are short and most
+/// differ early, so a loop beats a library call per instruction.
+#[inline(always)]
+fn compare(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 #[cfg(test)]
