@@ -154,6 +154,34 @@ fn hit_only_fails_a_miss_naming_what_differed_and_serves_a_hit() {
     let o = s.run(&["cache", "stats", "--cache_dir", "cache", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["counters"]["misses_refused"], 2, "{v}");
+    // Without a cache (none given, or --no_cache) hit-only has nothing to hit: refused before
+    // anything runs, rather than compiling on a host that must never compile.
+    for off in [&[][..], &["--cache_dir", "cache", "--no_cache"][..]] {
+        let mut args = vec![
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+            "--output",
+            "e.neff",
+            "--cache-mode",
+            "hit-only",
+        ];
+        args.extend_from_slice(off);
+        let o = s.run(&args);
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        assert_ne!(o.status.code(), Some(0), "{all}");
+        assert!(all.contains("[NCC_EDRV116]"), "{all}");
+        assert!(all.contains("hit-only needs a cache"), "{all}");
+        assert_eq!(
+            tool_runs(&s),
+            runs,
+            "hit-only without a cache compiled: {all}"
+        );
+        assert!(!s.join("e.neff").exists());
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::digests::Table;
 use super::key::Key;
-use super::settings::Settings;
+use super::settings::{Mode, Settings};
 use super::store::Cache;
 use crate::cli::namespace::Dest;
 use crate::engine::Engine;
@@ -104,6 +104,13 @@ impl CacheConfig {
     pub fn for_plan_in(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
         let cache = dir.as_ref().map(Cache::new);
         let settings = Settings::of_plan(plan, cache.as_ref()).map_err(NccError::cache_setting)?;
+        if cache.is_none() && settings.mode == Mode::HitOnly {
+            // A host that must never compile would compile: there is no cache to hit.
+            return Err(NccError::cache_setting(
+                "argument --cache-mode: hit-only needs a cache, and this compile has none \
+                 (give --cache_dir DIR, without --no_cache)",
+            ));
+        }
         Ok(CacheConfig {
             dir,
             retry_failed: plan.ns.bool(Dest::RetryFailedCompilation),

@@ -184,6 +184,51 @@ fn the_remote_cache_alone_shares_a_local_compile() {
         std::fs::read(first.path().join("model.neff")).unwrap(),
         std::fs::read(second.path().join("model.neff")).unwrap()
     );
+    // A host that must never compile takes the remote action cache's hit as a hit, and refuses
+    // a model neither cache has with the hit-only exit status, writing nothing.
+    let hit_only = [
+        "--remote-cache",
+        url.as_str(),
+        "--cache-mode",
+        "hit-only",
+        "--cache_dir",
+        "cache",
+    ];
+    let third = Client::new();
+    let o = third.run(
+        &compile_args("mlp.hlo_module.pb", "model.neff", &hit_only),
+        &[],
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("Using a remote cached neff"),
+        "{}",
+        text(&o.stdout)
+    );
+    std::fs::write(
+        third.path().join("changed.pb"),
+        model_variant("hit-only", 1 << 16),
+    )
+    .unwrap();
+    let o = third.run(
+        &compile_args("changed.pb", "changed.neff", &hit_only),
+        &[],
+        LIMIT,
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(69),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stderr).contains("[NCC_EDRV115]"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!third.path().join("changed.neff").exists());
 }
 
 #[test]
