@@ -106,3 +106,58 @@ impl Probe for MemoProbe<'_> {
         self.probe.cpu_count()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::SystemProbe;
+
+    fn model(name: &str) -> Vec<u8> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+        std::fs::read(dir.join(name)).unwrap()
+    }
+
+    /// Wait until the file at `path` has settled (its times older than the racy margin).
+    fn settle(path: &Path) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !identity(path).unwrap().settled_before(now_ns()) {
+            assert!(std::time::Instant::now() < deadline, "never settled");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn a_settled_graph_is_kept_and_a_changed_file_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.pb");
+        std::fs::write(&path, model("mlp.hlo_module.pb")).unwrap();
+        let memo = Memo::default();
+        let probe = MemoProbe {
+            probe: RequestProbe {
+                system: SystemProbe::at(dir.path()),
+                env: &[],
+            },
+            memo: &memo,
+        };
+        // Too fresh to be kept.
+        let first = probe.model_graph(&path).unwrap().unwrap();
+        assert!(memo.graph(&path, &identity(&path).unwrap()).is_none());
+        settle(&path);
+        assert_eq!(probe.model_graph(&path).unwrap().unwrap(), first);
+        assert_eq!(
+            memo.graph(&path, &identity(&path).unwrap()),
+            Some(Ok(first.clone()))
+        );
+        // Rewritten in place: another graph, read again.
+        std::fs::write(&path, model("attention.hlo_module.pb")).unwrap();
+        let second = probe.model_graph(&path).unwrap().unwrap();
+        assert_ne!(second, first);
+        assert_eq!(
+            second,
+            SystemProbe::at(dir.path())
+                .model_graph(&path)
+                .unwrap()
+                .unwrap()
+        );
+    }
+}
