@@ -236,6 +236,9 @@ def main():
     ap.add_argument("--ratio-clients", default="", help="with --ratios: throughput at these "
                     "numbers of concurrent clients too (comma-separated: 4,16)")
     o = ap.parse_args()
+    # Every compile runs in a directory of its own: the executables are taken from here.
+    o.nxcc = os.path.abspath(o.nxcc)
+    o.baseline = o.baseline and os.path.abspath(o.baseline)
     if o.ratios:
         return ratios(o)
 

@@ -16,11 +16,14 @@
 //! A line that does not read (an unknown key, a bad value) is left out with a warning naming the
 //! file and line; the rest of the file still counts.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
 
 use serde::Serialize;
 
+use super::digests::{now_ns, StatId};
 use super::store::Cache;
 use crate::cli::namespace::Dest;
 use crate::fsx::{AtomicFile, Dir, Durability};
@@ -199,24 +202,42 @@ impl File {
     }
 
     /// The configuration of the cache whose `nxcc-v1` is `root` (none when it has no file).
+    ///
+    /// What a file said is remembered in this process's memory for the file's stat identity
+    /// (a daemon reads the file once, not on every request): a file rewritten, replaced or
+    /// touched is read again, and a file changed within [`super::digests::RACY_MARGIN_NS`] of the read is not
+    /// remembered at all ([`super::digests`]'s rule).
     pub fn read_in(root: &Dir) -> File {
+        let start = now_ns();
         match root.open_file(CONFIG_FILE) {
             Ok(f) => {
-                let mut bytes = Vec::new();
-                let read = std::io::Read::read_to_end(
-                    &mut std::io::Read::take(f, CONFIG_LIMIT as u64 + 1),
-                    &mut bytes,
-                );
-                match read {
-                    Err(e) => File::unreadable(e.to_string()),
-                    Ok(_) if bytes.len() > CONFIG_LIMIT => {
-                        File::unreadable(format!("larger than {CONFIG_LIMIT} bytes"))
-                    }
-                    Ok(_) => File::parse(&String::from_utf8_lossy(&bytes)),
+                let id = StatId::of_file(&f).ok();
+                if let Some(known) = id.and_then(|id| remembered().get(&id)) {
+                    return known;
                 }
+                let file = File::read_open(f);
+                if let Some(id) = id.filter(|id| id.settled_before(start)) {
+                    remembered().put(id, &file);
+                }
+                file
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::default(),
             Err(e) => File::unreadable(e.to_string()),
+        }
+    }
+
+    fn read_open(f: std::fs::File) -> File {
+        let mut bytes = Vec::new();
+        let read = std::io::Read::read_to_end(
+            &mut std::io::Read::take(f, CONFIG_LIMIT as u64 + 1),
+            &mut bytes,
+        );
+        match read {
+            Err(e) => File::unreadable(e.to_string()),
+            Ok(_) if bytes.len() > CONFIG_LIMIT => {
+                File::unreadable(format!("larger than {CONFIG_LIMIT} bytes"))
+            }
+            Ok(_) => File::parse(&String::from_utf8_lossy(&bytes)),
         }
     }
 
@@ -245,6 +266,32 @@ impl File {
         f.write_all(self.text().as_bytes())?;
         f.commit(Durability::Durable)?;
         Ok(cache.root().join(CONFIG_FILE))
+    }
+}
+
+/// Configuration files read by this process, by stat identity (cleared when full).
+struct Remembered(Mutex<HashMap<StatId, File>>);
+
+/// Files remembered at most.
+const REMEMBERED_LIMIT: usize = 64;
+
+fn remembered() -> &'static Remembered {
+    static R: OnceLock<Remembered> = OnceLock::new();
+    R.get_or_init(|| Remembered(Mutex::new(HashMap::new())))
+}
+
+impl Remembered {
+    fn get(&self, id: &StatId) -> Option<File> {
+        self.0.lock().ok()?.get(id).cloned()
+    }
+
+    fn put(&self, id: StatId, file: &File) {
+        if let Ok(mut m) = self.0.lock() {
+            if m.len() >= REMEMBERED_LIMIT {
+                m.clear();
+            }
+            m.insert(id, file.clone());
+        }
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::engine::{CacheUse, Engine};
+use super::memo::{Memo, MemoProbe};
 use crate::admission::Admission;
 use crate::cli::namespace::Dest;
 use crate::cli::{self, Command};
@@ -185,6 +186,8 @@ pub struct Context<'a> {
     pub admission: &'a Arc<Admission>,
     /// The daemon's fork server, which starts the compile's worker (`None`: re-executed).
     pub fork_server: Option<&'a Arc<crate::forkserver::ForkServer>>,
+    /// What the daemon keeps between requests (the probes' readings).
+    pub memo: &'a Memo,
 }
 
 /// The command line for `cli::parse`: the arguments as given when they already name the
@@ -252,7 +255,7 @@ pub fn run(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control
 }
 
 fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
-    match planned(req, emit.as_ref()) {
+    match planned(req, ctx.memo, emit.as_ref()) {
         Ok(plan) => compile(ctx, req, emit, control, &plan),
         Err(ended) => *ended,
     }
@@ -260,7 +263,7 @@ fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Contr
 
 /// The request's plan; or how the request ended without one (its working directory not made,
 /// a usage error, help, the version, a plan refused, a dry run).
-fn planned(req: &Request, emit: &dyn Emit) -> Result<plan::Plan, Box<Ended>> {
+fn planned(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<plan::Plan, Box<Ended>> {
     let wd = &req.working_directory;
     if let Err(e) = std::fs::create_dir_all(wd) {
         return Err(Box::new(fail(
@@ -303,9 +306,12 @@ fn planned(req: &Request, emit: &dyn Emit) -> Result<plan::Plan, Box<Ended>> {
             )));
         }
     };
-    let probe = RequestProbe {
-        system: SystemProbe::at(wd),
-        env: &req.env,
+    let probe = MemoProbe {
+        probe: RequestProbe {
+            system: SystemProbe::at(wd),
+            env: &req.env,
+        },
+        memo,
     };
     let plan = plan::build(&args, &probe).map_err(|e| {
         let (failure, text) = match &e {
@@ -424,6 +430,7 @@ mod tests {
             engine: engine.as_ref(),
             admission: &admission,
             fork_server: None,
+            memo: &Memo::default(),
         };
         let collect = Arc::new(Collect::default());
         let emit: Arc<dyn Emit> = collect.clone();
@@ -504,6 +511,7 @@ mod tests {
                 engine: engine.as_ref(),
                 admission: &admission,
                 fork_server: None,
+                memo: &Memo::default(),
             };
             let emit: Arc<dyn Emit> = Arc::new(Discard);
             let req = Request {

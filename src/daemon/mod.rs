@@ -16,6 +16,7 @@
 //!   compiler plug in here) and the memory estimate;
 //! - [`client`]: `nxcc compile --daemon`;
 //! - [`stop`]: `nxcc daemon stop`, the daemon of a socket stopped cleanly;
+//! - [`memo`]: what it keeps between requests because it does not change;
 //! - [`log`]: the daemon's own log.
 
 pub mod client;
@@ -28,6 +29,7 @@ pub mod http;
 pub mod job;
 pub mod listen;
 pub mod log;
+pub mod memo;
 pub mod peer;
 pub mod pidfile;
 pub mod server;

@@ -69,6 +69,8 @@ pub struct Daemon {
     /// The fork server its compiles' workers are started by (set once at start-up; unset: every
     /// worker is re-executed).
     pub fork_server: std::sync::OnceLock<Arc<crate::forkserver::ForkServer>>,
+    /// What it keeps between requests because it does not change.
+    pub memo: super::memo::Memo,
 }
 
 /// Counts a request as active until dropped.
@@ -116,6 +118,7 @@ impl Daemon {
             totals: Totals::default(),
             stop,
             fork_server: std::sync::OnceLock::new(),
+            memo: Default::default(),
             engine,
             log,
             config,
@@ -208,6 +211,7 @@ impl Daemon {
                 engine: daemon.engine.as_ref(),
                 admission: &daemon.admission,
                 fork_server: daemon.fork_server.get(),
+                memo: &daemon.memo,
             };
             let ended = job::run(&ctx, &request, &emit, &c2);
             daemon.finished(id, &ended);

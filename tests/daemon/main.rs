@@ -13,4 +13,5 @@ mod forkserver_wire;
 mod hostile;
 mod lifecycle;
 mod load;
+mod memo;
 mod protocol;
