@@ -48,6 +48,11 @@ async fn watch_signals(daemon: Arc<Daemon>) {
         return;
     };
     let mut seen = 0;
+    // A stop signal that came before these streams existed (the socket already listened).
+    if let Some(name) = early_signals::caught() {
+        seen += 1;
+        daemon.request_stop(name);
+    }
     loop {
         let name = tokio::select! {
             _ = term.recv() => "SIGTERM",
@@ -264,6 +269,12 @@ fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
     })?;
     let mut pid_file = take_pid_file(&config, &log)?;
     let pid = std::process::id();
+    // Before any thread: the fork server that starts every compile's worker (without it, each
+    // worker is this binary re-executed). Before the early signal handler too: its helper and
+    // the workers it forks keep the default dispositions.
+    let fork_server = crate::engine::handoff::start_fork_server();
+    // Before the socket listens: a stop signal sent as soon as it answers is kept, not fatal.
+    early_signals::catch();
     let (std_listener, socket_file, endpoint) = bind(&config, &log, pid)?;
     let give_up = |text: String| {
         if let Some(s) = &socket_file {
@@ -277,9 +288,6 @@ fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
             config.pid_file.display()
         )));
     }
-    // Before any thread: the fork server that starts every compile's worker (without it, each
-    // worker is this binary re-executed).
-    let fork_server = crate::engine::handoff::start_fork_server();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("nxcc-daemon")
@@ -417,4 +425,42 @@ fn serving_line(
         config.max_connections,
         config.max_connections_per_uid,
     )
+}
+
+/// Stop signals between the socket's first listen and the signal streams of
+/// [`watch_signals`]: without a handler they would kill the daemon before its cleanup.
+mod early_signals {
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    static CAUGHT: AtomicI32 = AtomicI32::new(0);
+
+    extern "C" fn record(sig: libc::c_int) {
+        // Async-signal-safe: one atomic store.
+        let _ = CAUGHT.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Record SIGTERM, SIGINT and SIGHUP until the streams replace this handler.
+    pub fn catch() {
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            // SAFETY: `record` only stores into an atomic, which is async-signal-safe; the
+            // action is fully initialised before it is installed.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = record as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                libc::sigemptyset(&mut action.sa_mask);
+                action.sa_flags = libc::SA_RESTART;
+                libc::sigaction(sig, &action, std::ptr::null_mut());
+            }
+        }
+    }
+
+    /// The name of the first stop signal caught, if one was.
+    pub fn caught() -> Option<&'static str> {
+        match CAUGHT.load(Ordering::SeqCst) {
+            libc::SIGTERM => Some("SIGTERM"),
+            libc::SIGINT => Some("SIGINT"),
+            libc::SIGHUP => Some("SIGHUP"),
+            _ => None,
+        }
+    }
 }
