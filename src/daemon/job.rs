@@ -515,7 +515,7 @@ mod tests {
             };
             let emit: Arc<dyn Emit> = Arc::new(Discard);
             let req = Request {
-                argv: v("m.pb --target trn1"),
+                argv: v("m.pb --target trn1 --no_cache"),
                 working_directory: dir_path,
                 env: Vec::new(),
             };
