@@ -196,7 +196,13 @@ pub fn simulated() -> Toolchain {
 
 /// Ask `python3` (once, bounded) where an installed `neuronxcc` package keeps its tools.
 pub fn probe_python_package() -> Option<PathBuf> {
-    let mut child = Command::new("python3")
+    probe_python_package_with(Path::new("python3"))
+}
+
+/// [`probe_python_package`] with the Python interpreter `python` (a name looked up on PATH, or
+/// a path).
+pub fn probe_python_package_with(python: &Path) -> Option<PathBuf> {
+    let mut child = Command::new(python)
         .arg("-c")
         .arg(rules::PYTHON_PROBE)
         .stdin(Stdio::null())

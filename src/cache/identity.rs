@@ -61,9 +61,7 @@ pub fn of(
             return json!({ "kind": "simulated", "nxcc_version": crate::VERSION });
         }
         Request::Dir(_) => located.cloned(),
-        Request::Auto => located
-            .cloned()
-            .or_else(|| toolchain::locate(&Request::Auto)),
+        Request::Auto => located.cloned().or_else(|| installed_package(table)),
     };
     let Some(tc) = tc else {
         return json!({ "kind": "none" });
@@ -97,6 +95,83 @@ pub fn of(
         "nxcc_version": if tc.simulated { Value::from(crate::VERSION) } else { Value::Null },
         "tools": digests,
     })
+}
+
+/// An installed package's toolchain, as [`toolchain::locate`] finds it for [`Request::Auto`]
+/// (`python3`, looked up on PATH, asked where the package is). With a trusted `table` the answer
+/// is kept in this process's memory — a daemon asks once, not on every request — and used again
+/// while the interpreter (its path and stat identity), the package's directory and its tools'
+/// directory have the identities they had when it answered: another `python3` first on PATH, a
+/// package installed, upgraded or removed ask again. As for digests, an answer is kept only
+/// when those files had settled (git's racy rule, [`super::digests::RACY_MARGIN_NS`]); an
+/// answer of no package is not kept (a compile without a toolchain fails anyway, and a package
+/// installed since is found).
+pub fn installed_package(table: &Table) -> Option<Toolchain> {
+    let python = crate::engine::resolve_program(Path::new(PYTHON));
+    let probe = &mut |p: &Path| toolchain::probe_python_package_with(p);
+    let bin = if table.trusted() {
+        installed_package_kept(&python, probe)
+    } else {
+        probe(&python)
+    };
+    bin.map(|bin| Toolchain {
+        bin,
+        simulated: false,
+    })
+}
+
+/// The interpreter asked where an installed package is.
+const PYTHON: &str = "python3";
+
+/// The stat identities an answer of the package probe is kept by: of the interpreter, the
+/// package's directory and its tools' directory.
+type Witnesses = [Option<super::digests::StatId>; 3];
+
+/// An answer of the package probe and what it was given by.
+#[derive(Debug, Clone)]
+struct KeptPackage {
+    python: PathBuf,
+    witnesses: Witnesses,
+    bin: PathBuf,
+}
+
+fn package_witnesses(python: &Path, bin: &Path) -> Witnesses {
+    let id = |p: &Path| {
+        rustix::fs::stat(p)
+            .ok()
+            .map(|st| super::digests::StatId::of(&st))
+    };
+    let package = bin.parent().and_then(Path::parent).unwrap_or(bin);
+    [id(python), id(package), id(bin)]
+}
+
+/// The kept answer of `python` when its witnesses still hold, else `probe`'s (kept when it
+/// names a package and the witnesses had settled).
+fn installed_package_kept(
+    python: &Path,
+    probe: &mut dyn FnMut(&Path) -> Option<PathBuf>,
+) -> Option<PathBuf> {
+    static KEPT: std::sync::Mutex<Option<KeptPackage>> = std::sync::Mutex::new(None);
+    let kept = KEPT.lock().ok().and_then(|k| k.clone());
+    if let Some(k) = kept.filter(|k| k.python == python) {
+        if k.witnesses == package_witnesses(python, &k.bin) {
+            return Some(k.bin);
+        }
+    }
+    let start = super::digests::now_ns();
+    let bin = probe(python)?;
+    let witnesses = package_witnesses(python, &bin);
+    let settled = witnesses
+        .iter()
+        .all(|w| w.is_some_and(|w| w.settled_before(start)));
+    if let (true, Ok(mut k)) = (settled, KEPT.lock()) {
+        *k = Some(KeptPackage {
+            python: python.to_path_buf(),
+            witnesses,
+            bin: bin.clone(),
+        });
+    }
+    Some(bin)
 }
 
 /// The identity as one word for a remote platform property: `nxcc-sim-<version>` for the
@@ -344,6 +419,56 @@ mod tests {
         std::fs::write(&failing, "#!/bin/sh\nexit 3\n").unwrap();
         std::fs::set_permissions(&failing, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(version_line(&failing, &Table::memory_only()).contains("exited with"));
+    }
+
+    /// Wait until every file at `paths` has settled (its times older than the racy margin).
+    fn settle(paths: &[&Path]) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for p in paths {
+            let id = || super::super::digests::StatId::of(&rustix::fs::stat(*p).unwrap());
+            while !id().settled_before(super::super::digests::now_ns()) {
+                assert!(Instant::now() < deadline, "{} never settled", p.display());
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    #[test]
+    fn the_installed_package_is_asked_once_while_nothing_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let bin = d.path().join("site/neuronxcc/starfish/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let (python, asked) = (d.path().join("python3"), d.path().join("asked"));
+        let script = |answer: &Path| {
+            format!(
+                "#!/bin/sh\necho >> '{}'\necho '{}'\n",
+                asked.display(),
+                answer.display()
+            )
+        };
+        std::fs::write(&python, script(&bin)).unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let package = bin.parent().unwrap().parent().unwrap();
+        let times_asked = || std::fs::read(&asked).map_or(0, |t| t.len());
+        let ask =
+            || installed_package_kept(&python, &mut |p| toolchain::probe_python_package_with(p));
+        // Not settled yet: asked every time.
+        assert_eq!(ask(), Some(bin.clone()));
+        assert_eq!(ask(), Some(bin.clone()));
+        assert_eq!(times_asked(), 2);
+        settle(&[&python, package, &bin]);
+        assert_eq!(ask(), Some(bin.clone()));
+        assert_eq!(ask(), Some(bin.clone()));
+        assert_eq!(times_asked(), 3, "kept once settled");
+        // The package changed (a file added to it): asked again.
+        std::fs::write(package.join("__init__.py"), "").unwrap();
+        assert_eq!(ask(), Some(bin.clone()));
+        assert_eq!(times_asked(), 4);
+        // Another interpreter answering no package: asked every time, nothing kept.
+        std::fs::write(&python, script(&d.path().join("missing"))).unwrap();
+        assert_eq!(ask(), None);
+        assert_eq!(ask(), None);
+        assert_eq!(times_asked(), 6);
     }
 
     #[test]

@@ -556,7 +556,8 @@ impl Visit<'_, '_> {
             size: 0,
         });
         let key = &self.key.key;
-        self.cache.serve(key, &neff, &self.session.plan().output)?;
+        self.cache
+            .serve(key, &neff, &self.session.plan().output, self.store.table())?;
         if self.writes() {
             self.cache.touch(key);
         }
@@ -577,7 +578,9 @@ impl Visit<'_, '_> {
             }
             None => {
                 let neff = hit.meta.neff.clone()?;
-                if let Err(e) = hit.cache.serve(key, &neff, &self.session.plan().output) {
+                let output = &self.session.plan().output;
+                // A secondary cache is verified byte by byte: its files are not this cache's.
+                if let Err(e) = hit.cache.serve(key, &neff, output, &Table::off()) {
                     let why = match e {
                         ServeError::Corrupt(r) => r,
                         ServeError::Output(e) => e.to_string(),

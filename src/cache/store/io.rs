@@ -27,16 +27,39 @@ const FICLONE: libc::c_ulong = 0x4004_9409;
 /// works, a copy through this process, hashing what it writes. Either way the bytes hashed are
 /// the bytes written.
 pub(super) fn copy_hashing(src: &File, dst: &File) -> Result<(blake3::Hash, u64), CopyError> {
-    // SAFETY: ioctl(FICLONE) with two descriptors we own; on failure nothing was changed.
-    let cloned = unsafe { libc::ioctl(dst.as_raw_fd(), FICLONE as _, src.as_raw_fd()) } == 0;
-    if cloned || copy_in_kernel(src, dst)? {
+    if copy_shared_or_in_kernel(src, dst)? {
         return hash_back(dst).map_err(CopyError::Write);
     }
     let mut h = blake3::Hasher::new();
+    let n = copy_through(src, dst, &mut |c| {
+        h.update(c);
+    })?;
+    Ok((h.finalize(), n))
+}
+
+/// Copy `src` into `dst` as [`copy_hashing`] does, without hashing what `dst` holds (the
+/// caller knows the source's bytes); returns the size of what `dst` now holds.
+pub(super) fn copy_plain(src: &File, dst: &File) -> Result<u64, CopyError> {
+    if !copy_shared_or_in_kernel(src, dst)? {
+        copy_through(src, dst, &mut |_| {})?;
+    }
+    dst.metadata().map(|m| m.len()).map_err(CopyError::Write)
+}
+
+/// A reflink, else an in-kernel copy; `Ok(false)` when neither works for these files and nothing
+/// was copied.
+fn copy_shared_or_in_kernel(src: &File, dst: &File) -> Result<bool, CopyError> {
+    // SAFETY: ioctl(FICLONE) with two descriptors we own; on failure nothing was changed.
+    let cloned = unsafe { libc::ioctl(dst.as_raw_fd(), FICLONE as _, src.as_raw_fd()) } == 0;
+    Ok(cloned || copy_in_kernel(src, dst)?)
+}
+
+/// Copy `src` into `dst` through this process, each chunk shown to `seen` first; the size.
+fn copy_through(src: &File, dst: &File, seen: &mut dyn FnMut(&[u8])) -> Result<u64, CopyError> {
     let mut w = dst;
     let mut write_error: Option<std::io::Error> = None;
     let read = chunks::for_each_chunk(src, &mut |c| {
-        h.update(c);
+        seen(c);
         w.write_all(c).map_err(|e| {
             let kind = e.kind();
             write_error = Some(e);
@@ -46,7 +69,7 @@ pub(super) fn copy_hashing(src: &File, dst: &File) -> Result<(blake3::Hash, u64)
     match (read, write_error) {
         (_, Some(e)) => Err(CopyError::Write(e)),
         (Err(e), None) => Err(CopyError::Read(e)),
-        (Ok(n), None) => Ok((h.finalize(), n)),
+        (Ok(n), None) => Ok(n),
     }
 }
 

@@ -228,6 +228,7 @@ fn shard_of(key: &str) -> &str {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::cache::digests::Table;
     use crate::cache::meta::{
         self, Failed, Meta, NeffInfo, Status, FAILED_FILE, META_FILE, NEFF_FILE,
     };
@@ -297,7 +298,10 @@ pub(crate) mod tests {
             panic!()
         };
         let out = dir.path().join("out.neff");
-        cache.serve(&key, m.neff.as_ref().unwrap(), &out).unwrap();
+        let off = Table::off();
+        cache
+            .serve(&key, m.neff.as_ref().unwrap(), &out, &off)
+            .unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), b"neff bytes");
         // The output is a copy: changing it leaves the entry alone.
         std::fs::write(&out, b"changed").unwrap();
@@ -308,7 +312,7 @@ pub(crate) mod tests {
         // A corrupted NEFF is detected; the output is left as it was.
         std::fs::write(cache.entry_dir(&key).join(NEFF_FILE), b"neff bytez").unwrap();
         let e = cache
-            .serve(&key, m.neff.as_ref().unwrap(), &out)
+            .serve(&key, m.neff.as_ref().unwrap(), &out, &off)
             .unwrap_err();
         assert!(matches!(e, ServeError::Corrupt(_)));
         assert_eq!(std::fs::read(&out).unwrap(), b"changed");
@@ -322,6 +326,44 @@ pub(crate) mod tests {
         assert_eq!(cache.lookup(&key), Lookup::Absent);
         let (entries, left) = summaries(&cache);
         assert!(entries.is_empty() && left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn a_neff_verified_once_is_trusted_until_it_changes() {
+        use crate::cache::digests::{now_ns, Kind, StatId};
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().join("c"));
+        let key = "cd".repeat(32);
+        put(&cache, &key, b"neff bytes");
+        let Lookup::Hit(m) = cache.lookup(&key) else {
+            panic!()
+        };
+        let neff = m.neff.unwrap();
+        let path = cache.entry_dir(&key).join(NEFF_FILE);
+        let id = || StatId::of(&rustix::fs::stat(&path).unwrap());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !id().settled_before(now_ns()) {
+            assert!(std::time::Instant::now() < deadline, "never settled");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let (out, table) = (dir.path().join("out.neff"), Table::memory_only());
+        // Not trusted: hashed, and not remembered.
+        cache.serve(&key, &neff, &out, &Table::off()).unwrap();
+        assert_eq!(table.recall_of(Kind::Blake3, &id()), None);
+        // Verified once, remembered for its identity; served again from it.
+        cache.serve(&key, &neff, &out, &table).unwrap();
+        assert_eq!(
+            table.recall_of(Kind::Blake3, &id()),
+            Some(neff.blake3.clone())
+        );
+        std::fs::remove_file(&out).unwrap();
+        cache.serve(&key, &neff, &out, &table).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"neff bytes");
+        // Changed in place (same size): verified again, and refused.
+        std::fs::write(&path, b"neff bytez").unwrap();
+        let e = cache.serve(&key, &neff, &out, &table).unwrap_err();
+        assert!(matches!(e, ServeError::Corrupt(_)));
+        assert_eq!(std::fs::read(&out).unwrap(), b"neff bytes");
     }
 
     #[test]

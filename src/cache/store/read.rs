@@ -2,13 +2,15 @@
 //! served to its output with its NEFF verified against the recorded blake3 on the way, and an
 //! entry's use recorded and read back.
 
+use std::fs::File;
 use std::path::Path;
 
 use rustix::fs::OFlags;
 
-use super::io::{copy_hashing, read_json_in, CopyError};
+use super::io::{copy_hashing, copy_plain, read_json_in, CopyError};
 use super::scan::{dir_bytes, mtime_ms};
 use super::Cache;
+use crate::cache::digests::{now_ns, Kind, StatId, Table};
 use crate::cache::meta::{Failed, Meta, NeffInfo, Status, FAILED_FILE, META_FILE, NEFF_FILE};
 use crate::fsx::dir::is_not_plain;
 use crate::fsx::{AtomicFile, Dir, Durability};
@@ -49,8 +51,16 @@ impl Cache {
 
     /// Copy the entry's NEFF to `output` (a reflink when the file system can, else a copy; never
     /// a hard link, the user may modify the output), verifying its blake3 on the way: written to
-    /// an [`AtomicFile`] at `output`, committed only when it matches.
-    pub fn serve(&self, key: &str, neff: &NeffInfo, output: &Path) -> Result<(), ServeError> {
+    /// an [`AtomicFile`] at `output`, committed only when it matches. A NEFF verified before and
+    /// unchanged since (its blake3 remembered for its stat identity in `table`,
+    /// [`crate::cache::digests`]) is copied without reading the copy back.
+    pub fn serve(
+        &self,
+        key: &str,
+        neff: &NeffInfo,
+        output: &Path,
+        table: &Table,
+    ) -> Result<(), ServeError> {
         let unreadable = |e: std::io::Error| ServeError::Corrupt(format!("{NEFF_FILE}: {e}"));
         let entry = match self.open_entry(key) {
             Ok(Some((_, d))) => d,
@@ -69,9 +79,9 @@ impl Cache {
             std::fs::create_dir_all(dir).map_err(ServeError::Output)?;
         }
         let dst = AtomicFile::create(output).map_err(ServeError::Output)?;
-        match copy_hashing(&src, dst.file()) {
-            Ok((hash, size)) if hash.to_hex().as_str() == neff.blake3 && size == neff.size => {}
-            Ok(_) => {
+        match copy_verified(&src, dst.file(), neff, table) {
+            Ok(true) => {}
+            Ok(false) => {
                 return Err(ServeError::Corrupt(format!(
                     "{NEFF_FILE} does not match its recorded blake3"
                 )))
@@ -110,6 +120,32 @@ impl Cache {
         };
         mtime.max(meta.map_or(0, |m| m.last_used_ms))
     }
+}
+
+/// Copy an entry's NEFF `src` to `dst`; whether what was copied matches `neff`. When `table`
+/// remembers `src`'s blake3 for its stat identity, that is the check (and the size copied);
+/// else what `dst` holds is hashed, and `src`'s blake3 remembered when it did not change
+/// meanwhile.
+fn copy_verified(
+    src: &File,
+    dst: &File,
+    neff: &NeffInfo,
+    table: &Table,
+) -> Result<bool, CopyError> {
+    let start = now_ns();
+    let before = StatId::of_file(src).map_err(CopyError::Read)?;
+    let remembered = table.recall_of(Kind::Blake3, &before);
+    if before.size == neff.size && remembered.as_ref() == Some(&neff.blake3) {
+        return Ok(copy_plain(src, dst)? == neff.size);
+    }
+    let (hash, size) = copy_hashing(src, dst)?;
+    if hash.to_hex().as_str() != neff.blake3 || size != neff.size {
+        return Ok(false);
+    }
+    if StatId::of_file(src).is_ok_and(|after| after == before) {
+        table.remember_of(Kind::Blake3, &before, &neff.blake3, start);
+    }
+    Ok(true)
 }
 
 /// What the entry open at `dir` holds, `key` being its name.
