@@ -131,15 +131,7 @@ pub fn run(
         )));
     };
 
-    let (exit_seen, exit_notify) = UnixStream::pair().map_err(io_error)?;
-    let waiter = std::thread::Builder::new()
-        .name("nxcc-wait".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            wait_for_exit(pid);
-            drop(exit_notify);
-        })
-        .map_err(io_error)?;
+    let exit_watch = ExitWatch::start(pid).map_err(io_error)?;
 
     let mut pipes = [
         Some(Pipe::new(Stream::Stdout, OwnedFd::from(stdout).into())),
@@ -177,7 +169,7 @@ pub fn run(
         // Wait for output, the leader's exit, a cancellation, or the next deadline.
         let mut fds: Vec<RawFd> = pipes.iter().flatten().map(|pipe| pipe.fd()).collect();
         let exit_slot = watch.exited_at.is_none().then(|| {
-            fds.push(exit_seen.as_raw_fd());
+            fds.push(exit_watch.fd());
             fds.len() - 1
         });
         let cancel_slot = watch.cancel_fd_to_poll().map(|fd| {
@@ -230,7 +222,7 @@ pub fn run(
         pid,
         source,
     })?;
-    let _ = waiter.join();
+    exit_watch.finish();
     let wall = watch
         .exited_at
         .map_or_else(|| started.elapsed(), |at| at - started);
@@ -247,6 +239,58 @@ pub fn run(
         max_rss_kb: u64::try_from(usage.ru_maxrss).unwrap_or(0),
         stderr_tail: tail.into(),
     })
+}
+
+/// What tells a run that the group leader has exited, without reaping it: a pidfd (readable once
+/// the process has ended), or where the kernel has none, a small thread blocked in
+/// `waitid(WNOWAIT)` that closes its end of a socket pair then.
+enum ExitWatch {
+    Pidfd(OwnedFd),
+    Thread {
+        seen: UnixStream,
+        waiter: std::thread::JoinHandle<()>,
+    },
+}
+
+impl ExitWatch {
+    fn start(pid: u32) -> io::Result<ExitWatch> {
+        let raw = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(fd) = raw
+            .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())
+        {
+            return Ok(ExitWatch::Pidfd(fd));
+        }
+        ExitWatch::thread(pid)
+    }
+
+    fn thread(pid: u32) -> io::Result<ExitWatch> {
+        let (seen, notify) = UnixStream::pair()?;
+        let waiter = std::thread::Builder::new()
+            .name("nxcc-wait".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                wait_for_exit(pid);
+                drop(notify);
+            })?;
+        Ok(ExitWatch::Thread { seen, waiter })
+    }
+
+    /// The descriptor that becomes readable when the leader has exited.
+    fn fd(&self) -> RawFd {
+        match self {
+            ExitWatch::Pidfd(fd) => fd.as_raw_fd(),
+            ExitWatch::Thread { seen, .. } => seen.as_raw_fd(),
+        }
+    }
+
+    /// After the leader was reaped: the waiter thread, if any, is done.
+    fn finish(self) {
+        if let ExitWatch::Thread { waiter, .. } = self {
+            let _ = waiter.join();
+        }
+    }
 }
 
 /// The supervision state of one run: the limits, what was done about them, the leader's exit.

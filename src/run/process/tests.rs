@@ -511,3 +511,39 @@ fn spec_builder() {
     assert_eq!(spec.kill_grace, DEFAULT_KILL_GRACE);
     assert_eq!(spec.timeout, Some(Duration::from_secs(2)));
 }
+
+#[test]
+fn both_ways_of_seeing_the_leader_exit_see_it_without_reaping_it() {
+    for use_thread in [false, true] {
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "read _; exit 3"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let watch = if use_thread {
+            ExitWatch::thread(pid).unwrap()
+        } else {
+            ExitWatch::start(pid).unwrap()
+        };
+        assert!(matches!(watch, ExitWatch::Thread { .. }) == use_thread);
+        // Still running: not readable.
+        assert_eq!(
+            poll(&[watch.fd()], Some(Duration::from_millis(50))).unwrap(),
+            [false]
+        );
+        drop(child.stdin.take());
+        assert_eq!(
+            poll(&[watch.fd()], Some(Duration::from_secs(60))).unwrap(),
+            [true]
+        );
+        // Seen, not reaped: the pid is still this process's zombie child.
+        assert!(is_dead(pid));
+        let (status, _) = reap(pid).unwrap();
+        assert_eq!(
+            Termination::from_wait_status(status),
+            Termination::Exited(3)
+        );
+        watch.finish();
+    }
+}
