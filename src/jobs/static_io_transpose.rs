@@ -146,7 +146,17 @@ fn link_dirs(work_dir: &Path, subgraphs: &[String]) -> Vec<(PathBuf, &'static st
     dirs
 }
 
+/// Rewrite a file of the compile's own work directory. The old file is removed first, so the
+/// new one is renamed onto a free name: a rename that replaces a file makes ext4 write the new
+/// file's blocks at once (`auto_da_alloc`), and the work directory's removal then waits for
+/// them to be freed, where a short-lived file is otherwise never written at all.
 fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), NccError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io_error("write", path, e));
+        }
+        _ => {}
+    }
     crate::fsx::atomic::write_file(path, bytes, crate::fsx::Durability::Visible)
         .map_err(|e| io_error("write", path, e))
 }

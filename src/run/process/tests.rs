@@ -515,6 +515,8 @@ fn spec_builder() {
 #[test]
 fn both_ways_of_seeing_the_leader_exit_see_it_without_reaping_it() {
     for use_thread in [false, true] {
+        // Reaped below by `reap`, the way `run` reaps.
+        #[allow(clippy::zombie_processes)]
         let mut child = Command::new("/bin/sh")
             .args(["-c", "read _; exit 3"])
             .stdin(Stdio::piped())
