@@ -5,6 +5,9 @@ after another (the tools only: the floor any driver pays), measured alternately 
 Also reports nxcc's own peak RSS during a compile (the supervisor and the worker, from
 wait4/getrusage of their processes, excluding the tools).
 
+Each run is timed by bench/pairs.py's helper: wall time, and the CPU time of the process and
+its children (nxcc's supervisor, worker and tools; bash and the tools).
+
 Usage: bench/driver_overhead.py [path/to/nxcc] [runs]
 Build first: cargo build --release
 """
@@ -17,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pairs  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 NXCC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
@@ -44,16 +50,17 @@ def main():
     os.remove(os.path.join(launch, "out.neff"))
 
     def nxcc_once():
-        t = time.perf_counter()
-        subprocess.run(args, cwd=launch, env=env, check=True, stdout=subprocess.DEVNULL)
-        d = time.perf_counter() - t
+        wall, cpu, _peak, code = pairs.measure(args, cwd=launch, env=env)
+        if code != 0:
+            raise SystemExit(f"nxcc compile exited {code}")
         os.remove(os.path.join(launch, "out.neff"))
-        return d
+        return wall, cpu
 
     def replay_once():
-        t = time.perf_counter()
-        subprocess.run(["/bin/bash", script], env=env, check=True)
-        return time.perf_counter() - t
+        wall, cpu, _peak, code = pairs.measure(["/bin/bash", script], env=env)
+        if code != 0:
+            raise SystemExit(f"the replay exited {code}")
+        return wall, cpu
 
     for _ in range(3):
         nxcc_once()
@@ -62,11 +69,15 @@ def main():
     for _ in range(RUNS):
         a.append(nxcc_once())
         b.append(replay_once())
-    ma, mb = statistics.median(a), statistics.median(b)
+    ma, mb = statistics.median(w for w, _ in a), statistics.median(w for w, _ in b)
+    ca, cb = statistics.median(c for _, c in a), statistics.median(c for _, c in b)
     print(f"tools run: {len(calls)} ({', '.join(c['tool'] for c in calls)}); jobs: {jobs}")
-    print(f"nxcc compile, whole process:     median {ma * 1e3:.2f} ms")
-    print(f"shell replay of the tool lines:  median {mb * 1e3:.2f} ms")
+    print(f"nxcc compile, whole process:     median {ma * 1e3:.2f} ms (cpu {ca * 1e3:.2f} ms)")
+    print(f"shell replay of the tool lines:  median {mb * 1e3:.2f} ms (cpu {cb * 1e3:.2f} ms)")
     print(f"ratio {ma / mb:.2f}x; added {(ma - mb) * 1e3:.2f} ms in all, {(ma - mb) * 1e3 / jobs:.2f} ms per job")
+    pw = statistics.median(x[0] / y[0] for x, y in zip(a, b))
+    pc = statistics.median(x[1] / y[1] for x, y in zip(a, b))
+    print(f"pair by pair: wall {pw:.2f}x, cpu {pc:.2f}x (cpu: the process and its children)")
 
     # nxcc's own peak RSS: the supervisor logs its own; the worker's is the in-process jobs'
     # figure (getrusage of the worker) in the log's metrics table. Tools are not nxcc.
