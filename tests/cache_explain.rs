@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::process::{Output, Stdio};
 
-use common::{text, Scratch};
+use common::{cache_entries, text, Scratch};
 use serde_json::Value;
 
 /// A compile of `model` through the cache `cache` with the simulated toolchain.
@@ -563,20 +563,7 @@ fn entries_bytes(cache: &Path) -> u64 {
             })
             .sum()
     }
-    let mut total = 0;
-    for shard in std::fs::read_dir(cache.join("nxcc-v1")).unwrap().flatten() {
-        let name = shard.file_name().to_string_lossy().into_owned();
-        if name.len() != 2 {
-            continue;
-        }
-        for e in std::fs::read_dir(shard.path()).unwrap().flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if n.len() == 64 && e.path().is_dir() {
-                total += walk(&e.path());
-            }
-        }
-    }
-    total
+    cache_entries(cache).iter().map(|e| walk(e)).sum()
 }
 
 /// The key `nxcc compile MODEL --target trn2 --toolchain sim` has (computed in this process,
