@@ -122,6 +122,15 @@ impl World {
         c
     }
 
+    /// `nxcc compile --daemon m.hlo --target trn2 --toolchain sim --output OUTPUT`: a compile
+    /// through the daemon client, with this world's environment.
+    pub fn daemon_client(&self, output: &str) -> Command {
+        let mut c = self.nxcc();
+        c.args(["compile", "--daemon"])
+            .args(sim_argv("m.hlo", output, &[]));
+        c
+    }
+
     /// The simulated tools' invocations so far.
     pub fn records(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.record)
@@ -319,6 +328,31 @@ pub fn v1_request(request: &Value) -> Vec<u8> {
 /// Shell-quote and join words, as `shlex.quote` does.
 pub fn shell_join(words: &[&str]) -> String {
     nxcc::shell::join(words)
+}
+
+/// The words of a simulated compile of `model` for trn2, without the leading `compile`:
+/// `MODEL --target trn2 --toolchain sim --output OUTPUT EXTRA...`.
+pub fn sim_argv<'a>(model: &'a str, output: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        model,
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--output",
+        output,
+    ];
+    v.extend(extra);
+    v
+}
+
+/// The body of the original client's compile request for the example model into `output`:
+/// `compile MODEL --target trn2 --toolchain sim --output OUTPUT`, shell-joined.
+pub fn compile_body(output: &str) -> String {
+    let model = example_model();
+    let mut words = vec!["compile"];
+    words.extend(sim_argv(model.to_str().unwrap(), output, &[]));
+    shell_join(&words)
 }
 
 /// An answer.

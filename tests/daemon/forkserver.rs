@@ -211,15 +211,7 @@ fn a_killed_fork_server_fails_its_compile_cleanly_and_is_started_again() {
     // SAFETY: kill(2) on the daemon's fork server, a process this test identified by /proc.
     assert_eq!(unsafe { libc::kill(helper as i32, libc::SIGKILL) }, 0);
     // The compile in flight ends, failed, with the reason; nothing of it is left.
-    let mut reader = BufReader::new(s);
-    let mut pending: Vec<u8> = Vec::new();
-    while let Some(chunk) = read_chunk(&mut reader) {
-        pending.extend(chunk);
-        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=n).collect();
-            events.push(serde_json::from_slice(&line).unwrap());
-        }
-    }
+    read_rest(s, &mut events);
     let d = done(&events);
     assert_eq!(d["exit_status"], 70, "{events:?}");
     let errors = errors(&events);

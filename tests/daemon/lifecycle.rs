@@ -9,20 +9,6 @@ use serde_json::json;
 
 use crate::common::*;
 
-fn compile_body(output: &str) -> String {
-    let model = example_model();
-    shell_join(&[
-        "compile",
-        model.to_str().unwrap(),
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        output,
-    ])
-}
-
 #[test]
 fn a_second_daemon_refuses_and_names_the_first_and_a_stale_pid_file_is_taken_over() {
     let world = World::new();
