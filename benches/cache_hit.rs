@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::entry_neff;
+use common::{cached_args, entry_neff};
 
 const MODEL_BYTES: usize = 100_000_000;
 
@@ -145,21 +145,12 @@ fn main() {
     ));
     let nxcc_with = |output: &str, extra: &[&str]| {
         let mut c = Command::new(nxcc);
-        c.args([
-            "compile",
-            "big.pb",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--cache_dir",
-            "cache",
-            "--output",
-            output,
-        ])
-        .args(extra)
-        .current_dir(d)
-        .env("XDG_CACHE_HOME", d.join("xdg"));
+        c.arg("compile")
+            .args(cached_args("big.pb"))
+            .args(["--output", output])
+            .args(extra)
+            .current_dir(d)
+            .env("XDG_CACHE_HOME", d.join("xdg"));
         for v in [
             "NXCC_SIM_FAULT",
             "NXCC_SIM_WORK_MS",

@@ -8,23 +8,14 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{entry_neff, text, verifies, Scratch};
+use common::{cached_args, entry_neff, text, verifies, Scratch};
 
 const MODEL: &str = "mlp.hlo_module.pb";
 
 fn compile_args<'a>(output: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![
-        "compile",
-        MODEL,
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--cache_dir",
-        "cache",
-        "--output",
-        output,
-    ];
+    let mut v = vec!["compile"];
+    v.extend(cached_args(MODEL));
+    v.extend(["--output", output]);
     v.extend_from_slice(extra);
     v
 }

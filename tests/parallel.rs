@@ -39,18 +39,7 @@ fn learned_estimates_keep_the_compiles_within_the_memory_budget() {
     let s = Scratch::new();
     // One compile teaches the cache what these arguments need: ~300 MiB.
     let o = s
-        .nxcc(&[
-            "compile",
-            MODEL,
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--cache_dir",
-            "cache",
-            "--output",
-            "first.neff",
-        ])
+        .sim_cmd("trn2", &["--cache_dir", "cache", "--output", "first.neff"])
         .env("NXCC_SIM_RSS_MB", "*:300")
         .output()
         .unwrap();

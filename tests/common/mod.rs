@@ -164,6 +164,20 @@ pub fn sim_compile_args<'a>(
     v
 }
 
+/// `MODEL --target trn2 --toolchain sim --cache_dir cache`: a simulated compile through the cache
+/// `cache` of the launch dir (what follows `compile`, or `cache explain --`).
+pub fn cached_args(model: &str) -> [&str; 7] {
+    [
+        model,
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--cache_dir",
+        "cache",
+    ]
+}
+
 /// What the shards of nxcc's cache in `cache` hold (`nxcc-v1/<2 chars>/*`: entries, their locks,
 /// staging directories), sorted; nothing when there is no cache.
 pub fn shard_items(cache: &Path) -> Vec<PathBuf> {

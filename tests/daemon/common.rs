@@ -325,6 +325,47 @@ pub fn v1_request(request: &Value) -> Vec<u8> {
     r
 }
 
+/// Send a `/v1/compile` and read events until `until` holds for one; the stream, still open.
+pub fn stream_until(
+    daemon: &Daemon,
+    request: &Value,
+    until: impl Fn(&Value) -> bool,
+) -> (UnixStream, Vec<Value>) {
+    let s = daemon.connect();
+    (&s).write_all(&v1_request(request)).unwrap();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let (status, _) = read_head(&mut reader);
+    assert_eq!(status, 200);
+    let mut seen = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = read_chunk(&mut reader) {
+        pending.extend(chunk);
+        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=n).collect();
+            let e: Value = serde_json::from_slice(&line).unwrap();
+            let stop = until(&e);
+            seen.push(e);
+            if stop {
+                return (s, seen);
+            }
+        }
+    }
+    panic!("the stream ended before the awaited event: {seen:?}");
+}
+
+/// Read the rest of a `/v1/compile` stream into `events`.
+pub fn read_rest(s: UnixStream, events: &mut Vec<Value>) {
+    let mut reader = BufReader::new(s);
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = read_chunk(&mut reader) {
+        pending.extend(chunk);
+        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=n).collect();
+            events.push(serde_json::from_slice(&line).unwrap());
+        }
+    }
+}
+
 /// Shell-quote and join words, as `shlex.quote` does.
 pub fn shell_join(words: &[&str]) -> String {
     nxcc::shell::join(words)
