@@ -900,6 +900,15 @@ fn a_shim_configuration_others_could_write_is_refused() {
     }
 }
 
+/// Point the installed shim's configuration at `compiler`, behind install's back.
+fn set_compiler(w: &World, compiler: &Path) {
+    let config = w.shim_dir().join("neuronx-cc.nxcc-shim.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    v["compiler"] = serde_json::Value::from(compiler.to_str().unwrap());
+    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
 /// A real compiler that resolves to nxcc — re-pointed to the shim after install, or the shim
 /// named as its own compiler — is a loop, refused at every start (exit 70, saying so) instead of
 /// answering as nxcc or running itself forever; install refuses one from the start.
@@ -948,11 +957,7 @@ fn a_shim_loop_is_refused() {
     );
     assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
     // The shim configured as its own compiler.
-    let config = w.shim_dir().join("neuronx-cc.nxcc-shim.json");
-    let mut v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
-    v["compiler"] = serde_json::Value::from(shim.to_str().unwrap());
-    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+    set_compiler(&w, &shim);
     let o = version(&w);
     assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
     assert!(
@@ -965,8 +970,7 @@ fn a_shim_loop_is_refused() {
     let wrapper = real_dir.join("wrapper.sh");
     std::fs::write(&wrapper, "#!/bin/sh\nexec neuronx-cc \"$@\"\n").unwrap();
     chmod(&wrapper, 0o755);
-    v["compiler"] = serde_json::Value::from(wrapper.to_str().unwrap());
-    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+    set_compiler(&w, &wrapper);
     let o = version(&w);
     assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
     assert!(
