@@ -624,6 +624,11 @@ fn guarded(cmd: &mut Command, what: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// The lines of `err` that are warnings.
+fn warning_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| l.contains("WARNING")).collect()
+}
+
 /// `neuronx-cc ARGS` through the world's PATH, as `uid`, in `cwd`, with that user's daemon
 /// directory and compile cache.
 fn as_user(w: &World, uid: u32, cwd: &Path, args: &[&str]) -> Output {
@@ -746,7 +751,7 @@ fn two_users_on_one_shim() {
     let o = compile_as(&w, 0);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("WARNING")).collect();
+    let warnings = warning_lines(&err);
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(
         warnings[0].contains("is owned by uid 65534") && warnings[0].contains("directly"),
@@ -764,7 +769,7 @@ fn two_users_on_one_shim() {
     let o = compile_as(&w, OTHER);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("WARNING")).collect();
+    let warnings = warning_lines(&err);
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(
         warnings[0].contains("403 Forbidden") && warnings[0].contains("directly"),

@@ -539,6 +539,15 @@ impl Client {
         c
     }
 
+    /// `nxcc ARGS` started, its output piped.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.nxcc(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// Run with a time limit (a test never hangs): the output, or a failure after `limit`.
     pub fn run(
         &self,
@@ -574,6 +583,11 @@ pub fn run_limited(mut c: Command, limit: Duration) -> std::process::Output {
         .spawn()
         .unwrap();
     wait_named(child, limit, &format!("{c:?}"))
+}
+
+/// What a run said: its stderr, then its stdout.
+pub fn said(o: &std::process::Output) -> String {
+    text(&o.stderr) + &text(&o.stdout)
 }
 
 /// Wait for a running child within `limit` (killed and failed otherwise).

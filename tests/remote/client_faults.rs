@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use nxcc::remote::{digest, re};
 
-use super::buildgrid::{self, model_variant, text, Client};
+use super::buildgrid::{self, model_variant, said, text, Client};
 use super::common::cache_entries;
 use super::hostile::{Answer, Hostile, ReadMode};
 
@@ -260,7 +260,7 @@ fn a_server_that_never_answers_is_given_up_on_by_each_deadline() {
         &short,
         LIMIT,
     );
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(
         out.contains("no answer to GetCapabilities within 1 s") && out.contains(&url),
@@ -271,7 +271,7 @@ fn a_server_that_never_answers_is_given_up_on_by_each_deadline() {
     let h = Hostile::start();
     h.state.script().action_result = Answer::Hang;
     let o = against(&c, &h, &short);
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(
         out.contains("GetActionResult failed: DeadlineExceeded: no answer within 1 s"),
@@ -284,7 +284,7 @@ fn a_server_that_never_answers_is_given_up_on_by_each_deadline() {
     let h = Hostile::start();
     h.state.script().execute = Answer::Hang;
     let o = against(&c, &h, &short);
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(
         out.contains("Execute failed: DeadlineExceeded: no news of the operation for 1 s"),
@@ -301,10 +301,7 @@ fn a_signal_ends_a_remote_compile_at_once_and_cancels_its_operation() {
         let h = Hostile::start();
         h.state.script().execute = Answer::Honest;
         let c = Client::new();
-        let mut cmd = c.nxcc(&compile_args("model.neff", &["--remote", &h.url()]));
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let child = cmd.spawn().unwrap();
+        let child = c.spawn(&compile_args("model.neff", &["--remote", &h.url()]));
         let t = Instant::now();
         while !h.state.seen().calls.iter().any(|c| c == "Execute") {
             assert!(t.elapsed() < LIMIT, "the compile never executed");
@@ -314,7 +311,7 @@ fn a_signal_ends_a_remote_compile_at_once_and_cancels_its_operation() {
         std::thread::sleep(Duration::from_millis(300));
         unsafe { libc::kill(child.id() as i32, sig) };
         let o = buildgrid::wait_limited(child, LIMIT);
-        let out = text(&o.stderr) + &text(&o.stdout);
+        let out = said(&o);
         assert_eq!(o.status.code(), Some(status), "{out}");
         assert!(out.contains("Compilation interrupted by"), "{out}");
         assert_eq!(
@@ -337,7 +334,7 @@ fn downloads_stop_at_the_size_their_digest_declares() {
     h.state.script().read = ReadMode::Endless;
     let c = Client::new();
     let o = against(&c, &h, &[]);
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(out.contains("byte 1001 is one too many"), "{out}");
     assert!(!c.path().join("model.neff").exists());
@@ -361,7 +358,7 @@ fn downloads_stop_at_the_size_their_digest_declares() {
     }));
     h.state.script().read = ReadMode::Endless;
     let o = against(&c, &h, &[]);
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(
         out.contains("the remote stderr could not be read") && out.contains("byte 101"),
@@ -391,7 +388,7 @@ fn server_text_is_escaped_and_cut_before_it_is_printed() {
     let c = Client::new();
     let o = against(&c, &h, &[]);
     let check = |o: &std::process::Output| {
-        let out = text(&o.stderr) + &text(&o.stdout);
+        let out = said(&o);
         assert_eq!(o.status.code(), Some(70), "{}", &out[..out.len().min(4000)]);
         assert!(!out.contains('\x1b'), "an escape sequence was printed raw");
         assert!(!out.contains('\x07'));

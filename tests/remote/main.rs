@@ -18,7 +18,7 @@ mod worker_faults;
 
 use std::time::Duration;
 
-use buildgrid::{model_variant, processes_with_env, text, Client, Server, Worker};
+use buildgrid::{model_variant, processes_with_env, said, text, Client, Server, Worker};
 use common::{compile_spans, max_overlap};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -215,7 +215,7 @@ fn a_failing_remote_compile_reports_its_stderr_and_is_not_cached() {
     let env = [("NXCC_SIM_FAULT", "walrus_driver:stderr=remote-marker-line")];
     let args = compile_args("mlp.hlo_module.pb", "model.neff", &["--remote", &url]);
     let o = c.run(&args, &env, LIMIT);
-    let err = text(&o.stderr) + &text(&o.stdout);
+    let err = said(&o);
     assert_eq!(o.status.code(), Some(70), "{err}");
     assert!(err.contains("remote-marker-line"), "{err}");
     assert!(
@@ -234,7 +234,7 @@ fn a_failing_remote_compile_reports_its_stderr_and_is_not_cached() {
 
     // A crash of a tool: its F-code banner comes back in the remote stderr.
     let o = c.run(&args, &[("NXCC_SIM_FAULT", "walrus_driver:segv")], LIMIT);
-    let err = text(&o.stderr) + &text(&o.stdout);
+    let err = said(&o);
     assert_eq!(o.status.code(), Some(70), "{err}");
     assert!(err.contains("[F139]"), "{err}");
 }
@@ -250,7 +250,7 @@ fn a_server_that_is_down_is_named_and_fails_at_once() {
     let url = format!("grpc://127.0.0.1:{port}");
     let c = Client::new();
     let o = compile_mlp(&c, &["--remote", &url]);
-    let err = text(&o.stderr) + &text(&o.stdout);
+    let err = said(&o);
     assert_eq!(o.status.code(), Some(70), "{err}");
     assert!(err.contains("NCC_EDRV130") && err.contains(&url), "{err}");
     assert!(!c.path().join("model.neff").exists());
@@ -342,10 +342,7 @@ fn a_workers_memory_budget_holds_under_eight_leases() {
         .map(|i| {
             let m = format!("g{i}.pb");
             let out = format!("g{i}.neff");
-            let mut cmd = c.nxcc(&compile_args(&m, &out, &["--remote", &url]));
-            cmd.stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            cmd.spawn().unwrap()
+            c.spawn(&compile_args(&m, &out, &["--remote", &url]))
         })
         .collect();
     for ch in children {
@@ -399,14 +396,11 @@ fn a_killed_worker_s_compile_finishes_on_another_worker() {
     );
     let url = server.url();
     let c = Client::new();
-    let mut cmd = c.nxcc(&compile_args(
+    let client = c.spawn(&compile_args(
         "mlp.hlo_module.pb",
         "model.neff",
         &["--remote", &url, "-O1"],
     ));
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let client = cmd.spawn().unwrap();
     slow.wait_for("started (running: 1)", LIMIT);
     let fast = Worker::start(&server, "fast", &[], &[]);
     slow.kill();
@@ -440,14 +434,11 @@ fn sigterm_drains_a_worker_after_its_running_compile() {
     );
     let url = server.url();
     let c = Client::new();
-    let mut cmd = c.nxcc(&compile_args(
+    let client = c.spawn(&compile_args(
         "mlp.hlo_module.pb",
         "model.neff",
         &["--remote", &url, "-O1"],
     ));
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let client = cmd.spawn().unwrap();
     w.wait_for("started (running: 1)", LIMIT);
     let status = w.terminate(LIMIT);
     assert_eq!(status, Some(0), "{}", w.log());

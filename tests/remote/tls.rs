@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nxcc::remote::settings::Settings;
 
-use super::buildgrid::{self, text, Client, Launch, Server, Worker};
+use super::buildgrid::{self, said, text, Client, Launch, Server, Worker};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -142,7 +142,7 @@ fn tls_mutual_certificates_and_a_bearer_token_against_buildgrid() {
             }
         }
         let o = c.run(&args, &pairs(&e), LIMIT);
-        let out = text(&o.stderr) + &text(&o.stdout);
+        let out = said(&o);
         assert_eq!(o.status.code(), Some(70), "{out}");
         assert!(out.contains(&url), "{out}");
         out
