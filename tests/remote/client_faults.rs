@@ -388,7 +388,7 @@ fn server_text_is_escaped_and_cut_before_it_is_printed() {
     let c = Client::new();
     let o = against(&c, &h, &[]);
     let check = |o: &std::process::Output| {
-        let out = said(&o);
+        let out = said(o);
         assert_eq!(o.status.code(), Some(70), "{}", &out[..out.len().min(4000)]);
         assert!(!out.contains('\x1b'), "an escape sequence was printed raw");
         assert!(!out.contains('\x07'));
