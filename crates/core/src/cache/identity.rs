@@ -1,5 +1,5 @@
 //! The toolchain's identity: what the tools *are*, not where they are installed — the one rule
-//! the cache key ([`super::key`]) and a remote action's platform ([`crate::remote::action`])
+//! the cache key ([`super::key`]) and a remote action's platform (`nxcc_remote::action`)
 //! both use, so the same compiler installed on two hosts, or in two virtual environments, gives
 //! the same key and the same action.
 //!

@@ -35,9 +35,9 @@
 //!
 //! ```no_run
 //! use std::path::Path;
-//! use nxcc::cache::{self, CacheConfig};
-//! use nxcc::engine::Engine;
-//! # fn plan() -> nxcc::plan::Plan { unimplemented!() }
+//! use nxcc_core::cache::{self, CacheConfig};
+//! use nxcc_core::engine::Engine;
+//! # fn plan() -> nxcc_core::plan::Plan { unimplemented!() }
 //! let plan = plan();
 //! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.
 //! let cfg = CacheConfig::from_plan(&plan, Some(Path::new(&cache::default_dir()))).unwrap();

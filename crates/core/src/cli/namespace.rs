@@ -3,13 +3,13 @@
 //! the table) so that a dest the table does not have does not build:
 //!
 //! ```
-//! use nxcc::cli::namespace::{Dest, Namespace};
+//! use nxcc_core::cli::namespace::{Dest, Namespace};
 //! let ns = Namespace::new();
 //! assert_eq!(ns.str(Dest::DryRun), None);
 //! ```
 //!
 //! ```compile_fail
-//! use nxcc::cli::namespace::{Dest, Namespace};
+//! use nxcc_core::cli::namespace::{Dest, Namespace};
 //! let ns = Namespace::new();
 //! ns.str(Dest::DryRn); // misspelled: no such dest
 //! ```

@@ -18,7 +18,7 @@
 //!
 //! ```
 //! use std::io::Write;
-//! use nxcc::fsx::{AtomicFile, Durability};
+//! use nxcc_core::fsx::{AtomicFile, Durability};
 //! let dir = tempfile::tempdir().unwrap();
 //! let mut f = AtomicFile::create(&dir.path().join("report.json")).unwrap();
 //! f.write_all(b"{}\n").unwrap();

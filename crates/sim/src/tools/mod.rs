@@ -22,7 +22,7 @@
 //! `walrus_driver`, `nn_executor` and `watchpoint_insert` (so with several subgraphs, the first
 //! run for each subgraph is a first run).
 //!
-//! Like everything in [`crate::sim`], these tools are a test instrument: their outputs cannot run
+//! Like everything in [`crate`], these tools are a test instrument: their outputs cannot run
 //! on Neuron hardware.
 
 use std::path::Path;
