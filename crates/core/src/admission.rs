@@ -286,12 +286,6 @@ impl Admission {
         .wait(cancel)
     }
 
-    /// Wait until nothing else runs, then run alone (no other compile is admitted meanwhile).
-    pub fn acquire_alone(self: &Arc<Self>, bytes: u64, cancel: Option<&Cancel>) -> Option<Permit> {
-        self.enqueue(Request { bytes, alone: true }, false)
-            .wait(cancel)
-    }
-
     /// What is running and waiting now.
     pub fn snapshot(&self) -> Snapshot {
         self.lock().snapshot()

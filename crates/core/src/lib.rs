@@ -7,7 +7,7 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
 //! table assigns them):
-//! 0. [`error`], [`shell`], [`npy`], [`provenance`], [`fsx`] (atomic files, unique names,
+//! 0. [`error`], [`shell`], [`npy`], `provenance`, [`fsx`] (atomic files, unique names,
 //!    directories walked without following links), [`words`] (counts with their nouns);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`];
@@ -44,7 +44,7 @@ pub mod neff;
 pub mod neuron_cache;
 pub mod npy;
 pub mod plan;
-pub mod provenance;
+pub(crate) mod provenance;
 pub mod recon;
 pub mod result;
 pub mod run;

@@ -15,16 +15,12 @@ use tonic::metadata::BinaryMetadataValue;
 
 pub use super::address::Address;
 use super::connection::{self, decorate, seconds, Conn, Limits, HEADER_MARGIN};
-pub use super::error::{error_chain, status_text, ErrorKind, RemoteError};
+pub use super::error::{status_text, ErrorKind, RemoteError};
 use super::metadata::Metadata;
 use super::re;
 use super::retry::{worth_retrying, Backoff};
 use super::settings::Settings;
 use crate::run::process::Cancel;
-
-/// How long connecting may take by default before the server counts as unreachable
-/// (`NXCC_REMOTE_CONNECT_TIMEOUT`).
-pub const CONNECT_TIMEOUT: Duration = super::settings::CONNECT_TIMEOUT;
 
 /// A handle on a server (cheap to clone): the shared connection and what this compile's calls
 /// carry.

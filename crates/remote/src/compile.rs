@@ -5,7 +5,7 @@
 //! - `--remote grpc://HOST:PORT`: [`Execution`], a way to run a plan — the action cache first
 //!   (`GetActionResult`); on a miss the missing blobs are uploaded, the action is executed on the
 //!   server's workers and followed to its end, and the NEFF is downloaded, checked against its
-//!   digest and as a NEFF, and renamed into place ([`super::result`]; a cached result that fails
+//!   digest and as a NEFF, and renamed into place (`super::result`; a cached result that fails
 //!   the check is executed again, bypassing the server's cache). SIGINT/SIGTERM (or the
 //!   caller's cancellation) end the compile at once (exit 130/143) and cancel the remote
 //!   operation. A failed remote compile is reported as a local one is: `Child process job

@@ -24,9 +24,6 @@ use crate::run::process::Cancel;
 /// own deadline, with its message, is the one that ends a call).
 pub(crate) const HEADER_MARGIN: Duration = Duration::from_secs(1);
 
-/// The largest message nxcc sends or accepts (gRPC's usual limit).
-pub const MESSAGE_MAX: usize = 4 << 20;
-
 /// At most this many bytes in one upload batch unless the server allows fewer.
 pub const BATCH_BYTES_DEFAULT: i64 = 3 << 20;
 

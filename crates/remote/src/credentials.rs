@@ -65,11 +65,6 @@ impl Token {
         }
     }
 
-    /// The token's file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The token: the file's first line, trimmed; printable ASCII, not empty.
     pub fn get(&self) -> Result<String, String> {
         let what = format!("token file ({})", env::TOKEN_FILE);

@@ -67,7 +67,7 @@ fn lost(s: &tonic::Status) -> bool {
 
 impl Remote {
     /// Upload what the server lacks of `blobs`, then execute the action; when the server answers
-    /// that inputs are missing, upload and execute again (at most [`REUPLOADS`] times).
+    /// that inputs are missing, upload and execute again (at most `REUPLOADS` times).
     pub fn execute_uploading(
         &self,
         action: &re::Digest,

@@ -2,11 +2,11 @@
 //! (a shared action cache for a fleet, remote execution on the server's workers), and
 //! `nxcc worker`, a bot of the Remote Workers API that runs compile actions with nxcc's
 //! admission. Files: [`settings`] (deadlines, retries, TLS and credentials from the
-//! environment), [`connection`] (the process's one runtime and one channel per server),
-//! [`credentials`], [`address`], [`error`], [`client`] (a handle; calls with deadlines, retries
-//! and cancellation), [`retry`], [`metadata`] (`RequestMetadata`), [`text`] (server text made safe to
-//! print), [`digest`], [`cas`], [`ac`] (action cache), [`execute`], [`action`] (actions built
-//! from plans, the toolchain identity), [`result`] (a remote NEFF checked before it is
+//! environment), `connection` (the process's one runtime and one channel per server),
+//! `credentials`, `address`, `error`, `client` (a handle; calls with deadlines, retries
+//! and cancellation), `retry`, `metadata` (`RequestMetadata`), `text` (server text made safe to
+//! print), [`digest`], [`cas`], `ac` (action cache), `execute`, [`action`] (actions built
+//! from plans, the toolchain identity), `result` (a remote NEFF checked before it is
 //! published), [`compile`] (`--remote` / `--remote-cache` behind the local cache), [`bots`] (the
 //! Remote Workers API messages and client, written here from the public schema), [`worker`].
 
@@ -17,23 +17,23 @@ pub(crate) use nxcc_core::{
     admission, cache, cli, engine, environ, fsx, hlo, neff, plan, run, shell, toolchain, VERSION,
 };
 
-pub mod ac;
+pub(crate) mod ac;
 pub mod action;
-pub mod address;
+pub(crate) mod address;
 pub mod bots;
 pub mod cas;
-pub mod client;
+pub(crate) mod client;
 pub mod compile;
-pub mod connection;
-pub mod credentials;
+pub(crate) mod connection;
+pub(crate) mod credentials;
 pub mod digest;
-pub mod error;
-pub mod execute;
-pub mod metadata;
-pub mod result;
-pub mod retry;
+pub(crate) mod error;
+pub(crate) mod execute;
+pub(crate) mod metadata;
+pub(crate) mod result;
+pub(crate) mod retry;
 pub mod settings;
-pub mod text;
+pub(crate) mod text;
 pub mod worker;
 
 /// The generated REAPI v2 types and clients.

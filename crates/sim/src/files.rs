@@ -160,11 +160,6 @@ fn refuse_overflow(m: crate::hlo::Module, path: &Path) -> Result<crate::hlo::Mod
     }
 }
 
-/// `Some(hex)` of the blake3 of a file's bytes.
-pub fn digest_file(path: &Path) -> std::io::Result<blake3::Hash> {
-    Ok(blake3::hash(&std::fs::read(path)?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,14 +2,14 @@
 //! (the real one is Penguin, inside the Neuron compiler's Python package).
 //!
 //! It requires `penguin.py` in the work dir, written for this model by the (simulated)
-//! `hlo2penguin` before it, reads the model's HLO modules ([`Model::graphs`]: a file is one module,
+//! `hlo2penguin` before it, reads the model's HLO modules (`Model::graphs`: a file is one module,
 //! text or binary; a directory one per `*.pb` file; anything else is refused), and writes per
 //! subgraph `sgNN/bir.json`, `sgNN/tensor_map.json` and `sgNN/io_transposes.json`, and
 //! `W/hlo_netlist.json`:
 //! - subgraphs: one by default; N for a model directory holding N `*.pb` files (one per module);
 //!   or the override (the driver passes `NXCC_SIM_SUBGRAPHS`), in which case the model's bytes
 //!   are split into that many equal runs;
-//! - the BIR's instruction count scales with the subgraph's model bytes ([`crate::bir`]);
+//! - the BIR's instruction count scales with the subgraph's model bytes (`crate::bir`);
 //! - a subgraph that is a whole module has that module's entry parameters as inputs and its
 //!   results as outputs (name, dtype, dimensions, bytes), and its `input_output_alias` as the
 //!   alias map; `io_transposes.json` holds one entry per parameter of rank 2 to 6 (`reshape` = its

@@ -4,11 +4,12 @@
 //! (and `nxcc-sim`, the same code under another name). A layout is, as in a real install:
 //! - `DIR/bin/<tool>` for each native tool: a symbolic link to that executable;
 //! - `DIR/bin/.nxcc-simulated-toolchain`: the marker that identifies a simulated toolchain;
-//! - `DIR/lib/libwalrus.so`: the crate's `cdylib` (`libnxcc.so`), whose `run_backend_driver`
-//!   serves `--enable-internal-fork-walrus` — when there is one beside the executable (a cargo
-//!   target directory has it; an installed wheel does not, and the layout then has no
-//!   `lib/libwalrus.so`, says so, and a compile with `--enable-internal-fork-walrus` on it fails
-//!   naming the missing library).
+//! - `DIR/lib/libwalrus.so`: the `nxcc-walrus` crate's `cdylib` (`libnxcc_walrus.so`), whose
+//!   `run_backend_driver` serves `--enable-internal-fork-walrus` — when there is one beside the
+//!   executable (a cargo target directory has it) or in `lib/nxcc/` above the executable's
+//!   directory (where the wheel installs it); without one the layout has no `lib/libwalrus.so`,
+//!   says so, and a compile with `--enable-internal-fork-walrus` on it fails naming the missing
+//!   library.
 //!
 //! Two kinds ([`Kind`]):
 //! - `nxcc toolchain sim DIR` lays out a *standalone* toolchain: `DIR/bin/nxcc-sim` is the
@@ -46,13 +47,16 @@ pub const SIM_EXE: &str = "nxcc-sim";
 pub const NXCC_EXE: &str = "nxcc";
 /// The `nxcc-walrus` crate's `cdylib`, laid out as `libwalrus.so`.
 pub const LIB_FILE: &str = "libnxcc_walrus.so";
+/// Where an installed wheel keeps [`LIB_FILE`], relative to the environment (the directory above
+/// the executable's `bin/`).
+pub const INSTALLED_LIB_DIR: &str = "lib/nxcc";
 
 /// The files a layout takes its entries from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sources {
     /// The executable acting as every tool.
     pub sim: PathBuf,
-    /// `None` when `libnxcc.so` is not beside the executable.
+    /// `None` when [`LIB_FILE`] is neither beside the executable nor where a wheel installs it.
     pub lib: Option<PathBuf>,
 }
 
@@ -98,7 +102,8 @@ fn newest(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
         .map(|(_, p)| p.canonicalize().unwrap_or(p))
 }
 
-/// The executable acting as the tools (see the module docs) and `libnxcc.so` beside it.
+/// The executable acting as the tools (see the module docs) and [`LIB_FILE`] beside it (or in
+/// the environment's `lib/nxcc/`, where the wheel installs it).
 pub fn sources() -> io::Result<Sources> {
     let exe = std::env::current_exe()?;
     let exe = exe.canonicalize().unwrap_or(exe);
@@ -122,16 +127,15 @@ pub fn sources() -> io::Result<Sources> {
                 )
             })?
     };
-    let lib_dirs = search_dirs(&sim);
+    let mut lib_dirs = search_dirs(&sim);
+    // An installed wheel: `<environment>/bin/nxcc` and `<environment>/lib/nxcc/`.
+    if let Some(env) = sim.parent().and_then(Path::parent) {
+        lib_dirs.push(env.join(INSTALLED_LIB_DIR));
+    }
     Ok(Sources {
         lib: newest(&lib_dirs, LIB_FILE),
         sim,
     })
-}
-
-/// Lay out a standalone simulated toolchain in `dir` (see the module docs); returns it.
-pub fn lay_out(dir: &Path) -> io::Result<Toolchain> {
-    lay_out_kind(dir, &sources()?, Kind::Standalone)
 }
 
 /// Lay out `dir` linking to the given sources.
@@ -370,7 +374,7 @@ pub fn lay_out_command(dir: &str) -> i32 {
                     l.display()
                 )),
                 None => text.push_str(&format!(
-                    "  library: none ({LIB_FILE} is not beside {}; an installed nxcc does not ship it); --enable-internal-fork-walrus will not work with this toolchain\n",
+                    "  library: none ({LIB_FILE} is neither beside {} nor in ../{INSTALLED_LIB_DIR}); --enable-internal-fork-walrus will not work with this toolchain\n",
                     src.sim.display()
                 )),
             }

@@ -13,22 +13,22 @@
 //! - [`layout`]: `nxcc toolchain sim DIR` and the automatic layout behind `--toolchain sim`.
 //!
 //! The tools are strict so that they test the driver: each parses exactly the argv 03-jobs.md
-//! gives it ([`argv`]); an unknown option, a missing value or a missing input is an error with
+//! gives it (`argv`); an unknown option, a missing value or a missing input is an error with
 //! exit status 2. Their outputs are deterministic functions of the input bytes and the argv
 //! (never of time, process id or the absolute work-dir path), written through a temporary name
-//! and a rename. Faults and costs are injected through the environment ([`inject`],
-//! [`effects`]): `NXCC_SIM_FAULT`, `NXCC_SIM_WORK_MS`, `NXCC_SIM_WORK_MS_PER_MB`,
+//! and a rename. Faults and costs are injected through the environment (`inject`,
+//! `effects`): `NXCC_SIM_FAULT`, `NXCC_SIM_WORK_MS`, `NXCC_SIM_WORK_MS_PER_MB`,
 //! `NXCC_SIM_WAIT_MS`, `NXCC_SIM_RSS_MB`, `NXCC_SIM_RECORD`, `NXCC_SIM_STATE`.
 
 #![warn(missing_docs)]
 
-pub mod argv;
-pub mod bir;
-pub mod effects;
-pub mod files;
+pub(crate) mod argv;
+pub(crate) mod bir;
+pub(crate) mod effects;
+pub(crate) mod files;
 pub mod formats;
 pub mod frontend;
-pub mod inject;
+pub(crate) mod inject;
 pub mod layout;
 pub mod tools;
 

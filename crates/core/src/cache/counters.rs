@@ -24,7 +24,7 @@ use crate::fsx::Dir;
 /// The subdirectory of `nxcc-v1` the counters live in.
 pub const COUNTERS_DIR: &str = "counters";
 
-/// Why a compile missed: how its key differs from the nearest entry ([`super::explain`]).
+/// Why a compile missed: how its key differs from the nearest entry (`super::explain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MissReason {

@@ -20,7 +20,7 @@
 //! cache directory, `nxcc-v1/digests/<host>-<boot>/<name>`: one small file per file and kind,
 //! named by a digest of (kind, device, inode), holding the whole identity and the value, written
 //! atomically. Device and inode numbers mean something only on one host until it reboots, so
-//! each host and boot has its own directory ([`super::host::key`]); a host's directories of
+//! each host and boot has its own directory (`super::host::key`); a host's directories of
 //! earlier boots are removed when it makes a new one. A record that does not read back as the
 //! identity asked for is not used. A read-only cache's table is read, never written.
 
@@ -89,7 +89,7 @@ impl StatId {
 pub enum Kind {
     /// The blake3 of its bytes.
     Blake3,
-    /// The digest of an HLO module without its op metadata ([`crate::hlo::digest`]).
+    /// The digest of an HLO module without its op metadata (`crate::hlo::digest`).
     HloMetadata,
     /// The version line of the external compiler it is.
     Version,

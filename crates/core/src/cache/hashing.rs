@@ -13,7 +13,7 @@ pub const MAP_FROM: u64 = 1 << 20;
 /// Feed a file into a hasher; returns the number of bytes hashed. A file of at least
 /// [`MAP_FROM`] bytes is mapped ([`crate::fsx::Mapped`]) and hashed by blake3 on every core
 /// (`update_rayon`); a smaller one, or one that cannot be mapped, is read, the reads overlapped
-/// with hashing ([`super::chunks`]). A file that shrank while it was mapped, or whose size or
+/// with hashing (`super::chunks`). A file that shrank while it was mapped, or whose size or
 /// modification time changed while it was hashed, is an error: what was hashed is not the file.
 /// Never a SIGBUS, even in the daemon.
 pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {

@@ -3,7 +3,7 @@
 //! - the model's bytes (a file: its bytes, so the digest is what `b3sum` prints; a directory: its
 //!   sorted relative paths, sizes and each file's blake3) — or, with the `hlo_metadata`
 //!   sloppiness and a binary HLO module, the module without its op metadata
-//!   ([`crate::hlo::digest`]); each file's digest remembered per stat identity
+//!   (`crate::hlo::digest`); each file's digest remembered per stat identity
 //!   ([`super::digests`]), so an unchanged model is not hashed again;
 //! - the normalised plan arguments (`plan.ns`), canonically serialised (keys sorted), without the
 //!   dests in [`EXCLUDED_ARGS`] — everything that cannot change the output — plus what the plan

@@ -59,15 +59,6 @@ fn transient(e: &std::io::Error) -> bool {
     )
 }
 
-/// How long a lock is wanted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hold {
-    /// A moment (a cleanup, a copy): no refresh.
-    Short,
-    /// A compile: the lease is refreshed while held.
-    Long,
-}
-
 /// What one attempt gave: the lock, or who holds it.
 pub enum Attempt {
     /// Taken.
@@ -103,13 +94,12 @@ pub fn try_take(shard: &Dir, name: &str, path: &Path, lease: Duration) -> std::i
     )))
 }
 
-/// Take `name` in `shard`, waiting while someone else holds it; `on_wait` is told once who.
-/// `Ok(None)` if `cancel` was cancelled while waiting.
+/// Take `name` in `shard` for a compile (its lease refreshed while held), waiting while someone
+/// else holds it; `on_wait` is told once who. `Ok(None)` if `cancel` was cancelled while waiting.
 pub fn take(
     shard: &Dir,
     name: &str,
     path: &Path,
-    hold: Hold,
     cancel: Option<&Cancel>,
     on_wait: &mut dyn FnMut(&str),
 ) -> std::io::Result<Option<KeyLock>> {
@@ -120,9 +110,7 @@ pub fn take(
     loop {
         match try_take(shard, name, path, lease) {
             Ok(Attempt::Locked(mut l)) => {
-                if hold == Hold::Long {
-                    l.keep_alive();
-                }
+                l.keep_alive();
                 return Ok(Some(l));
             }
             Ok(Attempt::Busy(who)) => {

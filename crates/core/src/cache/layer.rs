@@ -18,9 +18,9 @@
 //!      evicted, with a warning (left as it is in a read-only cache), and compiled again.
 //!    - What the visit did is added to the cache's counters ([`super::counters`]) unless the
 //!      cache is read-only.
-//! 2. [`Secondaries`]: `--cache-secondary DIR`s ([`super::layers`]), searched in order — a hit
+//! 2. [`Secondaries`]: `--cache-secondary DIR`s (`super::layers`), searched in order — a hit
 //!    there is served and copied into this cache (unless read-only).
-//! 3. [`Keep`]: the miss, explained ([`super::explain`]: one line in the log) and counted; then
+//! 3. [`Keep`]: the miss, explained (`super::explain`: one line in the log) and counted; then
 //!    by the cache's mode ([`super::settings::Mode`]):
 //!    - read-write: the key's lock is taken (waiting for another compile of the same key, on
 //!      any host), the key looked up again (the other compile's result is reused), a temporary

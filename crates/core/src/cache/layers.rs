@@ -3,7 +3,7 @@
 //! into the primary cache, unless the primary may not be written — and what the cache's mode
 //! makes of a miss ([`on_miss`]): compile and store (`read-write`), compile and store nothing
 //! (`read-only`), or refuse (`hit-only`: an error with its own exit status,
-//! [`EXIT_CACHE_MISS`], naming what differed).
+//! [`EXIT_CACHE_MISS`](crate::result::EXIT_CACHE_MISS), naming what differed).
 //!
 //! A secondary is checked as the primary is ([`Cache::check`]: owned by you or root, writable by
 //! nobody else) and read without following links; it is never written: no lock, no use time, no
@@ -17,8 +17,6 @@ use super::settings::Mode;
 use super::store::{Cache, Lookup};
 use crate::error::NccError;
 
-pub use crate::result::EXIT_CACHE_MISS;
-
 /// What a miss leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OnMiss {
@@ -27,7 +25,7 @@ pub enum OnMiss {
         /// Whether the result is stored.
         store: bool,
     },
-    /// Refuse, with this error (exit [`EXIT_CACHE_MISS`]).
+    /// Refuse, with this error (exit [`EXIT_CACHE_MISS`](crate::result::EXIT_CACHE_MISS)).
     Refuse(NccError),
 }
 

@@ -57,7 +57,7 @@ pub struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_digest_kind: Option<String>,
     /// The digest of the model without its op metadata, when it is a binary HLO module
-    /// ([`crate::hlo::digest`]): what `nxcc cache explain` compares to say that only op metadata
+    /// (`crate::hlo::digest`): what `nxcc cache explain` compares to say that only op metadata
     /// differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_hlo_metadata: Option<String>,

@@ -5,17 +5,17 @@
 //!   [`key::EXCLUDED_ARGS`], the toolchain's identity ([`identity`]: what the tools are, one rule
 //!   for the key and a remote action), the plan format version;
 //! - [`digests`]: digests remembered per stat identity (git's racy rule), so an unchanged model
-//!   or tool is not hashed again; [`hashing`]: feeding a file to blake3;
+//!   or tool is not hashed again; `hashing`: feeding a file to blake3;
 //! - [`store`]: the layout `DIR/nxcc-v1/<2 hex>/<key>/` (`model.neff`, `meta.json`, `log.txt`, or
-//!   `failed.json`), publishing by rename, eviction by rename, verified reads; [`keylock`]: one
+//!   `failed.json`), publishing by rename, eviction by rename, verified reads; `keylock`: one
 //!   compile per key across processes and hosts (a lease lock);
 //! - [`meta`]: `meta.json` and `failed.json`;
-//! - [`config`]: whether and where a compile uses the cache ([`CacheConfig`]);
+//! - `config`: whether and where a compile uses the cache ([`CacheConfig`]);
 //! - [`layer`]: [`LocalStore`] — the cache as a layer of the compile stack, what `nxcc compile
 //!   --cache_dir`, `parallel-compile` and the daemon compile through;
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
-//! - [`maintain`]: stats, verify, gc, clear; [`command`] and [`actions`]: `nxcc cache ...`;
-//! - [`chunks`]: large files read with the reads overlapped with hashing; [`host`]: the host and
+//! - [`maintain`]: stats, verify, gc, clear; [`command`] and `actions`: `nxcc cache ...`;
+//! - `chunks`: large files read with the reads overlapped with hashing; `host`: the host and
 //!   boot the per-host files are named by.
 //!
 //! Guarantees:
@@ -52,24 +52,24 @@
 //! # let _ = bytes;
 //! ```
 
-pub mod actions;
-pub mod chunks;
+pub(crate) mod actions;
+pub(crate) mod chunks;
 pub mod command;
-pub mod config;
+pub(crate) mod config;
 pub mod counters;
 pub mod digests;
 pub mod estimate;
 pub mod evict;
-pub mod explain;
+pub(crate) mod explain;
 pub mod features;
-pub mod hashing;
-pub mod host;
+pub(crate) mod hashing;
+pub(crate) mod host;
 pub mod identity;
 pub mod index;
 pub mod key;
-pub mod keylock;
+pub(crate) mod keylock;
 pub mod layer;
-pub mod layers;
+pub(crate) mod layers;
 pub mod maintain;
 pub mod meta;
 pub mod settings;

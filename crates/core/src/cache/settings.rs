@@ -39,7 +39,7 @@ pub const KEYS: [&str; 4] = ["max_size", "sloppiness", "stat_digests", "mode"];
 /// What may differ between a compile and the entry that serves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Sloppiness {
-    /// The model is keyed without its op metadata ([`crate::hlo::digest`]).
+    /// The model is keyed without its op metadata (`crate::hlo::digest`).
     pub hlo_metadata: bool,
 }
 

@@ -4,7 +4,7 @@
 //! - [`flags`]: the flag table every other part is driven by;
 //! - [`argparse`]: an argparse-3.10-compatible parser over a table;
 //! - [`namespace`]: the parsed values with `<dest>_Used` tracking;
-//! - [`help`]: the usage line and the three help surfaces;
+//! - `help`: the usage line and the three help surfaces;
 //! - [`level`]: log level names and numbers;
 //! - [`semantics`]: which compile flags are compile semantics and which reach into the machine.
 //!
@@ -14,10 +14,10 @@
 
 pub mod argparse;
 pub mod flags;
-pub mod help;
+pub(crate) mod help;
 pub mod level;
 pub mod namespace;
-pub mod numbers;
+pub(crate) mod numbers;
 pub mod semantics;
 pub mod subcommand;
 

@@ -1,5 +1,5 @@
 //! What a compile's worker reports to its supervisor, event by event, over the report pipe
-//! ([`crate::run::events`]): the jobs planned, each job's start and figures, every error line,
+//! (`crate::run::events`): the jobs planned, each job's start and figures, every error line,
 //! and the end. The daemon forwards the same events to its clients.
 
 use serde::{Deserialize, Serialize};

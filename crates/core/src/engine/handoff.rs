@@ -1,6 +1,6 @@
 //! The one hand-off from a supervisor to its worker, however the worker is started — forked from
 //! the command line, forked by the daemon's fork server ([`crate::forkserver`]), or this binary
-//! executed (the bytes on a descriptor, [`crate::run::handoff`]): the same [`payload`] — the plan
+//! executed (the bytes on a descriptor, `crate::run::handoff`): the same [`payload`] — the plan
 //! the supervisor built, as data, with the toolchain it resolved, the work dir it made, the
 //! worker's environment and the cache's product path — and the same [`run`] that runs it. The
 //! worker never plans again: it runs exactly the plan its supervisor built (and showed).
@@ -30,7 +30,7 @@ struct Handoff {
 }
 
 /// What a worker gets for `plan` (JSON): the plan, the toolchain, the work dir, the worker's
-/// environment, and the file the NEFF is also written to ([`crate::jobs::kelper::PRODUCT_ENV`]).
+/// environment, and the file the NEFF is also written to (`crate::jobs::kelper::PRODUCT_ENV`).
 pub fn payload(
     plan: &Plan,
     toolchain: Option<&Toolchain>,

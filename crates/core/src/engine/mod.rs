@@ -5,32 +5,32 @@
 //!   timings), built once per compile and passed down; [`result`] — what a compile gives back;
 //! - [`strategy`] — the seam: the ways to run a plan ([`strategy::Strategy`]) and the caches in
 //!   front of them ([`strategy::Layer`]), composed in a [`strategy::Stack`];
-//! - [`Engine`] — nxcc's own [`pipeline`] (the worker, the jobs, the native tools) or an
-//!   [`external`] compiler run as one supervised job (`--compiler PATH`): both strategies give
+//! - [`Engine`] — nxcc's own `pipeline` (the worker, the jobs, the native tools) or an
+//!   `external` compiler run as one supervised job (`--compiler PATH`): both strategies give
 //!   the same result — a typed status, error lines in the original's words, per-job figures —
 //!   so the cache, the memory-aware scheduling and the reports work the same with either;
 //! - [`worker`] — the worker's entry point; [`handoff`] — a worker's plan through the daemon's
-//!   fork server; [`executor`] — in the worker: the plan's jobs in order, each job's steps; it
+//!   fork server; `executor` — in the worker: the plan's jobs in order, each job's steps; it
 //!   knows nothing about particular jobs;
 //! - [`failure`] — how a failed job or worker is reported, in the original's words;
-//! - helpers: [`workdir`], [`log`], [`progress`], [`metrics`], [`reports`], [`timeline`],
+//! - helpers: `workdir`, [`log`], `progress`, [`metrics`], `reports`, [`timeline`],
 //!   [`events`].
 
 pub mod events;
-pub mod executor;
-pub mod external;
+pub(crate) mod executor;
+pub(crate) mod external;
 pub mod failure;
 pub mod handoff;
 pub mod log;
 pub mod metrics;
-pub mod pipeline;
-pub mod progress;
-pub mod reports;
+pub(crate) mod pipeline;
+pub(crate) mod progress;
+pub(crate) mod reports;
 pub mod result;
 pub mod session;
 pub mod strategy;
 pub mod timeline;
-pub mod workdir;
+pub(crate) mod workdir;
 pub mod worker;
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! The worker: the child process that runs the jobs (the original's `--fork-subcommand`
-//! isolation, made the default). It runs [`super::executor`] and reports to its supervisor on the
+//! isolation, made the default). It runs `super::executor` and reports to its supervisor on the
 //! events pipe ([`run`]). However it was started — forked from the command line, forked by the
 //! daemon's fork server, or this binary executed with the hidden first argument [`WORKER_ARG`]
 //! — it runs the plan its supervisor handed it ([`super::handoff`]), never one of its own.

@@ -39,12 +39,12 @@
 //!   for, with the last reason ([`ForkServer::record`]; the daemon's status shows it). Such a
 //!   request's compile re-executes its worker, and its log says why.
 //!
-//! Files: [`wire`] (the messages), [`channel`] (the socket and the memfd), [`pidfd`] (handles on
-//! processes), [`helper`] (the helper's side); this file is the caller's side.
+//! Files: [`wire`] (the messages), [`channel`] (the socket and the memfd), `pidfd` (handles on
+//! processes), `helper` (the helper's side); this file is the caller's side.
 
 pub mod channel;
-pub mod helper;
-pub mod pidfd;
+pub(crate) mod helper;
+pub(crate) mod pidfd;
 pub mod wire;
 
 use std::collections::HashMap;

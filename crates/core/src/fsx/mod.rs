@@ -5,9 +5,9 @@
 //!   [`Durability`];
 //! - [`unique`]: [`unique::name`] — the one unique-name helper (pid, sequence, time), for
 //!   temporary names no two writers share;
-//! - [`dir`]: [`Dir`] — a directory held by its descriptor, with every operation relative to it
+//! - `dir`: [`Dir`] — a directory held by its descriptor, with every operation relative to it
 //!   and no symbolic link followed, for trees nxcc must not be led out of (the compile cache);
-//! - [`mapped`]: [`Mapped`] — a file mapped read-only, a truncation meanwhile read as zeros and
+//! - `mapped`: [`Mapped`] — a file mapped read-only, a truncation meanwhile read as zeros and
 //!   reported rather than a SIGBUS;
 //! - [`regular`]: a file the user named (a model), opened only if it is a regular file — without
 //!   waiting on a FIFO — and read within a limit counted in bytes read;
@@ -15,8 +15,8 @@
 //!   reads instructions from or writes into on behalf of others, and no link followed on the way.
 
 pub mod atomic;
-pub mod dir;
-pub mod mapped;
+pub(crate) mod dir;
+pub(crate) mod mapped;
 pub mod regular;
 pub mod trust;
 pub mod unique;

@@ -4,7 +4,7 @@
 //! input/output aliases.
 //!
 //! Two forms are read, told apart by the first bytes (as [`crate::jobs::ModelFormat::detect`]
-//! does): HLO text (the file starts with `HloModule`; [`text`]) and a binary `HloModuleProto`
+//! does): HLO text (the file starts with `HloModule`; `text`) and a binary `HloModuleProto`
 //! (anything else; [`proto`], decoded with `prost` from message definitions written here, only
 //! the fields nxcc needs — unknown fields are skipped). Either way the reader refuses what a real
 //! frontend refuses, with a [`ReadError`] that says where: bytes that are not an `HloModuleProto`
@@ -12,24 +12,24 @@
 //! [`wire`]), text that does not parse (the line), a module without an entry computation, an
 //! empty file. Neither form panics on any input, and the time taken is linear in its size.
 //!
-//! - [`scan`]: an encoded instruction read in place (the pass over a large module's
+//! - `scan`: an encoded instruction read in place (the pass over a large module's
 //!   instructions);
-//! - [`shape`]: element types, their names and sizes;
+//! - `shape`: element types, their names and sizes;
 //! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
 //! - [`command`]: `nxcc hlo-info MODEL [--json]`;
-//! - [`digest`]: a digest of a binary module that leaves its op metadata out (the compile
+//! - `digest`: a digest of a binary module that leaves its op metadata out (the compile
 //!   cache's `hlo_metadata` sloppiness).
 
 use std::path::Path;
 
 pub mod command;
-pub mod digest;
+pub(crate) mod digest;
 pub mod lexer;
 pub mod proto;
-pub mod scan;
-pub mod shape;
+pub(crate) mod scan;
+pub(crate) mod shape;
 pub mod summary;
-pub mod text;
+pub(crate) mod text;
 pub mod wire;
 
 pub use shape::{Dtype, Shape};

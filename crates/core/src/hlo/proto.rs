@@ -4,8 +4,8 @@
 //!
 //! A module may hold hundreds of thousands of instructions, so they are not decoded all at once.
 //! One pass over the bytes strips the module of its computations' instructions and reads each
-//! instruction on the way ([`scan::without_instructions_visiting`]): in place where it is plainly
-//! encoded ([`scan::Reader`]: its name, opcode, output size and id, nothing allocated), counted
+//! instruction on the way (`scan::without_instructions_visiting`): in place where it is plainly
+//! encoded (`scan::Reader`: its name, opcode, output size and id, nothing allocated), counted
 //! and dropped. The module's other fields, which come after the instructions, are then decoded
 //! with `prost` from what the pass kept, and the entry computation's parameters and root (its
 //! last instruction, as XLA writes it) decoded from their encodings. Only those, the few largest
@@ -13,8 +13,8 @@
 //! message; an instruction's `metadata` is kept encoded and decoded on demand,
 //! [`HloInstructionProto::op_metadata`]). Anything else — a root that is not last, bytes that do
 //! not decode, a module a frontend refuses — is read again the longer way: the module decoded
-//! without its instructions first ([`scan::without_instructions`]), then each computation's
-//! instructions found in place ([`scan::instructions`]), which says what is wrong if anything.
+//! without its instructions first (`scan::without_instructions`), then each computation's
+//! instructions found in place (`scan::instructions`), which says what is wrong if anything.
 //! Either way reading gives what decoding every instruction with `prost` gives (the tests compare
 //! the two).
 //!
@@ -137,7 +137,7 @@ pub struct ShapeProto {
     /// Dimension sizes, major to minor (empty for a scalar or a tuple).
     #[prost(int64, repeated, tag = "3")]
     pub dimensions: Vec<i64>,
-    /// A tuple's element shapes (empty unless `element_type` is [`TUPLE`]).
+    /// A tuple's element shapes (empty unless `element_type` is `TUPLE`).
     #[prost(message, repeated, tag = "4")]
     pub tuple_shapes: Vec<ShapeProto>,
 }
@@ -287,7 +287,7 @@ fn not_proto(bytes: &[u8], e: prost::DecodeError) -> ReadError {
 }
 
 /// Decode the module (without its instructions, which are left out before decoding:
-/// [`scan::without_instructions`]), or say where it fails.
+/// `scan::without_instructions`), or say where it fails.
 pub fn decode(bytes: &[u8]) -> Result<HloModuleProto, ReadError> {
     decode_as(bytes, Reading::InPlace)
 }
@@ -326,7 +326,7 @@ fn computation_bytes(module: &[u8]) -> Result<Vec<&[u8]>, super::wire::Problem> 
 }
 
 /// The encoded instructions of an encoded computation, in order (field 2, which must be
-/// length-delimited), found in place ([`scan::instructions`]).
+/// length-delimited), found in place (`scan::instructions`).
 pub fn instructions(computation: &[u8]) -> scan::Instructions<'_> {
     instructions_as(computation, Reading::InPlace)
 }
@@ -790,7 +790,7 @@ fn aliases(m: &HloModuleProto) -> Vec<Alias> {
 }
 
 /// The shape and op name [`Tally::add_lazy`] keeps of one of the largest outputs, from an
-/// instruction [`scan::read`] read (so one that decodes).
+/// instruction [`scan::Reader::read`] read (so one that decodes).
 fn details(raw: &[u8]) -> (Shape, String) {
     let ins = HloInstructionProto::decode(raw).unwrap_or_default();
     let shape = ins.shape.as_ref().and_then(|s| shape(s).ok());

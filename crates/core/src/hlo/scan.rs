@@ -40,12 +40,6 @@ pub struct Instruction<'a> {
     pub parameter_number: i64,
 }
 
-/// `raw`, an encoded `HloInstructionProto`, read in place; `None` when it is not plainly encoded
-/// or its shape is one the summary refuses (see the module docs).
-pub fn read(raw: &[u8]) -> Option<Instruction<'_>> {
-    Reader::default().read(raw)
-}
-
 /// Reads the instructions of a module one after another ([`Reader::read`]), remembering the
 /// encoding of the last shape it worked out and its size: a module's instructions mostly repeat
 /// a few shapes, encoded the same way, and the same bytes give the same size.
@@ -55,7 +49,8 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    /// `raw`, an encoded `HloInstructionProto`, read in place, as [`read`] reads it.
+    /// `raw`, an encoded `HloInstructionProto`, read in place; `None` when it is not plainly
+    /// encoded or its shape is one the summary refuses (see the module docs).
     pub fn read(&mut self, raw: &'a [u8]) -> Option<Instruction<'a>> {
         let mut c = Cursor { buf: raw, pos: 0 };
         let mut ins = Instruction {
@@ -511,7 +506,7 @@ mod tests {
             num(40, 300),
         ]
         .concat();
-        let ins = read(&raw).unwrap();
+        let ins = Reader::default().read(&raw).unwrap();
         assert_eq!(
             ins,
             Instruction {
@@ -536,7 +531,7 @@ mod tests {
             num(9, 4),
         ]
         .concat();
-        let ins = read(&raw).unwrap();
+        let ins = Reader::default().read(&raw).unwrap();
         assert_eq!((ins.bytes, ins.parameter_number), (8 + 60, 4));
     }
 
@@ -544,7 +539,7 @@ mod tests {
     fn anything_not_plain_is_left_to_prost() {
         let shape = field(3, &f32_shape(&[4]));
         let ok = [field(1, b"a"), field(2, b"add"), shape.clone()].concat();
-        assert!(read(&ok).is_some());
+        assert!(Reader::default().read(&ok).is_some());
         let cases: Vec<Vec<u8>> = vec![
             // No shape, a second shape, a shape of no element type or an unknown one.
             [field(1, b"a"), field(2, b"add")].concat(),
@@ -576,13 +571,16 @@ mod tests {
             [ok.clone(), field(36, &[0x80])].concat(),
         ];
         for (k, raw) in cases.iter().enumerate() {
-            assert_eq!(read(raw), None, "case {k}");
+            assert_eq!(Reader::default().read(raw), None, "case {k}");
         }
         // A tuple nested deeper than MAX_DEPTH.
         let mut s = f32_shape(&[1]);
         for _ in 0..=MAX_DEPTH {
             s = [num(2, u64::from(TUPLE as u32)), field(4, &s)].concat();
         }
-        assert_eq!(read(&[field(1, b"a"), field(3, &s)].concat()), None);
+        assert_eq!(
+            Reader::default().read(&[field(1, b"a"), field(3, &s)].concat()),
+            None
+        );
     }
 }

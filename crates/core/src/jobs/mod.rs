@@ -18,18 +18,18 @@ use crate::toolchain::Toolchain;
 /// The shell a [`Action::Shell`] step runs its script with.
 pub const SHELL: &str = "/bin/bash";
 
-pub mod backend;
-pub mod bir_verifier;
-pub mod frontend;
-pub mod hlo_to_tensorizer;
-pub mod infer_goldens;
-pub mod kelper;
-pub mod neff_wrapper;
-pub mod save_temps;
+pub(crate) mod backend;
+pub(crate) mod bir_verifier;
+pub(crate) mod frontend;
+pub(crate) mod hlo_to_tensorizer;
+pub(crate) mod infer_goldens;
+pub(crate) mod kelper;
+pub(crate) mod neff_wrapper;
+pub(crate) mod save_temps;
 pub mod static_io_transpose;
 pub mod walrus_driver;
-pub mod watchpoint;
-pub mod xla_infer_goldens;
+pub(crate) mod watchpoint;
+pub(crate) mod xla_infer_goldens;
 
 /// How a job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

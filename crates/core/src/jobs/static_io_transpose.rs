@@ -3,7 +3,7 @@
 //!   `{"input_name": str, "reshape": [int], "transpose": [int]}` (WIKI schema);
 //! - validates each entry (`transpose` a permutation of `0..len(reshape)`, at most 6 dims,
 //!   positive dims) — else NCC_EDRV084;
-//! - simplifies it ([`crate::recon::jobs::simplify_transpose`]) and rewrites the file;
+//! - simplifies it (`crate::recon::jobs::simplify_transpose`) and rewrites the file;
 //! - for each entry whose input `inputs/value_<input_name>.npy` exists, writes
 //!   `transposed_inputs/value_<input_name>.npy` (the input reshaped then transposed, C order, same
 //!   dtype), then links every file of `transposed_inputs/` into each `sgNN/` and `ncN/sgNN/`

@@ -3,7 +3,7 @@
 //!
 //! - [`header`]: the header's fields, encoded and decoded;
 //! - [`tar`]: the tar block format (ustar headers, PAX records) both sides share;
-//! - [`names`]: which member names are acceptable (relative, no `..`);
+//! - `names`: which member names are acceptable (relative, no `..`);
 //! - [`write`](mod@write): deterministic packing and the atomic file write;
 //! - [`kelper`]: the Kelper job's packing of a work directory's subgraph outputs;
 //! - [`read`]: layout detection and a streaming, distrustful archive reader;
@@ -16,7 +16,7 @@ pub mod extract;
 pub mod header;
 pub mod info;
 pub mod kelper;
-pub mod names;
+pub(crate) mod names;
 pub mod read;
 pub mod summary;
 pub mod tar;

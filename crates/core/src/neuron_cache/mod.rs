@@ -217,13 +217,6 @@ pub struct Entry {
     pub legacy: bool,
 }
 
-impl Entry {
-    /// The graph's path (`None` without a graph).
-    pub fn graph_path(&self) -> Option<PathBuf> {
-        self.graph.map(|g| self.path.join(g))
-    }
-}
-
 /// A version directory's entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Version {

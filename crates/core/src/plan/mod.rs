@@ -6,11 +6,11 @@
 //! → `validate_args` → normalise → the three collectors concatenated → `--pipeline` / `--state` →
 //! the name filter → the registry. Then each job describes its steps.
 
-pub mod collectors;
+pub(crate) mod collectors;
 pub mod dryrun;
-pub mod normalise;
-pub mod probe;
-pub mod wire;
+pub(crate) mod normalise;
+pub(crate) mod probe;
+pub(crate) mod wire;
 
 use std::path::{Path, PathBuf};
 

@@ -25,7 +25,7 @@ pub fn plan_is_cacheable(pipeline: &[Job]) -> bool {
 /// may well succeed again: a timeout (`--job-timeout` is not in the key), a kill (most often the
 /// out-of-memory killer: the compile may succeed with more memory or alone), a lost worker, the
 /// environment (a full disk, an I/O error, a permission, a missing tool, a path that cannot be
-/// written; [`crate::recon::failure`] says how they are told), a usage error, the remote
+/// written; `crate::recon::failure` says how they are told), a usage error, the remote
 /// server, nxcc itself. An interrupt or a cancellation is not a failure at all.
 pub fn remembers(failure: &Failure) -> bool {
     matches!(failure, Failure::Job { .. })

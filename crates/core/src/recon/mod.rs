@@ -3,22 +3,22 @@
 //! else. Nothing outside this module decides a RECON question on its own: the plan builder, the
 //! jobs and the NEFF writer call these functions and constants.
 //!
-//! - [`cli`]: defaults of the flag table;
-//! - [`plan`]: defaults and normalisation steps, `--pipeline`, the name filter, the walrus pass
+//! - `cli`: defaults of the flag table;
+//! - `plan`: defaults and normalisation steps, `--pipeline`, the name filter, the walrus pass
 //!   list gates;
-//! - [`jobs`]: which optional tool flags appear when;
+//! - `jobs`: which optional tool flags appear when;
 //! - [`toolchain`]: where tools are looked for;
 //! - [`neff`]: header field placement, UUID and IR-signature derivation, engine flags, arch mode;
-//! - [`failure`]: how a job's end is read as a failure (the model's, the environment's, a kill);
+//! - `failure`: how a job's end is read as a failure (the model's, the environment's, a kill);
 //! - [`cache`]: which failed compiles the compile cache remembers;
 //! - [`framework`]: how the framework's compile wrapper runs the compiler on a cache entry (argv,
 //!   work directory, its own flags, legacy entries) and locks its cache.
 
 pub mod cache;
-pub mod cli;
-pub mod failure;
+pub(crate) mod cli;
+pub(crate) mod failure;
 pub mod framework;
-pub mod jobs;
+pub(crate) mod jobs;
 pub mod neff;
-pub mod plan;
+pub(crate) mod plan;
 pub mod toolchain;

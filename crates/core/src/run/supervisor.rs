@@ -7,7 +7,7 @@
 //!   or comes back to it, and the supervisor can end
 //!   all of them by session id even if the worker was killed (the OOM killer, a crash in
 //!   in-process work). The worker also dies with the supervisor (`PR_SET_PDEATHSIG`).
-//! - The worker reports structured events on a pipe (see [`super::events`]); its stdout and stderr
+//! - The worker reports structured events on a pipe (see `super::events`); its stdout and stderr
 //!   are either inherited (a terminal user sees them directly, status line included) or captured
 //!   line by line for a sink (the daemon).
 //! - Cancellation (a signal to nxcc, a daemon client gone): SIGTERM to the worker, which stops its
@@ -47,7 +47,7 @@ pub enum Start<'a> {
         args: Vec<String>,
         /// Variables set in its environment.
         env: Vec<(String, String)>,
-        /// Bytes handed to it ([`super::handoff`]): what it is to do.
+        /// Bytes handed to it (`super::handoff`): what it is to do.
         input: Option<Vec<u8>>,
     },
     /// Fork this process — which must be single-threaded ([`single_threaded`]) — and run `body`

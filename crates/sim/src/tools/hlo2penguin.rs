@@ -9,7 +9,7 @@
 //!   [<internal_hlo2tensorizer_options>...]
 //! ```
 //!
-//! The model must be what a real frontend accepts ([`Model::graphs`]): HLO text that parses or a
+//! The model must be what a real frontend accepts (`Model::graphs`): HLO text that parses or a
 //! binary `HloModuleProto` with an entry computation (a directory: one per `*.pb` file); anything
 //! else is refused with the reader's message (exit 1), so a garbage model fails the compile at
 //! HLOToTensorizer.

@@ -3,7 +3,7 @@
 //! changed here), and returns its exit status.
 //!
 //! Every invocation goes through the same steps: parse the injection settings
-//! ([`crate::inject`]), parse the argv strictly ([`crate::argv`]), check and read the
+//! (`crate::inject`), parse the argv strictly (`crate::argv`), check and read the
 //! inputs, apply the injected memory, CPU work and fault (the `@first` settings only on the first
 //! run for the model), write the outputs (temporary name plus rename), and append the
 //! `NXCC_SIM_RECORD` line.

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! `--module-type` must match the model (`text` exactly when it starts with `HloModule`), and the
-//! model must be an HLO module a real frontend accepts ([`Model::graphs`]; else exit 1 with the
+//! model must be an HLO module a real frontend accepts (`Model::graphs`; else exit 1 with the
 //! reader's message); the inputs must be `.npy` files, given in sorted order. Writes
 //! `<output>.npy` — a float32 array of the entry computation's first result's shape (a scalar or
 //! tuple result: one value), its values derived from the model, the inputs and the switches —

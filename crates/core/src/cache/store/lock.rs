@@ -3,8 +3,8 @@
 //! a key's lock file removed once its entry is gone and nobody holds it.
 
 use super::{Cache, LOCK_SUFFIX};
+use crate::cache::keylock;
 pub use crate::cache::keylock::KeyLock;
-use crate::cache::keylock::{self, Hold};
 use crate::fsx::Dir;
 use crate::run::process::Cancel;
 
@@ -14,7 +14,7 @@ fn lock_name(key: &str) -> String {
 }
 
 impl Cache {
-    /// Take the lock of `key` for a compile ([`keylock`]: across processes and hosts,
+    /// Take the lock of `key` for a compile (`keylock`: across processes and hosts,
     /// its lease refreshed while held), waiting for another holder; `on_wait` is told once who
     /// holds it. `Ok(None)` if `cancel` was cancelled while waiting.
     pub fn lock(
@@ -25,14 +25,7 @@ impl Cache {
     ) -> std::io::Result<Option<KeyLock>> {
         let name = lock_name(key);
         let shard = self.made_shard(key)?;
-        keylock::take(
-            &shard,
-            &name,
-            &self.lock_path(key),
-            Hold::Long,
-            cancel,
-            on_wait,
-        )
+        keylock::take(&shard, &name, &self.lock_path(key), cancel, on_wait)
     }
 
     /// Take the lock of `key` for a moment if it is free. Something at the lock's name that is
