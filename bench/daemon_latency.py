@@ -136,6 +136,27 @@ def start_daemon(nxcc, tmp, name, extra):
     return proc, sock, env
 
 
+def clients_run(dirs, n, f):
+    """`n` calls of `f(dir)` shared by one thread per directory of `dirs`; the wall time, s."""
+    counter = iter(range(n))
+    lock = threading.Lock()
+
+    def worker(d):
+        while True:
+            with lock:
+                if next(counter, None) is None:
+                    return
+            f(d)
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(d,)) for d in dirs]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return time.perf_counter() - t
+
+
 def ratios(o):
     """Both goals, every mode and build interleaved in each round."""
     tmp = tempfile.mkdtemp(prefix="nxcc-bench-")
@@ -187,23 +208,7 @@ def ratios(o):
                             for c in range(clients)]
                     for d in dirs:
                         os.makedirs(d, exist_ok=True)
-                    counter = iter(range(per_round))
-                    lock = threading.Lock()
-
-                    def worker(d, f=row[3], counter=counter, lock=lock):
-                        while True:
-                            with lock:
-                                if next(counter, None) is None:
-                                    return
-                            f(d)
-
-                    t = time.perf_counter()
-                    threads = [threading.Thread(target=worker, args=(d,)) for d in dirs]
-                    for th in threads:
-                        th.start()
-                    for th in threads:
-                        th.join()
-                    walls[row[:3]] += time.perf_counter() - t
+                    walls[row[:3]] += clients_run(dirs, per_round, row[3])
             n = per_round * o.rounds
             print(f"\nThroughput, {clients} concurrent clients, {n} compiles per row "
                   f"(in {o.rounds} rounds, every row in every round):\n")
@@ -292,23 +297,7 @@ def main():
                     d = os.path.join(tmp, "throughput", f"mode{k}", f"client{c}")
                     os.makedirs(d, exist_ok=True)
                     dirs.append(d)
-                counter = iter(range(per_round))
-                lock = threading.Lock()
-
-                def worker(d, f=f, counter=counter, lock=lock):
-                    while True:
-                        with lock:
-                            if next(counter, None) is None:
-                                return
-                        f(d)
-
-                t = time.perf_counter()
-                threads = [threading.Thread(target=worker, args=(d,)) for d in dirs]
-                for th in threads:
-                    th.start()
-                for th in threads:
-                    th.join()
-                walls[name] += time.perf_counter() - t
+                walls[name] += clients_run(dirs, per_round, f)
         for name, _ in modes:
             n = per_round * o.rounds
             print(f"| {name} | {n / walls[name]:.1f} | {walls[name]:.2f} s |")

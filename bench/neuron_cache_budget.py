@@ -39,7 +39,7 @@ import subprocess
 import tempfile
 import time
 
-from padded_models import MODEL, varint
+from padded_models import MODEL, sim_env, varint
 
 SIZES = [96, 8, 64, 4, 80, 16, 48, 6, 88, 24, 12, 72, 40, 10, 56, 5, 32, 20, 92, 14, 44, 7, 60, 28]
 VERSION = "2.24.5133.0+nxcc-sim"
@@ -98,11 +98,8 @@ def main():
     budget = a.budget_mib << 20
     cpus = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ)
-        for v in ("NXCC_SIM_FAULT", "NXCC_SIM_WORK_MS", "NXCC_SIM_RSS_MB", "NXCC_SIM_RECORD",
-                  "NXCC_TOOLCHAIN", "NEURON_CC_FLAGS", "NEURON_COMPILE_CACHE_URL"):
-            env.pop(v, None)
-        env["NXCC_SIM_WORK_MS_PER_MB"] = f"hlo2penguin:{a.ms_per_mib}"
+        env = sim_env(a.ms_per_mib, drop=("NXCC_TOOLCHAIN", "NEURON_CC_FLAGS",
+                                          "NEURON_COMPILE_CACHE_URL"))
         env["XDG_CACHE_HOME"] = os.path.join(d, "xdg")
         est = os.path.join(d, "estimates")
         # Warm-up (not measured): lays the simulated toolchain out, teaches the estimate index.

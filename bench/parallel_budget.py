@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 import time
 
-from padded_models import write_models
+from padded_models import SIM_COMPILE, lay_out_toolchain, sim_env, write_models
 
 SIZES = [24, 5, 14, 3, 20, 10, 16, 6, 22, 12, 4, 18]
 JOBS = 2
@@ -37,8 +37,8 @@ JOBS = 2
 def run_once(nxcc, models, out, report, env, cwd, budget):
     t = time.perf_counter()
     subprocess.run([nxcc, "parallel-compile", models, "--no_cache", "--jobs", str(JOBS),
-                    "--memory-budget", f"{budget >> 20}M", "--output-dir", out, "--report", report,
-                    "--", "--target", "trn2", "--toolchain", "sim"],
+                    "--memory-budget", f"{budget >> 20}M", "--output-dir", out, "--report", report]
+                   + SIM_COMPILE,
                    env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     makespan = time.perf_counter() - t
@@ -70,18 +70,12 @@ def main():
         models = os.path.join(d, "models")
         os.mkdir(models)
         write_models(models, SIZES)
-        env = dict(os.environ)
-        for v in ("NXCC_SIM_FAULT", "NXCC_SIM_WORK_MS", "NXCC_SIM_RSS_MB", "NXCC_SIM_RECORD"):
-            env.pop(v, None)
-        env["NXCC_SIM_WORK_MS_PER_MB"] = f"hlo2penguin:{a.ms_per_mib}"
+        env = sim_env(a.ms_per_mib)
         builds = [os.path.abspath(n) for n in a.nxcc]
         for k, nxcc in enumerate(builds):
             env_k = dict(env, XDG_CACHE_HOME=os.path.join(d, f"xdg{k}"))
-            # Lay the simulated toolchain out once (not measured).
-            subprocess.run([nxcc, "parallel-compile", os.path.join(models, "g00.pb"), "--no_cache",
-                            "--output-dir", os.path.join(d, f"warm{k}"), "--", "--target", "trn2",
-                            "--toolchain", "sim"], env=env_k, cwd=d, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            lay_out_toolchain(nxcc, os.path.join(models, "g00.pb"), os.path.join(d, f"warm{k}"),
+                              env_k, d)
         print(f"12 compiles, models {min(SIZES)}-{max(SIZES)} MiB, {a.ms_per_mib} ms of CPU per MiB, "
               f"--jobs {JOBS} --memory-budget {a.budget}")
         print("| build | run | makespan s | sum of walls s | over-half chain s | lower bound s | "

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from padded_models import write_models
+from padded_models import SIM_COMPILE, lay_out_toolchain, sim_env, write_models
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 NXCC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
@@ -38,17 +38,9 @@ def main():
         models = os.path.join(d, "models")
         os.mkdir(models)
         write_models(models, SIZES)
-        env = dict(os.environ)
-        for v in ("NXCC_SIM_FAULT", "NXCC_SIM_WORK_MS", "NXCC_SIM_RSS_MB", "NXCC_SIM_RECORD"):
-            env.pop(v, None)
+        env = sim_env(MS_PER_MB)
         env["XDG_CACHE_HOME"] = os.path.join(d, "xdg")
-        env["NXCC_SIM_WORK_MS_PER_MB"] = f"hlo2penguin:{MS_PER_MB}"
-        common = ["--", "--target", "trn2", "--toolchain", "sim"]
-        # Lay the simulated toolchain out once (not measured).
-        subprocess.run([NXCC, "parallel-compile", os.path.join(models, "g01.pb"), "--no_cache",
-                        "--output-dir", os.path.join(d, "warm")] + common,
-                       env=env, cwd=d, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        lay_out_toolchain(NXCC, os.path.join(models, "g01.pb"), os.path.join(d, "warm"), env, d)
         print(f"16 compiles, models {min(SIZES)}-{max(SIZES)} MiB, {MS_PER_MB} ms of CPU per MiB, "
               f"--jobs {JOBS}")
         print("| run | makespan s | sum of walls s | longest s | lower bound s | ratio |")
@@ -59,7 +51,7 @@ def main():
             report = os.path.join(d, f"report{rep}.json")
             t = time.perf_counter()
             subprocess.run([NXCC, "parallel-compile", models, "--no_cache", "--jobs", str(JOBS),
-                            "--output-dir", out, "--report", report] + common,
+                            "--output-dir", out, "--report", report] + SIM_COMPILE,
                            env=env, cwd=d, check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             makespan = time.perf_counter() - t

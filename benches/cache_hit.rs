@@ -33,9 +33,14 @@
 //! cargo bench --bench cache_hit            # NXCC_BENCH_ROUNDS=N to change the rounds (30)
 //! ```
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{cached_args, entry_neff};
 
 const MODEL_BYTES: usize = 100_000_000;
 
@@ -60,21 +65,6 @@ fn baseline(mode: &str, model: &Path, neff: &Path, out: &Path) {
         std::fs::copy(neff, out).expect("copy");
     }
     println!("{}", h.finalize().to_hex());
-}
-
-fn entry_neff(cache: &Path) -> PathBuf {
-    for shard in std::fs::read_dir(cache.join("nxcc-v1")).unwrap().flatten() {
-        if shard.file_name().len() != 2 {
-            continue;
-        }
-        for e in std::fs::read_dir(shard.path()).unwrap().flatten() {
-            let p = e.path().join("model.neff");
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!("no cache entry under {}", cache.display());
 }
 
 fn time(mut c: Command, check: &dyn Fn(&str)) -> Duration {
@@ -155,21 +145,12 @@ fn main() {
     ));
     let nxcc_with = |output: &str, extra: &[&str]| {
         let mut c = Command::new(nxcc);
-        c.args([
-            "compile",
-            "big.pb",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--cache_dir",
-            "cache",
-            "--output",
-            output,
-        ])
-        .args(extra)
-        .current_dir(d)
-        .env("XDG_CACHE_HOME", d.join("xdg"));
+        c.arg("compile")
+            .args(cached_args("big.pb"))
+            .args(["--output", output])
+            .args(extra)
+            .current_dir(d)
+            .env("XDG_CACHE_HOME", d.join("xdg"));
         for v in [
             "NXCC_SIM_FAULT",
             "NXCC_SIM_WORK_MS",

@@ -8,23 +8,14 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{text, verifies, Scratch};
+use common::{cached_args, entry_neff, text, verifies, Scratch};
 
 const MODEL: &str = "mlp.hlo_module.pb";
 
 fn compile_args<'a>(output: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![
-        "compile",
-        MODEL,
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--cache_dir",
-        "cache",
-        "--output",
-        output,
-    ];
+    let mut v = vec!["compile"];
+    v.extend(cached_args(MODEL));
+    v.extend(["--output", output]);
     v.extend_from_slice(extra);
     v
 }
@@ -144,28 +135,12 @@ fn a_lock_holder_killed_mid_compile_leaves_no_stale_lock_and_no_entry() {
     }
 }
 
-fn entry_neff(s: &Scratch) -> std::path::PathBuf {
-    let v1 = s.join("cache/nxcc-v1");
-    for shard in std::fs::read_dir(&v1).unwrap().flatten() {
-        if shard.file_name().len() != 2 {
-            continue;
-        }
-        for e in std::fs::read_dir(shard.path()).unwrap().flatten() {
-            let p = e.path().join("model.neff");
-            if p.exists() {
-                return p;
-            }
-        }
-    }
-    panic!("no entry in {}", v1.display());
-}
-
 #[test]
 fn a_corrupt_entry_is_evicted_and_compiled_again() {
     let s = Scratch::new();
     assert!(s.run(&compile_args("a.neff", &[])).status.success());
     assert_eq!(tool_runs(&s, "walrus_driver"), 1);
-    let neff = entry_neff(&s);
+    let neff = entry_neff(&s.join("cache"));
     let mut bytes = std::fs::read(&neff).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x5a;
@@ -187,7 +162,7 @@ fn a_corrupt_entry_is_evicted_and_compiled_again() {
     );
 
     // `cache verify` finds corruption too, and evicts it.
-    std::fs::write(entry_neff(&s), b"not a neff").unwrap();
+    std::fs::write(entry_neff(&s.join("cache")), b"not a neff").unwrap();
     let v = s.run(&["cache", "verify", "--cache_dir", "cache"]);
     assert_eq!(v.status.code(), Some(1), "{}", text(&v.stdout));
     assert!(text(&v.stdout).contains("corrupt: "), "{}", text(&v.stdout));
@@ -392,7 +367,7 @@ fn gc_takes_an_evicted_entry_s_lock_along_and_says_what_it_did_in_words() {
     // A compile's holder removes its lock when done; a free lock file beside the entry (as an
     // older nxcc or a compile killed before its release leaves one) goes with the entry.
     assert!(files_ending(&s.join("cache"), ".lock").is_empty());
-    let entry = entry_neff(&s).parent().unwrap().to_path_buf();
+    let entry = entry_neff(&s.join("cache")).parent().unwrap().to_path_buf();
     let lock = entry.with_file_name(format!(
         "{}.lock",
         entry.file_name().unwrap().to_string_lossy()

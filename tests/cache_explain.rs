@@ -10,23 +10,14 @@ mod common;
 use std::path::Path;
 use std::process::{Output, Stdio};
 
-use common::{text, Scratch};
+use common::{cache_entries, cached_args, text, Scratch};
 use serde_json::Value;
 
 /// A compile of `model` through the cache `cache` with the simulated toolchain.
 fn compile(s: &Scratch, model: &str, output: &str, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "compile",
-        model,
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--cache_dir",
-        "cache",
-        "--output",
-        output,
-    ];
+    let mut args = vec!["compile"];
+    args.extend(cached_args(model));
+    args.extend(["--output", output]);
     args.extend_from_slice(extra);
     s.run(&args)
 }
@@ -205,15 +196,7 @@ fn shape_changed(bytes: &[u8]) -> Vec<u8> {
 #[test]
 fn explain_and_the_miss_line_name_the_one_changed_argument() {
     let s = Scratch::new();
-    let base = [
-        "mlp.hlo_module.pb",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--cache_dir",
-        "cache",
-    ];
+    let base = cached_args("mlp.hlo_module.pb");
     let o = compile(&s, "mlp.hlo_module.pb", "a.neff", &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let (status, hit) = explain(&s, &base);
@@ -314,15 +297,7 @@ fn explain_says_only_op_metadata_differs() {
     let o = compile(&s, "m.pb", "a.neff", &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     std::fs::write(s.join("m.pb"), metadata_changed(&original)).unwrap();
-    let args = [
-        "m.pb",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--cache_dir",
-        "cache",
-    ];
+    let args = cached_args("m.pb");
     let (status, e) = explain(&s, &args);
     assert_eq!(status, 1, "{e}");
     assert_eq!(e["reason"], "model");
@@ -374,15 +349,7 @@ fn with_hlo_metadata_sloppiness_metadata_hits_and_a_constant_or_a_shape_misses()
     assert!(text(&compile(&s, "m.pb", "d.neff", &[]).stdout).contains("Using a cached neff"));
     assert_eq!(compiles(&s), 2);
     // The entry says it was keyed without op metadata; explain says what was served.
-    let args = [
-        "m.pb",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--cache_dir",
-        "cache",
-    ];
+    let args = cached_args("m.pb");
     let (status, e) = explain(&s, &args);
     assert_eq!(status, 0, "{e}");
     assert!(
@@ -563,20 +530,7 @@ fn entries_bytes(cache: &Path) -> u64 {
             })
             .sum()
     }
-    let mut total = 0;
-    for shard in std::fs::read_dir(cache.join("nxcc-v1")).unwrap().flatten() {
-        let name = shard.file_name().to_string_lossy().into_owned();
-        if name.len() != 2 {
-            continue;
-        }
-        for e in std::fs::read_dir(shard.path()).unwrap().flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if n.len() == 64 && e.path().is_dir() {
-                total += walk(&e.path());
-            }
-        }
-    }
-    total
+    cache_entries(cache).iter().map(|e| walk(e)).sum()
 }
 
 /// The key `nxcc compile MODEL --target trn2 --toolchain sim` has (computed in this process,

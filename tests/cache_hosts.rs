@@ -12,35 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use common::{text, Scratch};
+use common::{shard_items, text, Mount, Scratch};
 
 const MODELS: usize = 20;
-
-/// A bindfs mount of `src` at `at`, unmounted when dropped.
-struct Mount {
-    at: PathBuf,
-}
-
-impl Mount {
-    fn new(src: &Path, at: &Path) -> Mount {
-        std::fs::create_dir_all(at).unwrap();
-        match Command::new("bindfs").arg(src).arg(at).output() {
-            Ok(o) if o.status.success() => Mount {
-                at: at.to_path_buf(),
-            },
-            other => panic!(
-                "cannot mount {} with bindfs (root, /dev/fuse and the bindfs package are needed; .ci/run installs it): {other:?}",
-                at.display()
-            ),
-        }
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
-    }
-}
 
 /// The fake compiler installed at `rel` under the scratch dir, its times set to `mtime_s`.
 fn install_compiler(s: &Scratch, rel: &str, mtime_s: u64) -> PathBuf {
@@ -68,21 +42,18 @@ fn on_host(s: &Scratch, host: &str, cache: &Path, compiler: &Path) -> Command {
     let models: Vec<String> = (0..MODELS)
         .map(|i| s.join(&format!("models/m{i:02}.pb")).display().to_string())
         .collect();
-    let mut c = Command::new("unshare");
-    c.args(["--uts", "--pid", "--fork", "--kill-child=SIGKILL", "sh", "-c"])
-        .arg(format!(
-            "hostname {host} && exec \"$0\" parallel-compile --compiler {} --cache_dir {} --jobs 2 --output-dir out-{host} --report report-{host}.json {} -- --target trn2",
+    let mut c = s.on_host(
+        host,
+        &format!(
+            "parallel-compile --compiler {} --cache_dir {} --jobs 2 --output-dir out-{host} --report report-{host}.json {} -- --target trn2",
             compiler.display(),
             cache.display(),
             models.join(" ")
-        ))
-        .arg(common::NXCC)
-        .current_dir(s.path())
-        .env("XDG_CACHE_HOME", s.join(".cache"))
-        .env("FAKE_COMPILER_RECORD", s.join("compiler-runs.txt"))
+        ),
+    );
+    c.env("FAKE_COMPILER_RECORD", s.join("compiler-runs.txt"))
         .env("FAKE_COMPILER_SLEEP", "0.3")
         .env("NXCC_LOCK_LEASE_MS", "3000")
-        .env_remove("NXCC_TOOLCHAIN")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
@@ -100,15 +71,10 @@ fn flock_crosses(a: &Path, b: &Path) -> bool {
 }
 
 fn lock_files(root: &Path) -> Vec<String> {
-    let Ok(shards) = std::fs::read_dir(root.join("nxcc-v1")) else {
-        return Vec::new();
-    };
-    shards
-        .flatten()
-        .filter(|s| s.file_name().len() == 2)
-        .flat_map(|s| std::fs::read_dir(s.path()).unwrap().flatten())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".lock"))
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+    shard_items(root)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".lock"))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
         .collect()
 }
 

@@ -10,7 +10,7 @@ use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 
-use common::{text, Scratch};
+use common::{cache_entries, text, Scratch};
 
 const HIT: &str = "Using a cached neff at ";
 
@@ -63,21 +63,11 @@ fn ok(o: &Output) {
 /// Every entry's key directory and the model its `meta.json` names.
 fn entries(cache: &Path) -> Vec<(PathBuf, String)> {
     let mut v = Vec::new();
-    let root = cache.join("nxcc-v1");
-    for shard in std::fs::read_dir(&root).unwrap().flatten() {
-        let name = shard.file_name().into_string().unwrap();
-        if name.len() != 2 {
-            continue;
-        }
-        for e in std::fs::read_dir(shard.path()).unwrap().flatten() {
-            let n = e.file_name().into_string().unwrap();
-            if n.len() == 64 && e.path().is_dir() {
-                let meta: serde_json::Value =
-                    serde_json::from_slice(&std::fs::read(e.path().join("meta.json")).unwrap())
-                        .unwrap();
-                v.push((e.path(), meta["model_path"].as_str().unwrap().to_string()));
-            }
-        }
+    for e in cache_entries(cache) {
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(e.join("meta.json")).unwrap()).unwrap();
+        let model = meta["model_path"].as_str().unwrap().to_string();
+        v.push((e, model));
     }
     v
 }

@@ -662,33 +662,25 @@ fn what_can_be_checked_is_checked_before_anything_is_created() {
     let s = Scratch::new();
     std::fs::create_dir(s.join("a-directory")).unwrap();
     std::fs::write(s.join("a-file"), b"x").unwrap();
-    for (args, expected) in [
+    // (--toolchain, --output, what is said)
+    for (toolchain, output, expected) in [
         (
-            vec!["--toolchain", "/nonexistent", "--output", "o.neff"],
+            "/nonexistent",
+            "o.neff",
             "[ERROR] [NCC_EDRV082] Could not find hlo2penguin: the toolchain directory /nonexistent does not exist - ",
         ),
-        (
-            vec!["--toolchain", "a-file", "--output", "o.neff"],
-            "is not a directory - ",
-        ),
-        (
-            vec!["--toolchain", "a-directory", "--output", "o.neff"],
-            "a-directory/private or ",
-        ),
+        ("a-file", "o.neff", "is not a directory - "),
+        ("a-directory", "o.neff", "a-directory/private or "),
         // A directory no file can be made in (procfs, even for root).
         (
-            vec!["--toolchain", "sim", "--output", "/proc/o.neff"],
+            "sim",
+            "/proc/o.neff",
             "[ERROR] [NCC_EDRV111] Cannot write the output /proc/o.neff: no file can be made in /proc: ",
         ),
-        (
-            vec!["--toolchain", "sim", "--output", "a-directory"],
-            "[ERROR] [NCC_EDRV111] Cannot write the output ",
-        ),
-        (
-            vec!["--toolchain", "sim", "--output", "a-file/o.neff"],
-            "a-file is not a directory",
-        ),
+        ("sim", "a-directory", "[ERROR] [NCC_EDRV111] Cannot write the output "),
+        ("sim", "a-file/o.neff", "a-file is not a directory"),
     ] {
+        let args = ["--toolchain", toolchain, "--output", output];
         let mut all = vec!["compile", "mlp.hlo_module.pb", "--target", "trn1"];
         all.extend(&args);
         let out = s.run(&all);

@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{text, Scratch, NXCC};
+use common::{cache_entries, text, Scratch, NXCC};
 use nxcc::cache::CacheConfig;
 use nxcc::compile::Request;
 use nxcc::engine::log::Console;
@@ -171,14 +171,9 @@ fn argv(s: &Scratch, kind: &Kind, model: &str, output: &str) -> Vec<String> {
 }
 
 fn entries(cache: &Path, file: &str) -> usize {
-    let Ok(shards) = std::fs::read_dir(cache.join("nxcc-v1")) else {
-        return 0;
-    };
-    shards
-        .flatten()
-        .filter(|d| d.path().is_dir())
-        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
-        .filter(|e| e.path().join(file).is_file())
+    cache_entries(cache)
+        .iter()
+        .filter(|e| e.join(file).is_file())
         .count()
 }
 

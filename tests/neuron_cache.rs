@@ -40,6 +40,11 @@ fn entry(s: &Scratch, name: &str, graph: &[u8], graph_name: &str, flags: &[&str]
     d
 }
 
+/// [`entry`] with the graph under the framework's usual name, `model.hlo_module.pb`.
+fn module_entry(s: &Scratch, name: &str, graph: &[u8], flags: &[&str]) -> PathBuf {
+    entry(s, name, graph, "model.hlo_module.pb", flags)
+}
+
 fn zoo(model: &str) -> Vec<u8> {
     std::fs::read(Path::new(MODELS).join(model)).unwrap()
 }
@@ -52,20 +57,11 @@ fn variant(tag: &str) -> Vec<u8> {
     b
 }
 
-fn compile_args() -> Vec<&'static str> {
-    vec!["--", "--target", "trn2", "--toolchain", "sim"]
-}
-
+/// `nxcc parallel-compile --neuron-cache nc --allow-simulated EXTRA -- <a simulated compile>`.
 fn parallel(s: &Scratch, extra: &[&str]) -> Command {
-    let mut args = vec![
-        "parallel-compile",
-        "--neuron-cache",
-        "nc",
-        "--allow-simulated",
-    ];
+    let mut args = vec!["--neuron-cache", "nc", "--allow-simulated"];
     args.extend(extra);
-    args.extend(compile_args());
-    let mut c = s.nxcc(&args);
+    let mut c = s.parallel_cmd(&args, &[]);
     c.env("TMPDIR", tmp_dir(s));
     c
 }
@@ -176,13 +172,7 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
         entry(&s, name, graph, file, flags);
     }
     // Done: a NEFF and the marker, a day old.
-    let done = entry(
-        &s,
-        "done",
-        &zoo("matmul.hlo_module.pb"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    let done = module_entry(&s, "done", &zoo("matmul.hlo_module.pb"), &[]);
     std::fs::write(done.join("model.neff"), b"the framework's own NEFF").unwrap();
     std::fs::write(done.join("model.done"), b"").unwrap();
     let day_ago = std::time::SystemTime::now() - Duration::from_secs(86400);
@@ -194,30 +184,12 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
         .unwrap();
     let done_mtime = std::fs::metadata(done.join("model.neff")).unwrap().mtime();
     // Failed: a log and no NEFF (its graph compiles: only a retry shows it).
-    let failed = entry(
-        &s,
-        "failed",
-        &zoo("mlp2.hlo_module.pb"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    let failed = module_entry(&s, "failed", &zoo("mlp2.hlo_module.pb"), &[]);
     std::fs::write(failed.join("model.log"), "the framework's failure\n").unwrap();
     // Locked by another (the framework's plain lock file) and by a dead nxcc run.
-    let foreign = entry(
-        &s,
-        "foreign",
-        &variant("foreign"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    let foreign = module_entry(&s, "foreign", &variant("foreign"), &[]);
     std::fs::write(foreign.join("model.hlo_module.pb.lock"), b"").unwrap();
-    let dead = entry(
-        &s,
-        "dead",
-        &variant("dead"),
-        "model.hlo_module.pb",
-        &["-O1"],
-    );
+    let dead = module_entry(&s, "dead", &variant("dead"), &["-O1"]);
     std::fs::write(
         dead.join("model.hlo_module.pb.lock"),
         format!("nxcc pid=999999999 started=1 host={}\n", host()),
@@ -225,7 +197,7 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
     .unwrap();
     std::fs::create_dir(dead.join(".nxcc-tmp-999999999-0-0")).unwrap();
     // A symlinked model.neff: refused, its target untouched.
-    let linked = entry(&s, "linked", &variant("linked"), "model.hlo_module.pb", &[]);
+    let linked = module_entry(&s, "linked", &variant("linked"), &[]);
     std::fs::write(s.join("victim"), b"victim").unwrap();
     std::os::unix::fs::symlink(s.join("victim"), linked.join("model.neff")).unwrap();
     // A symlinked entry directory: refused.
@@ -341,20 +313,8 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
 #[test]
 fn a_failure_of_the_graph_leaves_model_log_and_no_neff() {
     let s = Scratch::new();
-    let bad = entry(
-        &s,
-        "bad",
-        b"not a module at all",
-        "model.hlo_module.pb",
-        &[],
-    );
-    let good = entry(
-        &s,
-        "good",
-        &zoo("mlp.hlo_module.pb"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    let bad = module_entry(&s, "bad", b"not a module at all", &[]);
+    let good = module_entry(&s, "good", &zoo("mlp.hlo_module.pb"), &[]);
     let o = parallel(&s, &[]).output().unwrap();
     assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
     assert!(good.join("model.done").is_file());
@@ -375,16 +335,8 @@ fn a_failure_of_the_graph_leaves_model_log_and_no_neff() {
 #[test]
 fn the_simulated_toolchain_is_refused_without_allow_simulated() {
     let s = Scratch::new();
-    let e = entry(
-        &s,
-        "m",
-        &zoo("mlp.hlo_module.pb"),
-        "model.hlo_module.pb",
-        &[],
-    );
-    let mut args = vec!["parallel-compile", "--neuron-cache", "nc"];
-    args.extend(compile_args());
-    let o = s.run(&args);
+    let e = module_entry(&s, "m", &zoo("mlp.hlo_module.pb"), &[]);
+    let o = s.parallel_run(&["--neuron-cache", "nc"], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o.stderr).contains("--allow-simulated"),
@@ -399,36 +351,23 @@ fn the_simulated_toolchain_is_refused_without_allow_simulated() {
     assert_eq!(names.len(), 2, "{names:?}");
     assert!(!s.join("nc/nxcc-v1").exists());
     // A missing cache or version directory: said, with the versions there are.
-    let o = s.run(&[
-        "parallel-compile",
-        "--neuron-cache",
-        "nowhere",
-        "--allow-simulated",
-        "--",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-    ]);
+    let o = s.parallel_run(&["--neuron-cache", "nowhere", "--allow-simulated"], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o.stderr).contains("nowhere does not exist"),
         "{}",
         text(&o.stderr)
     );
-    let o = s.run(&[
-        "parallel-compile",
-        "--neuron-cache",
-        "nc",
-        "--allow-simulated",
-        "--neuron-version",
-        "9.9",
-        "--",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-    ]);
+    let o = s.parallel_run(
+        &[
+            "--neuron-cache",
+            "nc",
+            "--allow-simulated",
+            "--neuron-version",
+            "9.9",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o.stderr).contains(&format!(
@@ -503,11 +442,10 @@ fn an_external_compiler_names_the_version_directory() {
 /// locked (a compile is running).
 fn start_slow(s: &Scratch, n: usize, marker: &str) -> std::process::Child {
     for i in 0..n {
-        entry(
+        module_entry(
             s,
             &format!("slow{i:02}"),
             &variant(&format!("slow {i}")),
-            "model.hlo_module.pb",
             &[],
         );
     }
@@ -575,13 +513,7 @@ fn sigkill_then_a_default_clean_leaves_no_lock_and_no_staging_dir() {
     assert!(locks.is_empty(), "locks outlived the killed run: {locks:?}");
     // A run of this host that died a moment ago without a keeper: its lock and staging
     // directory.
-    let earlier = entry(
-        &s,
-        "earlier",
-        &variant("earlier"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    let earlier = module_entry(&s, "earlier", &variant("earlier"), &[]);
     std::fs::write(
         earlier.join("model.hlo_module.pb.lock"),
         format!("nxcc pid=999999999 started=1 host={}\n", host()),
@@ -625,11 +557,10 @@ fn twelve_entries_keep_to_the_memory_budget() {
     let s = Scratch::new();
     let flag_sets: [&[&str]; 3] = [&[], &["-O1"], &["--model-type=transformer"]];
     for i in 0..12 {
-        entry(
+        module_entry(
             &s,
             &format!("m{i:02}"),
             &variant(&format!("mem {i}")),
-            "model.hlo_module.pb",
             flag_sets[i % 3],
         );
     }
@@ -725,21 +656,21 @@ print(json.dumps(out))
 fn a_framework_side_reader_agrees_with_cache_stats() {
     let s = Scratch::new();
     let g = zoo("mlp.hlo_module.pb");
-    entry(&s, "todo", &g, "model.hlo_module.pb", &["-O1"]);
+    module_entry(&s, "todo", &g, &["-O1"]);
     let old = entry(&s, "old", &g, "model.hlo.pb", &[]);
     std::fs::write(old.join("model.neff"), b"n").unwrap();
     std::fs::write(old.join("model.done"), b"").unwrap();
-    let f = entry(&s, "failed", &g, "model.hlo_module.pb", &[]);
+    let f = module_entry(&s, "failed", &g, &[]);
     std::fs::write(f.join("model.log"), b"x").unwrap();
-    let l = entry(&s, "locked", &g, "model.hlo_module.pb", &[]);
+    let l = module_entry(&s, "locked", &g, &[]);
     std::fs::write(l.join("model.hlo_module.pb.lock"), b"").unwrap();
-    let half = entry(&s, "half", &g, "model.hlo_module.pb", &[]);
+    let half = module_entry(&s, "half", &g, &[]);
     std::fs::write(half.join("model.neff"), b"no done marker yet").unwrap();
-    let bad = entry(&s, "badflags", &g, "model.hlo_module.pb", &[]);
+    let bad = module_entry(&s, "badflags", &g, &[]);
     std::fs::write(bad.join("compile_flags.json"), b"{\"not\": \"a list\"}").unwrap();
-    let nograph = entry(&s, "nograph", &g, "model.hlo_module.pb", &[]);
+    let nograph = module_entry(&s, "nograph", &g, &[]);
     std::fs::remove_file(nograph.join("model.hlo_module.pb")).unwrap();
-    let link = entry(&s, "link", &g, "model.hlo_module.pb", &[]);
+    let link = module_entry(&s, "link", &g, &[]);
     std::fs::remove_file(link.join("compile_flags.json")).unwrap();
     std::os::unix::fs::symlink(
         bad.join("compile_flags.json"),
@@ -802,22 +733,10 @@ fn a_framework_side_reader_agrees_with_cache_stats() {
 #[test]
 fn verify_and_clean_say_what_they_find_and_remove() {
     let s = Scratch::new();
-    entry(
-        &s,
-        "good",
-        &zoo("mlp.hlo_module.pb"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    module_entry(&s, "good", &zoo("mlp.hlo_module.pb"), &[]);
     let o = parallel(&s, &[]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let corrupt = entry(
-        &s,
-        "corrupt",
-        &zoo("mlp.hlo_module.pb"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    let corrupt = module_entry(&s, "corrupt", &zoo("mlp.hlo_module.pb"), &[]);
     std::fs::write(corrupt.join("model.neff"), b"not a NEFF").unwrap();
     std::fs::write(corrupt.join("model.done"), b"").unwrap();
     let o = s.run(&["cache", "verify", "--neuron-cache", "nc"]);
@@ -829,21 +748,9 @@ fn verify_and_clean_say_what_they_find_and_remove() {
     );
     assert!(t.contains("checked 2 NEFFs: 1 ok, 1 bad"), "{t}");
 
-    let f = entry(
-        &s,
-        "failed",
-        &zoo("mlp.hlo_module.pb"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    let f = module_entry(&s, "failed", &zoo("mlp.hlo_module.pb"), &[]);
     std::fs::write(f.join("model.log"), b"x").unwrap();
-    let l = entry(
-        &s,
-        "stale",
-        &zoo("mlp.hlo_module.pb"),
-        "model.hlo_module.pb",
-        &[],
-    );
+    let l = module_entry(&s, "stale", &zoo("mlp.hlo_module.pb"), &[]);
     std::fs::write(l.join("model.hlo_module.pb.lock"), b"").unwrap();
     let old = s.join("nc/neuronxcc-2.0.0.0/MODULE_o+1");
     std::fs::create_dir_all(&old).unwrap();
@@ -1050,13 +957,7 @@ fn a_default_run_leaves_nothing_but_the_frameworks_files_under_its_root() {
         .iter()
         .enumerate()
     {
-        entry(
-            &s,
-            &format!("m{i}"),
-            &zoo(m),
-            "model.hlo_module.pb",
-            &["-O1"],
-        );
+        module_entry(&s, &format!("m{i}"), &zoo(m), &["-O1"]);
     }
     let o = parallel(&s, &[]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -1102,11 +1003,10 @@ fn entry_flags_that_reach_into_the_machine_are_refused_and_touch_nothing() {
     ];
     let mut dirs = Vec::new();
     for (i, flags) in sets.iter().enumerate() {
-        dirs.push(entry(
+        dirs.push(module_entry(
             &s,
             &format!("bad{i}"),
             &variant(&format!("bad {i}")),
-            "model.hlo_module.pb",
             flags,
         ));
     }
@@ -1242,13 +1142,7 @@ fn a_held_cache_lock_makes_nxcc_wait_and_say_so() {
     use std::io::{BufRead, BufReader, Write};
     for kind in ["flock", "lockf"] {
         let s = Scratch::new();
-        entry(
-            &s,
-            "m",
-            &zoo("mlp.hlo_module.pb"),
-            "model.hlo_module.pb",
-            &[],
-        );
+        module_entry(&s, "m", &zoo("mlp.hlo_module.pb"), &[]);
         let mut holder = Command::new("python3")
             .args(["-c", HOLD_CACHE_LOCK])
             .arg(s.join("nc/lock"))
@@ -1429,13 +1323,7 @@ fn a_framework_cache_others_can_write_is_refused_before_anything_runs() {
         let marker = s.join("ran-as");
         let tools = attacker_toolchain(&s, &marker);
         let flag = format!("--toolchain={}", tools.display());
-        let e = entry(
-            &s,
-            "evil",
-            &zoo("mlp.hlo_module.pb"),
-            "model.hlo_module.pb",
-            &[&flag],
-        );
+        let e = module_entry(&s, "evil", &zoo("mlp.hlo_module.pb"), &[&flag]);
         setup(&s.join("nc"), &version_dir(&s), &chmod, &give);
         let o = parallel(&s, &[]).output().unwrap();
         let err = text(&o.stderr);

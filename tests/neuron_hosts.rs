@@ -13,59 +13,29 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{text, Scratch};
+use common::{text, Mount, Scratch};
 
 const SIM_VERSION: &str = "2.24.5133.0+nxcc-sim";
 const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models");
 /// The lease both hosts use (short, for the test; its length is never asserted).
 const LEASE_MS: &str = "3000";
 
-/// A bindfs mount of `src` at `at`, unmounted when dropped.
-struct Mount {
-    at: PathBuf,
-}
-
-impl Mount {
-    fn new(src: &Path, at: &Path) -> Mount {
-        std::fs::create_dir_all(at).unwrap();
-        let o = Command::new("bindfs").arg(src).arg(at).output();
-        match o {
-            Ok(o) if o.status.success() => Mount {
-                at: at.to_path_buf(),
-            },
-            other => panic!(
-                "cannot mount {} with bindfs (root, /dev/fuse and the bindfs package are needed; .ci/run installs it): {other:?}",
-                at.display()
-            ),
-        }
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
-    }
-}
-
 /// `nxcc parallel-compile --neuron-cache <mount>` on the simulated host `host`: a new UTS and
 /// PID namespace named `host`, the run its first process (killing `unshare` kills it and
 /// everything in its namespace at once, as a host that goes down).
 fn on_host(s: &Scratch, host: &str, mount: &Path, work_ms: &str) -> Command {
-    let mut c = Command::new("unshare");
-    c.args(["--uts", "--pid", "--fork", "--kill-child=SIGKILL", "sh", "-c"])
-        .arg(format!(
-            "hostname {host} && exec \"$0\" parallel-compile --neuron-cache {} --allow-simulated --jobs 1 --no_cache -- --target trn2 --toolchain sim",
+    let mut c = s.on_host(
+        host,
+        &format!(
+            "parallel-compile --neuron-cache {} --allow-simulated --jobs 1 --no_cache -- --target trn2 --toolchain sim",
             mount.display()
-        ))
-        .arg(common::NXCC)
-        .current_dir(s.path())
-        .env("XDG_CACHE_HOME", s.join(".cache"))
-        .env("NXCC_SIM_STATE", s.join(".state"))
+        ),
+    );
+    c.env("NXCC_SIM_STATE", s.join(".state"))
         .env("NXCC_SIM_RECORD", s.record())
         .env("NXCC_SIM_WORK_MS", work_ms)
         .env("NXCC_LOCK_LEASE_MS", LEASE_MS)
-        .env("TMPDIR", s.join(&format!("tmp-{host}")))
-        .env_remove("NXCC_TOOLCHAIN");
+        .env("TMPDIR", s.join(&format!("tmp-{host}")));
     std::fs::create_dir_all(s.join(&format!("tmp-{host}"))).unwrap();
     c
 }

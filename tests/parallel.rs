@@ -39,18 +39,7 @@ fn learned_estimates_keep_the_compiles_within_the_memory_budget() {
     let s = Scratch::new();
     // One compile teaches the cache what these arguments need: ~300 MiB.
     let o = s
-        .nxcc(&[
-            "compile",
-            MODEL,
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--cache_dir",
-            "cache",
-            "--output",
-            "first.neff",
-        ])
+        .sim_cmd("trn2", &["--cache_dir", "cache", "--output", "first.neff"])
         .env("NXCC_SIM_RSS_MB", "*:300")
         .output()
         .unwrap();
@@ -58,25 +47,22 @@ fn learned_estimates_keep_the_compiles_within_the_memory_budget() {
     std::fs::remove_file(s.record()).unwrap();
     variants(&s, "graphs", 12);
     let o = s
-        .nxcc(&[
-            "parallel-compile",
-            "graphs",
-            "--memory-budget",
-            "1G",
-            "--jobs",
-            "8",
-            "--cache_dir",
-            "cache",
-            "--output-dir",
-            "out",
-            "--report",
-            "report.json",
-            "--",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-        ])
+        .parallel_cmd(
+            &[
+                "graphs",
+                "--memory-budget",
+                "1G",
+                "--jobs",
+                "8",
+                "--cache_dir",
+                "cache",
+                "--output-dir",
+                "out",
+                "--report",
+                "report.json",
+            ],
+            &[],
+        )
         .env("NXCC_SIM_RSS_MB", "*:300")
         .env("NXCC_SIM_WORK_MS", "*:40")
         .output()
@@ -117,25 +103,22 @@ fn a_compile_killed_by_sigkill_is_retried_alone() {
     let s = Scratch::new();
     variants(&s, "graphs", 3);
     let o = s
-        .nxcc(&[
-            "parallel-compile",
-            "graphs",
-            "--jobs",
-            "3",
-            "--cache_dir",
-            "cache",
-            "--output-dir",
-            "out",
-            "--report",
-            "report.json",
-            "--timings",
-            "timeline.html",
-            "--",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-        ])
+        .parallel_cmd(
+            &[
+                "graphs",
+                "--jobs",
+                "3",
+                "--cache_dir",
+                "cache",
+                "--output-dir",
+                "out",
+                "--report",
+                "report.json",
+                "--timings",
+                "timeline.html",
+            ],
+            &[],
+        )
         .env("NXCC_SIM_FAULT", "walrus_driver:kill@first")
         .env("NXCC_SIM_WORK_MS", "*:30")
         .output()
@@ -376,21 +359,18 @@ fn the_examples_directory_compiles_every_file_to_its_own_neff() {
     let models = example_models();
     assert_eq!(models.len(), 15, "the README's examples directory");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
-    let o = s.run(&[
-        "parallel-compile",
-        dir.to_str().unwrap(),
-        "--output-dir",
-        "out",
-        "--cache_dir",
-        "cache",
-        "--report",
-        "report.json",
-        "--",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-    ]);
+    let o = s.parallel_run(
+        &[
+            dir.to_str().unwrap(),
+            "--output-dir",
+            "out",
+            "--cache_dir",
+            "cache",
+            "--report",
+            "report.json",
+        ],
+        &[],
+    );
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -443,21 +423,17 @@ fn the_examples_directory_compiles_every_file_to_its_own_neff() {
 fn compiles_that_write_no_neff_are_reported_so_and_leave_their_work_in_the_output_dir() {
     let s = Scratch::new();
     variants(&s, "graphs", 2);
-    let o = s.run(&[
-        "parallel-compile",
-        "graphs",
-        "--output-dir",
-        "out",
-        "--no_cache",
-        "--report",
-        "report.json",
-        "--",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "-O3",
-    ]);
+    let o = s.parallel_run(
+        &[
+            "graphs",
+            "--output-dir",
+            "out",
+            "--no_cache",
+            "--report",
+            "report.json",
+        ],
+        &["-O3"],
+    );
     let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(70), "{stdout}{stderr}");
     // Said before they run, in the table, in the summary, and after.
@@ -495,22 +471,19 @@ fn compiles_that_write_no_neff_are_reported_so_and_leave_their_work_in_the_outpu
 fn a_budget_smaller_than_the_estimates_is_said_up_front() {
     let s = Scratch::new();
     variants(&s, "graphs", 3);
-    let o = s.run(&[
-        "parallel-compile",
-        "graphs",
-        "--memory-budget",
-        "100M",
-        "--jobs",
-        "2",
-        "--output-dir",
-        "out",
-        "--no_cache",
-        "--",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-    ]);
+    let o = s.parallel_run(
+        &[
+            "graphs",
+            "--memory-budget",
+            "100M",
+            "--jobs",
+            "2",
+            "--output-dir",
+            "out",
+            "--no_cache",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let stderr = text(&o.stderr);
     let first = stderr.lines().next().unwrap_or_default();
@@ -532,20 +505,17 @@ fn a_budget_smaller_than_the_estimates_is_said_up_front() {
     assert_eq!(spans.len(), 3);
     assert_eq!(max_overlap(&spans), 1);
     // A budget that holds them says nothing.
-    let o = s.run(&[
-        "parallel-compile",
-        "graphs",
-        "--memory-budget",
-        "2G",
-        "--output-dir",
-        "out2",
-        "--no_cache",
-        "--",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-    ]);
+    let o = s.parallel_run(
+        &[
+            "graphs",
+            "--memory-budget",
+            "2G",
+            "--output-dir",
+            "out2",
+            "--no_cache",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0));
     assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
 }

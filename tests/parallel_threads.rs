@@ -38,23 +38,20 @@ fn two_thousand_inputs_run_on_jobs_threads_and_a_few() {
     }
     let jobs = JOBS.to_string();
     let mut child = s
-        .nxcc(&[
-            "parallel-compile",
-            "graphs",
-            "--jobs",
-            &jobs,
-            "--cache_dir",
-            "cache",
-            "--output-dir",
-            "out",
-            "--report",
-            "report.json",
-            "--",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-        ])
+        .parallel_cmd(
+            &[
+                "graphs",
+                "--jobs",
+                &jobs,
+                "--cache_dir",
+                "cache",
+                "--output-dir",
+                "out",
+                "--report",
+                "report.json",
+            ],
+            &[],
+        )
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -60,22 +60,25 @@ impl World {
             .env_remove("NEURON_CC_FLAGS")
             .env_remove("FAKE_COMPILER_CRASH")
     }
-    fn install(&self, extra: &[&str]) {
+    /// `nxcc shim install DIR --compiler COMPILER EXTRA...`, whatever it answers.
+    fn try_install(&self, dir: &Path, compiler: &Path, extra: &[&str]) -> Output {
         let mut args = vec![
             "shim",
             "install",
-            self.shim_dir().to_str().unwrap(),
+            dir.to_str().unwrap(),
             "--compiler",
-            fake_compiler().to_str().unwrap(),
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
-        let socket = self.socket().display().to_string();
-        args.extend(["--socket".to_string(), socket]);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = self.nxcc(&refs);
+            compiler.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        self.nxcc(&args)
+    }
+    /// The shim installed in the world's shim directory over the fake compiler, with the
+    /// world's socket.
+    fn install(&self, extra: &[&str]) {
+        let socket = self.socket();
+        let mut args = vec!["--socket", socket.to_str().unwrap()];
+        args.extend(extra);
+        let o = self.try_install(&self.shim_dir(), &fake_compiler(), &args);
         assert!(o.status.success(), "{}", text(&o.stderr));
     }
 }
@@ -420,13 +423,7 @@ fn uninstall_leaves_the_directory_as_it_was() {
     // A directory install created is removed again.
     let fresh = w.path().join("fresh/bin");
     std::fs::create_dir(w.path().join("fresh")).unwrap();
-    let o = w.nxcc(&[
-        "shim",
-        "install",
-        fresh.to_str().unwrap(),
-        "--compiler",
-        fake_compiler().to_str().unwrap(),
-    ]);
+    let o = w.try_install(&fresh, &fake_compiler(), &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = w.nxcc(&["shim", "uninstall", fresh.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -442,13 +439,7 @@ fn install_refuses_what_it_must_not_touch() {
     // A neuronx-cc of someone else's.
     std::fs::write(dir.join("neuronx-cc"), "#!/bin/sh\necho mine\n").unwrap();
     let fake = fake_compiler();
-    let o = w.nxcc(&[
-        "shim",
-        "install",
-        dir.to_str().unwrap(),
-        "--compiler",
-        fake.to_str().unwrap(),
-    ]);
+    let o = w.try_install(&dir, &fake, &[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         text(&o.stderr).contains("is not an nxcc shim; refusing to replace it"),
@@ -494,13 +485,7 @@ fn install_refuses_what_it_must_not_touch() {
     w.install(&[]);
     let other = w.path().join("other");
     let shim = dir.join("neuronx-cc");
-    let o = w.nxcc(&[
-        "shim",
-        "install",
-        other.to_str().unwrap(),
-        "--compiler",
-        shim.to_str().unwrap(),
-    ]);
+    let o = w.try_install(&other, &shim, &[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         text(&o.stderr).contains("is an nxcc shim itself"),
@@ -534,15 +519,11 @@ fn a_daemon_that_cannot_start_leaves_the_compile_to_the_real_compiler() {
     // A socket where no daemon can listen: its directory is a file.
     std::fs::write(w.path().join("not-a-dir"), "").unwrap();
     let socket = w.path().join("not-a-dir/d.sock");
-    let o = w.nxcc(&[
-        "shim",
-        "install",
-        w.shim_dir().to_str().unwrap(),
-        "--compiler",
-        fake_compiler().to_str().unwrap(),
-        "--socket",
-        socket.to_str().unwrap(),
-    ]);
+    let o = w.try_install(
+        &w.shim_dir(),
+        &fake_compiler(),
+        &["--socket", socket.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     std::fs::write(w.path().join("m.pb"), "graph\n").unwrap();
     let o = w
@@ -641,6 +622,11 @@ fn guarded(cmd: &mut Command, what: &str) -> Output {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
+}
+
+/// The lines of `err` that are warnings.
+fn warning_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| l.contains("WARNING")).collect()
 }
 
 /// `neuronx-cc ARGS` through the world's PATH, as `uid`, in `cwd`, with that user's daemon
@@ -765,7 +751,7 @@ fn two_users_on_one_shim() {
     let o = compile_as(&w, 0);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("WARNING")).collect();
+    let warnings = warning_lines(&err);
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(
         warnings[0].contains("is owned by uid 65534") && warnings[0].contains("directly"),
@@ -783,7 +769,7 @@ fn two_users_on_one_shim() {
     let o = compile_as(&w, OTHER);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("WARNING")).collect();
+    let warnings = warning_lines(&err);
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(
         warnings[0].contains("403 Forbidden") && warnings[0].contains("directly"),
@@ -825,15 +811,7 @@ fn a_shim_configuration_others_could_write_is_refused() {
     std::fs::create_dir(&dir).unwrap();
     chmod(&dir, 0o777);
     let fake = fake_compiler();
-    let install = || {
-        w.nxcc(&[
-            "shim",
-            "install",
-            dir.to_str().unwrap(),
-            "--compiler",
-            fake.to_str().unwrap(),
-        ])
-    };
+    let install = || w.try_install(&dir, &fake, &[]);
     let o = install();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(
@@ -927,6 +905,15 @@ fn a_shim_configuration_others_could_write_is_refused() {
     }
 }
 
+/// Point the installed shim's configuration at `compiler`, behind install's back.
+fn set_compiler(w: &World, compiler: &Path) {
+    let config = w.shim_dir().join("neuronx-cc.nxcc-shim.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    v["compiler"] = serde_json::Value::from(compiler.to_str().unwrap());
+    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
 /// A real compiler that resolves to nxcc — re-pointed to the shim after install, or the shim
 /// named as its own compiler — is a loop, refused at every start (exit 70, saying so) instead of
 /// answering as nxcc or running itself forever; install refuses one from the start.
@@ -937,13 +924,7 @@ fn a_shim_loop_is_refused() {
     std::fs::create_dir(&real_dir).unwrap();
     let real = real_dir.join("neuronx-cc");
     std::os::unix::fs::symlink(fake_compiler(), &real).unwrap();
-    let o = w.nxcc(&[
-        "shim",
-        "install",
-        w.shim_dir().to_str().unwrap(),
-        "--compiler",
-        real.to_str().unwrap(),
-    ]);
+    let o = w.try_install(&w.shim_dir(), &real, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let shim = w.shim_dir().join("neuronx-cc");
     let version = |w: &World| {
@@ -981,11 +962,7 @@ fn a_shim_loop_is_refused() {
     );
     assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
     // The shim configured as its own compiler.
-    let config = w.shim_dir().join("neuronx-cc.nxcc-shim.json");
-    let mut v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
-    v["compiler"] = serde_json::Value::from(shim.to_str().unwrap());
-    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+    set_compiler(&w, &shim);
     let o = version(&w);
     assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
     assert!(
@@ -998,8 +975,7 @@ fn a_shim_loop_is_refused() {
     let wrapper = real_dir.join("wrapper.sh");
     std::fs::write(&wrapper, "#!/bin/sh\nexec neuronx-cc \"$@\"\n").unwrap();
     chmod(&wrapper, 0o755);
-    v["compiler"] = serde_json::Value::from(wrapper.to_str().unwrap());
-    std::fs::write(&config, serde_json::to_vec(&v).unwrap()).unwrap();
+    set_compiler(&w, &wrapper);
     let o = version(&w);
     assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
     assert!(
@@ -1010,13 +986,7 @@ fn a_shim_loop_is_refused() {
     // Install refuses a compiler that is nxcc under another name.
     let alias = real_dir.join("compiler-alias");
     std::os::unix::fs::symlink(NXCC, &alias).unwrap();
-    let o = w.nxcc(&[
-        "shim",
-        "install",
-        w.path().join("other").to_str().unwrap(),
-        "--compiler",
-        alias.to_str().unwrap(),
-    ]);
+    let o = w.try_install(&w.path().join("other"), &alias, &[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(
         text(&o.stderr).contains("is nxcc itself"),
@@ -1034,15 +1004,7 @@ fn uninstall_removes_the_directories_install_made_and_stops_the_daemon() {
     let top = w.path().join("a");
     let dir = top.join("b/c");
     let fake = fake_compiler();
-    let o = w.nxcc(&[
-        "shim",
-        "install",
-        dir.to_str().unwrap(),
-        "--compiler",
-        fake.to_str().unwrap(),
-        "--socket",
-        w.socket().to_str().unwrap(),
-    ]);
+    let o = w.try_install(&dir, &fake, &["--socket", w.socket().to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     std::fs::write(w.path().join("m.pb"), "graph\n").unwrap();
     let o = guarded(

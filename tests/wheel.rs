@@ -34,18 +34,26 @@ fn target_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).unwrap().to_path_buf()
 }
 
+/// A Python virtual environment at `venv` (`python3 -m venv`), `what` naming the step if it fails.
+fn make_venv(venv: &Path, what: &str) {
+    check(
+        what,
+        &Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(venv)
+            .output()
+            .unwrap(),
+    );
+}
+
 fn build_wheel() -> PathBuf {
     let work = target_dir().join("wheel");
     let venv = work.join("maturin-venv");
     let maturin = venv.join("bin/maturin");
     if !maturin.exists() {
-        check(
+        make_venv(
+            &venv,
             "python3 -m venv (python3 with its venv module is needed to build the wheel)",
-            &Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .output()
-                .unwrap(),
         );
         check(
             "pip install maturin (from PyPI)",
@@ -105,14 +113,7 @@ fn the_installed_wheel_compiles_outside_the_checkout() {
     let world = tempfile::tempdir().unwrap();
     assert!(!world.path().starts_with(ROOT));
     let venv = world.path().join("venv");
-    check(
-        "python3 -m venv",
-        &Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-            .unwrap(),
-    );
+    make_venv(&venv, "python3 -m venv");
     check(
         "pip install the wheel",
         &Command::new(venv.join("bin/pip"))

@@ -41,6 +41,7 @@ use crate::cli::flags::{self, flag, Action, Choices, Flag, Kind, Scope, Visibili
 use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
 use crate::daemon::{client, config as daemon_config};
 use crate::fsx::{Subject, Trusted};
+use crate::toolchain::is_executable;
 
 /// The shim's executable name in its directory.
 pub const LINK_NAME: &str = "neuronx-cc";
@@ -200,11 +201,6 @@ pub fn read_config(dir: &Path) -> Result<Option<Config>, String> {
 pub fn default_socket(dir: &Path) -> PathBuf {
     let digest = blake3::hash(dir.as_os_str().as_encoded_bytes()).to_hex();
     daemon_config::default_dir().join(format!("shim-{}.sock", &digest[..12]))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The directories of `$PATH`, in order.

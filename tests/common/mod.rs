@@ -78,6 +78,42 @@ impl Scratch {
         self.sim_cmd(target, extra).output().unwrap()
     }
 
+    /// `nxcc parallel-compile ARGS -- --target trn2 --toolchain sim EXTRA...`.
+    pub fn parallel_cmd(&self, args: &[&str], extra: &[&str]) -> Command {
+        let mut all = vec!["parallel-compile"];
+        all.extend(args);
+        all.extend(["--", "--target", "trn2", "--toolchain", "sim"]);
+        all.extend(extra);
+        self.nxcc(&all)
+    }
+
+    /// [`Scratch::parallel_cmd`], run to completion.
+    pub fn parallel_run(&self, args: &[&str], extra: &[&str]) -> Output {
+        self.parallel_cmd(args, extra).output().unwrap()
+    }
+
+    /// `sh -c "hostname HOST && exec nxcc ARGS"` as the first process of a new UTS and PID
+    /// namespace (a simulated host: killing `unshare` kills it and everything in its namespace at
+    /// once, as a host that goes down), in the launch dir with the private cache home. `args` is
+    /// shell text.
+    pub fn on_host(&self, host: &str, args: &str) -> Command {
+        let mut c = Command::new("unshare");
+        c.args([
+            "--uts",
+            "--pid",
+            "--fork",
+            "--kill-child=SIGKILL",
+            "sh",
+            "-c",
+        ])
+        .arg(format!("hostname {host} && exec \"$0\" {args}"))
+        .arg(NXCC)
+        .current_dir(self.path())
+        .env("XDG_CACHE_HOME", self.join(".cache"))
+        .env_remove("NXCC_TOOLCHAIN");
+        c
+    }
+
     /// The tool invocations recorded so far.
     pub fn records(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.record())
@@ -103,6 +139,102 @@ impl Scratch {
             .collect();
         v.sort();
         v
+    }
+}
+
+/// The argv of a simulated compile: `compile MODEL --target TARGET --toolchain sim --output OUT
+/// EXTRA...`.
+pub fn sim_compile_args<'a>(
+    model: &'a str,
+    target: &'a str,
+    out: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut v = vec![
+        "compile",
+        model,
+        "--target",
+        target,
+        "--toolchain",
+        "sim",
+        "--output",
+        out,
+    ];
+    v.extend(extra);
+    v
+}
+
+/// `MODEL --target trn2 --toolchain sim --cache_dir cache`: a simulated compile through the cache
+/// `cache` of the launch dir (what follows `compile`, or `cache explain --`).
+pub fn cached_args(model: &str) -> [&str; 7] {
+    [
+        model,
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--cache_dir",
+        "cache",
+    ]
+}
+
+/// What the shards of nxcc's cache in `cache` hold (`nxcc-v1/<2 chars>/*`: entries, their locks,
+/// staging directories), sorted; nothing when there is no cache.
+pub fn shard_items(cache: &Path) -> Vec<PathBuf> {
+    let Ok(shards) = std::fs::read_dir(cache.join("nxcc-v1")) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = shards
+        .flatten()
+        .filter(|s| s.file_name().len() == 2 && s.path().is_dir())
+        .flat_map(|s| std::fs::read_dir(s.path()).unwrap().flatten())
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The entries of nxcc's cache in `cache`: the key directories (64 characters) in its shards.
+pub fn cache_entries(cache: &Path) -> Vec<PathBuf> {
+    shard_items(cache)
+        .into_iter()
+        .filter(|p| p.file_name().map_or(0, |n| n.len()) == 64 && p.is_dir())
+        .collect()
+}
+
+/// The NEFF of the first entry of nxcc's cache in `cache` that has one.
+pub fn entry_neff(cache: &Path) -> PathBuf {
+    cache_entries(cache)
+        .into_iter()
+        .map(|e| e.join("model.neff"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("no cache entry with a NEFF under {}", cache.display()))
+}
+
+/// A bindfs mount of `src` at `at` (a FUSE passthrough: `flock` through it is local to it),
+/// unmounted when dropped.
+pub struct Mount {
+    pub at: PathBuf,
+}
+
+impl Mount {
+    pub fn new(src: &Path, at: &Path) -> Mount {
+        std::fs::create_dir_all(at).unwrap();
+        match Command::new("bindfs").arg(src).arg(at).output() {
+            Ok(o) if o.status.success() => Mount {
+                at: at.to_path_buf(),
+            },
+            other => panic!(
+                "cannot mount {} with bindfs (root, /dev/fuse and the bindfs package are needed; .ci/run installs it): {other:?}",
+                at.display()
+            ),
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
     }
 }
 

@@ -103,18 +103,7 @@ fn public_dirs(world: &World) -> PathBuf {
 /// `nxcc compile --daemon` as `user`, from `dir`, on `socket`.
 fn client_as(user: &TestUser, world: &World, dir: &Path, socket: &Path) -> std::process::Output {
     world
-        .nxcc()
-        .args([
-            "compile",
-            "--daemon",
-            "m.hlo",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--output",
-            "out.neff",
-        ])
+        .daemon_client("out.neff")
         .env("NXCC_DAEMON_SOCKET", socket)
         .current_dir(dir)
         .uid(user.uid)

@@ -256,15 +256,7 @@ fn every_bad_request_gets_its_4xx_and_the_daemon_keeps_serving() {
     assert!(world.records().is_empty(), "no tool ran");
     let r = daemon.compile(
         &wd,
-        &shell_join(&[
-            model.to_str().unwrap(),
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--output",
-            "ok.neff",
-        ]),
+        &shell_join(&sim_argv(model.to_str().unwrap(), "ok.neff", &[])),
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(neff_first_input(&wd.join("ok.neff")), "x.1");

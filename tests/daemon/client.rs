@@ -53,18 +53,7 @@ fn with_no_daemon_running_the_client_starts_one() {
     };
     let t = Instant::now();
     let out = world
-        .nxcc()
-        .args([
-            "compile",
-            "--daemon",
-            "m.hlo",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--output",
-            "a.neff",
-        ])
+        .daemon_client("a.neff")
         .current_dir(&wd)
         .output()
         .unwrap();
@@ -109,18 +98,7 @@ fn with_no_daemon_running_the_client_starts_one() {
 
     // The next compile uses the same daemon, at once.
     let out = world
-        .nxcc()
-        .args([
-            "compile",
-            "--daemon",
-            "m.hlo",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--output",
-            "b.neff",
-        ])
+        .daemon_client("b.neff")
         .current_dir(&wd)
         .output()
         .unwrap();

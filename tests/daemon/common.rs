@@ -122,6 +122,15 @@ impl World {
         c
     }
 
+    /// `nxcc compile --daemon m.hlo --target trn2 --toolchain sim --output OUTPUT`: a compile
+    /// through the daemon client, with this world's environment.
+    pub fn daemon_client(&self, output: &str) -> Command {
+        let mut c = self.nxcc();
+        c.args(["compile", "--daemon"])
+            .args(sim_argv("m.hlo", output, &[]));
+        c
+    }
+
     /// The simulated tools' invocations so far.
     pub fn records(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.record)
@@ -316,9 +325,75 @@ pub fn v1_request(request: &Value) -> Vec<u8> {
     r
 }
 
+/// Send a `/v1/compile` and read events until `until` holds for one; the stream, still open.
+pub fn stream_until(
+    daemon: &Daemon,
+    request: &Value,
+    until: impl Fn(&Value) -> bool,
+) -> (UnixStream, Vec<Value>) {
+    let s = daemon.connect();
+    (&s).write_all(&v1_request(request)).unwrap();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let (status, _) = read_head(&mut reader);
+    assert_eq!(status, 200);
+    let mut seen = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = read_chunk(&mut reader) {
+        pending.extend(chunk);
+        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=n).collect();
+            let e: Value = serde_json::from_slice(&line).unwrap();
+            let stop = until(&e);
+            seen.push(e);
+            if stop {
+                return (s, seen);
+            }
+        }
+    }
+    panic!("the stream ended before the awaited event: {seen:?}");
+}
+
+/// Read the rest of a `/v1/compile` stream into `events`.
+pub fn read_rest(s: UnixStream, events: &mut Vec<Value>) {
+    let mut reader = BufReader::new(s);
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = read_chunk(&mut reader) {
+        pending.extend(chunk);
+        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=n).collect();
+            events.push(serde_json::from_slice(&line).unwrap());
+        }
+    }
+}
+
 /// Shell-quote and join words, as `shlex.quote` does.
 pub fn shell_join(words: &[&str]) -> String {
     nxcc::shell::join(words)
+}
+
+/// The words of a simulated compile of `model` for trn2, without the leading `compile`:
+/// `MODEL --target trn2 --toolchain sim --output OUTPUT EXTRA...`.
+pub fn sim_argv<'a>(model: &'a str, output: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        model,
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--output",
+        output,
+    ];
+    v.extend(extra);
+    v
+}
+
+/// The body of the original client's compile request for the example model into `output`:
+/// `compile MODEL --target trn2 --toolchain sim --output OUTPUT`, shell-joined.
+pub fn compile_body(output: &str) -> String {
+    let model = example_model();
+    let mut words = vec!["compile"];
+    words.extend(sim_argv(model.to_str().unwrap(), output, &[]));
+    shell_join(&words)
 }
 
 /// An answer.

@@ -39,16 +39,7 @@ fn a_half_closed_request_is_answered_and_its_compile_runs_to_the_end() {
     // The original client's protocol (keep-alive), then the end of its stream.
     for i in 0..3 {
         let out = format!("o{i}.neff");
-        let body = shell_join(&[
-            model.to_str().unwrap(),
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--output",
-            &out,
-            "--no_cache",
-        ]);
+        let body = shell_join(&sim_argv(model.to_str().unwrap(), &out, &["--no_cache"]));
         let r = half_closed(&daemon, &original_request(&wd, &body, daemon.pid()));
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(neff_first_input(&wd.join(&out)), "x.1");

@@ -2,7 +2,6 @@
 //! worker is cancelled, timed out and reported as a re-executed one was; the fork server killed
 //! is noticed, the compile it took with it fails cleanly, and it is started again.
 
-use std::io::{BufReader, Write};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -46,34 +45,6 @@ fn workers_of(parent: u32) -> Vec<u32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&p| stat(p) == Some((parent, "nxcc-worker".to_string())))
         .collect()
-}
-
-/// Send a `/v1/compile` and read events until `until` holds for one; the stream, still open.
-fn stream_until(
-    daemon: &Daemon,
-    request: &Value,
-    until: impl Fn(&Value) -> bool,
-) -> (std::os::unix::net::UnixStream, Vec<Value>) {
-    let s = daemon.connect();
-    (&s).write_all(&v1_request(request)).unwrap();
-    let mut reader = BufReader::new(s.try_clone().unwrap());
-    let (status, _) = read_head(&mut reader);
-    assert_eq!(status, 200);
-    let mut seen = Vec::new();
-    let mut pending: Vec<u8> = Vec::new();
-    while let Some(chunk) = read_chunk(&mut reader) {
-        pending.extend(chunk);
-        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=n).collect();
-            let e: Value = serde_json::from_slice(&line).unwrap();
-            let stop = until(&e);
-            seen.push(e);
-            if stop {
-                return (s, seen);
-            }
-        }
-    }
-    panic!("the stream ended before the awaited event: {seen:?}");
 }
 
 fn done(events: &[Value]) -> &Value {
@@ -211,15 +182,7 @@ fn a_killed_fork_server_fails_its_compile_cleanly_and_is_started_again() {
     // SAFETY: kill(2) on the daemon's fork server, a process this test identified by /proc.
     assert_eq!(unsafe { libc::kill(helper as i32, libc::SIGKILL) }, 0);
     // The compile in flight ends, failed, with the reason; nothing of it is left.
-    let mut reader = BufReader::new(s);
-    let mut pending: Vec<u8> = Vec::new();
-    while let Some(chunk) = read_chunk(&mut reader) {
-        pending.extend(chunk);
-        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=n).collect();
-            events.push(serde_json::from_slice(&line).unwrap());
-        }
-    }
+    read_rest(s, &mut events);
     let d = done(&events);
     assert_eq!(d["exit_status"], 70, "{events:?}");
     let errors = errors(&events);
@@ -250,19 +213,6 @@ fn a_killed_fork_server_fails_its_compile_cleanly_and_is_started_again() {
     assert_eq!(restarts, 1);
     // The daemon reaped the one it lost: no zombie is left behind.
     assert!(stat(helper).is_none_or(|(ppid, _)| ppid != daemon.pid()));
-}
-
-/// Read the rest of a `/v1/compile` stream into `events`.
-fn read_rest(s: std::os::unix::net::UnixStream, events: &mut Vec<Value>) {
-    let mut reader = BufReader::new(s);
-    let mut pending: Vec<u8> = Vec::new();
-    while let Some(chunk) = read_chunk(&mut reader) {
-        pending.extend(chunk);
-        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=n).collect();
-            events.push(serde_json::from_slice(&line).unwrap());
-        }
-    }
 }
 
 /// The fork server stopped (SIGSTOP) while its worker compiles: the worker finishes but its end

@@ -78,15 +78,13 @@ fn planted_pid_and_log_links_in_a_shared_socket_directory_are_not_followed() {
     plant(&victim_pid, &pid);
     plant(&victim_log, &log);
     chmod(&shared, 0o777);
-    let (code, err) = daemon_refusal(
-        &world,
-        &[
-            Path::new("--socket"),
-            &socket,
-            Path::new("--log-file"),
-            &log,
-        ],
-    );
+    let socket_and_log = [
+        Path::new("--socket"),
+        &socket,
+        Path::new("--log-file"),
+        &log,
+    ];
+    let (code, err) = daemon_refusal(&world, &socket_and_log);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(&format!(
@@ -97,15 +95,7 @@ fn planted_pid_and_log_links_in_a_shared_socket_directory_are_not_followed() {
     );
     // Sticky: the directory passes, each planted link is refused.
     chmod(&shared, 0o1777);
-    let (code, err) = daemon_refusal(
-        &world,
-        &[
-            Path::new("--socket"),
-            &socket,
-            Path::new("--log-file"),
-            &log,
-        ],
-    );
+    let (code, err) = daemon_refusal(&world, &socket_and_log);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("s.log is a symbolic link"), "{err}");
     let (code, err) = daemon_refusal(&world, &[Path::new("--socket"), &socket]);

@@ -9,20 +9,6 @@ use serde_json::json;
 
 use crate::common::*;
 
-fn compile_body(output: &str) -> String {
-    let model = example_model();
-    shell_join(&[
-        "compile",
-        model.to_str().unwrap(),
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        output,
-    ])
-}
-
 #[test]
 fn a_second_daemon_refuses_and_names_the_first_and_a_stale_pid_file_is_taken_over() {
     let world = World::new();
@@ -151,44 +137,39 @@ fn a_client_that_goes_away_cancels_its_compile_and_leaves_no_process() {
     );
     let wd = world.mkdir("w");
     let tools_running = || processes_with(&kv, daemon.pid());
+    let walrus_runs = || {
+        wait_until(Duration::from_secs(20), "walrus_driver to run", || {
+            tools_running().iter().any(|(_, c)| c == "walrus_driver")
+        })
+    };
+    // The compile's processes end once its client is gone (how long it took is shown, not
+    // asserted).
+    let processes_go = |client: &str| {
+        let t = Instant::now();
+        wait_until(
+            Duration::from_secs(7),
+            "the compile's processes to go",
+            || tools_running().is_empty(),
+        );
+        eprintln!(
+            "{client} client gone: processes ended within {:?}",
+            t.elapsed()
+        );
+    };
 
     // The streaming route: leave once the WalrusDriver job has started.
     let model = example_model();
-    let s = daemon.connect();
-    (&s).write_all(&v1_request(&json!({
-        "argv": [model, "--target", "trn2", "--toolchain", "sim", "--output", "v.neff"],
-        "working_directory": wd,
-    })))
-    .unwrap();
-    let mut reader = BufReader::new(&s);
-    let (status, _) = read_head(&mut reader);
-    assert_eq!(status, 200);
-    let mut pending: Vec<u8> = Vec::new();
-    'events: while let Some(chunk) = read_chunk(&mut reader) {
-        pending.extend(chunk);
-        while let Some(n) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=n).collect();
-            let e: serde_json::Value = serde_json::from_slice(&line).unwrap();
-            if e["event"] == "job_started" && e["job"] == "WalrusDriver" {
-                break 'events;
-            }
-        }
-    }
-    wait_until(Duration::from_secs(20), "walrus_driver to run", || {
-        tools_running().iter().any(|(_, c)| c == "walrus_driver")
-    });
-    drop(reader);
+    let (s, _) = stream_until(
+        &daemon,
+        &json!({
+            "argv": [model, "--target", "trn2", "--toolchain", "sim", "--output", "v.neff"],
+            "working_directory": wd,
+        }),
+        |e| e["event"] == "job_started" && e["job"] == "WalrusDriver",
+    );
+    walrus_runs();
     drop(s);
-    let t = Instant::now();
-    wait_until(
-        Duration::from_secs(7),
-        "the compile's processes to go",
-        || tools_running().is_empty(),
-    );
-    eprintln!(
-        "streaming client gone: processes ended within {:?}",
-        t.elapsed()
-    );
+    processes_go("streaming");
 
     // The original's route: leave while the compile runs.
     let s = daemon.connect();
@@ -198,20 +179,9 @@ fn a_client_that_goes_away_cancels_its_compile_and_leaves_no_process() {
         daemon.pid(),
     ))
     .unwrap();
-    wait_until(Duration::from_secs(20), "walrus_driver to run", || {
-        tools_running().iter().any(|(_, c)| c == "walrus_driver")
-    });
+    walrus_runs();
     drop(s);
-    let t = Instant::now();
-    wait_until(
-        Duration::from_secs(7),
-        "the compile's processes to go",
-        || tools_running().is_empty(),
-    );
-    eprintln!(
-        "original client gone: processes ended within {:?}",
-        t.elapsed()
-    );
+    processes_go("original");
     wait_until(
         Duration::from_secs(10),
         "both compiles to be reported",

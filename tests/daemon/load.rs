@@ -149,20 +149,9 @@ fn a_memory_budget_holds_compiles_back_and_status_shows_them() {
             let model = model.clone();
             std::thread::spawn(move || {
                 let wd = world.mkdir(&format!("w{i}"));
-                let r = daemon.compile(
-                    &wd,
-                    &shell_join(&[
-                        model.to_str().unwrap(),
-                        "--target",
-                        "trn2",
-                        "--toolchain",
-                        "sim",
-                        "--output",
-                        "o.neff",
-                        // Three identical compiles: without the cache each one runs.
-                        "--no_cache",
-                    ]),
-                );
+                // Three identical compiles: without the cache each one runs.
+                let argv = sim_argv(model.to_str().unwrap(), "o.neff", &["--no_cache"]);
+                let r = daemon.compile(&wd, &shell_join(&argv));
                 assert_eq!(r.status, 200, "{}", r.text());
             })
         })

@@ -85,15 +85,7 @@ fn the_original_clients_request_compiles_in_its_working_directory() {
     // Arguments without the leading `compile` are accepted too.
     let r = daemon.compile(
         &wd,
-        &shell_join(&[
-            model.to_str().unwrap(),
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--output",
-            "b.neff",
-        ]),
+        &shell_join(&sim_argv(model.to_str().unwrap(), "b.neff", &[])),
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(neff_info_verify(&world, &wd.join("b.neff")).0, 0);
@@ -131,17 +123,7 @@ fn a_fault_in_the_daemons_environment_fails_the_compile_with_its_error_text() {
         &[("NXCC_SIM_FAULT", "walrus_driver:exit=3")],
     );
     let wd = world.mkdir("w");
-    let model = example_model();
-    let body = shell_join(&[
-        "compile",
-        model.to_str().unwrap(),
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        "m.neff",
-    ]);
+    let body = compile_body("m.neff");
     let r = daemon.compile(&wd, &body);
     assert_eq!(r.status, 400);
     assert_eq!(r.header("x-nxcc-exit-status"), Some("70"));
@@ -284,17 +266,7 @@ fn the_abstract_address_is_found_through_the_pid_file_as_the_original_client_doe
     let pid = pid.unwrap();
     assert_eq!(pid, child.id());
     let s = nxcc::daemon::listen::connect_abstract(&format!("com.amazon.neuronxcc.{pid}")).unwrap();
-    let model = example_model();
-    let body = shell_join(&[
-        "compile",
-        model.to_str().unwrap(),
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        "a.neff",
-    ]);
+    let body = compile_body("a.neff");
     (&s).write_all(&original_request(&dir, &body, pid)).unwrap();
     let r = read_response(&mut BufReader::new(&s));
     assert_eq!(r.status, 200, "{}", r.text());

@@ -12,7 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
+pub use crate::common::{processes_with_env, text, NXCC};
+
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const VERSION: &str = "0.1.9";
 
@@ -538,6 +539,15 @@ impl Client {
         c
     }
 
+    /// `nxcc ARGS` started, its output piped.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.nxcc(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// Run with a time limit (a test never hangs): the output, or a failure after `limit`.
     pub fn run(
         &self,
@@ -572,22 +582,22 @@ pub fn run_limited(mut c: Command, limit: Duration) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(o) => o.unwrap(),
-        Err(_) => {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("{c:?} did not finish within {} s", limit.as_secs());
-        }
-    }
+    wait_named(child, limit, &format!("{c:?}"))
+}
+
+/// What a run said: its stderr, then its stdout.
+pub fn said(o: &std::process::Output) -> String {
+    text(&o.stderr) + &text(&o.stdout)
 }
 
 /// Wait for a running child within `limit` (killed and failed otherwise).
 pub fn wait_limited(child: Child, limit: Duration) -> std::process::Output {
+    let what = format!("pid {}", child.id());
+    wait_named(child, limit, &what)
+}
+
+/// Wait for `child` (named `what` in the failure) within `limit`; killed and failed otherwise.
+fn wait_named(child: Child, limit: Duration, what: &str) -> std::process::Output {
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -597,28 +607,7 @@ pub fn wait_limited(child: Child, limit: Duration) -> std::process::Output {
         Ok(o) => o.unwrap(),
         Err(_) => {
             unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("pid {pid} did not finish within {} s", limit.as_secs());
+            panic!("{what} did not finish within {} s", limit.as_secs());
         }
     }
-}
-
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Processes whose environment has `key=value`.
-pub fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
-    let needle = format!("{key}={value}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(e.path().join("environ")) {
-            if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-                out.push(pid);
-            }
-        }
-    }
-    out
 }

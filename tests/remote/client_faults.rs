@@ -9,24 +9,28 @@ use std::time::{Duration, Instant};
 
 use nxcc::remote::{digest, re};
 
-use super::buildgrid::{self, model_variant, text, Client};
+use super::buildgrid::{self, model_variant, said, text, Client};
+use super::common::cache_entries;
 use super::hostile::{Answer, Hostile, ReadMode};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn compile_args<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![
-        "compile",
-        "mlp.hlo_module.pb",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        out,
-    ];
-    v.extend(extra);
-    v
+    super::compile_args("mlp.hlo_module.pb", out, extra)
+}
+
+/// A compile into `model.neff` from `c` against the hostile server `h`, with `env`.
+fn against(c: &Client, h: &Hostile, env: &[(&str, &str)]) -> std::process::Output {
+    c.run(
+        &compile_args("model.neff", &["--remote", &h.url()]),
+        env,
+        LIMIT,
+    )
+}
+
+/// How many calls of `rpc` the hostile server `h` has seen.
+fn calls(h: &Hostile, rpc: &str) -> usize {
+    h.state.seen().calls.iter().filter(|c| *c == rpc).count()
 }
 
 /// A valid NEFF: the example compiled here once.
@@ -168,18 +172,10 @@ fn cache_verify_finds_a_neff_that_is_not_one() {
 }
 
 fn find_entry(cache: &Path) -> std::path::PathBuf {
-    let root = cache.join("nxcc-v1");
-    for shard in std::fs::read_dir(&root).unwrap().flatten() {
-        if shard.file_name().len() != 2 {
-            continue;
-        }
-        for e in std::fs::read_dir(shard.path()).unwrap().flatten() {
-            if e.path().join("meta.json").is_file() {
-                return e.path();
-            }
-        }
-    }
-    panic!("no entry in {}", root.display());
+    cache_entries(cache)
+        .into_iter()
+        .find(|e| e.join("meta.json").is_file())
+        .unwrap_or_else(|| panic!("no entry in {}", cache.display()))
 }
 
 #[test]
@@ -264,7 +260,7 @@ fn a_server_that_never_answers_is_given_up_on_by_each_deadline() {
         &short,
         LIMIT,
     );
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(
         out.contains("no answer to GetCapabilities within 1 s") && out.contains(&url),
@@ -274,51 +270,27 @@ fn a_server_that_never_answers_is_given_up_on_by_each_deadline() {
     // A lookup that hangs: the call deadline, tried again within the retry budget.
     let h = Hostile::start();
     h.state.script().action_result = Answer::Hang;
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &short,
-        LIMIT,
-    );
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let o = against(&c, &h, &short);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(
         out.contains("GetActionResult failed: DeadlineExceeded: no answer within 1 s"),
         "{out}"
     );
-    assert!(
-        h.state
-            .seen()
-            .calls
-            .iter()
-            .filter(|c| *c == "GetActionResult")
-            .count()
-            >= 2
-    );
+    assert!(calls(&h, "GetActionResult") >= 2);
 
     // An execution that is accepted and never answered: the stream's idle deadline, then
     // Execute again, within the budget.
     let h = Hostile::start();
     h.state.script().execute = Answer::Hang;
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &short,
-        LIMIT,
-    );
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let o = against(&c, &h, &short);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(
         out.contains("Execute failed: DeadlineExceeded: no news of the operation for 1 s"),
         "{out}"
     );
-    assert!(
-        h.state
-            .seen()
-            .calls
-            .iter()
-            .filter(|c| *c == "Execute")
-            .count()
-            >= 2
-    );
+    assert!(calls(&h, "Execute") >= 2);
     assert!(!c.path().join("model.neff").exists());
 }
 
@@ -329,10 +301,7 @@ fn a_signal_ends_a_remote_compile_at_once_and_cancels_its_operation() {
         let h = Hostile::start();
         h.state.script().execute = Answer::Honest;
         let c = Client::new();
-        let mut cmd = c.nxcc(&compile_args("model.neff", &["--remote", &h.url()]));
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let child = cmd.spawn().unwrap();
+        let child = c.spawn(&compile_args("model.neff", &["--remote", &h.url()]));
         let t = Instant::now();
         while !h.state.seen().calls.iter().any(|c| c == "Execute") {
             assert!(t.elapsed() < LIMIT, "the compile never executed");
@@ -342,7 +311,7 @@ fn a_signal_ends_a_remote_compile_at_once_and_cancels_its_operation() {
         std::thread::sleep(Duration::from_millis(300));
         unsafe { libc::kill(child.id() as i32, sig) };
         let o = buildgrid::wait_limited(child, LIMIT);
-        let out = text(&o.stderr) + &text(&o.stdout);
+        let out = said(&o);
         assert_eq!(o.status.code(), Some(status), "{out}");
         assert!(out.contains("Compilation interrupted by"), "{out}");
         assert_eq!(
@@ -364,12 +333,8 @@ fn downloads_stop_at_the_size_their_digest_declares() {
     h.state.script().execute = Answer::With(executed(result_naming(&declared)));
     h.state.script().read = ReadMode::Endless;
     let c = Client::new();
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &[],
-        LIMIT,
-    );
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let o = against(&c, &h, &[]);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(out.contains("byte 1001 is one too many"), "{out}");
     assert!(!c.path().join("model.neff").exists());
@@ -392,12 +357,8 @@ fn downloads_stop_at_the_size_their_digest_declares() {
         ..Default::default()
     }));
     h.state.script().read = ReadMode::Endless;
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &[],
-        LIMIT,
-    );
-    let out = text(&o.stderr) + &text(&o.stdout);
+    let o = against(&c, &h, &[]);
+    let out = said(&o);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(
         out.contains("the remote stderr could not be read") && out.contains("byte 101"),
@@ -425,13 +386,9 @@ fn server_text_is_escaped_and_cut_before_it_is_printed() {
         ..Default::default()
     }));
     let c = Client::new();
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &[],
-        LIMIT,
-    );
+    let o = against(&c, &h, &[]);
     let check = |o: &std::process::Output| {
-        let out = text(&o.stderr) + &text(&o.stdout);
+        let out = said(o);
         assert_eq!(o.status.code(), Some(70), "{}", &out[..out.len().min(4000)]);
         assert!(!out.contains('\x1b'), "an escape sequence was printed raw");
         assert!(!out.contains('\x07'));
@@ -458,11 +415,7 @@ fn server_text_is_escaped_and_cut_before_it_is_printed() {
         }),
         ..Default::default()
     });
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &[],
-        LIMIT,
-    );
+    let o = against(&c, &h, &[]);
     let out = check(&o);
     assert!(
         out.contains("InvalidArgument: \\u{1b}[2J"),
@@ -486,11 +439,7 @@ fn retries_carry_a_compile_through_a_server_that_is_unavailable_for_now() {
     ];
     h.state.script().action_result = Answer::With(result_naming(&d));
     let c = Client::new();
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &[],
-        LIMIT,
-    );
+    let o = against(&c, &h, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let calls = h.state.seen().calls.clone();
     assert_eq!(
@@ -503,11 +452,7 @@ fn retries_carry_a_compile_through_a_server_that_is_unavailable_for_now() {
     let h = Hostile::start();
     h.state.script().action_result =
         Answer::Fail(tonic::Code::PermissionDenied, "not for you".into());
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &[],
-        LIMIT,
-    );
+    let o = against(&c, &h, &[]);
     let out = text(&o.stderr);
     assert_eq!(o.status.code(), Some(70), "{out}");
     assert!(out.contains("PermissionDenied: not for you"), "{out}");
@@ -527,11 +472,7 @@ fn execute_runs_again_when_the_server_lost_the_operation() {
     h.state.script().execute_breaks = 1;
     h.state.script().execute = Answer::With(executed(result_naming(&d)));
     let c = Client::new();
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &[],
-        LIMIT,
-    );
+    let o = against(&c, &h, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let calls: Vec<String> = h
         .state
@@ -556,11 +497,7 @@ fn bytestream_reads_resume_from_the_bytes_received() {
     h.state.script().action_result = Answer::With(result_naming(&d));
     h.state.script().read = ReadMode::StallAfter(neff.len() / 2);
     let c = Client::new();
-    let o = c.run(
-        &compile_args("model.neff", &["--remote", &h.url()]),
-        &[("NXCC_REMOTE_IDLE_TIMEOUT", "1")],
-        LIMIT,
-    );
+    let o = against(&c, &h, &[("NXCC_REMOTE_IDLE_TIMEOUT", "1")]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(std::fs::read(c.path().join("model.neff")).unwrap(), neff);
     let offsets = h.state.seen().read_offsets.clone();

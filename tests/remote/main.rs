@@ -18,24 +18,23 @@ mod worker_faults;
 
 use std::time::Duration;
 
-use buildgrid::{model_variant, processes_with_env, text, Client, Server, Worker};
+use buildgrid::{model_variant, processes_with_env, said, text, Client, Server, Worker};
 use common::{compile_spans, max_overlap};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// `compile MODEL --target trn2 --toolchain sim --output OUT EXTRA...`.
 fn compile_args<'a>(model: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![
-        "compile",
-        model,
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        out,
-    ];
-    v.extend(extra);
-    v
+    common::sim_compile_args(model, "trn2", out, extra)
+}
+
+/// The example model compiled into `model.neff` from `c`, with `extra`.
+fn compile_mlp(c: &Client, extra: &[&str]) -> std::process::Output {
+    c.run(
+        &compile_args("mlp.hlo_module.pb", "model.neff", extra),
+        &[],
+        LIMIT,
+    )
 }
 
 fn tool_runs(w: &Worker) -> usize {
@@ -51,20 +50,12 @@ fn remote_compiles_match_local_ones_and_hit_the_action_cache() {
 
     // A local compile, the reference.
     let local = Client::new();
-    let o = local.run(
-        &compile_args("mlp.hlo_module.pb", "model.neff", &[]),
-        &[],
-        LIMIT,
-    );
+    let o = compile_mlp(&local, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 
     // The same compile remotely: the same bytes, compiled by a worker.
     let first = Client::new();
-    let o = first.run(
-        &compile_args("mlp.hlo_module.pb", "model.neff", &["--remote", &url]),
-        &[],
-        LIMIT,
-    );
+    let o = compile_mlp(&first, &["--remote", &url]);
     assert!(
         o.status.success(),
         "{}\n{}",
@@ -81,11 +72,7 @@ fn remote_compiles_match_local_ones_and_hit_the_action_cache() {
 
     // From a fresh directory: an action-cache hit; no tool runs on any worker.
     let second = Client::new();
-    let o = second.run(
-        &compile_args("mlp.hlo_module.pb", "model.neff", &["--remote", &url]),
-        &[],
-        LIMIT,
-    );
+    let o = compile_mlp(&second, &["--remote", &url]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stdout).contains("Using a remote cached neff"),
@@ -152,21 +139,13 @@ fn the_remote_cache_alone_shares_a_local_compile() {
     let server = Server::start();
     let url = server.url();
     let first = Client::new();
-    let o = first.run(
-        &compile_args("mlp.hlo_module.pb", "model.neff", &["--remote-cache", &url]),
-        &[],
-        LIMIT,
-    );
+    let o = compile_mlp(&first, &["--remote-cache", &url]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(!text(&o.stdout).contains("Using a remote cached neff"));
     // A fresh directory (and a fresh local cache): served from the remote action cache, no
     // tool run (its log shows no job, and no work dir was made).
     let second = Client::new();
-    let o = second.run(
-        &compile_args("mlp.hlo_module.pb", "model.neff", &["--remote-cache", &url]),
-        &[],
-        LIMIT,
-    );
+    let o = compile_mlp(&second, &["--remote-cache", &url]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stdout).contains("Using a remote cached neff"),
@@ -195,11 +174,7 @@ fn the_remote_cache_alone_shares_a_local_compile() {
         "cache",
     ];
     let third = Client::new();
-    let o = third.run(
-        &compile_args("mlp.hlo_module.pb", "model.neff", &hit_only),
-        &[],
-        LIMIT,
-    );
+    let o = compile_mlp(&third, &hit_only);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stdout).contains("Using a remote cached neff"),
@@ -240,7 +215,7 @@ fn a_failing_remote_compile_reports_its_stderr_and_is_not_cached() {
     let env = [("NXCC_SIM_FAULT", "walrus_driver:stderr=remote-marker-line")];
     let args = compile_args("mlp.hlo_module.pb", "model.neff", &["--remote", &url]);
     let o = c.run(&args, &env, LIMIT);
-    let err = text(&o.stderr) + &text(&o.stdout);
+    let err = said(&o);
     assert_eq!(o.status.code(), Some(70), "{err}");
     assert!(err.contains("remote-marker-line"), "{err}");
     assert!(
@@ -259,7 +234,7 @@ fn a_failing_remote_compile_reports_its_stderr_and_is_not_cached() {
 
     // A crash of a tool: its F-code banner comes back in the remote stderr.
     let o = c.run(&args, &[("NXCC_SIM_FAULT", "walrus_driver:segv")], LIMIT);
-    let err = text(&o.stderr) + &text(&o.stdout);
+    let err = said(&o);
     assert_eq!(o.status.code(), Some(70), "{err}");
     assert!(err.contains("[F139]"), "{err}");
 }
@@ -274,21 +249,13 @@ fn a_server_that_is_down_is_named_and_fails_at_once() {
         .port();
     let url = format!("grpc://127.0.0.1:{port}");
     let c = Client::new();
-    let o = c.run(
-        &compile_args("mlp.hlo_module.pb", "model.neff", &["--remote", &url]),
-        &[],
-        LIMIT,
-    );
-    let err = text(&o.stderr) + &text(&o.stdout);
+    let o = compile_mlp(&c, &["--remote", &url]);
+    let err = said(&o);
     assert_eq!(o.status.code(), Some(70), "{err}");
     assert!(err.contains("NCC_EDRV130") && err.contains(&url), "{err}");
     assert!(!c.path().join("model.neff").exists());
     // A malformed address is refused before anything runs.
-    let o = c.run(
-        &compile_args("mlp.hlo_module.pb", "model.neff", &["--remote", "http://x"]),
-        &[],
-        LIMIT,
-    );
+    let o = compile_mlp(&c, &["--remote", "http://x"]);
     assert_eq!(o.status.code(), Some(70));
     assert!(
         text(&o.stderr).contains("expected grpc://HOST:PORT"),
@@ -375,10 +342,7 @@ fn a_workers_memory_budget_holds_under_eight_leases() {
         .map(|i| {
             let m = format!("g{i}.pb");
             let out = format!("g{i}.neff");
-            let mut cmd = c.nxcc(&compile_args(&m, &out, &["--remote", &url]));
-            cmd.stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            cmd.spawn().unwrap()
+            c.spawn(&compile_args(&m, &out, &["--remote", &url]))
         })
         .collect();
     for ch in children {
@@ -432,14 +396,11 @@ fn a_killed_worker_s_compile_finishes_on_another_worker() {
     );
     let url = server.url();
     let c = Client::new();
-    let mut cmd = c.nxcc(&compile_args(
+    let client = c.spawn(&compile_args(
         "mlp.hlo_module.pb",
         "model.neff",
         &["--remote", &url, "-O1"],
     ));
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let client = cmd.spawn().unwrap();
     slow.wait_for("started (running: 1)", LIMIT);
     let fast = Worker::start(&server, "fast", &[], &[]);
     slow.kill();
@@ -473,14 +434,11 @@ fn sigterm_drains_a_worker_after_its_running_compile() {
     );
     let url = server.url();
     let c = Client::new();
-    let mut cmd = c.nxcc(&compile_args(
+    let client = c.spawn(&compile_args(
         "mlp.hlo_module.pb",
         "model.neff",
         &["--remote", &url, "-O1"],
     ));
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let client = cmd.spawn().unwrap();
     w.wait_for("started (running: 1)", LIMIT);
     let status = w.terminate(LIMIT);
     assert_eq!(status, Some(0), "{}", w.log());

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nxcc::remote::settings::Settings;
 
-use super::buildgrid::{self, text, Client, Launch, Server, Worker};
+use super::buildgrid::{self, said, text, Client, Launch, Server, Worker};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -89,21 +89,8 @@ fn pairs(v: &[(String, String)]) -> Vec<(&str, &str)> {
     v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
 
-fn compile(out: &str, url: &str) -> Vec<String> {
-    [
-        "compile",
-        "mlp.hlo_module.pb",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        out,
-        "--remote",
-        url,
-    ]
-    .map(String::from)
-    .to_vec()
+fn compile<'a>(out: &'a str, url: &'a str) -> Vec<&'a str> {
+    super::compile_args("mlp.hlo_module.pb", out, &["--remote", url])
 }
 
 #[test]
@@ -120,16 +107,7 @@ fn tls_mutual_certificates_and_a_bearer_token_against_buildgrid() {
 
     let local = Client::new();
     let o = local.run(
-        &[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--output",
-            "model.neff",
-        ],
+        &super::compile_args("mlp.hlo_module.pb", "model.neff", &[]),
         &[],
         LIMIT,
     );
@@ -137,7 +115,6 @@ fn tls_mutual_certificates_and_a_bearer_token_against_buildgrid() {
 
     let c = Client::new();
     let args = compile("model.neff", &url);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = c.run(&args, &pairs(&env), LIMIT);
     assert!(
         o.status.success(),
@@ -165,7 +142,7 @@ fn tls_mutual_certificates_and_a_bearer_token_against_buildgrid() {
             }
         }
         let o = c.run(&args, &pairs(&e), LIMIT);
-        let out = text(&o.stderr) + &text(&o.stdout);
+        let out = said(&o);
         assert_eq!(o.status.code(), Some(70), "{out}");
         assert!(out.contains(&url), "{out}");
         out
@@ -188,7 +165,6 @@ fn tls_mutual_certificates_and_a_bearer_token_against_buildgrid() {
     // Credentials are never sent in the clear.
     let plain = url.replace("grpcs://", "grpc://");
     let args2 = compile("model.neff", &plain);
-    let args2: Vec<&str> = args2.iter().map(String::as_str).collect();
     let o = c.run(&args2, &pairs(&env), LIMIT);
     let out = text(&o.stderr);
     assert_eq!(o.status.code(), Some(70), "{out}");

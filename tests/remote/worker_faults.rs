@@ -161,18 +161,11 @@ fn a_worker_ends_a_compile_at_its_time_limit_and_when_the_server_cancels_it() {
     let m = mark("cancel");
     let c = Client::new();
     let url = server.url();
-    let mut cmd = c.nxcc(&[
-        "compile",
+    let mut cmd = c.nxcc(&super::compile_args(
         "mlp.hlo_module.pb",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
         "model.neff",
-        "--remote",
-        &url,
-    ]);
+        &["--remote", &url],
+    ));
     cmd.env("NXCC_SIM_FAULT", "hlo2penguin:hang")
         .env("NXCC_SIM_MARK", &m)
         .stdout(std::process::Stdio::piped())

@@ -92,15 +92,7 @@ pub fn uuid() -> String {
     b.copy_from_slice(&h.as_bytes()[..16]);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    crate::neff::header::format_uuid(&b)
 }
 
 #[cfg(test)]

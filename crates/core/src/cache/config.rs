@@ -88,17 +88,6 @@ impl CacheConfig {
         CacheConfig::default()
     }
 
-    /// The cache in `dir`, with its configuration file's settings.
-    pub fn at(dir: impl Into<PathBuf>) -> CacheConfig {
-        let dir = dir.into();
-        let file = super::settings::File::read(&Cache::new(&dir));
-        CacheConfig {
-            settings: Settings::resolve(&Default::default(), &file).unwrap_or_default(),
-            dir: Some(dir),
-            retry_failed: false,
-        }
-    }
-
     /// The cache in `dir` (`None`: off) for a compile of `plan`: its `--retry_failed_compilation`,
     /// its cache flags over the directory's configuration file.
     pub fn for_plan_in(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {

@@ -461,17 +461,28 @@ impl ArgParser {
                     let e = &self.entries[*entry];
                     let flag = e.flag;
                     let name = self.action_name(flag);
+                    let takes_no_value = matches!(
+                        flag.action,
+                        Action::Help
+                            | Action::HelpHidden
+                            | Action::HelpHiddenList
+                            | Action::Version
+                            | Action::StoreTrue
+                            | Action::DeprecatedStoreTrue { .. }
+                            | Action::EnableDisable
+                            | Action::Noable
+                    );
+                    if let (true, Some(x)) = (takes_no_value, explicit) {
+                        return Err(ArgError::argument(
+                            &name,
+                            format!("ignored explicit argument {}", py_repr(x)),
+                        ));
+                    }
                     match flag.action {
                         Action::Help
                         | Action::HelpHidden
                         | Action::HelpHiddenList
                         | Action::Version => {
-                            if let Some(x) = explicit {
-                                return Err(ArgError::argument(
-                                    &name,
-                                    format!("ignored explicit argument {}", py_repr(x)),
-                                ));
-                            }
                             out.early_exit = Some(flag.action);
                             return Ok(out);
                         }
@@ -479,12 +490,6 @@ impl ArgParser {
                         | Action::DeprecatedStoreTrue { .. }
                         | Action::EnableDisable
                         | Action::Noable => {
-                            if let Some(x) = explicit {
-                                return Err(ArgError::argument(
-                                    &name,
-                                    format!("ignored explicit argument {}", py_repr(x)),
-                                ));
-                            }
                             out.occurrences.push(Occurrence {
                                 flag,
                                 option_string: option_string.clone(),

@@ -94,10 +94,7 @@ pub fn resolve_program(program: &Path) -> PathBuf {
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .map(|d| d.join(program))
-        .find(|c| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .find(|c| crate::toolchain::is_executable(c))
         .unwrap_or_else(|| program.to_path_buf())
 }
 

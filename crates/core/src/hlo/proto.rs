@@ -218,16 +218,6 @@ static PROGRAM_SHAPE: Schema = Schema {
         (3, "parameter_names", Kind::Str),
     ],
 };
-/// The wire schema of [`OpMetadata`].
-pub static METADATA: Schema = Schema {
-    name: "OpMetadata",
-    fields: &[
-        (1, "op_type", Kind::Str),
-        (2, "op_name", Kind::Str),
-        (3, "source_file", Kind::Str),
-        (4, "source_line", Kind::Int),
-    ],
-};
 static INSTRUCTION: Schema = Schema {
     name: "HloInstructionProto",
     fields: &[

@@ -119,11 +119,10 @@ impl Toolchain {
     }
 }
 
-fn is_executable(p: &Path) -> bool {
+/// `p` is (or links to) a regular file with an execute bit: what `execvp` would try to run.
+pub fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 fn has_tools(dir: &Path) -> bool {
