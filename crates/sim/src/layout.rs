@@ -304,7 +304,7 @@ pub fn ensure_default() -> io::Result<Toolchain> {
     let home = toolchain::simulated_home();
     let src = sources()?;
     if !is_complete(&home, &src) {
-        remove_stale_homes(&toolchain::simulated_base(), &home);
+        remove_stale_homes(&toolchain::user_cache_dir(), &home);
     }
     ensure_at(&home, &src)
 }

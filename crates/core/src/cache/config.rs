@@ -25,10 +25,12 @@ pub const CACHE_URL_ENV: &str = "NEURON_COMPILE_CACHE_URL";
 
 /// The cache directory `parallel-compile` and the daemon use unless told otherwise: a per-user
 /// directory of nxcc's own, `$XDG_CACHE_HOME/nxcc` (else `~/.cache/nxcc`), its entries in its
-/// `nxcc-v1/`. Never inside the framework's cache root, where the framework's tools upload,
-/// clean and unlock whatever they find.
+/// `nxcc-v1/`; without those, the user's home directory from the password database, else a
+/// per-user name in the temporary directory ([`crate::toolchain::user_cache_dir`]). Never inside
+/// the framework's cache root, where the framework's tools upload, clean and unlock whatever they
+/// find.
 pub fn default_dir() -> String {
-    crate::toolchain::simulated_base().display().to_string()
+    crate::toolchain::user_cache_dir().display().to_string()
 }
 
 /// Whether and where a compile uses the cache.

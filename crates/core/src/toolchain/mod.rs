@@ -145,7 +145,7 @@ pub fn from_dir(dir: &Path) -> Toolchain {
 /// (`sim-toolchain-<version>-<`[`program_identity`]`>`), so that two builds at one version —
 /// two checkouts, a rebuild, an installed copy — never run each other's tools.
 pub fn simulated_home() -> PathBuf {
-    simulated_base().join(format!(
+    user_cache_dir().join(format!(
         "{SIM_HOME_PREFIX}{}-{}",
         crate::VERSION,
         program_identity()
@@ -155,15 +155,47 @@ pub fn simulated_home() -> PathBuf {
 /// The start of the name of every [`simulated_home`] directory.
 pub const SIM_HOME_PREFIX: &str = "sim-toolchain-";
 
-/// The directory the [`simulated_home`] directories are in: `$XDG_CACHE_HOME/nxcc`, else
-/// `~/.cache/nxcc`.
-pub fn simulated_base() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("nxcc")
+/// nxcc's per-user cache directory, where the compile cache and the [`simulated_home`]
+/// directories live: `$XDG_CACHE_HOME/nxcc` (when absolute), else `$HOME/.cache/nxcc` (when
+/// absolute), else `.cache/nxcc` under the user's home directory in the password database, else
+/// `<temp>/nxcc-<uid>` — a name of the user's own, so that without a home two users of a shared
+/// temporary directory never meet in one cache (and what another user planted there is refused by
+/// the trust rule, not used).
+pub fn user_cache_dir() -> PathBuf {
+    let absolute = |p: PathBuf| p.is_absolute().then_some(p);
+    let env = |name: &str| std::env::var_os(name).map(PathBuf::from).and_then(absolute);
+    if let Some(xdg) = env("XDG_CACHE_HOME") {
+        return xdg.join("nxcc");
+    }
+    match env("HOME").or_else(|| password_home().and_then(absolute)) {
+        Some(home) => home.join(".cache").join("nxcc"),
+        None => std::env::temp_dir().join(format!("nxcc-{}", rustix::process::getuid().as_raw())),
+    }
+}
+
+/// The running user's home directory as the password database gives it, when it has one.
+fn password_home() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: `getpwuid_r` writes only into `pwd` and `buf` (of the length passed) and sets
+    // `result` to `&pwd` or null; `pw_dir` points into `buf`, read before `buf` is dropped.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let uid = libc::getuid();
+        let rc = libc::getpwuid_r(
+            uid,
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut result,
+        );
+        if rc != 0 || result.is_null() || pwd.pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr(pwd.pw_dir).to_bytes();
+        (!dir.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(dir)))
+    }
 }
 
 /// 16 hex digits naming the running executable: blake3 over its canonical path, device, inode,
