@@ -44,15 +44,14 @@ pub fn version_text(prog: &str) -> String {
 
 /// Run nxcc with a full argv (`argv[0]` first); returns the exit status.
 pub fn main(argv: Vec<OsString>) -> i32 {
-    // One executable is every simulated tool (by its argv[0]) and the shim (see `crate::shim`).
-    if argv.first().is_some_and(|a| crate::sim::invoked_as_tool(a)) {
-        return crate::sim::binary_main(argv);
+    // One executable is every simulated tool (by its argv[0], when the program registered the
+    // simulated toolchain) and the shim (see `crate::shim`).
+    if let Some(status) = crate::toolchain::simulator().and_then(|s| s.serve_as_tool(&argv)) {
+        return status;
     }
-    crate::sim::layout::serve_tools_from_self();
     if let Some(status) = crate::shim::serve::main(&argv) {
         return status;
     }
-    crate::sim::register();
     if argv
         .get(1)
         .is_some_and(|a| a == crate::engine::worker::WORKER_ARG)
@@ -204,7 +203,7 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
     match name {
         "neff-info" => crate::neff::info::main(prog, args),
         "hlo-info" => crate::hlo::command::main(prog, args),
-        "toolchain" => crate::sim::layout::main(prog, args),
+        "toolchain" => crate::toolchain::command::main(prog, args),
         "shim" => crate::shim::main(prog, args),
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),

@@ -454,3 +454,36 @@ fn remote_caches_and_bad_cache_commands_are_refused() {
         (Some(0), Some(0))
     );
 }
+
+/// The default cache directory of a user whose environment names no home (a service, `env -i`):
+/// the home directory the password database gives, never a name in the shared temporary
+/// directory that every such user would meet in.
+#[test]
+fn without_home_the_default_cache_is_under_the_users_home_from_the_password_database() {
+    let home = |uid: u32| {
+        let passwd = std::fs::read_to_string("/etc/passwd").expect("/etc/passwd");
+        let line = passwd
+            .lines()
+            .find(|l| l.split(':').nth(2) == Some(&uid.to_string()))
+            .unwrap_or_else(|| panic!("uid {uid} is not in /etc/passwd"))
+            .to_string();
+        line.split(':').nth(5).unwrap().to_string()
+    };
+    let nobody = home(65534);
+    let o = std::process::Command::new(common::NXCC)
+        .args(["cache", "stats"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let first = text(&o.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(first, format!("cache: {nobody}/.cache/nxcc/nxcc-v1"));
+}

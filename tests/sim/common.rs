@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use nxcc::jobs::{Action, Step};
 use nxcc::plan::{Plan, SystemProbe};
-use nxcc::sim::layout::{lay_out_from, Sources};
+use nxcc_sim::layout::{lay_out_from, Sources, LIB_FILE};
 
 pub const SIM_VARS: [&str; 7] = [
     "NXCC_SIM_FAULT",
@@ -27,11 +27,11 @@ pub fn nxcc_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_nxcc"))
 }
 
-/// The crate's cdylib: cargo keeps the current build in `deps/` (the copy beside the binaries
+/// The simulated `libwalrus.so` (the `nxcc-walrus` crate's cdylib): cargo keeps the current build in `deps/` (the copy beside the binaries
 /// is refreshed only by `cargo build`).
 pub fn lib_path() -> PathBuf {
     let dir = sim_exe().parent().unwrap().to_path_buf();
-    [dir.join("deps/libnxcc.so"), dir.join("libnxcc.so")]
+    [dir.join("deps").join(LIB_FILE), dir.join(LIB_FILE)]
         .into_iter()
         .find(|p| p.is_file())
         .unwrap()
@@ -164,7 +164,7 @@ pub fn run_plan(fx: &Fixture, plan: &Plan) -> Vec<Ran> {
     for job in &plan.jobs {
         match job.name {
             nxcc::jobs::Job::Frontend => {
-                let sgs = nxcc::sim::frontend::run(&plan.model, &fx.work, None).unwrap();
+                let sgs = nxcc_sim::frontend::run(&plan.model, &fx.work, None).unwrap();
                 assert_eq!(
                     sgs, subgraphs,
                     "the plan predicted the frontend's subgraphs"

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use crate::common::*;
 use nxcc::recon::toolchain::SIM_MARKER;
-use nxcc::sim::layout::{self, Kind};
+use nxcc_sim::layout::{self, Kind};
 
 /// What `nxcc toolchain sim` lays out from: nxcc itself and the crate's library.
 fn standalone() -> layout::Sources {
@@ -38,7 +38,7 @@ fn toolchain_sim_lays_out_working_links() {
     std::fs::create_dir(&gone).unwrap();
     let exe = gone.join("nxcc");
     std::fs::copy(nxcc_exe(), &exe).unwrap();
-    std::fs::copy(lib_path(), gone.join("libnxcc.so")).unwrap();
+    std::fs::copy(lib_path(), gone.join(layout::LIB_FILE)).unwrap();
     let out = Command::new(&exe)
         .args(["toolchain", "sim", "tc"])
         .current_dir(dir.path())

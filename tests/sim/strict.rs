@@ -135,12 +135,12 @@ fn xla_infergoldens_is_strict() {
     let good = argv_of(&plan, "XLAInferGoldens");
     std::fs::write(
         fx.work.join("value_input0.npy"),
-        nxcc::sim::formats::npy_f32(&[1], &[1.0]),
+        nxcc_sim::formats::npy_f32(&[1], &[1.0]),
     )
     .unwrap();
     std::fs::write(
         fx.work.join("value_input1.npy"),
-        nxcc::sim::formats::npy_f32(&[1], &[2.0]),
+        nxcc_sim::formats::npy_f32(&[1], &[2.0]),
     )
     .unwrap();
     std::fs::write(fx.work.join("value_input2.npy"), b"not numpy").unwrap();

@@ -2,7 +2,7 @@
 //! command lines the driver's plan produces.
 
 use crate::common::*;
-use nxcc::sim::formats;
+use nxcc_sim::formats;
 
 /// Options that put every native tool, and most optional flags, into the plan.
 const RICH: &[&str] = &[

@@ -1,0 +1,180 @@
+//! Whether and where a compile uses the compile cache ([`CacheConfig`]: the compile's own
+//! `--cache_dir`, `--no_cache` and `--retry_failed_compilation` over its caller's default, its
+//! cache flags over the directory's configuration file, [`super::settings`]), the default
+//! directory, and what the cache had to do with a compile ([`CacheStatus`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::digests::Table;
+use super::key::Key;
+use super::settings::{Mode, Settings};
+use super::store::Cache;
+use crate::cli::namespace::Dest;
+use crate::engine::Engine;
+use crate::error::NccError;
+use crate::plan::Plan;
+
+/// How the default cache directory is written in help texts ([`default_dir`]).
+pub const DEFAULT_DIR_TEXT: &str = "$XDG_CACHE_HOME/nxcc, else ~/.cache/nxcc";
+
+/// The environment variable the ecosystem points *its* compile cache with (CLIENTS: the
+/// PyTorch integration reads it). nxcc's own cache never defaults to it.
+pub const CACHE_URL_ENV: &str = "NEURON_COMPILE_CACHE_URL";
+
+/// The cache directory `parallel-compile` and the daemon use unless told otherwise: a per-user
+/// directory of nxcc's own, `$XDG_CACHE_HOME/nxcc` (else `~/.cache/nxcc`), its entries in its
+/// `nxcc-v1/`; without those, the user's home directory from the password database, else a
+/// per-user name in the temporary directory ([`crate::toolchain::user_cache_dir`]). Never inside
+/// the framework's cache root, where the framework's tools upload, clean and unlock whatever they
+/// find.
+pub fn default_dir() -> String {
+    crate::toolchain::user_cache_dir().display().to_string()
+}
+
+/// Whether and where a compile uses the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CacheConfig {
+    /// The cache directory; `None`: the cache is off.
+    pub dir: Option<PathBuf>,
+    /// Compile again even if the cache holds a failed result (`--retry_failed_compilation`).
+    pub retry_failed: bool,
+    /// The compile's cache flags over the cache's configuration file ([`super::settings`]).
+    pub settings: Settings,
+}
+
+/// Whether the compile's result came from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheStatus {
+    /// Served from the cache (a NEFF, or a remembered failure); nothing ran.
+    Hit,
+    /// Compiled (and stored, when the result is cacheable).
+    Miss,
+    /// The cache was not used.
+    #[default]
+    Off,
+}
+
+impl CacheStatus {
+    /// The status as `--json` and the daemon's answer spell it: `hit`, `miss` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Off => "off",
+        }
+    }
+}
+
+/// Refuse a remote cache location (`s3://...`, any `scheme://`): only local directories are
+/// supported.
+pub fn check_local(dir: &str) -> Result<(), NccError> {
+    match dir.split_once("://") {
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            Err(NccError::remote_cache(dir))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl CacheConfig {
+    /// The cache off.
+    pub fn off() -> CacheConfig {
+        CacheConfig::default()
+    }
+
+    /// The cache in `dir` (`None`: off) for a compile of `plan`: its `--retry_failed_compilation`,
+    /// its cache flags over the directory's configuration file.
+    pub fn for_plan_in(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
+        let cache = dir.as_ref().map(Cache::new);
+        let settings = Settings::of_plan(plan, cache.as_ref()).map_err(NccError::cache_setting)?;
+        if cache.is_none() && settings.mode == Mode::HitOnly {
+            // A host that must never compile would compile: there is no cache to hit.
+            return Err(NccError::cache_setting(
+                "argument --cache-mode: hit-only needs a cache, and this compile has none \
+                 (give --cache_dir DIR, without --no_cache)",
+            ));
+        }
+        Ok(CacheConfig {
+            dir,
+            retry_failed: plan.ns.bool(Dest::RetryFailedCompilation),
+            settings,
+        })
+    }
+
+    /// Where this compile's digests are remembered ([`super::digests`]): the cache's table
+    /// (made and written unless the cache is read-only), this process's memory when the cache
+    /// cannot be used, nothing with `--cache-rehash`.
+    pub fn table(&self) -> Table {
+        if !self.settings.stat_digests {
+            return Table::off();
+        }
+        let writes = self.settings.mode.writes();
+        match self
+            .cache()
+            .and_then(|c| c.open_root(writes).ok().flatten())
+        {
+            Some(root) => Table::in_cache(root, writes),
+            None => Table::memory_only(),
+        }
+    }
+
+    /// The key of a compile of `plan` on `engine` under these settings.
+    pub fn key(&self, plan: &Plan, engine: &Engine) -> std::io::Result<Key> {
+        Key::compute(
+            plan,
+            engine,
+            self.settings.sloppiness.hlo_metadata,
+            &self.table(),
+        )
+    }
+
+    /// From a compile's own flags: `--no_cache` turns it off; `--cache_dir DIR` (relative to the
+    /// launch dir) turns it on; else `default_dir` (`None` for `nxcc compile`, [`default_dir()`]
+    /// for parallel-compile and the daemon). `--retry_failed_compilation` and the cache flags are
+    /// read too. A remote URL is refused ([`check_local`]).
+    pub fn from_plan(plan: &Plan, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
+        if plan.ns.bool(Dest::NoCache) {
+            return CacheConfig::for_plan_in(plan, None);
+        }
+        let dir = match plan.ns.str(Dest::CacheDir).filter(|d| !d.is_empty()) {
+            Some(d) => {
+                check_local(d)?;
+                Some(crate::plan::absolute(&plan.launch_dir, d))
+            }
+            None => default_dir.map(Path::to_path_buf),
+        };
+        CacheConfig::for_plan_in(plan, dir)
+    }
+
+    /// The cache, when on.
+    pub fn cache(&self) -> Option<Cache> {
+        self.dir.as_ref().map(Cache::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_locations_are_refused() {
+        for url in ["s3://bucket/prefix", "gs://b", "https://x/y", "file://tmp"] {
+            let e = check_local(url).unwrap_err().to_string();
+            assert!(
+                e.starts_with("[ERROR] [NCC_EDRV110] Remote compile caches are not supported: "),
+                "{e}"
+            );
+        }
+        for local in ["/var/tmp/c", "cache", "./a:b", "dir/with://inside"] {
+            assert!(check_local(local).is_ok(), "{local}");
+        }
+    }
+}
