@@ -3,13 +3,14 @@
 //!
 //! [`run`] starts the program described by a [`Spec`] and blocks the calling thread until the
 //! child is gone:
-//! - the child gets its own process group (`setpgid(0, 0)`) and `PR_SET_PDEATHSIG` = SIGKILL, set
-//!   between `fork` and `exec`; if the parent has already died by then, the child exits at once.
-//!   The kernel sends the parent-death signal when the *thread* that forked exits, so `run` must
+//! - the child is started by `spawn` (a `vfork`-style clone, no copy of this process's memory);
+//!   it gets its own process group (`setpgid(0, 0)`) and `PR_SET_PDEATHSIG` = SIGKILL, set
+//!   before `exec`; if the parent has already died by then, the child exits at once.
+//!   The kernel sends the parent-death signal when the *thread* that started it exits, so `run` must
 //!   be called from a thread that lives until it returns — which it does by construction, as the
 //!   calling thread blocks until the child has ended. (A thread-pool thread is fine for the same
 //!   reason: it cannot retire while blocked in `run`.)
-//! - the child's working directory is set with `Command::current_dir`; the parent's never changes;
+//! - the child's working directory is set in the child; the parent's never changes;
 //!   its stdin is `/dev/null`, it inherits the environment with [`Spec::env_remove`] then
 //!   [`Spec::env_set`] applied;
 //! - stdout and stderr are read line by line (lossy UTF-8, without the line end; a final
@@ -36,8 +37,6 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
@@ -49,6 +48,7 @@ use super::os::{poll, reap, signal_group, timeval, wait_for_exit};
 
 mod cancel;
 mod outcome;
+mod spawn;
 mod spec;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -97,45 +97,18 @@ pub fn run(
         source,
     };
 
-    let mut command = Command::new(&spec.program);
-    command
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for key in &spec.env_remove {
-        command.env_remove(key);
-    }
-    for (key, value) in &spec.env_set {
-        command.env(key, value);
-    }
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child before `exec`; it only makes raw system calls
-    // through rustix (setpgid, prctl, getppid — async-signal-safe, no allocation, no locks) and
-    // builds an `io::Error` from an errno, which does not allocate.
-    unsafe {
-        command.pre_exec(move || child_setup(parent));
-    }
-
     let started = Instant::now();
-    let mut child = command
-        .spawn()
+    let spawned = spawn::spawn(spec, std::process::id())
         .map_err(|error| classify_spawn_error(spec, error))?;
-    let pid = child.id();
+    let pid = spawned.pid;
     // From here on the guard kills and reaps the child on every early return (or panic).
     let mut guard = Reaper { pid, armed: true };
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(io_error(io::Error::other(
-            "the child's output pipes are missing",
-        )));
-    };
 
     let exit_watch = ExitWatch::start(pid).map_err(io_error)?;
 
     let mut pipes = [
-        Some(Pipe::new(Stream::Stdout, OwnedFd::from(stdout).into())),
-        Some(Pipe::new(Stream::Stderr, OwnedFd::from(stderr).into())),
+        Some(Pipe::new(Stream::Stdout, spawned.stdout)),
+        Some(Pipe::new(Stream::Stderr, spawned.stderr)),
     ];
     let mut tail: VecDeque<String> = VecDeque::with_capacity(STDERR_TAIL_LINES);
     let mut deliver = |stream: Stream, line: &str| {
@@ -358,13 +331,6 @@ impl Watch {
         };
         candidates.into_iter().flatten().min()
     }
-}
-
-/// In the child, between `fork` and `exec`: own process group, parent-death signal, and exit
-/// (through the error path, which `_exit`s) if the parent is already gone.
-fn child_setup(parent: u32) -> io::Result<()> {
-    rustix::process::setpgid(None, None)?;
-    super::os::die_with_parent(parent, Signal::KILL)
 }
 
 /// Kills and reaps the child if `run` leaves early (an error after the spawn, or a panic in

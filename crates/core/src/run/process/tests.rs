@@ -4,6 +4,7 @@ use super::*;
 use rustix::process::Pid;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 /// Environment variable selecting what [`helper_process`] does in a re-executed test binary.
 const HELPER_ENV: &str = "NXCC_TEST_PROCESS_HELPER";
