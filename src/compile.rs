@@ -1,6 +1,8 @@
 //! The one entry point of a compile: the command line, `parallel-compile`, the daemon (and, through
-//! the daemon, the shim) and `nxcc worker` all compile through [`compile`]. A [`Request`] — the
-//! plan, how to run it, and the caller's cache and remote settings — becomes one session
+//! the daemon, the shim) and `nxcc worker` all compile through [`compile`], and show a dry run
+//! through [`dry_run`]. A [`Request`] — the invocation the front door made
+//! ([`crate::plan::Invocation`]), how to run it, and the caller's cache and remote settings —
+//! becomes one session
 //! ([`Session`]: the log opened once, the events written in one place, the cancellation) and one
 //! stack of cache layers over one way of running the plan ([`Stack`]), composed here and
 //! nowhere else ([`compile`]):
@@ -24,14 +26,14 @@ use crate::engine::result::CompileResult;
 use crate::engine::session::{Options, Session};
 use crate::engine::strategy::{Layer, Stack, Strategy};
 use crate::engine::Engine;
-use crate::plan::Plan;
+use crate::plan::{dryrun, Invocation};
 use crate::remote::compile::{ActionCache, Execution};
 use crate::remote::{Mode, RemoteConfig};
 
 /// What to compile and how.
 pub struct Request<'a> {
-    /// The plan.
-    pub plan: &'a Plan,
+    /// The invocation.
+    pub invocation: &'a Invocation,
     /// How the compile runs: console, cancellation, events, worker.
     pub options: Options<'a>,
     /// What runs the plan here: nxcc's pipeline or an external compiler.
@@ -72,9 +74,9 @@ impl Compiled {
 
 /// [`compile`] without a cache or a remote server: what a caller below this layer is handed as
 /// its entry point ([`crate::engine::strategy::Entry`]: `nxcc worker`).
-pub fn here(plan: &Plan, options: Options<'_>, engine: &Engine) -> CompileResult {
+pub fn here(invocation: &Invocation, options: Options<'_>, engine: &Engine) -> CompileResult {
     compile(Request {
-        plan,
+        invocation,
         options,
         engine,
         cache: CacheConfig::off(),
@@ -84,17 +86,26 @@ pub fn here(plan: &Plan, options: Options<'_>, engine: &Engine) -> CompileResult
     .result
 }
 
+/// The dry run the invocation's settings ask for (`--dry-run[=text|json]`): the plan and its
+/// memory estimate, rendered as `nxcc compile` and the daemon both show it; `None` when the
+/// invocation asks for a compile.
+pub fn dry_run(invocation: &Invocation) -> Option<String> {
+    let format = invocation.settings.dry_run?;
+    let memory = crate::cache::estimate::dry_run_memory(invocation);
+    Some(dryrun::render(invocation, format, &memory))
+}
+
 /// Compile (see the module documentation).
 pub fn compile(request: Request) -> Compiled {
     let Request {
-        plan,
+        invocation,
         options,
         engine,
         cache,
         key,
         remote,
     } = request;
-    let session = match Session::open(plan, options) {
+    let session = match Session::open(invocation, options) {
         Ok(s) => s,
         Err(result) => return Compiled::uncached(*result),
     };

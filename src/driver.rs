@@ -3,9 +3,8 @@
 
 use std::ffi::OsString;
 
-use crate::cli::namespace::Dest;
 use crate::cli::{self, CliError, Command};
-use crate::plan::{self, dryrun, PlanError, SystemProbe};
+use crate::plan::{Invocation, SystemProbe};
 
 pub use crate::cli::subcommand::{err, out};
 
@@ -104,16 +103,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     }
 }
 
-fn report_plan_error(e: &PlanError) -> i32 {
-    match e {
-        PlanError::Usage(u) => err(&u.render()),
-        PlanError::Compile(c) => err(&format!("{c}\n")),
-    }
-    e.exit_status()
-}
-
 fn compile(args: &cli::CompileArgs) -> i32 {
-    if args.ns.bool(Dest::Daemon) && args.ns.str(Dest::DryRun).is_none() {
+    if args.settings.daemon && args.settings.dry_run.is_none() {
         return crate::daemon::client::compile(args);
     }
     let probe = match SystemProbe::new() {
@@ -123,65 +114,39 @@ fn compile(args: &cli::CompileArgs) -> i32 {
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
-    let plan = match plan::build(args, &probe) {
-        Ok(p) => p,
-        Err(e) => {
-            let status = report_plan_error(&e);
-            if args.model_files.len() > 1 {
-                err(&args
-                    .hints
-                    .iter()
-                    .map(|h| format!("{h}\n"))
-                    .collect::<String>());
-            }
-            return status;
+    let inv = match Invocation::from_args(args, &probe) {
+        Ok(inv) => inv,
+        Err(r) => {
+            err(&r.render());
+            return r.exit_status();
         }
     };
-    match plan.ns.str(Dest::DryRun) {
-        Some("json") => {
-            let mut j = dryrun::to_json(&plan);
-            if let Some(o) = j.as_object_mut() {
-                o.insert(
-                    "memory_estimate".into(),
-                    crate::cache::estimate::to_json(&crate::cache::estimate::for_dry_run(&plan)),
-                );
-            }
-            let mut text = serde_json::to_string_pretty(&j).unwrap_or_default();
-            text.push('\n');
+    match crate::compile::dry_run(&inv) {
+        Some(text) => {
             out(&text);
             0
         }
-        Some(_) => {
-            let e = crate::cache::estimate::for_dry_run(&plan);
-            out(&format!(
-                "{}\nmemory estimate: {} (from {})\n",
-                dryrun::to_text(&plan),
-                crate::hlo::summary::human(e.bytes),
-                e.basis.describe()
-            ));
-            0
-        }
-        None => run_compile(&plan),
+        None => run_compile(&inv),
     }
 }
 
 /// A real compile from the command line, through the cache when `--cache_dir` is given and the
 /// remote server when `--remote` or `--remote-cache` is: signals cancel it (exit 130/143).
-fn run_compile(plan: &plan::Plan) -> i32 {
+fn run_compile(invocation: &Invocation) -> i32 {
     let mut options = crate::engine::session::Options::terminal();
     // This process runs one compile: as a subreaper it inherits whatever the compile leaves; it
     // handles signals (exit 130/143) once the worker runs — a worker forked from this process
     // must not inherit the signal thread.
     options.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
     options.install_signals = true;
-    let cache = match crate::cache::CacheConfig::from_plan(plan, None) {
+    let cache = match crate::cache::CacheConfig::of(invocation, None) {
         Ok(c) => c,
         Err(e) => {
             err(&format!("{e}\n"));
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
-    let remote = match crate::remote::RemoteConfig::from_plan(plan) {
+    let remote = match crate::remote::RemoteConfig::of(invocation) {
         Ok(r) => r,
         Err(e) => {
             err(&format!("{e}\n"));
@@ -189,7 +154,7 @@ fn run_compile(plan: &plan::Plan) -> i32 {
         }
     };
     let request = crate::compile::Request {
-        plan,
+        invocation,
         options,
         engine: &crate::engine::Engine::Pipeline,
         cache,

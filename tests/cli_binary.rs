@@ -414,7 +414,7 @@ fn the_originals_optional_values_keep_argparses_rule() {
         panic!("not a compile")
     };
     assert_eq!(
-        c.ns.str(nxcc::cli::namespace::Dest::InternalCompilerDebugMode),
+        c.inputs.internal_compiler_debug_mode.as_deref(),
         Some("t1.html")
     );
     assert_eq!(c.model_files, ["m.pb"]);

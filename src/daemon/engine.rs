@@ -18,7 +18,7 @@ use crate::cache::{self, CacheConfig, CacheStatus, Key};
 use crate::compile::{Compiled, Request};
 use crate::engine::result::CompileResult;
 use crate::engine::session::Options;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::result::{Environment, Failure};
 
 /// Whether a compile cache answered a compile (the `cache` field of the `done` event).
@@ -77,11 +77,11 @@ pub struct Prepared {
 /// Runs planned compiles. Shared by every compile of the daemon (several at once).
 pub trait Engine: Send + Sync {
     /// Key and estimate one compile (reads the model once). Blocking.
-    fn prepare(&self, plan: &Plan) -> Prepared;
+    fn prepare(&self, invocation: &Invocation) -> Prepared;
 
     /// Run one compile: `options` carries its console sink, events callback, cancellation and
     /// extra worker environment. Blocking; called from a blocking thread.
-    fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled;
+    fn run(&self, invocation: &Invocation, prepared: Prepared, options: Options<'_>) -> Compiled;
 
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
@@ -102,17 +102,19 @@ pub struct Cached {
 }
 
 impl Engine for Cached {
-    fn prepare(&self, plan: &Plan) -> Prepared {
-        let cache = CacheConfig::from_plan(plan, Some(&self.cache_dir)).map_err(|e| e.to_string());
+    fn prepare(&self, invocation: &Invocation) -> Prepared {
+        let cache = CacheConfig::of(invocation, Some(&self.cache_dir)).map_err(|e| e.to_string());
         let key = match &cache {
-            Ok(cfg) if cfg.dir.is_some() => cfg.key(plan, &self.engine).ok(),
+            Ok(cfg) if cfg.dir.is_some() => cfg.key(invocation, &self.engine).ok(),
             _ => None,
         };
         let estimate = match &key {
             Some(k) => {
                 cache::estimate(cache.as_ref().ok().and_then(|c| c.cache()).as_ref(), k).bytes
             }
-            None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(plan)),
+            None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(
+                &invocation.plan,
+            )),
         };
         Prepared {
             estimate,
@@ -121,7 +123,7 @@ impl Engine for Cached {
         }
     }
 
-    fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled {
+    fn run(&self, invocation: &Invocation, prepared: Prepared, options: Options<'_>) -> Compiled {
         let cache = match prepared.cache {
             Ok(cfg) => cfg,
             Err(line) => {
@@ -132,7 +134,7 @@ impl Engine for Cached {
             }
         };
         crate::compile::compile(Request {
-            plan,
+            invocation,
             options,
             engine: &self.engine,
             cache,
@@ -204,20 +206,16 @@ mod tests {
     use super::*;
     use crate::plan::StaticProbe;
 
-    fn plan_for(size: u64, extra: &[&str]) -> Plan {
+    fn plan_for(size: u64, extra: &[&str]) -> Invocation {
         let mut argv: Vec<String> = ["compile", "m.pb", "--target", "trn2"]
             .map(String::from)
             .to_vec();
         argv.extend(extra.iter().map(|s| s.to_string()));
-        let args = match crate::cli::parse("nxcc", &argv).unwrap() {
-            crate::cli::Command::Compile(c) => c,
-            _ => unreachable!(),
-        };
         let probe = StaticProbe {
             model_size: size,
             ..StaticProbe::new("/launch")
         };
-        crate::plan::build(&args, &probe).unwrap()
+        Invocation::from_argv("nxcc", &argv, &probe).unwrap()
     }
 
     #[test]

@@ -21,7 +21,7 @@
 
 use std::path::PathBuf;
 
-use super::{expand_inputs, report, Config, ProgressMode};
+use super::{expand_inputs, report, Config, Overrides, ProgressMode};
 use crate::cache::{check_local, DEFAULT_DIR_TEXT};
 use crate::cli::argparse::{Nargs, Parsed, Positional};
 use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
@@ -185,8 +185,9 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
     let (jobs, retries, memory_budget) = limits(prog, &parsed)?;
     let (neuron_dir, positionals) = sources(prog, &parsed, &launch_dir)?;
     let cache_dir = cache_dir_of(prog, &parsed, compile_args, &launch_dir)?;
-    let output_dir = crate::plan::absolute(&launch_dir, parsed.str("output_dir").unwrap_or("."));
-    let mut shared = shared_args(prog, &parsed, compile_args)?;
+    let output_dir = crate::fsx::absolute(&launch_dir, parsed.str("output_dir").unwrap_or("."));
+    let mut shared = shared_args(&parsed, compile_args);
+    let overrides = overrides(prog, &parsed)?;
     let engine = match parsed.str("compiler") {
         Some(c) => Engine::external(PathBuf::from(c)),
         None => Engine::Pipeline,
@@ -225,6 +226,7 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         worker_program: None,
         progress: ProgressMode::detect(),
         neuron,
+        overrides,
     };
     let cancel = Cancellation::new();
     if let Ok(s) = crate::run::signals::install() {
@@ -302,7 +304,7 @@ fn sources(
     if let Some(Err(why)) = neuron_dir.as_deref().map(crate::neuron_cache::check_local) {
         return Err(usage_error(prog, format!("argument --neuron-cache: {why}")));
     }
-    let neuron_dir = neuron_dir.map(|d| crate::plan::absolute(launch_dir, &d));
+    let neuron_dir = neuron_dir.map(|d| crate::fsx::absolute(launch_dir, &d));
     let refused = match (&neuron_dir, positionals.is_empty()) {
         (Some(_), false) => {
             let mut message =
@@ -372,16 +374,12 @@ fn cache_dir_of(
         let why = format!("argument --cache_dir: {}", e.cause.to_lowercase());
         return Err(usage_error(prog, why));
     }
-    Ok(Some(crate::plan::absolute(launch_dir, &d)))
+    Ok(Some(crate::fsx::absolute(launch_dir, &d)))
 }
 
-/// The arguments every compile gets: the driver options given before the subcommand, the
-/// compile arguments, the remote server's options (checked), `--retry_failed_compilation`.
-fn shared_args(
-    prog: &str,
-    parsed: &Parsed,
-    compile_args: &[String],
-) -> Result<Vec<String>, Stopped> {
+/// The arguments every compile gets: the driver options given before the subcommand, then the
+/// compile arguments.
+fn shared_args(parsed: &Parsed, compile_args: &[String]) -> Vec<String> {
     let mut shared: Vec<String> = Vec::new();
     for occ in &parsed.occurrences {
         if occ.flag.scope == Scope::Driver && !OWN_FLAGS.iter().any(|f| std::ptr::eq(*f, occ.flag))
@@ -395,23 +393,25 @@ fn shared_args(
         }
     }
     shared.extend(compile_args.iter().cloned());
-    // The remote server: every compile's own --remote / --remote-cache / --remote-instance.
-    for dest in ["remote", "remote_cache", "remote_instance"] {
-        if let Some(v) = parsed.str(dest) {
-            shared.push(format!("--{}={v}", dest.replace('_', "-")));
-        }
-    }
-    if let Err(e) = crate::remote::RemoteConfig::from_flags(
-        parsed.str("remote").map(str::to_string),
-        parsed.str("remote_cache").map(str::to_string),
-        "",
-    ) {
+    shared
+}
+
+/// What this command's own options set in every compile's settings: the remote server
+/// (checked), `--retry_failed_compilation`.
+fn overrides(prog: &str, parsed: &Parsed) -> Result<Overrides, Stopped> {
+    let given = |dest: &str| parsed.str(dest).map(str::to_string);
+    let o = Overrides {
+        remote: given("remote"),
+        remote_cache: given("remote_cache"),
+        remote_instance: given("remote_instance"),
+        retry_failed: parsed.flag("retry_failed_compilation"),
+    };
+    if let Err(e) =
+        crate::remote::RemoteConfig::from_flags(o.remote.clone(), o.remote_cache.clone(), "")
+    {
         return Err(usage_error(prog, format!("argument --remote: {}", e.cause)));
     }
-    if parsed.flag("retry_failed_compilation") {
-        shared.push("--retry_failed_compilation".into());
-    }
-    Ok(shared)
+    Ok(o)
 }
 
 /// The INPUT arguments as inputs, and the output directory made.
@@ -494,7 +494,7 @@ fn finish(
         ("timings", report::timings_html(report), "timeline"),
     ] {
         if let Some(path) = parsed.str(flag) {
-            let path = crate::plan::absolute(&cfg.launch_dir, path);
+            let path = crate::fsx::absolute(&cfg.launch_dir, path);
             if let Err(e) = report::write_atomic(&path, &text) {
                 err(&format!(
                     "{prog} parallel-compile: error: cannot write the {what} {}: {e}\n",

@@ -26,7 +26,6 @@ use super::client::{Address, ErrorKind, Remote, RemoteError};
 use super::digest;
 use super::re;
 use super::text;
-use crate::cli::namespace::Dest;
 use crate::engine::events::Event;
 use crate::engine::failure;
 use crate::engine::log;
@@ -35,7 +34,7 @@ use crate::engine::result::CompileResult;
 use crate::engine::session::Session;
 use crate::engine::strategy::{Layer, Strategy};
 use crate::engine::Engine;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::run::process::End;
 use nxcc_core::error::{NccError, EXIT_COMPILE_FAILED};
 use nxcc_core::result::{CancelReason, Failure, RemoteFailure, Status};
@@ -70,10 +69,13 @@ pub struct RemoteConfig {
 impl RemoteConfig {
     /// From a compile's flags (`--remote`, `--remote-cache`, `--remote-instance`): `None`
     /// when neither is given; an error for a malformed address or both at once.
-    pub fn from_plan(plan: &Plan) -> Result<Option<RemoteConfig>, NccError> {
-        let instance = plan.ns.str(Dest::RemoteInstance).unwrap_or("");
-        let get = |d: Dest| plan.ns.str(d).filter(|s| !s.is_empty()).map(str::to_string);
-        RemoteConfig::from_flags(get(Dest::Remote), get(Dest::RemoteCache), instance)
+    pub fn of(inv: &Invocation) -> Result<Option<RemoteConfig>, NccError> {
+        let flags = &inv.settings.remote;
+        RemoteConfig::from_flags(
+            flags.execute().map(str::to_string),
+            flags.cache().map(str::to_string),
+            &flags.instance,
+        )
     }
 
     /// From the values of `--remote`, `--remote-cache` and `--remote-instance`.
@@ -115,7 +117,8 @@ pub fn command_env(worker_env: &[(String, String)]) -> BTreeMap<String, String> 
 fn action_of(session: &Session, engine: &Engine, address: &Address) -> Result<Built, String> {
     let plan = session.plan();
     let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
-    let built = action::build(plan, &tc, &command_env(&session.options().worker_env))?;
+    let env = command_env(&session.options().worker_env);
+    let built = action::build(session.invocation(), &tc, &env)?;
     session.log().info(
         log::DRIVER,
         &format!(

@@ -220,7 +220,7 @@ pub fn main(prog: &str, args: &[String], compile: crate::engine::strategy::Entry
     let own_tmp;
     let work_dir = match parsed.str("work_dir") {
         Some(d) => {
-            let p = crate::plan::absolute(&launch, d);
+            let p = crate::fsx::absolute(&launch, d);
             if let Err(e) = std::fs::create_dir_all(&p) {
                 return usage(format!(
                     "argument --work-dir: cannot create {}: {e}",
@@ -279,7 +279,7 @@ fn compiler_of(
             Err("argument --compiler: not allowed with argument --toolchain".into())
         }
         (None, Some(c)) => {
-            let p = crate::plan::absolute(launch, c);
+            let p = crate::fsx::absolute(launch, c);
             if !p.is_file() {
                 return Err(format!(
                     "argument --compiler: {} is not a file",

@@ -13,6 +13,7 @@ use super::settings::{self, Settings};
 use super::store::Cache;
 use super::{evict, explain, maintain};
 use crate::cli::argparse::Parsed;
+use crate::plan::{Invocation, Refusal};
 use crate::words::count;
 
 /// Exit status of `explain` when the compile would miss.
@@ -160,7 +161,7 @@ fn own_cache(dir: Option<&str>) -> Result<Cache, String> {
     if let Err(e) = check_local(&dir) {
         return Err(format!("argument --cache_dir: {}", e.cause.to_lowercase()));
     }
-    let cache = Cache::new(crate::plan::absolute(
+    let cache = Cache::new(crate::fsx::absolute(
         &std::env::current_dir().unwrap_or_default(),
         &dir,
     ));
@@ -342,14 +343,6 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
     let argv: Vec<String> = std::iter::once("compile".to_string())
         .chain(compile_args.iter().cloned())
         .collect();
-    let args = match crate::cli::parse(prog, &argv) {
-        Ok(crate::cli::Command::Compile(c)) => c,
-        Ok(_) => return Err("explain: the arguments after -- are not a compile's".into()),
-        Err(e) => {
-            crate::cli::subcommand::err(&e.render());
-            return Ok(crate::cli::CliError::EXIT_STATUS);
-        }
-    };
     let probe = match crate::plan::SystemProbe::new() {
         Ok(p) => p,
         Err(e) => {
@@ -359,25 +352,25 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
             return Ok(crate::error::EXIT_COMPILE_FAILED);
         }
     };
-    let plan = match crate::plan::build(&args, &probe) {
-        Ok(p) => p,
-        Err(e) => {
-            match &e {
-                crate::plan::PlanError::Usage(u) => crate::cli::subcommand::err(&u.render()),
-                crate::plan::PlanError::Compile(c) => {
-                    crate::cli::subcommand::err(&format!("{c}\n"))
-                }
-            }
-            return Ok(e.exit_status());
+    let inv = match Invocation::from_argv(prog, &argv, &probe) {
+        Ok(inv) => inv,
+        Err(Refusal::Help(_) | Refusal::Version | Refusal::NotACompile(_)) => {
+            return Err("explain: the arguments after -- are not a compile's".into())
+        }
+        Err(r) => {
+            crate::cli::subcommand::err(&r.render());
+            return Ok(r.exit_status());
         }
     };
-    let dir = plan
-        .ns
-        .str(crate::cli::namespace::Dest::CacheDir)
+    let dir = inv
+        .settings
+        .cache
+        .dir
+        .as_deref()
         .filter(|d| !d.is_empty())
         .or(parsed.str("cache_dir"));
     let cache = own_cache(dir)?;
-    let mut cfg = match CacheConfig::for_plan_in(&plan, Some(cache.dir().to_path_buf())) {
+    let mut cfg = match CacheConfig::in_dir(&inv, Some(cache.dir().to_path_buf())) {
         Ok(c) => c,
         Err(e) => {
             crate::cli::subcommand::err(&format!("{e}\n"));
@@ -387,11 +380,11 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
     // Explaining writes nothing, not even a remembered digest.
     cfg.settings.mode = settings::Mode::ReadOnly;
     let engine = match parsed.str("compiler") {
-        Some(c) => crate::engine::Engine::external(crate::plan::absolute(&plan.launch_dir, c)),
+        Some(c) => crate::engine::Engine::external(crate::fsx::absolute(&inv.plan.launch_dir, c)),
         None => crate::engine::Engine::Pipeline,
     };
     Ok(explain_planned(
-        &plan,
+        &inv,
         &cache,
         &cfg.settings,
         &cfg.table(),
@@ -401,26 +394,25 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
 }
 
 fn explain_planned(
-    plan: &crate::plan::Plan,
+    inv: &Invocation,
     cache: &Cache,
     settings: &Settings,
     table: &super::digests::Table,
     engine: &crate::engine::Engine,
     json: bool,
 ) -> i32 {
-    let key = match super::key::Key::compute(plan, engine, settings.sloppiness.hlo_metadata, table)
-    {
+    let key = match super::key::Key::compute(inv, engine, settings.sloppiness.hlo_metadata, table) {
         Ok(k) => k,
         Err(e) => {
             crate::cli::subcommand::err(&format!(
                 "[ERROR] cannot compute the cache key of {}: {e}\n",
-                plan.model.display()
+                inv.plan.model.display()
             ));
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
     let secondaries: Vec<Cache> = settings.secondaries.iter().map(Cache::new).collect();
-    let e = explain::explain(cache, &secondaries, &key, &plan.model, table);
+    let e = explain::explain(cache, &secondaries, &key, &inv.plan.model, table);
     print(json, &e, || explain::text(&e));
     match e.verdict {
         explain::Verdict::Miss { .. } => EXIT_MISS,

@@ -215,7 +215,7 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
             return usage_error(prog, format!("argument --neuron-version: {e}"));
         }
     }
-    let cache = NeuronCache::new(crate::plan::absolute(
+    let cache = NeuronCache::new(crate::fsx::absolute(
         &std::env::current_dir().unwrap_or_default(),
         dir,
     ));

@@ -11,10 +11,9 @@ use super::digests::Table;
 use super::key::Key;
 use super::settings::{Mode, Settings};
 use super::store::Cache;
-use crate::cli::namespace::Dest;
 use crate::engine::Engine;
 use crate::error::NccError;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 
 /// How the default cache directory is written in help texts ([`default_dir`]).
 pub const DEFAULT_DIR_TEXT: &str = "$XDG_CACHE_HOME/nxcc, else ~/.cache/nxcc";
@@ -90,11 +89,11 @@ impl CacheConfig {
         CacheConfig::default()
     }
 
-    /// The cache in `dir` (`None`: off) for a compile of `plan`: its `--retry_failed_compilation`,
+    /// The cache in `dir` (`None`: off) for a compile of `inv`: its `--retry_failed_compilation`,
     /// its cache flags over the directory's configuration file.
-    pub fn for_plan_in(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
+    pub fn in_dir(inv: &Invocation, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
         let cache = dir.as_ref().map(Cache::new);
-        let settings = Settings::of_plan(plan, cache.as_ref()).map_err(NccError::cache_setting)?;
+        let settings = Settings::of(inv, cache.as_ref()).map_err(NccError::cache_setting)?;
         if cache.is_none() && settings.mode == Mode::HitOnly {
             // A host that must never compile would compile: there is no cache to hit.
             return Err(NccError::cache_setting(
@@ -104,7 +103,7 @@ impl CacheConfig {
         }
         Ok(CacheConfig {
             dir,
-            retry_failed: plan.ns.bool(Dest::RetryFailedCompilation),
+            retry_failed: inv.settings.cache.retry_failed,
             settings,
         })
     }
@@ -126,10 +125,10 @@ impl CacheConfig {
         }
     }
 
-    /// The key of a compile of `plan` on `engine` under these settings.
-    pub fn key(&self, plan: &Plan, engine: &Engine) -> std::io::Result<Key> {
+    /// The key of a compile of `inv` on `engine` under these settings.
+    pub fn key(&self, inv: &Invocation, engine: &Engine) -> std::io::Result<Key> {
         Key::compute(
-            plan,
+            inv,
             engine,
             self.settings.sloppiness.hlo_metadata,
             &self.table(),
@@ -140,18 +139,19 @@ impl CacheConfig {
     /// launch dir) turns it on; else `default_dir` (`None` for `nxcc compile`, [`default_dir()`]
     /// for parallel-compile and the daemon). `--retry_failed_compilation` and the cache flags are
     /// read too. A remote URL is refused ([`check_local`]).
-    pub fn from_plan(plan: &Plan, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
-        if plan.ns.bool(Dest::NoCache) {
-            return CacheConfig::for_plan_in(plan, None);
+    pub fn of(inv: &Invocation, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
+        let flags = &inv.settings.cache;
+        if flags.no_cache {
+            return CacheConfig::in_dir(inv, None);
         }
-        let dir = match plan.ns.str(Dest::CacheDir).filter(|d| !d.is_empty()) {
+        let dir = match flags.dir.as_deref().filter(|d| !d.is_empty()) {
             Some(d) => {
                 check_local(d)?;
-                Some(crate::plan::absolute(&plan.launch_dir, d))
+                Some(crate::fsx::absolute(&inv.plan.launch_dir, d))
             }
             None => default_dir.map(Path::to_path_buf),
         };
-        CacheConfig::for_plan_in(plan, dir)
+        CacheConfig::in_dir(inv, dir)
     }
 
     /// The cache, when on.

@@ -248,23 +248,36 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
 /// The estimate a dry run reports: the learned one when the plan has a cache (`--cache_dir`)
 /// and a resolved toolchain (keying it never spawns a process then), else the formula over the
 /// plan's features. Reads, never writes.
-pub fn for_dry_run(plan: &crate::plan::Plan) -> Estimate {
+pub fn for_dry_run(inv: &crate::plan::Invocation) -> Estimate {
     let formula = || Estimate {
-        bytes: formula_estimate(&Features::of_plan(plan)),
+        bytes: formula_estimate(&Features::of_plan(&inv.plan)),
         basis: Basis::formula(),
     };
-    let Ok(mut cfg) = super::CacheConfig::from_plan(plan, None) else {
+    let Ok(mut cfg) = super::CacheConfig::of(inv, None) else {
         return formula();
     };
     cfg.settings.mode = super::settings::Mode::ReadOnly;
-    match (cfg.cache(), &plan.toolchain) {
+    match (cfg.cache(), &inv.plan.toolchain) {
         (Some(cache), Some(_)) if cache.root().is_dir() => {
-            match cfg.key(plan, &crate::engine::Engine::Pipeline) {
+            match cfg.key(inv, &crate::engine::Engine::Pipeline) {
                 Ok(key) => estimate(Some(&cache), &key),
                 Err(_) => formula(),
             }
         }
         _ => formula(),
+    }
+}
+
+/// What a dry run of `inv` says of its memory ([`for_dry_run`]), as JSON and in words.
+pub fn dry_run_memory(inv: &crate::plan::Invocation) -> crate::plan::dryrun::Memory {
+    let e = for_dry_run(inv);
+    crate::plan::dryrun::Memory {
+        json: to_json(&e),
+        text: format!(
+            "{} (from {})",
+            crate::hlo::summary::human(e.bytes),
+            e.basis.describe()
+        ),
     }
 }
 

@@ -5,9 +5,10 @@
 //!   sloppiness and a binary HLO module, the module without its op metadata
 //!   (`crate::hlo::digest`); each file's digest remembered per stat identity
 //!   ([`super::digests`]), so an unchanged model is not hashed again;
-//! - the normalised plan arguments (`plan.ns`), canonically serialised (keys sorted), without the
-//!   dests in [`EXCLUDED_ARGS`] — everything that cannot change the output — plus what the plan
-//!   derived from them and the environment (the job list, the walrus passes, the subgraphs);
+//! - the invocation's normalised inputs ([`crate::cli::inputs::CompileInputs`]: every flag that
+//!   can change the output, and only those — the driver's settings live elsewhere), canonically
+//!   serialised (keys sorted), plus what the plan derived from them and the environment (the job
+//!   list, the walrus passes, the subgraphs);
 //! - the toolchain's identity: what the tools are, not where ([`super::identity`]);
 //! - the plan format version [`crate::plan::PLAN_VERSION`].
 //!
@@ -24,46 +25,11 @@ use serde_json::{json, Value};
 pub use super::hashing::{
     hash_file_into, hash_mapped_into, hash_open_into, hash_read_into, MAP_FROM,
 };
-use crate::cli::namespace::Dest;
 
 use super::digests::{Kind, Table};
 use super::identity::{self, Tools};
 use crate::engine::Engine;
-use crate::plan::Plan;
-
-/// The plan arguments that cannot change the output, left out of the key. This list is the one
-/// place that decides it: the output and log locations, console and log levels, the work dir,
-/// the dry run, reports (`--timings`, `--trace`, metrics), the cache's own flags, the job
-/// timeout, keeping the work dir, the daemon switch, `--toolchain` (the toolchain's identity
-/// is hashed instead of its spelling), and where a remote service is (`--remote*`).
-pub const EXCLUDED_ARGS: &[Dest] = &[
-    Dest::Output,
-    Dest::Logfile,
-    Dest::LogfileVerbose,
-    Dest::Verbose,
-    Dest::TempDir,
-    Dest::DryRun,
-    Dest::Timings,
-    Dest::Trace,
-    Dest::CacheDir,
-    Dest::NoCache,
-    Dest::RetryFailedCompilation,
-    Dest::CacheMaxSize,
-    Dest::CacheMode,
-    Dest::CacheRehash,
-    Dest::CacheSecondary,
-    Dest::CacheSloppiness,
-    Dest::JobTimeout,
-    Dest::KeepWorkDir,
-    Dest::Daemon,
-    Dest::SubmitMetrics,
-    Dest::RunId,
-    Dest::MetricsTimestamp,
-    Dest::Toolchain,
-    Dest::Remote,
-    Dest::RemoteCache,
-    Dest::RemoteInstance,
-];
+use crate::plan::Invocation;
 
 /// The chunk size model files are read in while hashing.
 pub const HASH_BUFFER: usize = super::chunks::CHUNK;
@@ -91,21 +57,22 @@ pub struct Key {
 }
 
 impl Key {
-    /// The key of a compile of `plan` by `engine` (`hlo_metadata`: the model keyed without its
-    /// op metadata, when it is a binary HLO module), remembering digests in `table`. Reads the model once at most (not at all when its digest is remembered); for an
-    /// auto-located toolchain it may run the one `python3` probe.
+    /// The key of a compile of `inv` by `engine` (`hlo_metadata`: the model keyed without its
+    /// op metadata, when it is a binary HLO module), remembering digests in `table`. Reads the
+    /// model once at most (not at all when its digest is remembered); for an auto-located
+    /// toolchain it may run the one `python3` probe.
     pub fn compute(
-        plan: &Plan,
+        inv: &Invocation,
         engine: &Engine,
         hlo_metadata: bool,
         table: &Table,
     ) -> std::io::Result<Key> {
-        let inputs = args_inputs(plan, engine, table);
-        let m = model_digest(&plan.model, hlo_metadata, table)?;
+        let inputs = args_inputs(inv, engine, table);
+        let m = model_digest(&inv.plan.model, hlo_metadata, table)?;
         let mut key = Key::from_digest(inputs, &m.digest, m.size, m.sloppy);
         key.features = super::features::Features {
             model_size: m.size,
-            ..super::features::Features::of_plan(plan)
+            ..super::features::Features::of_plan(&inv.plan)
         };
         Ok(key)
     }
@@ -156,22 +123,22 @@ impl Key {
     }
 }
 
-/// The normalised arguments that can change the output, canonically ordered (sorted by dest).
-pub fn canonical_args(plan: &Plan) -> Value {
-    let map: BTreeMap<&str, Value> = plan
-        .ns
-        .iter()
-        .filter(|(dest, _)| !EXCLUDED_ARGS.iter().any(|d| d.name() == *dest))
-        .map(|(dest, v)| (dest, serde_json::to_value(v).unwrap_or(Value::Null)))
-        .collect();
+/// The normalised inputs — every flag that can change the output —, canonically ordered (sorted
+/// by dest).
+pub fn canonical_args(inv: &Invocation) -> Value {
+    let map: BTreeMap<String, Value> = match serde_json::to_value(&inv.inputs) {
+        Ok(Value::Object(fields)) => fields.into_iter().collect(),
+        _ => BTreeMap::new(),
+    };
     serde_json::to_value(map).unwrap_or(Value::Null)
 }
 
 /// Everything of the key but the model, in clear (deterministic: built in a fixed order).
-pub fn args_inputs(plan: &Plan, engine: &Engine, table: &Table) -> Value {
+pub fn args_inputs(inv: &Invocation, engine: &Engine, table: &Table) -> Value {
+    let plan = &inv.plan;
     json!({
         "plan_version": crate::plan::PLAN_VERSION,
-        "args": canonical_args(plan),
+        "args": canonical_args(inv),
         "plan": {
             "pipeline": plan.pipeline,
             "walrus_passes": plan.walrus_passes,
@@ -332,24 +299,14 @@ fn collect_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{self, Command};
     use crate::plan::SystemProbe;
 
-    fn plan_in(dir: &Path, args: &[&str]) -> Plan {
+    fn plan_in(dir: &Path, args: &[&str]) -> Invocation {
         let argv: Vec<String> = std::iter::once("compile")
             .chain(args.iter().copied())
             .map(str::to_string)
             .collect();
-        let Command::Compile(c) = cli::parse("nxcc", &argv).unwrap() else {
-            panic!("not a compile")
-        };
-        crate::plan::build(
-            &c,
-            &SystemProbe {
-                launch_dir: dir.to_path_buf(),
-            },
-        )
-        .unwrap()
+        Invocation::from_argv("nxcc", &argv, &SystemProbe::at(dir)).unwrap()
     }
 
     fn key(dir: &Path, args: &[&str]) -> Key {

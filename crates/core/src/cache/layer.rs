@@ -192,10 +192,9 @@ impl<'a> LocalStore<'a> {
         let plan = session.plan();
         let known = self.record().given.take();
         let sloppy = self.cfg.settings.sloppiness.hlo_metadata;
-        match known
-            .map(Ok)
-            .unwrap_or_else(|| Key::compute(plan, self.engine, sloppy, self.table()))
-        {
+        match known.map(Ok).unwrap_or_else(|| {
+            Key::compute(session.invocation(), self.engine, sloppy, self.table())
+        }) {
             Ok(k) => Some(k),
             Err(e) => {
                 warn(

@@ -25,9 +25,8 @@ use serde::Serialize;
 
 use super::digests::{now_ns, StatId};
 use super::store::Cache;
-use crate::cli::namespace::Dest;
 use crate::fsx::{AtomicFile, Dir, Durability};
-use crate::plan::Plan;
+use crate::plan::Invocation;
 
 /// The configuration file's name, in `nxcc-v1`.
 pub const CONFIG_FILE: &str = "nxcc.conf";
@@ -344,19 +343,19 @@ pub struct Flags {
 impl Flags {
     /// The flags of a compile's plan (`--cache-secondary` made absolute against its launch
     /// directory).
-    pub fn of_plan(plan: &Plan) -> Flags {
-        let s = |d: Dest| plan.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
+    pub fn of(inv: &Invocation) -> Flags {
+        let flags = &inv.settings.cache;
+        let s = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
         Flags {
-            max_size: s(Dest::CacheMaxSize),
-            sloppiness: s(Dest::CacheSloppiness),
-            rehash: plan.ns.bool(Dest::CacheRehash),
-            mode: s(Dest::CacheMode),
-            secondaries: plan
-                .ns
-                .list(Dest::CacheSecondary)
+            max_size: s(&flags.max_size),
+            sloppiness: s(&flags.sloppiness),
+            rehash: flags.rehash,
+            mode: s(&flags.mode),
+            secondaries: flags
+                .secondary
                 .iter()
                 .filter(|d| !d.is_empty())
-                .map(|d| crate::plan::absolute(&plan.launch_dir, d))
+                .map(|d| crate::fsx::absolute(&inv.plan.launch_dir, d))
                 .collect(),
         }
     }
@@ -390,10 +389,10 @@ impl Settings {
         })
     }
 
-    /// The settings of a compile of `plan` through `cache`: its flags over the cache's file.
-    pub fn of_plan(plan: &Plan, cache: Option<&Cache>) -> Result<Settings, String> {
+    /// The settings of a compile of `inv` through `cache`: its flags over the cache's file.
+    pub fn of(inv: &Invocation, cache: Option<&Cache>) -> Result<Settings, String> {
         let file = cache.map(File::read).unwrap_or_default();
-        Settings::resolve(&Flags::of_plan(plan), &file)
+        Settings::resolve(&Flags::of(inv), &file)
     }
 }
 

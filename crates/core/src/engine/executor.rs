@@ -14,10 +14,9 @@ use super::failure;
 use super::log::{self, Logger};
 use super::metrics::{JobMetrics, JobStatus};
 use super::progress::Progress;
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::jobs::{self, Action, Job, RunContext, Step};
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::result::{Environment, Failure, JobEnd};
 use crate::run::events::EventWriter;
 use crate::run::process::{self, Cancel, End, Spec, Stream};
@@ -34,8 +33,8 @@ pub enum Halt {
 
 /// Everything the executor needs.
 pub struct Executor<'a> {
-    /// The plan whose jobs are run.
-    pub plan: &'a Plan,
+    /// The invocation whose planned jobs are run.
+    pub invocation: &'a Invocation,
     /// The toolchain that provides the native tools; `None` when none was found (a job that needs a
     /// tool then fails with NCC_EDRV082).
     pub toolchain: Option<&'a Toolchain>,
@@ -115,11 +114,11 @@ impl Executor<'_> {
 
     /// Run every job; returns the figures of the jobs that ran and how the pipeline ended.
     pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Halt>) {
-        let pipeline = &self.plan.pipeline;
+        let pipeline = &self.invocation.plan.pipeline;
         self.emit(&Event::Pipeline {
             jobs: pipeline.iter().map(Job::to_string).collect(),
         });
-        let dots = self.plan.ns.int(Dest::Verbose) == Some(crate::cli::level::DOTS);
+        let dots = self.invocation.settings.log.dots();
         let progress = self.progress.then(|| Progress::start(self.logger, dots));
         self.logger
             .info(log::PIPELINE, "Running pipeline compile 0");
@@ -175,13 +174,13 @@ impl Executor<'_> {
         };
         let actual = subgraph_dirs(self.work_dir);
         let subgraphs = if actual.is_empty() {
-            self.plan.subgraphs.clone()
+            self.invocation.plan.subgraphs.clone()
         } else {
             actual
         };
         let inputs = value_inputs(self.work_dir);
         let gold = self.work_dir.join("gold-000.p").exists();
-        let ctx = self.plan.job_context(
+        let ctx = self.invocation.job_context(
             &subgraphs,
             &inputs,
             gold,
@@ -283,7 +282,7 @@ impl Executor<'_> {
                 let rc = RunContext {
                     job: *ctx,
                     work_dir: self.work_dir,
-                    launch_dir: &self.plan.launch_dir,
+                    launch_dir: &self.invocation.plan.launch_dir,
                     log: &log_fn,
                 };
                 run(&rc).map_err(|e| {

@@ -19,10 +19,8 @@ use super::failure;
 use super::log::{self, Console};
 use super::metrics::{self, JobMetrics, JobStatus};
 use super::result::CompileResult;
-use super::session::{job_timeout, Session};
+use super::session::Session;
 use super::ExternalCompiler;
-use crate::cli::level;
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::result::{Environment, Failure, Status};
 use crate::run::process::{self, End, Outcome as ProcessOutcome, Spec, Stream, Termination};
@@ -115,14 +113,15 @@ fn with_output(argv: &[String], output: &str) -> Vec<String> {
 /// `PATH compile <args> --output <partial>` in the launch directory, with the worker's
 /// environment and `--job-timeout`; logged as it will run.
 fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
-    let (plan, log) = (session.plan(), session.log());
+    let (inv, log) = (session.invocation(), session.log());
+    let plan = &inv.plan;
     let program = super::resolve_program(&ext.program);
     let mut args: Vec<String> = vec!["compile".into()];
-    args.extend(with_output(&plan.argv, &partial.display().to_string()));
+    args.extend(with_output(&inv.argv, &partial.display().to_string()));
     let job_logger = log::job_logger(JOB_NAME);
     log.info(
         log::DRIVER,
-        &format!("Command line: {}", crate::shell::join(&plan.argv)),
+        &format!("Command line: {}", crate::shell::join(&inv.argv)),
     );
     let mut shown = vec![program.display().to_string()];
     shown.extend(args.iter().cloned());
@@ -136,7 +135,7 @@ fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
     );
     let mut spec = Spec::new(&program, &plan.launch_dir)
         .args(args.iter())
-        .timeout(job_timeout(plan));
+        .timeout(inv.settings.job_timeout());
     for (k, v) in &session.options().worker_env {
         spec = spec.env(k.clone(), v.clone());
     }
@@ -147,10 +146,11 @@ fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
 /// `off`).
 fn console_lines<'s>(session: &'s Session) -> impl FnMut(Stream, &str) + 's {
     let job_logger = log::job_logger(JOB_NAME);
-    let console_level = session.plan().ns.int(Dest::Verbose).unwrap_or(level::USER);
-    let quiet = console_level >= level::OFF;
+    let quiet = session.invocation().settings.log.quiet();
     move |stream: Stream, line: &str| {
-        session.log().to_file(&job_logger, level::INFO, line);
+        session
+            .log()
+            .to_file(&job_logger, crate::cli::level::INFO, line);
         if quiet {
             return;
         }

@@ -2,7 +2,7 @@
 //! per compile and passed down to the cache layers and the way the plan is run
 //! ([`super::strategy`]). It holds
 //!
-//! - the plan;
+//! - the invocation (its inputs, settings and plan);
 //! - its log, opened once ([`Session::open`]: a log that cannot be opened fails the compile with
 //!   NCC_EDRV091 before anything else);
 //! - its events, written here and nowhere else ([`Session::emit`]), and what they carry — every
@@ -20,10 +20,8 @@ use super::events::Event;
 use super::log::{self, Console, Logger};
 use super::metrics::JobMetrics;
 use super::result::CompileResult;
-use crate::cli::level;
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
-use crate::plan::Plan;
+use crate::plan::{Invocation, Plan};
 use crate::result::{CancelReason, Environment, Failure, Status};
 use crate::run::process::{Cancel, End};
 
@@ -162,7 +160,7 @@ struct Seen {
 
 /// One compile (see the module documentation).
 pub struct Session<'a> {
-    plan: &'a Plan,
+    invocation: &'a Invocation,
     log: Logger,
     options: Options<'a>,
     started: Instant,
@@ -170,32 +168,25 @@ pub struct Session<'a> {
     seen: Mutex<Seen>,
 }
 
-/// The compile's log, as the plan says (`--logfile`, `--logfile-verbose`, `--verbose`), with
-/// its console going to `console`; NCC_EDRV091 when the file cannot be opened.
-pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
-    let console_level = plan.ns.int(Dest::Verbose).unwrap_or(level::USER);
-    let file_level = plan.ns.int(Dest::LogfileVerbose).unwrap_or(level::INFO);
-    Logger::open(Some(&plan.logfile), file_level, console_level, console)
-        .map_err(|e| NccError::log_file(plan.logfile.display(), e))
-}
-
-/// `--job-timeout` as a duration.
-pub fn job_timeout(plan: &Plan) -> Option<Duration> {
-    plan.ns
-        .get(Dest::JobTimeout)
-        .as_float()
-        .filter(|s| *s > 0.0 && s.is_finite())
-        .map(Duration::from_secs_f64)
+/// The compile's log, as the invocation says (`--logfile`, `--logfile-verbose`, `--verbose`),
+/// with its console going to `console`; NCC_EDRV091 when the file cannot be opened.
+pub fn open_log(inv: &Invocation, console: Console) -> Result<Logger, NccError> {
+    let (log, logfile) = (&inv.settings.log, &inv.plan.logfile);
+    Logger::open(Some(logfile), log.file_level, log.verbose, console)
+        .map_err(|e| NccError::log_file(logfile.display(), e))
 }
 
 impl<'a> Session<'a> {
-    /// The session of a compile of `plan`: its log opened. A log that cannot be opened is the
+    /// The session of a compile of `inv`: its log opened. A log that cannot be opened is the
     /// compile's end: the error on the console (and as an event), and the result.
-    pub fn open(plan: &'a Plan, options: Options<'a>) -> Result<Session<'a>, Box<CompileResult>> {
-        let log_start = std::fs::metadata(&plan.logfile)
+    pub fn open(
+        inv: &'a Invocation,
+        options: Options<'a>,
+    ) -> Result<Session<'a>, Box<CompileResult>> {
+        let log_start = std::fs::metadata(&inv.plan.logfile)
             .map(|m| m.len())
             .unwrap_or(0);
-        let log = match open_log(plan, options.console.clone()) {
+        let log = match open_log(inv, options.console.clone()) {
             Ok(l) => l,
             Err(e) => {
                 let line = e.to_string();
@@ -211,7 +202,7 @@ impl<'a> Session<'a> {
             }
         };
         Ok(Session {
-            plan,
+            invocation: inv,
             log,
             options,
             started: Instant::now(),
@@ -220,9 +211,14 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// The plan.
+    /// The invocation compiled.
+    pub fn invocation(&self) -> &'a Invocation {
+        self.invocation
+    }
+
+    /// The invocation's plan.
     pub fn plan(&self) -> &'a Plan {
-        self.plan
+        &self.invocation.plan
     }
 
     /// The compile's log (file and console).

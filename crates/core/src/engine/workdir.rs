@@ -72,7 +72,7 @@ pub fn prepare(
 ) -> Result<WorkDir, NccError> {
     match temp_dir {
         Some(d) => {
-            let path = crate::plan::absolute(launch_dir, d);
+            let path = crate::fsx::absolute(launch_dir, d);
             std::fs::create_dir_all(&path).map_err(|e| {
                 NccError::work_dir(format!(
                     "Cannot create the work directory {}: {e}",

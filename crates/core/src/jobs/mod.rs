@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::namespace::{Dest, Namespace};
+use crate::cli::inputs::CompileInputs;
+use crate::cli::settings::Log;
 use crate::error::NccError;
 use crate::run::process::Spec;
 use crate::toolchain::Toolchain;
@@ -79,8 +80,10 @@ impl ModelFormat {
 /// line are absolute (WIKI `getAbsPath`); work-dir paths are relative to the step's `cwd`.
 #[derive(Debug, Clone, Copy)]
 pub struct JobContext<'a> {
-    /// The normalised namespace: every dest of the flag table with its value.
-    pub ns: &'a Namespace,
+    /// What can change the NEFF, normalised.
+    pub inputs: &'a CompileInputs,
+    /// The compile's log and console settings (a tool is told its levels).
+    pub log: &'a Log,
     /// The model file or directory, absolute.
     pub model: &'a Path,
     /// Whether the model is a binary proto or HLO text.
@@ -90,7 +93,7 @@ pub struct JobContext<'a> {
     /// `--logfile`, absolute.
     pub logfile: &'a Path,
     /// The walrus pass list, in order (joined into `walrus_driver --pass`).
-    pub walrus_passes: &'a [&'static str],
+    pub walrus_passes: &'a [String],
     /// Sorted.
     pub dge_on_levels: &'a [String],
     /// Subgraph directories relative to the work dir (`sg00`, ...), sorted.
@@ -117,12 +120,12 @@ impl JobContext<'_> {
 
     /// `--lnc` after normalisation (1 if unset).
     pub fn logical_nc_config(&self) -> i64 {
-        self.ns.int(Dest::LogicalNcConfig).unwrap_or(1)
+        self.inputs.logical_nc_config()
     }
 
     /// `--target` (or the environment's target; planning refuses a compile without one).
     pub fn target(&self) -> &str {
-        self.ns.str(Dest::Target).unwrap_or("")
+        self.inputs.target()
     }
 }
 
