@@ -14,44 +14,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::{self, CacheConfig, CacheStatus, Key};
+use crate::cache::{self, CacheConfig, Key};
 use crate::compile::{Compiled, Request};
 use crate::engine::result::CompileResult;
 use crate::engine::session::Options;
 use crate::plan::Invocation;
 use crate::result::{Environment, Failure};
 
-/// Whether a compile cache answered a compile (the `cache` field of the `done` event).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheUse {
-    /// The NEFF (or a remembered failure) came from the cache; no tool ran.
-    Hit,
-    /// The cache was consulted and the compile ran (its result is stored).
-    Miss,
-    /// No cache was involved.
-    Off,
-}
-
-impl CacheUse {
-    /// The word reports use: `hit`, `miss` or `off`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheUse::Hit => "hit",
-            CacheUse::Miss => "miss",
-            CacheUse::Off => "off",
-        }
-    }
-}
-
-impl From<CacheStatus> for CacheUse {
-    fn from(s: CacheStatus) -> CacheUse {
-        match s {
-            CacheStatus::Hit => CacheUse::Hit,
-            CacheStatus::Miss => CacheUse::Miss,
-            CacheStatus::Off => CacheUse::Off,
-        }
-    }
-}
+pub use super::wire::CacheUse;
 
 /// What the daemon's command line says about engines.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -277,7 +247,10 @@ mod tests {
         .unwrap();
         assert!(err.starts_with("argument --cache_dir:"), "{err}");
         assert_eq!(CacheUse::Hit.as_str(), "hit");
-        assert_eq!(CacheUse::from(CacheStatus::Miss), CacheUse::Miss);
+        assert_eq!(
+            CacheUse::from(crate::cache::CacheStatus::Miss),
+            CacheUse::Miss
+        );
         assert_eq!(CacheUse::Off.as_str(), "off");
     }
 }

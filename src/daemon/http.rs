@@ -73,7 +73,7 @@ fn refuse(status: StatusCode, reason: &str) -> Response<Body> {
     r
 }
 
-fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+fn json_response(status: StatusCode, v: &impl serde::Serialize) -> Response<Body> {
     let mut body = serde_json::to_vec_pretty(v).unwrap_or_default();
     body.push(b'\n');
     let mut r = Response::new(full(body));
@@ -320,16 +320,6 @@ async fn compile(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Res
     r
 }
 
-/// The JSON body of `POST /v1/compile`.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct V1Request {
-    argv: Vec<String>,
-    working_directory: String,
-    #[serde(default)]
-    env: Option<serde_json::Map<String, Value>>,
-}
-
 /// Check the request's environment: names a request may set ([`super::environ::check`];
 /// `allow_test_env`: the daemon's `--allow-test-env`), string values without NUL.
 pub fn request_env(
@@ -366,7 +356,7 @@ async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> 
         Ok(b) => b,
         Err(r) => return r,
     };
-    let parsed: V1Request = match serde_json::from_str(&body) {
+    let parsed: super::wire::CompileRequest = match serde_json::from_str(&body) {
         Ok(p) => p,
         Err(e) => {
             return refuse(

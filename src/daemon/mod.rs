@@ -14,6 +14,7 @@
 //! - [`job`]: one compile request from arguments to exit status;
 //! - [`engine`]: the seam where a compile is run (nxcc's pipeline; the cache and an external
 //!   compiler plug in here) and the memory estimate;
+//! - [`wire`]: the JSON of the routes, as the types the server and its clients both use;
 //! - [`client`]: `nxcc compile --daemon`;
 //! - [`stop`]: `nxcc daemon stop`, the daemon of a socket stopped cleanly;
 //! - [`memo`]: what it keeps between requests because it does not change;
@@ -35,6 +36,7 @@ pub mod pidfile;
 pub mod server;
 pub mod state;
 pub mod stop;
+pub mod wire;
 
 use std::io::Write;
 

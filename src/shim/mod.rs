@@ -705,14 +705,15 @@ fn daemon_status(config: &Config, dir: &Path) -> String {
     };
     match client::request(&socket, "GET", "/v1/status") {
         Ok((200, body)) => {
-            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let s: crate::daemon::wire::DaemonStatus =
+                serde_json::from_str(&body).unwrap_or_default();
             format!(
                 "  daemon: answers on {} ({whose}; pid {}, {} running, {} queued, engine: {})\n",
                 socket.display(),
-                v["pid"],
-                v["running"],
-                v["queued"],
-                v["engine"].as_str().unwrap_or("?"),
+                s.pid,
+                s.running,
+                s.queued,
+                if s.engine.is_empty() { "?" } else { &s.engine },
             )
         }
         Ok((code, body)) => format!(

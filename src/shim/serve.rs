@@ -101,7 +101,7 @@ fn serve(config: &Config, dir: &Path, argv: &[OsString], hops: u32) -> i32 {
     let args = &argv[1..];
     if let Some(compile) = served_compile(args) {
         match client::send(&config.target(dir), &compile) {
-            Sent::Finished(status) => return status,
+            Sent::Finished(done) => return done.exit_status,
             Sent::Failed(e) => {
                 crate::cli::subcommand::err(&format!("[ERROR] {WHO}: {e}\n"));
                 return crate::error::EXIT_COMPILE_FAILED;

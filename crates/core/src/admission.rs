@@ -63,7 +63,7 @@ pub struct Schedule {
 }
 
 /// What is running and waiting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     /// Compiles holding a place now.
     pub running: usize,

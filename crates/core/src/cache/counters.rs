@@ -41,7 +41,8 @@ pub enum MissReason {
 macro_rules! counters {
     ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
         /// The counters (summed over files when read; one compile's increments when written).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+        #[serde(default)]
         pub struct Counters {
             $( $(#[$doc])* pub $name: i64, )*
         }
