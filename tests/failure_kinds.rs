@@ -42,7 +42,7 @@ const KINDS: &[Kind] = &[
         args: &[],
         of_the_model: true,
         alone: false,
-        is: |f| matches!(f, Failure::Job { job, end: JobEnd::Exited(3) } if job == "WalrusDriver"),
+        is: |f| matches!(f, Failure::Job { job: Some(job), end: JobEnd::Exited(3) } if job == "WalrusDriver"),
     },
     Kind {
         name: "SIGSEGV",

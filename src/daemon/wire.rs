@@ -258,7 +258,7 @@ mod tests {
             json!({"event": "log", "line": "a b", "stream": "stderr"})
         );
         let started = Event::JobStarted {
-            job: "Frontend".into(),
+            job: crate::jobs::Job::Frontend.into(),
             index: 2,
             total: 6,
         };

@@ -8,7 +8,8 @@
 //! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
 //! table assigns them):
 //! 0. [`error`], [`shell`], [`npy`], `provenance`, [`fsx`] (atomic files, unique names,
-//!    directories walked without following links), [`words`] (counts with their nouns);
+//!    directories walked without following links), [`words`] (counts with their nouns),
+//!    [`job_name`] (which job a failure, an event or a figure is about);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`];
 //! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated
@@ -38,6 +39,7 @@ pub mod error;
 pub mod forkserver;
 pub mod fsx;
 pub mod hlo;
+pub mod job_name;
 pub mod jobs;
 pub mod lockfile;
 pub mod neff;

@@ -37,10 +37,11 @@ use crate::engine::Engine;
 use crate::plan::Invocation;
 use crate::run::process::End;
 use nxcc_core::error::{NccError, EXIT_COMPILE_FAILED};
+use nxcc_core::job_name::JobName;
 use nxcc_core::result::{CancelReason, Failure, RemoteFailure, Status};
 
 /// The pseudo-job a remote compile reports as.
-pub const JOB_NAME: &str = "RemoteCompile";
+pub const JOB_NAME: JobName = JobName::RemoteCompile;
 
 /// How many lines of the remote stderr a failure shows.
 pub const STDERR_TAIL: usize = 50;
@@ -160,7 +161,7 @@ struct RemoteJob<'s, 'a> {
 impl RemoteJob<'_, '_> {
     fn metrics(&self, status: JobStatus, exit_status: Option<i32>) -> JobMetrics {
         JobMetrics {
-            job: JOB_NAME.to_string(),
+            job: JOB_NAME,
             status,
             start_s: 0.0,
             wall_s: self.session.elapsed().as_secs_f64(),
@@ -370,7 +371,7 @@ fn failed_remotely(
     result: &re::ActionResult,
     url: &str,
 ) -> Option<CompileResult> {
-    let job_logger = log::job_logger(JOB_NAME);
+    let job_logger = log::job_logger(JOB_NAME.name());
     let stderr = match stream_text(remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
         Ok(s) => s,
         Err(e) if e.cancelled() => return Some(job.interrupted()),
@@ -383,7 +384,8 @@ fn failed_remotely(
         return None;
     }
     let tail = &stderr[stderr.len().saturating_sub(STDERR_TAIL)..];
-    let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
+    let end = End::Exited(result.exit_code);
+    let mut errors = failure::job_lines(JOB_NAME.name(), end, tail, 0, None);
     errors.push(format!(
         "[ERROR] The remote compile ran on {}",
         result

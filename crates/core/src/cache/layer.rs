@@ -636,7 +636,7 @@ impl Visit<'_, '_> {
         // Entries written before the failure was recorded: a failure of the model's (nothing
         // else was remembered).
         let failure = failed.failure.unwrap_or(Failure::Job {
-            job: String::new(),
+            job: None,
             end: JobEnd::Error,
         });
         session.result(Status::Failed(failure))

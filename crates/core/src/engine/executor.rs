@@ -116,7 +116,7 @@ impl Executor<'_> {
     pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Halt>) {
         let pipeline = &self.invocation.plan.pipeline;
         self.emit(&Event::Pipeline {
-            jobs: pipeline.iter().map(Job::to_string).collect(),
+            jobs: pipeline.iter().map(|&j| j.into()).collect(),
         });
         let dots = self.invocation.settings.log.dots();
         let progress = self.progress.then(|| Progress::start(self.logger, dots));
@@ -133,7 +133,7 @@ impl Executor<'_> {
                 p.job(i + 1, total, job.name());
             }
             self.emit(&Event::JobStarted {
-                job: job.to_string(),
+                job: job.into(),
                 index: i,
                 total,
             });
@@ -161,7 +161,7 @@ impl Executor<'_> {
         let started = Instant::now();
         let (u0, s0, _) = self.self_usage_if_in_process(row.runs_as);
         let mut m = JobMetrics {
-            job: name.to_string(),
+            job: job.into(),
             status: JobStatus::Ok,
             start_s: (started - pipeline_start).as_secs_f64(),
             wall_s: 0.0,
@@ -191,7 +191,7 @@ impl Executor<'_> {
             Ok(steps) => {
                 let mut r = Ok(());
                 for step in &steps {
-                    r = self.run_step(name, &logger_name, row.run, &ctx, step, &mut m);
+                    r = self.run_step(job, &logger_name, row.run, &ctx, step, &mut m);
                     if r.is_err() || self.cancel.is_cancelled() {
                         break;
                     }
@@ -200,7 +200,10 @@ impl Executor<'_> {
             }
             Err(e) => {
                 self.error(&logger_name, &e.to_string());
-                Err(Halt::Failed(crate::recon::failure::of_job_error(name, &e)))
+                Err(Halt::Failed(crate::recon::failure::of_job_error(
+                    job.into(),
+                    &e,
+                )))
             }
         };
         if result.is_ok() && self.cancel.is_cancelled() {
@@ -231,7 +234,7 @@ impl Executor<'_> {
 
     fn run_step(
         &self,
-        job: &str,
+        job: Job,
         logger_name: &str,
         run: Option<jobs::RunFn>,
         ctx: &jobs::JobContext,
@@ -258,7 +261,10 @@ impl Executor<'_> {
                 let err = NccError::internal(format!("Could not write {}: {e}", path.display()))
                     .caused_by(&e);
                 self.error(logger_name, &err.to_string());
-                return Err(Halt::Failed(crate::recon::failure::of_job_error(job, &err)));
+                return Err(Halt::Failed(crate::recon::failure::of_job_error(
+                    job.into(),
+                    &err,
+                )));
             }
         }
         match &step.action {
@@ -287,7 +293,7 @@ impl Executor<'_> {
                 };
                 run(&rc).map_err(|e| {
                     self.error(logger_name, &e.to_string());
-                    Halt::Failed(crate::recon::failure::of_job_error(job, &e))
+                    Halt::Failed(crate::recon::failure::of_job_error(job.into(), &e))
                 })
             }
             Action::Exec { tool, program, .. } | Action::Shell { tool, program, .. } => {
@@ -319,7 +325,7 @@ impl Executor<'_> {
 
     fn run_process(
         &self,
-        job: &str,
+        job: Job,
         logger_name: &str,
         spec: Spec,
         m: &mut JobMetrics,
@@ -357,7 +363,7 @@ impl Executor<'_> {
         m.sys_s += outcome.sys.as_secs_f64();
         m.max_rss_kb = m.max_rss_kb.max(outcome.max_rss_kb);
         for line in failure::job_lines(
-            job,
+            job.name(),
             outcome.end,
             &outcome.stderr_tail,
             outcome.max_rss_kb,
@@ -366,7 +372,7 @@ impl Executor<'_> {
             self.error(logger_name, &line);
         }
         let failed = crate::recon::failure::of_tool(
-            job,
+            job.into(),
             outcome.end,
             &outcome.stderr_tail,
             outcome.max_rss_kb,
@@ -396,7 +402,7 @@ impl Executor<'_> {
 
     fn run_library(
         &self,
-        job: &str,
+        job: Job,
         logger_name: &str,
         library: &Path,
         symbol: &str,
@@ -443,10 +449,10 @@ impl Executor<'_> {
             m.exit_status = Some(rc);
             self.error(
                 logger_name,
-                &failure::exited_abnormally(job, &format!("{symbol} returned {rc}.")),
+                &failure::exited_abnormally(job.name(), &format!("{symbol} returned {rc}.")),
             );
             return Err(Halt::Failed(Failure::Job {
-                job: job.to_string(),
+                job: Some(job.into()),
                 end: JobEnd::Exited(rc),
             }));
         }

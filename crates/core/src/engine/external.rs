@@ -22,11 +22,12 @@ use super::result::CompileResult;
 use super::session::Session;
 use super::ExternalCompiler;
 use crate::error::NccError;
+use crate::job_name::JobName;
 use crate::result::{Environment, Failure, Status};
 use crate::run::process::{self, End, Outcome as ProcessOutcome, Spec, Stream, Termination};
 
 /// The pseudo-job's name in metrics, events and error lines.
-pub const JOB_NAME: &str = "ExternalCompiler";
+pub const JOB_NAME: JobName = JobName::ExternalCompiler;
 
 /// Run the session's plan through the external compiler; its output also copied to `product`
 /// (a new file in a directory private to the caller) from its temporary name, before that is
@@ -118,7 +119,7 @@ fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
     let program = super::resolve_program(&ext.program);
     let mut args: Vec<String> = vec!["compile".into()];
     args.extend(with_output(&inv.argv, &partial.display().to_string()));
-    let job_logger = log::job_logger(JOB_NAME);
+    let job_logger = log::job_logger(JOB_NAME.name());
     log.info(
         log::DRIVER,
         &format!("Command line: {}", crate::shell::join(&inv.argv)),
@@ -145,7 +146,7 @@ fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
 /// Where the compiler's own lines go: the log file, and the console as they are (unless it is
 /// `off`).
 fn console_lines<'s>(session: &'s Session) -> impl FnMut(Stream, &str) + 's {
-    let job_logger = log::job_logger(JOB_NAME);
+    let job_logger = log::job_logger(JOB_NAME.name());
     let quiet = session.invocation().settings.log.quiet();
     move |stream: Stream, line: &str| {
         session
@@ -166,7 +167,7 @@ fn console_lines<'s>(session: &'s Session) -> impl FnMut(Stream, &str) + 's {
 fn figures(out: &ProcessOutcome) -> JobMetrics {
     let termination = out.termination();
     JobMetrics {
-        job: JOB_NAME.to_string(),
+        job: JOB_NAME,
         status: failure::job_status(out.end),
         start_s: 0.0,
         wall_s: out.wall.as_secs_f64(),
@@ -193,7 +194,7 @@ fn conclude(
     timeout: Option<std::time::Duration>,
 ) -> Status {
     let plan = session.plan();
-    let job_logger = log::job_logger(JOB_NAME);
+    let job_logger = log::job_logger(JOB_NAME.name());
     let error = |line: String| session.error(&job_logger, line);
     if let Some(status) = session.stopped(out.end) {
         m.status = JobStatus::Cancelled;
@@ -219,7 +220,7 @@ fn conclude(
         };
     }
     let tail = &out.stderr_tail;
-    for line in failure::job_lines(JOB_NAME, out.end, tail, out.max_rss_kb, timeout) {
+    for line in failure::job_lines(JOB_NAME.name(), out.end, tail, out.max_rss_kb, timeout) {
         error(line);
     }
     let failed = crate::recon::failure::of_tool(JOB_NAME, out.end, tail, out.max_rss_kb, timeout);

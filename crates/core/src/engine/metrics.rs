@@ -27,8 +27,8 @@ pub enum JobStatus {
 /// One job's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobMetrics {
-    /// The job's name (`Frontend`).
-    pub job: String,
+    /// The job (`Frontend`).
+    pub job: crate::job_name::JobName,
     /// How it ended.
     pub status: JobStatus,
     /// Seconds from the start of the pipeline.
@@ -129,7 +129,7 @@ mod tests {
 
     fn m(job: &str, status: JobStatus) -> JobMetrics {
         JobMetrics {
-            job: job.into(),
+            job: crate::job_name::JobName::named(job).unwrap(),
             status,
             start_s: 0.5,
             wall_s: 1.25,

@@ -69,7 +69,7 @@ fn spans(jobs: &[JobMetrics]) -> Vec<Span> {
     jobs.iter()
         .map(|j| Span {
             lane: "compile".to_string(),
-            label: j.job.clone(),
+            label: j.job.to_string(),
             start_s: j.start_s,
             end_s: j.start_s + j.wall_s,
             status: serde_json::to_value(j.status)

@@ -21,6 +21,7 @@ use super::log::{self, Console, Logger};
 use super::metrics::JobMetrics;
 use super::result::CompileResult;
 use crate::error::NccError;
+use crate::job_name::JobName;
 use crate::plan::{Invocation, Plan};
 use crate::result::{CancelReason, Environment, Failure, Status};
 use crate::run::process::{Cancel, End};
@@ -272,12 +273,10 @@ impl<'a> Session<'a> {
 
     /// A pseudo-job that stands for the whole compile (an external compiler, a remote compile):
     /// the pipeline of that one job has started.
-    pub fn pseudo_job(&self, name: &str) {
-        self.emit(&Event::Pipeline {
-            jobs: vec![name.to_string()],
-        });
+    pub fn pseudo_job(&self, name: JobName) {
+        self.emit(&Event::Pipeline { jobs: vec![name] });
         self.emit(&Event::JobStarted {
-            job: name.to_string(),
+            job: name,
             index: 1,
             total: 1,
         });

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::cli::inputs::CompileInputs;
 use crate::cli::settings::Log;
 use crate::error::NccError;
+pub use crate::job_name::Job;
 use crate::run::process::Spec;
 use crate::toolchain::Toolchain;
 
@@ -343,111 +344,13 @@ impl RunContext<'_> {
 /// Run an in-process job.
 pub type RunFn = fn(&RunContext) -> Result<(), NccError>;
 
-/// A job of the original's registry, by its class name: the seed's spelling (`WalrusDriver`) is
-/// its [`Display`](std::fmt::Display), its serialised form, and what `--pipeline` names it by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Job {
-    /// `hlo2penguin`: the model to the tensorizer's input.
-    HLOToTensorizer,
-    /// `xla_infergoldens`: the golden outputs of an XLA model.
-    XLAInferGoldens,
-    /// Golden evaluation of a non-XLA framework (not compiled by nxcc).
-    InferGoldens,
-    /// Golden evaluation of a meta-module (not compiled by nxcc).
-    MetaInferGoldens,
-    /// The frontend: the subgraphs.
-    Frontend,
-    /// The static input/output transposes.
-    StaticIOTranspose,
-    /// `walrus_driver`: the backend passes.
-    WalrusDriver,
-    /// The experimental legacy backend (`nn_executor`).
-    Backend,
-    /// Packs the NEFF.
-    Kelper,
-    /// `hlo-neff-wrapper`: the NEFF wrapped in an HLO module.
-    NeffWrapper,
-    /// BIR verification (`walrus_driver`).
-    BIRVerifier,
-    /// BIR simulation (`walrus_driver`).
-    BIRSim,
-    /// Copies the work dir into the launch directory.
-    SaveTemps,
-    /// `watchpoint_insert`.
-    Watchpoint,
-}
-
 impl Job {
-    /// Every job, in the registry's order.
-    pub const ALL: [Job; 14] = [
-        Job::HLOToTensorizer,
-        Job::XLAInferGoldens,
-        Job::InferGoldens,
-        Job::MetaInferGoldens,
-        Job::Frontend,
-        Job::StaticIOTranspose,
-        Job::WalrusDriver,
-        Job::Backend,
-        Job::Kelper,
-        Job::NeffWrapper,
-        Job::BIRVerifier,
-        Job::BIRSim,
-        Job::SaveTemps,
-        Job::Watchpoint,
-    ];
-
-    /// The class name (`WalrusDriver`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Job::HLOToTensorizer => "HLOToTensorizer",
-            Job::XLAInferGoldens => "XLAInferGoldens",
-            Job::InferGoldens => "InferGoldens",
-            Job::MetaInferGoldens => "MetaInferGoldens",
-            Job::Frontend => "Frontend",
-            Job::StaticIOTranspose => "StaticIOTranspose",
-            Job::WalrusDriver => "WalrusDriver",
-            Job::Backend => "Backend",
-            Job::Kelper => "Kelper",
-            Job::NeffWrapper => "NeffWrapper",
-            Job::BIRVerifier => "BIRVerifier",
-            Job::BIRSim => "BIRSim",
-            Job::SaveTemps => "SaveTemps",
-            Job::Watchpoint => "Watchpoint",
-        }
-    }
-
-    /// The job a name names (SEED `__getJob`), exactly as spelled.
-    pub fn named(name: &str) -> Option<Job> {
-        Job::ALL.into_iter().find(|j| j.name() == name)
-    }
-
     /// Its row of the registry.
     pub fn row(self) -> &'static Row {
         REGISTRY
             .iter()
             .find(|r| r.job == self)
             .expect("every job has a registry row")
-    }
-}
-
-impl std::fmt::Display for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Serialize for Job {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Job {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Job, D::Error> {
-        let name = String::deserialize(d)?;
-        Job::named(&name).ok_or_else(|| {
-            serde::de::Error::custom(format!("a job this nxcc does not know: {name}"))
-        })
     }
 }
 
