@@ -56,17 +56,15 @@ pub(crate) fn err(text: &str) {
 
 /// `nxcc daemon ARGS...` (or `nxcc daemon stop ARGS...`); returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    if args.first().is_some_and(|a| a == "stop") {
-        return stop::main(prog, &args[1..]);
-    }
     match config::parse(prog, args) {
         Ok(config::Parse::Help(text)) => {
             out(&text);
             0
         }
+        Ok(config::Parse::Stop(which)) => stop::main(&which),
         Ok(config::Parse::Run(c)) => server::run(*c),
-        Err(e) => {
-            err(&e.render());
+        Err(text) => {
+            err(&text);
             crate::cli::CliError::EXIT_STATUS
         }
     }

@@ -253,7 +253,7 @@ type NotStarted = i32;
 fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
     raise_descriptor_limit();
     let engine = engine::select(&config.engine).map_err(|e| {
-        super::err(&config::usage_error("nxcc", e).render());
+        super::err(&config::usage_error("nxcc", e));
         crate::cli::CliError::EXIT_STATUS
     })?;
     check_default_dir(&config).map_err(|e| start_error(None, &e))?;

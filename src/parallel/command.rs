@@ -19,117 +19,103 @@
 //! Exit status: 0 when every compile succeeded, 70 when any failed, 130/143 when interrupted, 2
 //! for a usage error (nothing compiled).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{expand_inputs, report, Config, Overrides, ProgressMode};
 use crate::cache::{check_local, DEFAULT_DIR_TEXT};
-use crate::cli::argparse::{Nargs, Parsed, Positional};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
+use crate::cli::subcommand::{
+    err, out, parse, separated_value_hint, usage_error, values, DriverOptions, Stop,
+};
 use crate::cli::CliError;
 use crate::engine::session::Cancellation;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 
-#[rustfmt::skip]
-static JOBS: Flag = flag("--jobs", &["-j"], "jobs", Action::Store, Kind::Int, Default::Derived("the number of CPUs"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "At most this many compiles at once.");
-#[rustfmt::skip]
-static BUDGET: Flag = flag("--memory-budget", &[], "memory_budget", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Start a compile only while the estimated peak memory of the running ones plus its own fits (512M, 16G, ...; auto = 80% of MemAvailable).");
-#[rustfmt::skip]
-static OUTPUT_DIR: Flag = flag("--output-dir", &[], "output_dir", Action::Store, Kind::Path, Default::Str("."), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Where <stem>.neff and <stem>.log of each input go (created if missing).");
-#[rustfmt::skip]
-static RETRIES: Flag = flag("--retries", &[], "retries", Action::Store, Kind::Int, Default::Int(0), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Retry a failed compile this many times (a compile ending in [F137] is also retried once alone first).");
-#[rustfmt::skip]
-static REPORT: Flag = flag("--report", &[], "report", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Write the results as JSON to FILE.");
-#[rustfmt::skip]
-static TIMINGS: Flag = flag("--timings", &[], "timings", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Write an HTML timeline (one lane per worker slot) to FILE.");
-#[rustfmt::skip]
-static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Run each compile as one job `PATH compile <args> --output <out>` (e.g. an installed neuronx-cc) instead of nxcc's pipeline.");
-#[rustfmt::skip]
-static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::Derived(DEFAULT_DIR_TEXT), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The compile cache directory.");
-#[rustfmt::skip]
-static NO_CACHE: Flag = flag("--no_cache", &["--no-cache"], "no_cache", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Do not use the compile cache.");
-
-#[rustfmt::skip]
-static NEURON_CACHE: Flag = flag("--neuron-cache", &[], "neuron_cache", Action::StoreOptional { constant: "" }, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Compile the entries to do of the framework's compile cache DIR (default: --cache_dir of NEURON_CC_FLAGS, else NEURON_COMPILE_CACHE_URL, else /var/tmp/neuron-compile-cache) into their model.neff, instead of INPUTs.");
-#[rustfmt::skip]
-static NEURON_VERSION: Flag = flag("--neuron-version", &[], "neuron_version", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "With --neuron-cache: the compiler version whose neuronxcc-<version> directory is compiled (default: what --compiler PATH --version says; 2.24.5133.0+nxcc-sim on the simulated toolchain).");
-#[rustfmt::skip]
-static ALLOW_SIMULATED: Flag = flag("--allow-simulated", &[], "allow_simulated", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "With --neuron-cache: let the simulated toolchain write its NEFFs (which cannot run on hardware) into the cache (for tests).");
-#[rustfmt::skip]
-static BREAK_LOCKS: Flag = flag("--break-locks", &[], "break_locks", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "With --neuron-cache: take over lock files nxcc did not make (a compile the framework is running loses its entry).");
-#[rustfmt::skip]
-static RETRY_FAILED: Flag = flag("--retry_failed_compilation", &["--retry-failed-compilation"], "retry_failed_compilation", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Compile again what failed before (a failure nxcc's cache remembers; with --neuron-cache, entries with a model.log).");
-
-#[rustfmt::skip]
-static REMOTE: Flag = flag("--remote", &[], "remote", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Compile on a Remote Execution API service (grpc://HOST:PORT): each compile's --remote (raise --jobs: the compiles run on the server's workers).");
-#[rustfmt::skip]
-static REMOTE_CACHE: Flag = flag("--remote-cache", &[], "remote_cache", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Share results through a Remote Execution API action cache (grpc://HOST:PORT): each compile's --remote-cache.");
-#[rustfmt::skip]
-static REMOTE_INSTANCE: Flag = flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The instance name on the remote server.");
-
-static OWN_FLAGS: [&Flag; 18] = [
-    &HELP,
-    &JOBS,
-    &BUDGET,
-    &OUTPUT_DIR,
-    &RETRIES,
-    &REPORT,
-    &TIMINGS,
-    &COMPILER,
-    &CACHE_DIR,
-    &NO_CACHE,
-    &NEURON_CACHE,
-    &NEURON_VERSION,
-    &ALLOW_SIMULATED,
-    &BREAK_LOCKS,
-    &RETRY_FAILED,
-    &REMOTE,
-    &REMOTE_CACHE,
-    &REMOTE_INSTANCE,
-];
-
-const POSITIONALS: [Positional; 1] = [Positional {
-    metavar: "INPUT",
-    nargs: Nargs::ZeroOrMore,
-    help: "A model file, or a directory of *.pb / *.hlo files (none with --neuron-cache); the compile arguments follow `--`.",
-}];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "parallel-compile",
-    flags: &OWN_FLAGS,
-    positionals: &POSITIONALS,
-    about: "Compile many models at once, within a memory budget, through the compile cache.",
-};
-
-fn usage_error(prog: &str, message: String) -> i32 {
-    Stop::Usage(COMMAND.usage_error(prog, message)).report()
+/// Compile many models at once, within a memory budget, through the compile cache.
+///
+/// Each INPUT compiles with the compile arguments given after `--` into <output dir>/<stem>.neff
+/// (its log <stem>.log).
+#[derive(Debug, Clone, clap::Parser)]
+pub(crate) struct ParallelCompile {
+    /// A model file, or a directory of *.pb / *.hlo files (none with --neuron-cache).
+    #[arg(value_name = "INPUT")]
+    pub(crate) inputs: Vec<String>,
+    /// The compile arguments every input gets (--target trn2 ...).
+    #[arg(last = true, value_name = "COMPILE-ARGS")]
+    pub(crate) compile_args: Vec<String>,
+    /// At most this many compiles at once (default: the number of CPUs).
+    #[arg(long, short = 'j', value_name = "N", value_parser = values::at_least_one)]
+    pub(crate) jobs: Option<usize>,
+    /// Start a compile only while the estimated peak memory of the running ones plus its own fits
+    /// (512M, 16G, ...; auto = 80% of MemAvailable).
+    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::size)]
+    pub(crate) memory_budget: Option<u64>,
+    /// Where <stem>.neff and <stem>.log of each input go (created if missing).
+    #[arg(long = "output-dir", value_name = "DIR")]
+    pub(crate) output_dir: Option<String>,
+    /// Retry a failed compile this many times (a compile ending in [F137] is also retried once
+    /// alone first).
+    #[arg(long, value_name = "N", value_parser = values::at_least_zero, default_value_t = 0)]
+    pub(crate) retries: u32,
+    /// Write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) report: Option<String>,
+    /// Write an HTML timeline (one lane per worker slot) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) timings: Option<String>,
+    /// Run each compile as one job `PATH compile <args> --output <out>` (e.g. an installed
+    /// neuronx-cc) instead of nxcc's pipeline.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) compiler: Option<PathBuf>,
+    /// The compile cache directory.
+    #[arg(long = "cache_dir", visible_alias = "cache-dir", value_name = "DIR", help = format!("The compile cache directory (default: {DEFAULT_DIR_TEXT})"))]
+    pub(crate) cache_dir: Option<String>,
+    /// Do not use the compile cache.
+    #[arg(long = "no_cache", visible_alias = "no-cache")]
+    pub(crate) no_cache: bool,
+    /// Compile the entries to do of the framework's compile cache DIR (default: --cache_dir of
+    /// NEURON_CC_FLAGS, else NEURON_COMPILE_CACHE_URL, else /var/tmp/neuron-compile-cache) into
+    /// their model.neff, instead of INPUTs. The value only after `=`.
+    #[arg(long = "neuron-cache", value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub(crate) neuron_cache: Option<String>,
+    /// With --neuron-cache: the compiler version whose neuronxcc-<version> directory is compiled
+    /// (default: what --compiler PATH --version says; 2.24.5133.0+nxcc-sim on the simulated
+    /// toolchain).
+    #[arg(long = "neuron-version", value_name = "VERSION")]
+    pub(crate) neuron_version: Option<String>,
+    /// With --neuron-cache: let the simulated toolchain write its NEFFs (which cannot run on
+    /// hardware) into the cache (for tests).
+    #[arg(long = "allow-simulated")]
+    pub(crate) allow_simulated: bool,
+    /// With --neuron-cache: take over lock files nxcc did not make (a compile the framework is
+    /// running loses its entry).
+    #[arg(long = "break-locks")]
+    pub(crate) break_locks: bool,
+    /// Compile again what failed before (a failure nxcc's cache remembers; with --neuron-cache,
+    /// entries with a model.log).
+    #[arg(
+        long = "retry_failed_compilation",
+        visible_alias = "retry-failed-compilation"
+    )]
+    pub(crate) retry_failed_compilation: bool,
+    /// Compile on a Remote Execution API service (grpc://HOST:PORT): each compile's --remote
+    /// (raise --jobs: the compiles run on the server's workers).
+    #[arg(long, value_name = "URL")]
+    pub(crate) remote: Option<String>,
+    /// Share results through a Remote Execution API action cache (grpc://HOST:PORT): each
+    /// compile's --remote-cache.
+    #[arg(long = "remote-cache", value_name = "URL")]
+    pub(crate) remote_cache: Option<String>,
+    /// The instance name on the remote server.
+    #[arg(long = "remote-instance", value_name = "NAME")]
+    pub(crate) remote_instance: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) driver: DriverOptions,
 }
 
-/// The first of this command's arguments that is no option of its own but one of `compile`'s
-/// (the compile arguments given before `--`).
-fn misplaced_compile_option<'a>(prog: &str, own: &'a [String]) -> Option<&'a String> {
-    let ours = COMMAND.full_parser(prog);
-    let compile = crate::cli::compile_parser(prog);
-    own.iter()
-        .find(|t| !ours.recognises(t) && compile.recognises(t))
+fn usage(prog: &str, message: String) -> i32 {
+    usage_error::<ParallelCompile>(prog, "parallel-compile", None, message).report()
 }
 
 /// A usage error in the compile arguments, found before anything ran: one line naming it (not
@@ -163,9 +149,10 @@ fn compile_args_error(prog: &str, e: CliError) -> i32 {
 type Stopped = i32;
 
 /// Run `parallel-compile` with its arguments; returns the exit status. Its phases: its own
-/// options read and checked (`own_options`, `limits`, `sources`, `cache_dir_of`), the compile
-/// arguments every compile shares (`shared_args`), the inputs (files, or the framework cache's
-/// entries: `neuron_inputs`), the batch ([`super::run`]), and its reports (`finish`).
+/// options read and checked (`own_options`, `sources`, `cache_dir_of`), the compile arguments
+/// every compile shares and what its own options set in each compile's settings
+/// (`overrides`), the inputs (files, or the framework cache's entries: `neuron_inputs`), the
+/// batch ([`super::run`]), and its reports (`finish`).
 pub fn main(prog: &str, args: &[String]) -> i32 {
     match run(prog, args) {
         Ok(status) | Err(status) => status,
@@ -173,23 +160,19 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
 }
 
 fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
-    let (own, compile_args) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], &args[i + 1..]),
-        None => (args, &args[args.len()..]),
-    };
-    let parsed = own_options(prog, own)?;
+    let own = own_options(prog, args)?;
     let launch_dir = std::env::current_dir().map_err(|e| {
         err(&format!("[ERROR] cannot read the current directory: {e}\n"));
         EXIT_COMPILE_FAILED
     })?;
-    let (jobs, retries, memory_budget) = limits(prog, &parsed)?;
-    let (neuron_dir, positionals) = sources(prog, &parsed, &launch_dir)?;
-    let cache_dir = cache_dir_of(prog, &parsed, compile_args, &launch_dir)?;
-    let output_dir = crate::fsx::absolute(&launch_dir, parsed.str("output_dir").unwrap_or("."));
-    let mut shared = shared_args(&parsed, compile_args);
-    let overrides = overrides(prog, &parsed)?;
-    let engine = match parsed.str("compiler") {
-        Some(c) => Engine::external(PathBuf::from(c)),
+    let (neuron_dir, positionals) = sources(prog, &own, args, &launch_dir)?;
+    let cache_dir = cache_dir_of(prog, &own, &launch_dir)?;
+    let output_dir = crate::fsx::absolute(&launch_dir, own.output_dir.as_deref().unwrap_or("."));
+    let mut shared = own.driver.words();
+    shared.extend(own.compile_args.iter().cloned());
+    let overrides = overrides(prog, &own)?;
+    let engine = match &own.compiler {
+        Some(c) => Engine::external(c.clone()),
         None => Engine::Pipeline,
     };
     let (neuron, inputs, skipped, cache_dir) = match &neuron_dir {
@@ -198,16 +181,16 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
             (None, inputs, Vec::new(), cache_dir)
         }
         Some(dir) => {
-            let retry_failed = parsed.flag("retry_failed_compilation")
-                || compile_args.iter().any(|a| {
+            let retry_failed = own.retry_failed_compilation
+                || own.compile_args.iter().any(|a| {
                     a == "--retry_failed_compilation" || a == "--retry-failed-compilation"
                 });
             shared = super::neuron::anchor_toolchain(&shared, &launch_dir);
             let req = super::neuron::Request {
                 dir,
-                version: parsed.str("neuron_version"),
-                allow_simulated: parsed.flag("allow_simulated"),
-                break_locks: parsed.flag("break_locks"),
+                version: own.neuron_version.as_deref(),
+                allow_simulated: own.allow_simulated,
+                break_locks: own.break_locks,
                 retry_failed,
             };
             let (run, inputs, skipped) = neuron_inputs(prog, &req, &engine, &shared, &launch_dir)?;
@@ -216,10 +199,10 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
     };
     let cfg = Config {
         prog: prog.to_string(),
-        jobs,
-        memory_budget,
+        jobs: own.jobs.unwrap_or_else(cpus),
+        memory_budget: own.memory_budget,
         output_dir,
-        retries,
+        retries: own.retries,
         engine,
         cache_dir,
         launch_dir,
@@ -240,69 +223,53 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
     if let Some(run) = &cfg.neuron {
         report.neuron_cache = Some(super::neuron::report_json(run, &skipped));
     }
-    Ok(finish(prog, &parsed, &cfg, &report, &cancel))
+    Ok(finish(prog, &own, &cfg, &report, &cancel))
+}
+
+/// How many CPUs this machine offers (at least 1).
+fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// This command's own options (a compile's option among them is pointed after `--`).
-fn own_options(prog: &str, own: &[String]) -> Result<Parsed, Stopped> {
-    match COMMAND.parse(prog, own) {
+fn own_options(prog: &str, args: &[String]) -> Result<ParallelCompile, Stopped> {
+    match parse::<ParallelCompile>(prog, "parallel-compile", args) {
         Ok(p) => Ok(p),
-        Err(Stop::Usage(CliError::Usage { message, .. })) => {
-            let hint = misplaced_compile_option(prog, own).map(|opt| {
-                format!("\n{opt} is an option of the compile: put the compile arguments after `--` ({prog} parallel-compile INPUT... -- --target trn2 ...)")
+        Err(Stop::Refused(text)) => {
+            let own = args.iter().position(|a| a == "--").unwrap_or(args.len());
+            let compile = crate::cli::compile_parser(prog);
+            let misplaced = args[..own]
+                .iter()
+                .find(|t| t.starts_with('-') && compile.recognises(t));
+            let hint = misplaced.map(|opt| {
+                format!("{opt} is an option of the compile: put the compile arguments after `--` ({prog} parallel-compile INPUT... -- --target trn2 ...)\n")
             });
-            Err(usage_error(prog, message + &hint.unwrap_or_default()))
+            err(&format!("{text}{}", hint.unwrap_or_default()));
+            Err(CliError::EXIT_STATUS)
         }
         Err(stop) => Err(stop.report()),
     }
-}
-
-/// `--jobs` (default: the CPUs), `--retries`, `--memory-budget`.
-fn limits(prog: &str, parsed: &Parsed) -> Result<(usize, u32, Option<u64>), Stopped> {
-    let jobs = match parsed.last("jobs").and_then(|o| o.value.as_int()) {
-        None => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-        Some(n) if n >= 1 => n as usize,
-        Some(n) => {
-            let why = format!("argument --jobs/-j: must be at least 1, got {n}");
-            return Err(usage_error(prog, why));
-        }
-    };
-    let retries = match parsed.last("retries").and_then(|o| o.value.as_int()) {
-        None => 0,
-        Some(n) if n >= 0 => n as u32,
-        Some(n) => {
-            let why = format!("argument --retries: must be at least 0, got {n}");
-            return Err(usage_error(prog, why));
-        }
-    };
-    let memory_budget = match parsed.str("memory_budget") {
-        None => None,
-        Some(s) => match crate::admission::parse_size(s) {
-            Ok(n) => Some(n),
-            Err(e) => return Err(usage_error(prog, format!("argument --memory-budget: {e}"))),
-        },
-    };
-    Ok((jobs, retries, memory_budget))
 }
 
 /// Where the inputs come from: the framework cache's directory (`--neuron-cache`, absolute),
 /// or the INPUT arguments; the options that go with only one of them are checked.
 fn sources(
     prog: &str,
-    parsed: &Parsed,
-    launch_dir: &std::path::Path,
+    own: &ParallelCompile,
+    args: &[String],
+    launch_dir: &Path,
 ) -> Result<(Option<PathBuf>, Vec<String>), Stopped> {
     // `--neuron-cache DIR` (nxcc's own optional values need `=`: the one word after it is DIR).
-    let mut positionals = parsed.positionals[0].clone();
-    let neuron_dir = parsed.str("neuron_cache").map(|d| match d {
+    let mut positionals = own.inputs.clone();
+    let neuron_dir = own.neuron_cache.as_deref().map(|d| match d {
         "" if positionals.len() == 1 => positionals.remove(0),
         "" => crate::neuron_cache::default_dir(),
         d => d.to_string(),
     });
     if let Some(Err(why)) = neuron_dir.as_deref().map(crate::neuron_cache::check_local) {
-        return Err(usage_error(prog, format!("argument --neuron-cache: {why}")));
+        return Err(usage(prog, format!("argument --neuron-cache: {why}")));
     }
     let neuron_dir = neuron_dir.map(|d| crate::fsx::absolute(launch_dir, &d));
     let refused = match (&neuron_dir, positionals.is_empty()) {
@@ -310,7 +277,7 @@ fn sources(
             let mut message =
                 "argument INPUT: not allowed with --neuron-cache (its entries are the inputs)"
                     .to_string();
-            for hint in parsed.value_hints(&positionals) {
+            if let Some(hint) = separated_value_hint(args, "--neuron-cache") {
                 message.push('\n');
                 message.push_str(&hint);
             }
@@ -319,22 +286,21 @@ fn sources(
         (None, true) => {
             Some("the following arguments are required: INPUT (or --neuron-cache)".into())
         }
-        (Some(_), true) if parsed.last("output_dir").is_some() => Some(
+        (Some(_), true) if own.output_dir.is_some() => Some(
             "argument --output-dir: not with --neuron-cache (the NEFFs go into the entries)".into(),
         ),
-        (None, false) => ["neuron_version", "allow_simulated", "break_locks"]
-            .into_iter()
-            .find(|f| parsed.last(f).is_some())
-            .map(|f| {
-                format!(
-                    "argument --{}: only with --neuron-cache",
-                    f.replace('_', "-")
-                )
-            }),
+        (None, false) => [
+            ("--neuron-version", own.neuron_version.is_some()),
+            ("--allow-simulated", own.allow_simulated),
+            ("--break-locks", own.break_locks),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given)
+        .map(|(f, _)| format!("argument {f}: only with --neuron-cache")),
         _ => None,
     };
     match refused {
-        Some(message) => Err(usage_error(prog, message)),
+        Some(message) => Err(usage(prog, message)),
         None => Ok((neuron_dir, positionals)),
     }
 }
@@ -344,13 +310,13 @@ fn sources(
 /// `--no-cache`.
 fn cache_dir_of(
     prog: &str,
-    parsed: &Parsed,
-    compile_args: &[String],
-    launch_dir: &std::path::Path,
+    own: &ParallelCompile,
+    launch_dir: &Path,
 ) -> Result<Option<PathBuf>, Stopped> {
-    if parsed.flag("no_cache") {
+    if own.no_cache {
         return Ok(None);
     }
+    let compile_args = &own.compile_args;
     let compile_cache_dir = compile_args
         .iter()
         .enumerate()
@@ -365,51 +331,31 @@ fn cache_dir_of(
                 })
         })
         .next_back();
-    let d = parsed
-        .str("cache_dir")
-        .map(str::to_string)
+    let d = own
+        .cache_dir
+        .clone()
         .or(compile_cache_dir)
         .unwrap_or_else(crate::cache::default_dir);
     if let Err(e) = check_local(&d) {
         let why = format!("argument --cache_dir: {}", e.cause.to_lowercase());
-        return Err(usage_error(prog, why));
+        return Err(usage(prog, why));
     }
     Ok(Some(crate::fsx::absolute(launch_dir, &d)))
 }
 
-/// The arguments every compile gets: the driver options given before the subcommand, then the
-/// compile arguments.
-fn shared_args(parsed: &Parsed, compile_args: &[String]) -> Vec<String> {
-    let mut shared: Vec<String> = Vec::new();
-    for occ in &parsed.occurrences {
-        if occ.flag.scope == Scope::Driver && !OWN_FLAGS.iter().any(|f| std::ptr::eq(*f, occ.flag))
-        {
-            shared.push(occ.option_string.clone());
-            if let Some(v) = occ.value.as_str() {
-                shared.push(v.to_string());
-            } else if let Some(n) = occ.value.as_int().filter(|_| occ.flag.takes_value()) {
-                shared.push(n.to_string());
-            }
-        }
-    }
-    shared.extend(compile_args.iter().cloned());
-    shared
-}
-
 /// What this command's own options set in every compile's settings: the remote server
 /// (checked), `--retry_failed_compilation`.
-fn overrides(prog: &str, parsed: &Parsed) -> Result<Overrides, Stopped> {
-    let given = |dest: &str| parsed.str(dest).map(str::to_string);
+fn overrides(prog: &str, own: &ParallelCompile) -> Result<Overrides, Stopped> {
     let o = Overrides {
-        remote: given("remote"),
-        remote_cache: given("remote_cache"),
-        remote_instance: given("remote_instance"),
-        retry_failed: parsed.flag("retry_failed_compilation"),
+        remote: own.remote.clone(),
+        remote_cache: own.remote_cache.clone(),
+        remote_instance: own.remote_instance.clone(),
+        retry_failed: own.retry_failed_compilation,
     };
     if let Err(e) =
         crate::remote::RemoteConfig::from_flags(o.remote.clone(), o.remote_cache.clone(), "")
     {
-        return Err(usage_error(prog, format!("argument --remote: {}", e.cause)));
+        return Err(usage(prog, format!("argument --remote: {}", e.cause)));
     }
     Ok(o)
 }
@@ -418,11 +364,11 @@ fn overrides(prog: &str, parsed: &Parsed) -> Result<Overrides, Stopped> {
 fn file_inputs(
     prog: &str,
     positionals: &[String],
-    launch_dir: &std::path::Path,
-    output_dir: &std::path::Path,
+    launch_dir: &Path,
+    output_dir: &Path,
 ) -> Result<Vec<super::Input>, Stopped> {
     let inputs = expand_inputs(positionals, launch_dir)
-        .map_err(|e| usage_error(prog, format!("argument INPUT: {e}")))?;
+        .map_err(|e| usage(prog, format!("argument INPUT: {e}")))?;
     if let Err(e) = std::fs::create_dir_all(output_dir) {
         err(&format!(
             "{prog} parallel-compile: error: cannot create the output directory {}: {e}\n",
@@ -439,7 +385,7 @@ fn neuron_inputs(
     req: &super::neuron::Request,
     engine: &Engine,
     shared: &[String],
-    launch_dir: &std::path::Path,
+    launch_dir: &Path,
 ) -> Result<
     (
         super::neuron::Run,
@@ -449,7 +395,7 @@ fn neuron_inputs(
     Stopped,
 > {
     let run = super::neuron::prepare(prog, req, engine, shared, launch_dir)
-        .map_err(|message| usage_error(prog, message))?;
+        .map_err(|message| usage(prog, message))?;
     let found = match super::neuron::discover(&run) {
         Ok(f) => f,
         Err(e) => {
@@ -481,7 +427,7 @@ fn safe_cache_dir(prog: &str, cache_dir: Option<PathBuf>) -> Option<PathBuf> {
 /// stopped the batch).
 fn finish(
     prog: &str,
-    parsed: &Parsed,
+    own: &ParallelCompile,
     cfg: &Config,
     report: &super::Report,
     cancel: &Cancellation,
@@ -489,11 +435,11 @@ fn finish(
     out(&report::table(report));
     err(&report::failures(report));
     let mut status = report.exit_status();
-    for (flag, text, what) in [
-        ("report", report::json(report), "report"),
-        ("timings", report::timings_html(report), "timeline"),
+    for (file, text, what) in [
+        (&own.report, report::json(report), "report"),
+        (&own.timings, report::timings_html(report), "timeline"),
     ] {
-        if let Some(path) = parsed.str(flag) {
+        if let Some(path) = file {
             let path = crate::fsx::absolute(&cfg.launch_dir, path);
             if let Err(e) = report::write_atomic(&path, &text) {
                 err(&format!(

@@ -14,7 +14,8 @@
 //! - [`layer`]: [`LocalStore`] — the cache as a layer of the compile stack, what `nxcc compile
 //!   --cache_dir`, `parallel-compile` and the daemon compile through;
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
-//! - [`maintain`]: stats, verify, gc, clear; [`command`] and `actions`: `nxcc cache ...`;
+//! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...` (one typed struct per
+//!   action), `actions` on nxcc's cache and `neuron` on the framework's;
 //! - `chunks`: large files read with the reads overlapped with hashing; `host`: the host and
 //!   boot the per-host files are named by.
 //!
@@ -72,6 +73,7 @@ pub mod layer;
 pub(crate) mod layers;
 pub mod maintain;
 pub mod meta;
+pub(crate) mod neuron;
 pub mod settings;
 pub mod store;
 
