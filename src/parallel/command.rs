@@ -1,5 +1,5 @@
 //! `nxcc parallel-compile [--jobs N] [--memory-budget SIZE|auto] [--output-dir DIR]
-//! [--retries N] [--report FILE] [--timings FILE] [--compiler PATH] [--cache_dir DIR]
+//! [--retries N] [--report FILE] [--timings FILE] [--profile FILE] [--compiler PATH] [--cache_dir DIR]
 //! [--no_cache] INPUT... -- COMPILE-ARGS...`
 //!
 //! Everything after the first `--` is the compile's command line, shared by every input; each
@@ -48,7 +48,10 @@ static REPORT: Flag = flag("--report", &[], "report", Action::Store, Kind::Path,
     "Write the results as JSON to FILE.");
 #[rustfmt::skip]
 static TIMINGS: Flag = flag("--timings", &[], "timings", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Write an HTML timeline (one lane per worker slot) to FILE.");
+    "Write an HTML page of the batch to FILE: a bar per compile coloured by outcome (one lane per worker slot), the memory in use against the budget, the slowest compiles, the failures by code, the hits.");
+#[rustfmt::skip]
+static PROFILE: Flag = flag("--profile", &[], "profile", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Write the batch as a Chrome trace to FILE (opens in Perfetto): a complete event per compile on its slot's track, its jobs inside it, the memory counter.");
 #[rustfmt::skip]
 static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Run each compile as one job `PATH compile <args> --output <out>` (e.g. an installed neuronx-cc) instead of nxcc's pipeline.");
@@ -85,7 +88,7 @@ static REMOTE_CACHE: Flag = flag("--remote-cache", &[], "remote_cache", Action::
 static REMOTE_INSTANCE: Flag = flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The instance name on the remote server.");
 
-static OWN_FLAGS: [&Flag; 18] = [
+static OWN_FLAGS: [&Flag; 19] = [
     &HELP,
     &JOBS,
     &BUDGET,
@@ -93,6 +96,7 @@ static OWN_FLAGS: [&Flag; 18] = [
     &RETRIES,
     &REPORT,
     &TIMINGS,
+    &PROFILE,
     &COMPILER,
     &CACHE_DIR,
     &NO_CACHE,
@@ -491,7 +495,8 @@ fn finish(
     let mut status = report.exit_status();
     for (flag, text, what) in [
         ("report", report::json(report), "report"),
-        ("timings", report::timings_html(report), "timeline"),
+        ("timings", report::timings_html(report), "timings page"),
+        ("profile", report::trace(report), "profile"),
     ] {
         if let Some(path) = parsed.str(flag) {
             let path = crate::plan::absolute(&cfg.launch_dir, path);

@@ -152,6 +152,11 @@ pub struct Attempt {
     pub error_lines: Vec<String>,
     /// Its work dir, when it was kept (a failure, no NEFF written, `--keep-work-dir`).
     pub work_dir: Option<String>,
+    /// How it ended, as the profile says it (`compiled`, `hit`, `failed`, `remembered`, ...).
+    pub outcome: String,
+    /// Its bar in the profile and the timings page (its jobs, its outcome in full).
+    #[serde(skip)]
+    pub bar: Option<crate::profile::Compile>,
 }
 
 /// The final state of one input.
@@ -218,6 +223,9 @@ pub struct CompileResult {
     pub attempts: Vec<Attempt>,
     /// The last attempt's work dir, when it was kept (in the output directory).
     pub work_dir: Option<String>,
+    /// The reproducer bundle written for its failure (`--gen-reproducer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reproducer: Option<String>,
 }
 
 /// The whole batch.
@@ -273,6 +281,8 @@ struct Task {
     key: Option<Key>,
     cache: CacheConfig,
     estimate: u64,
+    /// What the estimate came from (`recorded`, `similar`, the formula's name).
+    basis: String,
     alone: bool,
     /// The retry alone after a kill for memory was used.
     alone_retry_used: bool,
@@ -458,6 +468,7 @@ fn initial_results(cfg: &Config, inputs: &[Input]) -> Vec<CompileResult> {
             error_lines: Vec::new(),
             attempts: Vec::new(),
             work_dir: None,
+            reproducer: None,
         })
         .collect()
 }
@@ -544,6 +555,7 @@ fn task_of(
         key,
         cache: cache_cfg,
         estimate: estimate.bytes,
+        basis: estimate.basis.name().to_string(),
         alone: false,
         alone_retry_used: false,
         retries_used: 0,
@@ -669,10 +681,12 @@ impl Batch<'_> {
         if let (Some(p), Some(t), Some(run)) = (prepared, target, neuron_run) {
             self.record_in_entry(run, p, t, &task, &mut done);
         }
+        let end_s = self.started.elapsed().as_secs_f64();
+        let bar = self.bar(&task, &done, slot, (start_s, end_s));
         let o = &done.result;
         let attempt = Attempt {
             start_s,
-            end_s: self.started.elapsed().as_secs_f64(),
+            end_s,
             exit_status: o.exit_status(),
             cache: done.cache,
             alone: task.alone,
@@ -684,6 +698,8 @@ impl Batch<'_> {
                 .as_ref()
                 .filter(|_| o.kept)
                 .map(|d| d.display().to_string()),
+            outcome: bar.outcome.name().to_string(),
+            bar: Some(bar),
         };
         Finished {
             status: o.status.clone(),
@@ -691,6 +707,23 @@ impl Batch<'_> {
             attempt,
             skipped,
         }
+    }
+
+    /// The attempt's bar in the profile: its outcome, jobs, estimate and key.
+    fn bar(
+        &self,
+        task: &Task,
+        done: &Compiled,
+        slot: usize,
+        times: (f64, f64),
+    ) -> crate::profile::Compile {
+        let input = &self.inputs[task.index];
+        let mut bar = crate::compile::bar(&task.plan, done, &input.stem, (slot, times.0, times.1));
+        bar.input = input.model.display().to_string();
+        bar.estimate = Some(task.estimate);
+        bar.basis = Some(task.basis.clone());
+        bar.key = bar.key.or_else(|| task.key.as_ref().map(|k| k.key.clone()));
+        bar
     }
 
     /// Compile `task` through the one entry point; its console goes nowhere but its log file
