@@ -89,21 +89,37 @@ impl Axis {
         LABEL_W + t.clamp(0.0, self.end) / self.end * (WIDTH - LABEL_W - 20.0)
     }
 
-    /// Grid lines and tick labels from `top` to `bottom`.
+    /// Grid lines and tick labels from `top` to `bottom`, at a round step.
     fn grid(&self, top: f64, bottom: f64) -> String {
+        let step = round_step(self.end / 8.0);
         let mut s = String::new();
-        for i in 0..=10 {
-            let t = self.end * i as f64 / 10.0;
+        let mut k = 0u32;
+        while f64::from(k) * step <= self.end * (1.0 + 1e-9) {
+            let t = f64::from(k) * step;
             let x = self.x(t);
             let _ = write!(
                 s,
                 "<line x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" class=\"grid\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tick\">{}</text>\n",
                 top - 6.0,
-                tick_label(t, self.end / 10.0)
+                tick_label(t, step)
             );
+            k += 1;
         }
         s
     }
+}
+
+/// The round step (1, 2 or 5 times a power of ten) nearest above `raw` seconds.
+pub fn round_step(raw: f64) -> f64 {
+    if raw <= 0.0 || !raw.is_finite() {
+        return 1.0;
+    }
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|s| *s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * power)
 }
 
 /// A bar's label: the graph, and which retry it is.
@@ -616,6 +632,10 @@ mod tests {
         assert_eq!(ticks(2.0)[1], "0.2 s");
         assert_eq!(ticks(30.0)[1], "3 s");
         assert_eq!(ticks(3600.0)[1], "6 min");
+        assert_eq!(round_step(12.38 / 8.0), 2.0);
+        assert_eq!(round_step(0.9), 1.0);
+        assert_eq!(round_step(0.003), 0.005);
+        assert_eq!(round_step(400.0), 500.0);
         for end in [0.001, 0.010, 0.37, 1.38, 45.0, 599.0, 7200.0] {
             let t = ticks(end);
             let mut d = t.clone();
