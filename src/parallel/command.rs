@@ -88,7 +88,17 @@ static REMOTE_CACHE: Flag = flag("--remote-cache", &[], "remote_cache", Action::
 static REMOTE_INSTANCE: Flag = flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The instance name on the remote server.");
 
-static OWN_FLAGS: [&Flag; 19] = [
+#[rustfmt::skip]
+static GEN_REPRODUCER: Flag = flag("--gen-reproducer", &[], "gen_reproducer", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Write a reproducer bundle (nxcc-reproducer-<key>.tar.gz) for every graph that failed; the report and the timings page link them.");
+#[rustfmt::skip]
+static REPRODUCER_DIR: Flag = flag("--reproducer-dir", &[], "reproducer_dir", Action::Store, Kind::Path, Default::Derived("the output directory"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Where --gen-reproducer writes the bundles.");
+#[rustfmt::skip]
+static REPRODUCER_STRIP: Flag = flag("--reproducer-strip-constants", &[], "reproducer_strip_constants", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "In the bundles, replace the models' constants by zeros of the same shape.");
+
+static OWN_FLAGS: [&Flag; 22] = [
     &HELP,
     &JOBS,
     &BUDGET,
@@ -97,6 +107,9 @@ static OWN_FLAGS: [&Flag; 19] = [
     &REPORT,
     &TIMINGS,
     &PROFILE,
+    &GEN_REPRODUCER,
+    &REPRODUCER_DIR,
+    &REPRODUCER_STRIP,
     &COMPILER,
     &CACHE_DIR,
     &NO_CACHE,
@@ -229,6 +242,11 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         worker_program: None,
         progress: ProgressMode::detect(),
         neuron,
+        reproducers: None,
+    };
+    let cfg = Config {
+        reproducers: reproducers(prog, &parsed, &cfg)?,
+        ..cfg
     };
     let cancel = Cancellation::new();
     if let Ok(s) = crate::run::signals::install() {
@@ -243,6 +261,46 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         report.neuron_cache = Some(super::neuron::report_json(run, &skipped));
     }
     Ok(finish(prog, &parsed, &cfg, &report, &cancel))
+}
+
+/// `--gen-reproducer`: where the bundles go (`--reproducer-dir`, else the output directory; for
+/// the framework's cache, the launch directory), made if missing.
+fn reproducers(
+    prog: &str,
+    parsed: &Parsed,
+    cfg: &Config,
+) -> Result<Option<super::Reproducers>, Stopped> {
+    if !parsed.flag("gen_reproducer") {
+        return match ["reproducer_dir", "reproducer_strip_constants"]
+            .into_iter()
+            .find(|f| parsed.last(f).is_some())
+        {
+            Some(f) => Err(usage_error(
+                prog,
+                format!(
+                    "argument --{}: only with --gen-reproducer",
+                    f.replace('_', "-")
+                ),
+            )),
+            None => Ok(None),
+        };
+    }
+    let dir = match (parsed.str("reproducer_dir"), &cfg.neuron) {
+        (Some(d), _) => crate::plan::absolute(&cfg.launch_dir, d),
+        (None, Some(_)) => cfg.launch_dir.clone(),
+        (None, None) => cfg.output_dir.clone(),
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        err(&format!(
+            "{prog} parallel-compile: error: cannot create the reproducer directory {}: {e}\n",
+            dir.display()
+        ));
+        return Err(EXIT_COMPILE_FAILED);
+    }
+    Ok(Some(super::Reproducers {
+        dir,
+        strip: parsed.flag("reproducer_strip_constants"),
+    }))
 }
 
 /// This command's own options (a compile's option among them is pointed after `--`).

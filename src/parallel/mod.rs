@@ -81,6 +81,17 @@ pub struct Config {
     pub progress: ProgressMode,
     /// The framework's compile cache the inputs come from (`--neuron-cache`), if they do.
     pub neuron: Option<neuron::Run>,
+    /// Write a reproducer bundle for every graph that failed (`--gen-reproducer`).
+    pub reproducers: Option<Reproducers>,
+}
+
+/// Where `--gen-reproducer` writes the bundles of the graphs that failed.
+#[derive(Debug, Clone)]
+pub struct Reproducers {
+    /// The directory (absolute).
+    pub dir: PathBuf,
+    /// Zero the models' constants (`--reproducer-strip-constants`).
+    pub strip: bool,
 }
 
 /// One input: a model and the stem its outputs are named after.
@@ -309,6 +320,8 @@ struct Finished {
     status: CompileStatus,
     /// Not compiled after all, and why (its framework cache entry was locked or done meanwhile).
     skipped: Option<String>,
+    /// The reproducer bundle written for its failure.
+    reproducer: Option<String>,
 }
 
 /// Whether a failed attempt of `task` is tried again: once alone after a kill for memory (the
@@ -660,6 +673,7 @@ impl Batch<'_> {
     /// may be taken by now), the compile through the one entry point, the entry's result.
     fn attempt(&self, task: Task, slot: usize) -> Finished {
         let start_s = self.started.elapsed().as_secs_f64();
+        let log_start = std::fs::metadata(&task.plan.logfile).map_or(0, |m| m.len());
         let target = self.inputs[task.index].neuron.as_ref();
         let neuron_run = self.cfg.neuron.as_ref();
         let (prepared, skipped, refused) = match (neuron_run, target) {
@@ -701,11 +715,45 @@ impl Batch<'_> {
             outcome: bar.outcome.name().to_string(),
             bar: Some(bar),
         };
+        let reproducer = self.reproducer(&task, &done, log_start);
         Finished {
             status: o.status.clone(),
             task,
             attempt,
             skipped,
+            reproducer,
+        }
+    }
+
+    /// `--gen-reproducer`: the bundle of a failure that is final (not tried again, not an
+    /// interrupt); a bundle that cannot be written is said on stderr.
+    fn reproducer(&self, task: &Task, done: &Compiled, log_start: u64) -> Option<String> {
+        let settings = self.cfg.reproducers.as_ref()?;
+        let failure = done.result.failure()?;
+        let from_cache = done.cache == CacheStatus::Hit;
+        if self.cancel.is_cancelled() || tried_again(task, self.cfg.retries, from_cache, failure) {
+            return None;
+        }
+        let input = &self.inputs[task.index];
+        let req = crate::reproducer::write::Request {
+            plan: &task.plan,
+            engine: &self.cfg.engine,
+            result: &done.result,
+            key: done.key.as_ref().or(task.key.as_ref()),
+            log_start,
+            dir: &settings.dir,
+            strip: settings.strip,
+            entry: input.neuron.as_ref().map(|t| t.entry.as_path()),
+        };
+        match crate::reproducer::write::write(&req) {
+            Ok(p) => Some(p.display().to_string()),
+            Err(e) => {
+                crate::cli::subcommand::err(&format!(
+                    "parallel-compile: warning: no reproducer for {}: {e}\n",
+                    input.stem
+                ));
+                None
+            }
         }
     }
 
@@ -795,6 +843,9 @@ impl Batch<'_> {
         let mut task = f.task;
         let a = f.attempt;
         let r = &mut results[task.index];
+        if f.reproducer.is_some() {
+            r.reproducer = f.reproducer;
+        }
         if let Some(why) = f.skipped {
             r.status = Status::Skipped;
             r.error_lines = vec![why];
