@@ -34,7 +34,7 @@ use crate::plan::Plan;
 use crate::profile::{self, Outcome, Phase};
 use crate::remote::compile::{ActionCache, Execution};
 use crate::remote::{Mode, RemoteConfig};
-use crate::result::{Environment, Failure, JobEnd, Status};
+use crate::result::Status;
 
 /// What to compile and how.
 pub struct Request<'a> {
@@ -94,7 +94,7 @@ impl Compiled {
             Status::Succeeded if no_neff => Outcome::NoNeff,
             Status::Succeeded => Outcome::Compiled,
             Status::Failed(f) => {
-                let signal = signal_of(f);
+                let signal = f.signal();
                 let code = profile::code_in(&r.lines)
                     .or_else(|| signal.map(|s| crate::engine::failure::code(s).to_string()));
                 let what = f.describe();
@@ -107,20 +107,6 @@ impl Compiled {
             }
             Status::Interrupted(_) | Status::Cancelled(_) => Outcome::Cancelled,
         }
-    }
-}
-
-/// The signal a failure's process ended on, if one did.
-pub fn signal_of(f: &Failure) -> Option<i32> {
-    match f {
-        Failure::Job {
-            end: JobEnd::Crashed(s),
-            ..
-        } => Some(*s),
-        Failure::OutOfMemory { .. } => Some(libc::SIGKILL),
-        Failure::WorkerLost { signal, .. } => *signal,
-        Failure::Environment(Environment::Signal(s)) => Some(*s),
-        _ => None,
     }
 }
 

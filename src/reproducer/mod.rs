@@ -116,7 +116,7 @@ impl Signature {
             Status::Cancelled(_) => ("cancelled", None),
         };
         let (job, status) = failure.map(job_and_status).unwrap_or((None, None));
-        let signal = failure.and_then(crate::compile::signal_of);
+        let signal = failure.and_then(Failure::signal);
         let code = failure.and_then(|_| {
             crate::profile::code_in(&result.lines)
                 .or_else(|| signal.map(|s| crate::engine::failure::code(s).to_string()))

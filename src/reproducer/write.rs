@@ -16,6 +16,7 @@ use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::fsx::{AtomicFile, Dir, Durability};
 use crate::plan::Plan;
+use crate::result::Failure;
 
 /// The most of a model read into a bundle, bytes.
 pub const MAX_MODEL_BYTES: u64 = 4 << 30;
@@ -248,7 +249,7 @@ fn failure(r: &CompileResult) -> Value {
         "describe": sig.describe(),
         "exit_status": r.exit_status(),
         "status": r.status,
-        "signal": failure.and_then(crate::compile::signal_of).map(crate::run::signals::signal_text),
+        "signal": failure.and_then(Failure::signal).map(crate::run::signals::signal_text),
         "peak_rss_kb": r.peak_rss_kb(),
         "jobs": r.jobs,
         "error_lines": r.lines,

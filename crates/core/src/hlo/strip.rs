@@ -49,11 +49,11 @@ fn put_field(out: &mut Vec<u8>, tag: u32, wire_type: u64, value: &[u8]) {
     out.extend_from_slice(value);
 }
 
+/// What rewrites a length-delimited field (by its number and contents): `None` keeps it.
+type Rewriter<'r> = &'r mut dyn FnMut(u32, &[u8]) -> Result<Option<Vec<u8>>, String>;
+
 /// Re-encode `buf` field by field, `inner` rewriting the length-delimited fields it wants to.
-fn rewrite(
-    buf: &[u8],
-    inner: &mut dyn FnMut(u32, &[u8]) -> Result<Option<Vec<u8>>, String>,
-) -> Result<Vec<u8>, String> {
+fn rewrite(buf: &[u8], inner: Rewriter) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(buf.len());
     for f in wire::fields(buf) {
         let (tag, wire_type, value) = f.map_err(|p| p.to_string())?;

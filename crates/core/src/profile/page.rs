@@ -97,9 +97,9 @@ impl Axis {
         while f64::from(k) * step <= self.end * (1.0 + 1e-9) {
             let t = f64::from(k) * step;
             let x = self.x(t);
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                "<line x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" class=\"grid\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tick\">{}</text>\n",
+                "<line x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" class=\"grid\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tick\">{}</text>",
                 top - 6.0,
                 tick_label(t, step)
             );
@@ -170,7 +170,7 @@ fn outcome_words(o: &Outcome) -> String {
 /// One bar, with its jobs as a strip along its bottom.
 fn bar(i: usize, c: &Compile, axis: &Axis, y: f64) -> String {
     let (x0, x1) = (axis.x(c.start_s), axis.x(c.end_s));
-    let w = (x1 - x0).max(2.0);
+    let w = (x1 - x0).max(4.0);
     let h = ROW_H - 8.0;
     let mut s = format!(
         "<g class=\"bar\" id=\"bar-{i}\" data-graph=\"{}\" data-outcome=\"{}\"><title>{}</title><rect class=\"main\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" rx=\"3\" fill=\"{}\"/>",
