@@ -488,3 +488,57 @@ fn parallel_compile_writes_one_bundle_per_failed_graph_and_links_them() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("argument --reproducer-dir: only with --gen-reproducer"));
 }
+
+#[test]
+fn a_bundle_of_a_framework_cache_entry_holds_its_flags() {
+    let s = Scratch::new();
+    let entry = s.join("nc/neuronxcc-2.24.5133.0+nxcc-sim/MODULE_bad+d41d8cd9");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(entry.join("model.hlo_module.pb"), b"not a module at all").unwrap();
+    let flags = br#"["--model-type=transformer"]"#;
+    std::fs::write(entry.join("compile_flags.json"), flags).unwrap();
+    std::fs::create_dir_all(s.join("tmp")).unwrap();
+    let o = s
+        .parallel_cmd(
+            &[
+                "--neuron-cache",
+                "nc",
+                "--allow-simulated",
+                "--gen-reproducer",
+                "--reproducer-dir",
+                "bundles",
+            ],
+            &[],
+        )
+        .env("TMPDIR", s.join("tmp"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    let found = bundles(&s.join("bundles"));
+    assert_eq!(found.len(), 1, "{}", text(&o.stderr));
+    let m = members(&found[0]);
+    let (_, got) = m.iter().find(|(n, _)| n == "compile_flags.json").unwrap();
+    assert_eq!(got, flags);
+    let argv = member_json(&found[0], "argv.json");
+    assert!(
+        argv["replay_args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--model-type=transformer"),
+        "{argv}"
+    );
+    // The graph as the framework's wrapper compiled it (its private copy), replayed.
+    assert!(m
+        .iter()
+        .any(|(n, b)| n.starts_with("model/") && b == b"not a module at all"));
+    let o = reproduce(&s, s.path(), &[found[0].to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(text(&o.stdout).contains("failed at HLOToTensorizer: exit status 1"));
+}
