@@ -1,6 +1,6 @@
 //! Reproducer bundles: what support needs to replay a failed compile, in one file, and the
 //! replay. `compile --gen-reproducer[=error|always]` (and `parallel-compile --gen-reproducer`, one
-//! bundle per graph that failed) writes `nxcc-reproducer-<key>.tar.gz` ([`write`]), holding
+//! bundle per graph that failed) writes `nxcc-reproducer-<key>.tar.gz` ([`mod@write`]), holding
 //!
 //! - `model/<name>`: the model as compiled (its constants zeroed with
 //!   `--reproducer-strip-constants`: [`crate::hlo::strip`]);
