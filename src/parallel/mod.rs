@@ -21,8 +21,11 @@
 //! (`--neuron-cache`, [`neuron`]): then each compile is wrapped in the entry's lock, its NEFF
 //! published into the entry, and a failure of the graph recorded there.
 //!
-//! - [`command`]: the command line; [`report`]: the final table, the JSON report and the HTML
-//!   timeline; [`progress`]: the live count on a terminal, one line per compile elsewhere;
+//! With `--gen-reproducer`, a compile whose failure is final (not tried again, not an interrupt)
+//! leaves a reproducer bundle ([`crate::reproducer`]), which its row of the report names.
+//!
+//! - [`command`]: the command line; [`report`]: the final table, the JSON report, the timings
+//!   page and the profile; [`progress`]: the live count on a terminal, one line per compile elsewhere;
 //!   [`neuron`]: the framework's cache as inputs and outputs.
 
 pub mod command;
