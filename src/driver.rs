@@ -153,15 +153,59 @@ fn run_compile(invocation: &Invocation) -> i32 {
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
+    let log_start = std::fs::metadata(&invocation.plan.logfile).map_or(0, |m| m.len());
+    let engine = crate::engine::Engine::Pipeline;
     let request = crate::compile::Request {
         invocation,
         options,
-        engine: &crate::engine::Engine::Pipeline,
+        engine: &engine,
         cache,
         key: None,
         remote,
     };
-    crate::compile::compile(request).result.exit_status()
+    let done = crate::compile::compile(request);
+    reproducer(invocation, &engine, &done, log_start);
+    done.result.exit_status()
+}
+
+/// `--gen-reproducer`: the bundle of the compile, when it failed (or always); where it went is
+/// said on stderr, and a bundle that cannot be written costs a warning, never the exit status.
+fn reproducer(
+    invocation: &Invocation,
+    engine: &crate::engine::Engine,
+    done: &crate::compile::Compiled,
+    log_start: u64,
+) {
+    use crate::reproducer::write;
+    let wanted = &invocation.settings.reproducer;
+    let Some(when) = wanted.when else {
+        return;
+    };
+    if !when.wants(&done.result.status) {
+        return;
+    }
+    let launch_dir = &invocation.plan.launch_dir;
+    let dir = wanted.dir.as_deref().map_or_else(
+        || launch_dir.clone(),
+        |d| crate::fsx::absolute(launch_dir, d),
+    );
+    let req = write::Request {
+        invocation,
+        engine,
+        result: &done.result,
+        key: done.key.as_ref(),
+        log_start,
+        dir: &dir,
+        strip: wanted.strip_constants,
+        entry: None,
+    };
+    match write::write(&req) {
+        Ok(path) => err(&format!(
+            "Wrote a reproducer to {p} (send it with your report; `nxcc reproduce {p}` replays it)\n",
+            p = path.display()
+        )),
+        Err(e) => err(&format!("WARNING: no reproducer was written: {e}\n")),
+    }
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
@@ -172,6 +216,8 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
         "shim" => crate::shim::main(prog, args),
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),
+        // The replay compiles through the one entry point, handed down to it (no cache).
+        "reproduce" => crate::reproducer::replay::main(prog, args, crate::compile::here),
         "daemon" => crate::daemon::main(prog, args),
         // The bot compiles each action through the one entry point, handed down to it.
         "worker" => crate::remote::worker::main(prog, args, crate::compile::here),

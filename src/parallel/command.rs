@@ -1,5 +1,5 @@
 //! `nxcc parallel-compile [--jobs N] [--memory-budget SIZE|auto] [--output-dir DIR]
-//! [--retries N] [--report FILE] [--timings FILE] [--compiler PATH] [--cache_dir DIR]
+//! [--retries N] [--report FILE] [--timings FILE] [--profile FILE] [--compiler PATH] [--cache_dir DIR]
 //! [--no_cache] INPUT... -- COMPILE-ARGS...`
 //!
 //! Everything after the first `--` is the compile's command line, shared by every input; each
@@ -60,9 +60,25 @@ pub(crate) struct ParallelCompile {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) report: Option<String>,
-    /// Write an HTML timeline (one lane per worker slot) to FILE.
+    /// Write an HTML page of the batch to FILE: a bar per compile coloured by outcome (one lane
+    /// per worker slot), the memory in use against the budget, the slowest compiles, the failures
+    /// by code, the hits.
     #[arg(long, value_name = "FILE")]
     pub(crate) timings: Option<String>,
+    /// Write the batch as a Chrome trace to FILE (opens in Perfetto): a complete event per compile
+    /// on its slot's track, its jobs inside it, the memory counter.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) profile: Option<String>,
+    /// Write a reproducer bundle (nxcc-reproducer-<key>.tar.gz) for every graph that failed; the
+    /// report and the timings page link them.
+    #[arg(long = "gen-reproducer")]
+    pub(crate) gen_reproducer: bool,
+    /// Where --gen-reproducer writes the bundles (default: the output directory).
+    #[arg(long = "reproducer-dir", value_name = "DIR")]
+    pub(crate) reproducer_dir: Option<String>,
+    /// In the bundles, replace the models' constants by zeros of the same shape.
+    #[arg(long = "reproducer-strip-constants")]
+    pub(crate) reproducer_strip_constants: bool,
     /// Run each compile as one job `PATH compile <args> --output <out>` (e.g. an installed
     /// neuronx-cc) instead of nxcc's pipeline.
     #[arg(long, value_name = "PATH")]
@@ -210,6 +226,11 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         progress: ProgressMode::detect(),
         neuron,
         overrides,
+        reproducers: None,
+    };
+    let cfg = Config {
+        reproducers: reproducers(prog, &own, &cfg)?,
+        ..cfg
     };
     let cancel = Cancellation::new();
     if let Ok(s) = crate::run::signals::install() {
@@ -224,6 +245,49 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         report.neuron_cache = Some(super::neuron::report_json(run, &skipped));
     }
     Ok(finish(prog, &own, &cfg, &report, &cancel))
+}
+
+/// `--gen-reproducer`: where the bundles go (`--reproducer-dir`, else the output directory; for
+/// the framework's cache, the launch directory), made if missing.
+fn reproducers(
+    prog: &str,
+    own: &ParallelCompile,
+    cfg: &Config,
+) -> Result<Option<super::Reproducers>, Stopped> {
+    if !own.gen_reproducer {
+        return match [
+            ("--reproducer-dir", own.reproducer_dir.is_some()),
+            (
+                "--reproducer-strip-constants",
+                own.reproducer_strip_constants,
+            ),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given)
+        {
+            Some((f, _)) => Err(usage(
+                prog,
+                format!("argument {f}: only with --gen-reproducer"),
+            )),
+            None => Ok(None),
+        };
+    }
+    let dir = match (&own.reproducer_dir, &cfg.neuron) {
+        (Some(d), _) => crate::fsx::absolute(&cfg.launch_dir, d),
+        (None, Some(_)) => cfg.launch_dir.clone(),
+        (None, None) => cfg.output_dir.clone(),
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        err(&format!(
+            "{prog} parallel-compile: error: cannot create the reproducer directory {}: {e}\n",
+            dir.display()
+        ));
+        return Err(EXIT_COMPILE_FAILED);
+    }
+    Ok(Some(super::Reproducers {
+        dir,
+        strip: own.reproducer_strip_constants,
+    }))
 }
 
 /// How many CPUs this machine offers (at least 1).
@@ -437,7 +501,8 @@ fn finish(
     let mut status = report.exit_status();
     for (file, text, what) in [
         (&own.report, report::json(report), "report"),
-        (&own.timings, report::timings_html(report), "timeline"),
+        (&own.timings, report::timings_html(report), "timings page"),
+        (&own.profile, report::trace(report), "profile"),
     ] {
         if let Some(path) = file {
             let path = crate::fsx::absolute(&cfg.launch_dir, path);

@@ -75,6 +75,52 @@ pub struct Reports {
     pub metrics_timestamp: Option<String>,
 }
 
+/// When `--gen-reproducer` writes a bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum When {
+    /// When the compile failed (`--gen-reproducer`, `--gen-reproducer=error`).
+    Error,
+    /// Whatever the outcome (`--gen-reproducer=always`).
+    Always,
+}
+
+impl When {
+    /// From the flag's value.
+    pub fn parse(value: &str) -> Option<When> {
+        match value {
+            "error" => Some(When::Error),
+            "always" => Some(When::Always),
+            _ => None,
+        }
+    }
+
+    /// Whether a compile that ended with `status` gets a bundle (an interrupted or cancelled
+    /// compile never does: there is nothing of its own to replay).
+    pub fn wants(self, status: &crate::result::Status) -> bool {
+        use crate::result::Status;
+        match status {
+            Status::Failed(_) => true,
+            Status::Succeeded => self == When::Always,
+            Status::Interrupted(_) | Status::Cancelled(_) => false,
+        }
+    }
+}
+
+/// `--gen-reproducer`: a bundle that replays the compile, written when it fails (or always).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reproducer {
+    /// `--gen-reproducer[={error,always}]`: when a bundle is written (`None`: never).
+    #[serde(rename = "gen_reproducer")]
+    pub when: Option<When>,
+    /// `--reproducer-dir`, as given (`None`: the current directory).
+    #[serde(rename = "reproducer_dir")]
+    pub dir: Option<String>,
+    /// `--reproducer-strip-constants`: the model's constants zeroed in the bundle.
+    #[serde(rename = "reproducer_strip_constants")]
+    pub strip_constants: bool,
+}
+
 /// The compile cache's flags (read with the cache directory's configuration file by
 /// [`crate::cache`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +192,9 @@ pub struct Settings {
     /// The reports.
     #[serde(flatten)]
     pub reports: Reports,
+    /// The reproducer bundle.
+    #[serde(flatten)]
+    pub reproducer: Reproducer,
     /// The compile cache.
     #[serde(flatten)]
     pub cache: CacheFlags,
