@@ -49,7 +49,9 @@ pub fn parse_url(url: &str) -> Result<Location, String> {
     }
     let prefix = prefix.trim_matches('/');
     if prefix.split('/').any(|p| p == "." || p == "..") || prefix.contains("//") {
-        return Err(format!("{url}: the prefix {prefix:?} is not a plain key prefix"));
+        return Err(format!(
+            "{url}: the prefix {prefix:?} is not a plain key prefix"
+        ));
     }
     Ok(Location {
         bucket: bucket.to_string(),
@@ -173,7 +175,14 @@ mod tests {
             }
         );
         assert_eq!(parse_url("s3://my-bucket").unwrap().prefix, "");
-        for bad in ["s3://", "s3://B", "s3://ab", "s3://bucket/../x", "gs://bucket", "s3://b_u"] {
+        for bad in [
+            "s3://",
+            "s3://B",
+            "s3://ab",
+            "s3://bucket/../x",
+            "gs://bucket",
+            "s3://b_u",
+        ] {
             assert!(parse_url(bad).is_err(), "{bad}");
         }
     }

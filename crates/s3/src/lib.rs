@@ -106,9 +106,7 @@ impl S3 {
             .with_retry(retry);
         if let Some(ep) = config::endpoint() {
             options = options.with_allow_http(ep.starts_with("http://"));
-            b = b
-                .with_endpoint(ep)
-                .with_virtual_hosted_style_request(false);
+            b = b.with_endpoint(ep).with_virtual_hosted_style_request(false);
         }
         if let Some(k) = config::profile_keys() {
             b = b
@@ -203,9 +201,8 @@ fn classify(url: &str, e: object_store::Error) -> StorageError {
         return StorageError::NoBucket(said);
     }
     match e {
-        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
-            StorageError::Denied(said)
-        }
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => StorageError::Denied(said),
         _ if chain.contains("error sending request")
             || chain.contains("onnect")
             || chain.contains("timed out")

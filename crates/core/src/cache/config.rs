@@ -171,7 +171,8 @@ impl CacheConfig {
         url: &str,
         default_dir: Option<&Path>,
     ) -> Result<CacheConfig, NccError> {
-        let local = default_dir.map_or_else(|| PathBuf::from(self::default_dir()), Path::to_path_buf);
+        let local =
+            default_dir.map_or_else(|| PathBuf::from(self::default_dir()), Path::to_path_buf);
         let mut cfg = CacheConfig::for_plan_in(plan, Some(local))?;
         cfg.shared = Some(url.to_string());
         Ok(cfg)

@@ -49,7 +49,10 @@ struct Shared {
 }
 
 /// How the lock object stands: absent, or its holder and version.
-fn judge(store: &dyn Storage, name: &str) -> Result<Option<(Holder, Option<String>)>, StorageError> {
+fn judge(
+    store: &dyn Storage,
+    name: &str,
+) -> Result<Option<(Holder, Option<String>)>, StorageError> {
     let Some(obj) = store.get(name, SMALL_LIMIT)? else {
         return Ok(None);
     };
@@ -162,7 +165,10 @@ impl Shared {
             }
             let etag = self.etag.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let mode = etag.map_or(PutMode::Overwrite, PutMode::Replace);
-            match self.store.put(&self.name, self.text.clone().into_bytes(), mode) {
+            match self
+                .store
+                .put(&self.name, self.text.clone().into_bytes(), mode)
+            {
                 Ok(Put::Done(tag)) => *self.etag.lock().unwrap_or_else(|p| p.into_inner()) = tag,
                 Ok(Put::Refused) => {
                     self.lost.store(true, Ordering::SeqCst);

@@ -20,8 +20,8 @@ pub mod objects;
 pub mod tier;
 
 use std::fmt;
-use std::io::Write;
 use std::fs::File;
+use std::io::Write;
 use std::sync::{Arc, OnceLock};
 
 /// The URL schemes a shared tier is named by.

@@ -197,7 +197,10 @@ impl Visit<'_, '_> {
         match objects::publish(self.store.as_ref(), &self.cache, key, &verify) {
             Ok(Published::Done { bytes }) => self.session.log().info(
                 log::DRIVER,
-                &format!("Published the entry of key {key} to {} ({bytes} bytes)", self.url()),
+                &format!(
+                    "Published the entry of key {key} to {} ({bytes} bytes)",
+                    self.url()
+                ),
             ),
             Ok(Published::Beaten) => self.session.log().info(
                 log::DRIVER,
