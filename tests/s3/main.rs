@@ -156,7 +156,7 @@ fn hosts_share_entries_through_the_bucket_and_a_local_hit_never_asks_it() {
     assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     assert!(
-        err.contains("[NCC_EDRV117]") && err.contains("no such bucket"),
+        err.contains("[NCC_EDRV117]") && err.contains("does not exist"),
         "{err}"
     );
 

@@ -184,7 +184,8 @@ impl S3 {
     }
 }
 
-/// What an object_store error means to the cache.
+/// What an object_store error means to the cache, said briefly: the S3 error code when the
+/// server gave one, else the transport's last words.
 fn classify(url: &str, e: object_store::Error) -> StorageError {
     let chain = {
         let mut s = e.to_string();
@@ -194,33 +195,54 @@ fn classify(url: &str, e: object_store::Error) -> StorageError {
             s.push_str(&x.to_string());
             src = x.source();
         }
-        s
+        one_line(&s)
     };
-    let said = format!("{url}: {}", one_line(&chain));
-    if chain.contains("NoSuchBucket") {
-        return StorageError::NoBucket(said);
+    let code = chain
+        .split_once("<Code>")
+        .and_then(|(_, r)| r.split_once("</Code>"))
+        .map(|(c, _)| c.chars().take(64).collect::<String>());
+    let bucket = config::parse_url(url).map(|l| l.bucket).unwrap_or_default();
+    if code.as_deref() == Some("NoSuchBucket") {
+        return StorageError::NoBucket(format!("the bucket {bucket} does not exist"));
     }
+    let status = |fallback: &str| code.clone().unwrap_or_else(|| fallback.to_string());
     match e {
-        object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => StorageError::Denied(said),
-        _ if chain.contains("error sending request")
-            || chain.contains("onnect")
-            || chain.contains("timed out")
-            || chain.contains("dns error") =>
-        {
-            StorageError::Unreachable(said)
+        object_store::Error::PermissionDenied { .. } => {
+            StorageError::Denied(format!("{url} ({})", status("403 Forbidden")))
         }
-        _ => StorageError::Other(said),
+        object_store::Error::Unauthenticated { .. } => {
+            StorageError::Denied(format!("{url} ({})", status("401 Unauthorized")))
+        }
+        _ if code.is_none()
+            && (chain.contains("error sending request")
+                || chain.contains("onnect")
+                || chain.contains("timed out")
+                || chain.contains("dns error")) =>
+        {
+            let endpoint = config::endpoint().unwrap_or_else(|| "the S3 endpoint".into());
+            let retries = config::retry_timeout().as_secs_f64();
+            StorageError::Unreachable(format!(
+                "{endpoint} (retried for {retries:.0} s): {}",
+                last_words(&chain)
+            ))
+        }
+        _ => StorageError::Other(format!("{url}: {}", code.unwrap_or(chain))),
     }
 }
 
-/// `s` on one line, at most 400 characters (a server's body may be anything).
+/// The end of an error chain: what the transport finally said.
+fn last_words(chain: &str) -> String {
+    let tail = chain.rsplit(": ").next().unwrap_or(chain);
+    tail.chars().take(200).collect()
+}
+
+/// `s` on one line, at most 2000 characters (a server's body may be anything).
 fn one_line(s: &str) -> String {
     let flat: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    flat.chars().take(400).collect()
+    flat.chars().take(2000).collect()
 }
 
 /// Chunks of a body, sent to the waiting caller as they arrive.

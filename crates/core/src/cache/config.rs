@@ -161,7 +161,18 @@ impl CacheConfig {
             }
             None => default_dir.map(Path::to_path_buf),
         };
-        CacheConfig::for_plan_in(plan, dir)
+        CacheConfig::for_plan_at(plan, dir)
+    }
+
+    /// [`CacheConfig::for_plan_in`], where `dir` may name a shared tier (`s3://...`, as a
+    /// caller's default may): then the local tier is [`default_dir()`].
+    pub fn for_plan_at(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
+        match dir.as_deref().and_then(Path::to_str) {
+            Some(url) if super::shared::is_url(url) => {
+                CacheConfig::shared_for_plan(plan, url, None)
+            }
+            _ => CacheConfig::for_plan_in(plan, dir),
+        }
     }
 
     /// The shared tier at `url` behind the local directory: the caller's default, else

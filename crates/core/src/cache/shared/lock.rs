@@ -155,6 +155,9 @@ impl Shared {
     fn keep(&self, every: Duration) {
         let mut stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
         loop {
+            if *stop {
+                return;
+            }
             let (s, _) = self
                 .wake
                 .wait_timeout(stop, every)

@@ -13,11 +13,18 @@
 //!   fetching an entry into the local directory with its NEFF verified before it is kept.
 //! - [`lock`]: one compile per key across hosts, by a lock object created only if absent, with
 //!   a lease — the rules of the one lock protocol ([`crate::lockfile`]) on objects.
+//! - [`maintain`]: its configuration, `nxcc cache stats|verify|gc|clear`, and eviction by
+//!   `max_size` (least recently used first) without a listing per publication.
 //! - [`tier`]: the tier as a layer of the compile stack ([`tier::SharedTier`]).
 
+pub(crate) mod actions;
 pub mod lock;
+pub mod maintain;
 pub mod objects;
 pub mod tier;
+
+#[cfg(test)]
+mod memory;
 
 use std::fmt;
 use std::fs::File;
@@ -45,7 +52,7 @@ pub enum StorageError {
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StorageError::NoBucket(m) => write!(f, "no such bucket: {m}"),
+            StorageError::NoBucket(m) => f.write_str(m),
             StorageError::Denied(m) => write!(f, "access denied: {m}"),
             StorageError::Unreachable(m) => write!(f, "the endpoint cannot be reached: {m}"),
             StorageError::TooLarge(m) => write!(f, "an object is larger than allowed: {m}"),

@@ -78,13 +78,16 @@ pub fn parse_done(text: &[u8]) -> Option<String> {
     ok.then(|| id.to_string())
 }
 
-/// The publication id `key`'s marker names; `None` if the key has no entry.
-pub fn published_id(store: &dyn Storage, key: &str) -> Result<Option<String>, FetchError> {
+/// The publication id `key`'s marker names, and the marker; `None` if the key has no entry.
+pub fn published_id(
+    store: &dyn Storage,
+    key: &str,
+) -> Result<Option<(String, super::Object)>, FetchError> {
     let Some(done) = store.get(&format!("{}/{DONE}", key_dir(key)), SMALL_LIMIT)? else {
         return Ok(None);
     };
     parse_done(&done.bytes)
-        .map(Some)
+        .map(|id| Some((id, done)))
         .ok_or_else(|| FetchError::Corrupt(format!("its {DONE} marker is not nxcc's")))
 }
 
@@ -107,19 +110,20 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-/// Copy `key`'s entry from `store` into the local `cache` (within `max_size`); the local entry,
-/// or `None` if the store has none for the key.
-pub fn fetch(
-    store: &dyn Storage,
-    cache: &Cache,
-    key: &str,
-    max_size: Option<u64>,
-) -> Result<Option<PathBuf>, FetchError> {
-    let Some(id) = published_id(store, key)? else {
+/// A published entry's `meta.json`, read and checked to be of `key`.
+struct Found {
+    /// The folder of its files.
+    dir: String,
+    meta: Meta,
+    meta_bytes: Vec<u8>,
+    marker: super::Object,
+}
+
+fn find(store: &dyn Storage, key: &str) -> Result<Option<Found>, FetchError> {
+    let Some((id, marker)) = published_id(store, key)? else {
         return Ok(None);
     };
     let dir = format!("{}/{id}", key_dir(key));
-    let gone = |what: &str| FetchError::Corrupt(format!("its {what} is missing"));
     let meta_bytes = store
         .get(&format!("{dir}/{META_FILE}"), SMALL_LIMIT)?
         .ok_or_else(|| gone(META_FILE))?
@@ -132,41 +136,110 @@ pub fn fetch(
             meta.key
         )));
     }
+    Ok(Some(Found {
+        dir,
+        meta,
+        meta_bytes,
+        marker,
+    }))
+}
+
+fn gone(what: &str) -> FetchError {
+    FetchError::Corrupt(format!("its {what} is missing"))
+}
+
+/// Stream the entry's NEFF into `out`, checked against the size and blake3 `neff` records
+/// (the stream is refused past that size).
+fn copy_neff(
+    store: &dyn Storage,
+    dir: &str,
+    neff: &crate::cache::meta::NeffInfo,
+    out: impl Write,
+) -> Result<(), FetchError> {
+    let mut out = Hashing {
+        out,
+        hasher: blake3::Hasher::new(),
+        bytes: 0,
+    };
+    store
+        .get_into(&format!("{dir}/{NEFF_FILE}"), neff.size, &mut out)?
+        .ok_or_else(|| gone(NEFF_FILE))?;
+    out.flush().map_err(FetchError::Local)?;
+    let hash = out.hasher.finalize().to_hex().to_string();
+    if out.bytes != neff.size || hash != neff.blake3 {
+        return Err(FetchError::Corrupt(format!(
+            "its {NEFF_FILE} ({} bytes, blake3 {hash}) is not the one {META_FILE} records ({} bytes, blake3 {})",
+            out.bytes, neff.size, neff.blake3
+        )));
+    }
+    Ok(())
+}
+
+/// A failed compile's `failed.json`, read and checked.
+fn failed_json(store: &dyn Storage, dir: &str) -> Result<Vec<u8>, FetchError> {
+    let failed = store
+        .get(&format!("{dir}/{FAILED_FILE}"), SMALL_LIMIT)?
+        .ok_or_else(|| gone(FAILED_FILE))?;
+    serde_json::from_slice::<crate::cache::meta::Failed>(&failed.bytes)
+        .map_err(|e| FetchError::Corrupt(format!("{FAILED_FILE}: {e}")))?;
+    Ok(failed.bytes)
+}
+
+/// Check `key`'s entry as a fetch would, keeping nothing (`Ok` also when there is none).
+pub fn check(store: &dyn Storage, key: &str) -> Result<(), FetchError> {
+    let Some(f) = find(store, key)? else {
+        return Ok(());
+    };
+    match &f.meta.neff {
+        Some(neff) => copy_neff(store, &f.dir, neff, std::io::sink()),
+        None => failed_json(store, &f.dir).map(|_| ()),
+    }
+}
+
+/// Copy `key`'s entry from `store` into the local `cache` (within `max_size`); the local entry,
+/// or `None` if the store has none for the key. With `touch`, an entry last used more than
+/// [`super::maintain::TOUCH_EVERY_MS`] ago is marked used (its marker rewritten if unchanged).
+pub fn fetch(
+    store: &dyn Storage,
+    cache: &Cache,
+    key: &str,
+    max_size: Option<u64>,
+    touch: bool,
+) -> Result<Option<PathBuf>, FetchError> {
+    let Some(found) = find(store, key)? else {
+        return Ok(None);
+    };
     let pending = cache.begin(key).map_err(FetchError::Local)?;
     let tmp = pending.dir();
     let local = |e: std::io::Error| FetchError::Local(e);
-    if let Some(neff) = &meta.neff {
-        let file = tmp.create_file(NEFF_FILE).map_err(local)?;
-        let mut out = Hashing {
-            out: std::io::BufWriter::new(file),
-            hasher: blake3::Hasher::new(),
-            bytes: 0,
-        };
-        store
-            .get_into(&format!("{dir}/{NEFF_FILE}"), neff.size, &mut out)?
-            .ok_or_else(|| gone(NEFF_FILE))?;
-        out.flush().map_err(local)?;
-        let hash = out.hasher.finalize().to_hex().to_string();
-        if out.bytes != neff.size || hash != neff.blake3 {
-            return Err(FetchError::Corrupt(format!(
-                "its {NEFF_FILE} ({} bytes, blake3 {hash}) is not the one {META_FILE} records ({} bytes, blake3 {})",
-                out.bytes, neff.size, neff.blake3
-            )));
+    match &found.meta.neff {
+        Some(neff) => {
+            let file = tmp.create_file(NEFF_FILE).map_err(local)?;
+            copy_neff(store, &found.dir, neff, std::io::BufWriter::new(file))?;
         }
-    } else {
-        let failed = store
-            .get(&format!("{dir}/{FAILED_FILE}"), SMALL_LIMIT)?
-            .ok_or_else(|| gone(FAILED_FILE))?;
-        serde_json::from_slice::<crate::cache::meta::Failed>(&failed.bytes)
-            .map_err(|e| FetchError::Corrupt(format!("{FAILED_FILE}: {e}")))?;
-        write_new(tmp, FAILED_FILE, &failed.bytes).map_err(local)?;
+        None => write_new(tmp, FAILED_FILE, &failed_json(store, &found.dir)?).map_err(local)?,
     }
-    if let Some(log) = store.get(&format!("{dir}/{LOG_FILE}"), LOG_LIMIT)? {
+    if let Some(log) = store.get(&format!("{}/{LOG_FILE}", found.dir), LOG_LIMIT)? {
         write_new(tmp, LOG_FILE, &log.bytes).map_err(local)?;
     }
-    write_new(tmp, META_FILE, &meta_bytes).map_err(local)?;
+    write_new(tmp, META_FILE, &found.meta_bytes).map_err(local)?;
     let published = evict::publish(cache, key, pending, max_size).map_err(local)?;
+    if touch {
+        mark_used(store, key, &found.marker);
+    }
     Ok(Some(published.entry))
+}
+
+/// Rewrite the marker (only if it is still `marker`) when it was last written long ago: the
+/// entry's last use, for eviction. A refusal (another host did it, a read-only credential)
+/// costs nothing.
+fn mark_used(store: &dyn Storage, key: &str, marker: &super::Object) {
+    let now = crate::cache::meta::now_ms();
+    let age = now.saturating_sub(marker.info.modified_ms);
+    if let (true, Some(etag)) = (age >= super::maintain::TOUCH_EVERY_MS, &marker.info.etag) {
+        let name = format!("{}/{DONE}", key_dir(key));
+        let _ = store.put(&name, marker.bytes.clone(), PutMode::Replace(etag.clone()));
+    }
 }
 
 fn write_new(dir: &crate::fsx::Dir, name: &str, bytes: &[u8]) -> std::io::Result<()> {

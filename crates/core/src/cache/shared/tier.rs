@@ -105,8 +105,15 @@ impl Visit<'_, '_> {
 
     /// Serve the key from the store if it holds a usable entry; `Err`: the store cannot be used.
     fn look(&self) -> Result<Looked, super::StorageError> {
-        let max_size = self.local.config().settings.max_size;
-        match objects::fetch(self.store.as_ref(), &self.cache, &self.key.key, max_size) {
+        let settings = &self.local.config().settings;
+        let (max_size, touch) = (settings.max_size, settings.mode.writes());
+        match objects::fetch(
+            self.store.as_ref(),
+            &self.cache,
+            &self.key.key,
+            max_size,
+            touch,
+        ) {
             Ok(Some(entry)) => {
                 self.session.log().info(
                     log::DRIVER,
@@ -190,18 +197,40 @@ impl Visit<'_, '_> {
         result
     }
 
+    /// Count `bytes` published against the tier's `max_size`, evicting if it is passed.
+    fn keep_size(&self, bytes: u64) {
+        let now = crate::cache::meta::now_ms();
+        match super::maintain::after_publish(self.store.as_ref(), bytes, now) {
+            Ok(Some(r)) if r.evicted > 0 => self.session.log().info(
+                log::DRIVER,
+                &format!(
+                    "Evicted {} least recently used entries ({} bytes) from {} to stay under its max_size",
+                    r.evicted, r.freed_bytes, self.url()
+                ),
+            ),
+            Ok(_) => {}
+            Err(e) => warn(
+                self.session,
+                &format!("could not keep {} under its max_size ({e})", self.url()),
+            ),
+        }
+    }
+
     /// Publish the local entry to the store.
     fn publish(&self, held: &lock::ObjectLock) {
         let key = &self.key.key;
         let verify = || held.verify();
         match objects::publish(self.store.as_ref(), &self.cache, key, &verify) {
-            Ok(Published::Done { bytes }) => self.session.log().info(
-                log::DRIVER,
-                &format!(
-                    "Published the entry of key {key} to {} ({bytes} bytes)",
-                    self.url()
-                ),
-            ),
+            Ok(Published::Done { bytes }) => {
+                self.session.log().info(
+                    log::DRIVER,
+                    &format!(
+                        "Published the entry of key {key} to {} ({bytes} bytes)",
+                        self.url()
+                    ),
+                );
+                self.keep_size(bytes);
+            }
             Ok(Published::Beaten) => self.session.log().info(
                 log::DRIVER,
                 &format!("Another host published key {key} to {} first", self.url()),
