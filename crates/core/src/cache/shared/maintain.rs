@@ -75,8 +75,12 @@ struct Survey {
     locks: Vec<String>,
 }
 
+/// A key's objects in a listing: its marker's last write, its other objects (name, size), and
+/// the newest one's last write.
+type Seen = (Option<u64>, Vec<(String, u64)>, u64);
+
 fn survey(store: &dyn Storage) -> Result<Survey, StorageError> {
-    let mut keys: BTreeMap<String, (Option<u64>, Vec<(String, u64)>, u64)> = BTreeMap::new();
+    let mut keys: BTreeMap<String, Seen> = BTreeMap::new();
     let mut s = Survey::default();
     for o in store.list(&format!("{TOP}/"))? {
         let parts: Vec<&str> = o.name.split('/').collect();

@@ -10,9 +10,12 @@ use std::sync::Mutex;
 
 use super::*;
 
+/// An object: its bytes, entity tag and last write.
+type Stored = (Vec<u8>, String, u64);
+
 #[derive(Default)]
 pub struct Memory {
-    objects: Mutex<BTreeMap<String, (Vec<u8>, String, u64)>>,
+    objects: Mutex<BTreeMap<String, Stored>>,
     version: AtomicU64,
     /// The server's clock, ms (0: the real one).
     pub now_ms: AtomicU64,
@@ -26,7 +29,7 @@ impl Memory {
         }
     }
 
-    fn info(name: &str, o: &(Vec<u8>, String, u64)) -> Info {
+    fn info(name: &str, o: &Stored) -> Info {
         Info {
             name: name.to_string(),
             size: o.0.len() as u64,
@@ -283,8 +286,10 @@ mod tests {
         assert_eq!(maintain::stats(&store).unwrap().bytes, r.bytes_left);
 
         // With a max_size, a publication that passes it evicts; one that does not lists nothing.
-        let mut conf = crate::cache::settings::File::default();
-        conf.max_size = Some(r.bytes_left + sizes[0] / 2);
+        let conf = crate::cache::settings::File {
+            max_size: Some(r.bytes_left + sizes[0] / 2),
+            ..Default::default()
+        };
         maintain::write_config(&store, &conf).unwrap();
         assert!(maintain::after_publish(&store, 10, 10_000_000)
             .unwrap()
