@@ -383,3 +383,54 @@ fn a_read_only_credential_reads_the_bucket_and_never_writes_it() {
     );
     assert_eq!(bad.tool_runs(), 0);
 }
+
+#[test]
+fn parallel_compile_and_the_cache_commands_work_on_the_bucket() {
+    let server = Server::start();
+    let url = server.url(PREFIX);
+    let (a, b) = (Host::new(&server), Host::new(&server));
+    let parallel = |h: &Host| {
+        let mut c = h.s.parallel_cmd(
+            &[
+                "--cache_dir",
+                &url,
+                "--output-dir",
+                "out",
+                "mlp.hlo_module.pb",
+                "mlp.hlo",
+            ],
+            &[],
+        );
+        h.env(&mut c);
+        c.output().unwrap()
+    };
+    ok(&parallel(&a));
+    assert!(a.tool_runs() > 0);
+    ok(&parallel(&b));
+    assert_eq!(b.tool_runs(), 0, "the second host compiled");
+    let cache = |h: &Host, args: &[&str]| {
+        let mut all = vec!["cache"];
+        all.extend(args);
+        all.extend(["--cache_dir", url.as_str()]);
+        let mut c = h.s.nxcc(&all);
+        h.env(&mut c);
+        c.output().unwrap()
+    };
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(&cache(&a, &["stats", "--json"]))).unwrap();
+    assert_eq!(stats["entries"], 2, "{stats}");
+    assert_eq!(stats["locks"], 0, "{stats}");
+    let said = ok(&cache(&a, &["verify"]));
+    assert!(said.contains("2 entries: 2 ok"), "{said}");
+    let said = ok(&cache(&a, &["config", "max_size=1K"]));
+    assert!(said.contains("max_size = 1024"), "{said}");
+    let said = ok(&cache(&a, &["gc"]));
+    assert!(said.starts_with("evicted 2 entries"), "{said}");
+    assert!(markers(&server).is_empty());
+    let o = cache(&a, &["stats"]);
+    assert!(
+        text(&o.stdout).contains("entries: 0"),
+        "{}",
+        text(&o.stdout)
+    );
+}
