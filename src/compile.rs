@@ -22,6 +22,7 @@
 
 use std::path::PathBuf;
 
+use crate::cache::shared::tier::SharedTier;
 use crate::cache::{CacheConfig, CacheStatus, Key, LocalStore};
 use crate::engine::result::CompileResult;
 use crate::engine::session::{Options, Session};
@@ -117,7 +118,7 @@ pub fn compile(request: Request) -> Compiled {
             engine,
         });
     let (secondaries, keep, hit_only) = (store.secondaries(), store.keep(), store.hit_only());
-    let shared = store.shared();
+    let shared = SharedTier::new(&store);
     let mut layers: Vec<&dyn Layer> = vec![&store, &secondaries, &shared, &keep];
     if let Some(c) = &remote_cache {
         layers.push(c);

@@ -57,12 +57,6 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
     if action == "explain" {
         return explain_main(prog, parsed, compile_args);
     }
-    if let Some(url) = parsed
-        .str("cache_dir")
-        .filter(|d| super::shared::is_url(d) && super::shared::available())
-    {
-        return super::shared::actions::run(prog, action, parsed, url);
-    }
     let cache = own_cache(parsed.str("cache_dir"))?;
     let json = parsed.flag("json");
     let warn = |warnings: &[String]| {

@@ -136,11 +136,6 @@ impl<'a> LocalStore<'a> {
         HitOnly { store: self }
     }
 
-    /// The layer of the shared tier (`--cache_dir s3://...`, [`super::shared`]).
-    pub fn shared(&'a self) -> super::shared::tier::SharedTier<'a> {
-        super::shared::tier::SharedTier::new(self)
-    }
-
     /// The configuration (for the shared tier).
     pub(crate) fn config(&self) -> &CacheConfig {
         self.cfg

@@ -5,8 +5,8 @@
 //! - `nxcc-v1/nxcc.conf` holds the tier's configuration, in the configuration file's format
 //!   (`max_size` is what the tier keeps to; `nxcc cache config --cache_dir s3://...` writes it).
 //! - An entry's last use is its marker's last write: a hit rewrites the marker (only if it is
-//!   still the version read) when it is older than [`TOUCH_EVERY`], so use is recorded at most
-//!   once an hour per entry and costs a hit nothing otherwise.
+//!   still the version read) when it is older than [`objects::TOUCH_EVERY_MS`], so use is
+//!   recorded at most once an hour per entry and costs a hit nothing otherwise.
 //! - `nxcc-v1/size` is a running total of the bytes published, added to by each publication
 //!   with a conditional replace. Only when it passes `max_size` does the publisher list the
 //!   tier — once — and evict least recently used entries until the tier is within
@@ -29,8 +29,6 @@ use crate::cache::settings;
 pub const CONFIG: &str = "nxcc-v1/nxcc.conf";
 /// The running total of bytes published.
 pub const SIZE: &str = "nxcc-v1/size";
-/// How stale a marker gets before a hit records its use.
-pub const TOUCH_EVERY_MS: u64 = 3_600_000;
 /// How old an unnamed publication must be before `gc` removes it (a publication under way
 /// writes its files before its marker).
 pub const ORPHAN_AGE_MS: u64 = 3_600_000;

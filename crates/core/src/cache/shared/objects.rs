@@ -28,6 +28,8 @@ pub const DONE: &str = "done";
 const MARK: &str = "nxcc-entry ";
 /// The largest marker, `meta.json` or `failed.json` read.
 pub const SMALL_LIMIT: u64 = 1 << 20;
+/// How stale a marker gets before a hit records its use (the entry's last use, for eviction).
+pub const TOUCH_EVERY_MS: u64 = 3_600_000;
 /// The largest `log.txt` read.
 pub const LOG_LIMIT: u64 = 64 << 20;
 
@@ -198,7 +200,7 @@ pub fn check(store: &dyn Storage, key: &str) -> Result<(), FetchError> {
 
 /// Copy `key`'s entry from `store` into the local `cache` (within `max_size`); the local entry,
 /// or `None` if the store has none for the key. With `touch`, an entry last used more than
-/// [`super::maintain::TOUCH_EVERY_MS`] ago is marked used (its marker rewritten if unchanged).
+/// [`TOUCH_EVERY_MS`] ago is marked used (its marker rewritten if unchanged).
 pub fn fetch(
     store: &dyn Storage,
     cache: &Cache,
@@ -236,7 +238,7 @@ pub fn fetch(
 fn mark_used(store: &dyn Storage, key: &str, marker: &super::Object) {
     let now = crate::cache::meta::now_ms();
     let age = now.saturating_sub(marker.info.modified_ms);
-    if let (true, Some(etag)) = (age >= super::maintain::TOUCH_EVERY_MS, &marker.info.etag) {
+    if let (true, Some(etag)) = (age >= TOUCH_EVERY_MS, &marker.info.etag) {
         let name = format!("{}/{DONE}", key_dir(key));
         let _ = store.put(&name, marker.bytes.clone(), PutMode::Replace(etag.clone()));
     }
