@@ -12,6 +12,7 @@ mod common;
 mod moto;
 mod proxy;
 
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -236,24 +237,44 @@ fn two_hosts_compiling_one_key_at_once_compile_it_once() {
     let server = Server::start();
     let url = server.url(PREFIX);
     let (a, b) = (Host::new(&server), Host::new(&server));
+    // (Its compile sleeps 5 s, so that the lock is still held when it is seen.)
     let mut first = a
         .on_host("host-a", &url, "trn2")
-        .env("NXCC_SIM_WORK_MS", "hlo2penguin:1500")
+        .env("NXCC_SIM_WAIT_MS", "hlo2penguin:5000")
+        .process_group(0)
         .spawn()
         .expect("unshare runs");
+    // Host A holds the key's lock: stop it there until host B is seen waiting for it.
     wait_for_lock(&server, &mut first);
-    let second = b.on_host("host-b", &url, "trn2").spawn().unwrap();
+    let group = first.id() as i32;
+    unsafe { libc::kill(-group, libc::SIGSTOP) };
+    let mut second = b.on_host("host-b", &url, "trn2").spawn().unwrap();
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(second.stdout.take().unwrap()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in lines.map_while(Result::ok) {
+            if line.contains("Waiting for another compile") {
+                let _ = tx.send(());
+            }
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        seen
+    });
+    let waited = rx.recv_timeout(Duration::from_secs(120)).is_ok();
+    unsafe { libc::kill(-group, libc::SIGCONT) };
     let (first, second) = (
         first.wait_with_output().unwrap(),
         second.wait_with_output().unwrap(),
     );
-    let (out_a, out_b) = (ok(&first), ok(&second));
+    let out_b = reader.join().unwrap() + &text(&second.stderr);
+    assert!(waited, "host B never waited for host A's lock: {out_b}");
+    let out_a = ok(&first);
+    assert!(second.status.success(), "{out_b}");
     assert!(a.tool_runs() > 0, "{out_a}");
     assert_eq!(b.tool_runs(), 0, "host B compiled too: {out_b}");
-    assert!(
-        out_b.contains("Waiting for another compile") && out_b.contains("host host-a"),
-        "{out_b}"
-    );
+    assert!(out_b.contains("host host-a"), "{out_b}");
     assert!(out_b.contains("Fetched the entry"), "{out_b}");
     assert_eq!(a.neff(), b.neff());
     assert!(locks(&server).is_empty());
