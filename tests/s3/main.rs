@@ -161,6 +161,14 @@ fn hosts_share_entries_through_the_bucket_and_a_local_hit_never_asks_it() {
         "{err}"
     );
 
+    // The bucket as a read-only secondary of a local directory: a hit, nothing written there.
+    let d = Host::new(&server);
+    let before = server.objects(PREFIX);
+    let out = ok(&d.compile("local", "trn2", &["--cache-secondary", &url]));
+    assert_eq!(d.tool_runs(), 0, "{out}");
+    assert_eq!(a.neff(), d.neff());
+    assert_eq!(server.objects(PREFIX), before);
+
     // With the server gone, the local tier still answers; a host without the entry is told
     // the endpoint cannot be reached.
     server.kill();

@@ -10,7 +10,10 @@
 //!    result locally, and this layer publishes the local entry to the store
 //!    ([`objects::publish`], the marker created only if absent, only while the lock is still
 //!    this compile's). A read-only or hit-only cache reads the store and writes nothing there.
-//! 3. A store that does not exist, refuses the credentials or cannot be reached when the key
+//! 3. Shared secondaries (`--cache-secondary s3://...`) are searched next, in order, read-only
+//!    (never locked, marked used or written); a hit there is kept locally as well. One that
+//!    cannot be used is warned about and skipped, as a secondary directory is.
+//! 4. A store that does not exist, refuses the credentials or cannot be reached when the key
 //!    is looked up fails the compile (NCC_EDRV117, exit 70) — never a wrong NEFF, never a
 //!    silent fallback. A lock or publication that fails afterwards costs a warning, never the
 //!    compile.
@@ -43,6 +46,32 @@ impl<'s> SharedTier<'s> {
     }
 }
 
+impl SharedTier<'_> {
+    /// Serve the key from the first shared secondary (`--cache-secondary s3://...`, read-only:
+    /// never locked, marked used or written) that has it; one that cannot be used is warned
+    /// about and skipped, as a secondary directory is.
+    fn secondaries<'v, 's>(
+        &self,
+        session: &Session,
+        visit: &dyn Fn(&str) -> Result<Visit<'v, 's>, super::StorageError>,
+    ) -> Option<CompileResult> {
+        let urls = &self.local.config().settings.secondaries;
+        for url in urls
+            .iter()
+            .filter_map(|p| p.to_str())
+            .filter(|u| super::is_url(u))
+        {
+            let looked = visit(url).and_then(|v| v.look_read_only());
+            match looked {
+                Ok(Looked::Hit(done)) => return Some(*done),
+                Ok(_) => {}
+                Err(e) => warn(session, &format!("skipping the secondary cache {url}: {e}")),
+            }
+        }
+        None
+    }
+}
+
 /// One compile's visit to the store.
 struct Visit<'v, 's> {
     local: &'v LocalStore<'v>,
@@ -55,27 +84,36 @@ struct Visit<'v, 's> {
 impl Layer for SharedTier<'_> {
     fn run(&self, session: &Session, product: Option<&Path>, next: &dyn Strategy) -> CompileResult {
         let cfg = self.local.config();
-        let (Some(url), Some(key), Some(cache)) =
-            (cfg.shared.as_deref(), self.local.missed_key(), cfg.cache())
-        else {
+        let (Some(key), Some(cache)) = (self.local.missed_key(), cfg.cache()) else {
             return next.run(session, product);
         };
-        let store = match super::open(url) {
-            Ok(s) => s,
-            Err(e) => return unusable(session, url, &e),
+        let visit = |url: &str| {
+            super::open(url).map(|store| Visit {
+                local: self.local,
+                session,
+                store,
+                cache: cache.clone(),
+                key: key.clone(),
+            })
         };
-        let visit = Visit {
-            local: self.local,
-            session,
-            store,
-            cache,
-            key,
+        let primary = match cfg.shared.as_deref().map(visit) {
+            None => None,
+            Some(Ok(v)) => Some(v),
+            Some(Err(e)) => return unusable(session, cfg.shared.as_deref().unwrap_or(""), &e),
         };
-        match visit.look() {
-            Ok(Looked::Hit(done)) => *done,
-            Ok(_) if cfg.settings.mode == Mode::ReadWrite => visit.compile(product, next),
-            Ok(_) => next.run(session, product),
-            Err(e) => unusable(session, url, &e),
+        if let Some(v) = &primary {
+            match v.look() {
+                Ok(Looked::Hit(done)) => return *done,
+                Ok(_) => {}
+                Err(e) => return unusable(session, v.url(), &e),
+            }
+        }
+        if let Some(done) = self.secondaries(session, &visit) {
+            return done;
+        }
+        match primary {
+            Some(v) if cfg.settings.mode == Mode::ReadWrite => v.compile(product, next),
+            _ => next.run(session, product),
         }
     }
 }
@@ -105,8 +143,17 @@ impl Visit<'_, '_> {
 
     /// Serve the key from the store if it holds a usable entry; `Err`: the store cannot be used.
     fn look(&self) -> Result<Looked, super::StorageError> {
-        let settings = &self.local.config().settings;
-        let (max_size, touch) = (settings.max_size, settings.mode.writes());
+        self.look_touching(self.local.config().settings.mode.writes())
+    }
+
+    /// [`Visit::look`] in a store this compile never writes.
+    fn look_read_only(&self) -> Result<Looked, super::StorageError> {
+        self.look_touching(false)
+    }
+
+    /// [`Visit::look`]; `touch`: a hit marks the entry used.
+    fn look_touching(&self, touch: bool) -> Result<Looked, super::StorageError> {
+        let max_size = self.local.config().settings.max_size;
         match objects::fetch(
             self.store.as_ref(),
             &self.cache,
