@@ -3,14 +3,15 @@
 the virtual environment the S3 tests provision, target/moto-venv; made here the same way if
 missing).
 
-    python3 bench/s3.py NXCC [RUNS]
+    python3 bench/s3.py NXCC [RUNS] [hits|fleet]
 
 1. Hits, alternated in one run, RUNS rounds (default 10), each a whole process:
    - a hit from S3: `nxcc compile big.pb ... --cache_dir s3://bench/p` on a host whose local
      directory is emptied before each run (untimed) — the marker, meta.json and the 12.5 MB NEFF
      fetched, verified, kept locally, copied to the output;
    - the server's own client downloading the same NEFF object (boto3's `download_file`, a
-     Python process: tests/data/moto/admin.py get);
+     Python process: tests/data/moto/admin.py get; and, after the rounds, the same download
+     timed inside one Python process with one client, without its start-up);
    - a local-tier hit: the same compile on a host whose local directory holds the entry;
    - a plain local-cache hit: `--cache_dir DIR` holding the same entry.
    `big.pb` is the example model padded to 100 MiB (bench/padded_models.py).
@@ -137,6 +138,11 @@ def hits(nxcc, runs, tmp, endpoint):
         q = statistics.quantiles(t, n=10)
         print(f"| {name} | {statistics.median(t) * 1e3:.1f} | {q[0] * 1e3:.1f} | "
               f"{q[-1] * 1e3:.1f} |")
+    inproc = [float(x) for x in admin(endpoint, "timeget", BUCKET, neff_key,
+                                      os.path.join(tmp, "out2.neff"), str(runs)).split()]
+    q = statistics.quantiles(inproc, n=10)
+    print(f"| boto3 download_file, in process (one client, no start-up) | "
+          f"{statistics.median(inproc) * 1e3:.1f} | {q[0] * 1e3:.1f} | {q[-1] * 1e3:.1f} |")
     names = list(times)
     med = {n: statistics.median(t) for n, t in times.items()}
     print(f"hit from S3 / boto3 download: {med[names[0]] / med[names[1]]:.2f}; "
@@ -206,12 +212,15 @@ def fleet(nxcc, tmp, endpoint):
 def main():
     nxcc = os.path.abspath(sys.argv[1])
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    only = sys.argv[3] if len(sys.argv) > 3 else None
     tmp = tempfile.mkdtemp(prefix="nxcc-bench-s3-", dir=os.path.join(pairs.ROOT, "target"))
     server = None
     try:
         server, endpoint = start_server(tmp)
-        hits(nxcc, runs, tmp, endpoint)
-        fleet(nxcc, tmp, endpoint)
+        if only in (None, "hits"):
+            hits(nxcc, runs, tmp, endpoint)
+        if only in (None, "fleet"):
+            fleet(nxcc, tmp, endpoint)
     finally:
         if server:
             os.killpg(server.pid, 9)

@@ -5,6 +5,7 @@ admin.py ENDPOINT ACCESS_KEY SECRET COMMAND ARGS...
   mkbucket BUCKET
   put BUCKET KEY FILE
   get BUCKET KEY FILE        -> download KEY to FILE
+  timeget BUCKET KEY FILE N  -> download KEY to FILE N times with one client; each time's seconds
   list BUCKET                -> one line per object: KEY SIZE
   rm BUCKET KEY
 """
@@ -54,6 +55,12 @@ def main(argv):
             s3.put_object(Bucket=args[0], Key=args[1], Body=f.read())
     elif command == "get":
         s3.download_file(args[0], args[1], args[2])
+    elif command == "timeget":
+        import time
+        for _ in range(int(args[3])):
+            t = time.perf_counter()
+            s3.download_file(args[0], args[1], args[2])
+            print(time.perf_counter() - t)
     elif command == "list":
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=args[0])
         for page in pages:
