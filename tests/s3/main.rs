@@ -1,5 +1,6 @@
 //! nxcc's cache in S3 (`--cache_dir s3://BUCKET/PREFIX`) against a real S3-compatible server
-//! the tests start on loopback (moto, provisioned on first use: `moto.rs`): entries shared by
+//! the tests start on loopback (moto, provisioned on first use: `moto.rs`) or, for hosts in
+//! network namespaces of their own (`netns.rs`), on a bridge between them: entries shared by
 //! hosts through one bucket and kept in each host's local directory (a local hit never asks the
 //! server), a NEFF changed in the bucket never served, one compile per key across simulated
 //! hosts (UTS and PID namespaces) and a dead holder's lock taken over after its lease, a
@@ -10,6 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod moto;
+mod netns;
 mod proxy;
 
 use std::os::unix::process::CommandExt;
@@ -26,6 +28,8 @@ struct Host {
     s: Scratch,
     endpoint: String,
     keys: Keys,
+    /// The keys in a shared credentials file's profile rather than the environment.
+    in_profile: bool,
 }
 
 impl Host {
@@ -34,6 +38,7 @@ impl Host {
             s: Scratch::new(),
             endpoint: server.endpoint(),
             keys: server.admin.clone(),
+            in_profile: false,
         }
     }
 
@@ -47,13 +52,36 @@ impl Host {
         self
     }
 
+    /// The keys in the profile `ci` of a credentials file of its own.
+    fn keys_in_profile(mut self) -> Host {
+        let text = format!(
+            "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n[ci]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            self.keys.id, self.keys.secret
+        );
+        std::fs::write(self.s.join("aws-credentials"), text).unwrap();
+        self.in_profile = true;
+        self
+    }
+
     fn env(&self, c: &mut Command) {
-        c.env("AWS_ACCESS_KEY_ID", &self.keys.id)
-            .env("AWS_SECRET_ACCESS_KEY", &self.keys.secret)
-            .env("AWS_ENDPOINT_URL", &self.endpoint)
+        if self.in_profile {
+            c.env_remove("AWS_ACCESS_KEY_ID")
+                .env_remove("AWS_SECRET_ACCESS_KEY")
+                .env(
+                    "AWS_SHARED_CREDENTIALS_FILE",
+                    self.s.join("aws-credentials"),
+                )
+                .env("AWS_PROFILE", "ci");
+        } else {
+            c.env("AWS_ACCESS_KEY_ID", &self.keys.id)
+                .env("AWS_SECRET_ACCESS_KEY", &self.keys.secret)
+                .env_remove("AWS_PROFILE");
+        }
+        c.env("AWS_ENDPOINT_URL", &self.endpoint)
             .env("AWS_REGION", "us-east-1")
             .env("NXCC_S3_RETRY_TIMEOUT", "3")
-            .env_remove("AWS_PROFILE")
+            // Never the instance metadata service: these tests reach loopback only.
+            .env("AWS_EC2_METADATA_DISABLED", "true")
             .env_remove("AWS_SESSION_TOKEN")
             .env_remove("AWS_ENDPOINT_URL_S3");
     }
@@ -90,6 +118,25 @@ impl Host {
             .env("NXCC_SIM_RECORD", self.s.record())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        self.env(&mut c);
+        c
+    }
+
+    /// The same compile as the first process of a simulated host named `name` in the network
+    /// namespace `ns`.
+    fn in_netns(&self, ns: &str, name: &str, url: &str, target: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, "unshare", "--uts", "--pid", "--fork"])
+            .args(["--kill-child=SIGKILL", "sh", "-c"])
+            .arg(format!(
+                "hostname {name} && exec \"$0\" compile mlp.hlo_module.pb --target {target} --toolchain sim --cache_dir {url} --output out.neff --verbose info"
+            ))
+            .arg(common::NXCC)
+            .current_dir(self.s.path())
+            .env("XDG_CACHE_HOME", self.s.join(".cache"))
+            .env("NXCC_SIM_STATE", self.s.join(".state"))
+            .env("NXCC_SIM_RECORD", self.s.record())
+            .env_remove("NXCC_TOOLCHAIN");
         self.env(&mut c);
         c
     }
@@ -376,7 +423,10 @@ fn a_read_only_credential_reads_the_bucket_and_never_writes_it() {
     let writer = Host::new(&server);
     ok(&writer.compile(&url, "trn2", &[]));
     let reader_keys = server.reader.clone().unwrap();
-    let reader = Host::new(&server).with_keys(reader_keys.clone());
+    // The reader's keys come from a shared credentials file's profile (the server checks them).
+    let reader = Host::new(&server)
+        .with_keys(reader_keys.clone())
+        .keys_in_profile();
     let out = ok(&reader.compile(&url, "trn2", &[]));
     assert_eq!(reader.tool_runs(), 0, "{out}");
     assert_eq!(writer.neff(), reader.neff());
@@ -462,4 +512,29 @@ fn parallel_compile_and_the_cache_commands_work_on_the_bucket() {
         "{}",
         text(&o.stdout)
     );
+}
+
+#[test]
+fn hosts_in_network_namespaces_of_their_own_share_one_bucket() {
+    let net = netns::Net::must(&["server", "host-a", "host-b"]);
+    let server = Server::in_netns(&net.ns("server"), &net.address("server"));
+    let url = server.url(PREFIX);
+    let (a, b) = (Host::new(&server), Host::new(&server));
+    let out = ok(&a
+        .in_netns(&net.ns("host-a"), "host-a", &url, "trn2")
+        .output()
+        .unwrap());
+    assert!(
+        a.tool_runs() > 0 && out.contains("Published the entry"),
+        "{out}"
+    );
+    let out = ok(&b
+        .in_netns(&net.ns("host-b"), "host-b", &url, "trn2")
+        .output()
+        .unwrap());
+    assert_eq!(b.tool_runs(), 0, "{out}");
+    assert!(out.contains("Fetched the entry"), "{out}");
+    assert_eq!(a.neff(), b.neff());
+    assert_eq!(markers(&server).len(), 1);
+    assert!(locks(&server).is_empty());
 }

@@ -124,6 +124,8 @@ pub struct Keys {
 /// A running moto server with one bucket.
 pub struct Server {
     child: Child,
+    /// The network namespace it runs in and its address there; else loopback.
+    netns: Option<(String, String)>,
     pub port: u16,
     pub bucket: String,
     /// The keys that may do anything.
@@ -144,12 +146,29 @@ impl Server {
         Server::launch(true)
     }
 
+    /// A server in the network namespace `ns`, at `addr` there.
+    pub fn in_netns(ns: &str, addr: &str) -> Server {
+        Server::launch_at(false, Some((ns.to_string(), addr.to_string())))
+    }
+
     fn launch(auth: bool) -> Server {
+        Server::launch_at(auth, None)
+    }
+
+    fn launch_at(auth: bool, netns: Option<(String, String)>) -> Server {
         let bin = bin();
         let log = tempfile::NamedTempFile::new().unwrap();
         let port = free_port();
-        let mut c = Command::new(bin.join("moto_server"));
-        c.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        let server = bin.join("moto_server");
+        let (mut c, host) = match &netns {
+            Some((ns, addr)) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(server);
+                (c, addr.as_str())
+            }
+            None => (Command::new(server), "127.0.0.1"),
+        };
+        c.args(["-H", host, "-p", &port.to_string()])
             .stdin(Stdio::null())
             .stdout(log.reopen().unwrap())
             .stderr(log.reopen().unwrap())
@@ -162,6 +181,7 @@ impl Server {
         let child = c.spawn().expect("moto_server starts");
         let mut s = Server {
             child,
+            netns,
             port,
             bucket: "nxcc-fleet".to_string(),
             admin: Keys {
@@ -186,9 +206,21 @@ impl Server {
         s
     }
 
+    /// Whether it accepts a connection (from its own namespace).
+    fn listening(&self) -> bool {
+        match &self.netns {
+            None => std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
+            Some((ns, addr)) => Command::new("ip")
+                .args(["netns", "exec", ns, "bash", "-c"])
+                .arg(format!("exec 3<>/dev/tcp/{addr}/{}", self.port))
+                .output()
+                .is_ok_and(|o| o.status.success()),
+        }
+    }
+
     fn wait_ready(&mut self) {
         let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while !self.listening() {
             if let Ok(Some(st)) = self.child.try_wait() {
                 panic!(
                     "moto_server exited ({st}): {}",
@@ -201,7 +233,8 @@ impl Server {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let host = self.netns.as_ref().map_or("127.0.0.1", |(_, a)| a.as_str());
+        format!("http://{host}:{}", self.port)
     }
 
     pub fn url(&self, prefix: &str) -> String {
@@ -211,9 +244,16 @@ impl Server {
     /// `admin.py` with the admin keys.
     pub fn admin_cmd(&self, args: &[&str]) -> Result<String, String> {
         let bin = bin();
+        let mut c = match &self.netns {
+            Some((ns, _)) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(bin.join("python"));
+                c
+            }
+            None => Command::new(bin.join("python")),
+        };
         run(
-            Command::new(bin.join("python"))
-                .arg(data("admin.py"))
+            c.arg(data("admin.py"))
                 .args([&self.endpoint(), &self.admin.id, &self.admin.secret])
                 .args(args),
             "admin.py",

@@ -6,7 +6,8 @@
 //!   `AWS_ROLE_ARN`), the container's (`AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`,
 //!   `..._FULL_URI`) — all read by the client — then the shared profile (`AWS_PROFILE`, else
 //!   `default`, in `AWS_SHARED_CREDENTIALS_FILE`, else `~/.aws/credentials`, read here), then
-//!   the instance's metadata service (the client's last resort);
+//!   the instance's metadata service (the client's last resort; not with
+//!   `AWS_EC2_METADATA_DISABLED=true`, when no credentials is an error);
 //! - the region: `AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's `region` in
 //!   `AWS_CONFIG_FILE` (else `~/.aws/config`), else `us-east-1`;
 //! - the endpoint of an S3-compatible server: `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`,
@@ -104,13 +105,7 @@ pub struct Keys {
 /// The profile's keys in the shared credentials file, when the environment names none and no
 /// other source of the chain before it is configured.
 pub fn profile_keys() -> Option<Keys> {
-    let earlier = [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    ];
-    if earlier.iter().any(|v| std::env::var_os(v).is_some()) {
+    if configured_before_metadata() {
         return None;
     }
     let path = home_file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials")?;
@@ -122,6 +117,24 @@ pub fn profile_keys() -> Option<Keys> {
         secret_access_key: s.get("aws_secret_access_key")?.clone(),
         token: s.get("aws_session_token").cloned(),
     })
+}
+
+/// Whether the chain may end at the instance's metadata service (`AWS_EC2_METADATA_DISABLED`
+/// not `true`).
+pub fn metadata_allowed() -> bool {
+    !std::env::var("AWS_EC2_METADATA_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Whether a source of the chain before the metadata service is configured in the environment.
+pub fn configured_before_metadata() -> bool {
+    [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
 }
 
 /// The region: the environment's, else the profile's, else `us-east-1`.

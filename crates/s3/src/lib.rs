@@ -108,13 +108,21 @@ impl S3 {
             options = options.with_allow_http(ep.starts_with("http://"));
             b = b.with_endpoint(ep).with_virtual_hosted_style_request(false);
         }
-        if let Some(k) = config::profile_keys() {
-            b = b
-                .with_access_key_id(k.access_key_id)
-                .with_secret_access_key(k.secret_access_key);
-            if let Some(t) = k.token {
-                b = b.with_token(t);
+        match config::profile_keys() {
+            Some(k) => {
+                b = b
+                    .with_access_key_id(k.access_key_id)
+                    .with_secret_access_key(k.secret_access_key);
+                if let Some(t) = k.token {
+                    b = b.with_token(t);
+                }
             }
+            None if !config::configured_before_metadata() && !config::metadata_allowed() => {
+                return Err(StorageError::Denied(format!(
+                    "{url}: no AWS credentials (none in the environment, the profile, web identity or the container; AWS_EC2_METADATA_DISABLED is set)"
+                )));
+            }
+            None => {}
         }
         let store = b
             .with_client_options(options)
@@ -202,6 +210,11 @@ fn classify(url: &str, e: object_store::Error) -> StorageError {
         .and_then(|(_, r)| r.split_once("</Code>"))
         .map(|(c, _)| c.chars().take(64).collect::<String>());
     let bucket = config::parse_url(url).map(|l| l.bucket).unwrap_or_default();
+    if chain.contains("169.254.169.254") || chain.contains("/latest/api/token") {
+        return StorageError::Denied(format!(
+            "{url}: no AWS credentials (none in the environment, the profile, web identity or the container, and the instance metadata service did not give any)"
+        ));
+    }
     if code.as_deref() == Some("NoSuchBucket") {
         return StorageError::NoBucket(format!("the bucket {bucket} does not exist"));
     }
