@@ -190,6 +190,10 @@ mod tests {
         let e = objects::fetch(&store, &b, &other, None, true).unwrap_err();
         assert!(matches!(e, objects::FetchError::Corrupt(_)), "{e}");
         assert_eq!(b.lookup(&other), Lookup::Absent);
+        // Larger than recorded: refused before it is read whole, a bad entry all the same.
+        store.tamper(&neff, &[b'x'; 4096]);
+        let e = objects::fetch(&store, &b, &other, None, true).unwrap_err();
+        assert!(matches!(e, objects::FetchError::Corrupt(_)), "{e}");
         let r = maintain::verify(&store).unwrap();
         assert_eq!((r.checked, r.ok, r.corrupt.len()), (2, 1, 1));
         assert!(objects::fetch(&store, &b, &other, None, true)

@@ -60,8 +60,13 @@ impl std::fmt::Display for FetchError {
 }
 
 impl From<StorageError> for FetchError {
+    /// An object larger than allowed is a bad entry (compiled again), not a store that cannot
+    /// be used.
     fn from(e: StorageError) -> FetchError {
-        FetchError::Store(e)
+        match e {
+            StorageError::TooLarge(why) => FetchError::Corrupt(why),
+            e => FetchError::Store(e),
+        }
     }
 }
 
