@@ -583,7 +583,7 @@ fn task_of(
         .cache_dir
         .clone()
         .filter(|_| !invocation.settings.cache.no_cache);
-    let cache_cfg = CacheConfig::in_dir(&invocation, dir).map_err(|e| e.to_string())?;
+    let cache_cfg = CacheConfig::at(&invocation, dir).map_err(|e| e.to_string())?;
     let key = cache_cfg
         .dir
         .as_ref()

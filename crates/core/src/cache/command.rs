@@ -160,6 +160,12 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             .clone()
             .map(|d| (d, n.neuron_version.clone()))
     };
+    if let Some(url) = shared_tier(&cmd) {
+        return match super::shared::actions::run(prog, &cmd.action, url, json) {
+            Ok(status) => status,
+            Err(message) => refused(action_name(&cmd.action), message),
+        };
+    }
     let ended = match &cmd.action {
         CacheAction::Stats(s) => match neuron(&s.neuron) {
             Some((dir, v)) => return super::neuron::stats(prog, &dir, v.as_deref(), json),
@@ -185,8 +191,24 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     }
 }
 
+/// The shared tier `--cache_dir s3://...` names, when the action works on it (all but `explain`,
+/// which keys the compile against the local tier a compile through the shared tier looks in
+/// first, and those on the framework's cache) and the program has a client for it.
+fn shared_tier(cmd: &CacheCommand) -> Option<&str> {
+    let on_nxcc_cache = match &cmd.action {
+        CacheAction::Stats(Stats { neuron, .. }) | CacheAction::Verify(Verify { neuron }) => {
+            neuron.neuron_cache.is_none()
+        }
+        CacheAction::Gc(_) | CacheAction::Clear | CacheAction::Config(_) => true,
+        CacheAction::Explain(_) | CacheAction::Clean(_) => false,
+    };
+    cmd.cache_dir
+        .as_deref()
+        .filter(|d| on_nxcc_cache && super::shared::is_url(d) && super::shared::available())
+}
+
 /// The action's name, as the command line spells it.
-fn action_name(a: &CacheAction) -> &'static str {
+pub(crate) fn action_name(a: &CacheAction) -> &'static str {
     match a {
         CacheAction::Stats(_) => "stats",
         CacheAction::Verify(_) => "verify",

@@ -13,6 +13,8 @@
 //! - `config`: whether and where a compile uses the cache ([`CacheConfig`]);
 //! - [`layer`]: [`LocalStore`] — the cache as a layer of the compile stack, what `nxcc compile
 //!   --cache_dir`, `parallel-compile` and the daemon compile through;
+//! - [`shared`]: the shared tier — the same entries in an object store (`--cache_dir
+//!   s3://...`) behind the local directory, through a storage interface a backend implements;
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
 //! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...` (one typed struct per
 //!   action), `actions` on nxcc's cache and `neuron` on the framework's;
@@ -75,6 +77,7 @@ pub mod maintain;
 pub mod meta;
 pub(crate) mod neuron;
 pub mod settings;
+pub mod shared;
 pub mod store;
 
 pub use config::{

@@ -342,7 +342,7 @@ pub struct Flags {
 
 impl Flags {
     /// The flags of a compile's plan (`--cache-secondary` made absolute against its launch
-    /// directory).
+    /// directory, unless it names a shared tier).
     pub fn of(inv: &Invocation) -> Flags {
         let flags = &inv.settings.cache;
         let s = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
@@ -355,7 +355,11 @@ impl Flags {
                 .secondary
                 .iter()
                 .filter(|d| !d.is_empty())
-                .map(|d| crate::fsx::absolute(&inv.plan.launch_dir, d))
+                .map(|d| match super::shared::is_url(d) {
+                    // A shared tier (`s3://...`), searched by its layer.
+                    true => PathBuf::from(d),
+                    false => crate::fsx::absolute(&inv.plan.launch_dir, d),
+                })
                 .collect(),
         }
     }
