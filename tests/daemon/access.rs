@@ -216,6 +216,7 @@ impl Flood {
     /// Start the child: every connection writes a request first (`send`), or sends nothing.
     fn start(user: &TestUser, socket: &Path, n: usize, send: bool) -> Flood {
         // Everything the child needs is made before the fork: it only makes system calls.
+        // SAFETY: sockaddr_un is plain data, for which all zeroes is a valid value.
         let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
         addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
         let path = socket.as_os_str().as_bytes();
@@ -243,6 +244,7 @@ impl Flood {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
+            // SAFETY: the forked child: only system calls on memory prepared before the fork, and `_exit`.
             unsafe {
                 libc::close(results[0]);
                 libc::close(hold[1]);

@@ -93,6 +93,7 @@ impl Fleet {
             .split_whitespace()
             .filter_map(|p| p.parse::<i32>().ok())
         {
+            // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
             unsafe { libc::kill(p, sig) };
         }
     }
@@ -106,6 +107,7 @@ impl Drop for Fleet {
                 .split_whitespace()
                 .filter_map(|p| p.parse::<i32>().ok())
             {
+                // SAFETY: kill takes no pointers: signals to processes of this test.
                 unsafe {
                     libc::kill(p, libc::SIGKILL);
                     libc::kill(p, libc::SIGCONT);

@@ -83,8 +83,9 @@ pub fn value_inputs(work_dir: &Path) -> Vec<String> {
 
 /// This process's user and system CPU time and peak RSS (KiB).
 fn self_usage() -> (Duration, Duration, u64) {
-    // SAFETY: getrusage fills the zeroed struct we own.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own, through a pointer valid for the call.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let tv = |t: libc::timeval| {
         Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)

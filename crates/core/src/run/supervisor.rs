@@ -138,8 +138,9 @@ pub fn become_subreaper() -> std::io::Result<()> {
 /// Reap every exited child; whether any child is still alive.
 pub fn children_left() -> bool {
     loop {
-        // SAFETY: waitid fills the zeroed siginfo we own.
+        // SAFETY: siginfo_t is plain data, for which all zeroes is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid fills the siginfo we own, through a pointer valid for the call.
         let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG) };
         if rc != 0 {
             return false; // ECHILD: no children at all
@@ -605,8 +606,10 @@ fn fork_worker(
 /// Wait for our child `pid` (retrying on EINTR); its raw wait status and peak RSS in KiB.
 fn wait_with_usage(pid: u32) -> (i32, u64) {
     let mut status = 0;
-    // SAFETY: wait4 on our own child, into a status and a zeroed rusage we own.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, into a status and a rusage we own, through pointers valid
+    // for the call.
     while unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) } < 0 {
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return (0, 0);
