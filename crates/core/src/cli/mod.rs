@@ -219,7 +219,6 @@ pub const COMPILE_POSITIONALS: [Positional; 1] = [Positional {
     help: "The model: an HLO module (binary HloModuleProto or HLO text), or a directory of them.",
 }];
 
-/// Parse the whole command line (without `argv[0]`).
 /// No argument can hold a NUL byte (no file name and no value can): the message for the first
 /// that does, refused before anything is planned or run. Only a request to the daemon can carry
 /// one (argv cannot); the daemon refuses it with the same words.
@@ -242,52 +241,12 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         return Err(usage_err(message));
     }
 
-    // Find the subcommand: the first value token that is not a driver option's value. Compile
-    // options before it are delegated to it; one that takes a value and has no `=VALUE` takes the
-    // next token with it (so `--target trn1 compile` works as `--target=trn1 compile` does).
     let compile = compile_parser(prog);
-    let mut pre: Vec<String> = Vec::new();
-    let mut delegated: Vec<String> = Vec::new();
-    let mut i = 0;
-    let sub = loop {
-        let Some(tok) = args.get(i) else { break None };
-        if tok == "--" || !tok.starts_with('-') || tok.len() == 1 || looks_negative(tok) {
-            break Some(i);
-        }
-        let one = [tok.clone()];
-        match driver.parse(&one) {
-            Ok(p) if p.early_exit.is_some() => {
-                pre.push(tok.clone());
-                i += 1;
-            }
-            Ok(p) if p.extras.is_empty() => {
-                pre.push(tok.clone());
-                i += 1;
-            }
-            Err(e) if !e.message.ends_with("expected one argument") => {
-                return Err(usage_err(e.message))
-            }
-            Err(_) => {
-                // A driver option that needs its value from the next token.
-                pre.push(tok.clone());
-                if let Some(v) = args.get(i + 1) {
-                    pre.push(v.clone());
-                }
-                i += 2;
-            }
-            Ok(_) => {
-                delegated.push(tok.clone());
-                i += 1;
-                if compile.needs_separate_value(tok) {
-                    if let Some(v) = args.get(i) {
-                        delegated.push(v.clone());
-                        i += 1;
-                    }
-                }
-            }
-        }
-    };
-
+    let Before {
+        pre,
+        delegated,
+        sub,
+    } = before_subcommand(&driver, &compile, args).map_err(usage_err)?;
     let parsed_pre = driver.parse(&pre).map_err(|e| usage_err(e.message))?;
     match parsed_pre.early_exit {
         Some(Action::Version) => return Ok(Command::Version),
@@ -300,22 +259,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         ));
     };
     let name = args[sub_index].as_str();
-    let known = ORIGINAL_SUBCOMMANDS
-        .iter()
-        .chain(NXCC_SUBCOMMANDS)
-        .any(|(n, _)| *n == name);
-    if !known {
-        let choices: Vec<String> = ORIGINAL_SUBCOMMANDS
-            .iter()
-            .chain(NXCC_SUBCOMMANDS)
-            .map(|(n, _)| argparse::py_repr(n))
-            .collect();
-        return Err(usage_err(format!(
-            "argument subcommand: invalid choice: {} (choose from {})",
-            argparse::py_repr(name),
-            choices.join(", ")
-        )));
-    }
+    known_subcommand(name).map_err(usage_err)?;
     let mut rest: Vec<String> = pre;
     rest.extend(delegated);
     rest.extend(args[sub_index + 1..].iter().cloned());
@@ -329,6 +273,79 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         name: name.to_string(),
         args: rest,
     })
+}
+
+/// The command line up to the subcommand.
+struct Before {
+    /// The driver options (with their values).
+    pre: Vec<String>,
+    /// The compile options given before the subcommand, delegated to it.
+    delegated: Vec<String>,
+    /// Where the subcommand is (`None`: there is none).
+    sub: Option<usize>,
+}
+
+/// Find the subcommand: the first value token that is not a driver option's value. Compile
+/// options before it are delegated to it; one that takes a value and has no `=VALUE` takes the
+/// next token with it (so `--target trn1 compile` works as `--target=trn1 compile` does).
+fn before_subcommand(
+    driver: &ArgParser,
+    compile: &ArgParser,
+    args: &[String],
+) -> Result<Before, String> {
+    let mut before = Before {
+        pre: Vec::new(),
+        delegated: Vec::new(),
+        sub: None,
+    };
+    let mut i = 0;
+    while let Some(tok) = args.get(i) {
+        if tok == "--" || !tok.starts_with('-') || tok.len() == 1 || looks_negative(tok) {
+            before.sub = Some(i);
+            break;
+        }
+        let one = [tok.clone()];
+        match driver.parse(&one) {
+            Ok(p) if p.early_exit.is_some() || p.extras.is_empty() => {
+                before.pre.push(tok.clone());
+                i += 1;
+            }
+            Err(e) if !e.message.ends_with("expected one argument") => return Err(e.message),
+            Err(_) => {
+                // A driver option that needs its value from the next token.
+                before.pre.extend(args[i..].iter().take(2).cloned());
+                i += 2;
+            }
+            Ok(_) => {
+                let n = if compile.needs_separate_value(tok) {
+                    2
+                } else {
+                    1
+                };
+                before.delegated.extend(args[i..].iter().take(n).cloned());
+                i += n;
+            }
+        }
+    }
+    Ok(before)
+}
+
+/// A subcommand of the original or of nxcc; else argparse's invalid choice.
+fn known_subcommand(name: &str) -> Result<(), String> {
+    let mut all = ORIGINAL_SUBCOMMANDS.iter().chain(NXCC_SUBCOMMANDS);
+    if all.any(|(n, _)| *n == name) {
+        return Ok(());
+    }
+    let choices: Vec<String> = ORIGINAL_SUBCOMMANDS
+        .iter()
+        .chain(NXCC_SUBCOMMANDS)
+        .map(|(n, _)| argparse::py_repr(n))
+        .collect();
+    Err(format!(
+        "argument subcommand: invalid choice: {} (choose from {})",
+        argparse::py_repr(name),
+        choices.join(", ")
+    ))
 }
 
 fn looks_negative(tok: &str) -> bool {
