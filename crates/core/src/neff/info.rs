@@ -193,45 +193,7 @@ pub fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     writeln!(w, "file: {file} ({} bytes)", s.neff.file_len())?;
     writeln!(w, "layout: {}", s.neff.layout().describe())?;
     if let Some(h) = s.neff.header() {
-        let h = summary::header_json(h);
-        writeln!(w, "header:")?;
-        let engines: Vec<&str> = h["engines"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter(|(_, p)| p.as_bool() == Some(true))
-                    .map(|(n, _)| n.as_str())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let flags = h["feature_flags"].as_u64().unwrap_or(0);
-        let rows = [
-            ("format version", text_of(&h["format_version"])),
-            ("header size", text_of(&h["header_size"])),
-            ("archive length", text_of(&h["archive_length"])),
-            ("IR signature", text_of(&h["ir_signature"])),
-            ("version string", text_of(&h["version_string"])),
-            (
-                "version",
-                format!("{}.{}", h["version_major"], h["version_minor"]),
-            ),
-            ("feature flags", format!("{flags:#x}")),
-            ("UUID", text_of(&h["uuid"])),
-            ("NEFF file name", text_of(&h["neff_filename"])),
-            (
-                "engines",
-                if engines.is_empty() {
-                    "none".to_string()
-                } else {
-                    engines.join(", ")
-                },
-            ),
-            ("world size", text_of(&h["world_size"])),
-            ("arch mode", text_of(&h["arch_mode"])),
-        ];
-        for (k, v) in rows {
-            writeln!(w, "  {k:<16}{v}")?;
-        }
+        render_header(h, w)?;
     }
     if let Some(p) = s.info.as_ref().and_then(|i| i.get("producer")) {
         writeln!(w, "producer: {}", text_of(p))?;
@@ -248,44 +210,98 @@ pub fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     }
     writeln!(w, "subgraphs ({}):", s.subgraphs.len())?;
     for g in &s.subgraphs {
-        let d = g.detail();
-        let key = d
-            .key
-            .as_deref()
-            .map(super::names::shown)
-            .unwrap_or_else(|| "(not in neff.json)".to_string());
-        let mut line = format!("  {key}");
-        if !d.op.is_null() {
-            line.push_str(&format!("  op {}", text_of(&d.op)));
-        }
-        if let Some(sg) = &g.sg {
-            line.push_str(&format!("  sg {}", super::names::shown(sg)));
-        }
-        writeln!(w, "{line}")?;
-        if !d.fields.is_empty() {
-            writeln!(w, "    fields: {}", fields_line(&d.fields))?;
-        }
-        match d.def.as_object() {
-            Some(d) => writeln!(w, "    def.json: {}", fields_line(d))?,
-            None => writeln!(w, "    def.json: (none)")?,
-        }
-        match d.tensor_map.as_object() {
-            Some(tm) => writeln!(w, "    tensor_map.json: {}", tensor_map_line(tm))?,
-            None => writeln!(w, "    tensor_map.json: (none)")?,
-        }
-        if g.sg.is_some() {
-            write!(w, "    files: ")?;
-            for (i, (name, size)) in s.files(g).enumerate() {
-                if i > 0 {
-                    write!(w, ", ")?;
-                }
-                write!(w, "{} ({size})", super::names::shown(name))?;
-            }
-            writeln!(w)?;
-        }
+        render_subgraph(s, g, w)?;
     }
     for n in &s.notes {
         writeln!(w, "note: {}", super::names::shown(n))?;
+    }
+    Ok(())
+}
+
+/// The header's fields, one a line.
+fn render_header(h: &super::header::Header, w: &mut dyn Write) -> std::io::Result<()> {
+    let h = summary::header_json(h);
+    writeln!(w, "header:")?;
+    let engines: Vec<&str> = h["engines"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, p)| p.as_bool() == Some(true))
+                .map(|(n, _)| n.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let flags = h["feature_flags"].as_u64().unwrap_or(0);
+    let rows = [
+        ("format version", text_of(&h["format_version"])),
+        ("header size", text_of(&h["header_size"])),
+        ("archive length", text_of(&h["archive_length"])),
+        ("IR signature", text_of(&h["ir_signature"])),
+        ("version string", text_of(&h["version_string"])),
+        (
+            "version",
+            format!("{}.{}", h["version_major"], h["version_minor"]),
+        ),
+        ("feature flags", format!("{flags:#x}")),
+        ("UUID", text_of(&h["uuid"])),
+        ("NEFF file name", text_of(&h["neff_filename"])),
+        (
+            "engines",
+            if engines.is_empty() {
+                "none".to_string()
+            } else {
+                engines.join(", ")
+            },
+        ),
+        ("world size", text_of(&h["world_size"])),
+        ("arch mode", text_of(&h["arch_mode"])),
+    ];
+    for (k, v) in rows {
+        writeln!(w, "  {k:<16}{v}")?;
+    }
+    Ok(())
+}
+
+/// One subgraph: its key, op and directory, its fields, `def.json`, `tensor_map.json` and files.
+fn render_subgraph(
+    s: &Summary,
+    g: &super::summary::Subgraph,
+    w: &mut dyn Write,
+) -> std::io::Result<()> {
+    let d = g.detail();
+    let key = d
+        .key
+        .as_deref()
+        .map(super::names::shown)
+        .unwrap_or_else(|| "(not in neff.json)".to_string());
+    let mut line = format!("  {key}");
+    if !d.op.is_null() {
+        line.push_str(&format!("  op {}", text_of(&d.op)));
+    }
+    if let Some(sg) = &g.sg {
+        line.push_str(&format!("  sg {}", super::names::shown(sg)));
+    }
+    writeln!(w, "{line}")?;
+    if !d.fields.is_empty() {
+        writeln!(w, "    fields: {}", fields_line(&d.fields))?;
+    }
+    match d.def.as_object() {
+        Some(d) => writeln!(w, "    def.json: {}", fields_line(d))?,
+        None => writeln!(w, "    def.json: (none)")?,
+    }
+    match d.tensor_map.as_object() {
+        Some(tm) => writeln!(w, "    tensor_map.json: {}", tensor_map_line(tm))?,
+        None => writeln!(w, "    tensor_map.json: (none)")?,
+    }
+    if g.sg.is_some() {
+        write!(w, "    files: ")?;
+        for (i, (name, size)) in s.files(g).enumerate() {
+            if i > 0 {
+                write!(w, ", ")?;
+            }
+            write!(w, "{} ({size})", super::names::shown(name))?;
+        }
+        writeln!(w)?;
     }
     Ok(())
 }
