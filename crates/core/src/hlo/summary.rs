@@ -220,30 +220,13 @@ impl Module {
             }
         ));
         o.push_str(&format!("entry        {}\n", self.entry));
-        let tensors = |o: &mut String, title: &str, ts: &[Tensor], total: Option<u64>| {
-            o.push_str(&format!(
-                "\n{title} ({}, {}):\n",
-                ts.len(),
-                size_text(total)
-            ));
-            let width = ts.iter().map(|t| width_of(&t.name)).max().unwrap_or(0);
-            for t in ts {
-                o.push_str(&format!(
-                    "  {:>3}  {}  {}  {}\n",
-                    t.number,
-                    pad(&t.name, width),
-                    pad(&t.shape.to_string(), 24),
-                    size_cell(t.checked_bytes())
-                ));
-            }
-        };
-        tensors(
+        tensors_text(
             &mut o,
             "parameters",
             &self.parameters,
             self.checked_parameter_bytes(),
         );
-        tensors(
+        tensors_text(
             &mut o,
             "results",
             &self.results,
@@ -260,6 +243,13 @@ impl Module {
                 ));
             }
         }
+        self.instructions_text(&mut o);
+        self.largest_text(&mut o);
+        o
+    }
+
+    /// The instructions by computation, and the opcode histogram (most frequent first).
+    fn instructions_text(&self, o: &mut String) {
         o.push_str(&format!(
             "\ninstructions {} in {}:\n",
             self.instruction_count,
@@ -279,6 +269,10 @@ impl Module {
         for (op, n) in ops {
             o.push_str(&format!("  {n:>6}  {op}\n"));
         }
+    }
+
+    /// The largest tensors, with the framework op each came from.
+    fn largest_text(&self, o: &mut String) {
         o.push_str("\nlargest tensors:\n");
         let shapes: Vec<String> = self
             .largest
@@ -304,7 +298,25 @@ impl Module {
             o.push_str(line.trim_end());
             o.push('\n');
         }
-        o
+    }
+}
+
+/// A table of tensors (parameters or results) under its title, with their count and total size.
+fn tensors_text(o: &mut String, title: &str, ts: &[Tensor], total: Option<u64>) {
+    o.push_str(&format!(
+        "\n{title} ({}, {}):\n",
+        ts.len(),
+        size_text(total)
+    ));
+    let width = ts.iter().map(|t| width_of(&t.name)).max().unwrap_or(0);
+    for t in ts {
+        o.push_str(&format!(
+            "  {:>3}  {}  {}  {}\n",
+            t.number,
+            pad(&t.name, width),
+            pad(&t.shape.to_string(), 24),
+            size_cell(t.checked_bytes())
+        ));
     }
 }
 
