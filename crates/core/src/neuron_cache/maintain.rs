@@ -282,41 +282,13 @@ pub fn clean(
         None => None,
     };
     let scan = cache.scan(None)?;
-    let shown = |e: &Entry, name: &str| e.path.join(name).display().to_string();
     for v in &scan.versions {
         let old = req
             .keep_version
             .as_ref()
             .is_some_and(|keep| *keep != v.version);
         if old {
-            let held = v.entries.iter().any(|e| {
-                matches!(
-                    e.class,
-                    Class::Locked(LockOwner::Held { .. } | LockOwner::Leased { .. })
-                )
-            });
-            let path = v.path.display().to_string();
-            if held {
-                r.kept.push(Removal {
-                    path,
-                    why: "an nxcc run is compiling in it".into(),
-                });
-            } else {
-                if !req.dry_run {
-                    let name = super::version_dir_name(&v.version);
-                    let away = unique::name(&format!(".nxcc-evict-{VERSION_PREFIX}"));
-                    top.rename(&name, &top, &away)?;
-                    top.remove_all(&away)?;
-                }
-                r.removed.push(Removal {
-                    path,
-                    why: format!(
-                        "another compiler version than {} ({} entries)",
-                        req.keep_version.as_deref().unwrap_or_default(),
-                        v.entries.len()
-                    ),
-                });
-            }
+            clean_version(&top, v, req, &mut r)?;
             continue;
         }
         for e in &v.entries {
@@ -330,31 +302,78 @@ pub fn clean(
                 clean_staging(&dir, e, req.dry_run, &mut r)?;
             }
             if req.failed && e.class == Class::Failed {
-                let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
-                if req.dry_run {
-                    r.removed.push(Removal {
-                        path: shown(e, LOG_FILE),
-                        why: "a failed compile (the entry becomes to do)".into(),
-                    });
-                    continue;
-                }
-                match lockfile::acquire(&dir, &lock::lock_name(graph), lockfile::lease(), false)? {
-                    Acquired::Locked(_l) => {
-                        dir.remove_file(LOG_FILE)?;
-                        r.removed.push(Removal {
-                            path: shown(e, LOG_FILE),
-                            why: "a failed compile (the entry becomes to do)".into(),
-                        });
-                    }
-                    _ => r.kept.push(Removal {
-                        path: shown(e, LOG_FILE),
-                        why: "the entry is locked".into(),
-                    }),
-                }
+                clean_failed(&dir, e, req.dry_run, &mut r)?;
             }
         }
     }
     Ok(r)
+}
+
+/// `--old-versions`: another compiler version's directory, removed (unless an nxcc run is
+/// compiling in it).
+fn clean_version(
+    top: &Dir,
+    v: &super::Version,
+    req: &CleanRequest,
+    r: &mut CleanReport,
+) -> io::Result<()> {
+    let held = v.entries.iter().any(|e| {
+        matches!(
+            e.class,
+            Class::Locked(LockOwner::Held { .. } | LockOwner::Leased { .. })
+        )
+    });
+    let path = v.path.display().to_string();
+    if held {
+        r.kept.push(Removal {
+            path,
+            why: "an nxcc run is compiling in it".into(),
+        });
+        return Ok(());
+    }
+    if !req.dry_run {
+        let name = super::version_dir_name(&v.version);
+        let away = unique::name(&format!(".nxcc-evict-{VERSION_PREFIX}"));
+        top.rename(&name, top, &away)?;
+        top.remove_all(&away)?;
+    }
+    r.removed.push(Removal {
+        path,
+        why: format!(
+            "another compiler version than {} ({} entries)",
+            req.keep_version.as_deref().unwrap_or_default(),
+            v.entries.len()
+        ),
+    });
+    Ok(())
+}
+
+/// `--failed`: a failed entry's log removed under the entry's lock (the entry becomes to do).
+fn clean_failed(dir: &Dir, e: &Entry, dry_run: bool, r: &mut CleanReport) -> io::Result<()> {
+    let path = e.path.join(LOG_FILE).display().to_string();
+    let why = "a failed compile (the entry becomes to do)";
+    if dry_run {
+        r.removed.push(Removal {
+            path,
+            why: why.into(),
+        });
+        return Ok(());
+    }
+    let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
+    match lockfile::acquire(dir, &lock::lock_name(graph), lockfile::lease(), false)? {
+        Acquired::Locked(_l) => {
+            dir.remove_file(LOG_FILE)?;
+            r.removed.push(Removal {
+                path,
+                why: why.into(),
+            });
+        }
+        _ => r.kept.push(Removal {
+            path,
+            why: "the entry is locked".into(),
+        }),
+    }
+    Ok(())
 }
 
 /// One lock file of an entry: removed when its holder is proven gone (at any age), or when
