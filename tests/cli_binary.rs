@@ -245,7 +245,7 @@ fn gnu_optionals(help: &str) -> Vec<String> {
 }
 
 #[test]
-fn nxcc_s_own_optional_values_show_gnu_notation_and_hint_a_separated_value() {
+fn nxcc_s_own_optional_values_show_gnu_notation_in_their_help() {
     // Every nxcc-own `nargs='?'` option of the flag table, and of every subcommand, says in its
     // help that the value is attached with `=`; argparse's `[VALUE]` is left to the original's.
     let own: Vec<&str> = nxcc::cli::flags::FLAGS
@@ -312,7 +312,10 @@ fn nxcc_s_own_optional_values_show_gnu_notation_and_hint_a_separated_value() {
     }
     assert_eq!(subcommand_optionals, ["parallel-compile --neuron-cache"]);
     assert!(text(&nxcc(&["parallel-compile", "--help"]).stdout).contains("--neuron-cache[=<DIR>]"));
+}
 
+#[test]
+fn a_value_of_nxcc_s_own_optional_written_after_a_space_is_pointed_to_its_equals_form() {
     // A value written after a space is pointed to its `=` form, for each of them.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -520,33 +520,43 @@ fn a_budget_smaller_than_the_estimates_is_said_up_front() {
     assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
 }
 
+/// `parallel-compile INPUT` through the fake compiler (recording its runs in `record`), its
+/// cache in `cache`, writing `OUT` and the report `REPORT` (`[input, report, out]`), with `env`.
+fn run_external(
+    s: &Scratch,
+    record: &Path,
+    [input, report, out]: [&str; 3],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let mut c = s.nxcc(&[
+        "parallel-compile",
+        input,
+        "--compiler",
+        fake_compiler().to_str().unwrap(),
+        "--cache_dir",
+        "cache",
+        "--output-dir",
+        out,
+        "--report",
+        report,
+        "--",
+        "--target",
+        "trn2",
+    ]);
+    c.env("FAKE_COMPILER_RECORD", record);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
 #[test]
 fn the_external_compiler_engine() {
     let s = Scratch::new();
     variants(&s, "graphs", 2);
-    let compiler = fake_compiler();
     let record = s.join("fake-record.txt");
     let run = |input: &str, report: &str, out: &str, env: &[(&str, &str)]| {
-        let mut c = s.nxcc(&[
-            "parallel-compile",
-            input,
-            "--compiler",
-            compiler.to_str().unwrap(),
-            "--cache_dir",
-            "cache",
-            "--output-dir",
-            out,
-            "--report",
-            report,
-            "--",
-            "--target",
-            "trn2",
-        ]);
-        c.env("FAKE_COMPILER_RECORD", &record);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c.output().unwrap()
+        run_external(&s, &record, [input, report, out], env)
     };
     let runs = || {
         std::fs::read_to_string(&record)
@@ -599,7 +609,15 @@ fn the_external_compiler_engine() {
         std::fs::read(s.join("out2/g00.neff")).unwrap(),
         std::fs::read(s.join("out/g00.neff")).unwrap()
     );
+}
 
+#[test]
+fn the_external_compiler_engine_reports_a_crash_and_retries_a_kill_alone() {
+    let s = Scratch::new();
+    let record = s.join("fake-record.txt");
+    let run = |input: &str, report: &str, out: &str, env: &[(&str, &str)]| {
+        run_external(&s, &record, [input, report, out], env)
+    };
     // A crash is reported with the F-code banner; a SIGKILL is retried alone first.
     variants(&s, "crashing", 1);
     let o = run(
@@ -640,7 +658,11 @@ fn the_external_compiler_engine() {
         .unwrap()
         .iter()
         .any(|l| l.as_str().unwrap().starts_with("[F137] ")));
+}
 
+#[test]
+fn the_external_compiler_engine_refuses_a_compiler_that_writes_nothing_or_cannot_run() {
+    let s = Scratch::new();
     // A compiler that succeeds without writing its output, and one that cannot be run.
     variants(&s, "odd", 1);
     for (compiler, needle) in [

@@ -98,6 +98,109 @@ fn build_wheel() -> PathBuf {
     wheels[0].clone()
 }
 
+/// A fresh virtual environment under `world` with `wheel` installed in it: its directory.
+fn install(world: &Path, wheel: &Path) -> PathBuf {
+    let venv = world.join("venv");
+    make_venv(&venv, "python3 -m venv");
+    check(
+        "pip install the wheel",
+        &Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--no-index", "--no-deps"])
+            .arg("--disable-pip-version-check")
+            .arg(wheel)
+            .env("PIP_CACHE_DIR", world.join("pip-cache"))
+            .output()
+            .unwrap(),
+    );
+    venv
+}
+
+/// The NEFF the build this test comes from writes for the example (in `world/reference`).
+fn reference_compile(world: &Path) -> Vec<u8> {
+    let reference = world.join("reference");
+    std::fs::create_dir(&reference).unwrap();
+    let r = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+        .args(["compile", "../work/mlp.hlo_module.pb", "--target", "trn2"])
+        .args(["--toolchain", "sim", "--output", "mlp.neff"])
+        .current_dir(&reference)
+        .env("XDG_CACHE_HOME", world.join("xdg-reference"))
+        .env_remove("NXCC_TOOLCHAIN")
+        .env_remove("NXCC_SIM_FAULT")
+        .env_remove("NXCC_SIM_RECORD")
+        .output()
+        .unwrap();
+    check("the reference compile", &r);
+    std::fs::read(reference.join("mlp.neff")).unwrap()
+}
+
+/// The fork-walrus path from the installed nxcc (`run`, in `work`): the wheel carries the
+/// simulated libwalrus.so, the default simulated toolchain (laid out in `home`) links it, and
+/// the Backend runs in process through it (the job log says which library it called).
+fn fork_walrus(run: &dyn Fn(&[&str]) -> Output, work: &Path, venv: &Path, home: &Path) {
+    let f = run(&[
+        "compile",
+        "mlp.hlo_module.pb",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--enable-internal-fork-walrus",
+        "--output",
+        "fork.neff",
+        "--logfile",
+        "fork.log",
+    ]);
+    check(
+        "nxcc compile --toolchain sim --enable-internal-fork-walrus",
+        &f,
+    );
+    let installed_lib = std::fs::canonicalize(venv.join("lib/nxcc/libnxcc_walrus.so")).unwrap();
+    assert_eq!(
+        std::fs::canonicalize(home.join("lib/libwalrus.so")).unwrap(),
+        installed_lib,
+        "the default simulated toolchain's libwalrus.so is the installed one"
+    );
+    let log = std::fs::read_to_string(work.join("fork.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "Calling run_backend_driver of {}",
+            home.join("lib/libwalrus.so").display()
+        )),
+        "{log}"
+    );
+    check(
+        "nxcc neff-info --verify fork.neff",
+        &run(&["neff-info", "--verify", "fork.neff"]),
+    );
+}
+
+/// A standalone layout from the installed nxcc (`run`, in `work`) holds its own copy of the
+/// library, and a fork-walrus compile works with it.
+fn standalone_layout(run: &dyn Fn(&[&str]) -> Output, work: &Path) {
+    let t = run(&["toolchain", "sim", "tc"]);
+    check("nxcc toolchain sim", &t);
+    assert!(
+        text(&t.stdout).contains("library: ") && !text(&t.stdout).contains("library: none"),
+        "{}",
+        text(&t.stdout)
+    );
+    assert!(work.join("tc/lib/libwalrus.so").is_file());
+    check(
+        "nxcc compile --toolchain tc --enable-internal-fork-walrus",
+        &run(&[
+            "compile",
+            "mlp.hlo_module.pb",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "tc",
+            "--enable-internal-fork-walrus",
+            "--output",
+            "tc.neff",
+        ]),
+    );
+}
+
 #[test]
 fn the_installed_wheel_compiles_outside_the_checkout() {
     let wheel = match std::env::var_os("NXCC_TEST_WHEEL") {
@@ -112,18 +215,7 @@ fn the_installed_wheel_compiles_outside_the_checkout() {
     // A fresh environment, and a directory outside the checkout.
     let world = tempfile::tempdir().unwrap();
     assert!(!world.path().starts_with(ROOT));
-    let venv = world.path().join("venv");
-    make_venv(&venv, "python3 -m venv");
-    check(
-        "pip install the wheel",
-        &Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--no-index", "--no-deps"])
-            .arg("--disable-pip-version-check")
-            .arg(&wheel)
-            .env("PIP_CACHE_DIR", world.path().join("pip-cache"))
-            .output()
-            .unwrap(),
-    );
+    let venv = install(world.path(), &wheel);
     let bin = venv.join("bin");
     assert!(bin.join("nxcc").is_file());
     let work = world.path().join("work");
@@ -181,85 +273,11 @@ fn the_installed_wheel_compiles_outside_the_checkout() {
         "the installed nxcc is every simulated tool"
     );
     // The same NEFF as the build this test comes from writes.
-    let reference = world.path().join("reference");
-    std::fs::create_dir(&reference).unwrap();
-    let r = Command::new(env!("CARGO_BIN_EXE_nxcc"))
-        .args(["compile", "../work/mlp.hlo_module.pb", "--target", "trn2"])
-        .args(["--toolchain", "sim", "--output", "mlp.neff"])
-        .current_dir(&reference)
-        .env("XDG_CACHE_HOME", world.path().join("xdg-reference"))
-        .env_remove("NXCC_TOOLCHAIN")
-        .env_remove("NXCC_SIM_FAULT")
-        .env_remove("NXCC_SIM_RECORD")
-        .output()
-        .unwrap();
-    check("the reference compile", &r);
     assert_eq!(
         std::fs::read(work.join("mlp.neff")).unwrap(),
-        std::fs::read(reference.join("mlp.neff")).unwrap()
+        reference_compile(world.path())
     );
 
-    // The fork-walrus path from the installed nxcc: the wheel carries the simulated
-    // libwalrus.so, the default simulated toolchain links it, and the Backend runs in process
-    // through it (the job log says which library it called).
-    let f = run(&[
-        "compile",
-        "mlp.hlo_module.pb",
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--enable-internal-fork-walrus",
-        "--output",
-        "fork.neff",
-        "--logfile",
-        "fork.log",
-    ]);
-    check(
-        "nxcc compile --toolchain sim --enable-internal-fork-walrus",
-        &f,
-    );
-    let installed_lib = std::fs::canonicalize(venv.join("lib/nxcc/libnxcc_walrus.so")).unwrap();
-    assert_eq!(
-        std::fs::canonicalize(homes[0].join("lib/libwalrus.so")).unwrap(),
-        installed_lib,
-        "the default simulated toolchain's libwalrus.so is the installed one"
-    );
-    let log = std::fs::read_to_string(work.join("fork.log")).unwrap();
-    assert!(
-        log.contains(&format!(
-            "Calling run_backend_driver of {}",
-            homes[0].join("lib/libwalrus.so").display()
-        )),
-        "{log}"
-    );
-    check(
-        "nxcc neff-info --verify fork.neff",
-        &run(&["neff-info", "--verify", "fork.neff"]),
-    );
-
-    // A standalone layout from the installed nxcc holds its own copy of the library, and a
-    // fork-walrus compile works with it.
-    let t = run(&["toolchain", "sim", "tc"]);
-    check("nxcc toolchain sim", &t);
-    assert!(
-        text(&t.stdout).contains("library: ") && !text(&t.stdout).contains("library: none"),
-        "{}",
-        text(&t.stdout)
-    );
-    assert!(work.join("tc/lib/libwalrus.so").is_file());
-    check(
-        "nxcc compile --toolchain tc --enable-internal-fork-walrus",
-        &run(&[
-            "compile",
-            "mlp.hlo_module.pb",
-            "--target",
-            "trn2",
-            "--toolchain",
-            "tc",
-            "--enable-internal-fork-walrus",
-            "--output",
-            "tc.neff",
-        ]),
-    );
+    fork_walrus(&run, &work, &venv, &homes[0]);
+    standalone_layout(&run, &work);
 }
