@@ -181,7 +181,7 @@ fn reproducer(
     let Some(when) = wanted.when else {
         return;
     };
-    if !when.wants(&done.result.status) {
+    if !crate::reproducer::wanted(when, &done.result.status) {
         return;
     }
     let launch_dir = &invocation.plan.launch_dir;

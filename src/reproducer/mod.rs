@@ -52,6 +52,17 @@ pub const SECRET_WORDS: [&str; 7] = [
 
 pub use crate::cli::settings::When;
 
+/// Whether a compile that ended with `status` gets a bundle when `--gen-reproducer` asked for
+/// one `when` (an interrupted or cancelled compile never does: there is nothing of its own to
+/// replay).
+pub fn wanted(when: When, status: &Status) -> bool {
+    match status {
+        Status::Failed(_) => true,
+        Status::Succeeded => when == When::Always,
+        Status::Interrupted(_) | Status::Cancelled(_) => false,
+    }
+}
+
 /// Whether a variable is kept in a bundle: one of [`ENV_PREFIXES`], and not a secret by its
 /// name.
 pub fn env_kept(name: &str) -> Result<(), &'static str> {
@@ -231,9 +242,9 @@ mod tests {
                 "code: NCC_EVRF024 → none"
             ]
         );
-        assert!(When::Error.wants(&Status::Failed(Failure::Internal)));
-        assert!(!When::Error.wants(&Status::Succeeded));
-        assert!(When::Always.wants(&Status::Succeeded));
-        assert!(!When::Always.wants(&Status::Interrupted(2)));
+        assert!(wanted(When::Error, &Status::Failed(Failure::Internal)));
+        assert!(!wanted(When::Error, &Status::Succeeded));
+        assert!(wanted(When::Always, &Status::Succeeded));
+        assert!(!wanted(When::Always, &Status::Interrupted(2)));
     }
 }

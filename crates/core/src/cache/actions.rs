@@ -27,7 +27,7 @@ pub const EXIT_CORRUPT: i32 = 1;
 pub type Ended = Result<i32, String>;
 
 /// A byte count for people: `1.5 MiB (1572864 bytes)`.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -116,7 +116,7 @@ pub fn verify(cache_dir: Option<&str>, json: bool) -> Ended {
 }
 
 /// `gc`: least recently used entries evicted down to `--max-size`, else the configured size.
-pub fn gc(prog: &str, cache_dir: Option<&str>, args: &super::command::Gc, json: bool) -> Ended {
+pub fn gc(prog: &str, cache_dir: Option<&str>, args: &super::args::Gc, json: bool) -> Ended {
     let cache = own_cache(cache_dir)?;
     let max_size = gc_size(&cache, args.max_size.as_deref())?;
     let r = maintain::gc(&cache, max_size);
@@ -336,7 +336,7 @@ pub fn config(prog: &str, cache_dir: Option<&str>, pairs: &[String], json: bool)
 pub fn explain(
     prog: &str,
     cache_dir: Option<&str>,
-    args: &super::command::Explain,
+    args: &super::args::Explain,
     json: bool,
 ) -> Ended {
     let argv: Vec<String> = std::iter::once("compile".to_string())

@@ -129,7 +129,7 @@ impl Counters {
     }
 
     /// Whether every counter is zero.
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         self.pairs().iter().all(|(_, v)| *v == 0)
     }
 
@@ -162,7 +162,7 @@ impl Counters {
 }
 
 /// The shard (0-15) a key is counted in: its first hex digit.
-pub fn shard_of(key: &str) -> usize {
+pub(crate) fn shard_of(key: &str) -> usize {
     key.chars().next().and_then(|c| c.to_digit(16)).unwrap_or(0) as usize
 }
 
@@ -226,7 +226,7 @@ pub fn read(cache: &Cache, shard: Option<usize>) -> Counters {
 }
 
 /// Every other host's counters of shard `shard`, plus `mine` (this host's, as being written).
-pub fn read_others(cache: &Cache, shard: usize, mine: &Counters) -> Counters {
+pub(crate) fn read_others(cache: &Cache, shard: usize, mine: &Counters) -> Counters {
     let mut total = *mine;
     for_each_host_file(cache, Some(shard), &mut |host, dir, name| {
         if host != super::host::key() {

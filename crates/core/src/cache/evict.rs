@@ -10,7 +10,7 @@
 //! part, correcting what other hosts, `gc`, `clear` or a crash left the counts off by; a part
 //! never counted yet is recounted at its first publication.
 //!
-//! An entry being read is never removed under its reader: [`super::store::evict_unread`] skips
+//! An entry being read is never removed under its reader: `super::store::evict_unread` skips
 //! an entry whose `meta.json` a reader holds a shared `flock` on (this host's readers; a reader
 //! on another host is protected by having just used the entry, which makes it the most recent).
 
@@ -43,7 +43,7 @@ pub struct Published {
 }
 
 /// The allowance of one part of a cache of `max_size` bytes.
-pub fn part_limit(max_size: u64) -> u64 {
+pub(crate) fn part_limit(max_size: u64) -> u64 {
     max_size / PARTS
 }
 
@@ -116,7 +116,7 @@ fn keep_part(
 /// Evict the least recently used entries of part `part` (not those being read) until its
 /// entries take at most `target` bytes (`None`: evict nothing). Returns (evicted, freed bytes,
 /// entries left, bytes left).
-pub fn clean_part(cache: &Cache, part: usize, target: Option<u64>) -> (u64, u64, u64, u64) {
+pub(crate) fn clean_part(cache: &Cache, part: usize, target: Option<u64>) -> (u64, u64, u64, u64) {
     let prefix = format!("{:x}", part & 15);
     let mut all: Vec<(u64, String, u64, String)> = Vec::new();
     let (mut entries, mut total) = (0u64, 0u64);
@@ -167,7 +167,7 @@ pub fn clean_part(cache: &Cache, part: usize, target: Option<u64>) -> (u64, u64,
 
 /// Recount every part (after `gc`, `clear` or `verify`, which change the cache without counting):
 /// this host's counts take the difference to what is there.
-pub fn recount(cache: &Cache) {
+pub(crate) fn recount(cache: &Cache) {
     for part in 0..PARTS as usize {
         let (_, _, entries, bytes) = clean_part(cache, part, None);
         let _ = counters::update(cache, part, &mut |mine| {

@@ -22,9 +22,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-pub use super::hashing::{
-    hash_file_into, hash_mapped_into, hash_open_into, hash_read_into, MAP_FROM,
-};
+pub(crate) use super::hashing::hash_open_into;
+pub use super::hashing::{hash_mapped_into, hash_read_into, MAP_FROM};
 
 use super::digests::{Kind, Table};
 use super::identity::{self, Tools};
@@ -78,13 +77,19 @@ impl Key {
     }
 
     /// The key from the args inputs (as [`args_inputs`] builds them) and the model's blake3.
-    pub fn from_parts(inputs: Value, model_digest: &blake3::Hash, model_size: u64) -> Key {
+    #[cfg(test)]
+    pub(crate) fn from_parts(inputs: Value, model_digest: &blake3::Hash, model_size: u64) -> Key {
         Key::from_digest(inputs, model_digest.to_hex().as_str(), model_size, false)
     }
 
     /// The key from the args inputs and the model's digest in hex (`sloppy`: the module's
     /// digest without op metadata).
-    pub fn from_digest(inputs: Value, model_digest: &str, model_size: u64, sloppy: bool) -> Key {
+    pub(crate) fn from_digest(
+        inputs: Value,
+        model_digest: &str,
+        model_size: u64,
+        sloppy: bool,
+    ) -> Key {
         let mut h = blake3::Hasher::new();
         h.update(b"nxcc-cache-args\0");
         h.update(&serde_json::to_vec(&inputs).unwrap_or_default());
@@ -125,7 +130,7 @@ impl Key {
 
 /// The normalised inputs — every flag that can change the output —, canonically ordered (sorted
 /// by dest).
-pub fn canonical_args(inv: &Invocation) -> Value {
+pub(crate) fn canonical_args(inv: &Invocation) -> Value {
     let map: BTreeMap<String, Value> = match serde_json::to_value(&inv.inputs) {
         Ok(Value::Object(fields)) => fields.into_iter().collect(),
         _ => BTreeMap::new(),
@@ -134,7 +139,7 @@ pub fn canonical_args(inv: &Invocation) -> Value {
 }
 
 /// Everything of the key but the model, in clear (deterministic: built in a fixed order).
-pub fn args_inputs(inv: &Invocation, engine: &Engine, table: &Table) -> Value {
+pub(crate) fn args_inputs(inv: &Invocation, engine: &Engine, table: &Table) -> Value {
     let plan = &inv.plan;
     json!({
         "plan_version": crate::plan::PLAN_VERSION,
@@ -166,7 +171,7 @@ pub struct ModelDigest {
 }
 
 /// The model's digest for the key: with `hlo_metadata` sloppiness and a binary HLO module, the
-/// module without its op metadata; else the blake3 of its bytes ([`hash_model`]'s). Remembered
+/// module without its op metadata; else the blake3 of its bytes (`hash_model`'s). Remembered
 /// per stat identity in `table`.
 pub fn model_digest(
     path: &Path,
@@ -195,7 +200,10 @@ const NOT_A_MODULE: &str = "-";
 
 /// The digest of the binary HLO module at `path` without its op metadata and its size; `None`
 /// when it is HLO text or not a module.
-pub fn hlo_metadata_digest(path: &Path, table: &Table) -> std::io::Result<Option<(String, u64)>> {
+pub(crate) fn hlo_metadata_digest(
+    path: &Path,
+    table: &Table,
+) -> std::io::Result<Option<(String, u64)>> {
     let got = table.get(path, Kind::HloMetadata, &mut |f| {
         let d = with_bytes(f, path, &mut |b| {
             if crate::jobs::ModelFormat::detect(b) == crate::jobs::ModelFormat::Text {
@@ -233,12 +241,13 @@ fn with_bytes<T>(f: &File, path: &Path, each: &mut dyn FnMut(&[u8]) -> T) -> std
 /// by sorted relative path; for each: the path, a NUL, the length as 8 little-endian bytes, the
 /// file's blake3). Symbolic links to files are followed; links to directories are not descended
 /// into. Every file is hashed.
-pub fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
+#[cfg(test)]
+pub(crate) fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
     hash_model_with(path, &Table::off())
 }
 
 /// [`hash_model`], each file's blake3 remembered per stat identity in `table`.
-pub fn hash_model_with(path: &Path, table: &Table) -> std::io::Result<(blake3::Hash, u64)> {
+pub(crate) fn hash_model_with(path: &Path, table: &Table) -> std::io::Result<(blake3::Hash, u64)> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_dir() {
         let (hex, n) = file_blake3(path, table)?;
@@ -263,7 +272,7 @@ pub fn hash_model_with(path: &Path, table: &Table) -> std::io::Result<(blake3::H
 }
 
 /// A file's blake3 (hex) and size, remembered per stat identity in `table`.
-pub fn file_blake3(path: &Path, table: &Table) -> std::io::Result<(String, u64)> {
+pub(crate) fn file_blake3(path: &Path, table: &Table) -> std::io::Result<(String, u64)> {
     let got = table.get(path, Kind::Blake3, &mut |f| {
         let mut h = blake3::Hasher::new();
         hash_open_into(f, path, &mut h)?;

@@ -5,7 +5,7 @@
 //!
 //! 1. [`LocalStore`] itself, outermost: the lookup.
 //!    - Only a plan whose one product is the NEFF at `--output` uses the cache
-//!      ([`crate::recon::cache::plan_is_cacheable`]); others compile as without it.
+//!      (`crate::recon::cache::plan_is_cacheable`); others compile as without it.
 //!    - The cache directory is checked first ([`Cache::check`]): one that others could write
 //!      fails the compile (exit 70) with what to fix; what its configuration file says that
 //!      does not read is warned about. Then the key is computed (the model read once,
@@ -887,7 +887,7 @@ fn with_origin(tmp: &crate::fsx::Dir, m: &Meta) -> std::io::Result<serde_json::V
 
 /// The lines this compile appended to the shared log file: those written after `start` that
 /// carry the supervising process's or the worker's pid (`<ts> <LEVEL> <pid> [<logger>]: ...`).
-pub fn compile_log(logfile: &Path, start: u64, result: &CompileResult) -> String {
+pub(crate) fn compile_log(logfile: &Path, start: u64, result: &CompileResult) -> String {
     let mut text = String::new();
     let Ok(mut f) = std::fs::File::open(logfile) else {
         return text;

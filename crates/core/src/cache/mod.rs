@@ -56,6 +56,7 @@
 //! ```
 
 pub(crate) mod actions;
+pub(crate) mod args;
 pub(crate) mod chunks;
 pub mod command;
 pub(crate) mod config;

@@ -3,7 +3,7 @@
 //! when a NEFF does not verify; a usage error 2; a cache that cannot be read 70.
 
 use super::actions::{human_bytes, print, EXIT_CORRUPT};
-use super::command::{usage, Clean};
+use super::args::{usage, Clean};
 use crate::neuron_cache::{maintain as nm, NeuronCache};
 
 /// The framework's cache in `dir` (only `version`'s directory, when given), checked: a remote

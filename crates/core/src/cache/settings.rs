@@ -129,11 +129,11 @@ pub struct File {
 }
 
 /// A size as the configuration spells it (`20G`); `auto` is not a size here.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     if text.trim().eq_ignore_ascii_case("auto") {
         return Err("invalid size: \"auto\" (give a size: 20G, 512M, 0 for no limit)".into());
     }
-    crate::admission::parse_size(text)
+    crate::cli::numbers::parse_size(text)
 }
 
 fn parse_bool(text: &str) -> Result<bool, String> {
@@ -162,7 +162,7 @@ impl File {
     }
 
     /// Apply one `key = value` line.
-    pub fn set_line(&mut self, line: &str) -> Result<(), String> {
+    pub(crate) fn set_line(&mut self, line: &str) -> Result<(), String> {
         let (key, value) = line
             .split_once('=')
             .ok_or_else(|| format!("not key = value: {line:?}"))?;
@@ -206,7 +206,7 @@ impl File {
     /// (a daemon reads the file once, not on every request): a file rewritten, replaced or
     /// touched is read again, and a file changed within [`super::digests::RACY_MARGIN_NS`] of the read is not
     /// remembered at all ([`super::digests`]'s rule).
-    pub fn read_in(root: &Dir) -> File {
+    pub(crate) fn read_in(root: &Dir) -> File {
         let start = now_ns();
         match root.open_file(CONFIG_FILE) {
             Ok(f) => {

@@ -15,7 +15,7 @@
 
 use super::flags::{Action, Choices, Flag, Kind};
 use super::namespace::Value;
-pub use super::numbers::{parse_python_float, parse_python_int};
+pub(crate) use super::numbers::{parse_python_float, parse_python_int};
 
 /// How many values a positional takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +123,7 @@ impl Parsed {
     /// What to tell about each of `words` (unrecognised arguments, extra model files) that was
     /// meant as the value of one of nxcc's own optional-value options: `t1.html: did you mean
     /// `--timings=t1.html`?`.
-    pub fn value_hints(&self, words: &[String]) -> Vec<String> {
+    pub(crate) fn value_hints(&self, words: &[String]) -> Vec<String> {
         self.unattached
             .iter()
             .filter(|u| words.contains(&u.word))
@@ -416,7 +416,7 @@ impl ArgParser {
 
     /// Whether a token is a known option that takes its value from the next token (no `=VALUE`
     /// attached).
-    pub fn needs_separate_value(&self, token: &str) -> bool {
+    pub(crate) fn needs_separate_value(&self, token: &str) -> bool {
         match self.classify(token) {
             Ok(Token::Option {
                 entry,

@@ -366,7 +366,7 @@ impl CompileInputs {
     }
 
     /// `--arch` (normalisation defaults it to the target's family).
-    pub fn arch(&self) -> &str {
+    pub(crate) fn arch(&self) -> &str {
         self.arch.as_deref().unwrap_or_else(|| self.target())
     }
 

@@ -110,7 +110,7 @@ pub enum CliError {
         /// The unrecognised arguments, in command-line order.
         args: Vec<String>,
         /// A line each, after it, for an argument meant as the value of one of nxcc's own
-        /// optional-value options ([`argparse::Parsed::value_hints`]).
+        /// optional-value options (`argparse::Parsed::value_hints`).
         hints: Vec<String>,
     },
 }

@@ -4,7 +4,7 @@
 //! come from the request, and everything local (a path, the toolchain, a log, a report, metrics,
 //! a work directory, the pipeline's SaveTemps, the cache) is decided by the machine itself.
 //!
-//! [`local_effect`] says why one parsed occurrence is not compile semantics; [`check`] applies it
+//! `local_effect` says why one parsed occurrence is not compile semantics; [`check`] applies it
 //! to a whole parse. Every path-typed flag counts as local, whatever its name, so a flag added
 //! to the table later is refused until it is listed as harmless here.
 
@@ -47,7 +47,7 @@ pub const LOCAL_DESTS: &[(Dest, &str)] = &[
 pub const SAVE_TEMPS: &str = "SaveTemps";
 
 /// Why `o` is not compile semantics (what it reaches on the machine), or `None` when it is.
-pub fn local_effect(o: &Occurrence) -> Option<&'static str> {
+pub(crate) fn local_effect(o: &Occurrence) -> Option<&'static str> {
     let dest = Dest::named(o.flag.dest);
     if let Some((_, what)) = LOCAL_DESTS.iter().find(|(d, _)| Some(*d) == dest) {
         return Some(what);

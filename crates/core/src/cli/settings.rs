@@ -35,12 +35,12 @@ pub struct Log {
 
 impl Log {
     /// The level the console shows from (`--verbose 35` is the user level).
-    pub fn console_level(&self) -> i64 {
+    pub(crate) fn console_level(&self) -> i64 {
         level::console_threshold(self.verbose)
     }
 
     /// Progress dots on the console (`--verbose 35`).
-    pub fn dots(&self) -> bool {
+    pub(crate) fn dots(&self) -> bool {
         self.verbose == level::DOTS
     }
 
@@ -92,17 +92,6 @@ impl When {
             "error" => Some(When::Error),
             "always" => Some(When::Always),
             _ => None,
-        }
-    }
-
-    /// Whether a compile that ended with `status` gets a bundle (an interrupted or cancelled
-    /// compile never does: there is nothing of its own to replay).
-    pub fn wants(self, status: &crate::result::Status) -> bool {
-        use crate::result::Status;
-        match status {
-            Status::Failed(_) => true,
-            Status::Succeeded => self == When::Always,
-            Status::Interrupted(_) | Status::Cancelled(_) => false,
         }
     }
 }
@@ -211,7 +200,7 @@ pub struct Settings {
 
 impl Settings {
     /// `--job-timeout` as a duration (`None`: no limit).
-    pub fn job_timeout(&self) -> Option<std::time::Duration> {
+    pub(crate) fn job_timeout(&self) -> Option<std::time::Duration> {
         self.job_timeout
             .filter(|s| *s > 0.0 && s.is_finite())
             .map(std::time::Duration::from_secs_f64)

@@ -194,7 +194,7 @@ pub mod values {
 
     /// A size in bytes (`512M`, `16G`, `auto`: 80% of MemAvailable).
     pub fn size(text: &str) -> Result<u64, String> {
-        crate::admission::parse_size(text)
+        crate::cli::numbers::parse_size(text)
     }
 
     /// A number of seconds from 0 to the longest duration nxcc waits

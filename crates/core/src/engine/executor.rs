@@ -53,7 +53,7 @@ pub struct Executor<'a> {
 }
 
 /// The subgraph directories (`sgNN`) in a work dir, sorted.
-pub fn subgraph_dirs(work_dir: &Path) -> Vec<String> {
+pub(crate) fn subgraph_dirs(work_dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(work_dir)
         .into_iter()
         .flatten()

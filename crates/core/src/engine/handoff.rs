@@ -55,7 +55,7 @@ pub fn body(payload: &[u8], events: EventWriter) -> i32 {
 }
 
 /// A worker forked by its supervisor: [`run`] on its report pipe.
-pub fn forked(payload: &[u8], events: EventWriter) -> i32 {
+pub(crate) fn forked(payload: &[u8], events: EventWriter) -> i32 {
     run(payload, Some(&events), "the hand-off")
 }
 

@@ -8,7 +8,12 @@ use super::metrics::{self, JobMetrics};
 use crate::plan::Invocation;
 
 /// The per-job table (log) and `--submit-metrics`.
-pub fn write_metrics(inv: &Invocation, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
+pub(crate) fn write_metrics(
+    inv: &Invocation,
+    logger: &Logger,
+    jobs: &[JobMetrics],
+    exit_status: i32,
+) {
     logger.file_only(&metrics::table(jobs));
     if inv.settings.reports.submit_metrics {
         submit(inv, logger, jobs, exit_status);

@@ -307,7 +307,7 @@ impl<'a> Session<'a> {
     }
 
     /// Say `e` (an error line under the driver's logger); the compile fails, so.
-    pub fn failing(&self, e: &NccError, failure: Failure) -> Failure {
+    pub(crate) fn failing(&self, e: &NccError, failure: Failure) -> Failure {
         self.error(log::DRIVER, e.to_string());
         failure
     }

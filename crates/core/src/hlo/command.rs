@@ -7,7 +7,7 @@
 //! `largest_tensors`, `aliases`).
 //!
 //! Only a regular file is read (a FIFO, a device or a socket is refused at once, without waiting
-//! on it: [`super::with_model_bytes`]). A file that is not an HLO module (or cannot be read):
+//! on it: `super::with_model_bytes`). A file that is not an HLO module (or cannot be read):
 //! the reader's message on stderr
 //! (`model.pb: not an HloModuleProto: field 3 at byte 212 runs past the end`), exit 1. Usage
 //! errors: clap's words, exit 2.

@@ -33,7 +33,7 @@ impl Tensor {
     }
 
     /// Bytes the value occupies, `None` when that overflows 64 bits ([`Shape::checked_bytes`]).
-    pub fn checked_bytes(&self) -> Option<u64> {
+    pub(crate) fn checked_bytes(&self) -> Option<u64> {
         self.shape.checked_bytes()
     }
 
@@ -138,12 +138,12 @@ impl Module {
     }
 
     /// Bytes of every entry parameter, summed; `None` when that overflows 64 bits.
-    pub fn checked_parameter_bytes(&self) -> Option<u64> {
+    pub(crate) fn checked_parameter_bytes(&self) -> Option<u64> {
         checked_sum(&self.parameters)
     }
 
     /// Bytes of every entry result, summed; `None` when that overflows 64 bits.
-    pub fn checked_result_bytes(&self) -> Option<u64> {
+    pub(crate) fn checked_result_bytes(&self) -> Option<u64> {
         checked_sum(&self.results)
     }
 
@@ -399,7 +399,7 @@ impl Tally {
 
     /// One instruction whose output is `bytes` large; its shape and op name are made only when
     /// it is among the largest.
-    pub fn add_lazy(
+    pub(crate) fn add_lazy(
         &mut self,
         name: &str,
         opcode: &str,
@@ -412,7 +412,7 @@ impl Tally {
 
     /// `n` more instructions of `opcode` (a reader that counts opcodes on its own adds them up
     /// here).
-    pub fn count_opcode(&mut self, opcode: &str, n: usize) {
+    pub(crate) fn count_opcode(&mut self, opcode: &str, n: usize) {
         match self.opcodes.get_mut(opcode) {
             Some(count) => *count += n,
             None => {
@@ -423,7 +423,7 @@ impl Tally {
 
     /// One instruction whose opcode is counted apart ([`Tally::count_opcode`]): its name (UTF-8)
     /// and output size; its shape and op name are made only when it is among the largest.
-    pub fn add_output(
+    pub(crate) fn add_output(
         &mut self,
         name: &[u8],
         bytes: u64,

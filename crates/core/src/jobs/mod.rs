@@ -217,7 +217,7 @@ impl Step {
 
     /// What this step shows as its command: [`Step::command`] in the work dir, or, for a library
     /// call, the tool invocation it stands for (the call's argv).
-    pub fn shown_command(&self) -> Option<Spec> {
+    pub(crate) fn shown_command(&self) -> Option<Spec> {
         self.command(Path::new(".")).or_else(|| match &self.action {
             Action::Library { argv, .. } => {
                 let (program, args) = argv.split_first()?;
@@ -391,12 +391,13 @@ pub static REGISTRY: &[Row] = &[
 ];
 
 /// Look a name up (SEED `__getJob`): its registry row.
-pub fn lookup(name: &str) -> Option<&'static Row> {
+#[cfg(test)]
+pub(crate) fn lookup(name: &str) -> Option<&'static Row> {
     Job::named(name).map(Job::row)
 }
 
 /// Every job name, sorted (for the unknown-job error).
-pub fn known_names() -> Vec<&'static str> {
+pub(crate) fn known_names() -> Vec<&'static str> {
     let mut v: Vec<&str> = Job::ALL.iter().map(|j| j.name()).collect();
     v.sort_unstable();
     v
@@ -404,7 +405,7 @@ pub fn known_names() -> Vec<&'static str> {
 
 /// The unknown-job error (nxcc's code EDRV081; the original raises a keyed
 /// CompilerInvalidInputException).
-pub fn unknown_job(name: &str) -> NccError {
+pub(crate) fn unknown_job(name: &str) -> NccError {
     NccError::unknown_job(name, &known_names())
 }
 

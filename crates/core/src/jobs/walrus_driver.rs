@@ -35,7 +35,7 @@ pub fn args(ctx: &JobContext, bir: &str) -> Result<Vec<String>, NccError> {
 }
 
 /// The replay script: `#!/bin/bash` and the exact invocation, run from the subgraph directory.
-pub fn replay_script(command: &Spec) -> String {
+pub(crate) fn replay_script(command: &Spec) -> String {
     format!("#!{}\n# Replays this subgraph's walrus_driver run.\ncd \"$(dirname \"$0\")\" || exit 1\nexec {command}\n", super::SHELL)
 }
 

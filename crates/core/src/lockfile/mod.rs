@@ -7,9 +7,9 @@
 //! [`Stamp`]: `nxcc pid=<pid> started=<unix s> host=<host name> boot=<boot id> start=<the
 //! process's start time, clock ticks after boot> lease=<ms>`. While it lives, the holder keeps an
 //! exclusive `flock` on it and refreshes its *lease*: the file's modification time, set to now
-//! at least every [`refresh_every`] ([`Lock::refresh`]).
+//! at least every `refresh_every` (`Lock::refresh`).
 //!
-//! Whether a lock file is live ([`judge`], [`Holder`]):
+//! Whether a lock file is live (`judge`, [`Holder`]):
 //! - someone holds an `flock` on it: a live holder of this host ([`Holder::Held`]);
 //! - nxcc's, of this host (same host name), nobody holding its `flock`: its holder is proven dead
 //!   when its boot id differs, its pid is gone, or its pid now names a process that started at
@@ -58,7 +58,7 @@ pub fn lease() -> Duration {
 }
 
 /// How often a holder refreshes a lease of `lease`: a quarter of it.
-pub fn refresh_every(lease: Duration) -> Duration {
+pub(crate) fn refresh_every(lease: Duration) -> Duration {
     lease / 4
 }
 
@@ -86,7 +86,7 @@ fn now_s() -> u64 {
 }
 
 /// This host's name.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     rustix::system::uname()
         .nodename()
         .to_string_lossy()
@@ -284,7 +284,7 @@ fn classify(f: &mut File, free: bool) -> io::Result<Holder> {
 /// How a lock whose holder's own lock (its `flock`) is not seen stands, from its text and when
 /// its lease was last refreshed (`modified_s`, seconds since the epoch): the rules above, for a
 /// lock file and for a lock kept where no `flock` exists (an object in a bucket).
-pub fn judge_text(text: String, modified_s: f64) -> Holder {
+pub(crate) fn judge_text(text: String, modified_s: f64) -> Holder {
     let Some(stamp) = Stamp::parse(&text) else {
         return Holder::Foreign { text };
     };
@@ -315,7 +315,7 @@ pub fn judge_text(text: String, modified_s: f64) -> Holder {
 
 /// How the lock file `name` of `dir` stands; `None` if there is none. Probes its `flock` with a
 /// shared lock, released at once.
-pub fn judge(dir: &Dir, name: &str) -> io::Result<Option<Holder>> {
+pub(crate) fn judge(dir: &Dir, name: &str) -> io::Result<Option<Holder>> {
     let mut f = match dir.open_file_with(name, OFlags::RDONLY, 0) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         r => r?,
@@ -455,7 +455,7 @@ impl Lock {
     }
 
     /// Refresh the lease: the file's modification time set to now.
-    pub fn refresh(&self) -> io::Result<()> {
+    pub(crate) fn refresh(&self) -> io::Result<()> {
         let d = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
@@ -504,7 +504,7 @@ impl Drop for Lock {
 /// Remove the lock `name` of `dir` if its holder is proven gone (or, with `foreign`, if it is a
 /// foreign one nobody `flock`s): taken over first, so a lock someone else took meanwhile
 /// stays. What it was, when removed.
-pub fn remove_stale(dir: &Dir, name: &str, foreign: bool) -> io::Result<Option<Holder>> {
+pub(crate) fn remove_stale(dir: &Dir, name: &str, foreign: bool) -> io::Result<Option<Holder>> {
     match acquire(dir, name, DEFAULT_LEASE, foreign)? {
         Acquired::Locked(l) => Ok(l.took_over.clone()),
         _ => Ok(None),

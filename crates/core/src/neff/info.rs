@@ -184,7 +184,7 @@ fn fields_line(o: &serde_json::Map<String, Value>) -> String {
 }
 
 /// The default (text) output, written to `w` line by line.
-pub fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     let file = s
         .neff
         .path()

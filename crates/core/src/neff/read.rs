@@ -64,7 +64,7 @@ pub struct Layout {
 
 impl Layout {
     /// Where the archive starts.
-    pub fn archive_offset(&self) -> u64 {
+    pub(crate) fn archive_offset(&self) -> u64 {
         if self.header {
             HEADER_SIZE as u64
         } else {
@@ -201,7 +201,7 @@ impl Neff {
     }
 
     /// Open a file.
-    pub fn open_with(path: &Path, limits: Limits) -> Result<Neff, NeffError> {
+    pub(crate) fn open_with(path: &Path, limits: Limits) -> Result<Neff, NeffError> {
         let file = File::open(path).map_err(|e| NeffError::io(path, e))?;
         let meta = file.metadata().map_err(|e| NeffError::io(path, e))?;
         if meta.is_dir() {
@@ -283,17 +283,17 @@ impl Neff {
     }
 
     /// The header's raw bytes (when the file has one).
-    pub fn header_bytes(&self) -> Option<&[u8; HEADER_SIZE]> {
+    pub(crate) fn header_bytes(&self) -> Option<&[u8; HEADER_SIZE]> {
         self.header_bytes.as_deref()
     }
 
     /// The whole file's length.
-    pub fn file_len(&self) -> u64 {
+    pub(crate) fn file_len(&self) -> u64 {
         self.file_len
     }
 
     /// The bytes after the header (the archive, as stored).
-    pub fn archive_len(&self) -> u64 {
+    pub(crate) fn archive_len(&self) -> u64 {
         self.file_len.saturating_sub(self.layout.archive_offset())
     }
 
@@ -367,7 +367,11 @@ impl Neff {
 
     /// Stream one member's bytes into `out`, after a first pass that checks the whole archive
     /// (so nothing is written for a hostile or corrupt archive). Returns the size.
-    pub fn copy_member(&self, name: &str, out: &mut dyn io::Write) -> Result<u64, NeffError> {
+    pub(crate) fn copy_member(
+        &self,
+        name: &str,
+        out: &mut dyn io::Write,
+    ) -> Result<u64, NeffError> {
         let wanted = names::normalise(name).map_err(|_| NeffError::NoSuchMember(name.into()))?;
         if !self.members()?.iter().any(|m| m.name == wanted) {
             return Err(NeffError::NoSuchMember(name.to_string()));
@@ -434,7 +438,7 @@ impl Neff {
 
 /// The members kept in memory by [`Neff::inspect`]: `info.json`, `neff.json`, and each
 /// subgraph's `def.json` and `tensor_map.json`.
-pub fn is_summary_member(name: &str) -> bool {
+pub(crate) fn is_summary_member(name: &str) -> bool {
     match name.split_once('/') {
         None => name == "info.json" || name == "neff.json",
         Some((_, file)) => file == "def.json" || file == "tensor_map.json",
@@ -495,8 +499,8 @@ pub struct Entry {
     pub is_dir: bool,
 }
 
-/// A pass over an archive's entries. After [`Scanner::next_entry`], the entry's data can be read
-/// with [`Scanner::read_data`]; whatever is not read is skipped by the next call.
+/// A pass over an archive's entries. After `Scanner::next_entry`, the entry's data can be read
+/// with `Scanner::read_data`; whatever is not read is skipped by the next call.
 pub struct Scanner<'a> {
     input: Counted<Box<dyn Read + 'a>>,
     limits: Limits,
@@ -511,7 +515,7 @@ pub struct Scanner<'a> {
 
 impl Scanner<'_> {
     /// How many decompressed bytes have been read.
-    pub fn decompressed_bytes(&self) -> u64 {
+    pub(crate) fn decompressed_bytes(&self) -> u64 {
         self.input.count
     }
 
@@ -592,7 +596,7 @@ impl Scanner<'_> {
     }
 
     /// The next regular-file or directory entry, or `None` at the end of the archive.
-    pub fn next_entry(&mut self) -> Result<Option<Entry>, NeffError> {
+    pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>, NeffError> {
         self.finish_current()?;
         if self.ended {
             return Ok(None);
@@ -744,7 +748,7 @@ impl Scanner<'_> {
     }
 
     /// Read the current entry's data; `Ok(0)` at its end. A stream that ends early is an error.
-    pub fn read_data(&mut self, buf: &mut [u8]) -> Result<usize, NeffError> {
+    pub(crate) fn read_data(&mut self, buf: &mut [u8]) -> Result<usize, NeffError> {
         if self.remaining == 0 || buf.is_empty() {
             return Ok(0);
         }
@@ -770,7 +774,7 @@ impl Scanner<'_> {
     }
 
     /// Copy the rest of the current entry's data into `out`.
-    pub fn copy_data(&mut self, out: &mut dyn io::Write) -> Result<u64, NeffError> {
+    pub(crate) fn copy_data(&mut self, out: &mut dyn io::Write) -> Result<u64, NeffError> {
         let mut buf = vec![0u8; 1 << 16];
         let mut total = 0u64;
         loop {

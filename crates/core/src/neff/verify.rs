@@ -44,7 +44,7 @@ pub fn verify(neff: &Neff) -> Verification {
 }
 
 /// The problems of the header alone (its layout, fixed values, and the archive length).
-pub fn header_problems(neff: &Neff) -> Vec<String> {
+pub(crate) fn header_problems(neff: &Neff) -> Vec<String> {
     let mut p = Vec::new();
     let (Some(h), Some(bytes)) = (neff.header(), neff.header_bytes()) else {
         return p;
@@ -106,7 +106,7 @@ fn parse_json(ins: &Inspection, name: &str, p: &mut Vec<String>) -> Option<Value
 }
 
 /// Verify with an inspection already made.
-pub fn verify_inspection(neff: &Neff, ins: &Inspection) -> Verification {
+pub(crate) fn verify_inspection(neff: &Neff, ins: &Inspection) -> Verification {
     let mut p = header_problems(neff);
     let computed = &ins.computed_signature;
     let h = neff.header();

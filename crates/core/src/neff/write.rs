@@ -65,7 +65,7 @@ impl PackOptions {
     /// The options a compile packs with: the output file's name, gzip unless `fast_loading`
     /// (`--enable-fast-loading-neuron-binaries`), the arch mode of `arch` (`--arch`, which
     /// normalisation defaults to the target), and the RECON feature flags and world size.
-    pub fn for_compile(arch: &str, fast_loading: bool, output: &Path) -> PackOptions {
+    pub(crate) fn for_compile(arch: &str, fast_loading: bool, output: &Path) -> PackOptions {
         PackOptions {
             neff_filename: output
                 .file_name()
@@ -101,7 +101,7 @@ pub const SIMULATED_MARK: &str = "(simulated toolchain: cannot run on Neuron har
 
 /// The producer of a NEFF packed with `opts`: [`producer`], and [`SIMULATED_MARK`] when its
 /// members come from the simulated toolchain.
-pub fn producer_of(opts: &PackOptions) -> String {
+pub(crate) fn producer_of(opts: &PackOptions) -> String {
     if opts.simulated {
         format!("{} {SIMULATED_MARK}", producer())
     } else {
@@ -110,7 +110,7 @@ pub fn producer_of(opts: &PackOptions) -> String {
 }
 
 /// The `info.json` member's bytes.
-pub fn info_json(
+pub(crate) fn info_json(
     opts: &PackOptions,
     engines: &[bool; 5],
     uuid: &[u8; 16],

@@ -72,7 +72,7 @@ pub struct Stats {
 }
 
 /// One entry of a scan, as `stats` reports it.
-pub fn entry_stat(e: &Entry) -> EntryStat {
+pub(crate) fn entry_stat(e: &Entry) -> EntryStat {
     EntryStat {
         version: e.version.clone(),
         name: e.name.clone(),
@@ -91,7 +91,7 @@ pub fn entry_stat(e: &Entry) -> EntryStat {
 }
 
 /// Counts of a scan.
-pub fn stats_of(cache: &NeuronCache, scan: &Scan) -> Stats {
+pub(crate) fn stats_of(cache: &NeuronCache, scan: &Scan) -> Stats {
     let mut s = Stats {
         dir: cache.dir().display().to_string(),
         versions: Vec::new(),
@@ -252,7 +252,7 @@ fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// The newest version of a scan (the one `--old-versions` keeps unless told).
-pub fn newest_version(scan: &Scan) -> Option<String> {
+pub(crate) fn newest_version(scan: &Scan) -> Option<String> {
     scan.versions
         .iter()
         .map(|v| v.version.clone())
@@ -462,7 +462,7 @@ fn clean_staging(dir: &Dir, e: &Entry, dry_run: bool, r: &mut CleanReport) -> io
 }
 
 /// `30`, `30s`, `10m`, `2h`, `1d`: seconds.
-pub fn parse_age(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_age(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, 's')) => (&t[..i], 1),

@@ -20,7 +20,7 @@
 //!
 //! - Trust: the cache directory and its version directories pass nxcc's one trust rule
 //!   ([`crate::fsx::trust`]) before anything in them is read ([`NeuronCache::check`],
-//!   [`NeuronCache::open`], [`NeuronCache::open_version`]): an entry's flags are instructions,
+//!   [`NeuronCache::open`], `NeuronCache::open_version`): an entry's flags are instructions,
 //!   so a cache another user can write (owned by them, or writable by others and not sticky)
 //!   is refused whole, with the path and the fix.
 //! - [`NeuronCache::scan`]: every entry of a cache, classified ([`Class`]): done, failed,
@@ -108,7 +108,7 @@ pub fn check_local(dir: &str) -> Result<(), String> {
 }
 
 /// The last `--cache_dir=DIR` or `--cache_dir DIR` of a flags string (split on white space).
-pub fn cache_dir_of_flags(flags: &str) -> Option<String> {
+pub(crate) fn cache_dir_of_flags(flags: &str) -> Option<String> {
     let words: Vec<&str> = flags.split_whitespace().collect();
     let mut found = None;
     for (i, w) in words.iter().enumerate() {
@@ -268,7 +268,7 @@ impl NeuronCache {
     /// The version directory `name` of the cache directory `top` (a link, or anything but a
     /// directory, is refused as not plain), checked by the trust rule: the user's or root's, and
     /// writable by nobody else.
-    pub fn open_version(&self, top: &Dir, name: &str) -> io::Result<Dir> {
+    pub(crate) fn open_version(&self, top: &Dir, name: &str) -> io::Result<Dir> {
         let dir = top.open_dir(name)?;
         trust::check_dir(&dir.own_stat()?, &CACHE_DIR, &self.dir.join(name), false)?;
         Ok(dir)
@@ -350,7 +350,7 @@ impl NeuronCache {
 }
 
 /// The entries (`MODULE_*`) of one version directory, classified, sorted by name.
-pub fn scan_version(dir: &Dir, version: &str, path: &Path) -> io::Result<Vec<Entry>> {
+pub(crate) fn scan_version(dir: &Dir, version: &str, path: &Path) -> io::Result<Vec<Entry>> {
     let mut names: Vec<String> = dir
         .entries()?
         .filter_map(|(n, _)| n.into_string().ok())
@@ -389,7 +389,7 @@ pub const REGISTRY_DIR: &str = "0_REGISTRY";
 pub const LEGACY_FLAGS_FILE: &str = "compile_flags.txt";
 
 /// The apparent size of the plain files below `dir`, no link followed (at most 16 levels).
-pub fn tree_bytes(dir: &Dir, depth: usize) -> u64 {
+pub(crate) fn tree_bytes(dir: &Dir, depth: usize) -> u64 {
     let Ok(items) = dir.entries() else { return 0 };
     let mut total = 0u64;
     for (name, _) in items {
@@ -538,7 +538,7 @@ pub struct EntryFlags {
 }
 
 /// The flags of an entry as the compiler gets them: the framework wrapper's own dropped
-/// ([`crate::recon::framework::drop_wrapper_flags`]), and the rest compile semantics only
+/// (`crate::recon::framework::drop_wrapper_flags`), and the rest compile semantics only
 /// ([`crate::cli::semantics`]: an entry's flags are data whoever can write the cache wrote).
 /// `Err`: why the entry is refused. Flags that do not parse pass: the compile says what is
 /// wrong with them.

@@ -102,7 +102,7 @@ fn staging_pid(name: &str) -> Option<u32> {
 }
 
 /// The staging directories in an entry whose maker no longer runs on this host (names only).
-pub fn dead_leftovers(entry: &Dir) -> Vec<String> {
+pub(crate) fn dead_leftovers(entry: &Dir) -> Vec<String> {
     let Ok(items) = entry.entries() else {
         return Vec::new();
     };

@@ -9,7 +9,10 @@ use crate::provenance::Source;
 
 /// The front sub-list. With `meta_module != 0` it pins `logical_nc_config = 1` first, then
 /// collapses to `[HLOToTensorizer, Frontend]`.
-pub fn collect_frontend(inputs: &mut CompileInputs, decisions: &mut Vec<Decision>) -> Vec<Job> {
+pub(crate) fn collect_frontend(
+    inputs: &mut CompileInputs,
+    decisions: &mut Vec<Decision>,
+) -> Vec<Job> {
     let meta = inputs.meta_module;
     if meta != 0 {
         inputs.logical_nc_config = Some(1);
@@ -45,7 +48,7 @@ pub fn collect_frontend(inputs: &mut CompileInputs, decisions: &mut Vec<Decision
 }
 
 /// The walrus sub-list: always the one job `WalrusDriver`; the pass list goes to its process.
-pub fn collect_walrus(
+pub(crate) fn collect_walrus(
     inputs: &CompileInputs,
     bir_simulation: bool,
     decisions: &mut Vec<Decision>,
@@ -70,7 +73,7 @@ pub const NO_NEFF: &str =
 
 /// The backend sub-list, inside the four-condition gate. A closed gate adds the no-NEFF warning
 /// (once: -O3 gave its own already).
-pub fn collect_backend(
+pub(crate) fn collect_backend(
     inputs: &CompileInputs,
     derived: &Derived,
     decisions: &mut Vec<Decision>,

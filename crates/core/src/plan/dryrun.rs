@@ -66,7 +66,7 @@ fn warnings(plan: &Plan) -> Vec<String> {
 }
 
 /// The `model_graph` object: the module's summary, its reader's error, or `null` (not read).
-pub fn graph_json(plan: &Plan) -> Json {
+pub(crate) fn graph_json(plan: &Plan) -> Json {
     match &plan.model_graph {
         Some(Ok(m)) => json!({
             "summary": m.one_line(),

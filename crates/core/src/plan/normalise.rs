@@ -26,7 +26,7 @@ pub struct Derived {
 }
 
 /// The `--lnc` a target gets when none is given: 2 on [`LNC2_TARGETS`], else 1.
-pub fn default_lnc(target: &str) -> i64 {
+pub(crate) fn default_lnc(target: &str) -> i64 {
     if LNC2_TARGETS.contains(&target) {
         2
     } else {
@@ -35,7 +35,7 @@ pub fn default_lnc(target: &str) -> i64 {
 }
 
 /// `process_serial_tpb_opts` (SEED names it; its content is RECON).
-pub fn process_serial_tpb_opts(
+pub(crate) fn process_serial_tpb_opts(
     inputs: &CompileInputs,
     decisions: &mut Vec<Decision>,
 ) -> Result<(), String> {
@@ -52,7 +52,7 @@ pub fn process_serial_tpb_opts(
 }
 
 /// `validate_args`: every check that fails a compile (exit 70) before the collectors run.
-pub fn validate_args(
+pub(crate) fn validate_args(
     inputs: &CompileInputs,
     model: &str,
     model_exists: bool,
@@ -119,7 +119,7 @@ pub fn validate_args(
 
 /// The normalisation steps 4.1–4.11, in order. Returns the derived attributes; appends warnings
 /// and USER-level messages.
-pub fn normalise(
+pub(crate) fn normalise(
     inputs: &mut CompileInputs,
     given: Given,
     decisions: &mut Vec<Decision>,

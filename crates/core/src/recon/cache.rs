@@ -11,7 +11,7 @@ use crate::result::Failure;
 /// writes `<stem>.wrapped.hlo.pb`) nor SaveTemps (which copies the work dir into the launch
 /// directory). A `--pipeline` that stops earlier, `-O3` (no backend), or one of those two compile
 /// without the cache.
-pub fn plan_is_cacheable(pipeline: &[Job]) -> bool {
+pub(crate) fn plan_is_cacheable(pipeline: &[Job]) -> bool {
     pipeline.contains(&Job::Kelper)
         && !pipeline
             .iter()

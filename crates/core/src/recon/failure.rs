@@ -70,7 +70,7 @@ pub const ENVIRONMENT_SIGNALS: &[i32] = &[
 
 /// The signal an exit status stands for when a tool reports a crash the shell way (134, 137,
 /// 139).
-pub fn signal_of_status(status: i32) -> Option<i32> {
+pub(crate) fn signal_of_status(status: i32) -> Option<i32> {
     match status {
         134 => Some(libc::SIGABRT),
         137 => Some(libc::SIGKILL),
@@ -81,7 +81,7 @@ pub fn signal_of_status(status: i32) -> Option<i32> {
 
 /// The error of the environment a tool's stderr shows, if any: the one function that reads a
 /// compile's text, and only a real tool's.
-pub fn environment_in_stderr(lines: &[String]) -> Option<IoCause> {
+pub(crate) fn environment_in_stderr(lines: &[String]) -> Option<IoCause> {
     lines.iter().find_map(|l| {
         ENVIRONMENT_ERRORS
             .iter()
@@ -91,7 +91,7 @@ pub fn environment_in_stderr(lines: &[String]) -> Option<IoCause> {
 }
 
 /// The class of an operating-system error number, when it is one of the environment's.
-pub fn io_cause(errno: i32) -> Option<IoCause> {
+pub(crate) fn io_cause(errno: i32) -> Option<IoCause> {
     ENVIRONMENT_ERRNOS
         .iter()
         .find(|(n, _)| *n == errno)
@@ -106,7 +106,7 @@ pub fn io_cause(errno: i32) -> Option<IoCause> {
 /// - a stderr that shows an error of the environment ([`environment_in_stderr`]) is that error;
 /// - a signal of the moment ([`ENVIRONMENT_SIGNALS`]) is [`Environment::Signal`];
 /// - anything else is the job's own failure: [`JobEnd::Exited`] or [`JobEnd::Crashed`].
-pub fn of_tool(
+pub(crate) fn of_tool(
     job: JobName,
     end: End,
     stderr_tail: &[String],
@@ -149,7 +149,7 @@ pub fn of_tool(
 /// How `job` failed when the worker, doing the job's work itself, reported `e`: a missing tool
 /// or toolchain, an I/O error of the environment (by its number), nxcc failing at its own part,
 /// or else the job's own error (the model's).
-pub fn of_job_error(job: JobName, e: &NccError) -> Failure {
+pub(crate) fn of_job_error(job: JobName, e: &NccError) -> Failure {
     if e.is_missing_tool() {
         return Failure::Environment(Environment::MissingTool(e.cause.clone()));
     }

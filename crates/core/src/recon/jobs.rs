@@ -4,7 +4,7 @@
 use crate::cli::inputs::CompileInputs;
 
 /// `hlo2penguin`'s optional flags, in the order they are appended.
-pub fn hlo2penguin_optional_flags(inputs: &CompileInputs) -> Vec<String> {
+pub(crate) fn hlo2penguin_optional_flags(inputs: &CompileInputs) -> Vec<String> {
     let meta = inputs.meta_module;
     let mut v = Vec::new();
     if inputs.enable_internal_modular_compilation || meta != 0 {
@@ -35,7 +35,7 @@ pub fn hlo2penguin_optional_flags(inputs: &CompileInputs) -> Vec<String> {
 }
 
 /// `xla_infergoldens`' optional flags after the `--input` list.
-pub fn xla_infergoldens_optional_flags(inputs: &CompileInputs) -> Vec<String> {
+pub(crate) fn xla_infergoldens_optional_flags(inputs: &CompileInputs) -> Vec<String> {
     let mut v = Vec::new();
     if inputs.spmd || inputs.enable_experimental_spmd {
         v.push("--spmd".to_string());
@@ -52,7 +52,7 @@ pub fn xla_infergoldens_optional_flags(inputs: &CompileInputs) -> Vec<String> {
 }
 
 /// `walrus_driver`'s optional flags after the fixed ones.
-pub fn walrus_driver_optional_flags(
+pub(crate) fn walrus_driver_optional_flags(
     inputs: &CompileInputs,
     dge_on_levels: &[String],
 ) -> Vec<String> {
@@ -87,7 +87,10 @@ pub const BACKEND_CPU_LIMIT_S: u64 = 3600;
 /// `simplifyWeightTransform`): drop size-1 dims, then merge runs of axes that stay adjacent and in
 /// order under the permutation. `transpose[i]` is the input axis that becomes output axis `i`.
 /// The result moves every element to the same place as the original entry does.
-pub fn simplify_transpose(reshape: &[usize], transpose: &[usize]) -> (Vec<usize>, Vec<usize>) {
+pub(crate) fn simplify_transpose(
+    reshape: &[usize],
+    transpose: &[usize],
+) -> (Vec<usize>, Vec<usize>) {
     // Drop size-1 dims, renumbering the remaining axes.
     let keep: Vec<usize> = (0..reshape.len()).filter(|&a| reshape[a] != 1).collect();
     let renumber = |a: usize| keep.iter().position(|&k| k == a);

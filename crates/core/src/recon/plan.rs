@@ -8,7 +8,7 @@ use crate::jobs::Job;
 /// validation) but not its content. Reconstructed as the check of `--neuroncore-pipeline-cores`,
 /// the one serial-TPB (pipelined NeuronCore) option: an integer ≥ 1. The error is a usage error
 /// (exit 2) in argparse's form.
-pub fn process_serial_tpb_opts(inputs: &CompileInputs) -> Result<(), String> {
+pub(crate) fn process_serial_tpb_opts(inputs: &CompileInputs) -> Result<(), String> {
     match inputs.neuroncore_pipeline_cores {
         n if n >= 1 => Ok(()),
         _ => Err("argument --neuroncore-pipeline-cores: must be >= 1".to_string()),
@@ -16,20 +16,20 @@ pub fn process_serial_tpb_opts(inputs: &CompileInputs) -> Result<(), String> {
 }
 
 /// `--arch` when not given: the target's own family name.
-pub fn default_arch(target: &str) -> String {
+pub(crate) fn default_arch(target: &str) -> String {
     target.to_string()
 }
 
 /// `--enable-experimental-O1` (deprecated; DOCS: replaced by `-O1`) acts as `-O1` when `-O` was
 /// not given.
-pub fn experimental_o1_sets_optlevel(inputs: &CompileInputs, given: Given) -> bool {
+pub(crate) fn experimental_o1_sets_optlevel(inputs: &CompileInputs, given: Given) -> bool {
     inputs.enable_experimental_o1 && !given.optlevel
 }
 
 /// BIR simulation (the attribute name `bir_simulation` is ours): on when the tensorizer opt
 /// level is `nki` (WIKI: it appends the simulator stage) unless
 /// `--internal-disable-birsim-validation`.
-pub fn bir_simulation(inputs: &CompileInputs) -> bool {
+pub(crate) fn bir_simulation(inputs: &CompileInputs) -> bool {
     inputs.internal_tensorizer_opt_level.as_deref() == Some("nki")
         && !inputs.internal_disable_birsim_validation
 }
@@ -37,7 +37,7 @@ pub fn bir_simulation(inputs: &CompileInputs) -> bool {
 /// `--pipeline` items: space- or comma-separated, in order; `compile` stands for the collected
 /// names, any other item is a job name taken as is — an empty item too (`--pipeline ""`,
 /// `compile,,SaveTemps`), which the registry then refuses as it refuses any unknown name.
-pub fn expand_pipeline(items: &[String], collected: &[Job]) -> Vec<String> {
+pub(crate) fn expand_pipeline(items: &[String], collected: &[Job]) -> Vec<String> {
     let mut out = Vec::new();
     for item in items.iter().flat_map(|i| i.split(',')).map(str::trim) {
         if item == "compile" {
@@ -52,7 +52,10 @@ pub fn expand_pipeline(items: &[String], collected: &[Job]) -> Vec<String> {
 /// `--state in:<A>:out:<B>` (WIKI names the form): keep the sub-range from the first job named A
 /// through the first job named B, inclusive; an empty A or B means the start or the end.
 /// Returns the kept range, or the name that is not in the list.
-pub fn apply_state(state: &str, names: &[String]) -> Result<std::ops::Range<usize>, StateError> {
+pub(crate) fn apply_state(
+    state: &str,
+    names: &[String],
+) -> Result<std::ops::Range<usize>, StateError> {
     let rest = state.strip_prefix("in:").ok_or(StateError::Malformed)?;
     let (a, b) = rest.split_once(":out:").ok_or(StateError::Malformed)?;
     let find = |x: &str| {
@@ -97,7 +100,11 @@ pub enum FilterAction {
 /// - `InferGoldens` / `MetaInferGoldens`: dropped when `meta_module != 0` (the sub-module is
 ///   checked at link time, as the meta-module arm's own omission of goldens says);
 /// - every other name passes.
-pub fn name_filter(name: &str, inputs: &CompileInputs, bir_simulation: bool) -> FilterAction {
+pub(crate) fn name_filter(
+    name: &str,
+    inputs: &CompileInputs,
+    bir_simulation: bool,
+) -> FilterAction {
     match Job::named(name) {
         Some(Job::Watchpoint) if inputs.internal_compiler_debug_mode.is_none() => FilterAction::Drop(
             "Watchpoint dropped from the pipeline: it runs only with --internal-compiler-debug-mode".to_string(),

@@ -37,7 +37,7 @@ impl EventWriter {
     }
 
     /// The writer on a descriptor this process owns (a forked worker's end of the pipe).
-    pub fn from_fd(fd: OwnedFd) -> EventWriter {
+    pub(crate) fn from_fd(fd: OwnedFd) -> EventWriter {
         // Tools must not inherit it (a straggler would keep the supervisor's reader open).
         let _ = rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC);
         EventWriter {

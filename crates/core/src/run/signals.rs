@@ -6,7 +6,7 @@
 //! program registered with [`Signals::on_signal`] — typically `move |_| cancel.cancel()` on the
 //! [`Cancel`](super::process::Cancel) of the running job, which then gets SIGTERM on its process
 //! group and SIGKILL after the grace period. The program waits with [`Signals::wait_timeout`] or
-//! polls [`Signals::received`], and exits with [`exit_status_for`] the signal.
+//! polls `Signals::received`, and exits with [`exit_status_for`] the signal.
 //!
 //! SIGPIPE is left as the Rust runtime sets it: ignored, so a write to a closed pipe returns
 //! `EPIPE` instead of killing nxcc. Children get the default disposition back (the standard
@@ -113,7 +113,7 @@ pub fn signal_text(sig: i32) -> String {
 }
 
 /// The conventional name of a signal number (`"SIGSEGV"`), for messages.
-pub fn signal_name(sig: i32) -> Option<&'static str> {
+pub(crate) fn signal_name(sig: i32) -> Option<&'static str> {
     Some(match sig {
         libc::SIGHUP => "SIGHUP",
         libc::SIGINT => "SIGINT",
@@ -152,7 +152,7 @@ pub fn signal_name(sig: i32) -> Option<&'static str> {
 
 impl Signals {
     /// The first handled signal nxcc received, if any.
-    pub fn received(&self) -> Option<i32> {
+    pub(crate) fn received(&self) -> Option<i32> {
         match FIRST.load(Ordering::SeqCst) {
             0 => None,
             sig => Some(sig),

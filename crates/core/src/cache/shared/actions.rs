@@ -5,7 +5,7 @@
 
 use super::maintain;
 use crate::cache::actions::{human_bytes, print, Ended, EXIT_CORRUPT};
-use crate::cache::command::{action_name, CacheAction};
+use crate::cache::args::{action_name, CacheAction};
 use crate::cache::settings;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::words::count;

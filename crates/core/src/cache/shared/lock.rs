@@ -7,7 +7,7 @@
 //! - Its lease is refreshed by rewriting it only if it is still the version the holder wrote
 //!   (`If-Match`); its last write (the server's clock) is the lease's start, as a lock file's
 //!   modification time is. A refresh that finds another version has lost the lock.
-//! - It is judged by [`crate::lockfile::judge_text`], the rules a lock file is judged by when
+//! - It is judged by `crate::lockfile::judge_text`, the rules a lock file is judged by when
 //!   no `flock` is seen: this host's holder live while its process is, another host's while its
 //!   lease runs.
 //! - A dead or expired lock is taken over by rewriting it only if it is still the version

@@ -52,7 +52,12 @@ impl Cache {
     /// same key: its `meta.json`, `log.txt` and `failed.json` as they are, its NEFF checked
     /// against the blake3 and size `meta` (read from `from`) records — a NEFF that does not
     /// match is an error and nothing is kept. Everything is read without following a link.
-    pub fn begin_copy(&self, from: &Cache, key: &str, meta: &Meta) -> std::io::Result<Pending> {
+    pub(crate) fn begin_copy(
+        &self,
+        from: &Cache,
+        key: &str,
+        meta: &Meta,
+    ) -> std::io::Result<Pending> {
         let src = from
             .open_entry(key)?
             .map(|(_, d)| d)
@@ -127,7 +132,7 @@ pub(crate) fn evict_in(dir: &Dir, name: &str) -> std::io::Result<bool> {
     }
 }
 
-/// What [`evict_unread`] did.
+/// What `evict_unread` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Evicted {
     /// The entry was removed; its apparent size.
@@ -141,7 +146,7 @@ pub enum Evicted {
 /// Remove the entry `key` of `shard` unless a process of this host is reading it: an exclusive
 /// `flock` on its `meta.json`, not waited for, is held while it is renamed away ([`Cache::serve`]
 /// reads under a shared one), so an entry is never removed under its reader.
-pub fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
+pub(crate) fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
     let dir = match shard.open_dir(key) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Evicted::Gone),

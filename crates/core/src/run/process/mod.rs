@@ -43,7 +43,7 @@ use rustix::process::Signal;
 
 use super::lines::Lines;
 pub use super::lines::MAX_LINE_BYTES;
-pub use super::os::own_memory_mb;
+pub(crate) use super::os::own_memory_mb;
 use super::os::{poll, reap, signal_group, timeval, wait_for_exit};
 
 mod cancel;
