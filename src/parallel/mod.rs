@@ -711,6 +711,8 @@ impl Batch<'_> {
                 .neuron
                 .is_none()
                 .then(|| self.cfg.output_dir.clone()),
+            // An entry's graph is a private copy already (copied by the kernel at discovery).
+            private_model: self.inputs[task.index].neuron.is_some(),
             ..Options::quiet()
         };
         let remote = crate::remote::RemoteConfig::from_plan(&task.plan)

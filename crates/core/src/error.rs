@@ -319,6 +319,29 @@ impl NccError {
     }
 }
 
+impl NccError {
+    /// NCC_EDRV117: the model could not be read into the compile's private snapshot (`cause`
+    /// says why), or it changed between the plan and the snapshot.
+    pub fn model_snapshot(model: impl fmt::Display, cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV117",
+            format!("Cannot read the model {model} into the compile's private snapshot: {cause}"),
+            "Compile it again once nothing writes to it; the snapshot is made where the work directory goes (--temp-dir, or the launch directory), which must be writable.",
+        )
+    }
+
+    /// NCC_EDRV118: a setting of the environment the tools would run with does not read (the
+    /// simulated toolchain's injection variables): the compile's environment is at fault, not
+    /// the model.
+    pub fn environment_setting(cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV118",
+            format!("Invalid setting in the environment: {cause}"),
+            "Fix or unset the variable; nothing was compiled.",
+        )
+    }
+}
+
 impl fmt::Display for NccError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.code {

@@ -10,7 +10,8 @@
 //! 0. [`error`], [`shell`], [`npy`], `provenance`, [`fsx`] (atomic files, unique names,
 //!    directories walked without following links), [`words`] (counts with their nouns);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
-//!    the supervisor and its report pipe — nothing about compiling), [`cli`];
+//!    the supervisor and its report pipe — nothing about compiling), [`cli`], [`snapshot`] (a
+//!    model's bytes read once, by the kernel, into a private copy);
 //! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated
 //!    toolchain's seam, [`toolchain::Simulator`], and `nxcc toolchain`), [`result`] (how a
 //!    compile ended, as data), [`forkserver`] (a single-threaded helper that forks workers for a
@@ -49,6 +50,7 @@ pub mod recon;
 pub mod result;
 pub mod run;
 pub mod shell;
+pub mod snapshot;
 pub mod toolchain;
 pub mod words;
 
