@@ -174,7 +174,7 @@ pub enum Class {
     /// an unfinished write: compiled again).
     ToDo,
     /// Not usable as it is (the reason): a link, something that is not a plain file or
-    /// directory, no graph, unreadable flags.
+    /// directory, no graph, unreadable flags, flags that are not compile semantics only.
     Refused(String),
     /// A directory of another tool's, not an entry (what it is): optimum-neuron's registry
     /// (`0_REGISTRY`) and the models it traced (`MODULE_<hash>` without flags or graph).
@@ -519,7 +519,9 @@ pub fn classify(dir: &Dir, e: &mut Entry) {
         };
         return;
     }
-    match read_flags(dir) {
+    // Flags that are not compile semantics only refuse the entry here, as `parallel-compile`
+    // refuses it: no count calls it to do.
+    match read_flags(dir).and_then(|f| compile_flags(&f).map(|_| f)) {
         Ok(f) => {
             e.flags = Some(f);
             e.class = Class::ToDo;
