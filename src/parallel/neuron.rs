@@ -494,10 +494,13 @@ pub fn ask_version(program: &Path) -> Result<String, String> {
     })
 }
 
-/// Whether nxcc's pipeline would run on the simulated toolchain with these compile arguments
-/// (`--toolchain sim`, or a directory or `NXCC_TOOLCHAIN` that is a simulated layout); `None`
-/// when the toolchain would be looked for as an installed package.
-fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Option<bool> {
+/// The toolchain nxcc's pipeline would ask for with these compile arguments (`--toolchain`,
+/// else `NXCC_TOOLCHAIN`).
+fn toolchain_request(
+    prog: &str,
+    shared: &[String],
+    launch_dir: &Path,
+) -> crate::toolchain::Request {
     let mut argv: Vec<String> = vec!["compile".into()];
     argv.extend(shared.iter().cloned());
     argv.push("model.hlo_module.pb".into());
@@ -506,11 +509,52 @@ fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Optio
         _ => None,
     };
     let env = std::env::var(crate::recon::toolchain::TOOLCHAIN_ENV).ok();
-    match crate::toolchain::Request::from(option.as_deref(), env.as_deref(), launch_dir) {
+    crate::toolchain::Request::from(option.as_deref(), env.as_deref(), launch_dir)
+}
+
+/// Whether nxcc's pipeline would run on the simulated toolchain with these compile arguments
+/// (`--toolchain sim`, or a directory or `NXCC_TOOLCHAIN` that is a simulated layout); `None`
+/// when the toolchain would be looked for as an installed package.
+fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Option<bool> {
+    match toolchain_request(prog, shared, launch_dir) {
         crate::toolchain::Request::Simulated => Some(true),
         crate::toolchain::Request::Dir(d) => Some(crate::toolchain::from_dir(&d).simulated),
         crate::toolchain::Request::Auto => None,
     }
+}
+
+/// nxcc's own files are never put inside the framework's cache `dir` (its tools would take them
+/// for the framework's: upload, clean, unlock them): nxcc's cache (`cache_dir`), and the
+/// simulated toolchain the run would lay out under `XDG_CACHE_HOME` (`--toolchain sim` on nxcc's
+/// pipeline). `Err`: a usage error's message naming both and the fix.
+pub fn outside(
+    prog: &str,
+    dir: &Path,
+    cache_dir: Option<&Path>,
+    engine: &Engine,
+    shared: &[String],
+    launch_dir: &Path,
+) -> Result<(), String> {
+    if let Some(c) = cache_dir.filter(|c| nc::within(dir, c)) {
+        return Err(format!(
+            "argument --cache_dir: nxcc's cache {} is inside the framework's cache {}, whose tools would take its files for the framework's; give --cache_dir a directory outside {} (nxcc's own default is under XDG_CACHE_HOME), or --no_cache",
+            c.display(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    let simulated = *engine == Engine::Pipeline
+        && toolchain_request(prog, shared, launch_dir) == crate::toolchain::Request::Simulated;
+    let home = crate::toolchain::simulated_home();
+    if simulated && nc::within(dir, &home) {
+        return Err(format!(
+            "argument --toolchain: the simulated toolchain would be laid out in {} (under XDG_CACHE_HOME), inside the framework's cache {}, whose tools would take its files for the framework's; set XDG_CACHE_HOME to a directory outside {}, or lay a toolchain out elsewhere (nxcc toolchain sim DIR) and give --toolchain DIR",
+            home.display(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The batch's [`Run`]: the version directory (`--neuron-version`; else what `--compiler PATH

@@ -90,6 +90,30 @@ pub fn default_dir() -> String {
         .unwrap_or_else(|| DEFAULT_DIR.to_string())
 }
 
+/// Whether `path` is the directory `root` or lies below it, each taken with the links of its
+/// existing part resolved (the rest as written): nxcc's own files — its cache, the simulated
+/// toolchain it lays out — never go inside the framework's cache, where the framework's tools
+/// upload, clean and unlock whatever they find.
+pub fn within(root: &Path, path: &Path) -> bool {
+    fn resolved(p: &Path) -> PathBuf {
+        let mut existing = p;
+        let mut rest = Vec::new();
+        loop {
+            if let Ok(real) = std::fs::canonicalize(existing) {
+                return rest.iter().rev().fold(real, |acc, part| acc.join(part));
+            }
+            match (existing.parent(), existing.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    existing = parent;
+                }
+                _ => return p.to_path_buf(),
+            }
+        }
+    }
+    resolved(path).starts_with(resolved(root))
+}
+
 /// Refuse a cache location that is not a local directory: `s3://...` (which the framework
 /// supports, nxcc not), or any other `scheme://`.
 pub fn check_local(dir: &str) -> Result<(), String> {
