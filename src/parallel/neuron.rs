@@ -362,6 +362,15 @@ fn tail(path: &Path, n: usize) -> String {
     out
 }
 
+/// The entry's `model.log`, when it has one (a plain file): the only log of its compile that is
+/// kept.
+pub fn kept_log(t: &Target) -> Option<String> {
+    let log = t.entry.join(nc::LOG_FILE);
+    std::fs::symlink_metadata(&log)
+        .is_ok_and(|m| m.is_file())
+        .then(|| log.display().to_string())
+}
+
 /// What `model.log` holds: the error lines, then the tail of the compile's log.
 pub fn log_text(error_lines: &[String], log: &Path) -> String {
     let mut t = String::new();
@@ -576,8 +585,10 @@ pub fn prepare(
             req.dir.join(framework::CACHE_LOCK).display()
         )
     })?;
+    // Private (0700): the entries' work directories, named after their keys, are in it.
     let work = tempfile::Builder::new()
         .prefix("nxcc-neuron-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir()
         .map_err(|e| {
             format!("argument --neuron-cache: cannot make a private work directory: {e}")

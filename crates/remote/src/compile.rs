@@ -499,6 +499,7 @@ impl ActionCache<'_> {
     ) -> CompileResult {
         let own = tempfile::Builder::new()
             .prefix("nxcc-remote-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .ok();
         let product_path = product

@@ -5,7 +5,8 @@
 //!
 //! 1. [`LocalStore`] itself, outermost: the lookup.
 //!    - Only a plan whose one product is the NEFF at `--output` uses the cache
-//!      ([`crate::recon::cache::plan_is_cacheable`]); others compile as without it.
+//!      ([`crate::recon::cache::plan_is_cacheable`], for nxcc's pipeline; an external
+//!      compiler's product is always the file at `--output`); others compile as without it.
 //!    - The cache directory is checked first ([`Cache::check`]): one that others could write
 //!      fails the compile (exit 70) with what to fix; what its configuration file says that
 //!      does not read is warned about. Then the key is computed (the model read once,
@@ -238,7 +239,10 @@ impl Layer for LocalStore<'_> {
         for w in &self.cfg.settings.warnings {
             warn(session, &format!("{}: {w}", cache.root().display()));
         }
-        if !crate::recon::cache::plan_is_cacheable(&session.plan().pipeline) {
+        // An external compiler's product is the file at --output, whatever nxcc's own pipeline
+        // would have made of the plan.
+        let pipeline = &session.plan().pipeline;
+        if *self.engine == Engine::Pipeline && !crate::recon::cache::plan_is_cacheable(pipeline) {
             session.log().info(
                 log::DRIVER,
                 "Compiling without the cache: the plan's product is not just the NEFF at --output",
