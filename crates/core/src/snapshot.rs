@@ -23,7 +23,6 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags, Stat};
@@ -334,11 +333,6 @@ fn sendfile(src: &File, dst: &File, len: u64) -> io::Result<u64> {
         }
     }
     Ok(offset)
-}
-
-/// Whether `name` is a snapshot directory's name ([`DIR_PREFIX`]).
-pub fn is_snapshot_dir(name: &OsStr) -> bool {
-    name.as_bytes().starts_with(DIR_PREFIX.as_bytes())
 }
 
 #[cfg(test)]
