@@ -747,6 +747,7 @@ impl Batch<'_> {
             dir: &settings.dir,
             strip: settings.strip,
             entry: input.neuron.as_ref().map(|t| t.entry.as_path()),
+            compiled: done.snapshot.as_deref(),
         };
         match crate::reproducer::write::write(&req) {
             Ok(p) => Some(p.display().to_string()),

@@ -185,7 +185,7 @@ pub struct Session<'a> {
 
 /// The model's snapshot, and the plan as it is compiled: the same plan, its model the snapshot.
 struct Taken {
-    snapshot: Snapshot,
+    snapshot: Arc<Snapshot>,
     plan: Plan,
 }
 
@@ -300,6 +300,15 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The model's snapshot, if one was taken, kept for as long as the caller holds it (after
+    /// the session ends: a reproducer bundle is made from what was compiled).
+    pub fn kept_snapshot(&self) -> Option<Arc<Snapshot>> {
+        match self.taken.get() {
+            Some(Ok(t)) => Some(t.snapshot.clone()),
+            _ => None,
+        }
+    }
+
     fn take(&self) -> Result<Taken, Failure> {
         let plan = self.plan;
         let fail = |e: NccError| {
@@ -342,7 +351,7 @@ impl<'a> Session<'a> {
         let mut compiled = plan.clone();
         compiled.model = snapshot.path().to_path_buf();
         Ok(Taken {
-            snapshot,
+            snapshot: Arc::new(snapshot),
             plan: compiled,
         })
     }
