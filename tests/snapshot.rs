@@ -378,3 +378,89 @@ fn the_framework_cache_gets_the_neff_of_the_graph_it_holds() {
         "the framework never rewrote a graph being compiled"
     );
 }
+
+/// A bundle's member `name` (a gzip'd tar, as `--gen-reproducer` writes it).
+fn bundle_member(bundle: &Path, name: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(bundle).unwrap();
+    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        if e.path().unwrap().to_str() == Some(name) {
+            let mut b = Vec::new();
+            e.read_to_end(&mut b).unwrap();
+            return Some(b);
+        }
+    }
+    None
+}
+
+/// A reproducer bundle holds the bytes that were compiled: the model, bytes that are no module
+/// (the compile fails), is swapped for the genuine model after the Nth read. A compile that
+/// failed leaves a bundle whose model is what failed (the bytes that are no module, or what an
+/// in-place rewrite had written when the model was read) — never the genuine model the path
+/// holds by then, which compiles; one that read the genuine model succeeds with its NEFF.
+#[test]
+fn a_reproducer_holds_the_bytes_that_were_compiled() {
+    let a = Attack::new();
+    let garbage = std::fs::read(a.evil(Evil::Garbage)).unwrap();
+    let genuine = a.reference(&a.genuine, "m.neff", &[]);
+    let good = a.s.join("good.pb");
+    std::fs::write(&good, &a.genuine).unwrap();
+    std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let model = a.model.display().to_string();
+    let mut failed = 0;
+    for n in READS {
+        for how in [Swap::InPlace, Swap::Rename] {
+            let case = format!("swapped {how:?} for the genuine model after read {n}");
+            let tag = format!("{n}-{how:?}");
+            let (out, bundles) = (
+                a.s.join(&format!("out-{tag}/m.neff")),
+                a.s.join(&format!("r-{tag}")),
+            );
+            std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+            a.put(&garbage);
+            std::fs::create_dir(&bundles).unwrap();
+            let attacker = Swapper::start(&a.model, n, how, &good, ATTACKER, None, None);
+            let o = a.s.run(&[
+                "compile",
+                &model,
+                "--target",
+                "trn2",
+                "--toolchain",
+                "sim",
+                "--no_cache",
+                "--output",
+                &out.display().to_string(),
+                "--gen-reproducer",
+                "--reproducer-dir",
+                &bundles.display().to_string(),
+            ]);
+            let did = attacker.finish();
+            let written: Vec<PathBuf> = std::fs::read_dir(&bundles)
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            if o.status.success() {
+                let neff = std::fs::read(&out).unwrap();
+                assert!(neff == genuine, "{case} ({did:?}): not the genuine NEFF");
+                assert!(written.is_empty(), "{case} ({did:?}): {written:?}");
+                continue;
+            }
+            failed += 1;
+            assert_eq!(written.len(), 1, "{case} ({did:?}): {}", text(&o.stderr));
+            let held = bundle_member(&written[0], "model/m.pb").expect("the bundle's model");
+            assert!(
+                held != a.genuine,
+                "{case} ({did:?}): the bundle holds the genuine model, not what failed"
+            );
+            if how == Swap::Rename {
+                assert!(
+                    held == garbage,
+                    "{case} ({did:?}): the bundle's model is not what failed"
+                );
+            }
+            a.no_snapshot_left();
+        }
+    }
+    assert!(failed > 0, "no compile read the bytes that fail");
+}
