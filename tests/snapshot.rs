@@ -4,8 +4,9 @@
 //! line, through the daemon, in `parallel-compile` and in the framework's cache. Whatever that
 //! compile gave, the cache never keeps another model's NEFF, nor a failure of other bytes, under
 //! the genuine model's key: a later compile of the genuine model through the same cache gets the
-//! genuine NEFF, and one of the other model its own. The attacker waits for inotify events, never
-//! for time; which read it swapped after changes nothing the tests assert.
+//! genuine NEFF, and one of the other model its own; a reproducer bundle holds the bytes that were
+//! compiled. The attacker waits for inotify events, never for time; which read it swapped after
+//! changes nothing the tests assert.
 
 mod common;
 
