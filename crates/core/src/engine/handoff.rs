@@ -102,7 +102,7 @@ pub fn run(payload: &[u8], events: Option<&EventWriter>, what: &str) -> i32 {
 
 /// A simulated toolchain's settings in the tools' environment (this process's, now) read: a tool
 /// would refuse one that does not, and that is the environment's failure — said before any job
-/// runs, never remembered as the model's (NCC_EDRV118).
+/// runs, never remembered as the model's (NCC_EDRV119).
 fn simulator_settings(toolchain: Option<&crate::toolchain::Toolchain>) -> Result<(), String> {
     match (
         toolchain.filter(|t| t.simulated),

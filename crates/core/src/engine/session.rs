@@ -283,7 +283,7 @@ impl<'a> Session<'a> {
     /// first call ([`crate::snapshot`]) in the compile's work root (`--temp-dir`, else where the
     /// caller keeps work directories, else the launch directory). A snapshot that cannot be
     /// taken, or whose model no longer reads as the plan saw it (someone wrote it meanwhile),
-    /// fails the compile — said once, a failure of the environment (NCC_EDRV117).
+    /// fails the compile — said once, a failure of the environment (NCC_EDRV118).
     pub fn compiled(&self) -> Result<&Plan, Failure> {
         match self.taken.get_or_init(|| self.take()) {
             Ok(t) => Ok(&t.plan),
