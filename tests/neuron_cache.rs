@@ -1452,7 +1452,7 @@ fn nxccs_own_cache_and_toolchain_are_refused_inside_the_framework_cache() {
     module_entry(&s, "m", &zoo("mlp.hlo_module.pb"), &[]);
     std::os::unix::fs::symlink(s.join("nc"), s.join("link")).unwrap();
     let nc = std::fs::canonicalize(s.join("nc")).unwrap();
-    let cases: [(&str, Vec<&str>, Option<PathBuf>, &str); 4] = [
+    let cases: [(&str, Vec<&str>, Option<PathBuf>, &str); 5] = [
         (
             "--cache_dir inside",
             vec!["--cache_dir", "nc/own"],
@@ -1468,6 +1468,12 @@ fn nxccs_own_cache_and_toolchain_are_refused_inside_the_framework_cache() {
         (
             "the default cache under XDG_CACHE_HOME",
             vec![],
+            Some(s.join("nc/xdg")),
+            "argument --cache_dir: nxcc's cache",
+        ),
+        (
+            "a shared tier's local tier under XDG_CACHE_HOME",
+            vec!["--cache_dir", "s3://bucket/prefix"],
             Some(s.join("nc/xdg")),
             "argument --cache_dir: nxcc's cache",
         ),

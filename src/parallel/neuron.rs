@@ -544,7 +544,14 @@ pub fn outside(
     shared: &[String],
     launch_dir: &Path,
 ) -> Result<(), String> {
-    if let Some(c) = cache_dir.filter(|c| nc::within(dir, c)) {
+    // A shared tier (s3://...) keeps its local tier in nxcc's default directory.
+    let local = cache_dir.map(
+        |c| match c.to_str().is_some_and(crate::cache::shared::is_url) {
+            true => PathBuf::from(crate::cache::default_dir()),
+            false => c.to_path_buf(),
+        },
+    );
+    if let Some(c) = local.filter(|c| nc::within(dir, c)) {
         return Err(format!(
             "argument --cache_dir: nxcc's cache {} is inside the framework's cache {}, whose tools would take its files for the framework's; give --cache_dir a directory outside {} (nxcc's own default is under XDG_CACHE_HOME), or --no_cache",
             c.display(),
