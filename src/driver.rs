@@ -198,6 +198,7 @@ fn reproducer(
         dir: &dir,
         strip: wanted.strip_constants,
         entry: None,
+        compiled: done.snapshot.as_deref(),
     };
     match write::write(&req) {
         Ok(path) => err(&format!(

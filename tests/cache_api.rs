@@ -43,6 +43,7 @@ fn compile(plan: &Invocation, cfg: &CacheConfig, record: &Path) -> Run {
         install_signals: false,
         fork_server: None,
         work_root: None,
+        private_model: false,
     };
     let done = nxcc::compile::compile(Request {
         invocation: plan,

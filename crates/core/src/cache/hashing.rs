@@ -16,11 +16,7 @@ pub const MAP_FROM: u64 = 1 << 20;
 /// or one that cannot be mapped, is read, the reads overlapped with hashing (`super::chunks`). A
 /// file that shrank while it was mapped, or whose size or modification time changed while it was
 /// hashed, is an error: what was hashed is not the file. Never a SIGBUS, even in the daemon.
-pub(crate) fn hash_open_into(
-    f: &File,
-    path: &Path,
-    h: &mut blake3::Hasher,
-) -> std::io::Result<u64> {
+pub fn hash_open_into(f: &File, path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
     let len = f.metadata()?.len();
     if len >= MAP_FROM {
         if let Some(r) = hash_mapped_into(f, path, h) {

@@ -22,8 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-pub(crate) use super::hashing::hash_open_into;
-pub use super::hashing::{hash_mapped_into, hash_read_into, MAP_FROM};
+pub use super::hashing::{hash_mapped_into, hash_open_into, hash_read_into, MAP_FROM};
 
 use super::digests::{Kind, Table};
 use super::identity::{self, Tools};

@@ -3,7 +3,9 @@
 //!
 //! 1. [`announce`] the plan's warnings and the command line;
 //! 2. prepare: the toolchain resolved once, what can be checked checked before anything is
-//!    created (every tool the plan runs, `--output`), the work dir made, the outputs' state noted;
+//!    created (every tool the plan runs, `--output`), the model's private snapshot taken (the
+//!    worker and every tool are given its path, never the caller's: [`Session::compiled`]), the
+//!    work dir made, the outputs' state noted;
 //! 3. supervise: the worker started (see [`crate::run::supervisor`]; it runs
 //!    [`super::executor`]) and followed to its end, its events written through the session;
 //! 4. conclude: how the compile ended, from how the worker ended and what it reported — the
@@ -110,6 +112,7 @@ fn prepare(session: &Session) -> Result<Prepared, Failure> {
     if let Err(e) = check_output(&plan.output) {
         return Err(session.failing(&e, Failure::Environment(Environment::Output)));
     }
+    session.compiled()?;
     let options = session.options();
     let work_root = options.work_root.as_deref().unwrap_or(&plan.launch_dir);
     let temp_dir = session.invocation().settings.work_dir.temp_dir.as_deref();
@@ -186,10 +189,10 @@ fn supervise(
     prepared: &Prepared,
     product: Option<&Path>,
 ) -> Result<Ran, Failure> {
-    let plan = session.plan();
+    let inv = session.compiled()?;
+    let plan = &inv.plan;
     let opts = session.options();
     let tc = prepared.toolchain.as_ref();
-    let inv = session.invocation();
     let payload = super::handoff::payload(inv, tc, &prepared.work.path, &prepared.env, product);
     let program = match opts
         .worker_program
