@@ -14,7 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    compile_spans, max_overlap, processes_with_env, text, verifies, work_dir_of, Scratch,
+    compile_spans, freeze, max_overlap, proc_state, processes_with_env, text, verifies,
+    work_dir_of, Scratch,
 };
 use serde_json::Value;
 
@@ -569,38 +570,6 @@ fn sigkill_then_a_default_clean_leaves_no_lock_and_no_staging_dir() {
     no_leftovers(&s.join("nc"));
 }
 
-/// The state letter of process `pid` (`R`, `S`, `T`, `Z`, ...; `None`: gone).
-fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
-}
-
-/// Stop (SIGSTOP) every process carrying `marker` but `except`, until none runs: no process of
-/// the run can act any more (not even its lock keeper). Their pids.
-fn freeze(marker: &str, except: u32) -> Vec<u32> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let pids: Vec<u32> = processes_with_env("NXCC_TEST_MARK", marker)
-            .into_iter()
-            .filter(|p| *p != except)
-            .collect();
-        let running: Vec<u32> = pids
-            .iter()
-            .copied()
-            .filter(|p| !matches!(state(*p), Some('T') | Some('Z') | None))
-            .collect();
-        if running.is_empty() {
-            return pids;
-        }
-        assert!(Instant::now() < deadline, "cannot stop {running:?}");
-        for p in running {
-            // SAFETY: kill(2) on a process of the run this test started.
-            unsafe { libc::kill(p as i32, libc::SIGSTOP) };
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Wait until `what` holds, polling, for at most `limit` (an outcome by a deadline, never a
 /// duration measured).
 fn by_deadline(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
@@ -668,7 +637,12 @@ fn every_process_of_a_run_killed_under_a_parent_that_never_reaps_leaves_locks_cl
     let mut parent = parent.spawn().unwrap();
     until_compiling(&s);
     // Every process of the run frozen (none can clean up), then killed.
-    let pids = freeze(&marker, parent.id());
+    let pids = freeze(|| {
+        processes_with_env("NXCC_TEST_MARK", &marker)
+            .into_iter()
+            .filter(|p| *p != parent.id())
+            .collect()
+    });
     let held = locks(&s);
     assert!(!held.is_empty());
     for p in &pids {
@@ -678,7 +652,10 @@ fn every_process_of_a_run_killed_under_a_parent_that_never_reaps_leaves_locks_cl
     by_deadline(
         Duration::from_secs(60),
         "every process of the run dead",
-        || pids.iter().all(|p| matches!(state(*p), Some('Z') | None)),
+        || {
+            pids.iter()
+                .all(|p| matches!(proc_state(*p), Some('Z') | None))
+        },
     );
     // The locks stay (nobody could remove them), their holder a zombie: dead.
     assert_eq!(locks(&s), held);
