@@ -76,9 +76,21 @@ fn processes_in(ns: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// A simulated host: its `unshare`, killed — and with it everything in its namespace — when
+/// dropped (a failing test leaves nothing running).
+struct Host(Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Host A goes down: every process of its namespace stopped (none can act any more, not even
 /// the lock keeper), then killed with its `unshare`; returns once every one of them is gone.
-fn host_down(mut unshare: Child) {
+fn host_down(host: Host) {
+    let unshare = &host.0;
     let children = format!("/proc/{0}/task/{0}/children", unshare.id());
     let init: u32 = std::fs::read_to_string(children)
         .unwrap()
@@ -89,8 +101,7 @@ fn host_down(mut unshare: Child) {
         .unwrap();
     let ns = pid_ns(init).unwrap();
     let seen = freeze(|| processes_in(&ns));
-    unshare.kill().unwrap();
-    unshare.wait().unwrap();
+    drop(host);
     for p in seen.iter().copied().filter(|p| *p != init) {
         // SAFETY: kill(2) on a stopped process of the namespace this test made (it ends).
         unsafe { libc::kill(p as i32, libc::SIGKILL) };
@@ -123,11 +134,13 @@ fn another_hosts_lock_is_taken_over_only_after_its_lease_expires() {
     let b_view = Mount::new(&s.join("nc"), &s.join("host-b-view"));
 
     // Host A takes the entry's lock and compiles (slowly).
-    let a = on_host(&s, "host-a", &a_view.at, "hlo2penguin:600000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("unshare runs");
+    let a = Host(
+        on_host(&s, "host-a", &a_view.at, "hlo2penguin:600000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("unshare runs"),
+    );
     wait_for("host A's lock", || {
         std::fs::read_to_string(lock_of(&entry)).is_ok_and(|t| t.contains("host=host-a"))
     });

@@ -360,14 +360,14 @@ pub fn freeze(mut list: impl FnMut() -> Vec<u32>) -> Vec<u32> {
         if running.is_empty() {
             return seen;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "cannot stop {:?}",
-            running
-                .iter()
-                .map(|p| (p, proc_state(*p)))
-                .collect::<Vec<_>>()
-        );
+        if std::time::Instant::now() >= deadline {
+            let states: Vec<_> = running.iter().map(|p| (*p, proc_state(*p))).collect();
+            for p in &seen {
+                // SAFETY: as below; nothing of them is left stopped behind the failure.
+                unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+            }
+            panic!("cannot stop {states:?}");
+        }
         for p in running {
             // SAFETY: kill(2) on a process the caller's test started.
             unsafe { libc::kill(p as i32, libc::SIGSTOP) };
