@@ -63,6 +63,11 @@ use crate::engine::Engine;
 use crate::error::NccError;
 use crate::result::{CancelReason, Environment, Failure, JobEnd, Status};
 
+/// The tier a hit of this cache is said to come from (in a compile's profile).
+pub const TIER_LOCAL: &str = "local";
+/// The tier a hit of a secondary cache (`--cache-secondary`) is said to come from.
+pub const TIER_SECONDARY: &str = "secondary";
+
 /// The local compile cache for one compile: its configuration, the engine its entries record,
 /// and — once the compile ran through it — what it did ([`LocalStore::status`],
 /// [`LocalStore::key`], [`LocalStore::entry`]). Its inner layers are [`LocalStore::secondaries`],
@@ -490,7 +495,13 @@ impl Visit<'_, '_> {
     }
 
     /// A hit on `dir`.
-    fn hit(&self, result: CompileResult, dir: PathBuf) -> Option<CompileResult> {
+    fn hit(
+        &self,
+        result: CompileResult,
+        dir: PathBuf,
+        tier: &'static str,
+    ) -> Option<CompileResult> {
+        self.session.served_by(tier);
         self.store.record().keyed = Some(self.key.clone());
         self.store.note(CacheStatus::Hit, Some(dir));
         Some(result)
@@ -515,7 +526,7 @@ impl Visit<'_, '_> {
                         );
                     }
                     self.say_served(&dir);
-                    self.hit(session.result(Status::Succeeded), dir)
+                    self.hit(session.result(Status::Succeeded), dir, TIER_LOCAL)
                 }
                 Err(ServeError::Corrupt(reason)) => {
                     self.evict_corrupt(&reason, Some(&m));
@@ -524,12 +535,12 @@ impl Visit<'_, '_> {
                 Err(ServeError::Output(e)) => {
                     let e = NccError::output_not_written(session.plan().output.display(), e);
                     let failed = session.fail(&e, Failure::Environment(Environment::Output));
-                    self.hit(failed, dir)
+                    self.hit(failed, dir, TIER_LOCAL)
                 }
             },
             Lookup::Failed(m, failed) if !self.store.cfg.retry_failed => {
                 self.count_hit(&m, true);
-                self.hit(self.remembered(&dir, failed), dir)
+                self.hit(self.remembered(&dir, failed), dir, TIER_LOCAL)
             }
             Lookup::Failed(..) => None,
             Lookup::Corrupt(reason) => {
@@ -599,7 +610,7 @@ impl Visit<'_, '_> {
         if self.writes() {
             self.copy_in(&hit, &dir);
         }
-        self.hit(result, dir)
+        self.hit(result, dir, TIER_SECONDARY)
     }
 
     /// Copy a secondary's entry (at `dir`) into this cache.

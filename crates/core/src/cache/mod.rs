@@ -80,5 +80,5 @@ pub use config::{
 };
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::{Key, EXCLUDED_ARGS};
-pub use layer::LocalStore;
+pub use layer::{LocalStore, TIER_LOCAL, TIER_SECONDARY};
 pub use store::{Cache, Lookup};
