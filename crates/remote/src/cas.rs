@@ -13,7 +13,7 @@
 //! bytes already received (a read, which asks for its last bytes again and checks them, so a
 //! server that ignores `read_offset` is caught) or from the size the server says it committed
 //! (`QueryWriteStatus`, a write), with backoff, within the retry budget counted as the time
-//! spent failing over every attempt ([`super::retry::Backoff::pause_after`]).
+//! spent failing over every attempt (`retry::Backoff::pause_after`).
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
