@@ -326,7 +326,17 @@ impl Remote {
     /// the largest accepted (`NXCC_REMOTE_MAX_BLOB`) or than the room free on `path`'s file
     /// system is refused before anything is created.
     pub fn download_to(&self, d: &re::Digest, path: &Path) -> Result<(), RemoteError> {
-        self.fits(d, path)?;
+        self.download(d, path, Some(self.settings.max_blob))
+    }
+
+    /// [`Remote::download_to`] for an input of a tree already checked whole against its own
+    /// limit (`nxcc worker --max-input-bytes`): bounded by the free space alone.
+    pub fn download_input(&self, d: &re::Digest, path: &Path) -> Result<(), RemoteError> {
+        self.download(d, path, None)
+    }
+
+    fn download(&self, d: &re::Digest, path: &Path, max: Option<u64>) -> Result<(), RemoteError> {
+        self.fits(d, path, max)?;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -342,13 +352,12 @@ impl Remote {
         r
     }
 
-    /// Whether the blob `d` may be written at `path`: no larger than the largest accepted, nor
-    /// than the room free for this user on its file system.
-    fn fits(&self, d: &re::Digest, path: &Path) -> Result<(), RemoteError> {
+    /// Whether the blob `d` may be written at `path`: no larger than `max` (the largest
+    /// accepted), nor than the room free for this user on its file system.
+    fn fits(&self, d: &re::Digest, path: &Path, max: Option<u64>) -> Result<(), RemoteError> {
         let size = d.size_bytes.max(0) as u64;
-        let max = self.settings.max_blob;
         let blob = || text::message(&digest::show(d));
-        if size > max {
+        if let Some(max) = max.filter(|m| size > *m) {
             return Err(self.untrusted(format!(
                 "the blob {} declares {size} bytes, more than the largest accepted ({max} bytes, NXCC_REMOTE_MAX_BLOB); nothing was written",
                 blob()
