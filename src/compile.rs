@@ -8,11 +8,14 @@
 //! 1. the local store's lookup ([`LocalStore`]), outermost (it answers a hit before anything
 //!    else is asked; it is off when the configuration says so);
 //! 2. the read-only secondary caches (`--cache-secondary`, [`crate::cache::layer::Secondaries`]);
-//! 3. the local store's miss ([`crate::cache::layer::Keep`]: explained, counted, compiled under
+//! 3. the shared tier (`--cache_dir s3://...`, [`crate::cache::shared::tier::SharedTier`]): the
+//!    key fetched from the object store into the local directory, or compiled under the key's
+//!    lock object and published there;
+//! 4. the local store's miss ([`crate::cache::layer::Keep`]: explained, counted, compiled under
 //!    the key's lock and stored, unless the cache is read-only or hit-only);
-//! 4. with `--remote-cache`, the server's action cache ([`ActionCache`]);
-//! 5. a hit-only cache's refusal of a miss ([`crate::cache::layer::HitOnly`]), innermost;
-//! 6. the way the plan runs: with `--remote`, remote execution ([`Execution`]); else the
+//! 5. with `--remote-cache`, the server's action cache ([`ActionCache`]);
+//! 6. a hit-only cache's refusal of a miss ([`crate::cache::layer::HitOnly`]), innermost;
+//! 7. the way the plan runs: with `--remote`, remote execution ([`Execution`]); else the
 //!    [`Engine`] — nxcc's pipeline, or an external compiler.
 //!
 //! A cache layer to come (the framework's cache) is one more entry in the layer list.
@@ -23,6 +26,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cache::shared::tier::SharedTier;
 use crate::cache::{CacheConfig, CacheStatus, Key, LocalStore};
 use crate::cli::namespace::Dest;
 use crate::engine::log;
@@ -242,7 +246,8 @@ pub fn compile(request: Request) -> Compiled {
             engine,
         });
     let (secondaries, keep, hit_only) = (store.secondaries(), store.keep(), store.hit_only());
-    let mut layers: Vec<&dyn Layer> = vec![&store, &secondaries, &keep];
+    let shared = SharedTier::new(&store);
+    let mut layers: Vec<&dyn Layer> = vec![&store, &secondaries, &shared, &keep];
     if let Some(c) = &remote_cache {
         layers.push(c);
     }

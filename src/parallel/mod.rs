@@ -551,7 +551,7 @@ fn task_of(
         .cache_dir
         .clone()
         .filter(|_| !plan.ns.bool(Dest::NoCache));
-    let cache_cfg = CacheConfig::for_plan_in(&plan, dir).map_err(|e| e.to_string())?;
+    let cache_cfg = CacheConfig::for_plan_at(&plan, dir).map_err(|e| e.to_string())?;
     let key = cache_cfg
         .dir
         .as_ref()

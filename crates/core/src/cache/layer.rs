@@ -141,6 +141,22 @@ impl<'a> LocalStore<'a> {
         HitOnly { store: self }
     }
 
+    /// The configuration (for the shared tier).
+    pub(crate) fn config(&self) -> &CacheConfig {
+        self.cfg
+    }
+
+    /// The key the lookup missed, once it has (for the shared tier).
+    pub(crate) fn missed_key(&self) -> Option<Key> {
+        self.record().keyed.clone()
+    }
+
+    /// Serve the missed key from the local cache if it holds it now (an entry the shared tier
+    /// fetched, or another compile stored): as the lookup serves a hit.
+    pub(crate) fn serve_now(&self, session: &Session) -> Option<CompileResult> {
+        self.visit(session)?.serve()
+    }
+
     fn record(&self) -> std::sync::MutexGuard<'_, Record> {
         self.record.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -317,7 +333,7 @@ struct Visit<'v, 's> {
 }
 
 /// A warning the user sees at the default console level (and the log records).
-fn warn(session: &Session, message: &str) {
+pub(crate) fn warn(session: &Session, message: &str) {
     session
         .log()
         .log(log::DRIVER, level::USER, &format!("WARNING: {message}"));

@@ -359,31 +359,39 @@ fn classify(f: &mut File, free: bool) -> io::Result<Holder> {
     if !free {
         return Ok(Holder::Held { text });
     }
+    let modified = mtime_s(f)?;
+    Ok(judge_text(text, modified))
+}
+
+/// How a lock whose holder's own lock (its `flock`) is not seen stands, from its text and when
+/// its lease was last refreshed (`modified_s`, seconds since the epoch): the rules above, for a
+/// lock file and for a lock kept where no `flock` exists (an object in a bucket).
+pub fn judge_text(text: String, modified_s: f64) -> Holder {
     let Some(stamp) = Stamp::parse(&text) else {
-        return Ok(Holder::Foreign { text });
+        return Holder::Foreign { text };
     };
     if stamp.host == host_name() {
         match stamp.alive_here() {
-            Some(false) => return Ok(Holder::Dead { text }),
-            Some(true) => return Ok(Holder::Held { text }),
+            Some(false) => return Holder::Dead { text },
+            Some(true) => return Holder::Held { text },
             None => {}
         }
     }
-    by_lease(text, stamp, mtime_s(f)?)
+    by_lease(text, stamp, modified_s)
 }
 
 /// How a lock whose holder only its lease tells stands: its modification time `mtime` (seconds
 /// since the epoch) plus its lease (at most [`lease_max`]); void when `mtime` is further ahead
 /// than [`clock_skew`].
-fn by_lease(text: String, stamp: Stamp, mtime: f64) -> io::Result<Holder> {
+fn by_lease(text: String, stamp: Stamp, mtime: f64) -> Holder {
     let now = now_f();
     let host = stamp.host;
     if mtime > now + clock_skew().as_secs_f64() {
-        return Ok(Holder::Void {
+        return Holder::Void {
             text,
             host,
             ahead_s: (mtime - now) as u64,
-        });
+        };
     }
     let lease = stamp
         .lease_ms
@@ -391,7 +399,7 @@ fn by_lease(text: String, stamp: Stamp, mtime: f64) -> io::Result<Holder> {
         .min(lease_max());
     let until = mtime + lease.as_secs_f64();
     let until_ms = (until * 1000.0) as u64;
-    Ok(if now < until {
+    if now < until {
         Holder::Leased {
             text,
             host,
@@ -403,7 +411,7 @@ fn by_lease(text: String, stamp: Stamp, mtime: f64) -> io::Result<Holder> {
             host,
             until_ms,
         }
-    })
+    }
 }
 
 /// How the lock file `name` of `dir` stands; `None` if there is none. Probes its `flock` with a
