@@ -89,7 +89,8 @@ pub fn stop(socket: &Path, pid_file: &Path, wait: Duration) -> Result<Stopped, S
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub(crate) struct StopArgs {
     /// The daemon's socket (default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else
-    /// /tmp/nxcc-<uid>/daemon.sock).
+    /// /tmp/nxcc-<uid>/daemon.sock, or in a private /tmp/nxcc-<uid>-* of yours when another user
+    /// made that first).
     #[arg(long, value_name = "PATH")]
     pub(crate) socket: Option<PathBuf>,
     /// The daemon's pid file (default: the socket's path with .pid for its extension).

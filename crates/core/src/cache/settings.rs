@@ -129,7 +129,7 @@ pub struct File {
 }
 
 /// A size as the configuration spells it (`20G`); `auto` is not a size here.
-pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, String> {
     if text.trim().eq_ignore_ascii_case("auto") {
         return Err("invalid size: \"auto\" (give a size: 20G, 512M, 0 for no limit)".into());
     }

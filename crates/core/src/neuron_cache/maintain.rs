@@ -295,14 +295,13 @@ pub fn clean(
             let Ok(dir) = open_entry(cache, e) else {
                 continue;
             };
-            if req.locks {
-                for g in GRAPH_FILES {
-                    clean_lock(&dir, e, &lock::lock_name(g), req, &mut r)?;
-                }
-                clean_staging(&dir, e, req.dry_run, &mut r)?;
-            }
-            if req.failed && e.class == Class::Failed {
-                clean_failed(&dir, e, req.dry_run, &mut r)?;
+            // What goes wrong in one entry (a FIFO where its lock should be, a file that
+            // cannot be read) is said for that entry, and the others are cleaned.
+            if let Err(err) = clean_entry(&dir, e, req, &mut r) {
+                r.kept.push(Removal {
+                    path: e.path.display().to_string(),
+                    why: format!("left alone: {err}"),
+                });
             }
         }
     }
@@ -348,28 +347,34 @@ fn clean_version(
     Ok(())
 }
 
-/// `--failed`: a failed entry's log removed under the entry's lock (the entry becomes to do).
-fn clean_failed(dir: &Dir, e: &Entry, dry_run: bool, r: &mut CleanReport) -> io::Result<()> {
-    let path = e.path.join(LOG_FILE).display().to_string();
-    let why = "a failed compile (the entry becomes to do)";
-    if dry_run {
-        r.removed.push(Removal {
-            path,
-            why: why.into(),
-        });
+/// `clean` in the entry `e`, open at `dir`: its stale locks and staging directories, its log.
+fn clean_entry(dir: &Dir, e: &Entry, req: &CleanRequest, r: &mut CleanReport) -> io::Result<()> {
+    let shown = |name: &str| e.path.join(name).display().to_string();
+    if req.locks {
+        for g in GRAPH_FILES {
+            clean_lock(dir, e, &lock::lock_name(g), req, r)?;
+        }
+        clean_staging(dir, e, req.dry_run, r)?;
+    }
+    if !(req.failed && e.class == Class::Failed) {
+        return Ok(());
+    }
+    let removal = Removal {
+        path: shown(LOG_FILE),
+        why: "a failed compile (the entry becomes to do)".into(),
+    };
+    if req.dry_run {
+        r.removed.push(removal);
         return Ok(());
     }
     let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
     match lockfile::acquire(dir, &lock::lock_name(graph), lockfile::lease(), false)? {
         Acquired::Locked(_l) => {
             dir.remove_file(LOG_FILE)?;
-            r.removed.push(Removal {
-                path,
-                why: why.into(),
-            });
+            r.removed.push(removal);
         }
         _ => r.kept.push(Removal {
-            path,
+            path: shown(LOG_FILE),
             why: "the entry is locked".into(),
         }),
     }
@@ -390,12 +395,24 @@ fn clean_lock(
     };
     let age = age_s(&st);
     let path = e.path.join(name).display().to_string();
+    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    if kind != rustix::fs::FileType::RegularFile {
+        r.kept.push(Removal {
+            path,
+            why: format!(
+                "refused: {} where a lock file belongs (never opened; remove it by hand)",
+                crate::fsx::regular::kind_name(kind)
+            ),
+        });
+        return Ok(());
+    }
     let Some(holder) = lockfile::judge(dir, name)? else {
         return Ok(());
     };
     let why = match &holder {
         LockOwner::Dead { .. } => "its holder, a process of this host, is gone",
         LockOwner::Expired { .. } => "its holder's lease ended",
+        LockOwner::Void { .. } => "its lease is void (its modification time is in the future)",
         LockOwner::Foreign { .. } if age >= req.min_age_s => "a lock nxcc did not make, unheld",
         LockOwner::Foreign { .. } => {
             r.kept.push(Removal {
@@ -418,7 +435,7 @@ fn clean_lock(
     if removed {
         r.removed.push(Removal {
             path,
-            why: format!("{why}, {age} s old ({})", holder.text()),
+            why: format!("{why}, {age} s old ({})", lockfile::shown(holder.text())),
         });
     }
     Ok(())
