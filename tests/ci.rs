@@ -74,6 +74,37 @@ fn the_leak_check_finds_what_is_new_and_only_that() {
     );
 }
 
+/// A clone under /tmp: its target directory holds tens of thousands of paths. Ignored, none is
+/// listed; and when thousands of paths are new, the check fails with status 1 (not a writer
+/// killed by SIGPIPE) and says how many it did not show.
+#[test]
+fn the_leak_check_ignores_a_checkout_inside_and_survives_thousands_of_paths() {
+    let world = tempfile::tempdir().unwrap();
+    let tmp = world.path().join("tmp");
+    let checkout = tmp.join("clone");
+    std::fs::create_dir_all(checkout.join("target")).unwrap();
+    let snap = world.path().join("before");
+    let (snap, tmp_s, checkout_s) = (
+        snap.to_str().unwrap(),
+        tmp.to_str().unwrap(),
+        checkout.to_str().unwrap(),
+    );
+    assert!(leaks(&["snapshot", snap, tmp_s]).status.success());
+    // Far more than a pipe's buffer of path names.
+    for i in 0..3000 {
+        let name = format!("a-rather-long-file-name-to-fill-pipes-{i:05}");
+        std::fs::write(checkout.join("target").join(&name), b"").unwrap();
+    }
+    let o = leaks(&["compare", snap, "--ignore", checkout_s, tmp_s]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = leaks(&["compare", snap, tmp_s]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(": 3000 new path(s):"), "{err}");
+    assert!(err.contains("\n  ... and 2950 more\n"), "{err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("  /")).count(), 50);
+}
+
 #[test]
 fn ci_checks_tmp_and_home_around_the_build_and_the_suite() {
     let run = std::fs::read_to_string(Path::new(ROOT).join(".ci/run")).unwrap();
@@ -82,7 +113,9 @@ fn ci_checks_tmp_and_home_around_the_build_and_the_suite() {
             .unwrap_or_else(|| panic!(".ci/run has no {needle:?}"))
     };
     let snapshot = at(".ci/leaks snapshot \"$ci_tmp/before\" /tmp \"${HOME:?}\"");
-    let compare = at(".ci/leaks compare \"$ci_tmp/before\" --ignore \"$ci_tmp\" /tmp \"$HOME\"");
+    let compare = at(
+        ".ci/leaks compare \"$ci_tmp/before\" --ignore \"$ci_tmp\" --ignore \"$PWD\" /tmp \"$HOME\"",
+    );
     assert!(
         snapshot < at("cargo clippy"),
         "the snapshot comes before anything is built"
