@@ -36,8 +36,9 @@ const NOT_A_COMPUTATION: &str = "expected a computation (`name {` or `ENTRY name
 struct Instruction<'a> {
     line: usize,
     root: bool,
-    name: &'a str,
-    opcode: &'a str,
+    /// Its name and opcode, bytes of the text (UTF-8, as the text is).
+    name: &'a [u8],
+    opcode: &'a [u8],
     /// The byte range of its shape (read again, [`shape_at`], only where the summary shows it).
     shape: (usize, usize),
     /// Its output's size.
@@ -70,8 +71,9 @@ struct Entry<'a> {
     params: Vec<(u64, usize, Tensor)>,
     /// The `ROOT` instruction.
     root: Option<Instruction<'a>>,
-    /// The last instruction (the root when none is marked).
-    last: Option<Instruction<'a>>,
+    /// Where the last instruction starts, a byte and its line (the root when none is marked:
+    /// read again then, rather than kept at every instruction).
+    last: Option<(usize, usize)>,
 }
 
 /// What the reader has gathered so far.
@@ -104,10 +106,14 @@ fn parse_with(text: &str, plain: bool) -> Result<Module, ReadError> {
     };
     let entry_name = entry_c.name.clone();
     let parameters = numbered(std::mem::take(&mut g.entry.params))?;
-    let Some(root) = g.entry.root.take().or(g.entry.last.take()) else {
-        return Err(ReadError::Invalid(format!(
-            "the entry computation {entry_name} has no instructions"
-        )));
+    let root = match (g.entry.root.take(), g.entry.last) {
+        (Some(root), _) => root,
+        (None, Some(at)) => instruction_at(text, at)?,
+        (None, None) => {
+            return Err(ReadError::Invalid(format!(
+                "the entry computation {entry_name} has no instructions"
+            )))
+        }
     };
     let results = results(text, &root, shape_at(text, root.shape));
     Ok(Module {
@@ -223,14 +229,15 @@ fn computation<'a>(lx: &mut Lexer<'a>, g: &mut Gathered<'a>, plain: bool) -> Res
     let mut instructions = 0usize;
     let text = lx.text();
     loop {
-        let fast = match lx.position() {
+        let at = lx.position();
+        let fast = match at {
             Some((at, line)) if plain => plain::read(text, at, line, &mut g.dtypes),
             _ => None,
         };
-        let ins = match fast {
+        let (ins, start) = match fast {
             Some(p) => {
                 lx.resume(p.end);
-                Instruction::from(p)
+                (Instruction::from(p), at)
             }
             None => {
                 let t = lx.peek()?;
@@ -244,15 +251,16 @@ fn computation<'a>(lx: &mut Lexer<'a>, g: &mut Gathered<'a>, plain: bool) -> Res
                         format!("the computation {name} is not closed"),
                     ));
                 }
-                instruction(lx)?
+                (instruction(lx)?, Some((t.start, t.line)))
             }
         };
         instructions += 1;
-        g.opcodes.count(ins.opcode.as_bytes(), &mut g.tally);
-        g.tally.add_output(ins.name.as_bytes(), ins.bytes, || {
+        g.opcodes.count(ins.opcode, &mut g.tally);
+        g.tally.add_output(ins.name, ins.bytes, || {
             (shape_at(text, ins.shape), op_name(text, ins.metadata))
         });
         if is_entry {
+            g.entry.last = start;
             entry_instruction(text, &mut g.entry, ins)?;
         }
     }
@@ -306,13 +314,18 @@ fn instruction<'a>(lx: &mut Lexer<'a>) -> Result<Instruction<'a>, ReadError> {
     Ok(Instruction {
         line,
         root,
-        name,
-        opcode,
+        name: name.as_bytes(),
+        opcode: opcode.as_bytes(),
         shape: (shape_start, shape_end),
         bytes: shape.bytes(),
         operands: (open.end, close.start),
         metadata,
     })
+}
+
+/// A name of the text (UTF-8, as the text is).
+fn text_of(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
 }
 
 /// The shape at byte range `at` of `text`, which read as one before.
@@ -328,14 +341,14 @@ fn entry_instruction<'a>(
     entry: &mut Entry<'a>,
     ins: Instruction<'a>,
 ) -> Result<(), ReadError> {
-    if ins.opcode == "parameter" {
+    if ins.opcode == b"parameter" {
         let operands = text[ins.operands.0..ins.operands.1].trim();
         let n = operands.parse::<u64>().map_err(|_| {
             error(
                 ins.line,
                 format!(
                     "parameter {}: {operands:?} is not a parameter number",
-                    ins.name
+                    text_of(ins.name)
                 ),
             )
         })?;
@@ -344,7 +357,7 @@ fn entry_instruction<'a>(
             ins.line,
             Tensor {
                 number: n as usize,
-                name: ins.name.to_string(),
+                name: text_of(ins.name),
                 shape: shape_at(text, ins.shape),
             },
         ));
@@ -354,10 +367,15 @@ fn entry_instruction<'a>(
             return Err(error(ins.line, "a second ROOT in the entry computation"));
         }
         entry.root = Some(ins);
-    } else {
-        entry.last = Some(ins);
     }
     Ok(())
+}
+
+/// The instruction that starts at `at` (a byte of `text` and its line), which read before.
+fn instruction_at(text: &str, at: (usize, usize)) -> Result<Instruction<'_>, ReadError> {
+    let mut lx = Lexer::new(text);
+    lx.resume(at);
+    instruction(&mut lx)
 }
 
 /// `dtype[dims]{layout}` or `(shape, ...)`; a layout is skipped. An error says what is wrong
@@ -468,7 +486,7 @@ fn numbered(mut params: Vec<(u64, usize, Tensor)>) -> Result<Vec<Tensor>, ReadEr
 fn results(text: &str, root: &Instruction, shape: Shape) -> Vec<Tensor> {
     match shape {
         Shape::Tuple(parts) => {
-            let names = if root.opcode == "tuple" {
+            let names = if root.opcode == b"tuple" {
                 operand_names(&text[root.operands.0..root.operands.1])
             } else {
                 Vec::new()
@@ -481,14 +499,14 @@ fn results(text: &str, root: &Instruction, shape: Shape) -> Vec<Tensor> {
                     name: names
                         .get(k)
                         .cloned()
-                        .unwrap_or_else(|| format!("{}.{k}", root.name)),
+                        .unwrap_or_else(|| format!("{}.{k}", text_of(root.name))),
                     shape: p,
                 })
                 .collect()
         }
         s => vec![Tensor {
             number: 0,
-            name: root.name.to_string(),
+            name: text_of(root.name),
             shape: s,
         }],
     }
