@@ -8,25 +8,37 @@
 //! 1. the local store's lookup ([`LocalStore`]), outermost (it answers a hit before anything
 //!    else is asked; it is off when the configuration says so);
 //! 2. the read-only secondary caches (`--cache-secondary`, [`crate::cache::layer::Secondaries`]);
-//! 3. the local store's miss ([`crate::cache::layer::Keep`]: explained, counted, compiled under
+//! 3. the shared tier (`--cache_dir s3://...`, [`crate::cache::shared::tier::SharedTier`]): the
+//!    key fetched from the object store into the local directory, or compiled under the key's
+//!    lock object and published there;
+//! 4. the local store's miss ([`crate::cache::layer::Keep`]: explained, counted, compiled under
 //!    the key's lock and stored, unless the cache is read-only or hit-only);
-//! 4. with `--remote-cache`, the server's action cache ([`ActionCache`]);
-//! 5. a hit-only cache's refusal of a miss ([`crate::cache::layer::HitOnly`]), innermost;
-//! 6. the way the plan runs: with `--remote`, remote execution ([`Execution`]); else the
+//! 5. with `--remote-cache`, the server's action cache ([`ActionCache`]);
+//! 6. a hit-only cache's refusal of a miss ([`crate::cache::layer::HitOnly`]), innermost;
+//! 7. the way the plan runs: with `--remote`, remote execution ([`Execution`]); else the
 //!    [`Engine`] — nxcc's pipeline, or an external compiler.
 //!
 //! A cache layer to come (the framework's cache) is one more entry in the layer list.
+//!
+//! When the plan asks for them, the compile's `--timings` page and `--trace` (`--profile`)
+//! Chrome trace are written here, once the whole stack has answered ([`crate::profile`]: one
+//! bar, the jobs inside it, its outcome — a hit and its tier too).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use crate::cache::shared::tier::SharedTier;
 use crate::cache::{CacheConfig, CacheStatus, Key, LocalStore};
+use crate::cli::namespace::Dest;
+use crate::engine::log;
 use crate::engine::result::CompileResult;
 use crate::engine::session::{Options, Session};
 use crate::engine::strategy::{Layer, Stack, Strategy};
 use crate::engine::Engine;
 use crate::plan::Plan;
+use crate::profile::{self, Outcome, Phase};
 use crate::remote::compile::{ActionCache, Execution};
 use crate::remote::{Mode, RemoteConfig};
+use crate::result::Status;
 
 /// What to compile and how.
 pub struct Request<'a> {
@@ -56,6 +68,8 @@ pub struct Compiled {
     pub key: Option<Key>,
     /// The cache entry served or published, if any.
     pub entry: Option<PathBuf>,
+    /// The cache tier that served it (`local`, `secondary`, `remote`), on a hit.
+    pub tier: Option<&'static str>,
 }
 
 impl Compiled {
@@ -66,8 +80,126 @@ impl Compiled {
             cache: CacheStatus::Off,
             key: None,
             entry: None,
+            tier: None,
         }
     }
+
+    /// How it ended, as a profile says it: compiled, a hit and its tier, failed (its code or
+    /// signal), a failure the cache remembered, cancelled; `no_neff`: its plan writes no NEFF.
+    pub fn outcome(&self, no_neff: bool) -> Outcome {
+        let r = &self.result;
+        match &r.status {
+            Status::Succeeded if self.cache == CacheStatus::Hit => Outcome::Hit {
+                tier: self.tier.unwrap_or(crate::cache::TIER_LOCAL).to_string(),
+            },
+            Status::Succeeded if self.tier.is_some() => Outcome::Hit {
+                tier: self.tier.unwrap_or_default().to_string(),
+            },
+            Status::Succeeded if no_neff => Outcome::NoNeff,
+            Status::Succeeded => Outcome::Compiled,
+            Status::Failed(f) => {
+                let signal = f.signal();
+                let code = profile::code_in(&r.lines)
+                    .or_else(|| signal.map(|s| crate::engine::failure::code(s).to_string()));
+                let what = f.describe();
+                if self.cache == CacheStatus::Hit {
+                    Outcome::Remembered { code, what }
+                } else {
+                    let signal = signal.map(crate::run::signals::signal_text);
+                    Outcome::Failed { code, signal, what }
+                }
+            }
+            Status::Interrupted(_) | Status::Cancelled(_) => Outcome::Cancelled,
+        }
+    }
+}
+
+/// A compile's bar: `slot`, from `start_s` to `end_s` of its run, its jobs placed from its
+/// start (the pipeline's clock starts with the compile).
+pub fn bar(
+    plan: &Plan,
+    done: &Compiled,
+    graph: &str,
+    (slot, start_s, end_s): (usize, f64, f64),
+) -> profile::Compile {
+    let r = &done.result;
+    profile::Compile {
+        graph: graph.to_string(),
+        input: plan.model.display().to_string(),
+        slot,
+        attempt: 0,
+        start_s,
+        end_s,
+        outcome: done.outcome(plan.no_neff.is_some()),
+        peak_rss_kb: r.peak_rss_kb(),
+        estimate: None,
+        basis: None,
+        key: done.key.as_ref().map(|k| k.key.clone()),
+        phases: r
+            .jobs
+            .iter()
+            .map(|j| Phase {
+                name: j.job.clone(),
+                start_s: start_s + j.start_s,
+                end_s: start_s + j.start_s + j.wall_s,
+                status: serde_json::to_value(j.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                peak_rss_kb: j.max_rss_kb,
+            })
+            .collect(),
+        error: r.lines.first().cloned(),
+        log: Some(plan.logfile.display().to_string()),
+        reproducer: None,
+    }
+}
+
+/// The compile's `--timings` page and `--trace` profile, when its plan asks for them; where each
+/// went is said on the console (a plain `--timings` writes to a file the user did not name).
+fn write_reports(session: &Session, done: &Compiled) {
+    let plan = session.plan();
+    let (timings, trace) = (plan.ns.str(Dest::Timings), plan.ns.str(Dest::Trace));
+    if timings.is_none() && trace.is_none() {
+        return;
+    }
+    let name = plan
+        .model
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let elapsed = session.elapsed().as_secs_f64();
+    let run = profile::Run {
+        title: format!("nxcc compile {name}"),
+        process: "nxcc compile".into(),
+        lanes: vec!["compile".into()],
+        budget: None,
+        compiles: vec![bar(plan, done, &name, (0, 0.0, elapsed))],
+    };
+    for (path, text, what) in [
+        (timings, profile::page::html(&run), "timings"),
+        (trace, profile::trace::text(&run), "profile"),
+    ] {
+        let Some(path) = path else { continue };
+        let path = crate::plan::absolute(&plan.launch_dir, path);
+        match write_file(&path, &text) {
+            Ok(()) => session
+                .log()
+                .user(&format!("Wrote the {what} to {}", path.display())),
+            Err(e) => session.log().warning(
+                log::DRIVER,
+                &format!("Could not write the {what} to {}: {e}", path.display()),
+            ),
+        }
+    }
+}
+
+/// Write a report file whole (its directory made first).
+fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d)?;
+    }
+    crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
 }
 
 /// [`compile`] without a cache or a remote server: what a caller below this layer is handed as
@@ -114,7 +246,8 @@ pub fn compile(request: Request) -> Compiled {
             engine,
         });
     let (secondaries, keep, hit_only) = (store.secondaries(), store.keep(), store.hit_only());
-    let mut layers: Vec<&dyn Layer> = vec![&store, &secondaries, &keep];
+    let shared = SharedTier::new(&store);
+    let mut layers: Vec<&dyn Layer> = vec![&store, &secondaries, &shared, &keep];
     if let Some(c) = &remote_cache {
         layers.push(c);
     }
@@ -124,11 +257,14 @@ pub fn compile(request: Request) -> Compiled {
         None => engine,
     };
     let result = Stack::new(&layers, base).run(&session, None);
-    session.done(&result);
-    Compiled {
+    let done = Compiled {
         result,
         cache: store.status(),
         key: store.key(),
         entry: store.entry(),
-    }
+        tier: session.served(),
+    };
+    write_reports(&session, &done);
+    session.done(&done.result);
+    done
 }

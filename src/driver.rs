@@ -188,15 +188,57 @@ fn run_compile(plan: &plan::Plan) -> i32 {
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
+    let log_start = std::fs::metadata(&plan.logfile).map_or(0, |m| m.len());
+    let engine = crate::engine::Engine::Pipeline;
     let request = crate::compile::Request {
         plan,
         options,
-        engine: &crate::engine::Engine::Pipeline,
+        engine: &engine,
         cache,
         key: None,
         remote,
     };
-    crate::compile::compile(request).result.exit_status()
+    let done = crate::compile::compile(request);
+    reproducer(plan, &engine, &done, log_start);
+    done.result.exit_status()
+}
+
+/// `--gen-reproducer`: the bundle of the compile, when it failed (or always); where it went is
+/// said on stderr, and a bundle that cannot be written costs a warning, never the exit status.
+fn reproducer(
+    plan: &plan::Plan,
+    engine: &crate::engine::Engine,
+    done: &crate::compile::Compiled,
+    log_start: u64,
+) {
+    use crate::reproducer::{write, When};
+    let Some(when) = plan.ns.str(Dest::GenReproducer).and_then(When::parse) else {
+        return;
+    };
+    if !when.wants(&done.result.status) {
+        return;
+    }
+    let dir = plan.ns.str(Dest::ReproducerDir).map_or_else(
+        || plan.launch_dir.clone(),
+        |d| plan::absolute(&plan.launch_dir, d),
+    );
+    let req = write::Request {
+        plan,
+        engine,
+        result: &done.result,
+        key: done.key.as_ref(),
+        log_start,
+        dir: &dir,
+        strip: plan.ns.bool(Dest::ReproducerStripConstants),
+        entry: None,
+    };
+    match write::write(&req) {
+        Ok(path) => err(&format!(
+            "Wrote a reproducer to {p} (send it with your report; `nxcc reproduce {p}` replays it)\n",
+            p = path.display()
+        )),
+        Err(e) => err(&format!("WARNING: no reproducer was written: {e}\n")),
+    }
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
@@ -207,6 +249,8 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
         "shim" => crate::shim::main(prog, args),
         "cache" => crate::cache::command::main(prog, args),
         "parallel-compile" => crate::parallel::command::main(prog, args),
+        // The replay compiles through the one entry point, handed down to it (no cache).
+        "reproduce" => crate::reproducer::replay::main(prog, args, crate::compile::here),
         "daemon" => crate::daemon::main(prog, args),
         // The bot compiles each action through the one entry point, handed down to it.
         "worker" => crate::remote::worker::main(prog, args, crate::compile::here),

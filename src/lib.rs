@@ -8,7 +8,8 @@
 //! it re-exports under their own names. Its layers, bottom to top (a module imports only from
 //! layers below its own; the README's Layout table assigns them):
 //! 9. [`compile`]: the one entry point of a compile — a session, and the cache layers and the
-//!    way the plan runs composed into one stack;
+//!    way the plan runs composed into one stack; [`reproducer`]: a failed compile's bundle, and
+//!    its replay (`nxcc reproduce`, handed the entry point);
 //! 10. [`parallel`]: many compiles at once; [`daemon`]: the compile daemon and its client;
 //! 11. [`shim`]: `neuronx-cc` on PATH served by the host's compile daemon (`nxcc shim`);
 //! 12. [`driver`]: the thin entry point `main` calls.
@@ -20,8 +21,8 @@
 
 pub use nxcc_core::{
     admission, cache, cli, engine, environ, error, forkserver, fsx, hlo, jobs, lockfile, neff,
-    neuron_cache, npy, plan, recon, result, run, shell, toolchain, words, ORIGINAL_VERSION,
-    VERSION,
+    neuron_cache, npy, plan, profile, recon, result, run, shell, toolchain, words,
+    ORIGINAL_VERSION, VERSION,
 };
 pub use nxcc_remote as remote;
 
@@ -29,4 +30,5 @@ pub mod compile;
 pub mod daemon;
 pub mod driver;
 pub mod parallel;
+pub mod reproducer;
 pub mod shim;

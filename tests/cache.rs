@@ -416,12 +416,13 @@ fn a_plan_whose_product_is_not_just_the_neff_compiles_without_the_cache() {
 fn remote_caches_and_bad_cache_commands_are_refused() {
     let s = Scratch::new();
     let mut args = compile_args("a.neff", &[]);
-    args[7] = "s3://bucket/prefix";
+    // (`s3://...` is nxcc's cache in S3: tests/s3/.)
+    args[7] = "gs://bucket/prefix";
     let o = s.run(&args);
     assert_eq!(o.status.code(), Some(70));
     assert!(
         text(&o.stderr).contains(
-            "[ERROR] [NCC_EDRV110] Remote compile caches are not supported: s3://bucket/prefix"
+            "[ERROR] [NCC_EDRV110] Remote compile caches are not supported: gs://bucket/prefix"
         ),
         "{}",
         text(&o.stderr)

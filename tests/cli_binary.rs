@@ -118,7 +118,7 @@ fn the_usage_line_lists_every_subcommand_the_originals_first() {
     let err = text(&out.stderr);
     assert!(
         err.contains(
-            "{compile,list-operators,neff-info,hlo-info,parallel-compile,cache,daemon,toolchain,shim,worker}"
+            "{compile,list-operators,neff-info,hlo-info,parallel-compile,reproduce,cache,daemon,toolchain,shim,worker}"
         ),
         "{err}"
     );
@@ -255,9 +255,16 @@ fn nxcc_s_own_optional_values_show_gnu_notation_and_hint_a_separated_value() {
         })
         .map(|f| f.spelling)
         .collect();
-    assert_eq!(own, ["--dry-run", "--timings"]);
+    assert_eq!(own, ["--dry-run", "--gen-reproducer", "--timings"]);
     let compile = text(&nxcc(&["compile", "--help-hidden"]).stdout);
-    assert_eq!(gnu_optionals(&compile), ["--dry-run", "--timings"]);
+    assert_eq!(
+        gnu_optionals(&compile),
+        ["--dry-run", "--gen-reproducer", "--timings"]
+    );
+    assert!(
+        compile.contains("[--gen-reproducer[={error,always}]]"),
+        "{compile}"
+    );
     assert!(compile.contains("[--dry-run[={text,json}]]"), "{compile}");
     assert!(compile.contains("[--timings[=FILE]]"), "{compile}");
     assert!(compile.contains("\n  --timings[=FILE]  "), "{compile}");
@@ -267,6 +274,7 @@ fn nxcc_s_own_optional_values_show_gnu_notation_and_hint_a_separated_value() {
         "neff-info",
         "hlo-info",
         "parallel-compile",
+        "reproduce",
         "cache",
         "daemon",
         "toolchain",

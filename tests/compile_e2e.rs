@@ -390,17 +390,28 @@ fn log_metrics_timings_and_trace() {
     assert!(record["jobs"][4]["max_rss_kb"].as_u64().unwrap() > 0);
     let html = std::fs::read_to_string(s.join("nxcc-timings.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("WalrusDriver"));
+    assert!(html.contains("data-outcome=\"compiled\""), "{html}");
     let trace: serde_json::Value =
         serde_json::from_slice(&std::fs::read(s.join("trace.json")).unwrap()).unwrap();
-    assert_eq!(
-        trace["traceEvents"]
-            .as_array()
-            .unwrap()
+    let events = trace["traceEvents"].as_array().unwrap();
+    let x = |cat: &str| -> Vec<&serde_json::Value> {
+        events
             .iter()
-            .filter(|e| e["ph"] == "X")
-            .count(),
-        6
+            .filter(|e| e["ph"] == "X" && e["cat"] == cat)
+            .collect()
+    };
+    // One event for the compile, its six jobs inside it.
+    let (compile, jobs) = (x("compile"), x("job"));
+    assert_eq!((compile.len(), jobs.len()), (1, 6), "{trace}");
+    assert_eq!(compile[0]["args"]["outcome"], "compiled");
+    let (c0, c1) = (
+        compile[0]["ts"].as_u64().unwrap(),
+        compile[0]["ts"].as_u64().unwrap() + compile[0]["dur"].as_u64().unwrap(),
     );
+    for j in jobs {
+        let (s0, d) = (j["ts"].as_u64().unwrap(), j["dur"].as_u64().unwrap());
+        assert!(c0 <= s0 && s0 + d <= c1, "{j} outside {}", compile[0]);
+    }
 }
 
 #[test]

@@ -298,7 +298,7 @@ fn usage_errors_compile_nothing() {
                 "parallel-compile",
                 MODEL,
                 "--cache_dir",
-                "s3://b/c",
+                "gs://b/c",
                 "--",
                 "--target",
                 "trn2",

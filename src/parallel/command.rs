@@ -1,5 +1,5 @@
 //! `nxcc parallel-compile [--jobs N] [--memory-budget SIZE|auto] [--output-dir DIR]
-//! [--retries N] [--report FILE] [--timings FILE] [--compiler PATH] [--cache_dir DIR]
+//! [--retries N] [--report FILE] [--timings FILE] [--profile FILE] [--compiler PATH] [--cache_dir DIR]
 //! [--no_cache] INPUT... -- COMPILE-ARGS...`
 //!
 //! Everything after the first `--` is the compile's command line, shared by every input; each
@@ -48,7 +48,10 @@ static REPORT: Flag = flag("--report", &[], "report", Action::Store, Kind::Path,
     "Write the results as JSON to FILE.");
 #[rustfmt::skip]
 static TIMINGS: Flag = flag("--timings", &[], "timings", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Write an HTML timeline (one lane per worker slot) to FILE.");
+    "Write an HTML page of the batch to FILE: a bar per compile coloured by outcome (one lane per worker slot), the memory in use against the budget, the slowest compiles, the failures by code, the hits.");
+#[rustfmt::skip]
+static PROFILE: Flag = flag("--profile", &[], "profile", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Write the batch as a Chrome trace to FILE (opens in Perfetto): a complete event per compile on its slot's track, its jobs inside it, the memory counter.");
 #[rustfmt::skip]
 static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Run each compile as one job `PATH compile <args> --output <out>` (e.g. an installed neuronx-cc) instead of nxcc's pipeline.");
@@ -85,7 +88,17 @@ static REMOTE_CACHE: Flag = flag("--remote-cache", &[], "remote_cache", Action::
 static REMOTE_INSTANCE: Flag = flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "The instance name on the remote server.");
 
-static OWN_FLAGS: [&Flag; 18] = [
+#[rustfmt::skip]
+static GEN_REPRODUCER: Flag = flag("--gen-reproducer", &[], "gen_reproducer", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Write a reproducer bundle (nxcc-reproducer-<key>.tar.gz) for every graph that failed; the report and the timings page link them.");
+#[rustfmt::skip]
+static REPRODUCER_DIR: Flag = flag("--reproducer-dir", &[], "reproducer_dir", Action::Store, Kind::Path, Default::Derived("the output directory"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "Where --gen-reproducer writes the bundles.");
+#[rustfmt::skip]
+static REPRODUCER_STRIP: Flag = flag("--reproducer-strip-constants", &[], "reproducer_strip_constants", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
+    "In the bundles, replace the models' constants by zeros of the same shape.");
+
+static OWN_FLAGS: [&Flag; 22] = [
     &HELP,
     &JOBS,
     &BUDGET,
@@ -93,6 +106,10 @@ static OWN_FLAGS: [&Flag; 18] = [
     &RETRIES,
     &REPORT,
     &TIMINGS,
+    &PROFILE,
+    &GEN_REPRODUCER,
+    &REPRODUCER_DIR,
+    &REPRODUCER_STRIP,
     &COMPILER,
     &CACHE_DIR,
     &NO_CACHE,
@@ -225,6 +242,11 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         worker_program: None,
         progress: ProgressMode::detect(),
         neuron,
+        reproducers: None,
+    };
+    let cfg = Config {
+        reproducers: reproducers(prog, &parsed, &cfg)?,
+        ..cfg
     };
     let cancel = Cancellation::new();
     if let Ok(s) = crate::run::signals::install() {
@@ -239,6 +261,46 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         report.neuron_cache = Some(super::neuron::report_json(run, &skipped));
     }
     Ok(finish(prog, &parsed, &cfg, &report, &cancel))
+}
+
+/// `--gen-reproducer`: where the bundles go (`--reproducer-dir`, else the output directory; for
+/// the framework's cache, the launch directory), made if missing.
+fn reproducers(
+    prog: &str,
+    parsed: &Parsed,
+    cfg: &Config,
+) -> Result<Option<super::Reproducers>, Stopped> {
+    if !parsed.flag("gen_reproducer") {
+        return match ["reproducer_dir", "reproducer_strip_constants"]
+            .into_iter()
+            .find(|f| parsed.last(f).is_some())
+        {
+            Some(f) => Err(usage_error(
+                prog,
+                format!(
+                    "argument --{}: only with --gen-reproducer",
+                    f.replace('_', "-")
+                ),
+            )),
+            None => Ok(None),
+        };
+    }
+    let dir = match (parsed.str("reproducer_dir"), &cfg.neuron) {
+        (Some(d), _) => crate::plan::absolute(&cfg.launch_dir, d),
+        (None, Some(_)) => cfg.launch_dir.clone(),
+        (None, None) => cfg.output_dir.clone(),
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        err(&format!(
+            "{prog} parallel-compile: error: cannot create the reproducer directory {}: {e}\n",
+            dir.display()
+        ));
+        return Err(EXIT_COMPILE_FAILED);
+    }
+    Ok(Some(super::Reproducers {
+        dir,
+        strip: parsed.flag("reproducer_strip_constants"),
+    }))
 }
 
 /// This command's own options (a compile's option among them is pointed after `--`).
@@ -372,6 +434,10 @@ fn cache_dir_of(
         let why = format!("argument --cache_dir: {}", e.cause.to_lowercase());
         return Err(usage_error(prog, why));
     }
+    if crate::cache::shared::is_url(&d) {
+        // A shared tier (s3://...): each compile's cache is its local tier and the URL.
+        return Ok(Some(PathBuf::from(d)));
+    }
     Ok(Some(crate::plan::absolute(launch_dir, &d)))
 }
 
@@ -466,7 +532,13 @@ fn neuron_inputs(
 
 /// nxcc's own cache where the framework's is: used only when it is safe to.
 fn safe_cache_dir(prog: &str, cache_dir: Option<PathBuf>) -> Option<PathBuf> {
-    cache_dir.filter(|d| match crate::cache::Cache::new(d).check() {
+    let local = |d: &PathBuf| match d.to_str() {
+        Some(url) if crate::cache::shared::is_url(url) => {
+            PathBuf::from(crate::cache::default_dir())
+        }
+        _ => d.clone(),
+    };
+    cache_dir.filter(|d| match crate::cache::Cache::new(local(d)).check() {
         Ok(()) => true,
         Err(u) => {
             err(&format!(
@@ -491,7 +563,8 @@ fn finish(
     let mut status = report.exit_status();
     for (flag, text, what) in [
         ("report", report::json(report), "report"),
-        ("timings", report::timings_html(report), "timeline"),
+        ("timings", report::timings_html(report), "timings page"),
+        ("profile", report::trace(report), "profile"),
     ] {
         if let Some(path) = parsed.str(flag) {
             let path = crate::plan::absolute(&cfg.launch_dir, path);

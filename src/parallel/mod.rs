@@ -21,8 +21,11 @@
 //! (`--neuron-cache`, [`neuron`]): then each compile is wrapped in the entry's lock, its NEFF
 //! published into the entry, and a failure of the graph recorded there.
 //!
-//! - [`command`]: the command line; [`report`]: the final table, the JSON report and the HTML
-//!   timeline; [`progress`]: the live count on a terminal, one line per compile elsewhere;
+//! With `--gen-reproducer`, a compile whose failure is final (not tried again, not an interrupt)
+//! leaves a reproducer bundle ([`crate::reproducer`]), which its row of the report names.
+//!
+//! - [`command`]: the command line; [`report`]: the final table, the JSON report, the timings
+//!   page and the profile; [`progress`]: the live count on a terminal, one line per compile elsewhere;
 //!   [`neuron`]: the framework's cache as inputs and outputs.
 
 pub mod command;
@@ -81,6 +84,17 @@ pub struct Config {
     pub progress: ProgressMode,
     /// The framework's compile cache the inputs come from (`--neuron-cache`), if they do.
     pub neuron: Option<neuron::Run>,
+    /// Write a reproducer bundle for every graph that failed (`--gen-reproducer`).
+    pub reproducers: Option<Reproducers>,
+}
+
+/// Where `--gen-reproducer` writes the bundles of the graphs that failed.
+#[derive(Debug, Clone)]
+pub struct Reproducers {
+    /// The directory (absolute).
+    pub dir: PathBuf,
+    /// Zero the models' constants (`--reproducer-strip-constants`).
+    pub strip: bool,
 }
 
 /// One input: a model and the stem its outputs are named after.
@@ -152,6 +166,11 @@ pub struct Attempt {
     pub error_lines: Vec<String>,
     /// Its work dir, when it was kept (a failure, no NEFF written, `--keep-work-dir`).
     pub work_dir: Option<String>,
+    /// How it ended, as the profile says it (`compiled`, `hit`, `failed`, `remembered`, ...).
+    pub outcome: String,
+    /// Its bar in the profile and the timings page (its jobs, its outcome in full).
+    #[serde(skip)]
+    pub bar: Option<crate::profile::Compile>,
 }
 
 /// The final state of one input.
@@ -218,6 +237,9 @@ pub struct CompileResult {
     pub attempts: Vec<Attempt>,
     /// The last attempt's work dir, when it was kept (in the output directory).
     pub work_dir: Option<String>,
+    /// The reproducer bundle written for its failure (`--gen-reproducer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reproducer: Option<String>,
 }
 
 /// The whole batch.
@@ -273,6 +295,8 @@ struct Task {
     key: Option<Key>,
     cache: CacheConfig,
     estimate: u64,
+    /// What the estimate came from (`recorded`, `similar`, the formula's name).
+    basis: String,
     alone: bool,
     /// The retry alone after a kill for memory was used.
     alone_retry_used: bool,
@@ -299,6 +323,8 @@ struct Finished {
     status: CompileStatus,
     /// Not compiled after all, and why (its framework cache entry was locked or done meanwhile).
     skipped: Option<String>,
+    /// The reproducer bundle written for its failure.
+    reproducer: Option<String>,
 }
 
 /// Whether a failed attempt of `task` is tried again: once alone after a kill for memory (the
@@ -458,6 +484,7 @@ fn initial_results(cfg: &Config, inputs: &[Input]) -> Vec<CompileResult> {
             error_lines: Vec::new(),
             attempts: Vec::new(),
             work_dir: None,
+            reproducer: None,
         })
         .collect()
 }
@@ -524,7 +551,7 @@ fn task_of(
         .cache_dir
         .clone()
         .filter(|_| !plan.ns.bool(Dest::NoCache));
-    let cache_cfg = CacheConfig::for_plan_in(&plan, dir).map_err(|e| e.to_string())?;
+    let cache_cfg = CacheConfig::for_plan_at(&plan, dir).map_err(|e| e.to_string())?;
     let key = cache_cfg
         .dir
         .as_ref()
@@ -544,6 +571,7 @@ fn task_of(
         key,
         cache: cache_cfg,
         estimate: estimate.bytes,
+        basis: estimate.basis.name().to_string(),
         alone: false,
         alone_retry_used: false,
         retries_used: 0,
@@ -648,6 +676,7 @@ impl Batch<'_> {
     /// may be taken by now), the compile through the one entry point, the entry's result.
     fn attempt(&self, task: Task, slot: usize) -> Finished {
         let start_s = self.started.elapsed().as_secs_f64();
+        let log_start = std::fs::metadata(&task.plan.logfile).map_or(0, |m| m.len());
         let target = self.inputs[task.index].neuron.as_ref();
         let neuron_run = self.cfg.neuron.as_ref();
         let (prepared, skipped, refused) = match (neuron_run, target) {
@@ -669,10 +698,12 @@ impl Batch<'_> {
         if let (Some(p), Some(t), Some(run)) = (prepared, target, neuron_run) {
             self.record_in_entry(run, p, t, &task, &mut done);
         }
+        let end_s = self.started.elapsed().as_secs_f64();
+        let bar = self.bar(&task, &done, slot, (start_s, end_s));
         let o = &done.result;
         let attempt = Attempt {
             start_s,
-            end_s: self.started.elapsed().as_secs_f64(),
+            end_s,
             exit_status: o.exit_status(),
             cache: done.cache,
             alone: task.alone,
@@ -684,13 +715,66 @@ impl Batch<'_> {
                 .as_ref()
                 .filter(|_| o.kept)
                 .map(|d| d.display().to_string()),
+            outcome: bar.outcome.name().to_string(),
+            bar: Some(bar),
         };
+        let reproducer = self.reproducer(&task, &done, log_start);
         Finished {
             status: o.status.clone(),
             task,
             attempt,
             skipped,
+            reproducer,
         }
+    }
+
+    /// `--gen-reproducer`: the bundle of a failure that is final (not tried again, not an
+    /// interrupt); a bundle that cannot be written is said on stderr.
+    fn reproducer(&self, task: &Task, done: &Compiled, log_start: u64) -> Option<String> {
+        let settings = self.cfg.reproducers.as_ref()?;
+        let failure = done.result.failure()?;
+        let from_cache = done.cache == CacheStatus::Hit;
+        if self.cancel.is_cancelled() || tried_again(task, self.cfg.retries, from_cache, failure) {
+            return None;
+        }
+        let input = &self.inputs[task.index];
+        let req = crate::reproducer::write::Request {
+            plan: &task.plan,
+            engine: &self.cfg.engine,
+            result: &done.result,
+            key: done.key.as_ref().or(task.key.as_ref()),
+            log_start,
+            dir: &settings.dir,
+            strip: settings.strip,
+            entry: input.neuron.as_ref().map(|t| t.entry.as_path()),
+        };
+        match crate::reproducer::write::write(&req) {
+            Ok(p) => Some(p.display().to_string()),
+            Err(e) => {
+                crate::cli::subcommand::err(&format!(
+                    "parallel-compile: warning: no reproducer for {}: {e}\n",
+                    input.stem
+                ));
+                None
+            }
+        }
+    }
+
+    /// The attempt's bar in the profile: its outcome, jobs, estimate and key.
+    fn bar(
+        &self,
+        task: &Task,
+        done: &Compiled,
+        slot: usize,
+        times: (f64, f64),
+    ) -> crate::profile::Compile {
+        let input = &self.inputs[task.index];
+        let mut bar = crate::compile::bar(&task.plan, done, &input.stem, (slot, times.0, times.1));
+        bar.input = input.model.display().to_string();
+        bar.estimate = Some(task.estimate);
+        bar.basis = Some(task.basis.clone());
+        bar.key = bar.key.or_else(|| task.key.as_ref().map(|k| k.key.clone()));
+        bar
     }
 
     /// Compile `task` through the one entry point; its console goes nowhere but its log file
@@ -762,6 +846,9 @@ impl Batch<'_> {
         let mut task = f.task;
         let a = f.attempt;
         let r = &mut results[task.index];
+        if f.reproducer.is_some() {
+            r.reproducer = f.reproducer;
+        }
         if let Some(why) = f.skipped {
             r.status = Status::Skipped;
             r.error_lines = vec![why];

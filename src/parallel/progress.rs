@@ -212,6 +212,7 @@ mod tests {
             error_lines: Vec::new(),
             attempts: Vec::new(),
             work_dir: None,
+            reproducer: None,
         };
         assert_eq!(
             line(3, 12, &r),

@@ -2,13 +2,14 @@
 //! those that will write no NEFF ([`before`]); at the end, the table on stdout (input, status,
 //! wall time, peak RSS, the memory estimate and what it came from — `recorded`, `similar` or the
 //! formula's name —, cache), the error lines of the failed compiles and where the compiles that
-//! wrote no NEFF left their work, `--report FILE` (the [`Report`] as JSON) and `--timings FILE`
-//! (an HTML timeline with one lane per worker slot, one bar per attempt).
+//! wrote no NEFF left their work, `--report FILE` (the [`Report`] as JSON), and the batch as a
+//! [`crate::profile`]: `--timings FILE` (the HTML page: one lane per worker slot, one bar per
+//! attempt, the memory in use against the budget) and `--profile FILE` (the Chrome trace).
 
 use std::path::Path;
 
 use super::{Report, Status};
-use crate::engine::timeline::{self, Span};
+use crate::profile::Run;
 use crate::words::count;
 
 /// A compile about to be run, as [`before`] needs it.
@@ -91,11 +92,7 @@ pub fn table(report: &Report) -> String {
         let (estimate, from) = match &c.estimate {
             Some(e) => (
                 format!("{:.1}", e.bytes as f64 / (1 << 20) as f64),
-                match &e.basis {
-                    crate::cache::Basis::Recorded => "recorded",
-                    crate::cache::Basis::Similar { .. } => "similar",
-                    crate::cache::Basis::Default { formula } => formula,
-                },
+                e.basis.name(),
             ),
             None => ("-".into(), "-"),
         };
@@ -164,65 +161,42 @@ pub fn failures(report: &Report) -> String {
     t
 }
 
-/// The timeline's bars: one per attempt, in the lane of the slot it ran in.
-pub fn spans(report: &Report) -> Vec<Span> {
-    let mut v: Vec<(usize, Span)> = Vec::new();
+/// The batch as a profile: one bar per attempt, in the lane of the slot it ran in, linked to
+/// its graph's reproducer bundle; the budget.
+pub fn profile(report: &Report) -> Run {
+    let mut compiles = Vec::new();
     for c in &report.compiles {
         for (i, a) in c.attempts.iter().enumerate() {
-            let status = if a.exit_status != 0 {
-                "failed"
-            } else if a.cache == crate::cache::CacheStatus::Hit {
-                "hit"
-            } else {
-                "ok"
+            let Some(mut bar) = a.bar.clone() else {
+                continue;
             };
-            v.push((
-                a.slot,
-                Span {
-                    lane: format!("slot {}", a.slot + 1),
-                    label: if i == 0 {
-                        c.stem.clone()
-                    } else {
-                        format!("{} (retry {i})", c.stem)
-                    },
-                    start_s: a.start_s,
-                    end_s: a.end_s,
-                    status: status.to_string(),
-                    details: vec![
-                        ("input".into(), c.input.clone()),
-                        ("cache".into(), a.cache.as_str().to_string()),
-                        (
-                            "peak RSS KB".into(),
-                            a.peak_rss_kb.map(|k| k.to_string()).unwrap_or_default(),
-                        ),
-                        (
-                            "estimate MiB".into(),
-                            c.estimate
-                                .as_ref()
-                                .map(|e| format!("{:.1}", e.bytes as f64 / (1 << 20) as f64))
-                                .unwrap_or_default(),
-                        ),
-                        ("alone".into(), a.alone.to_string()),
-                        ("exit status".into(), a.exit_status.to_string()),
-                    ],
-                },
-            ));
+            bar.attempt = i as u32;
+            if i + 1 == c.attempts.len() {
+                bar.reproducer = c.reproducer.clone();
+            }
+            compiles.push(bar);
         }
     }
-    // Lanes in slot order (the timeline draws them in order of appearance).
-    v.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.start_s.total_cmp(&b.1.start_s)));
-    v.into_iter().map(|(_, s)| s).collect()
-}
-
-/// The HTML timeline.
-pub fn timings_html(report: &Report) -> String {
-    timeline::html(
-        &format!(
+    Run {
+        title: format!(
             "nxcc parallel-compile ({})",
             count(report.compiles.len(), "compile", "compiles")
         ),
-        &spans(report),
-    )
+        process: "nxcc parallel-compile".into(),
+        lanes: (1..=report.jobs).map(|n| format!("slot {n}")).collect(),
+        budget: report.memory_budget,
+        compiles,
+    }
+}
+
+/// The `--timings` page.
+pub fn timings_html(report: &Report) -> String {
+    crate::profile::page::html(&profile(report))
+}
+
+/// The `--profile` Chrome trace.
+pub fn trace(report: &Report) -> String {
+    crate::profile::trace::text(&profile(report))
 }
 
 /// Write a file as one [`crate::fsx::AtomicFile`] (its directory created first).
@@ -257,6 +231,34 @@ mod tests {
             peak_rss_kb: Some(2048),
             error_lines: Vec::new(),
             work_dir: None,
+            outcome: String::new(),
+            bar: Some(crate::profile::Compile {
+                graph: String::new(),
+                input: String::new(),
+                slot,
+                attempt: 0,
+                start_s,
+                end_s: start_s + 1.0,
+                outcome: match (exit_status, cache) {
+                    (0, CacheStatus::Hit) => crate::profile::Outcome::Hit {
+                        tier: "local".into(),
+                    },
+                    (0, _) => crate::profile::Outcome::Compiled,
+                    _ => crate::profile::Outcome::Failed {
+                        code: None,
+                        signal: None,
+                        what: "boom".into(),
+                    },
+                },
+                peak_rss_kb: Some(2048),
+                estimate: None,
+                basis: None,
+                key: None,
+                phases: Vec::new(),
+                error: None,
+                log: None,
+                reproducer: None,
+            }),
         }
     }
 
@@ -274,8 +276,18 @@ mod tests {
             wall_s: attempts.len() as f64,
             peak_rss_kb: Some(2048),
             error_lines: vec!["[ERROR] boom".into()],
-            attempts,
+            attempts: attempts
+                .into_iter()
+                .map(|mut a| {
+                    if let Some(b) = a.bar.as_mut() {
+                        b.graph = stem.into();
+                    }
+                    a
+                })
+                .collect(),
             work_dir: None,
+            reproducer: (status == Status::Failed)
+                .then(|| format!("/o/nxcc-reproducer-{stem}.tar.gz")),
         }
     }
 
@@ -318,14 +330,41 @@ mod tests {
     }
 
     #[test]
-    fn lanes_follow_the_slots_and_retries_are_labelled() {
-        let s = spans(&report());
-        let lanes: Vec<&str> = s.iter().map(|s| s.lane.as_str()).collect();
-        assert_eq!(lanes, ["slot 1", "slot 2", "slot 2", "slot 11"]);
-        assert_eq!(s[0].label, "b (retry 1)");
-        assert_eq!((s[1].label.as_str(), s[1].status.as_str()), ("c", "hit"));
-        assert_eq!((s[2].label.as_str(), s[2].status.as_str()), ("b", "failed"));
-        assert!(timings_html(&report()).contains("slot 11"));
+    fn bars_follow_the_slots_and_retries_are_numbered() {
+        let p = profile(&report());
+        assert_eq!(p.lanes.len(), 11);
+        assert_eq!(p.budget, Some(1 << 30));
+        let bars: Vec<(&str, usize, u32, &str)> = p
+            .compiles
+            .iter()
+            .map(|b| (b.graph.as_str(), b.slot, b.attempt, b.outcome.name()))
+            .collect();
+        assert_eq!(
+            bars,
+            [
+                ("a", 10, 0, "compiled"),
+                ("b", 1, 0, "failed"),
+                ("b", 0, 1, "compiled"),
+                ("c", 1, 0, "hit")
+            ]
+        );
+        // The failed graph's last bar links its bundle.
+        assert_eq!(
+            p.compiles[3].reproducer.as_deref(),
+            Some("/o/nxcc-reproducer-c.tar.gz")
+        );
+        let h = timings_html(&report());
+        assert!(h.contains("slot 11") && h.contains("b (retry 1)"));
+        let t: serde_json::Value = serde_json::from_str(&trace(&report())).unwrap();
+        assert_eq!(
+            t["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["cat"] == "compile")
+                .count(),
+            4
+        );
     }
 
     #[test]

@@ -319,6 +319,18 @@ impl NccError {
     }
 }
 
+impl NccError {
+    /// NCC_EDRV117: a shared cache in an object store (`--cache_dir s3://...`) that cannot be
+    /// used: no such bucket, access denied, the endpoint unreachable (`cause` says which).
+    pub fn shared_cache(url: impl fmt::Display, cause: impl fmt::Display) -> NccError {
+        NccError::new(
+            "EDRV117",
+            format!("Cannot use the shared cache {url}: {cause}"),
+            "Check the bucket, the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...), AWS_REGION and AWS_ENDPOINT_URL, or use a local --cache_dir.",
+        )
+    }
+}
+
 impl fmt::Display for NccError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.code {

@@ -10,7 +10,8 @@
 //! 0. [`error`], [`shell`], [`npy`], `provenance`, [`fsx`] (atomic files, unique names,
 //!    directories walked without following links), [`words`] (counts with their nouns);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
-//!    the supervisor and its report pipe — nothing about compiling), [`cli`];
+//!    the supervisor and its report pipe — nothing about compiling), [`cli`], [`profile`] (a run
+//!    of compiles as a Chrome trace and an HTML page);
 //! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated
 //!    toolchain's seam, [`toolchain::Simulator`], and `nxcc toolchain`), [`result`] (how a
 //!    compile ended, as data), [`forkserver`] (a single-threaded helper that forks workers for a
@@ -44,6 +45,7 @@ pub mod neff;
 pub mod neuron_cache;
 pub mod npy;
 pub mod plan;
+pub mod profile;
 pub(crate) mod provenance;
 pub mod recon;
 pub mod result;

@@ -228,6 +228,21 @@ impl Status {
 }
 
 impl Failure {
+    /// The signal a process of the compile ended on, when one did: a job's crash, a kill for
+    /// memory (SIGKILL), the worker's signal, a signal of the moment.
+    pub fn signal(&self) -> Option<i32> {
+        match self {
+            Failure::Job {
+                end: JobEnd::Crashed(s),
+                ..
+            } => Some(*s),
+            Failure::OutOfMemory { .. } => Some(libc::SIGKILL),
+            Failure::WorkerLost { signal, .. } => *signal,
+            Failure::Environment(Environment::Signal(s)) => Some(*s),
+            _ => None,
+        }
+    }
+
     /// A few words saying what failed.
     pub fn describe(&self) -> String {
         match self {

@@ -468,6 +468,7 @@ fn warn(session: &Session, e: &dyn std::fmt::Display) {
 impl ActionCache<'_> {
     /// The server had the result (delivered): the compile is its pseudo-job.
     fn hit(&self, job: &RemoteJob, built: &Built) -> CompileResult {
+        job.session.served_by("remote");
         job.session.pseudo_job(JOB_NAME);
         job.session.log().user(&format!(
             "Using a remote cached neff (action {}) from {}",

@@ -176,7 +176,14 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             "clean: only with --neuron-cache (nxcc's own cache has gc and clear)".into(),
         );
     }
-    match super::actions::run(prog, action, &parsed, compile_args) {
+    let shared = parsed
+        .str("cache_dir")
+        .filter(|d| action != "explain" && super::shared::is_url(d) && super::shared::available());
+    let ran = match shared {
+        Some(url) => super::shared::actions::run(prog, action, &parsed, url),
+        None => super::actions::run(prog, action, &parsed, compile_args),
+    };
+    match ran {
         Ok(status) => status,
         Err(message) => usage_error(prog, message),
     }

@@ -42,6 +42,9 @@ pub struct CacheConfig {
     pub retry_failed: bool,
     /// The compile's cache flags over the cache's configuration file ([`super::settings`]).
     pub settings: Settings,
+    /// The shared tier behind the directory (`--cache_dir s3://BUCKET/PREFIX`: the directory
+    /// is then the default one, the local tier, [`super::shared`]).
+    pub shared: Option<String>,
 }
 
 /// Whether the compile's result came from the cache.
@@ -68,9 +71,12 @@ impl CacheStatus {
     }
 }
 
-/// Refuse a remote cache location (`s3://...`, any `scheme://`): only local directories are
-/// supported.
+/// Refuse a remote cache location (any `scheme://`) but a shared tier the program has a client
+/// for (`s3://...`, [`super::shared`]).
 pub fn check_local(dir: &str) -> Result<(), NccError> {
+    if super::shared::is_url(dir) && super::shared::available() {
+        return Ok(());
+    }
     match dir.split_once("://") {
         Some((scheme, _))
             if !scheme.is_empty()
@@ -106,6 +112,7 @@ impl CacheConfig {
             dir,
             retry_failed: plan.ns.bool(Dest::RetryFailedCompilation),
             settings,
+            shared: None,
         })
     }
 
@@ -147,11 +154,39 @@ impl CacheConfig {
         let dir = match plan.ns.str(Dest::CacheDir).filter(|d| !d.is_empty()) {
             Some(d) => {
                 check_local(d)?;
+                if super::shared::is_url(d) {
+                    return CacheConfig::shared_for_plan(plan, d, default_dir);
+                }
                 Some(crate::plan::absolute(&plan.launch_dir, d))
             }
             None => default_dir.map(Path::to_path_buf),
         };
-        CacheConfig::for_plan_in(plan, dir)
+        CacheConfig::for_plan_at(plan, dir)
+    }
+
+    /// [`CacheConfig::for_plan_in`], where `dir` may name a shared tier (`s3://...`, as a
+    /// caller's default may): then the local tier is [`default_dir()`].
+    pub fn for_plan_at(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
+        match dir.as_deref().and_then(Path::to_str) {
+            Some(url) if super::shared::is_url(url) => {
+                CacheConfig::shared_for_plan(plan, url, None)
+            }
+            _ => CacheConfig::for_plan_in(plan, dir),
+        }
+    }
+
+    /// The shared tier at `url` behind the local directory: the caller's default, else
+    /// [`default_dir()`].
+    pub fn shared_for_plan(
+        plan: &Plan,
+        url: &str,
+        default_dir: Option<&Path>,
+    ) -> Result<CacheConfig, NccError> {
+        let local =
+            default_dir.map_or_else(|| PathBuf::from(self::default_dir()), Path::to_path_buf);
+        let mut cfg = CacheConfig::for_plan_in(plan, Some(local))?;
+        cfg.shared = Some(url.to_string());
+        Ok(cfg)
     }
 
     /// The cache, when on.

@@ -103,6 +103,15 @@ impl Basis {
         }
     }
 
+    /// Its short name: `recorded`, `similar`, or the formula's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Basis::Recorded => "recorded",
+            Basis::Similar { .. } => "similar",
+            Basis::Default { formula } => formula,
+        }
+    }
+
     /// What an estimate came from, in words.
     pub fn describe(&self) -> String {
         match self {

@@ -33,7 +33,7 @@ use crate::plan::Plan;
 
 /// The plan arguments that cannot change the output, left out of the key. This list is the one
 /// place that decides it: the output and log locations, console and log levels, the work dir,
-/// the dry run, reports (`--timings`, `--trace`, metrics), the cache's own flags, the job
+/// the dry run, reports (`--timings`, `--trace`, metrics, reproducer bundles), the cache's own flags, the job
 /// timeout, keeping the work dir, the daemon switch, `--toolchain` (the toolchain's identity
 /// is hashed instead of its spelling), and where a remote service is (`--remote*`).
 pub const EXCLUDED_ARGS: &[Dest] = &[
@@ -45,6 +45,9 @@ pub const EXCLUDED_ARGS: &[Dest] = &[
     Dest::DryRun,
     Dest::Timings,
     Dest::Trace,
+    Dest::GenReproducer,
+    Dest::ReproducerDir,
+    Dest::ReproducerStripConstants,
     Dest::CacheDir,
     Dest::NoCache,
     Dest::RetryFailedCompilation,

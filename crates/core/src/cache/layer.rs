@@ -63,6 +63,11 @@ use crate::engine::Engine;
 use crate::error::NccError;
 use crate::result::{CancelReason, Environment, Failure, JobEnd, Status};
 
+/// The tier a hit of this cache is said to come from (in a compile's profile).
+pub const TIER_LOCAL: &str = "local";
+/// The tier a hit of a secondary cache (`--cache-secondary`) is said to come from.
+pub const TIER_SECONDARY: &str = "secondary";
+
 /// The local compile cache for one compile: its configuration, the engine its entries record,
 /// and — once the compile ran through it — what it did ([`LocalStore::status`],
 /// [`LocalStore::key`], [`LocalStore::entry`]). Its inner layers are [`LocalStore::secondaries`],
@@ -134,6 +139,22 @@ impl<'a> LocalStore<'a> {
     /// The layer that refuses a hit-only cache's miss.
     pub fn hit_only(&'a self) -> HitOnly<'a> {
         HitOnly { store: self }
+    }
+
+    /// The configuration (for the shared tier).
+    pub(crate) fn config(&self) -> &CacheConfig {
+        self.cfg
+    }
+
+    /// The key the lookup missed, once it has (for the shared tier).
+    pub(crate) fn missed_key(&self) -> Option<Key> {
+        self.record().keyed.clone()
+    }
+
+    /// Serve the missed key from the local cache if it holds it now (an entry the shared tier
+    /// fetched, or another compile stored): as the lookup serves a hit.
+    pub(crate) fn serve_now(&self, session: &Session) -> Option<CompileResult> {
+        self.visit(session)?.serve()
     }
 
     fn record(&self) -> std::sync::MutexGuard<'_, Record> {
@@ -312,7 +333,7 @@ struct Visit<'v, 's> {
 }
 
 /// A warning the user sees at the default console level (and the log records).
-fn warn(session: &Session, message: &str) {
+pub(crate) fn warn(session: &Session, message: &str) {
     session
         .log()
         .log(log::DRIVER, level::USER, &format!("WARNING: {message}"));
@@ -490,7 +511,13 @@ impl Visit<'_, '_> {
     }
 
     /// A hit on `dir`.
-    fn hit(&self, result: CompileResult, dir: PathBuf) -> Option<CompileResult> {
+    fn hit(
+        &self,
+        result: CompileResult,
+        dir: PathBuf,
+        tier: &'static str,
+    ) -> Option<CompileResult> {
+        self.session.served_by(tier);
         self.store.record().keyed = Some(self.key.clone());
         self.store.note(CacheStatus::Hit, Some(dir));
         Some(result)
@@ -515,7 +542,7 @@ impl Visit<'_, '_> {
                         );
                     }
                     self.say_served(&dir);
-                    self.hit(session.result(Status::Succeeded), dir)
+                    self.hit(session.result(Status::Succeeded), dir, TIER_LOCAL)
                 }
                 Err(ServeError::Corrupt(reason)) => {
                     self.evict_corrupt(&reason, Some(&m));
@@ -524,12 +551,12 @@ impl Visit<'_, '_> {
                 Err(ServeError::Output(e)) => {
                     let e = NccError::output_not_written(session.plan().output.display(), e);
                     let failed = session.fail(&e, Failure::Environment(Environment::Output));
-                    self.hit(failed, dir)
+                    self.hit(failed, dir, TIER_LOCAL)
                 }
             },
             Lookup::Failed(m, failed) if !self.store.cfg.retry_failed => {
                 self.count_hit(&m, true);
-                self.hit(self.remembered(&dir, failed), dir)
+                self.hit(self.remembered(&dir, failed), dir, TIER_LOCAL)
             }
             Lookup::Failed(..) => None,
             Lookup::Corrupt(reason) => {
@@ -599,7 +626,7 @@ impl Visit<'_, '_> {
         if self.writes() {
             self.copy_in(&hit, &dir);
         }
-        self.hit(result, dir)
+        self.hit(result, dir, TIER_SECONDARY)
     }
 
     /// Copy a secondary's entry (at `dir`) into this cache.

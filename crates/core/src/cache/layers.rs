@@ -60,6 +60,10 @@ pub fn find(
     warn: &mut dyn FnMut(String),
 ) -> Option<SecondaryHit> {
     for dir in secondaries {
+        if dir.to_str().is_some_and(super::shared::is_url) {
+            // A shared tier: searched by its own layer (`super::shared::tier`).
+            continue;
+        }
         let cache = Cache::new(dir);
         if let Err(u) = cache.check() {
             warn(format!("skipping the secondary cache: {u}"));

@@ -13,6 +13,8 @@
 //! - `config`: whether and where a compile uses the cache ([`CacheConfig`]);
 //! - [`layer`]: [`LocalStore`] — the cache as a layer of the compile stack, what `nxcc compile
 //!   --cache_dir`, `parallel-compile` and the daemon compile through;
+//! - [`shared`]: the shared tier — the same entries in an object store (`--cache_dir
+//!   s3://...`) behind the local directory, through a storage interface a backend implements;
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
 //! - [`maintain`]: stats, verify, gc, clear; [`command`] and `actions`: `nxcc cache ...`;
 //! - `chunks`: large files read with the reads overlapped with hashing; `host`: the host and
@@ -73,6 +75,7 @@ pub(crate) mod layers;
 pub mod maintain;
 pub mod meta;
 pub mod settings;
+pub mod shared;
 pub mod store;
 
 pub use config::{
@@ -80,5 +83,5 @@ pub use config::{
 };
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::{Key, EXCLUDED_ARGS};
-pub use layer::LocalStore;
+pub use layer::{LocalStore, TIER_LOCAL, TIER_SECONDARY};
 pub use store::{Cache, Lookup};

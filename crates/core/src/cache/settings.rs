@@ -343,7 +343,7 @@ pub struct Flags {
 
 impl Flags {
     /// The flags of a compile's plan (`--cache-secondary` made absolute against its launch
-    /// directory).
+    /// directory, unless it names a shared tier).
     pub fn of_plan(plan: &Plan) -> Flags {
         let s = |d: Dest| plan.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
         Flags {
@@ -356,7 +356,11 @@ impl Flags {
                 .list(Dest::CacheSecondary)
                 .iter()
                 .filter(|d| !d.is_empty())
-                .map(|d| crate::plan::absolute(&plan.launch_dir, d))
+                .map(|d| match super::shared::is_url(d) {
+                    // A shared tier (`s3://...`), searched by its layer.
+                    true => PathBuf::from(d),
+                    false => crate::plan::absolute(&plan.launch_dir, d),
+                })
                 .collect(),
         }
     }

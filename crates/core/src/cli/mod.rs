@@ -47,6 +47,10 @@ pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
         "Compile many models at once, within a memory budget, through the cache.",
     ),
     (
+        "reproduce",
+        "Replay a reproducer bundle (compile --gen-reproducer) and say whether the failure recurs.",
+    ),
+    (
         "cache",
         "Inspect and maintain the compile cache (stats, verify, gc, clear; clean for the framework's cache).",
     ),

@@ -13,8 +13,7 @@
 //!   fork server; `executor` — in the worker: the plan's jobs in order, each job's steps; it
 //!   knows nothing about particular jobs;
 //! - [`failure`] — how a failed job or worker is reported, in the original's words;
-//! - helpers: `workdir`, [`log`], `progress`, [`metrics`], `reports`, [`timeline`],
-//!   [`events`].
+//! - helpers: `workdir`, [`log`], `progress`, [`metrics`], `reports`, [`events`].
 
 pub mod events;
 pub(crate) mod executor;
@@ -29,7 +28,6 @@ pub(crate) mod reports;
 pub mod result;
 pub mod session;
 pub mod strategy;
-pub mod timeline;
 pub(crate) mod workdir;
 pub mod worker;
 

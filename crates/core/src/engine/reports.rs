@@ -1,45 +1,19 @@
-//! What a compile writes about itself once it has ended (04-run.md "Measuring every job"): the
-//! per-job table in its log, the `--submit-metrics` record, and the `--timings` (HTML) and
-//! `--trace` (Chrome trace) timelines.
-
-use std::path::Path;
+//! What a compile's pipeline writes about itself once it has ended (04-run.md "Measuring every
+//! job"): the per-job table in its log and the `--submit-metrics` record. (Its `--timings` page
+//! and `--trace` profile are the compile's, written by whoever ran the whole compile: a hit
+//! has them too.)
 
 use super::log::{self, Logger};
 use super::metrics::{self, JobMetrics};
-use super::timeline::{self, Span};
 use crate::cli::namespace::Dest;
 use crate::plan::Plan;
 
-/// The per-job table (log), `--submit-metrics`, `--timings` and `--trace`.
+/// The per-job table (log) and `--submit-metrics`.
 pub fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
     logger.file_only(&metrics::table(jobs));
     let ns = &plan.ns;
     if ns.bool(Dest::SubmitMetrics) {
         submit(plan, logger, jobs, exit_status);
-    }
-    let spans = spans(jobs);
-    let title = format!(
-        "nxcc compile {}",
-        plan.model
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("")
-    );
-    if let Some(path) = ns.str(Dest::Timings) {
-        write_report(
-            logger,
-            &crate::plan::absolute(&plan.launch_dir, path),
-            &timeline::html(&title, &spans),
-            "timings",
-        );
-    }
-    if let Some(path) = ns.str(Dest::Trace) {
-        write_report(
-            logger,
-            &crate::plan::absolute(&plan.launch_dir, path),
-            &timeline::chrome_trace(&spans),
-            "trace",
-        );
     }
 }
 
@@ -65,56 +39,5 @@ fn submit(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
     };
     if let Err(e) = metrics::submit(&plan.launch_dir, &record) {
         logger.warning(log::DRIVER, &format!("Could not submit metrics: {e}"));
-    }
-}
-
-/// One timeline span per job.
-fn spans(jobs: &[JobMetrics]) -> Vec<Span> {
-    jobs.iter()
-        .map(|j| Span {
-            lane: "compile".to_string(),
-            label: j.job.clone(),
-            start_s: j.start_s,
-            end_s: j.start_s + j.wall_s,
-            status: serde_json::to_value(j.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            details: vec![
-                ("user s".into(), format!("{:.3}", j.user_s)),
-                ("sys s".into(), format!("{:.3}", j.sys_s)),
-                ("peak RSS KB".into(), j.max_rss_kb.to_string()),
-                ("processes".into(), j.processes.to_string()),
-                (
-                    "exit status".into(),
-                    j.exit_status.map(|c| c.to_string()).unwrap_or_default(),
-                ),
-                (
-                    "signal".into(),
-                    j.signal
-                        .map(crate::run::signals::signal_text)
-                        .unwrap_or_default(),
-                ),
-            ],
-        })
-        .collect()
-}
-
-fn write_report(logger: &Logger, path: &Path, text: &str, what: &str) {
-    let r = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| {
-            crate::fsx::atomic::write_file(path, text.as_bytes(), crate::fsx::Durability::Visible)
-        });
-    match r {
-        // On the console too: a plain `--timings` writes to a file the user did not name.
-        Ok(()) => logger.user(&format!("Wrote the {what} to {}", path.display())),
-        Err(e) => {
-            logger.warning(
-                log::DRIVER,
-                &format!("Could not write the {what} to {}: {e}", path.display()),
-            );
-        }
     }
 }

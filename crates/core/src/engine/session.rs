@@ -158,6 +158,8 @@ impl Options<'_> {
 struct Seen {
     lines: Vec<String>,
     jobs: Vec<JobMetrics>,
+    /// The cache tier that served the compile, if one did.
+    served_by: Option<&'static str>,
 }
 
 /// One compile (see the module documentation).
@@ -265,6 +267,16 @@ impl<'a> Session<'a> {
         if let Some(f) = self.options.on_event {
             f(event);
         }
+    }
+
+    /// A cache layer served the compile (`local`, `secondary`, `remote`): said in its profile.
+    pub fn served_by(&self, tier: &'static str) {
+        self.seen().served_by = Some(tier);
+    }
+
+    /// The cache tier that served the compile, if one did.
+    pub fn served(&self) -> Option<&'static str> {
+        self.seen().served_by
     }
 
     /// An error line of the compile, under `logger`: logged at ERROR (and shown), and an event.

@@ -18,7 +18,8 @@
 //! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
 //! - [`command`]: `nxcc hlo-info MODEL [--json]`;
 //! - `digest`: a digest of a binary module that leaves its op metadata out (the compile
-//!   cache's `hlo_metadata` sloppiness).
+//!   cache's `hlo_metadata` sloppiness);
+//! - [`strip`]: a binary module with its constants zeroed (a reproducer sent without weights).
 
 use std::path::Path;
 
@@ -29,6 +30,7 @@ pub(crate) mod plain;
 pub mod proto;
 pub(crate) mod scan;
 pub(crate) mod shape;
+pub mod strip;
 pub mod summary;
 pub(crate) mod text;
 pub mod wire;

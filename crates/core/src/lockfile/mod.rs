@@ -277,20 +277,28 @@ fn classify(f: &mut File, free: bool) -> io::Result<Holder> {
     if !free {
         return Ok(Holder::Held { text });
     }
+    let modified = mtime_s(f)?;
+    Ok(judge_text(text, modified))
+}
+
+/// How a lock whose holder's own lock (its `flock`) is not seen stands, from its text and when
+/// its lease was last refreshed (`modified_s`, seconds since the epoch): the rules above, for a
+/// lock file and for a lock kept where no `flock` exists (an object in a bucket).
+pub fn judge_text(text: String, modified_s: f64) -> Holder {
     let Some(stamp) = Stamp::parse(&text) else {
-        return Ok(Holder::Foreign { text });
+        return Holder::Foreign { text };
     };
     if stamp.host == host_name() {
-        return Ok(if stamp.proven_dead_here() {
+        return if stamp.proven_dead_here() {
             Holder::Dead { text }
         } else {
             Holder::Held { text }
-        });
+        };
     }
     let lease = stamp.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
-    let until = mtime_s(f)? + lease.as_secs_f64();
+    let until = modified_s + lease.as_secs_f64();
     let (host, until_ms) = (stamp.host, (until * 1000.0) as u64);
-    Ok(if now_f() < until {
+    if now_f() < until {
         Holder::Leased {
             text,
             host,
@@ -302,7 +310,7 @@ fn classify(f: &mut File, free: bool) -> io::Result<Holder> {
             host,
             until_ms,
         }
-    })
+    }
 }
 
 /// How the lock file `name` of `dir` stands; `None` if there is none. Probes its `flock` with a

@@ -193,7 +193,7 @@ impl Cache {
     }
 
     /// The shard and entry directories of `key`, if there is an entry.
-    fn open_entry(&self, key: &str) -> std::io::Result<Option<(Dir, Dir)>> {
+    pub(crate) fn open_entry(&self, key: &str) -> std::io::Result<Option<(Dir, Dir)>> {
         let Some(root) = self.open_root(false)? else {
             return Ok(None);
         };

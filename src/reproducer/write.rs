@@ -1,0 +1,306 @@
+//! Writing a reproducer bundle (see [`super`]): its members gathered in memory, packed as a
+//! deterministic tar ([`crate::neff::tar`], the writer the NEFF uses), gzip-compressed, and
+//! published whole as one [`crate::fsx::AtomicFile`] made from the reproducer directory's
+//! descriptor: nothing in that directory is followed through a link, a name another user planted
+//! there is replaced (never written through), and a reader sees no bundle or a whole one. The
+//! bundle is readable by its owner only (it holds the model and the environment).
+
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::{env_kept, Signature, FORMAT, MANIFEST, MODEL_DIR};
+use crate::cache::{CacheConfig, Key};
+use crate::engine::result::CompileResult;
+use crate::engine::Engine;
+use crate::fsx::{AtomicFile, Dir, Durability};
+use crate::plan::Plan;
+use crate::result::Failure;
+
+/// The most of a model read into a bundle, bytes.
+pub const MAX_MODEL_BYTES: u64 = 4 << 30;
+/// The most of a compile's log kept in a bundle (its last lines), bytes.
+pub const MAX_LOG_BYTES: u64 = 16 << 20;
+
+/// What a bundle is made from.
+pub struct Request<'a> {
+    /// The compile's plan.
+    pub plan: &'a Plan,
+    /// What ran it.
+    pub engine: &'a Engine,
+    /// How it ended.
+    pub result: &'a CompileResult,
+    /// Its cache key, when the compile had one (else it is computed).
+    pub key: Option<&'a Key>,
+    /// Where the compile's lines start in its log file.
+    pub log_start: u64,
+    /// The directory the bundle goes into.
+    pub dir: &'a Path,
+    /// Zero the model's constants (`--reproducer-strip-constants`).
+    pub strip: bool,
+    /// The framework cache entry the compile came from (its `compile_flags.json` goes in).
+    pub entry: Option<&'a Path>,
+}
+
+/// The bundle's file name for a compile's key.
+pub fn file_name(key: &str) -> String {
+    format!("nxcc-reproducer-{key}.tar.gz")
+}
+
+/// The model as the compile read it. (Where the compile works from a private snapshot of its
+/// model, this is that snapshot: the bundle then holds exactly what was compiled.)
+pub fn model_as_compiled(plan: &Plan) -> &Path {
+    &plan.model
+}
+
+/// Write the bundle; its path, or why it could not be written.
+pub fn write(req: &Request) -> Result<PathBuf, String> {
+    let key = match req.key {
+        Some(k) => k.clone(),
+        None => CacheConfig::off()
+            .key(req.plan, req.engine)
+            .map_err(|e| format!("cannot key the compile: {e}"))?,
+    };
+    let mut members = model_members(model_as_compiled(req.plan), req.strip)?;
+    let model_name = members
+        .first()
+        .map(|(n, _)| {
+            n.trim_start_matches("model/")
+                .split('/')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .unwrap_or_default();
+    let json_member = |v: Value| {
+        let mut t = serde_json::to_string_pretty(&v).unwrap_or_default();
+        t.push('\n');
+        t.into_bytes()
+    };
+    let replay_args = crate::remote::action::remote_arguments(req.plan)?;
+    members.push((
+        "argv.json".into(),
+        json_member(argv(req.plan, &replay_args, &model_name)),
+    ));
+    if let Some(entry) = req.entry {
+        let flags = Dir::open(entry)
+            .and_then(|d| d.read(crate::neuron_cache::FLAGS_FILE))
+            .map_err(|e| format!("cannot read the entry's flags: {e}"))?;
+        members.push((crate::neuron_cache::FLAGS_FILE.into(), flags));
+    }
+    members.push(("versions.json".into(), json_member(versions(req, &key))));
+    let env = environment();
+    members.push(("env.json".into(), json_member(env.clone())));
+    members.push((
+        "log.txt".into(),
+        log_lines(&req.plan.logfile, req.log_start),
+    ));
+    members.push(("failure.json".into(), json_member(failure(req.result))));
+    members.push((
+        "cache_key.json".into(),
+        json_member(
+            json!({"key": key.key, "args_key": key.args_key, "model_digest": key.model_digest,
+            "model_size": key.model_size, "inputs": key.inputs}),
+        ),
+    ));
+    members.push((
+        "repro.sh".into(),
+        script(&replay_args, &model_name, &env, req.plan).into_bytes(),
+    ));
+    let manifest = manifest(&members);
+    members.push((MANIFEST.into(), json_member(manifest)));
+    publish(req.dir, &file_name(&key.key), &members)
+}
+
+/// The model's files, as `model/<name>` (a directory model: `model/<dir>/<file>` for each
+/// `*.pb`), their constants zeroed when asked.
+fn model_members(model: &Path, strip: bool) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let name = model
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty() && n != "..")
+        .ok_or_else(|| format!("the model {} has no file name", model.display()))?;
+    let read = |p: &Path| {
+        crate::fsx::regular::read(p, MAX_MODEL_BYTES)
+            .map_err(|e| format!("cannot read the model {}: {e}", p.display()))
+    };
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    if model.is_dir() {
+        let dir = Dir::open(model).map_err(|e| format!("cannot open {}: {e}", model.display()))?;
+        let mut names: Vec<String> = dir
+            .entries()
+            .map_err(|e| format!("cannot read {}: {e}", model.display()))?
+            .filter(|(_, t)| t.is_file())
+            .filter_map(|(n, _)| n.into_string().ok())
+            .filter(|n| n.ends_with(".pb"))
+            .collect();
+        names.sort();
+        for n in names {
+            let bytes = dir
+                .read(&n)
+                .map_err(|e| format!("cannot read {}/{n}: {e}", model.display()))?;
+            files.push((format!("{MODEL_DIR}/{name}/{n}"), bytes));
+        }
+    } else {
+        files.push((format!("{MODEL_DIR}/{name}"), read(model)?));
+    }
+    if strip {
+        for (n, bytes) in &mut files {
+            if bytes.trim_ascii_start().starts_with(b"HloModule") {
+                return Err(format!(
+                    "--reproducer-strip-constants: {n} is HLO text; only a binary HloModuleProto's constants can be zeroed (no bundle written)"
+                ));
+            }
+            let (stripped, _) = crate::hlo::strip::strip_constants(bytes).map_err(|e| {
+                format!("--reproducer-strip-constants: {n} is not an HloModuleProto: {e}")
+            })?;
+            *bytes = stripped;
+        }
+    }
+    Ok(files)
+}
+
+fn argv(plan: &Plan, replay_args: &[String], model_name: &str) -> Value {
+    json!({
+        "prog": plan.prog,
+        "argv": plan.argv,
+        "launch_dir": plan.launch_dir,
+        "model": plan.model,
+        "model_name": model_name,
+        "replay_args": replay_args,
+    })
+}
+
+/// nxcc's version and identity, the toolchain's (or the external compiler's).
+fn versions(req: &Request, key: &Key) -> Value {
+    let exe = std::env::current_exe().ok();
+    let exe_meta = exe.as_ref().and_then(|e| std::fs::metadata(e).ok());
+    let mtime = exe_meta
+        .as_ref()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    let toolchain = req.plan.toolchain.as_ref();
+    json!({
+        "nxcc": {
+            "version": crate::VERSION,
+            "reproduces": crate::ORIGINAL_VERSION,
+            "executable": exe,
+            "size": exe_meta.as_ref().map(|m| m.len()),
+            "modified": mtime,
+        },
+        "engine": req.engine.name(),
+        "compiler": match req.engine {
+            Engine::External(c) => Some(crate::engine::resolve_program(&c.program)),
+            Engine::Pipeline => None,
+        },
+        "toolchain": {
+            "request": format!("{:?}", req.plan.toolchain_request),
+            "bin": toolchain.map(|t| &t.bin),
+            "simulated": toolchain.is_some_and(|t| t.simulated),
+            "identity": key.inputs.get("toolchain"),
+        },
+    })
+}
+
+/// The compiler's variables of this process, secrets left out by name (listed).
+fn environment() -> Value {
+    let mut kept = serde_json::Map::new();
+    let mut left_out = Vec::new();
+    let mut vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    vars.sort();
+    for (k, v) in vars {
+        match env_kept(&k) {
+            Ok(()) => {
+                kept.insert(k, json!(v));
+            }
+            Err("a secret, by its name") => left_out.push(k),
+            Err(_) => {}
+        }
+    }
+    json!({"variables": kept, "left_out": left_out})
+}
+
+/// The compile's lines of its log (the last [`MAX_LOG_BYTES`] of them).
+fn log_lines(logfile: &Path, start: u64) -> Vec<u8> {
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut f = crate::fsx::regular::open(logfile)?;
+        let len = f.metadata()?.len();
+        let from = start.min(len).max(len.saturating_sub(MAX_LOG_BYTES));
+        f.seek(std::io::SeekFrom::Start(from))?;
+        let mut v = Vec::new();
+        f.take(MAX_LOG_BYTES).read_to_end(&mut v)?;
+        Ok(v)
+    };
+    read().unwrap_or_else(|e| {
+        format!("(the log {} could not be read: {e})\n", logfile.display()).into_bytes()
+    })
+}
+
+/// How the compile ended, as data.
+fn failure(r: &CompileResult) -> Value {
+    let sig = Signature::of(r);
+    let failure = r.failure();
+    json!({
+        "signature": sig,
+        "describe": sig.describe(),
+        "exit_status": r.exit_status(),
+        "status": r.status,
+        "signal": failure.and_then(Failure::signal).map(crate::run::signals::signal_text),
+        "peak_rss_kb": r.peak_rss_kb(),
+        "jobs": r.jobs,
+        "error_lines": r.lines,
+    })
+}
+
+/// `repro.sh`: the compile again, from the bundle's directory, with its environment.
+fn script(replay_args: &[String], model_name: &str, env: &Value, plan: &Plan) -> String {
+    let q = crate::shell::quote;
+    let mut s = String::from(
+        "#!/bin/sh\n# Runs the compile this bundle was made from again (nxcc reproduce does the same, and\n# compares how it ends). NXCC names the nxcc to run (default: nxcc on PATH).\nset -eu\nhere=$(cd \"$(dirname \"$0\")\" && pwd)\n",
+    );
+    if let Some(vars) = env["variables"].as_object() {
+        for (k, v) in vars {
+            s.push_str(&format!("export {k}={}\n", q(v.as_str().unwrap_or(""))));
+        }
+    }
+    let simulated = plan.toolchain.as_ref().is_some_and(|t| t.simulated);
+    s.push_str(&format!(
+        "mkdir -p \"$here/out\"\ncd \"$here/out\"\nexec \"${{NXCC:-nxcc}}\" compile {} \"$here/{MODEL_DIR}/\"{} --output \"$here/out/model.neff\" --logfile \"$here/out/log-neuron-cc.txt\"{} \"$@\"\n",
+        crate::shell::join(replay_args),
+        q(model_name),
+        if simulated { " --toolchain sim" } else { "" }
+    ));
+    s
+}
+
+/// Every member's size and blake3.
+fn manifest(members: &[(String, Vec<u8>)]) -> Value {
+    let files: Vec<Value> = members
+        .iter()
+        .map(|(n, b)| json!({"name": n, "size": b.len(), "blake3": blake3::hash(b).to_hex().to_string()}))
+        .collect();
+    json!({"format": FORMAT, "nxcc_version": crate::VERSION, "files": files})
+}
+
+/// Pack the members and publish the bundle as `name` in `dir`.
+fn publish(dir: &Path, name: &str, members: &[(String, Vec<u8>)]) -> Result<PathBuf, String> {
+    let mut tar = Vec::new();
+    for (n, bytes) in members {
+        crate::neff::tar::append_file(&mut tar, n, bytes);
+    }
+    crate::neff::tar::finish(&mut tar);
+    let fail = |e: std::io::Error| format!("cannot write {}: {e}", dir.join(name).display());
+    let d = Dir::open(dir).map_err(fail)?;
+    let file = AtomicFile::create_in(&d, name)
+        .map_err(fail)?
+        .with_mode(0o600);
+    let mut gz = flate2::write::GzEncoder::new(file.file(), flate2::Compression::default());
+    gz.write_all(&tar).map_err(fail)?;
+    gz.finish().map_err(fail)?;
+    file.commit(Durability::Visible).map_err(fail)?;
+    Ok(dir.join(name))
+}

@@ -1,0 +1,286 @@
+//! A real S3-compatible server for the S3 tests, on loopback only: moto's server mode
+//! (`moto[s3]==5.2.6` with Flask, pinned by `tests/data/moto/constraints.txt`), provisioned on
+//! first use into a virtual environment under `target/` (Python 3.11, else python3; a lock file
+//! keeps parallel test binaries from installing twice), started on a free port, ready when it
+//! answers, stopped by pid (its process group). moto answers conditional writes as S3 does
+//! (`If-None-Match: *` on an existing key and a stale `If-Match` both 412 PreconditionFailed)
+//! and, started with authentication, enforces IAM policies (a read-only credential).
+//! `tests/data/moto/admin.py` is the server's own client (boto3) for what a test does behind
+//! nxcc's back.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::text;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const VERSION: &str = "5.2.6";
+
+fn data(name: &str) -> PathBuf {
+    Path::new(ROOT).join("tests/data/moto").join(name)
+}
+
+fn venv() -> PathBuf {
+    Path::new(ROOT).join("target/moto-venv")
+}
+
+/// Run `c`; its stderr's last lines when it fails.
+fn run(c: &mut Command, what: &str) -> Result<String, String> {
+    let o = c.output().map_err(|e| format!("{what}: {e}"))?;
+    if o.status.success() {
+        return Ok(text(&o.stdout));
+    }
+    let err = text(&o.stderr);
+    let tail: Vec<&str> = err.lines().rev().take(12).collect();
+    Err(format!(
+        "{what} failed ({}): {}",
+        o.status,
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    ))
+}
+
+/// The virtual environment's `bin/`, provisioning it if needed; why not, if it cannot be.
+pub fn provision() -> Result<PathBuf, String> {
+    let venv = venv();
+    let bin = venv.join("bin");
+    let constraints = std::fs::read(data("constraints.txt")).map_err(|e| e.to_string())?;
+    let stamp_text = format!("moto=={VERSION}\n{}", String::from_utf8_lossy(&constraints));
+    let stamp = venv.join(".nxcc-provisioned");
+    let ready = || {
+        std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_text)
+            && bin.join("moto_server").is_file()
+    };
+    if ready() {
+        return Ok(bin);
+    }
+    std::fs::create_dir_all(Path::new(ROOT).join("target")).map_err(|e| e.to_string())?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(Path::new(ROOT).join("target/moto-venv.lock"))
+        .map_err(|e| format!("cannot open the provisioning lock: {e}"))?;
+    fs4::fs_std::FileExt::lock_exclusive(&lock).map_err(|e| format!("cannot lock: {e}"))?;
+    if ready() {
+        return Ok(bin);
+    }
+    eprintln!(
+        "s3 tests: provisioning moto {VERSION} into {} (once)",
+        venv.display()
+    );
+    let python = ["python3.11", "python3"]
+        .into_iter()
+        .find(|p| {
+            Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .ok_or("no python3.11 or python3 on PATH")?;
+    let _ = std::fs::remove_dir_all(&venv);
+    let pip_cache = Path::new(ROOT).join("target/pip-cache");
+    run(
+        Command::new(python).args(["-m", "venv"]).arg(&venv),
+        "python -m venv",
+    )?;
+    run(
+        Command::new(bin.join("pip"))
+            .env("PIP_CACHE_DIR", &pip_cache)
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args([&format!("moto[s3]=={VERSION}"), "flask", "flask-cors"])
+            .arg("-c")
+            .arg(data("constraints.txt")),
+        "pip install moto",
+    )?;
+    std::fs::write(&stamp, &stamp_text).map_err(|e| e.to_string())?;
+    Ok(bin)
+}
+
+/// `provision()`, or a failed test that says why, visibly.
+pub fn bin() -> PathBuf {
+    provision().unwrap_or_else(|why| {
+        eprintln!("s3 tests: moto cannot be provisioned here: {why}");
+        panic!("moto cannot be provisioned here (an S3 test needs it): {why}");
+    })
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The keys the server was set up with.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    pub id: String,
+    pub secret: String,
+}
+
+/// A running moto server with one bucket.
+pub struct Server {
+    child: Child,
+    /// The network namespace it runs in and its address there; else loopback.
+    netns: Option<(String, String)>,
+    pub port: u16,
+    pub bucket: String,
+    /// The keys that may do anything.
+    pub admin: Keys,
+    /// With authentication: keys that may only read.
+    pub reader: Option<Keys>,
+    _log: tempfile::NamedTempFile,
+}
+
+impl Server {
+    /// A server without authentication (any keys are taken).
+    pub fn start() -> Server {
+        Server::launch(false)
+    }
+
+    /// A server that enforces IAM: a writer and a read-only reader.
+    pub fn with_users() -> Server {
+        Server::launch(true)
+    }
+
+    /// A server in the network namespace `ns`, at `addr` there.
+    pub fn in_netns(ns: &str, addr: &str) -> Server {
+        Server::launch_at(false, Some((ns.to_string(), addr.to_string())))
+    }
+
+    fn launch(auth: bool) -> Server {
+        Server::launch_at(auth, None)
+    }
+
+    fn launch_at(auth: bool, netns: Option<(String, String)>) -> Server {
+        let bin = bin();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let port = free_port();
+        let server = bin.join("moto_server");
+        let (mut c, host) = match &netns {
+            Some((ns, addr)) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(server);
+                (c, addr.as_str())
+            }
+            None => (Command::new(server), "127.0.0.1"),
+        };
+        c.args(["-H", host, "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.reopen().unwrap())
+            .stderr(log.reopen().unwrap())
+            .process_group(0);
+        if auth {
+            // The first requests (making the users) go unauthenticated; every later one must
+            // be signed by a user allowed to make it.
+            c.env("INITIAL_NO_AUTH_ACTION_COUNT", "6");
+        }
+        let child = c.spawn().expect("moto_server starts");
+        let mut s = Server {
+            child,
+            netns,
+            port,
+            bucket: "nxcc-fleet".to_string(),
+            admin: Keys {
+                id: "testing".into(),
+                secret: "testing".into(),
+            },
+            reader: None,
+            _log: log,
+        };
+        s.wait_ready();
+        if auth {
+            let keys: serde_json::Value =
+                serde_json::from_str(&s.admin_cmd(&["users"]).unwrap()).unwrap();
+            let k = |u: &str| Keys {
+                id: keys[u][0].as_str().unwrap().to_string(),
+                secret: keys[u][1].as_str().unwrap().to_string(),
+            };
+            s.admin = k("writer");
+            s.reader = Some(k("reader"));
+        }
+        s.admin_cmd(&["mkbucket", &s.bucket.clone()]).unwrap();
+        s
+    }
+
+    /// Whether it accepts a connection (from its own namespace).
+    fn listening(&self) -> bool {
+        match &self.netns {
+            None => std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
+            Some((ns, addr)) => Command::new("ip")
+                .args(["netns", "exec", ns, "bash", "-c"])
+                .arg(format!("exec 3<>/dev/tcp/{addr}/{}", self.port))
+                .output()
+                .is_ok_and(|o| o.status.success()),
+        }
+    }
+
+    fn wait_ready(&mut self) {
+        let t = Instant::now();
+        while !self.listening() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!(
+                    "moto_server exited ({st}): {}",
+                    std::fs::read_to_string(self._log.path()).unwrap_or_default()
+                );
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "moto never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        let host = self.netns.as_ref().map_or("127.0.0.1", |(_, a)| a.as_str());
+        format!("http://{host}:{}", self.port)
+    }
+
+    pub fn url(&self, prefix: &str) -> String {
+        format!("s3://{}/{prefix}", self.bucket)
+    }
+
+    /// `admin.py` with the admin keys.
+    pub fn admin_cmd(&self, args: &[&str]) -> Result<String, String> {
+        let bin = bin();
+        let mut c = match &self.netns {
+            Some((ns, _)) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(bin.join("python"));
+                c
+            }
+            None => Command::new(bin.join("python")),
+        };
+        run(
+            c.arg(data("admin.py"))
+                .args([&self.endpoint(), &self.admin.id, &self.admin.secret])
+                .args(args),
+            "admin.py",
+        )
+    }
+
+    /// The bucket's objects under `prefix`: key and size.
+    pub fn objects(&self, prefix: &str) -> Vec<(String, u64)> {
+        self.admin_cmd(&["list", &self.bucket])
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.rsplit_once(' '))
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, s)| (k.to_string(), s.parse().unwrap()))
+            .collect()
+    }
+
+    /// Stop it (SIGKILL to its group).
+    pub fn kill(&mut self) {
+        let pid = self.child.id() as i32;
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
