@@ -583,7 +583,10 @@ fn the_configured_max_size_is_kept_as_entries_are_published_and_a_read_entry_sta
         let bytes = entries_bytes(&s.join("cache"));
         assert!(bytes <= max, "{bytes} > {max} after {i}");
         // Once full, what may be kept is kept (the least recently used go, no more).
-        assert!(i < 6 || bytes + one * 2 > max, "{bytes} kept of {max} after {i}");
+        assert!(
+            i < 6 || bytes + one * 2 > max,
+            "{bytes} kept of {max} after {i}"
+        );
         assert!(
             held.join("model.neff").exists(),
             "the read entry was removed"
