@@ -601,6 +601,33 @@ fn the_configured_max_size_is_kept_as_entries_are_published_and_a_read_entry_sta
     );
 }
 
+#[test]
+fn a_compile_larger_than_max_size_is_written_and_not_stored_and_the_user_is_told() {
+    let s = Scratch::new();
+    let set = s.run(&["cache", "config", "max_size=1K", "--cache_dir", "cache"]);
+    assert!(set.status.success(), "{}", text(&set.stderr));
+    let o = compile(&s, "mlp.hlo_module.pb", "big.neff", &[]);
+    // The console's lines: the warning is one of them.
+    let err = text(&o.stdout) + &text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        s.join("big.neff").is_file(),
+        "the compile's NEFF was not written"
+    );
+    assert!(
+        err.contains("could not store the compile in the cache")
+            && err.contains("more than the cache's max_size of 1.0 KiB; it is not stored"),
+        "{err}"
+    );
+    assert!(cache_entries(&s.join("cache")).is_empty());
+    // Compiled again: a miss again (nothing was stored), told again.
+    let again = compile(&s, "mlp.hlo_module.pb", "again.neff", &[]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(text(&again.stdout).contains("it is not stored"));
+    assert_eq!(compiles(&s), 2);
+    assert_eq!(counters(&s)["entries"], 0);
+}
+
 // ---- remembered digests ----
 
 #[test]
