@@ -386,9 +386,39 @@ def untrusted():
         shutil.rmtree(base)
 
 
+def readme_hook():
+    """The README's example of a framework's compile hook, taken from the README and run as it
+    is: a compile through the daemon, a hit, a failing compile's status and failure printed."""
+    import contextlib
+    import io
+
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    code = [b for b in blocks if "def neuronx_cc(" in b]
+    check(len(code) == 1, "the README has one example of a compile hook")
+    hook = {}
+    exec(compile(code[0], "README.md", "exec"), hook)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        first = hook["neuronx_cc"](["compile", "m.hlo", "--output", "a.neff"] + SIM, cwd=WD)
+        daemon = hook["_daemon"]
+        again = hook["neuronx_cc"](["compile", "m.hlo", "--output", "b.neff"] + SIM, cwd=WD)
+        missing = hook["neuronx_cc"](["compile", "missing.hlo", "--output", "c.neff"] + SIM, cwd=WD)
+    printed = out.getvalue()
+    check(first == 0 and again == 0 and missing == 70, repr((first, again, missing, printed)))
+    check(os.path.isfile(os.path.join(WD, "a.neff")) and os.path.isfile(os.path.join(WD, "b.neff")), printed)
+    check(not os.path.exists(os.path.join(WD, "c.neff")), printed)
+    check("Compiler status PASS" in printed, printed)
+    check(printed.rstrip().endswith("plan"), "the failure printed: " + printed)
+    check(daemon is not None and hook["_daemon"] is daemon, "one client kept by the hook")
+    check(daemon._conn.answered == 3, "the three compiles on one connection")
+    daemon.close()
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in (compile_hit_failure_status_explain, idle_connection, daemon_goes_away, hostile_answers, untrusted)
+    for f in (compile_hit_failure_status_explain, idle_connection, daemon_goes_away, hostile_answers, untrusted,
+              readme_hook)
 }
 
 if __name__ == "__main__":
