@@ -13,8 +13,8 @@
 //! its holder, which reads the sizes again once it holds it.
 //!
 //! **Which entries.** The oldest of the whole cache. Each part has a hint of its oldest entry's
-//! last use ([`oldest`]: a lower bound, never newer than the truth). Eviction merges the parts by
-//! age: the part whose next candidate is the oldest — by the hint for a part not scanned yet, by
+//! last use (`evict::oldest`: a lower bound, never newer than the truth). Eviction merges the
+//! parts by age: the part whose next candidate is the oldest — by the hint for a part not scanned yet, by
 //! its entries for one scanned — goes next: a part not scanned is scanned then (each entry's size
 //! and `meta.json`'s modification time: its last use; no file read), its count set to what is
 //! there (correcting what `gc`, `clear`, a crash or another host left it off by), and its entries

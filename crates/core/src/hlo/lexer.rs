@@ -106,7 +106,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// Where the next token would be read from (its byte and line), when no token has been
-    /// looked at ahead: where a reader of its own may start ([`super::plain`]).
+    /// looked at ahead: where a reader of its own may start (`hlo::plain`).
     pub fn position(&self) -> Option<(usize, usize)> {
         self.ahead[0].is_none().then_some((self.pos, self.line))
     }
