@@ -219,6 +219,15 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
                     a == "--retry_failed_compilation" || a == "--retry-failed-compilation"
                 });
             shared = super::neuron::anchor_toolchain(&shared, &launch_dir);
+            super::neuron::outside(
+                prog,
+                dir,
+                cache_dir.as_deref(),
+                &engine,
+                &shared,
+                &launch_dir,
+            )
+            .map_err(|message| usage_error(prog, message))?;
             let req = super::neuron::Request {
                 dir,
                 version: parsed.str("neuron_version"),

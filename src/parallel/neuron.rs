@@ -15,15 +15,15 @@
 //! - [`before`], once the scheduler admitted the compile: the entry's lock is taken (in the lock
 //!   keeper, [`crate::lockfile::keeper`]), the entry looked at again under it (done meanwhile:
 //!   skipped), staging directories of dead earlier runs removed.
-//! - [`after`], under the cache-wide lock and only while the entry's lock is still ours: a
-//!   success is published (`model.neff` by a rename, then `model.done`); a failure of the graph
+//! - [`after`], under the cache-wide lock, only while the entry's lock is still ours and its
+//!   graph still the one compiled (its blake3 as it was copied): a success is published (`model.neff` by a rename, then `model.done`); a failure of the graph
 //!   (one [`crate::recon::cache::remembers`], served from nxcc's cache or just compiled) that
 //!   will not be retried leaves `model.log` (the error lines, then the tail of the compile's log); an
 //!   interrupt, a timeout, a kill or a failure of the environment leaves nothing. A lost lock
 //!   gives the result up: `lost the lock of <entry>`.
 
 use std::io::{self, Read, Seek};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ use super::Input;
 use crate::cli::namespace::Dest;
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
-use crate::fsx::{AtomicFile, Dir, Durability};
+use crate::fsx::Dir;
 use crate::lockfile::keeper::{Held, Locker, Taken};
 use crate::neuron_cache::lock::{lock_name, CacheLock};
 use crate::neuron_cache::publish::{self, NotWritten};
@@ -84,6 +84,9 @@ pub struct Target {
     pub flags: Vec<String>,
     /// The entry's private work directory (outside the cache).
     pub work_dir: PathBuf,
+    /// The blake3 of the graph as it was copied (what is compiled): a result is written into the
+    /// entry only while the entry's graph still has it.
+    pub graph_blake3: String,
 }
 
 impl Target {
@@ -168,14 +171,40 @@ fn to_compile(run: &Run, e: &nc::Entry) -> Result<(), String> {
     }
 }
 
-/// Copy the entry's graph into a fresh private work directory (under the cache-wide lock).
-fn copy_graph(run: &Run, e: &nc::Entry, t: &Target) -> io::Result<()> {
+/// Copy the entry's graph into a fresh private work directory (under the cache-wide lock), by
+/// the kernel, into a file made there and opened through no link (`0600`); the copy's blake3.
+fn copy_graph(run: &Run, e: &nc::Entry, t: &Target) -> io::Result<String> {
     std::fs::DirBuilder::new().mode(0o700).create(&t.work_dir)?;
-    let dir = nc::maintain::open_entry(&run.cache, e)?;
-    let mut from = dir.open_file(t.graph)?;
-    let mut to = AtomicFile::create(&t.work_graph())?;
-    io::copy(&mut from, &mut to)?;
-    to.commit(Durability::Visible)
+    let from = nc::maintain::open_entry(&run.cache, e)?.open_file(t.graph)?;
+    let work = Dir::open(&t.work_dir)?;
+    let name = framework::work_names(&t.name, t.graph).0;
+    crate::snapshot::copy_into(&from, &work, &name)?;
+    graph_digest(&work.open_file(&name)?, &t.work_graph())
+}
+
+/// The blake3 of an open graph (`path` names it in errors).
+fn graph_digest(f: &std::fs::File, path: &Path) -> io::Result<String> {
+    let mut h = blake3::Hasher::new();
+    crate::cache::key::hash_open_into(f, path, &mut h)?;
+    Ok(h.finalize().to_hex().to_string())
+}
+
+/// Whether the entry's graph is still the one compiled; `Err` says what changed.
+fn graph_unchanged(entry: &Dir, t: &Target) -> Result<(), NotWritten> {
+    let path = t.entry.join(t.graph);
+    let now = entry
+        .open_file(t.graph)
+        .and_then(|f| graph_digest(&f, &path))
+        .map_err(|e| NotWritten::Changed(format!("its {} cannot be read: {e}", t.graph)))?;
+    if now != t.graph_blake3 {
+        return Err(NotWritten::Changed(format!(
+            "its {} is not the graph compiled (blake3 {}, compiled {})",
+            t.graph,
+            &now[..12],
+            &t.graph_blake3[..12]
+        )));
+    }
+    Ok(())
 }
 
 /// The entries of `run`'s version directory: the inputs to compile and the skipped.
@@ -217,19 +246,23 @@ pub fn discover(run: &Run) -> io::Result<Discovery> {
         };
         d.dropped
             .extend(flags.dropped.iter().map(|f| (shown.clone(), f.clone())));
-        let t = Target {
+        let mut t = Target {
             entry: e.path.clone(),
             name: e.name.clone(),
             graph,
             flags: flags.flags,
             work_dir: run.work_root.join(&e.name),
+            graph_blake3: String::new(),
         };
-        if let Err(err) = copy_graph(run, e, &t) {
-            d.skipped.push(skip(
-                "refused",
-                format!("refused: its graph cannot be copied: {err}"),
-            ));
-            continue;
+        match copy_graph(run, e, &t) {
+            Ok(digest) => t.graph_blake3 = digest,
+            Err(err) => {
+                d.skipped.push(skip(
+                    "refused",
+                    format!("refused: its graph cannot be copied: {err}"),
+                ));
+                continue;
+            }
         }
         d.inputs.push(Input {
             model: e.path.join(graph),
@@ -329,6 +362,15 @@ fn tail(path: &Path, n: usize) -> String {
     out
 }
 
+/// The entry's `model.log`, when it has one (a plain file): the only log of its compile that is
+/// kept.
+pub fn kept_log(t: &Target) -> Option<String> {
+    let log = t.entry.join(nc::LOG_FILE);
+    std::fs::symlink_metadata(&log)
+        .is_ok_and(|m| m.is_file())
+        .then(|| log.display().to_string())
+}
+
 /// What `model.log` holds: the error lines, then the tail of the compile's log.
 pub fn log_text(error_lines: &[String], log: &Path) -> String {
     let mut t = String::new();
@@ -354,7 +396,8 @@ pub fn after(
     interrupted: bool,
 ) -> Result<(), String> {
     let ours = || p.lock.verify();
-    let lost = |e: NotWritten, what: &str| match e {
+    let lost = |e: NotWritten, what: &str| {
+        match e {
         NotWritten::Lost(why) => format!(
             "[ERROR] lost the lock of {} ({why}): its {what} is given up",
             t.entry.display()
@@ -363,13 +406,21 @@ pub fn after(
             "[ERROR] cannot write the {what} into the neuron cache entry {}: {e}",
             t.entry.display()
         ),
+        NotWritten::Changed(why) => format!(
+            "[ERROR] the graph of {} changed while it was compiled ({why}): its {what} is given up, the entry stays to do",
+            t.entry.display()
+        ),
+    }
     };
     if outcome.ok() {
         let written = run
             .cache_lock
             .hold(&say)
             .map_err(NotWritten::Io)
-            .and_then(|_held| publish::publish_neff(&p.dir, &t.output(), &ours));
+            .and_then(|_held| {
+                graph_unchanged(&p.dir, t)?;
+                publish::publish_neff(&p.dir, &t.output(), &ours)
+            });
         let _ = std::fs::remove_file(t.output());
         return written.map_err(|e| lost(e, "NEFF"));
     }
@@ -384,7 +435,10 @@ pub fn after(
         run.cache_lock
             .hold(&say)
             .map_err(NotWritten::Io)
-            .and_then(|_held| publish::write_log(&p.dir, &text, &ours))
+            .and_then(|_held| {
+                graph_unchanged(&p.dir, t)?;
+                publish::write_log(&p.dir, &text, &ours)
+            })
             .map_err(|e| lost(e, nc::LOG_FILE))?;
     }
     Ok(())
@@ -449,10 +503,13 @@ pub fn ask_version(program: &Path) -> Result<String, String> {
     })
 }
 
-/// Whether nxcc's pipeline would run on the simulated toolchain with these compile arguments
-/// (`--toolchain sim`, or a directory or `NXCC_TOOLCHAIN` that is a simulated layout); `None`
-/// when the toolchain would be looked for as an installed package.
-fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Option<bool> {
+/// The toolchain nxcc's pipeline would ask for with these compile arguments (`--toolchain`,
+/// else `NXCC_TOOLCHAIN`).
+fn toolchain_request(
+    prog: &str,
+    shared: &[String],
+    launch_dir: &Path,
+) -> crate::toolchain::Request {
     let mut argv: Vec<String> = vec!["compile".into()];
     argv.extend(shared.iter().cloned());
     argv.push("model.hlo_module.pb".into());
@@ -461,11 +518,59 @@ fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Optio
         _ => None,
     };
     let env = std::env::var(crate::recon::toolchain::TOOLCHAIN_ENV).ok();
-    match crate::toolchain::Request::from(option.as_deref(), env.as_deref(), launch_dir) {
+    crate::toolchain::Request::from(option.as_deref(), env.as_deref(), launch_dir)
+}
+
+/// Whether nxcc's pipeline would run on the simulated toolchain with these compile arguments
+/// (`--toolchain sim`, or a directory or `NXCC_TOOLCHAIN` that is a simulated layout); `None`
+/// when the toolchain would be looked for as an installed package.
+fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Option<bool> {
+    match toolchain_request(prog, shared, launch_dir) {
         crate::toolchain::Request::Simulated => Some(true),
         crate::toolchain::Request::Dir(d) => Some(crate::toolchain::from_dir(&d).simulated),
         crate::toolchain::Request::Auto => None,
     }
+}
+
+/// nxcc's own files are never put inside the framework's cache `dir` (its tools would take them
+/// for the framework's: upload, clean, unlock them): nxcc's cache (`cache_dir`), and the
+/// simulated toolchain the run would lay out under `XDG_CACHE_HOME` (`--toolchain sim` on nxcc's
+/// pipeline). `Err`: a usage error's message naming both and the fix.
+pub fn outside(
+    prog: &str,
+    dir: &Path,
+    cache_dir: Option<&Path>,
+    engine: &Engine,
+    shared: &[String],
+    launch_dir: &Path,
+) -> Result<(), String> {
+    // A shared tier (s3://...) keeps its local tier in nxcc's default directory.
+    let local = cache_dir.map(
+        |c| match c.to_str().is_some_and(crate::cache::shared::is_url) {
+            true => PathBuf::from(crate::cache::default_dir()),
+            false => c.to_path_buf(),
+        },
+    );
+    if let Some(c) = local.filter(|c| nc::within(dir, c)) {
+        return Err(format!(
+            "argument --cache_dir: nxcc's cache {} is inside the framework's cache {}, whose tools would take its files for the framework's; give --cache_dir a directory outside {} (nxcc's own default is under XDG_CACHE_HOME), or --no_cache",
+            c.display(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    let simulated = *engine == Engine::Pipeline
+        && toolchain_request(prog, shared, launch_dir) == crate::toolchain::Request::Simulated;
+    let home = crate::toolchain::simulated_home();
+    if simulated && nc::within(dir, &home) {
+        return Err(format!(
+            "argument --toolchain: the simulated toolchain would be laid out in {} (under XDG_CACHE_HOME), inside the framework's cache {}, whose tools would take its files for the framework's; set XDG_CACHE_HOME to a directory outside {}, or lay a toolchain out elsewhere (nxcc toolchain sim DIR) and give --toolchain DIR",
+            home.display(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The batch's [`Run`]: the version directory (`--neuron-version`; else what `--compiler PATH
@@ -487,8 +592,10 @@ pub fn prepare(
             req.dir.join(framework::CACHE_LOCK).display()
         )
     })?;
+    // Private (0700): the entries' work directories, named after their keys, are in it.
     let work = tempfile::Builder::new()
         .prefix("nxcc-neuron-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir()
         .map_err(|e| {
             format!("argument --neuron-cache: cannot make a private work directory: {e}")
