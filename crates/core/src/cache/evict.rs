@@ -13,18 +13,18 @@
 //! its holder, which reads the sizes again once it holds it.
 //!
 //! **Which entries.** The oldest of the whole cache. Each part has a hint of its oldest entry's
-//! last use (`evict::oldest`: a lower bound, never newer than the truth). Eviction merges the
-//! parts by age: the part whose next candidate is the oldest — by the hint for a part not scanned yet, by
+//! last use (`evict::oldest`: a lower bound, never newer than the truth). Eviction merges the parts
+//! by age: the part whose next candidate is the oldest — by the hint for a part not scanned yet, by
 //! its entries for one scanned — goes next: a part not scanned is scanned then (each entry's size
-//! and `meta.json`'s modification time: its last use; no file read), its count set to what is
-//! there (correcting what `gc`, `clear`, a crash or another host left it off by), and its entries
-//! join the merge; a scanned part's oldest entry is evicted. Since a hint is a lower bound, the
-//! entry evicted is always older than every entry of the parts not scanned: the order is least
-//! recently used across the whole cache, and only the parts holding the oldest entries are
-//! scanned. Once under `max_size`, the last part evicted from gives up to a fifth of its share
-//! (`max_size / 16`) more — its next oldest entries that fit in that — so that a full cache of
-//! many small entries scans about one part per many publications, as many as a fifth of a share
-//! holds, not one per publication.
+//! and `meta.json`'s modification time: its last use; no file read), its count set to what is there
+//! (correcting what `gc`, `clear`, a crash or another host left it off by), and its entries join
+//! the merge; a scanned part's oldest entry is evicted. Since a hint is a lower bound, the entry
+//! evicted is always older than every entry of the parts not scanned: the order is least recently
+//! used across the whole cache, and only the parts holding the oldest entries are scanned. Once
+//! under `max_size`, the last part evicted from gives up to a fifth of its share (`max_size / 16`)
+//! more — its next oldest entries that fit in that — so that a full cache of many small entries
+//! scans about one part per many publications, as many as a fifth of a share holds, not one per
+//! publication.
 //!
 //! **Limits.** An entry larger than `max_size` is refused before it is committed (the publication
 //! fails, saying so, and the cache is left as it was). The entry being published is never evicted
