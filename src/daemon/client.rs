@@ -586,6 +586,7 @@ mod tests {
                 output: Some("/o".into()),
                 cache: wire::CacheUse::Off,
                 error_lines: Vec::new(),
+                failure: None,
                 wall_s: 0.0,
                 status: None,
             })),

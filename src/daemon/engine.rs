@@ -53,6 +53,10 @@ pub trait Engine: Send + Sync {
     /// extra worker environment. Blocking; called from a blocking thread.
     fn run(&self, invocation: &Invocation, prepared: Prepared, options: Options<'_>) -> Compiled;
 
+    /// Whether a compile of `invocation` would be a hit of this engine's cache, and on a miss what
+    /// differs from the nearest entries (nothing is written); `Err`: the error line. Blocking.
+    fn explain(&self, invocation: &Invocation) -> Result<cache::explain::Explanation, String>;
+
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
 
@@ -111,6 +115,11 @@ impl Engine for Cached {
             key: prepared.key,
             remote: self.remote.clone(),
         })
+    }
+
+    fn explain(&self, invocation: &Invocation) -> Result<cache::explain::Explanation, String> {
+        let cfg = CacheConfig::of(invocation, Some(&self.cache_dir)).map_err(|e| e.to_string())?;
+        cache::explain::of_invocation(invocation, &cfg, &self.engine)
     }
 
     fn describe(&self) -> String {

@@ -105,6 +105,7 @@ pub fn done_line(e: &Ended) -> Line {
         output: e.output.as_ref().map(|p| p.display().to_string()),
         cache: e.cache,
         error_lines: e.error_lines.clone(),
+        failure: e.status.failure().cloned(),
         wall_s: e.wall.as_secs_f64(),
         status: Some(e.status.clone()),
     }))
@@ -245,6 +246,7 @@ mod tests {
         assert_eq!(d["cache"], "off");
         assert_eq!(d["error_lines"][0], "[ERROR] x");
         assert_eq!(d["wall_s"], 1.5);
+        assert_eq!(d["failure"], "internal");
         assert_eq!(d["status"], serde_json::to_value(&status).unwrap());
     }
 }

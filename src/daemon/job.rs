@@ -275,6 +275,18 @@ fn planned(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<Invocation, Bo
             None,
         )));
     }
+    invoke_request(req, memo, emit)
+}
+
+/// The request's invocation, its argv lowered by the front door as if launched in its working
+/// directory (made or not); or how the request ended without one (a usage error, help, the
+/// version, a plan refused, a dry run), its lines to `emit`.
+pub fn invoke_request(
+    req: &Request,
+    memo: &Memo,
+    emit: &dyn Emit,
+) -> Result<Invocation, Box<Ended>> {
+    let wd = &req.working_directory;
     let probe = MemoProbe {
         probe: RequestProbe {
             system: SystemProbe::at(wd),

@@ -1,7 +1,7 @@
 //! The daemon's wire: the JSON the server writes and its clients read, as types both sides
 //! compile against (buck2's forkserver schema) — the body of `POST /v1/compile`
 //! ([`CompileRequest`]), each line of its answer ([`Line`]: a console line, a worker event, and
-//! last [`Done`], which carries how the compile ended as a typed [`Status`]), and the answer of
+//! last [`Done`], which carries how the compile ended as a typed [`Status`] and [`Failure`]), and the answer of
 //! `GET /v1/status` ([`DaemonStatus`]). The JSON itself is the protocol's: field names and
 //! values are those clients of other languages read.
 
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::events::Event;
-use crate::result::Status;
+use crate::result::{Failure, Status};
 
 /// The JSON body of `POST /v1/compile`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,6 +80,10 @@ pub struct Done {
     /// The error lines reported, in order.
     #[serde(default)]
     pub error_lines: Vec<String>,
+    /// What failed, typed (`null` unless the compile failed): the key clients read to tell
+    /// failures apart without parsing lines.
+    #[serde(default)]
+    pub failure: Option<Failure>,
     /// Seconds from admission to the end (zero when it never started).
     #[serde(default)]
     pub wall_s: f64,
@@ -279,14 +283,16 @@ mod tests {
             output: Some("/w/m.neff".into()),
             cache: CacheUse::Off,
             error_lines: vec!["[ERROR] x".into()],
+            failure: Some(Failure::Internal),
             wall_s: 1.5,
-            status: Some(Status::Failed(crate::result::Failure::Internal)),
+            status: Some(Status::Failed(Failure::Internal)),
         }));
         let v = serde_json::to_value(&done).unwrap();
         assert_eq!(v["event"], "done");
         assert_eq!(v["exit_status"], 70);
         assert_eq!(v["cache"], "off");
         assert_eq!(v["error_lines"][0], "[ERROR] x");
+        assert_eq!(v["failure"], "internal");
         // Each reads back as itself, from its bytes.
         for l in [log, w, done] {
             let bytes = l.to_bytes();
@@ -302,7 +308,7 @@ mod tests {
         let Some(Line::Said(Said::Done(d))) = old else {
             panic!("{old:?}")
         };
-        assert_eq!((d.exit_status, d.status), (70, None));
+        assert_eq!((d.exit_status, d.status, d.failure), (70, None, None));
         // An event this client does not know, and what is not JSON: passed over.
         assert_eq!(Line::parse(r#"{"event":"progress","percent":3}"#), None);
         assert_eq!(Line::parse("not json"), None);
