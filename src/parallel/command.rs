@@ -434,7 +434,7 @@ fn cache_dir_of(
         let why = format!("argument --cache_dir: {}", e.cause.to_lowercase());
         return Err(usage_error(prog, why));
     }
-    if crate::cache::shared::is_url(&d) {
+    if crate::objstore::is_url(&d) {
         // A shared tier (s3://...): each compile's cache is its local tier and the URL.
         return Ok(Some(PathBuf::from(d)));
     }
@@ -533,9 +533,7 @@ fn neuron_inputs(
 /// nxcc's own cache where the framework's is: used only when it is safe to.
 fn safe_cache_dir(prog: &str, cache_dir: Option<PathBuf>) -> Option<PathBuf> {
     let local = |d: &PathBuf| match d.to_str() {
-        Some(url) if crate::cache::shared::is_url(url) => {
-            PathBuf::from(crate::cache::default_dir())
-        }
+        Some(url) if crate::objstore::is_url(url) => PathBuf::from(crate::cache::default_dir()),
         _ => d.clone(),
     };
     cache_dir.filter(|d| match crate::cache::Cache::new(local(d)).check() {

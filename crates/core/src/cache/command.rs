@@ -176,9 +176,9 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             "clean: only with --neuron-cache (nxcc's own cache has gc and clear)".into(),
         );
     }
-    let shared = parsed
-        .str("cache_dir")
-        .filter(|d| action != "explain" && super::shared::is_url(d) && super::shared::available());
+    let shared = parsed.str("cache_dir").filter(|d| {
+        action != "explain" && crate::objstore::is_url(d) && crate::objstore::available()
+    });
     let ran = match shared {
         Some(url) => super::shared::actions::run(prog, action, &parsed, url),
         None => super::actions::run(prog, action, &parsed, compile_args),

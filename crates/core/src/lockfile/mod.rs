@@ -28,9 +28,11 @@
 //! its holder before its `flock` goes.
 //!
 //! [`keeper`] holds locks for a process in a helper that outlives it only long enough to remove
-//! them: a killed `parallel-compile` leaves no lock behind.
+//! them: a killed `parallel-compile` leaves no lock behind. [`object`] is the same protocol on
+//! objects in a bucket, where no `flock` exists.
 
 pub mod keeper;
+pub mod object;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -206,12 +208,39 @@ pub enum Holder {
         /// The lock's text (often nothing).
         text: String,
     },
+    /// Not nxcc's, an object in a bucket given a lease from its last write
+    /// ([`object::judge_text`]), the lease running.
+    ForeignLeased {
+        /// The lock's text (often nothing).
+        text: String,
+        /// When the lease it is given ends, milliseconds since the epoch.
+        until_ms: u64,
+    },
+    /// Not nxcc's, an object in a bucket given a lease from its last write, the lease over and
+    /// no write since: stale.
+    ForeignExpired {
+        /// The lock's text (often nothing).
+        text: String,
+        /// When the lease it was given ended, milliseconds since the epoch.
+        until_ms: u64,
+    },
 }
 
 impl Holder {
     /// Whether its holder is proven gone (dead, or its lease expired).
     pub fn is_stale(&self) -> bool {
-        matches!(self, Holder::Dead { .. } | Holder::Expired { .. })
+        matches!(
+            self,
+            Holder::Dead { .. } | Holder::Expired { .. } | Holder::ForeignExpired { .. }
+        )
+    }
+
+    /// Whether it is not nxcc's (its liveness unknown, or told only by a lease it was given).
+    pub fn is_foreign(&self) -> bool {
+        matches!(
+            self,
+            Holder::Foreign { .. } | Holder::ForeignLeased { .. } | Holder::ForeignExpired { .. }
+        )
     }
 
     /// The lock's text.
@@ -221,7 +250,9 @@ impl Holder {
             | Holder::Dead { text }
             | Holder::Leased { text, .. }
             | Holder::Expired { text, .. }
-            | Holder::Foreign { text } => text,
+            | Holder::Foreign { text }
+            | Holder::ForeignLeased { text, .. }
+            | Holder::ForeignExpired { text, .. } => text,
         }
     }
 
@@ -250,7 +281,25 @@ impl Holder {
                 "a lock file nxcc did not make (the framework's?)".to_string()
             }
             Holder::Foreign { text } => format!("a lock file nxcc did not make ({text})"),
+            Holder::ForeignLeased { text, until_ms } => format!(
+                "a lock object nxcc did not make, honoured until {:.3} (its last write plus the lease such a lock is given){}",
+                *until_ms as f64 / 1000.0,
+                shown_text(text)
+            ),
+            Holder::ForeignExpired { text, until_ms } => format!(
+                "a lock object nxcc did not make, unchanged since the lease such a lock is given ended at {:.3}{}",
+                *until_ms as f64 / 1000.0,
+                shown_text(text)
+            ),
         }
+    }
+}
+
+/// A foreign lock's text in a description: ` (<text>)`, nothing when it is empty.
+fn shown_text(text: &str) -> String {
+    match text {
+        "" => String::new(),
+        t => format!(" ({t})"),
     }
 }
 
