@@ -695,8 +695,8 @@ impl Batch<'_> {
             (Some(_), None) => Compiled::uncached(Ended::succeeded(Vec::new())),
             (None, None) => self.compile(&task),
         };
-        if let (Some(p), Some(t), Some(run)) = (prepared, target, neuron_run) {
-            self.record_in_entry(run, p, t, &task, &mut done);
+        if let (Some(p), Some(t)) = (prepared, target) {
+            self.record_in_entry(p, t, &task, &mut done);
         }
         let end_s = self.started.elapsed().as_secs_f64();
         let bar = self.bar(&task, &done, slot, (start_s, end_s));
@@ -746,7 +746,7 @@ impl Batch<'_> {
             log_start,
             dir: &settings.dir,
             strip: settings.strip,
-            entry: input.neuron.as_ref().map(|t| t.entry.as_path()),
+            entry: input.neuron.as_ref().map(|t| t.work_dir.as_path()),
         };
         match crate::reproducer::write::write(&req) {
             Ok(p) => Some(p.display().to_string()),
@@ -815,7 +815,6 @@ impl Batch<'_> {
     /// fails the attempt.
     fn record_in_entry(
         &self,
-        run: &neuron::Run,
         prepared: neuron::Prepared,
         target: &neuron::Target,
         task: &Task,
@@ -827,7 +826,7 @@ impl Batch<'_> {
         let again = !interrupted_now
             && o.failure()
                 .is_some_and(|f| tried_again(task, self.cfg.retries, from_cache, f));
-        if let Err(line) = neuron::after(run, prepared, target, o, again, interrupted_now) {
+        if let Err(line) = neuron::after(prepared, target, o, again, interrupted_now) {
             done.result.lines.push(line);
             if done.result.ok() {
                 done.result.status =

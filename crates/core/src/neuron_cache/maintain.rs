@@ -1,16 +1,17 @@
-//! Looking after a framework cache: [`stats`] (entries per version and class, sizes),
-//! [`verify`] (each done entry's NEFF archive) and [`clean`] (failed entries, stale locks, other
-//! compiler versions), for `nxcc cache stats|verify|clean --neuron-cache DIR`. Nothing is
-//! followed through a link; every removal is said, and `dry_run` says it without removing.
+//! Looking after a framework cache, in a directory or a bucket ([`Place`]): [`stats`] (entries
+//! per version and class, sizes), [`verify`] (each done entry's NEFF archive) and [`clean`]
+//! (failed entries, stale locks, other compiler versions), for `nxcc cache stats|verify|clean
+//! --neuron-cache DIR|s3://...`. Nothing is followed through a link; every removal is said, and
+//! `dry_run` says it without removing.
 
 use std::io;
 
 use serde::Serialize;
 
-use super::{lock, Class, Entry, LockOwner, NeuronCache, Scan, GRAPH_FILES};
-use super::{LOG_FILE, NEFF_FILE, VERSION_PREFIX};
-use crate::fsx::{unique, Dir};
-use crate::lockfile::{self, Acquired};
+use super::place::{Place, Taken};
+use super::{Class, Entry, LockOwner, NeuronCache, Scan, GRAPH_FILES};
+use super::{LOG_FILE, NEFF_FILE};
+use crate::fsx::Dir;
 
 /// One entry as `stats` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -61,7 +62,7 @@ pub struct VersionStat {
 /// What `stats` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stats {
-    /// The cache directory.
+    /// The cache (its directory, its URL).
     pub dir: String,
     /// Per version directory.
     pub versions: Vec<VersionStat>,
@@ -90,10 +91,10 @@ pub fn entry_stat(e: &Entry) -> EntryStat {
     }
 }
 
-/// Counts of a scan.
-pub fn stats_of(cache: &NeuronCache, scan: &Scan) -> Stats {
+/// Counts of a scan of the cache shown as `shown`.
+pub fn stats_of(shown: String, scan: &Scan) -> Stats {
     let mut s = Stats {
-        dir: cache.dir().display().to_string(),
+        dir: shown,
         versions: Vec::new(),
         entries: Vec::new(),
         refused_versions: scan.refused_versions.clone(),
@@ -126,8 +127,8 @@ pub fn stats_of(cache: &NeuronCache, scan: &Scan) -> Stats {
 }
 
 /// `stats`: every version (or only `only`), every entry.
-pub fn stats(cache: &NeuronCache, only: Option<&str>) -> io::Result<Stats> {
-    Ok(stats_of(cache, &cache.scan(only)?))
+pub fn stats(place: &dyn Place, only: Option<&str>) -> io::Result<Stats> {
+    Ok(stats_of(place.shown(), &place.scan(only)?))
 }
 
 /// The directory of an entry found by a scan, opened again without following links.
@@ -162,10 +163,13 @@ pub struct VerifyReport {
     pub bad: Vec<Bad>,
 }
 
-/// `verify`: read each done entry's NEFF (no link followed) and check its archive
-/// ([`crate::neff::verify::verify`]). Changes nothing.
-pub fn verify(cache: &NeuronCache, only: Option<&str>) -> io::Result<VerifyReport> {
-    let scan = cache.scan(only)?;
+/// The largest `model.neff` `verify` reads: what the NEFF reader decompresses at most.
+pub const NEFF_LIMIT: u64 = crate::neff::read::MAX_DECOMPRESSED_BYTES;
+
+/// `verify`: read each done entry's NEFF (no link followed, at most [`NEFF_LIMIT`] bytes) and
+/// check its archive ([`crate::neff::verify::verify`]). Changes nothing.
+pub fn verify(place: &dyn Place, only: Option<&str>) -> io::Result<VerifyReport> {
+    let scan = place.scan(only)?;
     let mut r = VerifyReport {
         checked: 0,
         ok: 0,
@@ -176,7 +180,7 @@ pub fn verify(cache: &NeuronCache, only: Option<&str>) -> io::Result<VerifyRepor
             continue;
         }
         r.checked += 1;
-        let problems = match open_entry(cache, e).and_then(|d| d.read(NEFF_FILE)) {
+        let problems = match place.read(e, NEFF_FILE, NEFF_LIMIT) {
             Err(err) => vec![format!("{NEFF_FILE}: {err}")],
             Ok(bytes) => match crate::neff::read::Neff::from_bytes(bytes) {
                 Err(err) => vec![format!("{NEFF_FILE}: {err}")],
@@ -232,14 +236,6 @@ pub struct CleanReport {
     pub kept: Vec<Removal>,
 }
 
-fn age_s(st: &rustix::fs::Stat) -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    now.saturating_sub(st.st_mtime.max(0) as u64)
-}
-
 /// Order of version strings: by their numeric parts, then as text.
 fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
     let nums = |s: &str| -> Vec<u64> {
@@ -261,185 +257,138 @@ pub fn newest_version(scan: &Scan) -> Option<String> {
 
 /// `clean`: remove what `req` asks for, saying each removal; under the cache-wide lock (`say`
 /// hears that it waits for it).
-pub fn clean(
-    cache: &NeuronCache,
-    req: &CleanRequest,
-    say: &dyn Fn(&str),
-) -> io::Result<CleanReport> {
+pub fn clean(place: &dyn Place, req: &CleanRequest, say: &dyn Fn(&str)) -> io::Result<CleanReport> {
     let mut r = CleanReport {
         dry_run: req.dry_run,
         ..CleanReport::default()
     };
-    let Some(top) = cache.open()? else {
-        return Ok(r);
-    };
-    let cache_lock = match req.dry_run {
+    let _held = match req.dry_run {
         true => None,
-        false => Some(lock::CacheLock::open(&top, cache.dir())?),
+        false => Some(place.hold(say)?),
     };
-    let _held = match &cache_lock {
-        Some(l) => Some(l.hold(say)?),
-        None => None,
-    };
-    let scan = cache.scan(None)?;
-    let shown = |e: &Entry, name: &str| e.path.join(name).display().to_string();
+    let scan = place.scan(None)?;
     for v in &scan.versions {
         let old = req
             .keep_version
             .as_ref()
             .is_some_and(|keep| *keep != v.version);
         if old {
-            let held = v.entries.iter().any(|e| {
-                matches!(
-                    e.class,
-                    Class::Locked(LockOwner::Held { .. } | LockOwner::Leased { .. })
-                )
-            });
-            let path = v.path.display().to_string();
-            if held {
-                r.kept.push(Removal {
-                    path,
-                    why: "an nxcc run is compiling in it".into(),
-                });
-            } else {
-                if !req.dry_run {
-                    let name = super::version_dir_name(&v.version);
-                    let away = unique::name(&format!(".nxcc-evict-{VERSION_PREFIX}"));
-                    top.rename(&name, &top, &away)?;
-                    top.remove_all(&away)?;
-                }
-                r.removed.push(Removal {
-                    path,
-                    why: format!(
-                        "another compiler version than {} ({} entries)",
-                        req.keep_version.as_deref().unwrap_or_default(),
-                        v.entries.len()
-                    ),
-                });
-            }
+            clean_version(place, v, req, &mut r)?;
             continue;
         }
         for e in &v.entries {
-            let Ok(dir) = open_entry(cache, e) else {
-                continue;
-            };
             if req.locks {
-                for g in GRAPH_FILES {
-                    clean_lock(&dir, e, &lock::lock_name(g), req, &mut r)?;
-                }
-                clean_staging(&dir, e, req.dry_run, &mut r)?;
+                place.clean_locks(e, req, &mut r)?;
             }
             if req.failed && e.class == Class::Failed {
-                let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
-                if req.dry_run {
-                    r.removed.push(Removal {
-                        path: shown(e, LOG_FILE),
-                        why: "a failed compile (the entry becomes to do)".into(),
-                    });
-                    continue;
-                }
-                match lockfile::acquire(&dir, &lock::lock_name(graph), lockfile::lease(), false)? {
-                    Acquired::Locked(_l) => {
-                        dir.remove_file(LOG_FILE)?;
-                        r.removed.push(Removal {
-                            path: shown(e, LOG_FILE),
-                            why: "a failed compile (the entry becomes to do)".into(),
-                        });
-                    }
-                    _ => r.kept.push(Removal {
-                        path: shown(e, LOG_FILE),
-                        why: "the entry is locked".into(),
-                    }),
-                }
+                clean_failed(place, e, req.dry_run, &mut r)?;
             }
         }
     }
     Ok(r)
 }
 
-/// One lock file of an entry: removed when its holder is proven gone (at any age), or when
-/// it is foreign, nobody `flock`s it and it is at least `--min-age` old; kept otherwise.
-fn clean_lock(
-    dir: &Dir,
-    e: &Entry,
-    name: &str,
+/// `--old-versions`: the version `v` removed whole, unless an nxcc run compiles in it.
+fn clean_version(
+    place: &dyn Place,
+    v: &super::Version,
     req: &CleanRequest,
     r: &mut CleanReport,
 ) -> io::Result<()> {
-    let Ok(st) = dir.stat(name) else {
+    let held = v.entries.iter().any(|e| {
+        matches!(
+            e.class,
+            Class::Locked(LockOwner::Held { .. } | LockOwner::Leased { .. })
+        )
+    });
+    let path = v.path.display().to_string();
+    if held {
+        r.kept.push(Removal {
+            path,
+            why: "an nxcc run is compiling in it".into(),
+        });
         return Ok(());
-    };
-    let age = age_s(&st);
-    let path = e.path.join(name).display().to_string();
-    let Some(holder) = lockfile::judge(dir, name)? else {
-        return Ok(());
-    };
-    let why = match &holder {
-        LockOwner::Dead { .. } => "its holder, a process of this host, is gone",
-        LockOwner::Expired { .. } => "its holder's lease ended",
-        LockOwner::Foreign { .. } if age >= req.min_age_s => "a lock nxcc did not make, unheld",
-        LockOwner::Foreign { .. } => {
-            r.kept.push(Removal {
-                path,
-                why: format!("a lock nxcc did not make, younger than --min-age ({age} s old)"),
-            });
-            return Ok(());
-        }
-        live => {
-            r.kept.push(Removal {
-                path,
-                why: live.describe(),
-            });
-            return Ok(());
-        }
-    };
-    let removed = req.dry_run
-        || lockfile::remove_stale(dir, name, matches!(holder, LockOwner::Foreign { .. }))?
-            .is_some();
-    if removed {
+    }
+    if !req.dry_run {
+        place.remove_version(&v.version)?;
+    }
+    r.removed.push(Removal {
+        path,
+        why: format!(
+            "another compiler version than {} ({} entries)",
+            req.keep_version.as_deref().unwrap_or_default(),
+            v.entries.len()
+        ),
+    });
+    Ok(())
+}
+
+/// `--failed`: a failed entry's `model.log` removed under the entry's lock (the entry becomes
+/// to do); a locked entry's kept.
+fn clean_failed(
+    place: &dyn Place,
+    e: &Entry,
+    dry_run: bool,
+    r: &mut CleanReport,
+) -> io::Result<()> {
+    let path = e.path.join(LOG_FILE).display().to_string();
+    let why = "a failed compile (the entry becomes to do)";
+    if dry_run {
         r.removed.push(Removal {
             path,
-            why: format!("{why}, {age} s old ({})", holder.text()),
+            why: why.into(),
         });
+        return Ok(());
+    }
+    let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
+    match place.lock(&e.version, &e.name, graph, false) {
+        Taken::Locked(l) => {
+            l.remove_log()?;
+            r.removed.push(Removal {
+                path,
+                why: why.into(),
+            });
+        }
+        _ => r.kept.push(Removal {
+            path,
+            why: "the entry is locked".into(),
+        }),
     }
     Ok(())
 }
 
-/// The staging directories dead nxcc runs left in an entry (`.nxcc-tmp-*` whose maker no
-/// longer runs): removed (an entry whose lock someone holds is left alone).
-fn clean_staging(dir: &Dir, e: &Entry, dry_run: bool, r: &mut CleanReport) -> io::Result<()> {
-    let names = super::publish::dead_leftovers(dir);
-    if names.is_empty() {
-        return Ok(());
-    }
-    let why = "the staging directory of a dead nxcc run";
-    let shown = |n: &String| e.path.join(n).display().to_string();
-    if dry_run {
-        for n in &names {
-            r.removed.push(Removal {
-                path: shown(n),
-                why: why.into(),
-            });
+/// Why `clean --locks` removes a lock held by `holder`, `age_s` seconds old: its holder proven
+/// gone (at any age), or foreign and at least `--min-age` old (in a bucket: past the lease such a
+/// lock is given, too). `None` when it stays, said in `r`.
+pub fn why_stale(
+    holder: &LockOwner,
+    age_s: u64,
+    req: &CleanRequest,
+    r: &mut CleanReport,
+    path: &str,
+) -> Option<&'static str> {
+    let kept = |why: String, r: &mut CleanReport| {
+        r.kept.push(Removal {
+            path: path.to_string(),
+            why,
+        })
+    };
+    match holder {
+        LockOwner::Dead { .. } => Some("its holder, a process of this host, is gone"),
+        LockOwner::Expired { .. } => Some("its holder's lease ended"),
+        LockOwner::Foreign { .. } | LockOwner::ForeignExpired { .. } if age_s >= req.min_age_s => {
+            Some("a lock nxcc did not make, unheld")
         }
-        return Ok(());
-    }
-    let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
-    match lockfile::acquire(dir, &lock::lock_name(graph), lockfile::lease(), false)? {
-        Acquired::Locked(_l) => {
-            for n in &names {
-                dir.remove_all(n)?;
-                r.removed.push(Removal {
-                    path: shown(n),
-                    why: why.into(),
-                });
-            }
+        LockOwner::Foreign { .. } | LockOwner::ForeignExpired { .. } => {
+            let why = format!("a lock nxcc did not make, younger than --min-age ({age_s} s old)");
+            kept(why, r);
+            None
         }
-        _ => r.kept.push(Removal {
-            path: e.path.display().to_string(),
-            why: "its staging directories stay: the entry is locked".into(),
-        }),
+        live => {
+            kept(live.describe(), r);
+            None
+        }
     }
-    Ok(())
 }
 
 /// `30`, `30s`, `10m`, `2h`, `1d`: seconds.
@@ -461,6 +410,19 @@ pub fn parse_age(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::neuron_cache::directory::Directory;
+
+    /// The directory's place for maintenance, its cache-wide lock held around a clean.
+    fn place(dir: &std::path::Path) -> Directory {
+        let top = Dir::open(dir).unwrap();
+        let lock = crate::neuron_cache::lock::CacheLock::open(&top, dir).unwrap();
+        let locker = crate::lockfile::keeper::Locker::Local(crate::lockfile::lease());
+        Directory::new(
+            NeuronCache::new(dir),
+            locker,
+            Some(std::sync::Arc::new(lock)),
+        )
+    }
 
     #[test]
     fn ages_and_versions_order() {
@@ -499,7 +461,7 @@ mod tests {
         );
         let old = mk("2.9.0", "MODULE_o+1", &base);
         std::fs::create_dir_all(locked.join(".nxcc-tmp-999999999-0-0")).unwrap();
-        let cache = NeuronCache::new(t.path());
+        let cache = place(t.path());
         let req = CleanRequest {
             failed: true,
             locks: true,

@@ -31,6 +31,9 @@ pub enum StorageError {
     Unreachable(String),
     /// The object is larger than the caller allows: an answer nxcc does not take.
     TooLarge(String),
+    /// A listing holds a name this client cannot address (a `.` or `..` segment, an empty one,
+    /// a control character): said, never followed.
+    BadName(String),
     /// Anything else (a server error after the retries, a malformed answer).
     Other(String),
 }
@@ -42,6 +45,7 @@ impl fmt::Display for StorageError {
             StorageError::Denied(m) => write!(f, "access denied: {m}"),
             StorageError::Unreachable(m) => write!(f, "the endpoint cannot be reached: {m}"),
             StorageError::TooLarge(m) => write!(f, "an object is larger than allowed: {m}"),
+            StorageError::BadName(m) => write!(f, "a name nxcc does not follow: {m}"),
             StorageError::Other(m) => f.write_str(m),
         }
     }
