@@ -221,7 +221,9 @@ fn classify(url: &str, e: object_store::Error) -> StorageError {
     }
     let status = |fallback: &str| code.clone().unwrap_or_else(|| fallback.to_string());
     match e {
-        object_store::Error::InvalidPath { .. } => StorageError::BadName(format!("{url}: {chain}")),
+        object_store::Error::InvalidPath { .. } => {
+            StorageError::BadName(format!("{url}: {}", one_line(&e.to_string())))
+        }
         object_store::Error::PermissionDenied { .. } => {
             StorageError::Denied(format!("{url} ({})", status("403 Forbidden")))
         }

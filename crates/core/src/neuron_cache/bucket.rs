@@ -311,6 +311,7 @@ impl Place for Bucket {
                 store,
                 folder,
                 name: name.to_string(),
+                break_foreign,
                 lock,
             })),
             Ok(object::Taken::Busy(o)) => Taken::Busy(o),
@@ -398,6 +399,7 @@ struct BucketLock {
     store: Arc<dyn Storage>,
     folder: String,
     name: String,
+    break_foreign: bool,
     lock: ObjectLock,
 }
 
@@ -449,7 +451,7 @@ impl EntryLock for BucketLock {
             objects: &listed,
             skip: Some(self.own_lock()),
         };
-        classify::look(&c, &self.name)
+        classify::look(&c, &self.name, self.break_foreign)
     }
 
     fn publish_neff(&self, neff: &Path) -> Result<(), NotWritten> {

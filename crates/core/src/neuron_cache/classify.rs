@@ -62,12 +62,17 @@ pub fn read_flags(read: &dyn Fn(&str) -> io::Result<Vec<u8>>) -> Result<Vec<Stri
     }
 }
 
-/// The entry's lock that counts: the first live one, else the first stale one; `None` if it
-/// has none.
-fn the_lock(c: &dyn Contents, present: &BTreeSet<String>) -> Result<Option<LockOwner>, String> {
+/// The entry's lock that counts: the first live one, else the first stale one — of those
+/// `ignored` does not leave out; `None` if it has none.
+fn the_lock(
+    c: &dyn Contents,
+    present: &BTreeSet<String>,
+    ignored: &dyn Fn(&LockOwner) -> bool,
+) -> Result<Option<LockOwner>, String> {
     let mut stale = None;
     for name in present.iter().filter(|n| n.ends_with(LOCK_SUFFIX)) {
         match c.judge(name).map_err(|e| format!("{name}: {e}"))? {
+            Some(o) if ignored(&o) => {}
             Some(o) if !o.is_stale() => return Ok(Some(o)),
             Some(o) => stale = stale.or(Some(o)),
             None => {}
@@ -78,6 +83,11 @@ fn the_lock(c: &dyn Contents, present: &BTreeSet<String>) -> Result<Option<LockO
 
 /// Classify the entry `c` into `e` (see the module documentation).
 pub fn classify(c: &dyn Contents, e: &mut Entry) {
+    classify_with(c, e, &|_| false)
+}
+
+/// [`classify`], the locks `ignored` says not counted.
+fn classify_with(c: &dyn Contents, e: &mut Entry, ignored: &dyn Fn(&LockOwner) -> bool) {
     e.bytes = c.bytes();
     let present = match c.present() {
         Ok(p) => p,
@@ -93,7 +103,7 @@ pub fn classify(c: &dyn Contents, e: &mut Entry) {
         e.class = Class::Done;
         return;
     }
-    match the_lock(c, &present) {
+    match the_lock(c, &present, ignored) {
         Ok(Some(owner)) => {
             e.class = Class::Locked(owner);
             return;
@@ -126,18 +136,12 @@ pub fn classify(c: &dyn Contents, e: &mut Entry) {
 }
 
 /// How the entry `name` stands for the holder of its lock (whose `c` leaves that lock out):
-/// done, refused, locked by another live holder, failed (with no NEFF), or to do.
-pub fn look(c: &dyn Contents, name: &str) -> Class {
+/// done, refused, locked by another live holder (a foreign lock does not count when
+/// `break_foreign`; a stale one never does: a failure shows through it), failed (with no NEFF),
+/// or to do.
+pub fn look(c: &dyn Contents, name: &str, break_foreign: bool) -> Class {
     let mut e = Entry::new("", name, std::path::PathBuf::new());
-    classify(c, &mut e);
-    match e.class {
-        Class::Locked(o) if !o.is_stale() => Class::Locked(o),
-        // A stale lock of another does not count: a failure shows through it.
-        Class::Locked(_) => match c.present() {
-            Ok(p) if p.contains(LOG_FILE) && !p.contains(NEFF_FILE) => Class::Failed,
-            Ok(_) => Class::ToDo,
-            Err(why) => Class::Refused(why),
-        },
-        class => class,
-    }
+    let ignored = |o: &LockOwner| o.is_stale() || (break_foreign && o.is_foreign());
+    classify_with(c, &mut e, &ignored);
+    e.class
 }

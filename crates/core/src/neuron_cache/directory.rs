@@ -116,6 +116,7 @@ impl Place for Directory {
                 held,
                 lock,
                 name: name.to_string(),
+                break_foreign,
                 cache_lock: self.cache_lock.clone(),
             })),
             Err(e) => Taken::Refused(e.to_string()),
@@ -151,6 +152,7 @@ struct DirLock {
     held: Held,
     lock: String,
     name: String,
+    break_foreign: bool,
     cache_lock: Option<Arc<CacheLock>>,
 }
 
@@ -183,7 +185,7 @@ impl EntryLock for DirLock {
             dir: &self.dir,
             skip: Some(&self.lock),
         };
-        classify::look(&c, &self.name)
+        classify::look(&c, &self.name, self.break_foreign)
     }
 
     fn tidy(&self) {

@@ -64,7 +64,8 @@ pub trait EntryLock: Send + fmt::Debug {
     fn took_over(&self) -> Option<&LockOwner>;
     /// Whether the lock is still this holder's; why not.
     fn verify(&self) -> Result<(), String>;
-    /// How the entry stands now, its own lock left out ([`super::classify::look`]).
+    /// How the entry stands now, its own lock left out ([`super::classify::look`]; foreign locks
+    /// not counted when it was taken breaking them).
     fn look(&self) -> Class;
     /// Remove what dead earlier runs left in the entry (nothing by default).
     fn tidy(&self) {}
