@@ -4,7 +4,7 @@
 //!
 //! - **Scan**: a version's objects listed from its folder (page by page, at most
 //!   [`crate::objstore::LIST_LIMIT`]), grouped by entry, each entry classified by the rules a
-//!   directory's is ([`super::classify`]). A listing the client refuses for one name it cannot
+//!   directory's is ([`super::classify`](mod@super::classify)). A listing the client refuses for one name it cannot
 //!   address (a `..` segment) is listed again entry by entry: only that entry is refused.
 //! - **Names**: every version, entry and file name is checked before it is used in a key or a
 //!   path — one segment of letters, digits and `._+-=`, never `.` or `..` — and every key is
@@ -28,8 +28,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::classify::{self, Contents};
+use super::cleaning::{CleanReport, CleanRequest, Removal};
 use super::lock::lock_name;
-use super::maintain::{self, CleanReport, CleanRequest, Removal};
+use super::maintain;
 use super::place::{EntryLock, Hold, Place, Taken};
 use super::publish::NotWritten;
 use super::VERSION_PREFIX;

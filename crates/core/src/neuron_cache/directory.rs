@@ -7,8 +7,9 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::cleaning::{CleanReport, CleanRequest, Removal};
 use super::lock::{lock_name, CacheLock};
-use super::maintain::{self, CleanReport, CleanRequest, Removal};
+use super::maintain;
 use super::place::{EntryLock, Hold, Place, Taken};
 use super::publish::{self, NotWritten};
 use super::{classify, version_dir_name, Class, Contents, Entry, InDir, LockOwner};

@@ -8,6 +8,7 @@ use std::io;
 
 use serde::Serialize;
 
+pub use super::cleaning::{CleanReport, CleanRequest, Removal};
 use super::place::{Place, Taken};
 use super::{Class, Entry, LockOwner, NeuronCache, Scan, GRAPH_FILES};
 use super::{LOG_FILE, NEFF_FILE};
@@ -198,42 +199,6 @@ pub fn verify(place: &dyn Place, only: Option<&str>) -> io::Result<VerifyReport>
         }
     }
     Ok(r)
-}
-
-/// What `clean` is asked to remove.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CleanRequest {
-    /// Failed entries' logs (`--failed`): the entry is to do again.
-    pub failed: bool,
-    /// Stale locks: those whose holder is proven gone (at any age), and foreign ones nobody
-    /// `flock`s at least [`CleanRequest::min_age_s`] old; the staging directories of dead runs.
-    pub locks: bool,
-    /// The minimum age of a foreign lock removed, seconds.
-    pub min_age_s: u64,
-    /// Every version directory but this one (`--old-versions`).
-    pub keep_version: Option<String>,
-    /// Say what would be removed, remove nothing.
-    pub dry_run: bool,
-}
-
-/// One thing `clean` removed (or would remove).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Removal {
-    /// Its path.
-    pub path: String,
-    /// Why.
-    pub why: String,
-}
-
-/// What `clean` did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct CleanReport {
-    /// Nothing was removed: this is what would have been.
-    pub dry_run: bool,
-    /// What was removed (or would be).
-    pub removed: Vec<Removal>,
-    /// What was left, and why (a lock held, too young, an entry locked).
-    pub kept: Vec<Removal>,
 }
 
 /// Order of version strings: by their numeric parts, then as text.

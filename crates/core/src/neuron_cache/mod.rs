@@ -31,10 +31,15 @@
 //! - [`lock`]: the entry's lock file (the one lock protocol, [`crate::lockfile`]: the locks of
 //!   dead nxcc runs, here or on another host, told from live ones) and the cache-wide lock.
 //! - [`publish`]: results put in place so that a reader sees nothing or a whole NEFF.
-//! - [`maintain`]: `nxcc cache stats|verify|clean --neuron-cache DIR`.
+//! - [`maintain`]: `nxcc cache stats|verify|clean --neuron-cache DIR|s3://BUCKET/PREFIX`, and
+//!   [`cleaning`]: what `clean` is asked and reports.
+//! - [`place`]: where the cache is kept, as the entry operations that differ between a
+//!   [`directory`] and a [`bucket`] (the framework's S3 cache); [`classify`](mod@classify): an entry's state
+//!   from its files, by one set of rules for both.
 
 pub mod bucket;
 pub mod classify;
+pub mod cleaning;
 pub mod directory;
 pub mod lock;
 pub mod maintain;

@@ -8,8 +8,8 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::cleaning::{CleanReport, CleanRequest};
 use super::lock::CacheGuard;
-use super::maintain::{CleanReport, CleanRequest};
 use super::publish::NotWritten;
 use super::{version_dir_name, Class, Entry, LockOwner, Scan};
 
