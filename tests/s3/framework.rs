@@ -503,3 +503,38 @@ fn hostile_entries_are_refused_without_harm() {
     );
     assert!(said.contains("checked 2 NEFFs: 1 ok, 1 bad"), "{said}");
 }
+
+#[test]
+fn a_missing_bucket_and_a_name_that_is_not_a_bucket_are_said_before_anything_runs() {
+    let server = Server::start();
+    let h = Host::new(&server);
+    upload(&server, &h, &[("one", zoo("mlp.hlo_module.pb"), &[])]);
+    let on = |url: &str, args: &[&str]| {
+        let flag = format!("--neuron-cache={url}");
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(flag.as_str());
+        let mut c = match all[0] {
+            "cache" => h.s.nxcc(&all),
+            _ => h.s.parallel_cmd(&[flag.as_str(), "--allow-simulated"], &[]),
+        };
+        h.env(&mut c);
+        c.env("TMPDIR", tmp(&h.s));
+        c.output().unwrap()
+    };
+    for args in [&["parallel-compile"][..], &["cache", "stats"]] {
+        let o = on("s3://nxcc-no-such-bucket/fw", args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(70), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot read the neuron cache s3://nxcc-no-such-bucket/fw")
+                && err.contains("does not exist"),
+            "{args:?}: {err}"
+        );
+        let o = on("s3://Not_A_Bucket/fw", args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is not a bucket name"), "{args:?}: {err}");
+    }
+    assert_eq!(compiles(&h), 0);
+    assert!(!keys(&server).iter().any(|k| k.ends_with("/model.neff")));
+}

@@ -383,11 +383,16 @@ fn neuron_place(
     writes: bool,
 ) -> Result<Box<dyn crate::neuron_cache::place::Place>, Refusal> {
     use crate::neuron_cache::{bucket::Bucket, directory::Directory, Location, NeuronCache};
+    use crate::objstore::StorageError;
     let path = match crate::neuron_cache::location(dir).map_err(Refusal::Usage)? {
         Location::Bucket(url) => {
             return Bucket::open(&url)
                 .map(|b| Box::new(b) as Box<dyn crate::neuron_cache::place::Place>)
-                .map_err(|e| Refusal::Unusable(format!("cannot read the neuron cache {url}: {e}")))
+                .map_err(|e| match e {
+                    // A URL the client does not take (a bucket name that is not one).
+                    StorageError::Other(why) => Refusal::Usage(why),
+                    e => Refusal::Unusable(format!("cannot read the neuron cache {url}: {e}")),
+                });
         }
         Location::Dir(d) => d,
     };
