@@ -70,6 +70,10 @@ pub struct Compiled {
     pub entry: Option<PathBuf>,
     /// The cache tier that served it (`local`, `secondary`, `remote`), on a hit.
     pub tier: Option<&'static str>,
+    /// The model's private snapshot the compile read, kept while this value lives (a
+    /// reproducer bundle then holds exactly what was compiled); `None` when none was taken (a
+    /// hit, a compile that failed before reading its model).
+    pub snapshot: Option<std::sync::Arc<crate::snapshot::Snapshot>>,
 }
 
 impl Compiled {
@@ -81,6 +85,7 @@ impl Compiled {
             key: None,
             entry: None,
             tier: None,
+            snapshot: None,
         }
     }
 
@@ -263,6 +268,7 @@ pub fn compile(request: Request) -> Compiled {
         key: store.key(),
         entry: store.entry(),
         tier: session.served(),
+        snapshot: session.kept_snapshot(),
     };
     write_reports(&session, &done);
     session.done(&done.result);

@@ -231,6 +231,7 @@ fn reproducer(
         dir: &dir,
         strip: plan.ns.bool(Dest::ReproducerStripConstants),
         entry: None,
+        compiled: done.snapshot.as_deref(),
     };
     match write::write(&req) {
         Ok(path) => err(&format!(

@@ -52,6 +52,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         install_signals: false,
         fork_server: None,
         work_root: None,
+        private_model: false,
     };
     let done = nxcc::compile::compile(Request {
         plan,

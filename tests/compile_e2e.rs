@@ -49,6 +49,36 @@ fn tool_name(path: &str) -> String {
         .to_string()
 }
 
+/// `text` with the model's private snapshot (`<launch>/nxcc-snapshot-<id>/<name>`) written as
+/// the model it is of (`<launch>/<name>`): the path the plan names.
+fn as_planned(s: &Scratch, text: &str) -> String {
+    let prefix = format!("{}/nxcc-snapshot-", s.path().display());
+    let Some(at) = text.find(&prefix) else {
+        return text.to_string();
+    };
+    let id_end = at + prefix.len() + text[at + prefix.len()..].find('/').unwrap();
+    format!(
+        "{}{}",
+        &text[..at + s.path().as_os_str().len()],
+        &text[id_end..]
+    )
+}
+
+/// Every tool that reads the model was given its private snapshot, never the caller's path.
+fn tools_read_the_snapshot(s: &Scratch, commands: &[String]) {
+    let model = s.join("mlp.hlo_module.pb").display().to_string();
+    for c in commands {
+        assert!(
+            !c.contains(&format!("{model} ")),
+            "the caller's path reached a tool: {c}"
+        );
+    }
+    assert!(
+        commands.iter().any(|c| c.contains("/nxcc-snapshot-")),
+        "no tool read the snapshot: {commands:?}"
+    );
+}
+
 fn recorded_invocations(s: &Scratch) -> Vec<(String, Vec<String>)> {
     s.records()
         .iter()
@@ -57,7 +87,7 @@ fn recorded_invocations(s: &Scratch) -> Vec<(String, Vec<String>)> {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|a| a.as_str().unwrap().to_string())
+                .map(|a| as_planned(s, a.as_str().unwrap()))
                 .collect();
             (r["tool"].as_str().unwrap().to_string(), argv[1..].to_vec())
         })
@@ -107,6 +137,7 @@ fn worked_examples_compile_to_verified_neffs_running_exactly_the_planned_tools()
             planned,
             "{example}: tools run differ from the plan"
         );
+        tools_read_the_snapshot(&s, &logged_commands(&s));
         if example.contains("neff-wrapper") {
             assert!(s.join(&format!("out{i}.wrapped.hlo.pb")).is_file());
         }
@@ -601,7 +632,10 @@ fn the_command_the_dry_run_prints_is_the_command_the_run_logs() {
             "{example}: {}",
             text(&out.stderr)
         );
-        let logged = logged_commands(&s);
+        let logged: Vec<String> = logged_commands(&s)
+            .iter()
+            .map(|c| as_planned(&s, c))
+            .collect();
         assert!(!planned.is_empty(), "{example}");
         assert_eq!(logged, planned, "{example}: the run logged other commands");
         for c in &planned {

@@ -1,6 +1,6 @@
 //! Every kind of failure, produced for real — a tool's exit 3, its SIGSEGV, its SIGKILL (the
-//! out-of-memory path), a `--job-timeout`, a missing tool, a full disk (a tmpfs), a remote server
-//! that is down — and what each consumer makes of it: its typed failure, the exit status, whether
+//! out-of-memory path), a `--job-timeout`, a missing tool, a full disk (a tmpfs), a simulator
+//! setting that does not read, a remote server that is down — and what each consumer makes of it: its typed failure, the exit status, whether
 //! the compile cache remembers it, the answer a remote worker gives for it, whether
 //! `parallel-compile` tries it again alone, and whether the framework's cache gets a `model.log`.
 
@@ -91,6 +91,14 @@ const KINDS: &[Kind] = &[
         of_the_model: false,
         alone: false,
         is: |f| matches!(f, Failure::Environment(Environment::Io(IoCause::DiskFull))),
+    },
+    Kind {
+        name: "a malformed simulator setting",
+        fault: Some("walrus_driver:bogus"),
+        args: &[],
+        of_the_model: false,
+        alone: false,
+        is: |f| matches!(f, Failure::Environment(Environment::Setting)),
     },
     Kind {
         name: "remote server down",

@@ -1354,3 +1354,289 @@ fn a_framework_cache_others_can_write_is_refused_before_anything_runs() {
         assert!(e.join("model.hlo_module.pb").exists());
     }
 }
+
+/// One occurrence of `f`, as an entry's `compile_flags.json` would carry it (a value it takes).
+fn occurrence(f: &nxcc::cli::flags::Flag) -> Vec<String> {
+    use nxcc::cli::flags::{Action, Choices, Kind};
+    let value = match (f.choices, f.kind) {
+        (Choices::OneOf(c) | Choices::OneOfIgnoreCase(c), _) => c[c.len() - 1].to_string(),
+        (_, Kind::Seconds | Kind::Int | Kind::Float) => "5".into(),
+        _ if f.dest.starts_with("remote") => "grpc://127.0.0.1:9".into(),
+        _ => "/tmp".into(),
+    };
+    match f.action {
+        Action::StoreTrue | Action::StoreOptional { .. } => vec![f.spelling.to_string()],
+        _ => vec![format!("{}={value}", f.spelling)],
+    }
+}
+
+/// What is below `dir`: every path with its bytes' digest (directories: empty).
+fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
+    find(dir, &|_| true)
+        .into_iter()
+        .map(|p| {
+            let d = std::fs::read(&p)
+                .map(|b| blake3::hash(&b).to_hex().to_string())
+                .unwrap_or_default();
+            (p, d)
+        })
+        .collect()
+}
+
+/// Every option of nxcc's own (the flag table's, whatever is added to it), carried by an entry's
+/// flags, refuses the entry — the cache's settings among them: `--cache-max-size=1` no longer
+/// evicts the run's own cache, nor `--cache-mode`, `--cache-secondary`, `--cache-sloppiness`,
+/// `--remote-cache` change how it is used. Nothing runs, the entry stays as it was, the run's own
+/// cache is byte for byte what it was, and `cache stats` counts such an entry refused, as the run
+/// does, never to do.
+#[test]
+fn every_option_of_nxccs_own_in_an_entry_refuses_it_and_the_runs_cache_is_untouched() {
+    let s = Scratch::new();
+    // The run's own cache, holding a compile already.
+    let own = s.join("own-cache");
+    let own_arg = own.display().to_string();
+    let o = s.sim_run("trn2", &["--output", "pre.neff", "--cache_dir", &own_arg]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let before = tree(&own);
+    assert!(before.keys().any(|p| p.ends_with("model.neff")));
+    let flags: Vec<Vec<String>> = nxcc::cli::flags::FLAGS
+        .iter()
+        .filter(|f| f.is_nxcc_own())
+        .map(occurrence)
+        .collect();
+    assert!(flags.len() >= 14, "{flags:?}");
+    let mut dirs = Vec::new();
+    for (i, f) in flags.iter().enumerate() {
+        let f: Vec<&str> = f.iter().map(String::as_str).collect();
+        dirs.push(module_entry(
+            &s,
+            &format!("own{i}"),
+            &variant(&format!("own {i}")),
+            &f,
+        ));
+    }
+    let records = s.records().len();
+    let o = parallel(&s, &["--cache_dir", &own_arg]).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    for f in &flags {
+        let spelling = f[0].split('=').next().unwrap().to_string();
+        assert!(
+            err.contains(&format!(
+                "its flags are not compile semantics only: {spelling} sets "
+            )),
+            "{spelling} was not refused: {err}"
+        );
+    }
+    assert_eq!(s.records().len(), records, "a tool ran");
+    for d in &dirs {
+        let names: Vec<_> = std::fs::read_dir(d).unwrap().flatten().collect();
+        assert_eq!(names.len(), 2, "{d:?}: {names:?}");
+    }
+    assert_eq!(tree(&own), before, "the run's own cache changed");
+    // `cache stats` says what the run did: refused, not to do.
+    let o = s.run(&["cache", "stats", "--neuron-cache", "nc", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for e in v["entries"].as_array().unwrap() {
+        assert_eq!(e["class"], "refused", "{e}");
+    }
+}
+
+/// nxcc's own cache and the simulated toolchain it lays out are refused inside the framework's
+/// cache — given as a path into it, reached through a link, or by XDG_CACHE_HOME — before
+/// anything is created: exit 2, both named, and the fix.
+#[test]
+fn nxccs_own_cache_and_toolchain_are_refused_inside_the_framework_cache() {
+    let s = Scratch::new();
+    module_entry(&s, "m", &zoo("mlp.hlo_module.pb"), &[]);
+    std::os::unix::fs::symlink(s.join("nc"), s.join("link")).unwrap();
+    let nc = std::fs::canonicalize(s.join("nc")).unwrap();
+    let cases: [(&str, Vec<&str>, Option<PathBuf>, &str); 5] = [
+        (
+            "--cache_dir inside",
+            vec!["--cache_dir", "nc/own"],
+            None,
+            "argument --cache_dir: nxcc's cache",
+        ),
+        (
+            "--cache_dir through a link",
+            vec!["--cache_dir", "link/own"],
+            None,
+            "argument --cache_dir: nxcc's cache",
+        ),
+        (
+            "the default cache under XDG_CACHE_HOME",
+            vec![],
+            Some(s.join("nc/xdg")),
+            "argument --cache_dir: nxcc's cache",
+        ),
+        (
+            "a shared tier's local tier under XDG_CACHE_HOME",
+            vec!["--cache_dir", "s3://bucket/prefix"],
+            Some(s.join("nc/xdg")),
+            "argument --cache_dir: nxcc's cache",
+        ),
+        (
+            "the simulated toolchain under XDG_CACHE_HOME",
+            vec!["--cache_dir", "own"],
+            Some(s.join("link/xdg")),
+            "argument --toolchain: the simulated toolchain would be laid out in",
+        ),
+    ];
+    for (case, args, xdg, says) in cases {
+        let mut c = parallel(&s, &args);
+        if let Some(x) = &xdg {
+            c.env("XDG_CACHE_HOME", x);
+        }
+        let o = c.output().unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{case}: {err}");
+        assert!(err.contains(says), "{case}: {err}");
+        assert!(
+            err.contains(&format!("inside the framework's cache {}", nc.display()))
+                || err.contains(&format!(
+                    "inside the framework's cache {}",
+                    s.join("nc").display()
+                )),
+            "{case}: {err}"
+        );
+        assert!(
+            err.contains("outside"),
+            "{case}: the fix is not said: {err}"
+        );
+        assert_eq!(
+            not_the_frameworks(&s.join("nc")),
+            Vec::<PathBuf>::new(),
+            "{case}"
+        );
+        assert!(
+            !s.join("nc/own").exists() && !s.join("nc/xdg").exists(),
+            "{case}"
+        );
+        assert!(!s.join("own").exists(), "{case}");
+    }
+    // Outside, the same run compiles.
+    let o = parallel(&s, &["--cache_dir", "own"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// An external compiler's result is what it did: with `-O3` in an entry's flags (nxcc's own
+/// pipeline would write no NEFF for it) the compiler writes a NEFF, the entry is done with it,
+/// and nothing says "no NEFF"; the compile is kept in nxcc's cache like any other.
+#[test]
+fn an_external_compilers_neff_with_o3_is_its_result() {
+    let s = Scratch::new();
+    let e = module_entry(&s, "o3", &zoo("mlp.hlo_module.pb"), &["-O3"]);
+    let compiler = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh");
+    let compiler = compiler.display().to_string();
+    let run = || {
+        s.nxcc(&[
+            "parallel-compile",
+            "--neuron-cache",
+            "nc",
+            "--neuron-version",
+            SIM_VERSION,
+            "--compiler",
+            &compiler,
+            "--",
+            "--target",
+            "trn2",
+        ])
+        .env("TMPDIR", tmp_dir(&s))
+        .output()
+        .unwrap()
+    };
+    let o = run();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let neff = std::fs::read(e.join("model.neff")).unwrap();
+    assert!(neff.starts_with(b"FAKE-NEFF"), "{neff:?}");
+    assert!(e.join("model.done").is_file());
+    for says in [&out, &err] {
+        assert!(!says.contains("no NEFF"), "{out}{err}");
+    }
+    assert!(out.contains("1 compile: 1 succeeded, 0 failed;"), "{out}");
+    // Again, the entry to do: nxcc's cache serves the compiler's NEFF.
+    for f in ["model.neff", "model.done"] {
+        std::fs::remove_file(e.join(f)).unwrap();
+    }
+    let o = run();
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.lines().any(|l| l.contains(" hit ")), "{out}");
+    assert_eq!(std::fs::read(e.join("model.neff")).unwrap(), neff);
+}
+
+/// An entry whose compile failed without a failure of its own graph (a hit-only cache's miss,
+/// flags that do not make a compile) gets no `model.log` and is not said to have one: the
+/// report names no log; the entries' work directories are in a directory only this user can
+/// read.
+#[test]
+fn no_message_names_a_model_log_that_was_not_written() {
+    let s = Scratch::new();
+    let missed = module_entry(&s, "missed", &zoo("mlp.hlo_module.pb"), &[]);
+    let bad = module_entry(&s, "bad", &zoo("mlp.hlo_module.pb"), &["--lnc", "many"]);
+    let report = s.join("report.json");
+    let r = report.display().to_string();
+    let mut c = parallel(&s, &["--report", &r]);
+    c.args(["--cache-mode", "hit-only"]);
+    let o = c.output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(70), "{err}");
+    for e in [&missed, &bad] {
+        assert!(!e.join("model.log").exists(), "{e:?}");
+        assert!(
+            err.contains(&format!(
+                "{} failed (no log kept)",
+                e.join("model.hlo_module.pb").display()
+            )),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("model.log"), "{err}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    for c in v["compiles"].as_array().unwrap() {
+        assert!(c["log"].is_null(), "{c}");
+    }
+}
+
+/// The entries' work directories — each named after its entry's key — are in a directory of the
+/// run's that only its user can read or list (`0700`), as each of them is.
+#[test]
+fn the_entries_work_directories_are_private_and_so_is_their_parent() {
+    let s = Scratch::new();
+    module_entry(&s, "a", &zoo("mlp.hlo_module.pb"), &[]);
+    let modes = s.join("modes.txt");
+    let compiler = s.join("mode-compiler");
+    std::fs::write(
+        &compiler,
+        "#!/bin/sh\nstat -c %a \"$(dirname \"$PWD\")\" \"$PWD\" >> \"$MODES\"\nfor a; do [ \"$prev\" = --output ] && out=$a; prev=$a; done\nprintf FAKE-NEFF > \"$out\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &compiler,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let o = s
+        .nxcc(&[
+            "parallel-compile",
+            "--neuron-cache",
+            "nc",
+            "--neuron-version",
+            SIM_VERSION,
+            "--compiler",
+            compiler.to_str().unwrap(),
+            "--no_cache",
+            "--",
+            "--target",
+            "trn2",
+        ])
+        .env("MODES", &modes)
+        .env("TMPDIR", tmp_dir(&s))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&modes).unwrap(), "700\n700\n");
+}

@@ -376,6 +376,7 @@ fn compile(
         install_signals: false,
         fork_server: ctx.fork_server.cloned(),
         work_root: None,
+        private_model: false,
     };
     let finished = ctx.engine.run(plan, prepared, opts);
     drop(permit);

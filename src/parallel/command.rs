@@ -220,6 +220,18 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
                     a == "--retry_failed_compilation" || a == "--retry-failed-compilation"
                 });
             shared = super::neuron::anchor_toolchain(&shared, &launch_dir);
+            // (Nothing of nxcc's is ever laid out in a bucket.)
+            if let crate::neuron_cache::Location::Dir(d) = dir {
+                super::neuron::outside(
+                    prog,
+                    d,
+                    cache_dir.as_deref(),
+                    &engine,
+                    &shared,
+                    &launch_dir,
+                )
+                .map_err(|message| usage_error(prog, message))?;
+            }
             let req = super::neuron::Request {
                 cache: dir,
                 version: parsed.str("neuron_version"),

@@ -214,8 +214,10 @@ pub struct CompileResult {
     pub stem: String,
     /// Its NEFF: `<output dir>/<stem>.neff`.
     pub output: String,
-    /// Its log file: `<output dir>/<stem>.log`.
-    pub log: String,
+    /// Its log file: `<output dir>/<stem>.log`; for an entry of the framework's cache, its
+    /// `model.log` when the entry has one after the compile (`None`: no log is kept, the entry
+    /// stays to do).
+    pub log: Option<String>,
     /// Its final state.
     pub status: Status,
     /// The last attempt's exit status (70 when it could not be planned, 0 when it never ran).
@@ -468,12 +470,11 @@ fn initial_results(cfg: &Config, inputs: &[Input]) -> Vec<CompileResult> {
             }
             .display()
             .to_string(),
+            // An entry's compile log is kept only as its model.log, once written.
             log: match &i.neuron {
-                Some(t) => t.entry.join(crate::neuron_cache::LOG_FILE),
-                None => log_path(cfg, i),
-            }
-            .display()
-            .to_string(),
+                Some(_) => None,
+                None => Some(log_path(cfg, i).display().to_string()),
+            },
             status: Status::Cancelled,
             exit_status: 0,
             cache: CacheStatus::Off,
@@ -527,14 +528,13 @@ fn plan_all(
             .map(|t| report::Planned {
                 name: &inputs[t.index].stem,
                 estimate: t.estimate,
-                no_neff: t.plan.no_neff.as_deref(),
+                no_neff: cfg.engine.no_neff(&t.plan),
             })
             .collect();
-        crate::cli::subcommand::err(&report::before(
-            cfg.memory_budget,
-            &planned,
-            &cfg.output_dir,
-        ));
+        // A batch's work dirs are kept in its output directory; an entry's of the framework's
+        // cache go with the run's private directory.
+        let kept_in = cfg.neuron.is_none().then_some(cfg.output_dir.as_path());
+        crate::cli::subcommand::err(&report::before(cfg.memory_budget, &planned, kept_in));
     }
     Ok(tasks)
 }
@@ -747,6 +747,7 @@ impl Batch<'_> {
             dir: &settings.dir,
             strip: settings.strip,
             entry: input.neuron.as_ref().map(|t| t.work_dir.as_path()),
+            compiled: done.snapshot.as_deref(),
         };
         match crate::reproducer::write::write(&req) {
             Ok(p) => Some(p.display().to_string()),
@@ -795,6 +796,8 @@ impl Batch<'_> {
                 .neuron
                 .is_none()
                 .then(|| self.cfg.output_dir.clone()),
+            // An entry's graph is a private copy already (copied by the kernel at discovery).
+            private_model: self.inputs[task.index].neuron.is_some(),
             ..Options::quiet()
         };
         let remote = crate::remote::RemoteConfig::from_plan(&task.plan)
@@ -860,11 +863,14 @@ impl Batch<'_> {
         r.peak_rss_kb = a.peak_rss_kb.or(r.peak_rss_kb);
         r.error_lines = a.error_lines.clone();
         r.work_dir = a.work_dir.clone();
+        if let Some(t) = &self.inputs[task.index].neuron {
+            r.log = neuron::kept_log(t);
+        }
         r.attempts.push(a);
         let failure = match f.status {
-            CompileStatus::Succeeded => match &task.plan.no_neff {
+            CompileStatus::Succeeded => match self.cfg.engine.no_neff(&task.plan) {
                 Some(why) => {
-                    r.error_lines = vec![why.clone()];
+                    r.error_lines = vec![why.to_string()];
                     Err(Status::NoNeff)
                 }
                 None => Err(Status::Ok),

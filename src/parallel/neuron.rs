@@ -18,7 +18,8 @@
 //!   in the lock keeper, [`crate::lockfile::keeper`]; a bucket's a lock object), the entry looked
 //!   at again under it (done or locked by another meanwhile: skipped), what dead earlier runs
 //!   left removed.
-//! - [`after`], only while the entry's lock is still ours: a success is published (`model.neff`,
+//! - [`after`], only while the entry's lock is still ours and its graph still the one
+//!   compiled (its blake3 as it was copied): a success is published (`model.neff`,
 //!   then `model.done`: in a directory by a rename under the cache-wide lock, in a bucket created
 //!   only if absent); a failure of the graph
 //!   (one [`crate::recon::cache::remembers`], served from nxcc's cache or just compiled) that
@@ -27,7 +28,7 @@
 //!   gives the result up: `lost the lock of <entry>`.
 
 use std::io::{self, Read, Seek};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,7 +39,7 @@ use crate::cli::namespace::Dest;
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::lockfile::keeper::Locker;
-use crate::neuron_cache::place::{EntryLock, Place, Taken};
+use crate::neuron_cache::place::{Compiled, EntryLock, Place, Taken};
 use crate::neuron_cache::publish::NotWritten;
 use crate::neuron_cache::{self as nc, Class, Location, LockOwner, NeuronCache};
 use crate::objstore::StorageError;
@@ -98,6 +99,9 @@ pub struct Target {
     pub flags: Vec<String>,
     /// The entry's private work directory (outside the cache).
     pub work_dir: PathBuf,
+    /// The blake3 of the graph as it was copied (what is compiled): a result is written into the
+    /// entry only while the entry's graph still has it.
+    pub graph_blake3: String,
 }
 
 impl Target {
@@ -187,13 +191,22 @@ fn to_compile(run: &Run, e: &nc::Entry) -> Result<(), String> {
 pub const WORK_FLAGS: &str = nc::FLAGS_FILE;
 
 /// Copy the entry's graph (at most what the HLO reader reads) and flags into a fresh private
-/// work directory (under the cache-wide lock, a directory's).
-fn copy_inputs(run: &Run, e: &nc::Entry, t: &Target, raw: &[String]) -> io::Result<()> {
+/// work directory (under the cache-wide lock, a directory's); the graph copy's blake3.
+fn copy_inputs(run: &Run, e: &nc::Entry, t: &Target, raw: &[String]) -> io::Result<String> {
     std::fs::DirBuilder::new().mode(0o700).create(&t.work_dir)?;
     let limit = crate::hlo::READ_LIMIT;
     run.place.copy(e, t.graph, limit, &t.work_graph())?;
     let flags = serde_json::to_vec(raw).map_err(io::Error::other)?;
-    std::fs::write(t.work_dir.join(WORK_FLAGS), flags)
+    std::fs::write(t.work_dir.join(WORK_FLAGS), flags)?;
+    let graph = t.work_graph();
+    graph_digest(&std::fs::File::open(&graph)?, &graph)
+}
+
+/// The blake3 of an open graph (`path` names it in errors).
+fn graph_digest(f: &std::fs::File, path: &Path) -> io::Result<String> {
+    let mut h = blake3::Hasher::new();
+    crate::cache::key::hash_open_into(f, path, &mut h)?;
+    Ok(h.finalize().to_hex().to_string())
 }
 
 /// The flags of `e` as written (read when its classification did not read them).
@@ -236,19 +249,23 @@ pub fn discover(run: &Run) -> io::Result<Discovery> {
         };
         d.dropped
             .extend(flags.dropped.iter().map(|f| (shown.clone(), f.clone())));
-        let t = Target {
+        let mut t = Target {
             entry: e.path.clone(),
             name: e.name.clone(),
             graph,
             flags: flags.flags,
             work_dir: run.work_root.join(&e.name),
+            graph_blake3: String::new(),
         };
-        if let Err(err) = copy_inputs(run, e, &t, &raw) {
-            d.skipped.push(skip(
-                "refused",
-                format!("refused: its graph cannot be copied: {err}"),
-            ));
-            continue;
+        match copy_inputs(run, e, &t, &raw) {
+            Ok(digest) => t.graph_blake3 = digest,
+            Err(err) => {
+                d.skipped.push(skip(
+                    "refused",
+                    format!("refused: its graph cannot be copied: {err}"),
+                ));
+                continue;
+            }
         }
         d.inputs.push(Input {
             model: e.path.join(graph),
@@ -321,6 +338,15 @@ fn tail(path: &Path, n: usize) -> String {
     out
 }
 
+/// The entry's `model.log`, when it has one (a plain file): the only log of its compile that is
+/// kept.
+pub fn kept_log(t: &Target) -> Option<String> {
+    let log = t.entry.join(nc::LOG_FILE);
+    std::fs::symlink_metadata(&log)
+        .is_ok_and(|m| m.is_file())
+        .then(|| log.display().to_string())
+}
+
 /// What `model.log` holds: the error lines, then the tail of the compile's log.
 pub fn log_text(error_lines: &[String], log: &Path) -> String {
     let mut t = String::new();
@@ -344,7 +370,12 @@ pub fn after(
     will_retry: bool,
     interrupted: bool,
 ) -> Result<(), String> {
-    let lost = |e: NotWritten, what: &str| match e {
+    let compiled = Compiled {
+        graph: t.graph,
+        blake3: &t.graph_blake3,
+    };
+    let lost = |e: NotWritten, what: &str| {
+        match e {
         NotWritten::Lost(why) => format!(
             "[ERROR] lost the lock of {} ({why}): its {what} is given up",
             t.entry.display()
@@ -353,9 +384,14 @@ pub fn after(
             "[ERROR] cannot write the {what} into the neuron cache entry {}: {e}",
             t.entry.display()
         ),
+        NotWritten::Changed(why) => format!(
+            "[ERROR] the graph of {} changed while it was compiled ({why}): its {what} is given up, the entry stays to do",
+            t.entry.display()
+        ),
+    }
     };
     if outcome.ok() {
-        let written = p.lock.publish_neff(&t.output());
+        let written = p.lock.publish_neff(&t.output(), &compiled);
         let _ = std::fs::remove_file(t.output());
         return written.map_err(|e| lost(e, "NEFF"));
     }
@@ -367,7 +403,9 @@ pub fn after(
     };
     if of_the_graph && !will_retry && !interrupted {
         let text = log_text(&outcome.lines, &t.log());
-        p.lock.write_log(&text).map_err(|e| lost(e, nc::LOG_FILE))?;
+        p.lock
+            .write_log(&text, &compiled)
+            .map_err(|e| lost(e, nc::LOG_FILE))?;
     }
     Ok(())
 }
@@ -431,10 +469,13 @@ pub fn ask_version(program: &Path) -> Result<String, String> {
     })
 }
 
-/// Whether nxcc's pipeline would run on the simulated toolchain with these compile arguments
-/// (`--toolchain sim`, or a directory or `NXCC_TOOLCHAIN` that is a simulated layout); `None`
-/// when the toolchain would be looked for as an installed package.
-fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Option<bool> {
+/// The toolchain nxcc's pipeline would ask for with these compile arguments (`--toolchain`,
+/// else `NXCC_TOOLCHAIN`).
+fn toolchain_request(
+    prog: &str,
+    shared: &[String],
+    launch_dir: &Path,
+) -> crate::toolchain::Request {
     let mut argv: Vec<String> = vec!["compile".into()];
     argv.extend(shared.iter().cloned());
     argv.push("model.hlo_module.pb".into());
@@ -443,11 +484,57 @@ fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Optio
         _ => None,
     };
     let env = std::env::var(crate::recon::toolchain::TOOLCHAIN_ENV).ok();
-    match crate::toolchain::Request::from(option.as_deref(), env.as_deref(), launch_dir) {
+    crate::toolchain::Request::from(option.as_deref(), env.as_deref(), launch_dir)
+}
+
+/// Whether nxcc's pipeline would run on the simulated toolchain with these compile arguments
+/// (`--toolchain sim`, or a directory or `NXCC_TOOLCHAIN` that is a simulated layout); `None`
+/// when the toolchain would be looked for as an installed package.
+fn pipeline_toolchain(prog: &str, shared: &[String], launch_dir: &Path) -> Option<bool> {
+    match toolchain_request(prog, shared, launch_dir) {
         crate::toolchain::Request::Simulated => Some(true),
         crate::toolchain::Request::Dir(d) => Some(crate::toolchain::from_dir(&d).simulated),
         crate::toolchain::Request::Auto => None,
     }
+}
+
+/// nxcc's own files are never put inside the framework's cache `dir` (its tools would take them
+/// for the framework's: upload, clean, unlock them): nxcc's cache (`cache_dir`), and the
+/// simulated toolchain the run would lay out under `XDG_CACHE_HOME` (`--toolchain sim` on nxcc's
+/// pipeline). `Err`: a usage error's message naming both and the fix.
+pub fn outside(
+    prog: &str,
+    dir: &Path,
+    cache_dir: Option<&Path>,
+    engine: &Engine,
+    shared: &[String],
+    launch_dir: &Path,
+) -> Result<(), String> {
+    // A shared tier (s3://...) keeps its local tier in nxcc's default directory.
+    let local = cache_dir.map(|c| match c.to_str().is_some_and(crate::objstore::is_url) {
+        true => PathBuf::from(crate::cache::default_dir()),
+        false => c.to_path_buf(),
+    });
+    if let Some(c) = local.filter(|c| nc::within(dir, c)) {
+        return Err(format!(
+            "argument --cache_dir: nxcc's cache {} is inside the framework's cache {}, whose tools would take its files for the framework's; give --cache_dir a directory outside {} (nxcc's own default is under XDG_CACHE_HOME), or --no_cache",
+            c.display(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    let simulated = *engine == Engine::Pipeline
+        && toolchain_request(prog, shared, launch_dir) == crate::toolchain::Request::Simulated;
+    let home = crate::toolchain::simulated_home();
+    if simulated && nc::within(dir, &home) {
+        return Err(format!(
+            "argument --toolchain: the simulated toolchain would be laid out in {} (under XDG_CACHE_HOME), inside the framework's cache {}, whose tools would take its files for the framework's; set XDG_CACHE_HOME to a directory outside {}, or lay a toolchain out elsewhere (nxcc toolchain sim DIR) and give --toolchain DIR",
+            home.display(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The batch's [`Run`]: the version directory (`--neuron-version`; else what `--compiler PATH
@@ -461,8 +548,10 @@ pub fn prepare(
     launch_dir: &Path,
 ) -> Result<Run, Refused> {
     let version = version_of(prog, req, engine, shared, launch_dir).map_err(Refused::Usage)?;
+    // Private (0700): the entries' work directories, named after their keys, are in it.
     let work = tempfile::Builder::new()
         .prefix("nxcc-neuron-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir()
         .map_err(|e| {
             Refused::Usage(format!(

@@ -201,7 +201,7 @@ mod tests {
             input: "/m/g07.pb".into(),
             stem: "g07".into(),
             output: String::new(),
-            log: String::new(),
+            log: None,
             status: Status::Ok,
             exit_status: 0,
             cache: CacheStatus::Miss,

@@ -28,8 +28,9 @@ fn mib(bytes: u64) -> String {
 
 /// The warnings printed before a batch runs (stderr; empty when there is nothing to say):
 /// compiles estimated above the whole memory budget — each will run alone —, and compiles that
-/// will write no NEFF. `planned` is largest estimate first.
-pub fn before(budget: Option<u64>, planned: &[Planned], output_dir: &Path) -> String {
+/// will write no NEFF, with where what they make is kept (`kept_in`: the directory their work
+/// directories are kept in; `None`: they are not kept). `planned` is largest estimate first.
+pub fn before(budget: Option<u64>, planned: &[Planned], kept_in: Option<&Path>) -> String {
     const LISTED: usize = 10;
     let mut t = String::new();
     if let Some(b) = budget {
@@ -56,12 +57,15 @@ pub fn before(budget: Option<u64>, planned: &[Planned], output_dir: &Path) -> St
             None => reasons.push((why, 1)),
         }
     }
+    let kept = match kept_in {
+        Some(d) => format!("what each makes stays in its work dir in {}", d.display()),
+        None => "what each makes is not kept".to_string(),
+    };
     for (why, n) in reasons {
         t.push_str(&format!(
-            "parallel-compile: warning: {} of {} will write no NEFF ({why}); what each makes stays in its work dir in {}\n",
+            "parallel-compile: warning: {} of {} will write no NEFF ({why}); {kept}\n",
             n,
             count(planned.len(), "compile", "compiles"),
-            output_dir.display()
         ));
     }
     t
@@ -140,7 +144,7 @@ pub fn failures(report: &Report) -> String {
         .iter()
         .filter(|c| c.status == Status::Failed)
     {
-        t.push_str(&format!("{} failed (log: {}):\n", c.input, c.log));
+        t.push_str(&format!("{} failed ({}):\n", c.input, log_words(c)));
         for l in &c.error_lines {
             t.push_str(&format!("  {l}\n"));
         }
@@ -151,14 +155,25 @@ pub fn failures(report: &Report) -> String {
         .filter(|c| c.status == Status::NoNeff)
     {
         t.push_str(&format!(
-            "{} wrote no NEFF ({}); what it made is in {} (log: {})\n",
+            "{} wrote no NEFF ({}); {} ({})\n",
             c.input,
             c.error_lines.join("; "),
-            c.work_dir.as_deref().unwrap_or("its work dir"),
-            c.log
+            match &c.work_dir {
+                Some(d) => format!("what it made is in {d}"),
+                None => "what it made was not kept".to_string(),
+            },
+            log_words(c)
         ));
     }
     t
+}
+
+/// Where a compile's log is: `log: PATH`, or that none was kept.
+fn log_words(c: &super::CompileResult) -> String {
+    match &c.log {
+        Some(l) => format!("log: {l}"),
+        None => "no log kept".to_string(),
+    }
 }
 
 /// The batch as a profile: one bar per attempt, in the lane of the slot it ran in, linked to
@@ -267,7 +282,7 @@ mod tests {
             input: format!("/m/{stem}.pb"),
             stem: stem.into(),
             output: format!("/o/{stem}.neff"),
-            log: format!("/o/{stem}.log"),
+            log: Some(format!("/o/{stem}.log")),
             status,
             exit_status: if status == Status::Ok { 0 } else { 70 },
             cache: attempts.last().map_or(CacheStatus::Off, |a| a.cache),
@@ -423,7 +438,7 @@ mod tests {
 
     #[test]
     fn what_is_said_before_a_batch_runs() {
-        let out = Path::new("/o");
+        let out = Some(Path::new("/o"));
         let planned = |estimates: &[u64], no_neff: Option<&'static str>| -> Vec<Planned<'static>> {
             estimates
                 .iter()
@@ -449,6 +464,11 @@ mod tests {
         assert_eq!(
             before(None, &planned(&[1], Some("layer_unroll_factor=0: no NEFF will be written")), out),
             "parallel-compile: warning: 1 of 1 compile will write no NEFF (layer_unroll_factor=0: no NEFF will be written); what each makes stays in its work dir in /o\n"
+        );
+        // Work dirs that are not kept (the framework cache's entries) are not said to be.
+        assert_eq!(
+            before(None, &planned(&[1], Some("no NEFF")), None),
+            "parallel-compile: warning: 1 of 1 compile will write no NEFF (no NEFF); what each makes is not kept\n"
         );
     }
 }

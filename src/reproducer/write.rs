@@ -42,6 +42,9 @@ pub struct Request<'a> {
     /// For a framework cache entry's compile, its private work directory, which holds the
     /// entry's flags as `compile_flags.json` (they go in).
     pub entry: Option<&'a Path>,
+    /// The model as the compile read it — its private snapshot, when it took one
+    /// ([`crate::compile::Compiled::snapshot`]).
+    pub compiled: Option<&'a crate::snapshot::Snapshot>,
 }
 
 /// The bundle's file name for a compile's key.
@@ -49,21 +52,26 @@ pub fn file_name(key: &str) -> String {
     format!("nxcc-reproducer-{key}.tar.gz")
 }
 
-/// The model as the compile read it. (Where the compile works from a private snapshot of its
-/// model, this is that snapshot: the bundle then holds exactly what was compiled.)
-pub fn model_as_compiled(plan: &Plan) -> &Path {
-    &plan.model
+/// The model as the compile read it: its private snapshot, when it took one (the bundle then
+/// holds exactly what was compiled), else the plan's model.
+pub fn model_as_compiled<'r>(req: &'r Request) -> &'r Path {
+    req.compiled.map_or(req.plan.model.as_path(), |s| s.path())
 }
 
 /// Write the bundle; its path, or why it could not be written.
 pub fn write(req: &Request) -> Result<PathBuf, String> {
     let key = match req.key {
         Some(k) => k.clone(),
-        None => CacheConfig::off()
-            .key(req.plan, req.engine)
-            .map_err(|e| format!("cannot key the compile: {e}"))?,
+        // Keyed as the compile's cache would have keyed what it compiled.
+        None => {
+            let mut plan = req.plan.clone();
+            plan.model = model_as_compiled(req).to_path_buf();
+            CacheConfig::off()
+                .key(&plan, req.engine)
+                .map_err(|e| format!("cannot key the compile: {e}"))?
+        }
     };
-    let mut members = model_members(model_as_compiled(req.plan), req.strip)?;
+    let mut members = model_members(model_as_compiled(req), req.strip)?;
     let model_name = members
         .first()
         .map(|(n, _)| {

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod swap;
+
 pub const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
 
 /// A scratch launch directory with the example models, and a private environment.

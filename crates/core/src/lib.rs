@@ -12,7 +12,8 @@
 //!    [`objstore`] (the object-store seam a registered client implements);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`], [`profile`] (a run
-//!    of compiles as a Chrome trace and an HTML page);
+//!    of compiles as a Chrome trace and an HTML page), [`snapshot`] (a model's bytes read once,
+//!    by the kernel, into a private copy);
 //! 2. [`admission`], [`neff`], [`hlo`] (reading HLO modules), [`toolchain`] (with the simulated
 //!    toolchain's seam, [`toolchain::Simulator`], and `nxcc toolchain`), [`result`] (how a
 //!    compile ended, as data), [`forkserver`] (a single-threaded helper that forks workers for a
@@ -53,6 +54,7 @@ pub mod recon;
 pub mod result;
 pub mod run;
 pub mod shell;
+pub mod snapshot;
 pub mod toolchain;
 pub mod words;
 

@@ -134,6 +134,12 @@ pub enum Environment {
     CacheEntry,
     /// The daemon's working directory for the request cannot be made.
     WorkingDirectory,
+    /// The model could not be read into the compile's private snapshot, or changed between
+    /// the plan and the snapshot (someone wrote it meanwhile).
+    Model,
+    /// A setting of the environment the tools would run with does not read (the simulated
+    /// toolchain's injection variables).
+    Setting,
 }
 
 /// The system errors a compile meets because of the machine, the moment or a path outside its

@@ -111,9 +111,14 @@ pub fn command_env(worker_env: &[(String, String)]) -> BTreeMap<String, String> 
     env
 }
 
-/// The session's plan as an action, for the toolchain `engine` stands for; logged.
-fn action_of(session: &Session, engine: &Engine, address: &Address) -> Result<Built, String> {
-    let plan = session.plan();
+/// `plan` (the session's, or the plan as it is compiled: its model the snapshot) as an action,
+/// for the toolchain `engine` stands for; logged.
+fn action_of(
+    session: &Session,
+    plan: &Plan,
+    engine: &Engine,
+    address: &Address,
+) -> Result<Built, String> {
     let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
     let built = action::build(plan, &tc, &command_env(&session.options().worker_env))?;
     session.log().info(
@@ -268,7 +273,13 @@ impl Strategy for Execution<'_> {
     fn run(&self, session: &Session, product: Option<&Path>) -> CompileResult {
         let job = RemoteJob { session };
         session.handle_signals();
-        let built = match action_of(session, self.engine, self.address) {
+        // The action is the snapshot's: what is looked up, uploaded and compiled are the bytes
+        // a local cache derives its key from again.
+        let compiled = match session.compiled() {
+            Ok(p) => p,
+            Err(f) => return session.result(Status::Failed(f)),
+        };
+        let built = match action_of(session, compiled, self.engine, self.address) {
             Ok(b) => b,
             Err(e) => return job.fail_remote(RemoteFailure::Error, e),
         };
@@ -423,7 +434,7 @@ pub struct ActionCache<'a> {
 impl Layer for ActionCache<'_> {
     fn run(&self, session: &Session, product: Option<&Path>, next: &dyn Strategy) -> CompileResult {
         session.handle_signals();
-        let built = match action_of(session, self.engine, self.address) {
+        let built = match action_of(session, session.plan(), self.engine, self.address) {
             Ok(b) => b,
             Err(e) => {
                 session
@@ -489,6 +500,7 @@ impl ActionCache<'_> {
     ) -> CompileResult {
         let own = tempfile::Builder::new()
             .prefix("nxcc-remote-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .ok();
         let product_path = product
@@ -498,7 +510,10 @@ impl ActionCache<'_> {
         let (true, Some(remote), Some(neff)) = (result.ok(), remote, product_path) else {
             return result;
         };
-        match upload_result(remote, built, &neff) {
+        let Some(built) = self.rederive(session, built) else {
+            return result;
+        };
+        match upload_result(remote, &built, &neff) {
             Err(e) => warn(session, &e),
             Ok(()) => session.log().info(
                 log::DRIVER,
@@ -509,6 +524,42 @@ impl ActionCache<'_> {
             ),
         }
         result
+    }
+}
+
+impl ActionCache<'_> {
+    /// The action derived again from what the compile read — the model's snapshot — whose
+    /// blobs (the snapshot's files) are what is uploaded; `None` (warned) when it is not the
+    /// action looked up (the model changed between the lookup and the snapshot, or nothing was
+    /// read): the result is not stored under an action it does not belong to.
+    fn rederive(&self, session: &Session, looked_up: &Built) -> Option<Built> {
+        let compiled = match session.snapshot().and(session.compiled().ok()) {
+            Some(p) => p,
+            None => {
+                warn(
+                    session,
+                    &"the compile read no snapshot of the model; not stored",
+                );
+                return None;
+            }
+        };
+        match action_of(session, compiled, self.engine, self.address) {
+            Ok(b) if b.digest == looked_up.digest => Some(b),
+            Ok(b) => {
+                let what = format!(
+                    "the model {} changed between the lookup and the compile's snapshot of it (action {}, not {}); not stored",
+                    session.plan().model.display(),
+                    digest::show(&b.digest),
+                    digest::show(&looked_up.digest)
+                );
+                warn(session, &what);
+                None
+            }
+            Err(e) => {
+                warn(session, &format!("{e}; not stored"));
+                None
+            }
+        }
     }
 }
 

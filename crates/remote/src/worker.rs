@@ -229,7 +229,11 @@ pub fn main(prog: &str, args: &[String], compile: crate::engine::strategy::Entry
             }
             p
         }
-        None => match tempfile::Builder::new().prefix("nxcc-worker-").tempdir() {
+        None => match tempfile::Builder::new()
+            .prefix("nxcc-worker-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+        {
             Ok(d) => {
                 own_tmp = d;
                 own_tmp.path().to_path_buf()

@@ -68,6 +68,10 @@ impl crate::toolchain::Simulator for Simulated {
     fn lay_out_command(&self, dir: &str) -> i32 {
         layout::lay_out_command(dir)
     }
+
+    fn check_settings(&self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+        inject::Inject::from_lookup(get).map(drop)
+    }
 }
 
 /// Make the simulated toolchain available to this program's compiles (`--toolchain sim`, and

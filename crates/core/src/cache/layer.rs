@@ -5,7 +5,8 @@
 //!
 //! 1. [`LocalStore`] itself, outermost: the lookup.
 //!    - Only a plan whose one product is the NEFF at `--output` uses the cache
-//!      ([`crate::recon::cache::plan_is_cacheable`]); others compile as without it.
+//!      ([`crate::recon::cache::plan_is_cacheable`], for nxcc's pipeline; an external
+//!      compiler's product is always the file at `--output`); others compile as without it.
 //!    - The cache directory is checked first ([`Cache::check`]): one that others could write
 //!      fails the compile (exit 70) with what to fix; what its configuration file says that
 //!      does not read is warned about. Then the key is computed (the model read once,
@@ -25,7 +26,11 @@
 //!    - read-write: the key's lock is taken (waiting for another compile of the same key, on
 //!      any host), the key looked up again (the other compile's result is reused), a temporary
 //!      entry made ([`Cache::begin`]) that the compile writes its NEFF into itself (the product
-//!      path) besides `--output`, and the rest of the stack runs. The result is published: a
+//!      path) besides `--output`, and the rest of the stack runs. Its key is then derived
+//!      again from what the compile read — the model's private snapshot
+//!      ([`crate::engine::session::Session::snapshot`]), hashed — and a result whose key differs
+//!      (the model changed between the lookup and the snapshot) is not stored (a warning). The
+//!      result is published: a
 //!      success as `model.neff` (the file the compile wrote into the temporary entry, hashed
 //!      there), `meta.json`, `log.txt`, and its peak memory in the estimate index; a failure
 //!      the cache remembers ([`crate::recon::cache::remembers`]) as `failed.json` (its lines
@@ -255,7 +260,10 @@ impl Layer for LocalStore<'_> {
         for w in &self.cfg.settings.warnings {
             warn(session, &format!("{}: {w}", cache.root().display()));
         }
-        if !crate::recon::cache::plan_is_cacheable(&session.plan().pipeline) {
+        // An external compiler's product is the file at --output, whatever nxcc's own pipeline
+        // would have made of the plan.
+        let pipeline = &session.plan().pipeline;
+        if *self.engine == Engine::Pipeline && !crate::recon::cache::plan_is_cacheable(pipeline) {
             session.log().info(
                 log::DRIVER,
                 "Compiling without the cache: the plan's product is not just the NEFF at --output",
@@ -322,6 +330,13 @@ impl Layer for HitOnly<'_> {
             OnMiss::Compile { .. } => next.run(session, product),
         }
     }
+}
+
+/// The model's digests as `meta.json` records them: the blake3 of its bytes, and of a binary
+/// HLO module without its op metadata.
+struct ModelDigests {
+    blake3: String,
+    hlo_metadata: Option<String>,
 }
 
 /// One compile's visit to the cache, once it is keyed.
@@ -488,19 +503,84 @@ impl Visit<'_, '_> {
         let product = pending.as_ref().map(|p| p.path().join(NEFF_FILE));
         let result = next.run(session, product.as_deref());
         self.count_compiled(&result);
-        let entry = match (pending, &result.status) {
-            (Some(p), Status::Succeeded) => self.publish(p, &result, log_start),
-            (Some(p), Status::Failed(f)) if crate::recon::cache::remembers(f) => {
-                self.publish(p, &result, log_start)
-            }
+        let kept = match &result.status {
+            Status::Succeeded => true,
+            Status::Failed(f) => crate::recon::cache::remembers(f),
+            _ => false,
+        };
+        let entry = match pending {
+            Some(p) if kept => self
+                .rederive()
+                .and_then(|digests| self.publish(p, &result, log_start, digests)),
             _ => None,
         };
         self.store.note(CacheStatus::Miss, entry);
         result
     }
 
-    /// What a compile says before it runs anything: the plan's warnings and USER-level lines.
+    /// The key derived again from what the compile read — its snapshot of the model
+    /// ([`Session::snapshot`]), hashed now — with the model's two digests for `meta.json`;
+    /// `None` (warned) when that is not this visit's key: the model changed between the lookup
+    /// and the snapshot (or nothing was read), and the result is not stored under a key it does
+    /// not belong to.
+    fn rederive(&self) -> Option<ModelDigests> {
+        let (session, model) = (self.session, &self.session.plan().model);
+        let Some(snapshot) = session.snapshot() else {
+            let what = "the compile read no snapshot of the model";
+            warn(
+                session,
+                &format!("{what}: its result is not stored in the cache"),
+            );
+            return None;
+        };
+        let (path, off) = (snapshot.path(), Table::off());
+        let digests = super::key::hash_model_with(path, &off).map(|(h, size)| {
+            let hlo = path
+                .is_file()
+                .then(|| super::key::hlo_metadata_digest(path, &off).ok().flatten())
+                .flatten();
+            (h.to_hex().to_string(), size, hlo)
+        });
+        let (blake3, size, hlo) = match digests {
+            Ok(d) => d,
+            Err(e) => {
+                let what = format!("cannot hash the model's snapshot {} ({e})", path.display());
+                warn(
+                    session,
+                    &format!("{what}: the result is not stored in the cache"),
+                );
+                return None;
+            }
+        };
+        let again = match (&hlo, self.store.cfg.settings.sloppiness.hlo_metadata) {
+            (Some((d, n)), true) => Key::from_digest(self.key.inputs.clone(), d, *n, true),
+            _ => Key::from_digest(self.key.inputs.clone(), &blake3, size, false),
+        };
+        if again.key != self.key.key {
+            let what = format!(
+                "the model {} changed between the cache lookup and the compile's snapshot of it (it keys as {} now, not {})",
+                model.display(),
+                again.key,
+                self.key.key
+            );
+            warn(
+                session,
+                &format!("{what}: the result is not stored in the cache"),
+            );
+            return None;
+        }
+        Some(ModelDigests {
+            blake3,
+            hlo_metadata: hlo.map(|(d, _)| d),
+        })
+    }
+
+    /// What a compile says before it runs anything: on nxcc's pipeline, the plan's warnings
+    /// and USER-level lines (an external compiler says its own).
     fn announce(&self) {
+        if *self.store.engine != Engine::Pipeline {
+            return;
+        }
         let (plan, log) = (self.session.plan(), self.session.log());
         for w in &plan.warnings {
             log.warning(log::DRIVER, w);
@@ -708,25 +788,6 @@ impl Visit<'_, '_> {
         );
     }
 
-    /// The model's blake3 and its digest without op metadata (a binary HLO module only), as
-    /// `meta.json` records them: the one the key took, the other computed (remembered digests
-    /// make that cheap).
-    fn model_digests(&self) -> (String, Option<String>) {
-        let (key, model, table) = (&self.key, &self.session.plan().model, self.store.table());
-        if key.sloppy {
-            let exact = super::key::hash_model_with(model, table)
-                .map(|(h, _)| h.to_hex().to_string())
-                .unwrap_or_default();
-            return (exact, Some(key.model_digest.clone()));
-        }
-        let hlo = model
-            .is_file()
-            .then(|| super::key::hlo_metadata_digest(model, table).ok().flatten())
-            .flatten()
-            .map(|(d, _)| d);
-        (key.model_digest.clone(), hlo)
-    }
-
     /// The entry's `meta.json` for `result`.
     fn meta(&self, result: &CompileResult, model_blake3: String, hlo: Option<String>) -> Meta {
         let (plan, key) = (self.session.plan(), &self.key);
@@ -766,9 +827,10 @@ impl Visit<'_, '_> {
         pending: store::Pending,
         result: &CompileResult,
         log_start: u64,
+        digests: ModelDigests,
     ) -> Option<PathBuf> {
-        let (model_blake3, hlo) = self.model_digests();
-        let meta = self.meta(result, model_blake3.clone(), hlo);
+        let model_blake3 = digests.blake3.clone();
+        let meta = self.meta(result, digests.blake3, digests.hlo_metadata);
         let mut log_text = compile_log(&self.session.plan().logfile, log_start, result);
         log_text.push_str(&metrics::table(&result.jobs));
         let max_size = self.store.cfg.settings.max_size;

@@ -177,6 +177,7 @@ fn driver_flags() -> Vec<&'static Flag> {
         scope: Scope::Driver,
         source: "wiki-catalog:CERTAIN",
         help: "Show this help message and exit.",
+        reach: flags::UNLISTED,
     };
     let mut v: Vec<&'static Flag> = vec![&DRIVER_HELP];
     v.extend(FLAGS.iter().filter(|f| f.scope == Scope::Driver));

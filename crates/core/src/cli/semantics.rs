@@ -2,45 +2,17 @@
 //! on: the one rule for compile arguments nxcc takes from others — a remote action the worker
 //! runs, a framework cache entry's `compile_flags.json` — where only what changes the NEFF may
 //! come from the request, and everything local (a path, the toolchain, a log, a report, metrics,
-//! a work directory, the pipeline's SaveTemps, the cache) is decided by the machine itself.
+//! a work directory, the pipeline's SaveTemps, the cache, a remote service, the daemon) is
+//! decided by the machine itself.
 //!
-//! [`local_effect`] says why one parsed occurrence is not compile semantics; [`check`] applies it
-//! to a whole parse. Every path-typed flag counts as local, whatever its name, so a flag added
-//! to the table later is refused until it is listed as harmless here.
+//! It is an allow-list: a flag is compile semantics only when its row of the flag table says so
+//! ([`super::flags::Reach`]); every other — each of nxcc's own options, and any flag added to
+//! the table without saying it — is refused. [`local_effect`] says why one parsed occurrence is
+//! not compile semantics; [`check`] applies it to a whole parse.
 
 use super::argparse::{Occurrence, Parsed};
-use super::flags::Kind;
+use super::flags::Reach;
 use super::namespace::{Dest, Value};
-
-/// The flags (by dest) that reach into the machine, each with what it reaches: the output and
-/// its log, work directories, reports, metrics, the cache, the toolchain, the daemon, a remote
-/// service, the console, the dry run, the job time limit.
-pub const LOCAL_DESTS: &[(Dest, &str)] = &[
-    (Dest::Output, "the output path"),
-    (Dest::Logfile, "a log"),
-    (Dest::LogfileVerbose, "a log"),
-    (Dest::Verbose, "the console log"),
-    (Dest::TempDir, "a work directory"),
-    (Dest::KeepWorkDir, "a work directory"),
-    (Dest::Timings, "a report"),
-    (Dest::Trace, "a report"),
-    (Dest::GenReproducer, "a report"),
-    (Dest::ReproducerDir, "a report"),
-    (Dest::ReproducerStripConstants, "a report"),
-    (Dest::SubmitMetrics, "metrics"),
-    (Dest::RunId, "metrics"),
-    (Dest::MetricsTimestamp, "metrics"),
-    (Dest::CacheDir, "the cache"),
-    (Dest::NoCache, "the cache"),
-    (Dest::RetryFailedCompilation, "the cache"),
-    (Dest::Toolchain, "the toolchain"),
-    (Dest::Daemon, "the compile daemon"),
-    (Dest::Remote, "a remote service"),
-    (Dest::RemoteCache, "a remote service"),
-    (Dest::RemoteInstance, "a remote service"),
-    (Dest::DryRun, "a dry run"),
-    (Dest::JobTimeout, "the job time limit"),
-];
 
 /// The pipeline job that writes outside the compile (it copies the work dir into the launch
 /// directory).
@@ -48,19 +20,15 @@ pub const SAVE_TEMPS: &str = "SaveTemps";
 
 /// Why `o` is not compile semantics (what it reaches on the machine), or `None` when it is.
 pub fn local_effect(o: &Occurrence) -> Option<&'static str> {
-    let dest = Dest::named(o.flag.dest);
-    if let Some((_, what)) = LOCAL_DESTS.iter().find(|(d, _)| Some(*d) == dest) {
+    if let Reach::Machine(what) = o.flag.reach {
         return Some(what);
-    }
-    if o.flag.kind == Kind::Path {
-        return Some("a local path");
     }
     let save_temps = match &o.value {
         Value::List(items) => items.iter().any(|i| i.split(',').any(|p| p == SAVE_TEMPS)),
         Value::Str(s) => s.split(',').any(|p| p == SAVE_TEMPS),
         _ => false,
     };
-    if dest == Some(Dest::Pipeline) && save_temps {
+    if Dest::named(o.flag.dest) == Some(Dest::Pipeline) && save_temps {
         return Some("the pipeline's SaveTemps (a copy of the work directory)");
     }
     None
@@ -127,5 +95,46 @@ mod tests {
         }
         let out = parse(&["m.pb", "--output", "model.neff"]);
         assert!(check(&out, |o| o.flag.dest == "output").is_ok());
+    }
+
+    #[test]
+    fn every_option_of_nxcc_and_every_path_reaches_the_machine() {
+        use crate::cli::flags::{Kind, FLAGS};
+        for f in FLAGS {
+            if f.is_nxcc_own() || f.kind == Kind::Path || f.dest.is_empty() {
+                assert!(matches!(f.reach, Reach::Machine(_)), "{}", f.spelling);
+            }
+        }
+        // A row that does not say is not compile semantics.
+        let new = crate::cli::flags::flag(
+            "--new-option",
+            &[],
+            "new_option",
+            crate::cli::flags::Action::StoreTrue,
+            Kind::Bool,
+            crate::cli::flags::Default::Bool(false),
+            crate::cli::flags::Choices::Any,
+            crate::cli::flags::Visibility::Public,
+            crate::cli::flags::Scope::Compile,
+            "nxcc",
+            "",
+        );
+        assert_eq!(new.reach, crate::cli::flags::UNLISTED);
+        for (args, says) in [
+            (&["m.pb", "--cache-max-size=1"][..], "the cache"),
+            (&["m.pb", "--cache-mode=hit-only"], "the cache"),
+            (&["m.pb", "--cache-secondary=/tmp"], "the cache"),
+            (&["m.pb", "--cache-sloppiness=hlo_metadata"], "the cache"),
+            (&["m.pb", "--cache-rehash"], "the cache"),
+            (&["m.pb", "--remote-cache=grpc://h:1"], "a remote service"),
+            (&["m.pb", "--remote-instance=x"], "a remote service"),
+            (&["m.pb", "--daemon"], "the compile daemon"),
+            (&["m.pb", "--job-timeout=9"], "the job time limit"),
+            (&["m.pb", "--dry-run"], "a dry run"),
+            (&["m.pb", "--internal-autotune-config=/x"], "a local path"),
+        ] {
+            let e = check(&parse(args), |_| false).unwrap_err();
+            assert!(e.contains(says), "{args:?}: {e}");
+        }
     }
 }

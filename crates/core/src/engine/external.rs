@@ -1,9 +1,11 @@
 //! The external-compiler engine (spec 07-cache-parallel.md): the compile runs as ONE supervised
 //! job `PATH compile <args>` ([`crate::run::process::run`]: its own process group,
 //! `--job-timeout`, cancellation, `wait4` figures), in the launch directory, instead of nxcc's own
-//! pipeline. The arguments are the compile's own, in their order, with `--output` naming the
-//! output's own file name in a fresh directory beside it (a NEFF records its file name); the
-//! output is renamed into place only when the compiler succeeded.
+//! pipeline. The arguments are the compile's own, in their order, with the model naming its
+//! private snapshot ([`Session::compiled`]: the compiler reads the bytes the cache key was
+//! made of, never the caller's path) and `--output` naming the output's own file name in a
+//! fresh directory beside it (a NEFF records its file name); the output is renamed into place
+//! only when the compiler succeeded.
 //!
 //! Reporting is nxcc's: a non-zero exit is `Child process job "ExternalCompiler" exited
 //! abnormally!` with the stderr tail; a signal (or the shell-style status 128 + signal) adds the
@@ -35,12 +37,20 @@ pub const JOB_NAME: &str = "ExternalCompiler";
 /// renamed to `--output`.
 pub fn run(session: &Session, ext: &ExternalCompiler, product: Option<&Path>) -> CompileResult {
     let plan = session.plan();
+    let argv = match session.compiled() {
+        Ok(compiled) => with_model(&plan.argv, plan, &compiled.model),
+        Err(f) => return session.result(Status::Failed(f)),
+    };
+    let Some(argv) = argv else {
+        let e = NccError::internal("cannot tell the model apart in the command line");
+        return session.fail(&e, Failure::Internal);
+    };
     let (partial_dir, partial) = partial_output(&plan.output);
     if let Err(e) = std::fs::create_dir(&partial_dir) {
         let why = NccError::compiler_output(partial_dir.display(), plan.output.display(), e);
         return session.fail(&why, Failure::Environment(Environment::Output));
     }
-    let spec = command(session, ext, &partial);
+    let spec = command(session, ext, &argv, &partial);
     session.pseudo_job(JOB_NAME);
     let out = match process::run(&spec, &mut console_lines(session), session.cancel().flag()) {
         Ok(o) => o,
@@ -87,6 +97,27 @@ fn partial_output(output: &Path) -> (PathBuf, PathBuf) {
     (dir, file)
 }
 
+/// `argv` (the command line after `compile`, of a plan launched in `plan.launch_dir`) with the
+/// model argument — the one word that, replaced, leaves the model files `[snapshot]` when the
+/// command line is read again — naming `snapshot`; `None` when no word does.
+fn with_model(argv: &[String], plan: &crate::plan::Plan, snapshot: &Path) -> Option<Vec<String>> {
+    let snapshot = snapshot.display().to_string();
+    let parser = crate::cli::compile_parser("neuronx-cc");
+    let reads_as_model = |candidate: &[String]| {
+        parser
+            .parse(candidate)
+            .is_ok_and(|p| p.positionals.first() == Some(&vec![snapshot.clone()]))
+    };
+    (0..argv.len())
+        .filter(|&i| crate::plan::absolute(&plan.launch_dir, &argv[i]) == plan.model)
+        .map(|i| {
+            let mut v = argv.to_vec();
+            v[i] = snapshot.clone();
+            v
+        })
+        .find(|v| reads_as_model(v))
+}
+
 /// `argv` with its `--output` (`-o`, `--output=`) naming `output` in place — the same argument
 /// list in the same order — or `--output <output>` appended when it has none.
 fn with_output(argv: &[String], output: &str) -> Vec<String> {
@@ -112,13 +143,13 @@ fn with_output(argv: &[String], output: &str) -> Vec<String> {
     out
 }
 
-/// `PATH compile <args> --output <partial>` in the launch directory, with the worker's
+/// `PATH compile <argv> --output <partial>` in the launch directory, with the worker's
 /// environment and `--job-timeout`; logged as it will run.
-fn command(session: &Session, ext: &ExternalCompiler, partial: &Path) -> Spec {
+fn command(session: &Session, ext: &ExternalCompiler, argv: &[String], partial: &Path) -> Spec {
     let (plan, log) = (session.plan(), session.log());
     let program = super::resolve_program(&ext.program);
     let mut args: Vec<String> = vec!["compile".into()];
-    args.extend(with_output(&plan.argv, &partial.display().to_string()));
+    args.extend(with_output(argv, &partial.display().to_string()));
     let job_logger = log::job_logger(JOB_NAME);
     log.info(
         log::DRIVER,

@@ -92,7 +92,25 @@ pub fn run(payload: &[u8], events: Option<&EventWriter>, what: &str) -> i32 {
             plan.launch_dir.display()
         ));
     }
+    if let Err(e) = simulator_settings(handoff.toolchain.as_ref()) {
+        let setting = Failure::Environment(crate::result::Environment::Setting);
+        let line = crate::error::NccError::environment_setting(e).to_string();
+        return super::worker::fatal(events, setting, &line);
+    }
     super::worker::run(&plan, handoff.toolchain.as_ref(), &handoff.work_dir, events)
+}
+
+/// A simulated toolchain's settings in the tools' environment (this process's, now) read: a tool
+/// would refuse one that does not, and that is the environment's failure — said before any job
+/// runs, never remembered as the model's (NCC_EDRV119).
+fn simulator_settings(toolchain: Option<&crate::toolchain::Toolchain>) -> Result<(), String> {
+    match (
+        toolchain.filter(|t| t.simulated),
+        crate::toolchain::simulator(),
+    ) {
+        (Some(_), Some(sim)) => sim.check_settings(&|name| std::env::var(name).ok()),
+        _ => Ok(()),
+    }
 }
 
 /// The `main` of this binary executed as a worker ([`super::worker::WORKER_ARG`]): the hand-off

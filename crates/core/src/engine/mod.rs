@@ -33,6 +33,7 @@ pub mod worker;
 
 use std::path::{Path, PathBuf};
 
+use crate::plan::Plan;
 use result::CompileResult;
 use session::Session;
 use strategy::Strategy;
@@ -67,6 +68,16 @@ impl Engine {
         match self {
             Engine::Pipeline => "pipeline",
             Engine::External(_) => "external",
+        }
+    }
+
+    /// Why a compile of `plan` on this engine will write no NEFF, when it is known beforehand:
+    /// the plan's prediction for nxcc's own pipeline (`-O3`, a `--pipeline` that stops before
+    /// Kelper). An external compiler's result is what it does: nothing is predicted for it.
+    pub fn no_neff<'p>(&self, plan: &'p Plan) -> Option<&'p str> {
+        match self {
+            Engine::Pipeline => plan.no_neff.as_deref(),
+            Engine::External(_) => None,
         }
     }
 }

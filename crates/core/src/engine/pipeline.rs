@@ -3,7 +3,9 @@
 //!
 //! 1. [`announce`] the plan's warnings and the command line;
 //! 2. prepare: the toolchain resolved once, what can be checked checked before anything is
-//!    created (every tool the plan runs, `--output`), the work dir made, the outputs' state noted;
+//!    created (every tool the plan runs, `--output`), the model's private snapshot taken (the
+//!    worker and every tool are given its path, never the caller's: [`Session::compiled`]), the
+//!    work dir made, the outputs' state noted;
 //! 3. supervise: the worker started (see [`crate::run::supervisor`]; it runs
 //!    [`super::executor`]) and followed to its end, its events written through the session;
 //! 4. conclude: how the compile ended, from how the worker ended and what it reported — the
@@ -108,6 +110,7 @@ fn prepare(session: &Session) -> Result<Prepared, Failure> {
     if let Err(e) = check_output(&plan.output) {
         return Err(session.failing(&e, Failure::Environment(Environment::Output)));
     }
+    session.compiled()?;
     let options = session.options();
     let work_root = options.work_root.as_deref().unwrap_or(&plan.launch_dir);
     let work = workdir::prepare(&plan.launch_dir, work_root, plan.ns.str(Dest::TempDir))
@@ -185,7 +188,7 @@ fn supervise(
     prepared: &Prepared,
     product: Option<&Path>,
 ) -> Result<Ran, Failure> {
-    let plan = session.plan();
+    let plan = session.compiled()?;
     let opts = session.options();
     let tc = prepared.toolchain.as_ref();
     let payload = super::handoff::payload(plan, tc, &prepared.work.path, &prepared.env, product);

@@ -10,10 +10,14 @@
 //!   ([`Session::result`]);
 //! - its cancellation and why ([`Cancellation`]: a signal, or a reason without one);
 //! - when it started, and where its log file ended then (the cache keeps this compile's lines);
-//! - how its worker is started ([`Options`]: console, extra environment, the fork server).
+//! - how its worker is started ([`Options`]: console, extra environment, the fork server);
+//! - the model's private snapshot ([`Session::compiled`]): taken once, by whatever first needs
+//!   the model's bytes to compile them or to publish a result (the pipeline, an external
+//!   compiler, remote execution, a cache re-deriving its key), and kept until the session ends,
+//!   so that every reader of the compile reads the same bytes — never the caller's path again.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::events::Event;
@@ -26,6 +30,7 @@ use crate::error::NccError;
 use crate::plan::Plan;
 use crate::result::{CancelReason, Environment, Failure, Status};
 use crate::run::process::{Cancel, End};
+use crate::snapshot::Snapshot;
 
 /// A compile's cancellation: the flag its runs watch, and why it was set — the signal nxcc
 /// received, or a reason without one. Cheap to clone (every clone is the same cancellation).
@@ -126,6 +131,10 @@ pub struct Options<'a> {
     /// Where a generated work dir is made (`None`: the launch directory, as the original does;
     /// `parallel-compile` keeps a batch's work dirs in its output directory).
     pub work_root: Option<PathBuf>,
+    /// The model is already a private copy this process made, in a directory no one else can
+    /// write (a framework cache entry's graph, copied by `parallel-compile` with
+    /// [`crate::snapshot::copy_into`]): it is the compile's snapshot as it is, not copied again.
+    pub private_model: bool,
 }
 
 impl Options<'_> {
@@ -141,6 +150,7 @@ impl Options<'_> {
             install_signals: false,
             fork_server: None,
             work_root: None,
+            private_model: false,
         }
     }
 
@@ -170,6 +180,13 @@ pub struct Session<'a> {
     started: Instant,
     log_start: u64,
     seen: Mutex<Seen>,
+    taken: OnceLock<Result<Taken, Failure>>,
+}
+
+/// The model's snapshot, and the plan as it is compiled: the same plan, its model the snapshot.
+struct Taken {
+    snapshot: Arc<Snapshot>,
+    plan: Plan,
 }
 
 /// The compile's log, as the plan says (`--logfile`, `--logfile-verbose`, `--verbose`), with
@@ -179,6 +196,40 @@ pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
     let file_level = plan.ns.int(Dest::LogfileVerbose).unwrap_or(level::INFO);
     Logger::open(Some(&plan.logfile), file_level, console_level, console)
         .map_err(|e| NccError::log_file(plan.logfile.display(), e))
+}
+
+/// Where a compile's snapshot is made: `--temp-dir` (made if missing, as the pipeline makes
+/// it), else where the caller keeps work directories, else the launch directory.
+fn snapshot_root(plan: &Plan, options: &Options) -> PathBuf {
+    match plan.ns.str(Dest::TempDir) {
+        Some(d) => crate::plan::absolute(&plan.launch_dir, d),
+        None => options
+            .work_root
+            .clone()
+            .unwrap_or_else(|| plan.launch_dir.clone()),
+    }
+}
+
+/// Whether the snapshot reads as the plan saw the model (a file or a directory, HLO text or a
+/// binary module): the tools' command lines follow from that, and the cache key does not hold
+/// it. `Err` says what changed.
+fn reads_as_planned(plan: &Plan, snapshot: &std::path::Path) -> Result<(), String> {
+    use crate::plan::Probe;
+    let probe = crate::plan::SystemProbe::at(&plan.launch_dir);
+    let was = &plan.model_facts;
+    let what = |is_dir: bool, f: crate::jobs::ModelFormat| match is_dir {
+        true => "a directory".to_string(),
+        false => format!("HLO {}", f.as_str()),
+    };
+    match probe.model(snapshot) {
+        Some(now) if (now.is_dir, now.format) == (was.is_dir, was.format) => Ok(()),
+        Some(now) => Err(format!(
+            "it changed meanwhile: planned as {}, read as {}",
+            what(was.is_dir, was.format),
+            what(now.is_dir, now.format)
+        )),
+        None => Err("it was gone when it was read".into()),
+    }
 }
 
 /// `--job-timeout` as a duration.
@@ -219,12 +270,90 @@ impl<'a> Session<'a> {
             started: Instant::now(),
             log_start,
             seen: Mutex::default(),
+            taken: OnceLock::new(),
         })
     }
 
     /// The plan.
     pub fn plan(&self) -> &'a Plan {
         self.plan
+    }
+
+    /// The plan as it is compiled: the model replaced by its private snapshot, taken on the
+    /// first call ([`crate::snapshot`]) in the compile's work root (`--temp-dir`, else where the
+    /// caller keeps work directories, else the launch directory). A snapshot that cannot be
+    /// taken, or whose model no longer reads as the plan saw it (someone wrote it meanwhile),
+    /// fails the compile — said once, a failure of the environment (NCC_EDRV118).
+    pub fn compiled(&self) -> Result<&Plan, Failure> {
+        match self.taken.get_or_init(|| self.take()) {
+            Ok(t) => Ok(&t.plan),
+            Err(f) => Err(f.clone()),
+        }
+    }
+
+    /// The model's snapshot, once [`Session::compiled`] took it: what the compile read, from
+    /// which a result's key is derived again before it is published.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        match self.taken.get() {
+            Some(Ok(t)) => Some(&t.snapshot),
+            _ => None,
+        }
+    }
+
+    /// The model's snapshot, if one was taken, kept for as long as the caller holds it (after
+    /// the session ends: a reproducer bundle is made from what was compiled).
+    pub fn kept_snapshot(&self) -> Option<Arc<Snapshot>> {
+        match self.taken.get() {
+            Some(Ok(t)) => Some(t.snapshot.clone()),
+            _ => None,
+        }
+    }
+
+    fn take(&self) -> Result<Taken, Failure> {
+        let plan = self.plan;
+        let fail = |e: NccError| {
+            let cause = e
+                .os_error
+                .and_then(crate::recon::failure::io_cause)
+                .map_or(Environment::Model, Environment::Io);
+            Err(self.failing(&e, Failure::Environment(cause)))
+        };
+        let root = snapshot_root(plan, &self.options);
+        let taken = match self.options.private_model {
+            true => Snapshot::adopt(&plan.model),
+            false => {
+                std::fs::create_dir_all(&root).and_then(|()| Snapshot::take(&plan.model, &root))
+            }
+        };
+        let taken = taken.map_err(|e| {
+            let why = format!("{e} (in {})", root.display());
+            NccError::model_snapshot(plan.model.display(), why).caused_by(&e)
+        });
+        let snapshot = match taken {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        if let Err(why) = reads_as_planned(plan, snapshot.path()) {
+            return fail(NccError::model_snapshot(plan.model.display(), why));
+        }
+        if let Some(how) = snapshot.how() {
+            self.log.info(
+                log::DRIVER,
+                &format!(
+                    "Read the model {} into the private snapshot {} ({} bytes, {}); the compile reads that",
+                    plan.model.display(),
+                    snapshot.path().display(),
+                    snapshot.bytes(),
+                    how.describe(),
+                ),
+            );
+        }
+        let mut compiled = plan.clone();
+        compiled.model = snapshot.path().to_path_buf();
+        Ok(Taken {
+            snapshot: Arc::new(snapshot),
+            plan: compiled,
+        })
     }
 
     /// The compile's log (file and console).

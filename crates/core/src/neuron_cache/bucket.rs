@@ -31,7 +31,7 @@ use super::classify::{self, Contents};
 use super::cleaning::{CleanReport, CleanRequest, Removal};
 use super::lock::lock_name;
 use super::maintain;
-use super::place::{EntryLock, Hold, Place, Taken};
+use super::place::{Compiled, EntryLock, Hold, Place, Taken};
 use super::publish::NotWritten;
 use super::VERSION_PREFIX;
 use super::{version_dir_name, Class, Entry, LockOwner, Scan, Version};
@@ -424,6 +424,19 @@ impl BucketLock {
         self.lock.verify().map_err(NotWritten::Lost)
     }
 
+    /// Whether the entry's graph object is still the one `compiled` (downloaded, bounded by
+    /// the HLO reader's limit, and hashed).
+    fn graph_unchanged(&self, compiled: &Compiled) -> Result<(), NotWritten> {
+        let key = self.key(compiled.graph);
+        compiled.check(
+            |w| match self.store.get_into(&key, crate::hlo::READ_LIMIT, w) {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err(io::ErrorKind::NotFound.into()),
+                Err(e) => Err(io_err(e)),
+            },
+        )
+    }
+
     fn own_lock(&self) -> &str {
         self.lock
             .name()
@@ -455,9 +468,10 @@ impl EntryLock for BucketLock {
         classify::look(&c, &self.name, self.break_foreign)
     }
 
-    fn publish_neff(&self, neff: &Path) -> Result<(), NotWritten> {
+    fn publish_neff(&self, neff: &Path, compiled: &Compiled) -> Result<(), NotWritten> {
         let file = std::fs::File::open(neff)?;
         self.ours()?;
+        self.graph_unchanged(compiled)?;
         let (neff_key, done_key) = (self.key(NEFF_FILE), self.key(DONE_FILE));
         let seen = self.store.head(&neff_key).map_err(not_written)?;
         let done = self.store.head(&done_key).map_err(not_written)?;
@@ -488,8 +502,9 @@ impl EntryLock for BucketLock {
         self.store.delete(&self.key(LOG_FILE)).map_err(not_written)
     }
 
-    fn write_log(&self, text: &str) -> Result<(), NotWritten> {
+    fn write_log(&self, text: &str, compiled: &Compiled) -> Result<(), NotWritten> {
         self.ours()?;
+        self.graph_unchanged(compiled)?;
         if self
             .store
             .head(&self.key(NEFF_FILE))

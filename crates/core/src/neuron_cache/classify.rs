@@ -126,7 +126,10 @@ fn classify_with(c: &dyn Contents, e: &mut Entry, ignored: &dyn Fn(&LockOwner) -
         };
         return;
     }
-    match read_flags(&|n| c.read(n, FLAGS_LIMIT)) {
+    // Flags that are not compile semantics only refuse the entry here, as `parallel-compile`
+    // refuses it: no count calls it to do.
+    let flags = read_flags(&|n| c.read(n, FLAGS_LIMIT));
+    match flags.and_then(|f| super::compile_flags(&f).map(|_| f)) {
         Ok(f) => {
             e.flags = Some(f);
             e.class = Class::ToDo;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::cleaning::{CleanReport, CleanRequest, Removal};
 use super::lock::{lock_name, CacheLock};
 use super::maintain;
-use super::place::{EntryLock, Hold, Place, Taken};
+use super::place::{Compiled, EntryLock, Hold, Place, Taken};
 use super::publish::{self, NotWritten};
 use super::{classify, version_dir_name, Class, Contents, Entry, InDir, LockOwner};
 use super::{NeuronCache, Scan};
@@ -158,6 +158,14 @@ struct DirLock {
 }
 
 impl DirLock {
+    /// Whether the entry's graph is still the one `compiled` (read through no link, bounded).
+    fn graph_unchanged(&self, compiled: &Compiled) -> Result<(), NotWritten> {
+        compiled.check(|w| {
+            let f = self.dir.open_file(compiled.graph)?;
+            io::copy(&mut io::Read::take(&f, crate::hlo::READ_LIMIT), w).map(|_| ())
+        })
+    }
+
     /// Run `write` under the cache-wide lock (when there is one).
     fn under_cache_lock(
         &self,
@@ -193,14 +201,20 @@ impl EntryLock for DirLock {
         publish::remove_leftovers(&self.dir);
     }
 
-    fn publish_neff(&self, neff: &Path) -> Result<(), NotWritten> {
+    fn publish_neff(&self, neff: &Path, compiled: &Compiled) -> Result<(), NotWritten> {
         let ours = || self.held.verify();
-        self.under_cache_lock(|| publish::publish_neff(&self.dir, neff, &ours))
+        self.under_cache_lock(|| {
+            self.graph_unchanged(compiled)?;
+            publish::publish_neff(&self.dir, neff, &ours)
+        })
     }
 
-    fn write_log(&self, text: &str) -> Result<(), NotWritten> {
+    fn write_log(&self, text: &str, compiled: &Compiled) -> Result<(), NotWritten> {
         let ours = || self.held.verify();
-        self.under_cache_lock(|| publish::write_log(&self.dir, text, &ours))
+        self.under_cache_lock(|| {
+            self.graph_unchanged(compiled)?;
+            publish::write_log(&self.dir, text, &ours)
+        })
     }
 
     fn remove_log(&self) -> io::Result<()> {

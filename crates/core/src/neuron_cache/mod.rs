@@ -102,6 +102,30 @@ pub fn default_dir() -> String {
         .unwrap_or_else(|| DEFAULT_DIR.to_string())
 }
 
+/// Whether `path` is the directory `root` or lies below it, each taken with the links of its
+/// existing part resolved (the rest as written): nxcc's own files — its cache, the simulated
+/// toolchain it lays out — never go inside the framework's cache, where the framework's tools
+/// upload, clean and unlock whatever they find.
+pub fn within(root: &Path, path: &Path) -> bool {
+    fn resolved(p: &Path) -> PathBuf {
+        let mut existing = p;
+        let mut rest = Vec::new();
+        loop {
+            if let Ok(real) = std::fs::canonicalize(existing) {
+                return rest.iter().rev().fold(real, |acc, part| acc.join(part));
+            }
+            match (existing.parent(), existing.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    existing = parent;
+                }
+                _ => return p.to_path_buf(),
+            }
+        }
+    }
+    resolved(path).starts_with(resolved(root))
+}
+
 /// Where a framework cache is kept: a directory, or a bucket and prefix of an object store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
@@ -202,7 +226,7 @@ pub enum Class {
     /// an unfinished write: compiled again).
     ToDo,
     /// Not usable as it is (the reason): a link, something that is not a plain file or
-    /// directory, no graph, unreadable flags.
+    /// directory, no graph, unreadable flags, flags that are not compile semantics only.
     Refused(String),
     /// A directory of another tool's, not an entry (what it is): optimum-neuron's registry
     /// (`0_REGISTRY`) and the models it traced (`MODULE_<hash>` without flags or graph).

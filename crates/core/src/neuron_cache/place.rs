@@ -70,10 +70,45 @@ pub trait EntryLock: Send + fmt::Debug {
     /// Remove what dead earlier runs left in the entry (nothing by default).
     fn tidy(&self) {}
     /// Publish the NEFF at `neff` (a file of the private work directory) as `model.neff`, then
-    /// `model.done`; an earlier `model.log` goes.
-    fn publish_neff(&self, neff: &Path) -> Result<(), NotWritten>;
-    /// Write `text` as the entry's `model.log`, unless it holds a NEFF.
-    fn write_log(&self, text: &str) -> Result<(), NotWritten>;
+    /// `model.done`, only while the entry's graph is still the one `compiled`; an earlier
+    /// `model.log` goes.
+    fn publish_neff(&self, neff: &Path, compiled: &Compiled) -> Result<(), NotWritten>;
+    /// Write `text` as the entry's `model.log`, unless it holds a NEFF, only while the entry's
+    /// graph is still the one `compiled`.
+    fn write_log(&self, text: &str, compiled: &Compiled) -> Result<(), NotWritten>;
     /// Remove the entry's `model.log` (`clean --failed`).
     fn remove_log(&self) -> io::Result<()>;
+}
+
+/// The graph a result was compiled from: the entry's graph file and the blake3 of its copy. A
+/// result is written into the entry only while the entry's graph still has that blake3.
+#[derive(Debug, Clone, Copy)]
+pub struct Compiled<'a> {
+    /// The graph file's name in the entry.
+    pub graph: &'a str,
+    /// The blake3 (hex) of the copy that was compiled.
+    pub blake3: &'a str,
+}
+
+impl Compiled<'_> {
+    /// Whether the entry's graph, streamed into a writer by `read` (bounded by the caller), is
+    /// still the one compiled; `Err` says what changed.
+    pub fn check(
+        &self,
+        read: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
+    ) -> Result<(), NotWritten> {
+        let mut h = blake3::Hasher::new();
+        let now = read(&mut h)
+            .map(|()| h.finalize().to_hex().to_string())
+            .map_err(|e| NotWritten::Changed(format!("its {} cannot be read: {e}", self.graph)))?;
+        if now != self.blake3 {
+            return Err(NotWritten::Changed(format!(
+                "its {} is not the graph compiled (blake3 {}, compiled {})",
+                self.graph,
+                &now[..12],
+                self.blake3.get(..12).unwrap_or(self.blake3)
+            )));
+        }
+        Ok(())
+    }
 }

@@ -21,6 +21,9 @@ use crate::fsx::{AtomicFile, Dir, Durability};
 pub enum NotWritten {
     /// The entry's lock is no longer ours (why), or the entry was finished by another.
     Lost(String),
+    /// The entry's graph is no longer the one compiled (what changed): the result belongs to
+    /// another graph.
+    Changed(String),
     /// Writing failed.
     Io(io::Error),
 }
@@ -28,7 +31,7 @@ pub enum NotWritten {
 impl std::fmt::Display for NotWritten {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NotWritten::Lost(why) => write!(f, "{why}"),
+            NotWritten::Lost(why) | NotWritten::Changed(why) => write!(f, "{why}"),
             NotWritten::Io(e) => write!(f, "{e}"),
         }
     }

@@ -303,6 +303,10 @@ pub trait Simulator: Sync {
     /// `nxcc toolchain sim DIR`: lay out a standalone simulated toolchain in `dir` and say what
     /// was laid out; returns the exit status.
     fn lay_out_command(&self, dir: &str) -> i32;
+    /// Whether the simulated tools' settings in an environment (`get` looks a variable up) read:
+    /// `Err` says which does not. A tool refuses a setting that does not read, so a compile
+    /// checks them before it runs one: the fault is the environment's, not the model's.
+    fn check_settings(&self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), String>;
 }
 
 static SIMULATOR: OnceLock<&'static dyn Simulator> = OnceLock::new();

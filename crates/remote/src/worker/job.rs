@@ -86,6 +86,7 @@ pub fn run(
     })?;
     let dir = tempfile::Builder::new()
         .prefix("action-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in(&w.work_dir)
         .map_err(|e| Refusal::Internal(format!("cannot make the action's directory: {e}")))?;
     checked.tree.materialize(&remote, dir.path())?;
