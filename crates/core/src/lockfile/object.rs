@@ -38,16 +38,23 @@ pub struct Judged {
 }
 
 /// How a lock object whose text is `text` and last write `modified_ms` stands: by
-/// [`super::judge_text`]; a foreign one, given `foreign_lease`, live until its last write plus
-/// that lease, then stale.
+/// [`super::judge_text`] (an nxcc stamp's lease capped, a last write beyond the clock skew no
+/// lease); a foreign one, given `foreign_lease`, live until its last write plus that lease, then
+/// stale, and void (stale) if its last write is further ahead than [`super::clock_skew`].
 pub fn judge_text(text: String, modified_ms: u64, foreign_lease: Option<Duration>) -> Holder {
     match (
         super::judge_text(text, modified_ms as f64 / 1000.0),
         foreign_lease,
     ) {
         (Holder::Foreign { text }, Some(lease)) => {
+            let now_ms = super::now_f() * 1000.0;
+            let ahead_ms = modified_ms as f64 - now_ms;
+            if ahead_ms > super::clock_skew().as_secs_f64() * 1000.0 {
+                let ahead_s = (ahead_ms / 1000.0) as u64;
+                return Holder::ForeignVoid { text, ahead_s };
+            }
             let until_ms = modified_ms.saturating_add(lease.as_millis() as u64);
-            if super::now_f() * 1000.0 < until_ms as f64 {
+            if now_ms < until_ms as f64 {
                 Holder::ForeignLeased { text, until_ms }
             } else {
                 Holder::ForeignExpired { text, until_ms }
@@ -338,5 +345,49 @@ mod tests {
             panic!("a broken foreign lock was not taken over")
         };
         assert!(matches!(l.replaced, Some(Holder::ForeignLeased { .. })));
+    }
+
+    #[test]
+    fn lock_objects_get_no_lease_past_the_cap_and_none_from_a_future_last_write() {
+        let mem = Arc::new(Memory::default());
+        let store: Arc<dyn Storage> = mem.clone();
+        let now = crate::objstore::memory::now_ms();
+        let lease = Some(Duration::from_secs(3600));
+        // A stamp claiming a year: its lease is capped (DEFAULT_LEASE_MAX here), so written
+        // an hour ago it has expired.
+        let forever = "nxcc pid=1 started=1 host=elsewhere lease=31536000000\n";
+        store
+            .put(NAME, forever.as_bytes().to_vec(), PutMode::Create)
+            .unwrap();
+        mem.age(NAME, now - 3_600_000);
+        let j = judge(store.as_ref(), NAME, lease).unwrap().unwrap();
+        assert!(matches!(j.holder, Holder::Expired { .. }), "{j:?}");
+        // Written "a day from now" by the server's clock: void, taken over.
+        mem.age(NAME, now + 86_400_000);
+        let j = judge(store.as_ref(), NAME, lease).unwrap().unwrap();
+        assert!(matches!(j.holder, Holder::Void { .. }), "{j:?}");
+        let Taken::Locked(took) = try_take(&store, NAME, lease, false).unwrap() else {
+            panic!("a void lock object was not taken over")
+        };
+        assert!(matches!(took.replaced, Some(Holder::Void { .. })));
+        drop(took);
+        // A foreign one a day ahead: void too, stale though its lease would not have begun.
+        store
+            .put(NAME, b"\x1b[2J".to_vec(), PutMode::Create)
+            .unwrap();
+        mem.age(NAME, now + 86_400_000);
+        let j = judge(store.as_ref(), NAME, lease).unwrap().unwrap();
+        assert!(matches!(j.holder, Holder::ForeignVoid { .. }), "{j:?}");
+        assert!(
+            j.holder.describe().contains("\\u{1b}[2J"),
+            "{}",
+            j.holder.describe()
+        );
+        assert!(remove_stale(&store, NAME, &j, false).unwrap());
+        // Within the clock-skew allowance: an ordinary lease.
+        store.put(NAME, Vec::new(), PutMode::Create).unwrap();
+        mem.age(NAME, now + 10_000);
+        let j = judge(store.as_ref(), NAME, lease).unwrap().unwrap();
+        assert!(matches!(j.holder, Holder::ForeignLeased { .. }), "{j:?}");
     }
 }

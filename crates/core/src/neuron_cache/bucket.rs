@@ -353,7 +353,10 @@ impl Place for Bucket {
             if removed {
                 r.removed.push(Removal {
                     path,
-                    why: format!("{why}, {age} s old ({})", j.holder.text()),
+                    why: format!(
+                        "{why}, {age} s old ({})",
+                        crate::lockfile::shown(j.holder.text())
+                    ),
                 });
             }
         }

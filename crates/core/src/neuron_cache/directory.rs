@@ -244,6 +244,17 @@ fn clean_lock(
     };
     let age = age_s(&st);
     let path = e.path.join(name).display().to_string();
+    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    if kind != rustix::fs::FileType::RegularFile {
+        r.kept.push(Removal {
+            path,
+            why: format!(
+                "refused: {} where a lock file belongs (never opened; remove it by hand)",
+                crate::fsx::regular::kind_name(kind)
+            ),
+        });
+        return Ok(());
+    }
     let Some(holder) = lockfile::judge(dir, name)? else {
         return Ok(());
     };
@@ -254,7 +265,7 @@ fn clean_lock(
     if removed {
         r.removed.push(Removal {
             path,
-            why: format!("{why}, {age} s old ({})", holder.text()),
+            why: format!("{why}, {age} s old ({})", lockfile::shown(holder.text())),
         });
     }
     Ok(())

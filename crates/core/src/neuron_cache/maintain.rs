@@ -242,15 +242,33 @@ pub fn clean(place: &dyn Place, req: &CleanRequest, say: &dyn Fn(&str)) -> io::R
             continue;
         }
         for e in &v.entries {
-            if req.locks {
-                place.clean_locks(e, req, &mut r)?;
-            }
-            if req.failed && e.class == Class::Failed {
-                clean_failed(place, e, req.dry_run, &mut r)?;
+            // What goes wrong in one entry (a FIFO where its lock should be, a file or an
+            // object that cannot be read) is said for that entry, and the others are cleaned.
+            if let Err(err) = clean_entry(place, e, req, &mut r) {
+                r.kept.push(Removal {
+                    path: e.path.display().to_string(),
+                    why: format!("left alone: {err}"),
+                });
             }
         }
     }
     Ok(r)
+}
+
+/// `clean` in the entry `e`: its stale locks (and what dead runs left), its log.
+fn clean_entry(
+    place: &dyn Place,
+    e: &Entry,
+    req: &CleanRequest,
+    r: &mut CleanReport,
+) -> io::Result<()> {
+    if req.locks {
+        place.clean_locks(e, req, r)?;
+    }
+    if req.failed && e.class == Class::Failed {
+        clean_failed(place, e, req.dry_run, r)?;
+    }
+    Ok(())
 }
 
 /// `--old-versions`: the version `v` removed whole, unless an nxcc run compiles in it.
@@ -341,6 +359,12 @@ pub fn why_stale(
     match holder {
         LockOwner::Dead { .. } => Some("its holder, a process of this host, is gone"),
         LockOwner::Expired { .. } => Some("its holder's lease ended"),
+        LockOwner::Void { .. } => {
+            Some("its lease is void (its modification time is in the future)")
+        }
+        LockOwner::ForeignVoid { .. } => {
+            Some("a lock nxcc did not make, its lease void (its last write is in the future)")
+        }
         LockOwner::Foreign { .. } | LockOwner::ForeignExpired { .. } if age_s >= req.min_age_s => {
             Some("a lock nxcc did not make, unheld")
         }
