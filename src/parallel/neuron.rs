@@ -338,8 +338,8 @@ fn tail(path: &Path, n: usize) -> String {
     out
 }
 
-/// The entry's `model.log`, when it has one (a plain file): the only log of its compile that is
-/// kept.
+/// The entry's `model.log`, when it has one (a plain file) in a directory: the only log of its
+/// compile that is kept (one an attempt wrote into a bucket, [`after`] tells).
 pub fn kept_log(t: &Target) -> Option<String> {
     let log = t.entry.join(nc::LOG_FILE);
     std::fs::symlink_metadata(&log)
@@ -361,15 +361,16 @@ pub fn log_text(error_lines: &[String], log: &Path) -> String {
     t
 }
 
-/// Finish an attempt (see the module documentation): `Err` is an error line when a result
-/// could not be written (a successful compile's NEFF not put in place: the attempt failed).
+/// Finish an attempt (see the module documentation): where the entry's `model.log` was written
+/// (its path, or its `s3://` URL), if it was; `Err` is an error line when a result could not be
+/// written (a successful compile's NEFF not put in place: the attempt failed).
 pub fn after(
     p: Prepared,
     t: &Target,
     outcome: &CompileResult,
     will_retry: bool,
     interrupted: bool,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let compiled = Compiled {
         graph: t.graph,
         blake3: &t.graph_blake3,
@@ -393,7 +394,7 @@ pub fn after(
     if outcome.ok() {
         let written = p.lock.publish_neff(&t.output(), &compiled);
         let _ = std::fs::remove_file(t.output());
-        return written.map_err(|e| lost(e, "NEFF"));
+        return written.map(|()| None).map_err(|e| lost(e, "NEFF"));
     }
     // A failure of the graph: one the cache remembers (served from nxcc's cache, or just
     // compiled). An interrupt, a timeout, a kill or the environment leaves the entry to do.
@@ -406,8 +407,9 @@ pub fn after(
         p.lock
             .write_log(&text, &compiled)
             .map_err(|e| lost(e, nc::LOG_FILE))?;
+        return Ok(Some(t.entry.join(nc::LOG_FILE).display().to_string()));
     }
-    Ok(())
+    Ok(None)
 }
 
 /// What the command line asks of the framework's cache.

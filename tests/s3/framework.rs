@@ -374,7 +374,14 @@ fn a_failure_leaves_model_log_and_clean_failed_removes_it() {
         ],
     );
     let o = parallel(&h, &server, &[]).output().unwrap();
-    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(70), "{err}");
+    // The report names where the entry's log is kept: its object in the bucket.
+    let url = format!(
+        "{}/neuronxcc-{VERSION}/MODULE_bad+d41d8cd9/model.log",
+        server.url(FW)
+    );
+    assert!(err.contains(&format!("(log: {url})")), "{url}\n{err}");
     let got = download(&server, &h);
     let bad = got.join("MODULE_bad+d41d8cd9");
     let log = std::fs::read_to_string(bad.join("model.log")).unwrap();
