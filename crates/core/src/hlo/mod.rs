@@ -13,7 +13,7 @@
 //! empty file. Neither form panics on any input, and the time taken is linear in its size.
 //!
 //! - `scan`: an encoded instruction read in place (the pass over a large module's
-//!   instructions);
+//!   instructions); `plain`: the same for a text instruction in its plain form;
 //! - `shape`: element types, their names and sizes;
 //! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
 //! - [`command`]: `nxcc hlo-info MODEL [--json]`;
@@ -26,6 +26,7 @@ use std::path::Path;
 pub mod command;
 pub(crate) mod digest;
 pub mod lexer;
+pub(crate) mod plain;
 pub mod proto;
 pub(crate) mod scan;
 pub(crate) mod shape;
