@@ -9,7 +9,8 @@
 //! table assigns them):
 //! 0. [`error`], [`shell`], [`npy`], `provenance`, [`fsx`] (atomic files, unique names,
 //!    directories walked without following links), [`words`] (counts with their nouns),
-//!    [`job_name`] (which job a failure, an event or a figure is about);
+//!    [`job_name`] (which job a failure, an event or a figure is about), [`objstore`] (the
+//!    object-store seam a registered client implements);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`], [`profile`] (a run
 //!    of compiles as a Chrome trace and an HTML page), [`snapshot`] (a model's bytes read once,
@@ -47,6 +48,7 @@ pub mod lockfile;
 pub mod neff;
 pub mod neuron_cache;
 pub mod npy;
+pub mod objstore;
 pub mod plan;
 pub mod profile;
 pub(crate) mod provenance;

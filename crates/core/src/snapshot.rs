@@ -5,7 +5,7 @@
 //! - The directory, `nxcc-snapshot-<unique>`, is made (mode `0700`) in a directory the caller
 //!   names (the compile's work root), opened without following a link and checked to be this
 //!   user's and private before anything is put in it; it is removed, with what it holds, when
-//!   the [`Snapshot`] is dropped. A private copy the caller made itself with [`copy_into`] (the
+//!   the [`Snapshot`] is dropped. A private copy the caller made itself with `copy_into` (the
 //!   framework cache's graphs) is adopted as it is (`Snapshot::adopt`).
 //! - A model file is copied under its own file name (a NEFF records nothing of the path, but a
 //!   tool may look at the name), a model directory as a directory of the same name holding the
@@ -240,7 +240,7 @@ fn linked_file(dir: &Dir, name: &str) -> io::Result<Option<File>> {
 
 /// Copy `src` into a new file `name` of `dir` (`0600`, created, never opened through a link):
 /// the bytes copied and how. A source that changes while it is copied is copied again.
-pub fn copy_into(src: &File, dir: &Dir, name: &str) -> io::Result<(u64, How)> {
+pub(crate) fn copy_into(src: &File, dir: &Dir, name: &str) -> io::Result<(u64, How)> {
     let create = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;
     for _ in 0..ATTEMPTS {
         let before = rustix::fs::fstat(src)?;

@@ -80,7 +80,7 @@ fn shared_tier(cmd: &CacheCommand) -> Option<&str> {
     };
     cmd.cache_dir
         .as_deref()
-        .filter(|d| on_nxcc_cache && super::shared::is_url(d) && super::shared::available())
+        .filter(|d| on_nxcc_cache && crate::objstore::is_url(d) && crate::objstore::available())
 }
 
 #[cfg(test)]

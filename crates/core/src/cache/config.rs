@@ -73,7 +73,7 @@ impl CacheStatus {
 /// Refuse a remote cache location (any `scheme://`) but a shared tier the program has a client
 /// for (`s3://...`, [`super::shared`]).
 pub fn check_local(dir: &str) -> Result<(), NccError> {
-    if super::shared::is_url(dir) && super::shared::available() {
+    if crate::objstore::is_url(dir) && crate::objstore::available() {
         return Ok(());
     }
     match dir.split_once("://") {
@@ -154,7 +154,7 @@ impl CacheConfig {
         let dir = match flags.dir.as_deref().filter(|d| !d.is_empty()) {
             Some(d) => {
                 check_local(d)?;
-                if super::shared::is_url(d) {
+                if crate::objstore::is_url(d) {
                     return CacheConfig::shared(inv, d, default_dir);
                 }
                 Some(crate::fsx::absolute(&inv.plan.launch_dir, d))
@@ -168,7 +168,7 @@ impl CacheConfig {
     /// default may): then the local tier is [`default_dir()`].
     pub fn at(inv: &Invocation, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
         match dir.as_deref().and_then(Path::to_str) {
-            Some(url) if super::shared::is_url(url) => CacheConfig::shared(inv, url, None),
+            Some(url) if crate::objstore::is_url(url) => CacheConfig::shared(inv, url, None),
             _ => CacheConfig::in_dir(inv, dir),
         }
     }

@@ -1,39 +1,91 @@
-//! `nxcc cache stats|verify|clean --neuron-cache DIR`: the framework's compile cache
+//! `nxcc cache stats|verify|clean --neuron-cache DIR|s3://...`: the framework's compile cache
 //! ([`crate::neuron_cache::maintain`]) through nxcc's cache command. Exit status: 0; `verify`: 1
 //! when a NEFF does not verify; a usage error 2; a cache that cannot be read 70.
 
 use super::actions::{human_bytes, print, EXIT_CORRUPT};
 use super::args::{usage, Clean};
-use crate::neuron_cache::{maintain as nm, NeuronCache};
+use crate::neuron_cache::bucket::Bucket;
+use crate::neuron_cache::directory::Directory;
+use crate::neuron_cache::place::Place;
+use crate::neuron_cache::{maintain as nm, Location, NeuronCache};
+use crate::objstore::StorageError;
 
-/// The framework's cache in `dir` (only `version`'s directory, when given), checked: a remote
-/// location, a version that is no version and a directory the cache must not use are usage
-/// errors (the exit status, said).
-fn opened(prog: &str, action: &str, dir: &str, version: Option<&str>) -> Result<NeuronCache, i32> {
+/// The framework's cache `dir` names (only `version`'s directory, when given), checked: a version
+/// that is no version, a location that is neither a directory nor a bucket and a directory the
+/// cache must not use are usage errors; a bucket that cannot be reached a cache that cannot be
+/// used (the exit status, said). `writes`: the command changes the cache (a directory's
+/// cache-wide lock is opened).
+fn opened(
+    prog: &str,
+    action: &str,
+    dir: &str,
+    version: Option<&str>,
+    writes: bool,
+) -> Result<Box<dyn Place>, i32> {
     let refuse = |m: String| usage(prog, action, m).report();
-    if let Err(why) = crate::neuron_cache::check_local(dir) {
-        return Err(refuse(format!("argument --neuron-cache: {why}")));
-    }
     if let Some(v) = version {
         if let Err(e) = crate::neuron_cache::check_version(v) {
             return Err(refuse(format!("argument --neuron-version: {e}")));
         }
     }
-    let cache = NeuronCache::new(crate::fsx::absolute(
-        &std::env::current_dir().unwrap_or_default(),
-        dir,
-    ));
-    match cache.check(version) {
-        Ok(()) => Ok(cache),
-        Err(u) => Err(refuse(format!("argument --neuron-cache: {u}"))),
+    match place(dir, version, writes) {
+        Ok(p) => Ok(p),
+        Err(Refusal::Usage(why)) => Err(refuse(format!("argument --neuron-cache: {why}"))),
+        Err(Refusal::Unusable(why)) => {
+            crate::cli::subcommand::err(&format!("{prog} cache: error: {why}\n"));
+            Err(crate::error::EXIT_COMPILE_FAILED)
+        }
     }
 }
 
+/// Why the framework's cache cannot be worked on: a usage error, or a cache that cannot be used.
+enum Refusal {
+    Usage(String),
+    Unusable(String),
+}
+
+/// The framework's cache named `dir`: a directory (checked by the trust rule; its cache-wide
+/// lock opened when the command `writes`), or a bucket (`s3://BUCKET/PREFIX`).
+fn place(dir: &str, version: Option<&str>, writes: bool) -> Result<Box<dyn Place>, Refusal> {
+    let path = match crate::neuron_cache::location(dir).map_err(Refusal::Usage)? {
+        Location::Bucket(url) => {
+            return Bucket::open(&url)
+                .map(|b| Box::new(b) as Box<dyn Place>)
+                .map_err(|e| match e {
+                    // A URL the client does not take (a bucket name that is not one).
+                    StorageError::Other(why) => Refusal::Usage(why),
+                    e => Refusal::Unusable(format!("cannot read the neuron cache {url}: {e}")),
+                });
+        }
+        Location::Dir(d) => d,
+    };
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let cache = NeuronCache::new(crate::fsx::absolute(&cwd, &path.to_string_lossy()));
+    cache
+        .check(version)
+        .map_err(|u| Refusal::Usage(u.to_string()))?;
+    let unreadable = |e: std::io::Error| {
+        Refusal::Unusable(format!(
+            "cannot read the neuron cache {}: {e}",
+            cache.dir().display()
+        ))
+    };
+    let lock = match (writes, cache.open().map_err(unreadable)?) {
+        (true, Some(top)) => {
+            let l = crate::neuron_cache::lock::CacheLock::open(&top, cache.dir());
+            Some(std::sync::Arc::new(l.map_err(unreadable)?))
+        }
+        _ => None,
+    };
+    let locker = crate::lockfile::keeper::Locker::Local(crate::lockfile::lease());
+    Ok(Box::new(Directory::new(cache, locker, lock)))
+}
+
 /// A cache that cannot be read: said, exit 70.
-fn unreadable(prog: &str, cache: &NeuronCache, e: std::io::Error) -> i32 {
+fn unreadable(prog: &str, cache: &dyn Place, e: std::io::Error) -> i32 {
     crate::cli::subcommand::err(&format!(
         "{prog} cache: error: cannot read the neuron cache {}: {e}\n",
-        cache.dir().display()
+        cache.shown()
     ));
     crate::error::EXIT_COMPILE_FAILED
 }
@@ -41,13 +93,13 @@ fn unreadable(prog: &str, cache: &NeuronCache, e: std::io::Error) -> i32 {
 /// `stats --neuron-cache DIR`: each version directory's entries by state, and why entries are
 /// refused or locked.
 pub fn stats(prog: &str, dir: &str, version: Option<&str>, json: bool) -> i32 {
-    let cache = match opened(prog, "stats", dir, version) {
+    let cache = match opened(prog, "stats", dir, version, false) {
         Ok(c) => c,
         Err(status) => return status,
     };
-    let s = match nm::stats(&cache, version) {
+    let s = match nm::stats(cache.as_ref(), version) {
         Ok(s) => s,
-        Err(e) => return unreadable(prog, &cache, e),
+        Err(e) => return unreadable(prog, cache.as_ref(), e),
     };
     print(json, &s, || stats_text(&s));
     0
@@ -91,13 +143,13 @@ fn stats_text(s: &nm::Stats) -> String {
 /// `verify --neuron-cache DIR`: every done entry's NEFF checked ([`EXIT_CORRUPT`] when one does
 /// not verify).
 pub fn verify(prog: &str, dir: &str, version: Option<&str>, json: bool) -> i32 {
-    let cache = match opened(prog, "verify", dir, version) {
+    let cache = match opened(prog, "verify", dir, version, false) {
         Ok(c) => c,
         Err(status) => return status,
     };
-    let r = match nm::verify(&cache, version) {
+    let r = match nm::verify(cache.as_ref(), version) {
         Ok(r) => r,
-        Err(e) => return unreadable(prog, &cache, e),
+        Err(e) => return unreadable(prog, cache.as_ref(), e),
     };
     print(json, &r, || {
         let mut t = String::new();
@@ -128,25 +180,26 @@ pub fn verify(prog: &str, dir: &str, version: Option<&str>, json: bool) -> i32 {
 /// other versions' directories), or with `--dry-run` what it would.
 pub fn clean(prog: &str, args: &Clean, json: bool) -> i32 {
     let version = args.neuron_version.as_deref();
-    let cache = match opened(prog, "clean", &args.neuron_cache, version) {
+    let writes = !args.dry_run;
+    let cache = match opened(prog, "clean", &args.neuron_cache, version, writes) {
         Ok(c) => c,
         Err(status) => return status,
     };
-    let req = match request(prog, args, &cache) {
+    let req = match request(prog, args, cache.as_ref()) {
         Ok(r) => r,
         Err(status) => return status,
     };
     let said = |m: &str| crate::cli::subcommand::err(&format!("{prog} cache: {m}\n"));
-    let r = match nm::clean(&cache, &req, &said) {
+    let r = match nm::clean(cache.as_ref(), &req, &said) {
         Ok(r) => r,
-        Err(e) => return unreadable(prog, &cache, e),
+        Err(e) => return unreadable(prog, cache.as_ref(), e),
     };
     print(json, &r, || clean_text(&r));
     0
 }
 
 /// What `clean` is asked to do (something must be), checked.
-fn request(prog: &str, args: &Clean, cache: &NeuronCache) -> Result<nm::CleanRequest, i32> {
+fn request(prog: &str, args: &Clean, cache: &dyn Place) -> Result<nm::CleanRequest, i32> {
     let refuse = |m: String| usage(prog, "clean", m).report();
     if !(args.failed || args.locks || args.old_versions) {
         return Err(refuse(

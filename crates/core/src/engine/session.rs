@@ -132,7 +132,7 @@ pub struct Options<'a> {
     pub work_root: Option<PathBuf>,
     /// The model is already a private copy this process made, in a directory no one else can
     /// write (a framework cache entry's graph, copied by `parallel-compile` with
-    /// [`crate::snapshot::copy_into`]): it is the compile's snapshot as it is, not copied again.
+    /// `crate::snapshot::copy_into`): it is the compile's snapshot as it is, not copied again.
     pub private_model: bool,
 }
 

@@ -12,7 +12,7 @@ use crate::words::count;
 
 /// Run `action` on the shared tier at `url` (`explain` and `clean` are never sent here).
 pub(crate) fn run(prog: &str, action: &CacheAction, url: &str, json: bool) -> Ended {
-    let store = match super::open(url) {
+    let store = match crate::objstore::open(url) {
         Ok(s) => s,
         Err(e) => return Ok(failed(url, &e)),
     };
