@@ -173,11 +173,12 @@ pub fn collision(
 ///
 /// The original daemon's protocol (POST /compile?working_directory=DIR, body = the shell-quoted
 /// compile arguments), POST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.
-/// `nxcc daemon stop` stops the daemon of a socket and waits until it is gone.
+/// `nxcc daemon status` shows what the daemon of a socket is doing; `nxcc daemon stop` stops it
+/// and waits until it is gone.
 #[derive(Debug, clap::Parser)]
 #[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct DaemonCommand {
-    /// `stop`, or nothing: serve.
+    /// `status`, `stop`, or nothing: serve.
     #[command(subcommand)]
     pub(crate) action: Option<DaemonAction>,
     #[command(flatten)]
@@ -191,6 +192,11 @@ pub(crate) struct DaemonCommand {
 /// `nxcc daemon`'s action besides serving.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum DaemonAction {
+    /// Show what the nxcc daemon on a socket is doing (exit 3 when none runs there).
+    ///
+    /// Its pid, uptime, running and queued compiles, what it has compiled, its memory budget,
+    /// connections, engine and cache, as GET /v1/status answers them.
+    Status(super::status::StatusArgs),
     /// Stop the nxcc daemon on a socket and wait until it is gone.
     ///
     /// It finishes its running compiles (within its --shutdown-grace), removes its socket and
@@ -284,6 +290,8 @@ pub(crate) enum Parse {
     Help(String),
     /// Stop the daemon of a socket.
     Stop(super::stop::StopArgs),
+    /// Show the status of the daemon of a socket.
+    Status(super::status::StatusArgs),
 }
 
 /// A user id (`u32::MAX` is no one's).
@@ -329,8 +337,10 @@ pub(crate) fn parse(prog: &str, args: &[String]) -> Result<Parse, String> {
         Err(Stop::Help(text)) => return Ok(Parse::Help(text)),
         Err(Stop::Refused(text)) => return Err(text),
     };
-    if let Some(DaemonAction::Stop(stop)) = cmd.action {
-        return Ok(Parse::Stop(stop));
+    match cmd.action {
+        Some(DaemonAction::Stop(stop)) => return Ok(Parse::Stop(stop)),
+        Some(DaemonAction::Status(status)) => return Ok(Parse::Status(status)),
+        None => {}
     }
     config(cmd.serve)
         .map(|c| Parse::Run(Box::new(c)))
@@ -408,6 +418,7 @@ mod tests {
             Ok(Parse::Run(c)) => Ok(*c),
             Ok(Parse::Help(_)) => Err("help".into()),
             Ok(Parse::Stop(_)) => Err("stop".into()),
+            Ok(Parse::Status(_)) => Err("status".into()),
             Err(e) => Err(e),
         }
     }
