@@ -454,7 +454,10 @@ fn uninstall_leaves_the_directory_as_it_was() {
         .nth(1)
         .and_then(|r| r.split(' ').next())
         .unwrap_or_else(|| panic!("{status}"));
-    assert!(Path::new(socket).starts_with(runtime.join("nxcc")), "{status}");
+    assert!(
+        Path::new(socket).starts_with(runtime.join("nxcc")),
+        "{status}"
+    );
     let socket_name = Path::new(socket).file_name().unwrap().to_str().unwrap();
     assert!(socket_name.starts_with("shim-"), "{status}");
     let o = per_user(&["shim", "uninstall", fresh.to_str().unwrap()]);

@@ -183,10 +183,19 @@ mod tests {
             ..Default::default()
         });
         let t = text(&s);
-        assert!(t.starts_with("nxcc daemon (pid 42) on /r/d.sock: up 12 s, nxcc 0.1.0"), "{t}");
+        assert!(
+            t.starts_with("nxcc daemon (pid 42) on /r/d.sock: up 12 s, nxcc 0.1.0"),
+            "{t}"
+        );
         assert!(t.contains("  compiles: 1 running, 2 queued (at most 4 at once); 5 finished, 1 failed, 0 cancelled\n"), "{t}");
-        assert!(t.contains("  memory: 512.0 MiB of the budget of 8.0 GiB"), "{t}");
-        assert!(t.contains("  cache: /c (1 hit and 3 misses since the daemon started)\n"), "{t}");
+        assert!(
+            t.contains("  memory: 512.0 MiB of the budget of 8.0 GiB"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  cache: /c (1 hit and 3 misses since the daemon started)\n"),
+            "{t}"
+        );
         assert!(t.contains("  stops after 300 s without a request\n"), "{t}");
         s.memory.budget = None;
         s.cache = None;

@@ -138,26 +138,30 @@ fn usage(prog: &str, message: String) -> i32 {
 /// A usage error in the compile arguments, found before anything ran: one line naming it (not
 /// `compile`'s usage).
 fn compile_args_error(prog: &str, e: CliError) -> i32 {
-    let message = match e {
+    let (mut message, hints) = match e {
         // `compile`'s own parser or plan builder: the arguments after `--` are at fault.
         CliError::Usage {
-            prog: p, message, ..
-        } if p.ends_with(" compile") => {
-            format!("the compile arguments (after `--`): {message}")
-        }
-        CliError::Usage { message, .. } => message,
-        CliError::Unrecognized { args, hints, .. } => {
-            let mut m = format!(
+            prog: p,
+            message,
+            hints,
+            ..
+        } if p.ends_with(" compile") => (
+            format!("the compile arguments (after `--`): {message}"),
+            hints,
+        ),
+        CliError::Usage { message, hints, .. } => (message, hints),
+        CliError::Unrecognized { args, hints, .. } => (
+            format!(
                 "the compile arguments (after `--`): unrecognized arguments: {}",
                 args.join(" ")
-            );
-            for h in hints {
-                m.push('\n');
-                m.push_str(&h);
-            }
-            m
-        }
+            ),
+            hints,
+        ),
     };
+    for h in hints {
+        message.push('\n');
+        message.push_str(&h);
+    }
     err(&format!("{prog} parallel-compile: error: {message}\n"));
     CliError::EXIT_STATUS
 }
