@@ -1,5 +1,5 @@
 //! `nxcc parallel-compile [--jobs N] [--memory-budget SIZE|auto] [--output-dir DIR]
-//! [--retries N] [--report FILE] [--timings FILE] [--profile FILE] [--compiler PATH] [--cache_dir DIR]
+//! [--retries N] [--report FILE] [--timings[ FILE]] [--profile FILE] [--compiler PATH] [--cache_dir DIR]
 //! [--no_cache] INPUT... -- COMPILE-ARGS...`
 //!
 //! Everything after the first `--` is the compile's command line, shared by every input; each
@@ -61,10 +61,10 @@ pub(crate) struct ParallelCompile {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) report: Option<String>,
-    /// Write an HTML page of the batch to FILE: a bar per compile coloured by outcome (one lane
-    /// per worker slot), the memory in use against the budget, the slowest compiles, the failures
-    /// by code, the hits.
-    #[arg(long, value_name = "FILE")]
+    /// Write an HTML page of the batch to FILE (default: nxcc-timings.html, as compile
+    /// --timings): a bar per compile coloured by outcome (one lane per worker slot), the memory in
+    /// use against the budget, the slowest compiles, the failures by code, the hits.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = crate::cli::flags::TIMINGS_FILE)]
     pub(crate) timings: Option<String>,
     /// Write the batch as a Chrome trace to FILE (opens in Perfetto): a complete event per compile
     /// on its slot's track, its jobs inside it, the memory counter.
@@ -186,6 +186,7 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         err(&format!("[ERROR] cannot read the current directory: {e}\n"));
         EXIT_COMPILE_FAILED
     })?;
+    timings_not_a_model(prog, &own)?;
     let (neuron_dir, positionals) = sources(prog, &own, args, &launch_dir)?;
     let cache_dir = cache_dir_of(prog, &own, &launch_dir)?;
     let output_dir = crate::fsx::absolute(&launch_dir, own.output_dir.as_deref().unwrap_or("."));
@@ -332,6 +333,25 @@ fn own_options(prog: &str, args: &[String]) -> Result<ParallelCompile, Stopped> 
         }
         Err(stop) => Err(stop.report()),
     }
+}
+
+/// `--timings` takes the next word as its FILE when one follows: a word that names a model (or
+/// a directory of them) was meant as an INPUT, and is refused rather than overwritten.
+fn timings_not_a_model(prog: &str, own: &ParallelCompile) -> Result<(), Stopped> {
+    let Some(file) = own.timings.as_deref() else {
+        return Ok(());
+    };
+    let model = [".pb", ".hlo", ".pbtxt"].iter().any(|x| file.ends_with(x));
+    if !model && !Path::new(file).is_dir() {
+        return Ok(());
+    }
+    Err(usage(
+        prog,
+        format!(
+            "argument --timings: {file:?} is an INPUT, not the page to write: put --timings after the INPUTs, write --timings=FILE, or --timings alone for {}",
+            crate::cli::flags::TIMINGS_FILE
+        ),
+    ))
 }
 
 /// Where the inputs come from: the framework's cache (`--neuron-cache`: a directory, made
