@@ -136,11 +136,25 @@ pub fn compile(args: &CompileArgs) -> i32 {
         .filter(|a| *a != "--daemon")
         .cloned()
         .collect();
+    if let Some(note) = cache_note(args) {
+        super::err(&note);
+    }
     // Starting a daemon is said: it goes on running, in the background, after this compile.
     match send_saying(&Target::from_env(), &argv, true) {
         Sent::Finished(done) => done.exit_status,
         Sent::Unreached(e) | Sent::Failed(e) | Sent::Refused(e) => fail(&e),
     }
+}
+
+/// The first line of a `compile --daemon` that goes through the daemon's cache without asking
+/// for it (no `--cache_dir`, no `--no_cache`): the daemon's cache is on by default, where a
+/// plain `nxcc compile` uses none. Not said when the console is off (`--verbose off`).
+fn cache_note(args: &CompileArgs) -> Option<String> {
+    let cache = &args.settings.cache;
+    let quiet = args.settings.log.verbose > crate::cli::level::USER;
+    (cache.dir.is_none() && !cache.no_cache && !quiet).then(|| {
+        "nxcc compile --daemon: the daemon compiles through its compile cache, on by default there (nxcc compile uses one only with --cache_dir): a hit runs no tool; --no_cache compiles without it\n".to_string()
+    })
 }
 
 /// Send the compile `argv` (without a leading `compile`) to `target`'s daemon, starting one if
