@@ -10,7 +10,7 @@
 //! - `help`: the usage line and the three help surfaces;
 //! - [`level`]: log level names and numbers;
 //! - [`semantics`]: which compile flags are compile semantics and which reach into the machine;
-//! - [`suggest`]: the known word nearest a mistyped one ("did you mean").
+//! - `suggest`: the known word nearest a mistyped one ("did you mean").
 //!
 //! This module splits driver arguments from the subcommand, delegates compile options written
 //! before the subcommand to it (`parse_known_args` semantics, as clients rely on:
@@ -27,7 +27,7 @@ pub(crate) mod numbers;
 pub mod semantics;
 pub mod settings;
 pub mod subcommand;
-pub mod suggest;
+pub(crate) mod suggest;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
 use flags::{Action, Flag, Scope, FLAGS};

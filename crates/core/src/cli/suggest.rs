@@ -6,7 +6,7 @@
 /// The known word nearest `word`, when it is near enough to be what was meant: at most one edit
 /// for words of up to 4 characters, else at most a third of the word's length. The first of
 /// equally near words wins.
-pub fn nearest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn nearest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).max(1);
     known
         .into_iter()
@@ -18,7 +18,7 @@ pub fn nearest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Opti
 }
 
 /// The line that follows a refusal of `word`: ``word: did you mean `known`?``.
-pub fn line(word: &str, known: &str) -> String {
+pub(crate) fn line(word: &str, known: &str) -> String {
     format!("{word}: did you mean `{known}`?")
 }
 
