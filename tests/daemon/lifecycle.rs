@@ -162,10 +162,11 @@ fn daemon_status_shows_the_daemon_of_a_socket_and_says_when_none_runs() {
         "{err}"
     );
     assert!(text(&o.stdout).is_empty());
+    // `stop`'s default socket is the same.
     let o = world
         .nxcc()
-        .args(["daemon", "stop", "--socket"])
-        .arg(&daemon.socket)
+        .args(["daemon", "stop"])
+        .env("NXCC_DAEMON_SOCKET", &daemon.socket)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
