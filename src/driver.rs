@@ -137,7 +137,19 @@ fn compile(args: &cli::CompileArgs) -> i32 {
             return status;
         }
     };
-    match plan.ns.str(Dest::DryRun) {
+    let dry_run = plan.ns.str(Dest::DryRun);
+    if dry_run.is_some() {
+        // What the compile refuses before running anything, the dry run refuses too.
+        if let Err(status) = checks(&plan).and_then(|_| {
+            crate::engine::check_output(&plan.output, false).map_err(|e| {
+                err(&format!("{e}\n"));
+                crate::error::EXIT_COMPILE_FAILED
+            })
+        }) {
+            return status;
+        }
+    }
+    match dry_run {
         Some("json") => {
             let mut j = dryrun::to_json(&plan);
             if let Some(o) = j.as_object_mut() {
@@ -174,19 +186,9 @@ fn run_compile(plan: &plan::Plan) -> i32 {
     // must not inherit the signal thread.
     options.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
     options.install_signals = true;
-    let cache = match crate::cache::CacheConfig::from_plan(plan, None) {
+    let (cache, remote) = match checks(plan) {
         Ok(c) => c,
-        Err(e) => {
-            err(&format!("{e}\n"));
-            return crate::error::EXIT_COMPILE_FAILED;
-        }
-    };
-    let remote = match crate::remote::RemoteConfig::from_plan(plan) {
-        Ok(r) => r,
-        Err(e) => {
-            err(&format!("{e}\n"));
-            return crate::error::EXIT_COMPILE_FAILED;
-        }
+        Err(status) => return status,
     };
     let log_start = std::fs::metadata(&plan.logfile).map_or(0, |m| m.len());
     let engine = crate::engine::Engine::Pipeline;
@@ -201,6 +203,26 @@ fn run_compile(plan: &plan::Plan) -> i32 {
     let done = crate::compile::compile(request);
     reproducer(plan, &engine, &done, log_start);
     done.result.exit_status()
+}
+
+/// The compile's cache and remote service, from its flags: what a compile checks before anything
+/// runs (a dry run too); `Err`: the exit status, the error said.
+fn checks(
+    plan: &plan::Plan,
+) -> Result<
+    (
+        crate::cache::CacheConfig,
+        Option<crate::remote::RemoteConfig>,
+    ),
+    i32,
+> {
+    let said = |e: crate::error::NccError| {
+        err(&format!("{e}\n"));
+        crate::error::EXIT_COMPILE_FAILED
+    };
+    let cache = crate::cache::CacheConfig::from_plan(plan, None).map_err(said)?;
+    let remote = crate::remote::RemoteConfig::from_plan(plan).map_err(said)?;
+    Ok((cache, remote))
 }
 
 /// `--gen-reproducer`: the bundle of the compile, when it failed (or always); where it went is

@@ -203,7 +203,7 @@ pub fn main(prog: &str, args: &[String], compile: crate::engine::strategy::Entry
     };
     let budget = match parsed.str("memory_budget") {
         None => None,
-        Some(s) => match crate::admission::parse_size(s) {
+        Some(s) => match crate::admission::parse_budget(s) {
             Ok(n) => Some(n),
             Err(e) => return usage(format!("argument --memory-budget: {e}")),
         },

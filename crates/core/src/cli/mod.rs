@@ -3,6 +3,7 @@
 //!
 //! - [`flags`]: the flag table every other part is driven by;
 //! - [`argparse`]: an argparse-3.10-compatible parser over a table;
+//! - [`endpoint`]: the form of a remote service's address;
 //! - [`namespace`]: the parsed values with `<dest>_Used` tracking;
 //! - `help`: the usage line and the three help surfaces;
 //! - [`level`]: log level names and numbers;
@@ -13,6 +14,7 @@
 //! `neuronx-cc --target=trn1 compile ...`), and parses `compile` into a [`CompileArgs`].
 
 pub mod argparse;
+pub mod endpoint;
 pub mod flags;
 pub(crate) mod help;
 pub mod level;
