@@ -807,3 +807,23 @@ fn each_kind_of_failure_is_reported_alike_by_the_pipeline_and_the_external_engin
         }
     }
 }
+
+#[test]
+fn a_memory_budget_without_its_unit_or_of_zero_is_a_usage_error_naming_the_units() {
+    let dir = tempfile::tempdir().unwrap();
+    for budget in ["100", "0", "1K"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_nxcc"))
+            .args(["parallel-compile", "--memory-budget", budget, "x.pb"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{budget}: {err}");
+        assert!(
+            err.contains("argument --memory-budget: ")
+                && err.contains("below the smallest budget (64M)")
+                && err.contains("K, M, G or T"),
+            "{budget}: {err}"
+        );
+    }
+}

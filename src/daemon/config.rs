@@ -264,7 +264,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
     let memory_budget = match parsed.str("memory_budget") {
         None => None,
         Some(s) => Some(
-            crate::admission::parse_size(s)
+            crate::admission::parse_budget(s)
                 .map_err(|e| fail(format!("argument --memory-budget: {e}")))?,
         ),
     };
@@ -506,6 +506,14 @@ mod tests {
             (
                 &["--memory-budget", "12Q"][..],
                 "argument --memory-budget: invalid size unit",
+            ),
+            (
+                &["--memory-budget", "100"][..],
+                "argument --memory-budget: \"100\" is 100 bytes, below the smallest budget (64M)",
+            ),
+            (
+                &["--memory-budget", "0"][..],
+                "argument --memory-budget: \"0\" is 0 bytes, below the smallest budget (64M): give a unit (K, M, G or T",
             ),
             (
                 &["--allow-uid", "-1"][..],

@@ -348,7 +348,7 @@ fn limits(prog: &str, parsed: &Parsed) -> Result<(usize, u32, Option<u64>), Stop
     };
     let memory_budget = match parsed.str("memory_budget") {
         None => None,
-        Some(s) => match crate::admission::parse_size(s) {
+        Some(s) => match crate::admission::parse_budget(s) {
             Ok(n) => Some(n),
             Err(e) => return Err(usage_error(prog, format!("argument --memory-budget: {e}"))),
         },

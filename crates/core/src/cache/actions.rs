@@ -65,7 +65,13 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
         }
     };
     match action {
-        "stats" => Ok(stats(&cache, json, parsed.flag("zero"))),
+        "stats" => Ok(stats(
+            prog,
+            &cache,
+            json,
+            parsed.flag("zero"),
+            parsed.str("cache_dir"),
+        )),
         "config" => config_main(prog, &cache, json, &parsed.positionals[1]),
         "verify" => {
             let r = maintain::verify(&cache);
@@ -189,16 +195,36 @@ struct StatsReport {
     #[serde(flatten)]
     holds: maintain::Stats,
     counters: Counters,
+    /// The configured limit (`None`: no limit).
     max_size: Option<u64>,
+    /// How full the cache is against its limit, in percent (`None`: no limit).
+    used_percent: Option<f64>,
+    /// Whether the cache exists (a compile through it creates it).
+    exists: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     zeroed: bool,
 }
 
-fn stats(cache: &Cache, json: bool, zero: bool) -> i32 {
+/// `cache stats`: what the cache holds, its limit and how full it is, and what it did. A
+/// `--cache_dir` (`named`) that holds no cache is an error (exit 1: a mistyped path is not an
+/// empty cache); the default cache, before any compile used it, is reported as not there yet.
+fn stats(prog: &str, cache: &Cache, json: bool, zero: bool, named: Option<&str>) -> i32 {
+    let exists = matches!(cache.open_root(false), Ok(Some(_)));
+    if let (false, Some(dir)) = (exists, named) {
+        eprintln!(
+            "{prog} cache stats: error: no cache at {}: nothing was ever cached with --cache_dir {dir} (a compile with it creates the cache)",
+            cache.root().display()
+        );
+        return 1;
+    }
+    let holds = maintain::stats(cache);
+    let max_size = settings::File::read(cache).max_size.filter(|n| *n > 0);
     let report = StatsReport {
-        holds: maintain::stats(cache),
+        used_percent: max_size.map(|m| holds.bytes as f64 * 100.0 / m as f64),
+        holds,
         counters: counters::read(cache, None),
-        max_size: settings::File::read(cache).max_size.filter(|n| *n > 0),
+        max_size,
+        exists,
         zeroed: zero,
     };
     if zero {
@@ -212,6 +238,9 @@ fn stats_text(r: &StatsReport) -> String {
     let s = &r.holds;
     let c = &r.counters;
     let mut t = format!("cache: {}\n", s.dir);
+    if !r.exists {
+        t.push_str("(not created yet: the first compile through it creates it)\n");
+    }
     t.push_str(&format!("entries: {}\n", s.entries));
     t.push_str(&format!("failed entries: {}\n", s.failed));
     if s.corrupt > 0 {
@@ -221,8 +250,11 @@ fn stats_text(r: &StatsReport) -> String {
         ));
     }
     t.push_str(&format!("size: {}\n", human_bytes(s.bytes)));
-    if let Some(m) = r.max_size {
-        t.push_str(&format!("max_size: {}\n", human_bytes(m)));
+    match (r.max_size, r.used_percent) {
+        (Some(m), Some(p)) => {
+            t.push_str(&format!("max_size: {} ({p:.1} % full)\n", human_bytes(m)))
+        }
+        _ => t.push_str("max_size: none (no limit; nxcc cache config max_size=20G sets one)\n"),
     }
     t.push_str(&format!(
         "oldest: {}\nnewest: {}\n",
