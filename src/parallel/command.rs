@@ -577,12 +577,15 @@ fn finish(
     ] {
         if let Some(path) = parsed.str(flag) {
             let path = crate::plan::absolute(&cfg.launch_dir, path);
-            if let Err(e) = report::write_atomic(&path, &text) {
-                err(&format!(
-                    "{prog} parallel-compile: error: cannot write the {what} {}: {e}\n",
-                    path.display()
-                ));
-                status = EXIT_COMPILE_FAILED;
+            match report::write_atomic(&path, &text) {
+                Ok(()) => err(&format!("Wrote the {what} to {}\n", path.display())),
+                Err(e) => {
+                    err(&format!(
+                        "{prog} parallel-compile: error: cannot write the {what} {}: {e}\n",
+                        path.display()
+                    ));
+                    status = EXIT_COMPILE_FAILED;
+                }
             }
         }
     }
