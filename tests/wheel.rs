@@ -1,12 +1,14 @@
-//! The Python wheel: built by maturin from `pyproject.toml`, installed into a fresh virtual
-//! environment, it puts `nxcc` on the environment's PATH at the crate's version, and the installed
-//! command compiles with the simulated toolchain outside the checkout, with nothing of the build
-//! directory — the fork-walrus path included, through the simulated `libwalrus.so` the wheel
-//! carries (staged by `.ci/wheel-data`).
+//! The Python package: installed into a fresh virtual environment, it puts `nxcc` on the
+//! environment's PATH at the crate's version, and the installed command compiles with the
+//! simulated toolchain outside the checkout, with nothing of the build directory — the
+//! fork-walrus path included, through the simulated `libwalrus.so` the wheel carries (staged by
+//! the build backend, `packaging/nxcc_build.py`).
 //!
-//! The wheel is `$NXCC_TEST_WHEEL` when set (CI builds one first), else built here: maturin is
-//! installed from PyPI into `target/wheel/maturin-venv` on first use, and builds into its own
-//! target directory (`target/wheel/target`), never the one this test runs from.
+//! What is installed is `$NXCC_TEST_WHEEL` when set (CI builds that wheel from the sdist first),
+//! else the source distribution, built here by maturin (installed from PyPI into
+//! `target/wheel/maturin-venv` on first use) and installed with one `pip install nxcc-*.tar.gz`,
+//! as a user would: the build backend stages the library and maturin builds the wheel, in a
+//! target directory of its own (`target/wheel/target`), never the one this test runs from.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -46,7 +48,10 @@ fn make_venv(venv: &Path, what: &str) {
     );
 }
 
-fn build_wheel() -> PathBuf {
+/// The source distribution, built by maturin from the checkout (what `pip install git+URL` and
+/// an index's sdist hold): maturin is installed from PyPI into `target/wheel/maturin-venv` on
+/// first use.
+fn build_sdist() -> PathBuf {
     let work = target_dir().join("wheel");
     let venv = work.join("maturin-venv");
     let maturin = venv.join("bin/maturin");
@@ -57,73 +62,95 @@ fn build_wheel() -> PathBuf {
         );
         check(
             "pip install maturin (from PyPI)",
-            &Command::new(venv.join("bin/pip"))
-                .args([
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "maturin>=1.5,<2",
-                ])
+            &Command::new(venv.join("bin/python"))
+                .args(["-m", "pip", "install", "--quiet"])
+                .args(["--disable-pip-version-check", "maturin>=1.5,<2"])
                 .env("PIP_CACHE_DIR", work.join("pip-cache"))
                 .output()
                 .unwrap(),
         );
     }
-    check(
-        ".ci/wheel-data (the simulated libwalrus.so the wheel carries)",
-        &Command::new(Path::new(ROOT).join(".ci/wheel-data"))
-            .env("CARGO_TARGET_DIR", work.join("target"))
-            .output()
-            .unwrap(),
-    );
-    let dist = work.join("dist");
+    let dist = work.join("sdist");
     let _ = std::fs::remove_dir_all(&dist);
     check(
-        "maturin build",
+        "maturin sdist",
         &Command::new(&maturin)
-            .args(["build", "--release", "--out"])
+            .args(["sdist", "--out"])
             .arg(&dist)
             .current_dir(ROOT)
-            .env("CARGO_TARGET_DIR", work.join("target"))
             .output()
             .unwrap(),
     );
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&dist)
+    let sdists: Vec<PathBuf> = std::fs::read_dir(&dist)
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .filter(|p| p.to_string_lossy().ends_with(".tar.gz"))
         .collect();
-    assert_eq!(wheels.len(), 1, "{wheels:?}");
-    wheels[0].clone()
+    assert_eq!(sdists.len(), 1, "{sdists:?}");
+    sdists[0].clone()
+}
+
+/// `pip install SDIST` into `venv`, one command: pip unpacks it, installs the build backend's
+/// requirements (maturin, from PyPI) and calls the backend, which stages the simulated
+/// libwalrus.so and has maturin build the wheel — cargo offline, from the crates already
+/// fetched, into a target directory of its own (`target/wheel/target`); pip's cache and its
+/// temporary directories in `world`.
+fn pip_install_sdist(venv: &Path, sdist: &Path, world: &Path) {
+    let tmp = world.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    check(
+        "pip install the sdist (one command)",
+        &Command::new(venv.join("bin/pip"))
+            .args([
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--disable-pip-version-check",
+            ])
+            .arg(sdist)
+            .env("PIP_CACHE_DIR", world.join("pip-cache"))
+            .env("TMPDIR", &tmp)
+            .env("CARGO_TARGET_DIR", target_dir().join("wheel/target"))
+            .env("CARGO_NET_OFFLINE", "true")
+            .output()
+            .unwrap(),
+    );
 }
 
 #[test]
 fn the_installed_wheel_compiles_outside_the_checkout() {
-    let wheel = match std::env::var_os("NXCC_TEST_WHEEL") {
-        Some(w) if !w.is_empty() => PathBuf::from(w),
-        _ => build_wheel(),
-    };
-    let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(
-        name.starts_with(&format!("nxcc-{VERSION}-")),
-        "the wheel's version is the crate's: {name}"
-    );
     // A fresh environment, and a directory outside the checkout.
     let world = tempfile::tempdir().unwrap();
     assert!(!world.path().starts_with(ROOT));
     let venv = world.path().join("venv");
     make_venv(&venv, "python3 -m venv");
-    check(
-        "pip install the wheel",
-        &Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--no-index", "--no-deps"])
-            .arg("--disable-pip-version-check")
-            .arg(&wheel)
-            .env("PIP_CACHE_DIR", world.path().join("pip-cache"))
-            .output()
-            .unwrap(),
-    );
+    match std::env::var_os("NXCC_TEST_WHEEL") {
+        Some(w) if !w.is_empty() => {
+            let wheel = PathBuf::from(w);
+            let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with(&format!("nxcc-{VERSION}-")),
+                "the wheel's version is the crate's: {name}"
+            );
+            check(
+                "pip install the wheel",
+                &Command::new(venv.join("bin/pip"))
+                    .args(["install", "--quiet", "--no-index", "--no-deps"])
+                    .arg("--disable-pip-version-check")
+                    .arg(&wheel)
+                    .env("PIP_CACHE_DIR", world.path().join("pip-cache"))
+                    .output()
+                    .unwrap(),
+            );
+        }
+        _ => {
+            let sdist = build_sdist();
+            let name = sdist.file_name().unwrap().to_string_lossy().into_owned();
+            assert_eq!(name, format!("nxcc-{VERSION}.tar.gz"));
+            pip_install_sdist(&venv, &sdist, world.path());
+        }
+    }
     let bin = venv.join("bin");
     assert!(bin.join("nxcc").is_file());
     let work = world.path().join("work");
