@@ -6,9 +6,12 @@ and interleaved by bench/pairs.py in one run against a baseline build's `hlo-inf
 file (when given), and against reading the file (`cat FILE > /dev/null`). Then the same module
 with every line break made a space (one line: only a reader that tokenises reads it).
 
-The module is written here, under $TMPDIR, not committed, and removed at the end.
+With --million: a module of 1,000,000 short instructions instead (`  aN = f32[8] add(aM, p)`,
+35 MB: the reader's cost per instruction, not per byte), against `cat` and the baseline.
 
-Usage: bench/hlo_text.py [path/to/nxcc] [runs] [path/to/baseline-nxcc]
+The modules are written here, under $TMPDIR, not committed, and removed at the end.
+
+Usage: bench/hlo_text.py [--million] [path/to/nxcc] [runs] [path/to/baseline-nxcc]
 Build first: cargo build --release
 """
 import os
@@ -18,10 +21,21 @@ import sys
 import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-NXCC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "nxcc")
-RUNS = sys.argv[2] if len(sys.argv) > 2 else "10"
-BASE = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
+MILLION = "--million" in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a != "--million"]
+NXCC = os.path.abspath(ARGS[0]) if len(ARGS) > 0 else os.path.join(ROOT, "target", "release", "nxcc")
+RUNS = ARGS[1] if len(ARGS) > 1 else "10"
+BASE = os.path.abspath(ARGS[2]) if len(ARGS) > 2 else None
 TARGET_BYTES = 50 * 1000 * 1000
+
+
+def write_million(path):
+    """1,000,000 instructions of about 35 bytes: a parameter, then a chain of adds."""
+    with open(path, "w") as f:
+        f.write("HloModule jit_chain\n\nENTRY main {\n  a0 = f32[8] parameter(0)\n  p = f32[8] parameter(1)\n")
+        f.writelines(f"  a{n} = f32[8] add(a{n - 1}, p)\n" for n in range(1, 999_998))
+        f.write("  ROOT r = f32[8] negate(a999997)\n}\n")
+    return 1_000_000
 
 
 def write_module(path):
@@ -52,6 +66,18 @@ def pairs(a, b):
 def main():
     tmp = tempfile.mkdtemp(prefix="nxcc-bench-")
     try:
+        if MILLION:
+            text = os.path.join(tmp, "million.hlo")
+            count = write_million(text)
+            print(f"## {count:,} instructions, {os.path.getsize(text) / 1e6:.1f} MB of HLO text", flush=True)
+            check = subprocess.run([NXCC, "hlo-info", "--json", text], stdout=subprocess.PIPE, check=True)
+            assert f'"instruction_count": {count},' in check.stdout.decode(), "not every instruction read"
+            print("## hlo-info --json (A) against cat (B)", flush=True)
+            pairs([NXCC, "hlo-info", "--json", text], f"sh -c 'cat {text} > /dev/null'")
+            if BASE:
+                print(f"## hlo-info --json: A {NXCC}, B {BASE}", flush=True)
+                pairs([NXCC, "hlo-info", "--json", text], f"{BASE} hlo-info --json {text}")
+            return
         text = os.path.join(tmp, "chain.hlo")
         count = write_module(text)
         one = os.path.join(tmp, "one-line.hlo")

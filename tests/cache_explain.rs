@@ -563,8 +563,8 @@ fn the_configured_max_size_is_kept_as_entries_are_published_and_a_read_entry_sta
     assert!(held.is_dir());
     let reader = std::fs::File::open(held.join("meta.json")).unwrap();
     fs4::fs_std::FileExt::lock_shared(&reader).unwrap();
-    // Room for about 3 entries per sixteenth.
-    let max = one * 48;
+    // Room for six entries and a half.
+    let max = one * 6 + one / 2;
     let set = s.run(&[
         "cache",
         "config",
@@ -573,39 +573,59 @@ fn the_configured_max_size_is_kept_as_entries_are_published_and_a_read_entry_sta
         "cache",
     ]);
     assert!(set.status.success(), "{}", text(&set.stderr));
-    // Models of every sixteenth, and 8 of the held entry's own (the least recently used there,
-    // it would be the first to go).
-    let (mut same_part, mut published) = (0, 0);
-    for i in 0..u16::MAX {
+    // Twenty models: the held entry, the least recently used, would be the first to go.
+    for i in 0..20u8 {
         let mut b = original.clone();
-        b.extend_from_slice(&[0xc2, 0x3e, 2, (i & 0x7f) as u8 | 0x80, (i >> 7) as u8]);
+        b.extend_from_slice(&[0xc2, 0x3e, 1, i]);
         std::fs::write(s.join("m.pb"), b).unwrap();
-        let key = key_of(&s, "m.pb");
-        let mine = key.as_bytes()[0] == held_key.as_bytes()[0];
-        if !mine && published >= 16 {
-            continue;
-        }
         let o = compile(&s, "m.pb", "o.neff", &[]);
         assert!(o.status.success(), "{}", text(&o.stderr));
-        published += 1;
-        same_part += usize::from(mine);
         let bytes = entries_bytes(&s.join("cache"));
-        assert!(bytes <= max, "{bytes} > {max} after {published}");
+        assert!(bytes <= max, "{bytes} > {max} after {i}");
+        // Once full, what may be kept is kept (the least recently used go, no more).
+        assert!(
+            i < 6 || bytes + one * 2 > max,
+            "{bytes} kept of {max} after {i}"
+        );
         assert!(
             held.join("model.neff").exists(),
             "the read entry was removed"
         );
-        if same_part == 8 {
-            break;
-        }
     }
     drop(reader);
     let c = counters(&s);
-    assert!(c["evictions"].as_i64().unwrap() >= 5, "{c}");
+    assert!(c["evictions"].as_i64().unwrap() >= 13, "{c}");
     assert_eq!(
         c["size_bytes"].as_i64().unwrap() as u64,
         entries_bytes(&s.join("cache"))
     );
+}
+
+#[test]
+fn a_compile_larger_than_max_size_is_written_and_not_stored_and_the_user_is_told() {
+    let s = Scratch::new();
+    let set = s.run(&["cache", "config", "max_size=1K", "--cache_dir", "cache"]);
+    assert!(set.status.success(), "{}", text(&set.stderr));
+    let o = compile(&s, "mlp.hlo_module.pb", "big.neff", &[]);
+    // The console's lines: the warning is one of them.
+    let err = text(&o.stdout) + &text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        s.join("big.neff").is_file(),
+        "the compile's NEFF was not written"
+    );
+    assert!(
+        err.contains("could not store the compile in the cache")
+            && err.contains("more than the cache's max_size of 1.0 KiB; it is not stored"),
+        "{err}"
+    );
+    assert!(cache_entries(&s.join("cache")).is_empty());
+    // Compiled again: a miss again (nothing was stored), told again.
+    let again = compile(&s, "mlp.hlo_module.pb", "again.neff", &[]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(text(&again.stdout).contains("it is not stored"));
+    assert_eq!(compiles(&s), 2);
+    assert_eq!(counters(&s)["entries"], 0);
 }
 
 // ---- remembered digests ----

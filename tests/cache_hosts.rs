@@ -3,8 +3,9 @@
 //! (`bindfs`) — so `flock` is local to each host, as on NFS without a lock manager, while
 //! renaming and linking stay atomic — and each with its compiler installed at another path with
 //! other times, compile the same 20 models into that directory at once: the compiler runs 20
-//! times in all, and both hosts get every NEFF. Needs root, `unshare` and `bindfs` (`.ci/run`
-//! installs it); without them the test fails saying why.
+//! times in all, and both hosts get every NEFF. And two such hosts publishing models of their
+//! own into one directory with a `max_size` leave it under that size, counted right. Needs
+//! root, `unshare` and `bindfs` (`.ci/run` installs it); without them the test fails saying why.
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use common::{shard_items, text, Mount, Scratch};
+use common::{cache_entries, shard_items, text, Mount, Scratch};
 
 const MODELS: usize = 20;
 
@@ -165,4 +166,117 @@ fn two_hosts_compiling_the_same_20_models_into_one_directory_run_the_compiler_20
     );
     drop(a_view);
     drop(b_view);
+}
+
+/// The bytes of every file of every entry of nxcc's cache in `cache`.
+fn entry_bytes(cache: &Path) -> u64 {
+    cache_entries(cache)
+        .iter()
+        .flat_map(|e| std::fs::read_dir(e).unwrap().flatten())
+        .map(|f| f.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn two_hosts_publishing_into_one_directory_keep_it_under_max_size() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root (namespaces and FUSE mounts)"
+    );
+    let s = Scratch::new();
+    let original = std::fs::read(s.join("mlp.hlo_module.pb")).unwrap();
+    std::fs::create_dir_all(s.join("models")).unwrap();
+    let model = |host: &str, i: usize| s.join(&format!("models/{host}-{i:02}.pb"));
+    for (h, host) in ["host-a", "host-b"].iter().enumerate() {
+        for i in 0..MODELS {
+            let mut b = original.clone();
+            b.extend_from_slice(&[0xc2, 0x3e, 2, h as u8, i as u8]);
+            std::fs::write(model(host, i), b).unwrap();
+        }
+    }
+    let compiler = install_compiler(&s, "usr/local/bin/neuronx-cc", 1_600_000_000);
+    // One entry's size, from a compile into a cache of its own: the limit holds ten of them.
+    let probe = s
+        .nxcc(&["parallel-compile", "--compiler"])
+        .arg(&compiler)
+        .args(["--cache_dir", "probe-cache", "--output-dir", "probe-out"])
+        .arg(model("host-a", 0))
+        .args(["--", "--target", "trn2"])
+        .output()
+        .unwrap();
+    assert!(probe.status.success(), "{}", text(&probe.stderr));
+    let one = entry_bytes(&s.join("probe-cache"));
+    let max = one * 10 + one / 2;
+    std::fs::create_dir_all(s.join("server/cache")).unwrap();
+    let views = [
+        Mount::new(&s.join("server"), &s.join("host-a-view")),
+        Mount::new(&s.join("server"), &s.join("host-b-view")),
+    ];
+    let runs: Vec<_> = ["host-a", "host-b"]
+        .iter()
+        .zip(&views)
+        .map(|(host, view)| {
+            let models: Vec<String> = (0..MODELS)
+                .map(|i| model(host, i).display().to_string())
+                .collect();
+            s.on_host(
+                host,
+                &format!(
+                    "parallel-compile --compiler {} --cache_dir {} --jobs 2 --output-dir out-{host} {} -- --target trn2 --cache-max-size {max}",
+                    compiler.display(),
+                    view.at.join("cache").display(),
+                    models.join(" ")
+                ),
+            )
+            .env("NXCC_LOCK_LEASE_MS", "3000")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("unshare runs")
+        })
+        .collect();
+    for (host, run) in ["host-a", "host-b"].iter().zip(runs) {
+        let o = run.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "{host}: {} {}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+    }
+    let cache = s.join("server/cache");
+    let (real, kept) = (entry_bytes(&cache), cache_entries(&cache).len());
+    assert!(real <= max, "{real} bytes kept, over {max}");
+    assert!(kept >= 8, "{kept} entries kept of the 10 that fit");
+    // What was evicted is gone, not left behind as a directory still being deleted.
+    let left: Vec<_> = shard_items(&cache)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".evict-")
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // Every host's counts add up to what is there.
+    let counted: i64 = std::fs::read_dir(cache.join("nxcc-v1/counters"))
+        .unwrap()
+        .flatten()
+        .flat_map(|h| std::fs::read_dir(h.path()).unwrap().flatten())
+        .map(|f| {
+            let t = std::fs::read_to_string(f.path()).unwrap();
+            t.lines()
+                .find_map(|l| l.strip_prefix("size_bytes"))
+                .map_or(0, |v| v.trim().parse::<i64>().unwrap())
+        })
+        .sum();
+    assert_eq!(counted, real as i64);
+    assert!(
+        lock_files(&cache).is_empty() && !cache.join("nxcc-v1/evict/lock").exists(),
+        "a lock stayed"
+    );
+    drop(views);
 }

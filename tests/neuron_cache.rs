@@ -14,7 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    compile_spans, max_overlap, processes_with_env, text, verifies, work_dir_of, Scratch,
+    compile_spans, freeze, max_overlap, proc_state, processes_with_env, text, verifies,
+    work_dir_of, Scratch,
 };
 use serde_json::Value;
 
@@ -441,6 +442,18 @@ fn an_external_compiler_names_the_version_directory() {
 /// Start a batch of `n` slow entries tagged with `marker`; returns the child once some entry is
 /// locked (a compile is running).
 fn start_slow(s: &Scratch, n: usize, marker: &str) -> std::process::Child {
+    let mut c = slow_batch(s, n, marker);
+    let child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    until_compiling(s);
+    child
+}
+
+/// `n` slow entries and the batch that compiles them (2 at once), tagged with `marker`.
+fn slow_batch(s: &Scratch, n: usize, marker: &str) -> Command {
     for i in 0..n {
         module_entry(
             s,
@@ -449,15 +462,16 @@ fn start_slow(s: &Scratch, n: usize, marker: &str) -> std::process::Child {
             &[],
         );
     }
-    let child = parallel(s, &["--jobs", "2", "--no_cache"])
-        .env("NXCC_SIM_WORK_MS", "hlo2penguin:1500")
-        .env("NXCC_TEST_MARK", marker)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut c = parallel(s, &["--jobs", "2", "--no_cache"]);
+    c.env("NXCC_SIM_WORK_MS", "hlo2penguin:1500")
+        .env("NXCC_TEST_MARK", marker);
+    c
+}
+
+/// Wait until some entry is locked and its compile's tool runs.
+fn until_compiling(s: &Scratch) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while find(&version_dir(s), &|n| n.ends_with(".pb.lock")).is_empty() {
+    while locks(s).is_empty() {
         assert!(Instant::now() < deadline, "no entry was ever locked");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -466,7 +480,11 @@ fn start_slow(s: &Scratch, n: usize, marker: &str) -> std::process::Child {
         assert!(Instant::now() < deadline, "no tool ever ran");
         std::thread::sleep(Duration::from_millis(20));
     }
-    child
+}
+
+/// The entries' lock files.
+fn locks(s: &Scratch) -> Vec<PathBuf> {
+    find(&version_dir(s), &|n| n.ends_with(".pb.lock"))
 }
 
 fn wait_gone(marker: &str) {
@@ -550,6 +568,249 @@ fn sigkill_then_a_default_clean_leaves_no_lock_and_no_staging_dir() {
         assert!(e.path().join("model.done").is_file(), "{:?}", e.path());
     }
     no_leftovers(&s.join("nc"));
+}
+
+/// Wait until `what` holds, polling, for at most `limit` (an outcome by a deadline, never a
+/// duration measured).
+fn by_deadline(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_kill_of_the_runs_process_group_leaves_no_lock() {
+    use std::os::unix::process::CommandExt;
+    let s = Scratch::new();
+    let marker = format!("ncache-group-{}", std::process::id());
+    // The run leads a process group of its own, as a job scheduler starts it.
+    let mut child = slow_batch(&s, 3, &marker)
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    until_compiling(&s);
+    // SAFETY: killing the process group of the child we started.
+    assert_eq!(unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) }, 0);
+    child.wait().unwrap();
+    // The lock keeper, in a session of its own, saw its run end and removed its locks.
+    by_deadline(Duration::from_secs(5), "the run's locks removed", || {
+        locks(&s).is_empty()
+    });
+    wait_gone(&marker);
+    no_leftovers(&s.join("nc"));
+}
+
+#[test]
+fn every_process_of_a_run_killed_under_a_parent_that_never_reaps_leaves_locks_clean_removes() {
+    use std::os::unix::process::CommandExt;
+    let s = Scratch::new();
+    let marker = format!("ncache-zombie-{}", std::process::id());
+    let batch = slow_batch(&s, 3, &marker);
+    // The run's parent execs `sleep`, which never reaps: its children, and the orphans it
+    // adopts as a subreaper (the keeper, once the run is dead), stay zombies.
+    let mut parent = Command::new("sh");
+    parent
+        .arg("-c")
+        .arg("\"$0\" \"$@\" >/dev/null 2>&1 & exec sleep 600")
+        .arg(batch.get_program())
+        .args(batch.get_args())
+        .current_dir(batch.get_current_dir().unwrap());
+    for (k, v) in batch.get_envs() {
+        match v {
+            Some(v) => parent.env(k, v),
+            None => parent.env_remove(k),
+        };
+    }
+    // SAFETY: prctl(2) with integer arguments, between fork and exec.
+    unsafe {
+        parent.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut parent = parent.spawn().unwrap();
+    until_compiling(&s);
+    // Every process of the run frozen (none can clean up), then killed.
+    let pids = freeze(|| {
+        processes_with_env("NXCC_TEST_MARK", &marker)
+            .into_iter()
+            .filter(|p| *p != parent.id())
+            .collect()
+    });
+    let held = locks(&s);
+    assert!(!held.is_empty());
+    for p in &pids {
+        // SAFETY: kill(2) on a process of the run this test started.
+        unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+    }
+    by_deadline(
+        Duration::from_secs(60),
+        "every process of the run dead",
+        || {
+            pids.iter()
+                .all(|p| matches!(proc_state(*p), Some('Z') | None))
+        },
+    );
+    // The locks stay (nobody could remove them), their holder a zombie: dead.
+    assert_eq!(locks(&s), held);
+    let o = s.run(&["cache", "clean", "--neuron-cache", "nc", "--locks"]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert_eq!(
+        out.matches("its holder, a process of this host, is gone")
+            .count(),
+        held.len(),
+        "{out}"
+    );
+    assert!(locks(&s).is_empty(), "{out}");
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    wait_gone(&marker);
+}
+
+#[test]
+fn a_killed_lock_keeper_neither_fails_the_runs_entries_nor_leaves_locks() {
+    let s = Scratch::new();
+    let marker = format!("ncache-keeper-{}", std::process::id());
+    let mut c = slow_batch(&s, 4, &marker);
+    let child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    until_compiling(&s);
+    // The lock names its holder: the keeper.
+    let stamp = std::fs::read_to_string(&locks(&s)[0]).unwrap();
+    let keeper: u32 = stamp
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(keeper, child.id(), "{stamp}");
+    // SAFETY: kill(2) on the run's keeper, a process this test identified by its lock.
+    assert_eq!(unsafe { libc::kill(keeper as i32, libc::SIGKILL) }, 0);
+    // The run takes its locks again itself.
+    let run_pid = format!("pid={} ", child.id());
+    by_deadline(Duration::from_secs(60), "the run holding its locks", || {
+        locks(&s)
+            .iter()
+            .any(|l| std::fs::read_to_string(l).is_ok_and(|t| t.contains(&run_pid)))
+    });
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("lost the lock"), "{err}");
+    for e in std::fs::read_dir(version_dir(&s)).unwrap().flatten() {
+        assert!(
+            e.path().join("model.done").is_file(),
+            "{:?}\n{err}",
+            e.path()
+        );
+        assert!(!e.path().join("model.log").exists(), "{:?}", e.path());
+    }
+    wait_gone(&marker);
+    no_leftovers(&s.join("nc"));
+}
+
+#[test]
+fn forged_locks_are_taken_over_and_a_fifo_lock_is_refused_for_its_entry_alone() {
+    let s = Scratch::new();
+    let lock = "model.hlo_module.pb.lock";
+    let at = |ago: i64| {
+        let now = std::time::SystemTime::now();
+        if ago >= 0 {
+            now - Duration::from_secs(ago as u64)
+        } else {
+            now + Duration::from_secs(ago.unsigned_abs())
+        }
+    };
+    let forged = [
+        // This host, pid 1 (always running), no start time: its lease ended.
+        (
+            "pid1",
+            format!("nxcc pid=1 started=0 host={}\n", host()),
+            120,
+        ),
+        // Another host's, its modification time years ahead: no lease at all.
+        (
+            "future",
+            "nxcc pid=7 started=0 host=elsewhere lease=60000\n".to_string(),
+            -3 * 365 * 86_400,
+        ),
+        // A lease of u64::MAX ms: no longer than the maximum (10 minutes).
+        (
+            "forever",
+            format!("nxcc pid=7 started=0 host=elsewhere lease={}\n", u64::MAX),
+            11 * 60,
+        ),
+    ];
+    for (name, text, ago) in &forged {
+        let e = module_entry(&s, name, &variant(name), &[]);
+        std::fs::write(e.join(lock), text).unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(e.join(lock))
+            .unwrap();
+        f.set_modified(at(*ago)).unwrap();
+    }
+    let fifo = module_entry(&s, "fifo", &variant("fifo"), &[]);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        fifo.join(lock).as_path(),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    // The clean: every forged lock goes; the FIFO stays, said, for its entry alone.
+    let o = s.run(&["cache", "clean", "--neuron-cache", "nc", "--locks"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    for (name, _, _) in &forged {
+        assert!(
+            !version_dir(&s)
+                .join(format!("MODULE_{name}+d41d8cd9/{lock}"))
+                .exists(),
+            "{name}: {out}"
+        );
+    }
+    assert!(out.contains("its lease is void"), "{out}");
+    assert!(
+        out.contains("refused: a FIFO where a lock file belongs"),
+        "{out}"
+    );
+    assert!(std::fs::symlink_metadata(fifo.join(lock)).is_ok());
+    // The batch compiles the others and skips the FIFO's entry.
+    for (name, text, ago) in &forged {
+        let e = version_dir(&s).join(format!("MODULE_{name}+d41d8cd9"));
+        std::fs::write(e.join(lock), text).unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(e.join(lock))
+            .unwrap();
+        f.set_modified(at(*ago)).unwrap();
+    }
+    let o = parallel(&s, &["--no_cache"]).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    for (name, _, _) in &forged {
+        let e = version_dir(&s).join(format!("MODULE_{name}+d41d8cd9"));
+        assert!(e.join("model.done").is_file(), "{name}: {err}");
+        assert!(!e.join(lock).exists(), "{name}");
+    }
+    assert!(!fifo.join("model.done").exists());
+    assert!(
+        err.lines()
+            .any(|l| l.contains("MODULE_fifo") && l.contains("is not a plain file")),
+        "{err}"
+    );
 }
 
 #[test]

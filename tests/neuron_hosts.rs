@@ -4,8 +4,10 @@
 //! NFS without a lock manager — while creating with `O_EXCL`, linking and renaming stay atomic.
 //! A lock from the other host whose lease is live is not taken over; one whose holder was killed
 //! is taken over only after its lease has expired (the order of events is asserted, never a
-//! duration). Needs root, `unshare` and `bindfs` (`.ci/run` installs it); without them the test
-//! fails saying why.
+//! duration). A host goes down as a whole: every process of its namespace is stopped first (so
+//! its lock keeper cannot tidy up, as it would on a live host), then killed, and the test waits
+//! until each is gone. Needs root, `unshare` and `bindfs` (`.ci/run` installs it); without them
+//! the test fails saying why.
 
 mod common;
 
@@ -13,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{text, Mount, Scratch};
+use common::{freeze, proc_state, text, Mount, Scratch};
 
 const SIM_VERSION: &str = "2.24.5133.0+nxcc-sim";
 const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models");
@@ -59,9 +61,54 @@ fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-fn kill(mut child: Child) {
-    child.kill().unwrap();
-    child.wait().unwrap();
+/// The pid namespace of process `pid` (`pid:[inode]`).
+fn pid_ns(pid: u32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
+/// Every process (of this namespace's numbering) in the pid namespace `ns`.
+fn processes_in(ns: &Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| pid_ns(*p).as_deref() == Some(ns))
+        .collect()
+}
+
+/// A simulated host: its `unshare`, killed — and with it everything in its namespace — when
+/// dropped (a failing test leaves nothing running).
+struct Host(Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Host A goes down: every process of its namespace stopped (none can act any more, not even
+/// the lock keeper), then killed with its `unshare`; returns once every one of them is gone.
+fn host_down(host: Host) {
+    let unshare = &host.0;
+    let children = format!("/proc/{0}/task/{0}/children", unshare.id());
+    let init: u32 = std::fs::read_to_string(children)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .expect("the host's first process")
+        .parse()
+        .unwrap();
+    let ns = pid_ns(init).unwrap();
+    let seen = freeze(|| processes_in(&ns));
+    drop(host);
+    for p in seen.iter().copied().filter(|p| *p != init) {
+        // SAFETY: kill(2) on a stopped process of the namespace this test made (it ends).
+        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+    }
+    wait_for("every process of host A gone", || {
+        seen.iter().all(|p| proc_state(*p).is_none()) && processes_in(&ns).is_empty()
+    });
 }
 
 #[test]
@@ -87,11 +134,13 @@ fn another_hosts_lock_is_taken_over_only_after_its_lease_expires() {
     let b_view = Mount::new(&s.join("nc"), &s.join("host-b-view"));
 
     // Host A takes the entry's lock and compiles (slowly).
-    let a = on_host(&s, "host-a", &a_view.at, "hlo2penguin:600000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("unshare runs");
+    let a = Host(
+        on_host(&s, "host-a", &a_view.at, "hlo2penguin:600000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("unshare runs"),
+    );
     wait_for("host A's lock", || {
         std::fs::read_to_string(lock_of(&entry)).is_ok_and(|t| t.contains("host=host-a"))
     });
@@ -110,7 +159,7 @@ fn another_hosts_lock_is_taken_over_only_after_its_lease_expires() {
         .contains("host=host-a"));
 
     // Host A goes down: no keeper survives to remove its lock.
-    kill(a);
+    host_down(a);
     let stamp = std::fs::read_to_string(lock_of(&entry)).expect("host A's lock stays");
     assert!(stamp.contains("host=host-a"), "{stamp}");
     let mtime = std::fs::metadata(lock_of(&entry))
@@ -159,4 +208,42 @@ fn another_hosts_lock_is_taken_over_only_after_its_lease_expires() {
     assert!(now_ms() >= lease_end);
     drop(a_view);
     drop(b_view);
+}
+
+/// A lock file removed behind a FUSE mount's back: for a while the mount's client still finds
+/// it (`stat` answers from its cache) while opening it fails. Taking the lock through the mount
+/// then is an ordinary wait, not an error.
+#[test]
+fn a_removal_a_mount_sees_late_is_waited_out_when_taking_a_lock() {
+    use nxcc::lockfile::{self, Acquired};
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root (FUSE mounts)"
+    );
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.join("nc")).unwrap();
+    let view = Mount::new(&s.join("nc"), &s.join("view"));
+    let name = "model.hlo_module.pb.lock";
+    let dir = nxcc::fsx::Dir::open(&view.at).unwrap();
+    let mut seen_late = 0;
+    for round in 0..5 {
+        let stamp = format!("nxcc pid=999999999 started=1 host={round}-gone lease=1\n");
+        std::fs::write(s.join("nc").join(name), stamp).unwrap();
+        // The mount's client looks at it (and keeps what it saw), then it goes behind its back.
+        assert!(dir.stat(name).is_ok());
+        std::fs::remove_file(s.join("nc").join(name)).unwrap();
+        seen_late += usize::from(dir.stat(name).is_ok());
+        match lockfile::acquire(&dir, name, Duration::from_secs(60), false) {
+            Ok(Acquired::Locked(l)) => drop(l),
+            other => panic!("round {round}: {other:?}"),
+        }
+        assert!(!s.join("nc").join(name).exists());
+    }
+    assert!(
+        seen_late > 0,
+        "the mount never showed a removed file: the test shows nothing here"
+    );
+    drop(view);
 }

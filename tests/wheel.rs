@@ -2,7 +2,8 @@
 //! environment's PATH at the crate's version, and the installed command compiles with the
 //! simulated toolchain outside the checkout, with nothing of the build directory — the
 //! fork-walrus path included, through the simulated `libwalrus.so` the wheel carries (staged by
-//! the build backend, `packaging/nxcc_build.py`).
+//! the build backend, `packaging/nxcc_build.py`) — and `import nxcc`, the Python client the
+//! wheel ships, compiles through a daemon the installed `nxcc` runs.
 //!
 //! What is installed is `$NXCC_TEST_WHEEL` when set (CI builds that wheel from the sdist first),
 //! else the source distribution, built here by maturin (installed from PyPI into
@@ -288,5 +289,69 @@ fn the_installed_wheel_compiles_outside_the_checkout() {
             "--output",
             "tc.neff",
         ]),
+    );
+
+    // `import nxcc` from the installed wheel (not the checkout's python/): its client compiles
+    // through a daemon the installed nxcc runs.
+    let run_dir = world.path().join("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    std::fs::set_permissions(
+        &run_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let socket = run_dir.join("d.sock");
+    let socket_arg = socket.display().to_string();
+    let mut daemon = Command::new(bin.join("nxcc"))
+        .args(["daemon", "--socket", &socket_arg, "--cache_dir"])
+        .arg(world.path().join("daemon-cache"))
+        .env("XDG_CACHE_HOME", &xdg)
+        .env_remove("NXCC_TOOLCHAIN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let code = r#"
+import os, sys, time, nxcc
+assert nxcc.__file__.startswith(sys.prefix), nxcc.__file__
+deadline = time.monotonic() + 60
+while True:
+    try:
+        client = nxcc.connect(sys.argv[1])
+        break
+    except nxcc.DaemonUnavailable:
+        assert time.monotonic() < deadline, "no daemon answered"
+        time.sleep(0.05)
+argv = ["mlp.hlo_module.pb", "--target", "trn2", "--toolchain", "sim", "--output", "py.neff"]
+first, second = client.compile(argv), client.compile(argv)
+assert first.ok and first.cache == "miss", first
+assert second.ok and second.cache == "hit", second
+assert second.neff == os.path.abspath("py.neff"), second.neff
+print(nxcc.__version__)
+"#;
+    let py = Command::new(venv.join("bin/python"))
+        .args(["-c", code, &socket_arg])
+        .current_dir(&work)
+        .env_remove("PYTHONPATH")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("NXCC_TOOLCHAIN")
+        .output()
+        .unwrap();
+    let stopped = Command::new(bin.join("nxcc"))
+        .args(["daemon", "stop", "--socket", &socket_arg])
+        .output()
+        .unwrap();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    check(
+        "import nxcc from the installed wheel, and compile through it",
+        &py,
+    );
+    assert_eq!(text(&py.stdout).trim(), VERSION);
+    check("nxcc daemon stop", &stopped);
+    check(
+        "nxcc neff-info --verify py.neff",
+        &run(&["neff-info", "--verify", "py.neff"]),
     );
 }

@@ -70,12 +70,61 @@ pub struct Config {
     pub engine: EngineConfig,
 }
 
-/// The daemon's default directory: `$XDG_RUNTIME_DIR/nxcc`, else `/tmp/nxcc-<uid>`.
+/// The daemon's default directory: `$XDG_RUNTIME_DIR/nxcc`, else this user's directory in
+/// `/tmp` ([`private_tmp_dir`]).
 pub fn default_dir() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         Some(d) if d.is_absolute() => d.join("nxcc"),
-        _ => PathBuf::from(format!("/tmp/nxcc-{}", rustix::process::getuid().as_raw())),
+        _ => private_tmp_dir(Path::new("/tmp")),
     }
+}
+
+/// `<tmp>/nxcc-<uid>` when it is absent or this user's private directory. When another user
+/// made that name first (or it is anything else), this user's own `<tmp>/nxcc-<uid>-<random>`
+/// — a directory of theirs, mode 0700, the first by name when several are there — or one made
+/// now: a name squatted by another user stops nobody's daemon. (If none can be made, the usual
+/// name, which the trust check then refuses saying why.)
+pub fn private_tmp_dir(tmp: &Path) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let uid = rustix::process::getuid().as_raw();
+    let usual = tmp.join(format!("nxcc-{uid}"));
+    let ours = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+    };
+    match std::fs::symlink_metadata(&usual) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return usual,
+        Ok(_) if ours(&usual) => return usual,
+        _ => {}
+    }
+    let prefix = format!("nxcc-{uid}-");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(tmp)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                })
+                .map(|e| e.path())
+                .filter(|p| ours(p))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    if let Some(p) = found.into_iter().next() {
+        return p;
+    }
+    for _ in 0..8 {
+        use std::os::unix::fs::DirBuilderExt;
+        let fresh = tmp.join(crate::fsx::unique::name(&prefix));
+        match std::fs::DirBuilder::new().mode(0o700).create(&fresh) {
+            Ok(()) => return fresh,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(_) => break,
+        }
+    }
+    usual
 }
 
 /// The default socket: [`default_dir`]`/daemon.sock`.
@@ -124,7 +173,7 @@ pub fn collision(
 
 #[rustfmt::skip]
 static SOCKET: Flag = flag("--socket", &[], "socket", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The Unix socket to listen on (its directory is created 0700; the socket is made 0600). Default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock.");
+    "The Unix socket to listen on (its directory is created 0700; the socket is made 0600). Default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock (in a private /tmp/nxcc-<uid>-* of yours when another user made that first).");
 #[rustfmt::skip]
 static ABSTRACT: Flag = flag("--abstract", &[], "abstract", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
     "Listen on the original daemon's abstract address \\0com.amazon.neuronxcc.<pid> instead of a socket file (its client finds it through --pid-file).");

@@ -83,6 +83,10 @@ pub trait Engine: Send + Sync {
     /// extra worker environment. Blocking; called from a blocking thread.
     fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled;
 
+    /// Whether a compile of `plan` would be a hit of this engine's cache, and on a miss what
+    /// differs from the nearest entries (nothing is written); `Err`: the error line. Blocking.
+    fn explain(&self, plan: &Plan) -> Result<cache::explain::Explanation, String>;
+
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
 
@@ -139,6 +143,11 @@ impl Engine for Cached {
             key: prepared.key,
             remote: self.remote.clone(),
         })
+    }
+
+    fn explain(&self, plan: &Plan) -> Result<cache::explain::Explanation, String> {
+        let cfg = CacheConfig::from_plan(plan, Some(&self.cache_dir)).map_err(|e| e.to_string())?;
+        cache::explain::of_plan(plan, &cfg, &self.engine)
     }
 
     fn describe(&self) -> String {

@@ -106,6 +106,7 @@ pub fn done_event(e: &Ended) -> Value {
         "output": e.output.as_ref().map(|p| p.display().to_string()),
         "cache": e.cache.as_str(),
         "error_lines": e.error_lines,
+        "failure": e.status.failure(),
         "wall_s": e.wall.as_secs_f64(),
     })
 }

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `POST /compile?working_directory=<abs dir>`, body = shell-quoted compile arguments | `200`, empty body, or `400` + the error lines; `X-Nxcc-Exit-Status` on both |
 //! | `POST /v1/compile`, JSON `{"argv", "working_directory", "env"?}` | `200`, newline-delimited JSON events, ending with `done` |
+//! | `POST /v1/explain`, the same JSON | JSON: whether the compile would hit the cache ([`super::explain`]) |
 //! | `GET /v1/status` | JSON |
 //! | `POST /exit` | `200`, then the daemon stops |
 //! | another path | `404`, `Unrecognized command <path>` |
@@ -228,6 +229,8 @@ pub async fn handle(
         ("/compile", _) => method_not_allowed("POST"),
         ("/v1/compile", Method::POST) => compile_v1(daemon.clone(), peer, req).await,
         ("/v1/compile", _) => method_not_allowed("POST"),
+        ("/v1/explain", Method::POST) => explain_v1(daemon.clone(), req).await,
+        ("/v1/explain", _) => method_not_allowed("POST"),
         ("/v1/status", Method::GET) => json_response(StatusCode::OK, &daemon.status()),
         ("/v1/status", _) => method_not_allowed("GET"),
         ("/exit", Method::POST) => {
@@ -360,40 +363,52 @@ pub fn request_env(
 /// How long `/v1/compile` holds its answer's head back for the first line, to send both at once.
 const FIRST_LINE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// `POST /v1/compile`: the compile's events, streamed as it runs.
-async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Response<Body> {
-    let body = match read_body(req, daemon.config.head_timeout).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let parsed: V1Request = match serde_json::from_str(&body) {
-        Ok(p) => p,
-        Err(e) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                &format!("invalid JSON request: {e}"),
-            )
-        }
-    };
-    let wd = match working_directory(&parsed.working_directory) {
-        Ok(p) => p,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
-    };
-    let env = match request_env(parsed.env, daemon.config.allow_test_env) {
-        Ok(e) => e,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
-    };
+/// The compile request of a `/v1/compile` or `/v1/explain` body, or the answer refusing it.
+async fn v1_request(
+    daemon: &Daemon,
+    req: Request<Incoming>,
+) -> Result<job::Request, Response<Body>> {
+    let body = read_body(req, daemon.config.head_timeout).await?;
+    let bad = |e: &str| refuse(StatusCode::BAD_REQUEST, e);
+    let parsed: V1Request =
+        serde_json::from_str(&body).map_err(|e| bad(&format!("invalid JSON request: {e}")))?;
+    let wd = working_directory(&parsed.working_directory).map_err(|e| bad(&e))?;
+    let env = request_env(parsed.env, daemon.config.allow_test_env).map_err(|e| bad(&e))?;
     if let Some(e) = crate::cli::nul_argument(&parsed.argv) {
-        return refuse(StatusCode::BAD_REQUEST, &e);
+        return Err(bad(&e));
     }
-    if daemon.stopping() {
-        return stopping();
-    }
-    let request = job::Request {
+    Ok(job::Request {
         argv: parsed.argv,
         working_directory: wd,
         env,
+    })
+}
+
+/// `POST /v1/explain`: whether the compile would hit the cache ([`super::explain`]).
+async fn explain_v1(daemon: Arc<Daemon>, req: Request<Incoming>) -> Response<Body> {
+    let request = match v1_request(&daemon, req).await {
+        Ok(r) => r,
+        Err(answer) => return answer,
     };
+    let d2 = daemon.clone();
+    match tokio::task::spawn_blocking(move || super::explain::answer(&d2, &request)).await {
+        Ok(v) => json_response(StatusCode::OK, &v),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the explanation failed: {e}\n"),
+        ),
+    }
+}
+
+/// `POST /v1/compile`: the compile's events, streamed as it runs.
+async fn compile_v1(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Response<Body> {
+    let request = match v1_request(&daemon, req).await {
+        Ok(r) => r,
+        Err(answer) => return answer,
+    };
+    if daemon.stopping() {
+        return stopping();
+    }
     let Some((id, mut stream)) = events::stream_compile(&daemon, request, &peer) else {
         return stopping();
     };

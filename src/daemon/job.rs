@@ -276,6 +276,14 @@ fn planned(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<plan::Plan, Bo
             None,
         )));
     }
+    plan_request(req, memo, emit)
+}
+
+/// The request's plan, as if launched in its working directory (made or not); or how the
+/// request ended without one (a usage error, help, the version, a plan refused, a dry run),
+/// its lines to `emit`.
+pub fn plan_request(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<plan::Plan, Box<Ended>> {
+    let wd = &req.working_directory;
     let args = match cli::parse("nxcc", &command_line(&req.argv)) {
         Ok(Command::Compile(a)) => a,
         Ok(Command::Help(text)) => return Err(Box::new(say(emit, &text))),

@@ -11,7 +11,8 @@
 //!   at a bounded rate); [`conn`]: one connection (hyper, timeouts, a peer that goes away);
 //! - [`http`]: routes, limits and answers (hyper); [`environ`]: what a request's environment may
 //!   set; [`events`]: the `/v1/compile` stream;
-//! - [`job`]: one compile request from arguments to exit status;
+//! - [`job`]: one compile request from arguments to exit status; [`explain`]: whether one
+//!   would hit the cache (`/v1/explain`);
 //! - [`engine`]: the seam where a compile is run (nxcc's pipeline; the cache and an external
 //!   compiler plug in here) and the memory estimate;
 //! - [`client`]: `nxcc compile --daemon`;
@@ -25,6 +26,7 @@ pub mod conn;
 pub mod engine;
 pub use crate::environ;
 pub mod events;
+pub mod explain;
 pub mod http;
 pub mod job;
 pub mod listen;

@@ -322,3 +322,58 @@ pub fn max_overlap(spans: &[(u64, u64)]) -> usize {
     }
     max as usize
 }
+
+/// The state letter of process `pid` (`R`, `S`, `D`, `T`, `Z`, ...; `None`: gone).
+pub fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// Whether `pid` can run no more code of its own: stopped, a zombie, gone, or in the kernel with
+/// a SIGSTOP pending, which stops it on its way out (a parent of a vfork-style clone waits there
+/// until its child, stopped too, goes on).
+fn frozen(pid: u32) -> bool {
+    match proc_state(pid) {
+        None | Some('T' | 't' | 'Z' | 'X') => true,
+        Some('D') => std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+            s.lines()
+                .filter_map(|l| l.strip_prefix("ShdPnd:").or(l.strip_prefix("SigPnd:")))
+                .filter_map(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .any(|mask| mask & (1 << (libc::SIGSTOP - 1)) != 0)
+        }),
+        _ => false,
+    }
+}
+
+/// Stop (SIGSTOP) every process `list` names, again and again as new ones appear, until none
+/// of them can run code of its own; every pid it named. Nothing of them acts afterwards (a lock
+/// keeper cannot tidy up): the state of a machine that went down at once.
+pub fn freeze(mut list: impl FnMut() -> Vec<u32>) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen: Vec<u32> = Vec::new();
+    loop {
+        let now = list();
+        let running: Vec<u32> = now.iter().copied().filter(|p| !frozen(*p)).collect();
+        for p in &now {
+            if !seen.contains(p) {
+                seen.push(*p);
+            }
+        }
+        if running.is_empty() {
+            return seen;
+        }
+        if std::time::Instant::now() >= deadline {
+            let states: Vec<_> = running.iter().map(|p| (*p, proc_state(*p))).collect();
+            for p in &seen {
+                // SAFETY: as below; nothing of them is left stopped behind the failure.
+                unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+            }
+            panic!("cannot stop {states:?}");
+        }
+        for p in running {
+            // SAFETY: kill(2) on a process the caller's test started.
+            unsafe { libc::kill(p as i32, libc::SIGSTOP) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

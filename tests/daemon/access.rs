@@ -453,3 +453,83 @@ fn a_default_directory_open_to_others_is_refused_by_daemon_and_client() {
     assert!(stderr.contains(&expected), "{stderr}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+/// Without `XDG_RUNTIME_DIR` the daemon lives in `/tmp`, where another user (uid 65534, for
+/// real) made `/tmp/nxcc-<uid>` first: `compile --daemon` goes on, with a fresh private
+/// directory of this user's, which the next compile finds again. The test has a `/tmp` of its
+/// own (a mount namespace; the real one is never touched), and everything else outside it.
+#[test]
+fn a_default_directory_another_user_made_first_in_tmp_is_met_with_a_fresh_private_one() {
+    require_root(
+        "a_default_directory_another_user_made_first_in_tmp_is_met_with_a_fresh_private_one",
+    );
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (tmp, wd) = (base.path().join("tmp"), base.path().join("w"));
+    for d in [
+        &tmp,
+        &wd,
+        &base.path().join("cache"),
+        &base.path().join("state"),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(wd.join("m.hlo"), distinct_model(7)).unwrap();
+    let uid = rustix::process::getuid().as_raw();
+    let script = format!(
+        r#"set -e
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+setpriv --reuid 65534 --regid 65534 --clear-groups mkdir -m 0755 /tmp/nxcc-{uid}
+"$0" compile --daemon m.hlo --target trn2 --toolchain sim --output a.neff
+"$0" compile --daemon m.hlo --target trn2 --toolchain sim --output b.neff
+for d in /tmp/nxcc-{uid}*; do stat -c '%n %u %a' "$d"; done
+for d in /tmp/nxcc-{uid}-*; do "$0" daemon stop --socket "$d/daemon.sock"; done
+"#
+    );
+    let mut c = World::new().nxcc();
+    c.env_remove("XDG_RUNTIME_DIR")
+        .env("XDG_CACHE_HOME", base.path().join("cache"))
+        .env("NXCC_SIM_STATE", base.path().join("state"))
+        .env("NXCC_SIM_RECORD", base.path().join("record.jsonl"))
+        .env(
+            "NEURON_COMPILE_CACHE_URL",
+            base.path().join("compile-cache"),
+        )
+        .env("TMPDIR", &tmp);
+    let mut ns = Command::new("unshare");
+    ns.args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .arg(c.get_program())
+        .current_dir(&wd);
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => ns.env(k, v),
+            None => ns.env_remove(k),
+        };
+    }
+    let o = ns.output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        wd.join("a.neff").is_file() && wd.join("b.neff").is_file(),
+        "{err}"
+    );
+    // The squatted name, left alone; one private directory of this user's, used twice.
+    let dirs: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("/tmp/nxcc-"))
+        .collect();
+    assert_eq!(dirs.len(), 2, "{out}");
+    assert_eq!(dirs[0], format!("/tmp/nxcc-{uid} 65534 755"), "{out}");
+    assert!(
+        dirs[1].starts_with(&format!("/tmp/nxcc-{uid}-"))
+            && dirs[1].ends_with(&format!(" {uid} 700")),
+        "{out}"
+    );
+    assert_eq!(
+        err.matches("starting one in the background").count(),
+        1,
+        "{err}"
+    );
+}

@@ -215,39 +215,66 @@ fn a_killed_fork_server_fails_its_compile_cleanly_and_is_started_again() {
     assert!(stat(helper).is_none_or(|(ppid, _)| ppid != daemon.pid()));
 }
 
-/// The fork server stopped (SIGSTOP) while its worker compiles: the worker finishes but its end
-/// cannot be reported, so the daemon notices the helper no longer answers, replaces it, and
-/// reports that compile as lost (exit 70, no NEFF); a compile sent while it is stopped, and the
-/// ones after, are served.
+/// The state letter of process `pid` (`None`: gone).
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// The fork server stopped (SIGSTOP) while its worker compiles: the worker finishes (its tool
+/// ends) but its end cannot be reported — it stays a zombie of the stopped helper — so the
+/// daemon, watching the worker, notices the helper no longer answers, replaces it, and reports
+/// that compile as lost (exit 70, no NEFF). A helper stopped while idle: the compile sent to it
+/// is not answered, the helper is replaced, and the compile served all the same.
 #[test]
 fn a_stopped_fork_server_is_replaced_and_its_compile_reported() {
     let world = World::new();
-    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
+    let (k, v) = marker("fs-stop");
+    let kv = format!("{k}={v}");
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[(&k, &v)]);
     let (helper, _) = fork_server(&daemon);
     let wd = world.mkdir("w");
-    let request = |out: &str, work: &str| {
+    let request = |out: &str, fault: Option<&str>| {
+        let env = match fault {
+            Some(f) => json!({"NXCC_SIM_FAULT": f}),
+            None => json!({}),
+        };
         json!({
             "argv": [example_model(), "--target", "trn2", "--toolchain", "sim", "--output", out,
                      "--no_cache"],
             "working_directory": wd,
-            "env": {"NXCC_SIM_WORK_MS": work},
+            "env": env,
         })
     };
-    let (s, mut events) = stream_until(&daemon, &request("a.neff", "walrus_driver:1000"), |e| {
-        e["event"] == "job_started" && e["job"] == "WalrusDriver"
-    });
+    // The worker's tool waits until this test ends it: the helper is stopped mid-compile.
+    let (s, mut events) = stream_until(
+        &daemon,
+        &request("a.neff", Some("walrus_driver:hang")),
+        |e| e["event"] == "job_started" && e["job"] == "WalrusDriver",
+    );
+    let tool = || {
+        processes_with(&kv, daemon.pid())
+            .into_iter()
+            .find(|(_, c)| c == "walrus_driver")
+            .map(|(p, _)| p)
+    };
+    wait_until(hang_guard(), "walrus_driver to run", || tool().is_some());
+    let workers = workers_of(helper);
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    let worker = workers[0];
     // SAFETY: kill(2) on the daemon's fork server, a process this test identified by /proc.
     assert_eq!(unsafe { libc::kill(helper as i32, libc::SIGSTOP) }, 0);
-    // A compile sent while the helper is stopped is served all the same.
-    let second = {
-        let d = &daemon;
-        let r = request("b.neff", "walrus_driver:0");
-        std::thread::scope(|scope| {
-            let t = scope.spawn(move || d.v1(&r).1);
-            read_rest(s, &mut events);
-            t.join().unwrap()
-        })
-    };
+    // SAFETY: kill(2) on the compile's tool, identified by its marker and name.
+    assert_eq!(
+        unsafe { libc::kill(tool().unwrap() as i32, libc::SIGKILL) },
+        0
+    );
+    // The worker finishes; its parent, stopped, can neither reap it nor report its end.
+    wait_until(hang_guard(), "the worker to finish", || {
+        state(worker) == Some('Z')
+    });
+    assert_eq!(state(helper), Some('T'));
+    read_rest(s, &mut events);
     let d = done(&events);
     assert_eq!(d["exit_status"], 70, "{events:?}");
     let errors = errors(&events);
@@ -256,22 +283,41 @@ fn a_stopped_fork_server_is_replaced_and_its_compile_reported() {
             .iter()
             .any(|l| l.contains("The compile's worker was lost")
                 && l.contains("stopped answering")
+                && l.contains(&format!(
+                    "it did not report the end of the worker (pid {worker})"
+                ))
                 && l.contains("replaced")),
         "{errors:?}"
     );
     assert!(!wd.join("a.neff").exists());
-    assert_eq!(done(&second)["exit_status"], 0, "{second:?}");
-    assert!(wd.join("b.neff").is_file());
-    // The stopped helper is gone (killed and reaped), a new one serves the next compile.
+    // The stopped helper is gone (killed and reaped), and its worker with it.
     wait_until(hang_guard(), "the stopped fork server to go", || {
         stat(helper).is_none_or(|(ppid, _)| ppid != daemon.pid())
     });
-    let (_, events) = daemon.v1(&request("c.neff", "walrus_driver:0"));
+    assert!(stat(worker).is_none_or(|(ppid, _)| ppid != helper));
+    // A new helper serves the next compile; stopped while idle, the compile sent to it is
+    // served all the same, and it is replaced in turn.
+    let (_, events) = daemon.v1(&request("b.neff", None));
+    assert_eq!(done(&events)["exit_status"], 0, "{events:?}");
+    let (idle, restarts) = fork_server(&daemon);
+    assert_ne!(idle, helper);
+    assert_eq!(restarts, 1);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(idle as i32, libc::SIGSTOP) }, 0);
+    let (_, events) = daemon.v1(&request("c.neff", None));
+    assert_eq!(done(&events)["exit_status"], 0, "{events:?}");
+    assert!(wd.join("b.neff").is_file() && wd.join("c.neff").is_file());
+    wait_until(hang_guard(), "the idle stopped fork server to go", || {
+        stat(idle).is_none_or(|(ppid, _)| ppid != daemon.pid())
+    });
+    // The next compile starts a third.
+    let (_, events) = daemon.v1(&request("d.neff", None));
     assert_eq!(done(&events)["exit_status"], 0, "{events:?}");
     let (again, restarts) = fork_server(&daemon);
-    assert_ne!(again, helper);
-    assert!(restarts >= 1);
-    assert_eq!(workers_of(helper).len(), 0);
+    assert!(
+        again != helper && again != idle && restarts == 2,
+        "{again} {restarts}"
+    );
 }
 
 /// A plan of a megabyte (the request's environment, carried with the plan: ten variables of

@@ -29,6 +29,37 @@ fn plant(target: &Path, at: &Path) {
     std::os::unix::fs::lchown(at, Some(65534), Some(65534)).unwrap();
 }
 
+/// `c` (an `nxcc` command) run so that any `nxcc` it starts from its own executable — a daemon
+/// — is a recorder instead, which appends its arguments to `record` and exits 1: in a mount
+/// namespace of its own, `nxcc` is opened, the recorder mounted over its path, and the opened
+/// file executed (so its own executable's path now names the recorder).
+fn recording_starts(c: &std::process::Command, record: &Path) -> std::process::Command {
+    let dir = record.parent().unwrap();
+    let recorder = dir.join("recorder.sh");
+    std::fs::write(
+        &recorder,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit 1\n", record.display()),
+    )
+    .unwrap();
+    chmod(&recorder, 0o755);
+    let mut r = std::process::Command::new("unshare");
+    r.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("exec 3<\"$0\" && mount --bind \"$1\" \"$0\" && shift && exec /proc/self/fd/3 \"$@\"")
+        .arg(c.get_program())
+        .arg(&recorder)
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => r.env(k, v),
+            None => r.env_remove(k),
+        };
+    }
+    if let Some(d) = c.get_current_dir() {
+        r.current_dir(d);
+    }
+    r
+}
+
 /// `nxcc daemon ARGS` run to its end (it is expected to refuse to start), guarded.
 fn daemon_refusal(world: &World, args: &[&Path]) -> (Option<i32>, String) {
     let mut child = world
@@ -117,23 +148,47 @@ fn planted_pid_and_log_links_in_a_shared_socket_directory_are_not_followed() {
         );
     }
     assert!(!socket.exists(), "no socket bound");
-    // The client does not talk to, nor start, a daemon in a directory others can write.
-    chmod(&shared, 0o777);
+    // The client does not talk to, nor start, a daemon in a directory others can write (any
+    // daemon it started would be recorded); in the sticky one, with the links planted, it
+    // would start one (which refuses them): the recorder shows it.
     let wd = world.mkdir("w");
-    let o = world
-        .nxcc()
-        .args(["compile", "--daemon", "m.pb", "--target", "trn2"])
-        .env("NXCC_DAEMON_SOCKET", &socket)
-        .current_dir(&wd)
-        .output()
-        .unwrap();
+    let started = world.path().join("started");
+    let client = |dir_mode: u32| {
+        chmod(&shared, dir_mode);
+        let mut c = world.nxcc();
+        c.args(["compile", "--daemon", "m.pb", "--target", "trn2"])
+            .env("NXCC_DAEMON_SOCKET", &socket)
+            .current_dir(&wd);
+        recording_starts(&c, &started)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let o = client(0o777).wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(70), "{err}");
     assert!(err.contains("not using the daemon on"), "{err}");
+    assert!(!err.contains("starting one"), "{err}");
+    assert!(!started.exists(), "a daemon was started: {err}");
+    let mut c = client(0o1777);
+    let deadline = Instant::now() + hang_guard();
+    while !started.exists() {
+        assert!(
+            Instant::now() < deadline && c.try_wait().unwrap().is_none(),
+            "the recorder never saw the client start a daemon"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let recorded = std::fs::read_to_string(&started).unwrap();
+    assert!(recorded.starts_with("daemon --socket"), "{recorded:?}");
     assert_eq!(
         std::fs::read_to_string(&victim_log).unwrap(),
         "root's own data\n"
     );
+    assert!(!socket.exists(), "no socket bound");
 }
 
 /// The threads of a process.

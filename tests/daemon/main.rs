@@ -15,3 +15,4 @@ mod lifecycle;
 mod load;
 mod memo;
 mod protocol;
+mod python;

@@ -297,18 +297,21 @@ fn a_server_that_never_answers_is_given_up_on_by_each_deadline() {
 #[test]
 fn a_signal_ends_a_remote_compile_at_once_and_cancels_its_operation() {
     for (sig, status) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
-        // The operation is accepted, then nothing more is heard.
+        // The operation is accepted, its stream ends; the client follows it by name
+        // (`WaitExecution`: proof that it has read the operation's name) and hears nothing more.
         let h = Hostile::start();
-        h.state.script().execute = Answer::Honest;
+        h.state.script().execute_breaks = 1;
+        h.state.script().wait_execution = Answer::Hang;
         let c = Client::new();
         let child = c.spawn(&compile_args("model.neff", &["--remote", &h.url()]));
         let t = Instant::now();
-        while !h.state.seen().calls.iter().any(|c| c == "Execute") {
-            assert!(t.elapsed() < LIMIT, "the compile never executed");
+        while calls(&h, "WaitExecution") == 0 {
+            assert!(
+                t.elapsed() < LIMIT,
+                "the compile never followed its operation"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
-        // The operation's first answer is on its way; give it a moment to be read.
-        std::thread::sleep(Duration::from_millis(300));
         unsafe { libc::kill(child.id() as i32, sig) };
         let o = buildgrid::wait_limited(child, LIMIT);
         let out = said(&o);
@@ -369,6 +372,132 @@ fn downloads_stop_at_the_size_their_digest_declares() {
         sent < 64 << 20,
         "the client read {sent} bytes of a 100-byte stderr"
     );
+}
+
+/// A small file system of its own at a directory (unmounted when dropped).
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(
+            mounted.success(),
+            "this test needs root (a tmpfs of {size})"
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A server that executes the action (its cache misses) into a result whose NEFF is `declared`,
+/// read as `mode`; it holds no such blob.
+fn lying_about(declared: &re::Digest, mode: ReadMode) -> Hostile {
+    let h = Hostile::start();
+    h.state.script().execute = Answer::With(executed(result_naming(declared)));
+    h.state.script().read = mode;
+    h
+}
+
+#[test]
+fn a_declared_size_past_the_maximum_or_the_free_space_is_refused_before_a_byte_is_written() {
+    // 2^62 bytes, from a server that sends 4 MiB per read whatever the offset.
+    let huge = re::Digest {
+        hash: "ab".repeat(32),
+        size_bytes: 1 << 62,
+    };
+    let h = lying_about(&huge, ReadMode::IgnoreOffset(4 << 20));
+    let c = Client::new();
+    let o = against(&c, &h, &[]);
+    let out = said(&o);
+    assert_eq!(o.status.code(), Some(70), "{out}");
+    assert!(
+        out.contains("declares 4611686018427387904 bytes, more than the largest accepted"),
+        "{out}"
+    );
+    assert_eq!(calls(&h, "Read"), 0, "{out}");
+    assert!(!c.path().join("model.neff").exists());
+    assert!(files_named(c.path(), "partial").is_empty());
+
+    // 64 MiB, under the maximum, into a file system with 8 MiB free.
+    let small = Tmpfs::mount(&c.path().join("small"), "8m");
+    let claim = re::Digest {
+        hash: "cd".repeat(32),
+        size_bytes: 64 << 20,
+    };
+    let h = lying_about(&claim, ReadMode::IgnoreOffset(4 << 20));
+    let o = c.run(
+        &compile_args("small/model.neff", &["--remote", &h.url()]),
+        &[],
+        LIMIT,
+    );
+    let out = said(&o);
+    drop(small);
+    assert_eq!(o.status.code(), Some(70), "{out}");
+    assert!(out.contains("bytes free on the file system of"), "{out}");
+    assert_eq!(calls(&h, "Read"), 0, "{out}");
+}
+
+#[test]
+fn a_server_that_ignores_read_offset_is_caught_at_the_first_resumed_read() {
+    // 32 MiB declared; each read sends the blob's first 4 MiB and ends.
+    let claim = re::Digest {
+        hash: "ef".repeat(32),
+        size_bytes: 32 << 20,
+    };
+    let h = lying_about(&claim, ReadMode::IgnoreOffset(4 << 20));
+    let c = Client::new();
+    let o = against(&c, &h, &[]);
+    let out = said(&o);
+    assert_eq!(o.status.code(), Some(70), "{out}");
+    assert!(out.contains("does not honour read_offset"), "{out}");
+    let sent = h.state.read_bytes.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(sent <= 8 << 20, "the client took {sent} bytes");
+    assert!(!c.path().join("model.neff").exists());
+    assert!(files_named(c.path(), "partial").is_empty());
+}
+
+#[test]
+fn a_trickling_server_is_given_up_on_within_the_retry_budget() {
+    // 10 bytes per read, then silence: never the minimum rate, so never progress. Each attempt
+    // costs an idle timeout (2 s) of the 3 s budget: two attempts, then the client gives up.
+    let claim = re::Digest {
+        hash: "12".repeat(32),
+        size_bytes: 10_000,
+    };
+    let h = lying_about(&claim, ReadMode::Trickle(10));
+    let c = Client::new();
+    let o = against(
+        &c,
+        &h,
+        &[
+            ("NXCC_REMOTE_IDLE_TIMEOUT", "2"),
+            ("NXCC_REMOTE_RETRY_TIMEOUT", "3"),
+        ],
+    );
+    let out = said(&o);
+    assert_eq!(o.status.code(), Some(70), "{out}");
+    assert!(
+        out.contains(
+            "ByteStream.Read failed: DeadlineExceeded: 10 bytes in 2 s, less than the minimum rate"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("(tried 2 times over ") && out.contains("; the retry budget is 3 s)"),
+        "{out}"
+    );
+    assert_eq!(calls(&h, "Read"), 2, "{out}");
+    assert!(!c.path().join("model.neff").exists());
 }
 
 #[test]
@@ -500,8 +629,10 @@ fn bytestream_reads_resume_from_the_bytes_received() {
     let o = against(&c, &h, &[("NXCC_REMOTE_IDLE_TIMEOUT", "1")]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(std::fs::read(c.path().join("model.neff")).unwrap(), neff);
+    // Resumed where it stopped, asking again for its last bytes (at most 4 KiB) to check them.
     let offsets = h.state.seen().read_offsets.clone();
-    assert_eq!(offsets, [0, (neff.len() / 2) as i64]);
+    let half = neff.len() / 2;
+    assert_eq!(offsets, [0, (half - half.min(4096)) as i64]);
 }
 
 #[test]

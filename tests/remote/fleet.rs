@@ -138,8 +138,33 @@ fn running_leases(log: &str) -> BTreeSet<String> {
     running
 }
 
+/// Freeze the worker host `host` (SIGSTOP) while it runs an action: once its log shows a lease
+/// running, the host is stopped and its log — which a stopped host no longer writes — read
+/// again; if every lease it showed finished meanwhile, the host goes on and the test waits for
+/// the next. The leases it holds, frozen mid-action.
+fn freeze_mid_action(
+    fleet: &Fleet,
+    host: &str,
+    log: impl Fn() -> String,
+    logs: impl Fn() -> String,
+) -> BTreeSet<String> {
+    loop {
+        until(
+            &format!("{host} runs an action"),
+            || !running_leases(&log()).is_empty(),
+            &logs,
+        );
+        fleet.signal(host, libc::SIGSTOP);
+        let running = running_leases(&log());
+        if !running.is_empty() {
+            return running;
+        }
+        fleet.signal(host, libc::SIGCONT);
+    }
+}
+
 /// Wait until `what` holds (a failure naming it after [`LIMIT`]).
-fn until(what: &str, mut cond: impl FnMut() -> bool, context: impl Fn() -> String) {
+fn until(what: &str, mut cond: impl FnMut() -> bool, context: &dyn Fn() -> String) {
     let t = Instant::now();
     while !cond() {
         assert!(t.elapsed() < LIMIT, "never: {what}\n{}", context());
@@ -231,28 +256,18 @@ fn a_fleet_across_hosts_survives_a_killed_worker_a_frozen_one_and_a_server_resta
         .stderr(std::process::Stdio::piped());
     let mut client = cmd.spawn().unwrap();
 
-    // A worker host dies mid-action; another freezes mid-action.
-    until(
-        "w1 runs an action",
-        || !running_leases(&w1.log()).is_empty(),
-        logs,
-    );
-    let lost = running_leases(&w1.log());
+    // A worker host dies mid-action (frozen first, so that what it holds is known for sure);
+    // another freezes mid-action.
+    let lost = freeze_mid_action(&fleet, "w1", || w1.log(), logs);
     fleet.signal("w1", libc::SIGKILL);
-    until(
-        "w2 runs an action",
-        || !running_leases(&w2.log()).is_empty(),
-        logs,
-    );
-    let frozen = running_leases(&w2.log());
-    fleet.signal("w2", libc::SIGSTOP);
+    let frozen = freeze_mid_action(&fleet, "w2", || w2.log(), logs);
     // Their leases expire; the actions run on w3.
     for id in lost.iter().chain(&frozen) {
         let done = format!("lease {id} finished with exit status 0");
         until(
             &format!("lease {id} completes on w3"),
             || w3.log().contains(&done),
-            logs,
+            &logs,
         );
     }
     fleet.signal("w2", libc::SIGCONT);

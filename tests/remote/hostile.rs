@@ -59,6 +59,23 @@ pub enum ReadMode {
     Endless,
     /// The first `n` bytes, then silence; later reads are honest.
     StallAfter(usize),
+    /// For a blob the server does not hold: `n` bytes of [`noise`] from its start whatever
+    /// offset is asked, then the end of the stream (a server that ignores `read_offset`).
+    IgnoreOffset(usize),
+    /// For a blob the server does not hold: `n` bytes from the offset asked, then silence.
+    Trickle(usize),
+}
+
+/// Bytes that differ from place to place (a xorshift sequence): what a blob at offset `at` holds.
+pub fn noise(at: usize, n: usize) -> Vec<u8> {
+    (at..at + n)
+        .map(|i| {
+            let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            x ^= x >> 29;
+            x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            (x >> 32) as u8
+        })
+        .collect()
 }
 
 /// What the server does, set by the test (and changed while it runs).
@@ -431,6 +448,28 @@ impl ByteStream for Svc {
             .unwrap()
             .contains_key(&hash_of(&r.resource_name));
         match mode {
+            ReadMode::IgnoreOffset(n) if !held => {
+                tokio::spawn(async move {
+                    for chunk in noise(0, n).chunks(64 << 10) {
+                        let len = chunk.len() as u64;
+                        let data = chunk.to_vec();
+                        if tx.send(Ok(ReadResponse { data })).await.is_err() {
+                            return;
+                        }
+                        state.read_bytes.fetch_add(len, Ordering::SeqCst);
+                    }
+                });
+            }
+            ReadMode::Trickle(n) if !held => {
+                let from = r.read_offset.max(0) as usize;
+                tokio::spawn(async move {
+                    let data = noise(from, n);
+                    if tx.send(Ok(ReadResponse { data })).await.is_ok() {
+                        state.read_bytes.fetch_add(n as u64, Ordering::SeqCst);
+                        tx.closed().await;
+                    }
+                });
+            }
             ReadMode::Endless if !held => {
                 tokio::spawn(async move {
                     loop {

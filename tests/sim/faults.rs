@@ -124,11 +124,24 @@ fn hang_hangs_until_killed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the hanging tool exited"
-    );
+    // It reaches its hang — asleep in the kernel (`nanosleep`, `clock_nanosleep`) — and stays.
+    let pid = child.id();
+    let asleep = || {
+        std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<i64>().ok())
+            .is_some_and(|n| n == libc::SYS_nanosleep || n == libc::SYS_clock_nanosleep)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !asleep() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the hanging tool exited"
+        );
+        assert!(std::time::Instant::now() < deadline, "the tool never hung");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(child.try_wait().unwrap().is_none());
     child.kill().unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.signal(), Some(libc::SIGKILL));

@@ -3,19 +3,23 @@
 //! file for larger blobs: a model is never held in memory whole), and downloads (ByteStream
 //! `Read`, written as they come).
 //!
-//! What the server sends is not trusted: a download stops at the size its digest declares (the
-//! first byte past it is an error; the extra bytes are never written), is checked against its
-//! digest, and a blob read into memory is refused before reading when it declares more than the
-//! caller's bound. A stream that goes without progress for the idle deadline fails; a stream
-//! that breaks (a server restart) is resumed from the bytes already received (a read) or from
-//! the size the server says it committed (`QueryWriteStatus`, a write), with backoff, within the
-//! retry budget (which progress renews).
+//! What the server sends is not trusted: a blob that declares more than the largest accepted
+//! (`NXCC_REMOTE_MAX_BLOB`) or than the room free where it goes is refused before a byte is
+//! written, as is a blob read into memory that declares more than the caller's bound; a
+//! download stops at the size its digest declares (the first byte past it is an error; the
+//! extra bytes are never written) and is checked against its digest. A stream that moves less
+//! than the minimum rate over an idle timeout (`NXCC_REMOTE_MIN_RATE`; nothing at all, for an
+//! idle timeout, at any rate) fails; a stream that breaks (a server restart) is resumed from the
+//! bytes already received (a read, which asks for its last bytes again and checks them, so a
+//! server that ignores `read_offset` is caught) or from the size the server says it committed
+//! (`QueryWriteStatus`, a write), with backoff, within the retry budget counted as the time
+//! spent failing over every attempt (`retry::Backoff::pause_after`).
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bazel_remote_apis::google::bytestream::{
     byte_stream_client::ByteStreamClient, QueryWriteStatusRequest, ReadRequest, WriteRequest,
@@ -74,8 +78,9 @@ pub struct Sent {
 /// How a stream attempt ended.
 enum Attempt<T> {
     Done(T),
-    /// Failed with a status; `progressed`: it moved forward first (renews the retry budget).
-    Failed(tonic::Status, bool),
+    /// Failed with a status, after this long without moving at the minimum rate (what it
+    /// costs the retry budget).
+    Failed(tonic::Status, Duration),
 }
 
 impl Remote {
@@ -196,11 +201,8 @@ impl Remote {
                 Attempt::Failed(s, _) if !worth_retrying(&s) => {
                     return Err(self.error("ByteStream.Write", &s))
                 }
-                Attempt::Failed(s, progressed) => {
-                    if progressed {
-                        backoff.reset();
-                    }
-                    let Some(p) = backoff.pause() else {
+                Attempt::Failed(s, failing) => {
+                    let Some(p) = backoff.pause_after(failing) else {
                         return Err(self.gave_up("ByteStream.Write", &s, &backoff));
                     };
                     self.pause(p)
@@ -236,8 +238,8 @@ impl Remote {
         }
     }
 
-    /// One `Write` from `offset`: the chunks are read by a thread (at most two in flight); no
-    /// chunk taken for `idle` fails the attempt.
+    /// One `Write` from `offset`: the chunks are read by a thread (at most two in flight); the
+    /// bytes taken must keep to the minimum rate ([`Pace`]).
     fn write_attempt(
         &self,
         resource: &str,
@@ -255,31 +257,29 @@ impl Remote {
         let req = self
             .request_within(tokio_stream::wrappers::ReceiverStream::new(rx), None)
             .map_err(|s| self.error("ByteStream.Write", &s))?;
-        let idle = self.settings.idle;
+        let mut pace = Pace::new(self.settings.idle, self.settings.min_rate);
         let outcome = self.block(async {
             let write = bs.write(req);
             tokio::pin!(write);
-            let (mut seen, mut since) = (0u64, Instant::now());
+            let mut seen = 0u64;
             loop {
                 tokio::select! {
                     r = &mut write => return r.map(|r| r.into_inner().committed_size),
                     () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
                         let now = sent.load(Ordering::SeqCst);
-                        if now != seen {
-                            (seen, since) = (now, Instant::now());
-                        } else if since.elapsed() >= idle {
-                            return Err(tonic::Status::deadline_exceeded(format!(
-                                "the upload made no progress for {}", seconds(idle))));
+                        pace.moved(now - seen);
+                        seen = now;
+                        if pace.left().is_zero() {
+                            return Err(pace.too_slow());
                         }
                     }
                 }
             }
         });
         let read = reader.join();
-        let progressed = sent.load(Ordering::SeqCst) > 0;
         let committed = match outcome {
             None => return Err(self.cancelled_error("ByteStream.Write")),
-            Some(Err(s)) => return Ok(Attempt::Failed(s, progressed)),
+            Some(Err(s)) => return Ok(Attempt::Failed(s, pace.failing())),
             Some(Ok(c)) => c,
         };
         if let Ok(Err(e)) = read {
@@ -316,13 +316,27 @@ impl Remote {
         }
         let from = d.size_bytes - max as i64;
         let mut out = Vec::with_capacity(max as usize);
-        self.read_range(d, from, &mut out, &mut digest::Hasher::default())?;
+        let mut got = Received::new(d, from, &mut out);
+        self.read_range(&mut got)?;
         Ok(out)
     }
 
     /// Download a blob into a new file at `path` (created, never replacing anything), verified
-    /// against its digest; on any failure the file is removed.
+    /// against its digest; on any failure the file is removed. A blob that declares more than
+    /// the largest accepted (`NXCC_REMOTE_MAX_BLOB`) or than the room free on `path`'s file
+    /// system is refused before anything is created.
     pub fn download_to(&self, d: &re::Digest, path: &Path) -> Result<(), RemoteError> {
+        self.download(d, path, Some(self.settings.max_blob))
+    }
+
+    /// [`Remote::download_to`] for an input of a tree already checked whole against its own
+    /// limit (`nxcc worker --max-input-bytes`): bounded by the free space alone.
+    pub fn download_input(&self, d: &re::Digest, path: &Path) -> Result<(), RemoteError> {
+        self.download(d, path, None)
+    }
+
+    fn download(&self, d: &re::Digest, path: &Path, max: Option<u64>) -> Result<(), RemoteError> {
+        self.fits(d, path, max)?;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -338,6 +352,32 @@ impl Remote {
         r
     }
 
+    /// Whether the blob `d` may be written at `path`: no larger than `max` (the largest
+    /// accepted), nor than the room free for this user on its file system.
+    fn fits(&self, d: &re::Digest, path: &Path, max: Option<u64>) -> Result<(), RemoteError> {
+        let size = d.size_bytes.max(0) as u64;
+        let blob = || text::message(&digest::show(d));
+        if let Some(max) = max.filter(|m| size > *m) {
+            return Err(self.untrusted(format!(
+                "the blob {} declares {size} bytes, more than the largest accepted ({max} bytes, NXCC_REMOTE_MAX_BLOB); nothing was written",
+                blob()
+            )));
+        }
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        match rustix::fs::statvfs(dir) {
+            Ok(st) if st.f_bavail.saturating_mul(st.f_frsize) < size => Err(self.other(format!(
+                "the blob {} declares {size} bytes, more than the {} bytes free on the file system of {}; nothing was written",
+                blob(),
+                st.f_bavail.saturating_mul(st.f_frsize),
+                dir.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     fn read_into(&self, d: &re::Digest, out: &mut dyn Write) -> Result<(), RemoteError> {
         if d.size_bytes < 0 {
             return Err(self.untrusted(format!(
@@ -348,44 +388,34 @@ impl Remote {
         if *d == digest::of_bytes(b"") {
             return Ok(());
         }
-        let mut h = digest::Hasher::default();
-        self.read_range(d, 0, out, &mut h)?;
-        let got = h.finish();
-        if got != *d {
+        let mut got = Received::new(d, 0, out);
+        self.read_range(&mut got)?;
+        let hash = got.hash.finish();
+        if hash != *d {
             return Err(self.untrusted(format!(
                 "the blob {} came back as {} (corrupt download)",
                 text::message(&digest::show(d)),
-                digest::show(&got)
+                digest::show(&hash)
             )));
         }
         Ok(())
     }
 
-    /// Read bytes `from..size` of a blob into `out` (and `h`), resuming after a broken stream.
-    fn read_range(
-        &self,
-        d: &re::Digest,
-        from: i64,
-        out: &mut dyn Write,
-        h: &mut digest::Hasher,
-    ) -> Result<(), RemoteError> {
+    /// Read the rest of a blob into `got`, resuming after a broken stream, within the retry
+    /// budget spent failing ([`Backoff::pause_after`]).
+    fn read_range(&self, got: &mut Received<'_>) -> Result<(), RemoteError> {
         let resource = self
             .address
-            .resource(&format!("blobs/{}/{}", d.hash, d.size_bytes));
+            .resource(&format!("blobs/{}/{}", got.d.hash, got.d.size_bytes));
         let mut backoff = Backoff::new(self.settings.retry);
-        let mut offset = from;
         loop {
-            let before = offset;
-            match self.read_attempt(&resource, d, &mut offset, out, h)? {
+            match self.read_attempt(&resource, got)? {
                 Attempt::Done(()) => return Ok(()),
                 Attempt::Failed(s, _) if !worth_retrying(&s) => {
                     return Err(self.error("ByteStream.Read", &s))
                 }
-                Attempt::Failed(s, _) => {
-                    if offset > before {
-                        backoff.reset();
-                    }
-                    let Some(p) = backoff.pause() else {
+                Attempt::Failed(s, failing) => {
+                    let Some(p) = backoff.pause_after(failing) else {
                         return Err(self.gave_up("ByteStream.Read", &s, &backoff));
                     };
                     self.pause(p)
@@ -395,77 +425,189 @@ impl Remote {
         }
     }
 
-    /// One `Read` from `*offset`: each message within the idle deadline; the first byte past
-    /// the declared size is an error (nothing of that message is written).
+    /// One `Read` from where `got` is, within the minimum rate ([`Pace`]). A resumed read asks
+    /// again for the last bytes received and checks them: a server that does not honour
+    /// `read_offset` is caught there. The first byte past the declared size is an error
+    /// (nothing of that message is written).
     fn read_attempt(
         &self,
         resource: &str,
-        d: &re::Digest,
-        offset: &mut i64,
-        out: &mut dyn Write,
-        h: &mut digest::Hasher,
+        got: &mut Received<'_>,
     ) -> Result<Attempt<()>, RemoteError> {
-        let size = d.size_bytes;
+        let size = got.d.size_bytes;
+        let overlap = got.tail.len() as i64;
+        let from = got.offset - overlap;
         let req = ReadRequest {
             resource_name: resource.to_string(),
-            read_offset: *offset,
-            read_limit: size - *offset,
+            read_offset: from,
+            read_limit: size - from,
         };
         let req = self
             .request_within(req, None)
             .map_err(|s| self.error("ByteStream.Read", &s))?;
         let mut bs = ByteStreamClient::new(self.conn.channel.clone());
-        let idle = self.settings.idle;
-        let within = |what: &'static str| {
-            move |_| tonic::Status::deadline_exceeded(format!("{what} for {}", seconds(idle)))
-        };
+        let mut pace = Pace::new(self.settings.idle, self.settings.min_rate);
         let started = self.block(async {
-            tokio::time::timeout(idle, bs.read(req))
+            tokio::time::timeout(pace.left(), bs.read(req))
                 .await
-                .map_err(within("no answer"))?
+                .map_err(|_| pace.too_slow())?
         });
         let mut stream = match started {
             None => return Err(self.cancelled_error("ByteStream.Read")),
-            Some(Err(s)) => return Ok(Attempt::Failed(s, false)),
+            Some(Err(s)) => return Ok(Attempt::Failed(s, pace.failing())),
             Some(Ok(r)) => r.into_inner(),
         };
-        let start = *offset;
+        let mut check = overlap as usize;
         loop {
             let next = self.block(async {
-                tokio::time::timeout(idle, stream.message())
+                tokio::time::timeout(pace.left(), stream.message())
                     .await
-                    .map_err(within("no data"))?
+                    .map_err(|_| pace.too_slow())?
             });
             let msg = match next {
                 None => return Err(self.cancelled_error("ByteStream.Read")),
-                Some(Err(s)) => return Ok(Attempt::Failed(s, *offset > start)),
-                Some(Ok(None)) if *offset == size => return Ok(Attempt::Done(())),
+                Some(Err(s)) => return Ok(Attempt::Failed(s, pace.failing())),
+                Some(Ok(None)) if got.offset == size && check == 0 => return Ok(Attempt::Done(())),
                 Some(Ok(None)) => {
                     let s = tonic::Status::unavailable(format!(
-                        "the stream ended at byte {offset} of {size}"
+                        "the stream ended at byte {} of {size}",
+                        got.offset
                     ));
-                    return Ok(Attempt::Failed(s, *offset > start));
+                    return Ok(Attempt::Failed(s, pace.failing()));
                 }
                 Some(Ok(Some(m))) => m,
             };
-            if msg.data.len() as i64 > size - *offset {
+            pace.moved(msg.data.len() as u64);
+            let data = got.check_overlap(&msg.data, &mut check).map_err(|at| {
+                self.untrusted(format!(
+                    "ByteStream.Read of the blob {} does not honour read_offset: asked from byte {from}, it sent other bytes than before for byte {at}",
+                    text::message(&got.d.hash),
+                ))
+            })?;
+            if data.len() as i64 > size - got.offset {
                 return Err(self.untrusted(format!(
                     "ByteStream.Read sent more than the {size} bytes of the blob {}: byte {} is one too many",
-                    text::message(&d.hash),
+                    text::message(&got.d.hash),
                     size + 1
                 )));
             }
-            h.update(&msg.data);
-            out.write_all(&msg.data)
+            got.take(data)
                 .map_err(|e| self.other(format!("cannot write a download: {e}")))?;
-            *offset += msg.data.len() as i64;
         }
     }
 }
 
+/// How many of the last bytes received a resumed read asks for again, to check them.
+const OVERLAP: usize = 4096;
+
+/// A download under way: the blob, where it is, the last bytes received (to check a resumed
+/// stream against), where they go and their hash.
+struct Received<'a> {
+    d: &'a re::Digest,
+    offset: i64,
+    tail: Vec<u8>,
+    out: &'a mut dyn Write,
+    hash: digest::Hasher,
+}
+
+impl<'a> Received<'a> {
+    fn new(d: &'a re::Digest, from: i64, out: &'a mut dyn Write) -> Received<'a> {
+        Received {
+            d,
+            offset: from,
+            tail: Vec::new(),
+            out,
+            hash: digest::Hasher::default(),
+        }
+    }
+
+    /// `data` past the bytes of the overlap still to check (`*check` of them), which must be
+    /// the last bytes received; `Err`: the offset in the blob of the first one that is not.
+    fn check_overlap<'d>(&self, data: &'d [u8], check: &mut usize) -> Result<&'d [u8], i64> {
+        let n = (*check).min(data.len());
+        let at = self.tail.len() - *check;
+        if let Some(i) = (0..n).find(|&i| data[i] != self.tail[at + i]) {
+            return Err(self.offset - *check as i64 + i as i64);
+        }
+        *check -= n;
+        Ok(&data[n..])
+    }
+
+    /// Write, hash and remember `data`, the next bytes of the blob.
+    fn take(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.hash.update(data);
+        self.out.write_all(data)?;
+        self.offset += data.len() as i64;
+        self.tail.extend_from_slice(data);
+        let extra = self.tail.len().saturating_sub(OVERLAP);
+        self.tail.drain(..extra);
+        Ok(())
+    }
+}
+
+/// The minimum rate of a transfer: within each idle timeout it must move at least the minimum
+/// rate times the timeout (at least one byte); a window that does not ends the attempt. What is
+/// left of the window bounds each wait.
+struct Pace {
+    idle: Duration,
+    need: u64,
+    min_rate: u64,
+    since: Instant,
+    moved: u64,
+    /// When the attempt last met the rate (its start, at first).
+    last_met: Instant,
+}
+
+impl Pace {
+    fn new(idle: Duration, min_rate: u64) -> Pace {
+        let need = ((min_rate as f64 * idle.as_secs_f64()) as u64).max(1);
+        let now = Instant::now();
+        Pace {
+            idle,
+            need,
+            min_rate,
+            since: now,
+            moved: 0,
+            last_met: now,
+        }
+    }
+
+    /// What is left of the current window.
+    fn left(&self) -> Duration {
+        (self.since + self.idle).saturating_duration_since(Instant::now())
+    }
+
+    /// `n` more bytes moved; a window that met the rate starts the next.
+    fn moved(&mut self, n: u64) {
+        self.moved += n;
+        if self.moved >= self.need {
+            self.since = Instant::now();
+            self.last_met = self.since;
+            self.moved = 0;
+        }
+    }
+
+    /// The time the attempt has spent failing: since it last met the rate.
+    fn failing(&self) -> Duration {
+        self.last_met.elapsed()
+    }
+
+    /// The status of a window that ended short.
+    fn too_slow(&self) -> tonic::Status {
+        let idle = seconds(self.idle);
+        tonic::Status::deadline_exceeded(match self.moved {
+            0 => format!("no data for {idle}"),
+            n => format!(
+                "{n} bytes in {idle}, less than the minimum rate of {} bytes/s (NXCC_REMOTE_MIN_RATE)",
+                self.min_rate
+            ),
+        })
+    }
+}
+
 /// A thread that reads `src` (the blob from `offset`) in [`CHUNK`]s and sends them as
-/// `WriteRequest`s (at most two in flight), counting each one taken in `sent`; it ends after the
-/// last chunk, or when the call no longer takes them.
+/// `WriteRequest`s (at most two in flight), counting the bytes of each one taken in `sent`; it
+/// ends after the last chunk, or when the call no longer takes them.
 fn send_chunks(
     mut src: Box<dyn Read + Send>,
     resource: String,
@@ -503,7 +645,7 @@ fn send_chunks(
             if tx.blocking_send(req).is_err() || finish {
                 return Ok(());
             }
-            sent.fetch_add(1, Ordering::SeqCst);
+            sent.fetch_add(n as u64, Ordering::SeqCst);
         }
     })
 }

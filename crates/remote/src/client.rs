@@ -212,13 +212,16 @@ impl Remote {
         }
     }
 
-    /// The error for a call still failing when the retry budget ran out.
+    /// The error for a call still failing when the retry budget ran out: how many times it was
+    /// tried, over how long (measured), and the budget.
     pub(crate) fn gave_up(&self, what: &str, status: &tonic::Status, b: &Backoff) -> RemoteError {
         let mut e = self.error(what, status);
         if b.tries() > 0 {
+            let tenths = Duration::from_millis(b.elapsed().as_millis() as u64 / 100 * 100);
             e.what.push_str(&format!(
-                " (tried {} times over {})",
+                " (tried {} times over {}; the retry budget is {})",
                 b.tries() + 1,
+                seconds(tenths),
                 seconds(self.settings.retry)
             ));
         }

@@ -3,8 +3,12 @@
 //! `INTERNAL`, `UNKNOWN` — and the pauses between tries: exponential from
 //! [`FIRST_PAUSE`], doubling up to [`MAX_PAUSE`], each moved by up to ±[`JITTER_PERCENT`] % at
 //! random (so that a fleet's clients do not come back in step after a server restart), all within
-//! a total deadline (`NXCC_REMOTE_RETRY_TIMEOUT`). A stream that made progress starts its
-//! pauses and its deadline again.
+//! a budget (`NXCC_REMOTE_RETRY_TIMEOUT`): a call's tries and pauses within a deadline
+//! ([`Backoff::pause`]; an operation's news starts it again, [`Backoff::reset`]); a transfer's
+//! (a download's, an upload's) time spent failing — each pause, and each attempt's time since it
+//! last moved at the minimum rate — summed over every attempt and never given back
+//! ([`Backoff::pause_after`]), so a server that trickles, or stalls after each burst, cannot
+//! hold a transfer past the budget plus one idle timeout.
 
 use std::time::{Duration, Instant};
 
@@ -34,11 +38,13 @@ pub fn worth_retrying(status: &tonic::Status) -> bool {
         || (status.code() == tonic::Code::Cancelled && std::error::Error::source(status).is_some())
 }
 
-/// The pauses of one call's tries, within a total deadline.
+/// The pauses of one call's tries, within a budget.
 #[derive(Debug)]
 pub struct Backoff {
+    began: Instant,
     start: Instant,
     budget: Duration,
+    spent: Duration,
     next: Duration,
     tries: u32,
     rng: u64,
@@ -53,22 +59,31 @@ impl Backoff {
             .unwrap_or(1)
             ^ ((std::process::id() as u64) << 32)
             ^ (&budget as *const Duration as u64);
+        let now = Instant::now();
         Backoff {
-            start: Instant::now(),
+            began: now,
+            start: now,
             budget,
+            spent: Duration::ZERO,
             next: FIRST_PAUSE,
             tries: 0,
             rng: seed | 1,
         }
     }
 
-    /// The pause before the next try, or `None` when the deadline does not leave room for one.
-    pub fn pause(&mut self) -> Option<Duration> {
+    /// The next pause, doubled for the one after.
+    fn next_pause(&mut self) -> Duration {
         let base = self.next;
         self.next = (self.next * 2).min(MAX_PAUSE);
         let span = base.as_millis() as u64 * JITTER_PERCENT / 100;
         let r = self.random() % (2 * span + 1);
-        let pause = base + Duration::from_millis(r) - Duration::from_millis(span);
+        base + Duration::from_millis(r) - Duration::from_millis(span)
+    }
+
+    /// The pause before the next try of a call, or `None` when its deadline (the budget from
+    /// the first try, or from the last [`Backoff::reset`]) does not leave room for one.
+    pub fn pause(&mut self) -> Option<Duration> {
+        let pause = self.next_pause();
         if self.start.elapsed() + pause > self.budget {
             return None;
         }
@@ -76,7 +91,21 @@ impl Backoff {
         Some(pause)
     }
 
-    /// Progress was made: the pauses, and the deadline, start again.
+    /// The pause before the next attempt of a transfer whose last attempt spent `failing`
+    /// without moving at the minimum rate, or `None` when the time spent failing, that and the
+    /// pause counted, would pass the budget. Nothing given back, ever.
+    pub fn pause_after(&mut self, failing: Duration) -> Option<Duration> {
+        self.spent += failing;
+        let pause = self.next_pause();
+        if self.spent + pause > self.budget {
+            return None;
+        }
+        self.spent += pause;
+        self.tries += 1;
+        Some(pause)
+    }
+
+    /// News of an operation: its pauses, and its deadline, start again ([`Backoff::pause`]).
     pub fn reset(&mut self) {
         self.start = Instant::now();
         self.next = FIRST_PAUSE;
@@ -85,6 +114,11 @@ impl Backoff {
     /// How many pauses were given (tries after the first).
     pub fn tries(&self) -> u32 {
         self.tries
+    }
+
+    /// The time since the first try.
+    pub fn elapsed(&self) -> Duration {
+        self.began.elapsed()
     }
 
     fn random(&mut self) -> u64 {
@@ -161,6 +195,28 @@ mod tests {
         assert_eq!(b.tries(), 12);
         b.reset();
         assert!(b.pause().unwrap() <= FIRST_PAUSE + FIRST_PAUSE / 5);
+    }
+
+    #[test]
+    fn a_transfer_spends_its_budget_failing_and_gets_nothing_back() {
+        // Attempts that each fail after 2 s without progress: 2 + 0.1, 2 + 0.2 fit in 5 s; the
+        // third does not, however the attempts went.
+        let mut b = Backoff::new(Duration::from_secs(5));
+        assert!(b.pause_after(Duration::from_secs(2)).is_some());
+        assert!(b.pause_after(Duration::from_secs(2)).is_some());
+        assert_eq!(b.pause_after(Duration::from_secs(2)), None);
+        assert_eq!(b.tries(), 2);
+        // Attempts that failed at once (a broken connection after healthy streaming) cost only
+        // their pauses.
+        let mut b = Backoff::new(Duration::from_secs(5));
+        let mut n = 0;
+        while b.pause_after(Duration::ZERO).is_some() {
+            n += 1;
+        }
+        assert_eq!(
+            n, 5,
+            "100 + 200 + 400 + 800 + 1600 ms fit in 5 s, 3.2 s more does not"
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! | `NXCC_REMOTE_CONNECT_TIMEOUT` | 5 | seconds to connect and get the server's first answer |
 //! | `NXCC_REMOTE_CALL_TIMEOUT` | 60 | seconds one lookup, upload batch or other unary call may take |
 //! | `NXCC_REMOTE_IDLE_TIMEOUT` | 60 | seconds a stream (a download, an upload, an operation) may go without progress |
-//! | `NXCC_REMOTE_RETRY_TIMEOUT` | 60 | seconds a failing call is tried again for, with backoff |
+//! | `NXCC_REMOTE_RETRY_TIMEOUT` | 60 | seconds a failing call is tried again for, with backoff (a transfer: seconds it may spend failing, over every attempt) |
+//! | `NXCC_REMOTE_MIN_RATE` | 64K | bytes per second a download or an upload must move, over each idle timeout, to count as progress (`0`: any byte) |
+//! | `NXCC_REMOTE_MAX_BLOB` | 4G | the largest blob downloaded (a size: `4G`, `512M`, bytes); a larger declared size is refused before a byte is written |
 //! | `NXCC_REMOTE_CA` | the system's roots | PEM file of the certificate authorities a `grpcs://` server is checked against |
 //! | `NXCC_REMOTE_CLIENT_CERT`, `NXCC_REMOTE_CLIENT_KEY` | none | PEM files: the client's certificate and key (mutual TLS) |
 //! | `NXCC_REMOTE_TOKEN_FILE` | none | a file holding a bearer token, sent as `authorization: Bearer ...` (`grpcs://` only) |
@@ -28,6 +30,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The default of `NXCC_REMOTE_RETRY_TIMEOUT`.
 pub const RETRY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default of `NXCC_REMOTE_MIN_RATE`, bytes per second.
+pub const MIN_RATE: u64 = 64 << 10;
+/// The default of `NXCC_REMOTE_MAX_BLOB`, bytes: well above any NEFF.
+pub const MAX_BLOB: u64 = 4 << 30;
 
 /// The variables, by what they set.
 pub mod env {
@@ -39,6 +45,10 @@ pub mod env {
     pub const IDLE_TIMEOUT: &str = "NXCC_REMOTE_IDLE_TIMEOUT";
     /// Total time of a call's retries.
     pub const RETRY_TIMEOUT: &str = "NXCC_REMOTE_RETRY_TIMEOUT";
+    /// The rate a transfer must keep to count as progress.
+    pub const MIN_RATE: &str = "NXCC_REMOTE_MIN_RATE";
+    /// The largest blob downloaded.
+    pub const MAX_BLOB: &str = "NXCC_REMOTE_MAX_BLOB";
     /// The certificate authorities of `grpcs://` servers.
     pub const CA: &str = "NXCC_REMOTE_CA";
     /// The client certificate (mutual TLS).
@@ -62,6 +72,10 @@ pub struct Settings {
     pub idle: Duration,
     /// How long a failing call is tried again for.
     pub retry: Duration,
+    /// Bytes per second a transfer must move, over each idle timeout, to count as progress.
+    pub min_rate: u64,
+    /// The largest blob downloaded, bytes.
+    pub max_blob: u64,
     /// PEM certificate authorities for `grpcs://` (`None`: the system's).
     pub ca: Option<PathBuf>,
     /// PEM client certificate and key (mutual TLS).
@@ -79,6 +93,8 @@ impl Default for Settings {
             call: CALL_TIMEOUT,
             idle: IDLE_TIMEOUT,
             retry: RETRY_TIMEOUT,
+            min_rate: MIN_RATE,
+            max_blob: MAX_BLOB,
             ca: None,
             identity: None,
             token_file: None,
@@ -101,6 +117,11 @@ impl Settings {
             Some(v) => parse_seconds(&v).ok_or_else(|| {
                 format!("{k}={v}: expected a number of seconds greater than 0 (such as 60 or 0.5)")
             }),
+        };
+        let size = |k: &str, default: u64| match get(k) {
+            None => Ok(default),
+            Some(v) => nxcc_core::cache::settings::parse_size(&v)
+                .map_err(|e| format!("{k}={v}: expected a size (such as 4G, 512M or 65536): {e}")),
         };
         let path = |k: &str| get(k).map(PathBuf::from);
         let identity = match (path(env::CLIENT_CERT), path(env::CLIENT_KEY)) {
@@ -135,6 +156,8 @@ impl Settings {
             call: secs(env::CALL_TIMEOUT, CALL_TIMEOUT)?,
             idle: secs(env::IDLE_TIMEOUT, IDLE_TIMEOUT)?,
             retry: secs(env::RETRY_TIMEOUT, RETRY_TIMEOUT)?,
+            min_rate: size(env::MIN_RATE, MIN_RATE)?,
+            max_blob: size(env::MAX_BLOB, MAX_BLOB)?,
             ca: path(env::CA),
             identity,
             token_file: path(env::TOKEN_FILE),
@@ -180,8 +203,11 @@ mod tests {
             (env::IDLE_TIMEOUT, "2"),
             (env::CA, "/etc/ca.pem"),
             (env::TOKEN_FILE, "/run/token"),
+            (env::MIN_RATE, "0"),
+            (env::MAX_BLOB, "512M"),
         ])
         .unwrap();
+        assert_eq!((s.min_rate, s.max_blob), (0, 512 << 20));
         assert_eq!(s.connect, Duration::from_millis(500));
         assert_eq!(s.idle, Duration::from_secs(2));
         assert_eq!(s.call, CALL_TIMEOUT);
@@ -194,6 +220,14 @@ mod tests {
         for v in ["abc", "0", "-1", "inf", "NaN", "100000"] {
             let e = from(&[(env::CALL_TIMEOUT, v)]).unwrap_err();
             assert!(e.starts_with(&format!("{}={v}:", env::CALL_TIMEOUT)), "{e}");
+        }
+        for (k, v) in [
+            (env::MAX_BLOB, "lots"),
+            (env::MIN_RATE, "-1"),
+            (env::MAX_BLOB, "auto"),
+        ] {
+            let e = from(&[(k, v)]).unwrap_err();
+            assert!(e.starts_with(&format!("{k}={v}:")), "{e}");
         }
         let e = from(&[(env::CLIENT_CERT, "/c.pem")]).unwrap_err();
         assert!(e.contains(env::CLIENT_KEY), "{e}");

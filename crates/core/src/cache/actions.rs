@@ -9,14 +9,13 @@ use serde::Serialize;
 
 use super::config::{check_local, CacheConfig};
 use super::counters::{self, Counters};
-use super::settings::{self, Settings};
+use super::settings;
 use super::store::Cache;
 use super::{evict, explain, maintain};
 use crate::cli::argparse::Parsed;
 use crate::words::count;
 
-/// Exit status of `explain` when the compile would miss.
-pub const EXIT_MISS: i32 = 1;
+pub use super::explain::EXIT_MISS;
 
 /// Exit status of `verify` when it found (and evicted) corrupt entries.
 pub const EXIT_CORRUPT: i32 = 1;
@@ -409,53 +408,28 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
         .filter(|d| !d.is_empty())
         .or(parsed.str("cache_dir"));
     let cache = own_cache(dir)?;
-    let mut cfg = match CacheConfig::for_plan_in(&plan, Some(cache.dir().to_path_buf())) {
+    let cfg = match CacheConfig::for_plan_in(&plan, Some(cache.dir().to_path_buf())) {
         Ok(c) => c,
         Err(e) => {
             crate::cli::subcommand::err(&format!("{e}\n"));
             return Ok(crate::error::EXIT_COMPILE_FAILED);
         }
     };
-    // Explaining writes nothing, not even a remembered digest.
-    cfg.settings.mode = settings::Mode::ReadOnly;
     let engine = match parsed.str("compiler") {
         Some(c) => crate::engine::Engine::external(crate::plan::absolute(&plan.launch_dir, c)),
         None => crate::engine::Engine::Pipeline,
     };
-    Ok(explain_planned(
-        &plan,
-        &cache,
-        &cfg.settings,
-        &cfg.table(),
-        &engine,
-        parsed.flag("json"),
-    ))
-}
-
-fn explain_planned(
-    plan: &crate::plan::Plan,
-    cache: &Cache,
-    settings: &Settings,
-    table: &super::digests::Table,
-    engine: &crate::engine::Engine,
-    json: bool,
-) -> i32 {
-    let key = match super::key::Key::compute(plan, engine, settings.sloppiness.hlo_metadata, table)
-    {
-        Ok(k) => k,
-        Err(e) => {
-            crate::cli::subcommand::err(&format!(
-                "[ERROR] cannot compute the cache key of {}: {e}\n",
-                plan.model.display()
-            ));
-            return crate::error::EXIT_COMPILE_FAILED;
+    match explain::of_plan(&plan, &cfg, &engine) {
+        Ok(e) => {
+            print(parsed.flag("json"), &e, || explain::text(&e));
+            Ok(match e.verdict {
+                explain::Verdict::Miss { .. } => EXIT_MISS,
+                _ => 0,
+            })
         }
-    };
-    let secondaries: Vec<Cache> = settings.secondaries.iter().map(Cache::new).collect();
-    let e = explain::explain(cache, &secondaries, &key, &plan.model, table);
-    print(json, &e, || explain::text(&e));
-    match e.verdict {
-        explain::Verdict::Miss { .. } => EXIT_MISS,
-        _ => 0,
+        Err(line) => {
+            crate::cli::subcommand::err(&format!("{line}\n"));
+            Ok(crate::error::EXIT_COMPILE_FAILED)
+        }
     }
 }

@@ -224,6 +224,11 @@ pub fn read(cache: &Cache, shard: Option<usize>) -> Counters {
     total
 }
 
+/// Every host's bytes held, over every shard: what `max_size` is kept against.
+pub fn total_bytes(cache: &Cache) -> i64 {
+    read(cache, None).size_bytes
+}
+
 /// Every other host's counters of shard `shard`, plus `mine` (this host's, as being written).
 pub fn read_others(cache: &Cache, shard: usize, mine: &Counters) -> Counters {
     let mut total = *mine;

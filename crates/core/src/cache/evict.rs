@@ -1,31 +1,60 @@
-//! Keeping the cache under its `max_size` by itself: after each publication, without scanning
-//! every entry each time — amortised, a sixteenth at a time, as ccache does.
+//! Keeping the cache under its `max_size` by itself, after each publication: the least recently
+//! used entries of the whole cache go first, and no publication scans every entry.
 //!
-//! The cache is sixteen parts (an entry's part is its key's first hex digit), each allowed a
-//! sixteenth of `max_size`. Every part's entries and bytes are counted ([`super::counters`]);
-//! a publication is committed and counted under that part's counter lock ([`publish`]), and
-//! when the part's count goes over its allowance, that part alone is scanned and its least
-//! recently used entries evicted until it holds at most [`LIMIT_MULTIPLE`] of its allowance —
-//! so a part is scanned once per many publications, not every time. The scan also recounts the
-//! part, correcting what other hosts, `gc`, `clear` or a crash left the counts off by; a part
-//! never counted yet is recounted at its first publication.
+//! **Counting.** The cache is counted in sixteen parts (an entry's part is its key's first hex
+//! digit): each part's entries and bytes, per host ([`super::counters`]). A publication is
+//! committed and counted under its part's counter lock; a part never counted yet (entries an
+//! older nxcc wrote) is recounted then.
 //!
-//! An entry being read is never removed under its reader: [`super::store::evict_unread`] skips
-//! an entry whose `meta.json` a reader holds a shared `flock` on (this host's readers; a reader
-//! on another host is protected by having just used the entry, which makes it the most recent).
+//! **When.** After the commit, when the parts' bytes add up to more than `max_size`, the
+//! publication evicts until they do not. One process evicts at a time, for the whole cache and
+//! every host sharing it: the lock `nxcc-v1/evict/lock`, taken by the one lock protocol
+//! ([`crate::lockfile`]) without waiting — a process that finds it held leaves the eviction to
+//! its holder, which reads the sizes again once it holds it.
+//!
+//! **Which entries.** The oldest of the whole cache. Each part has a hint of its oldest entry's
+//! last use (`evict::oldest`: a lower bound, never newer than the truth). Eviction merges the parts
+//! by age: the part whose next candidate is the oldest — by the hint for a part not scanned yet, by
+//! its entries for one scanned — goes next: a part not scanned is scanned then (each entry's size
+//! and `meta.json`'s modification time: its last use; no file read), its count set to what is there
+//! (correcting what `gc`, `clear`, a crash or another host left it off by), and its entries join
+//! the merge; a scanned part's oldest entry is evicted. Since a hint is a lower bound, the entry
+//! evicted is always older than every entry of the parts not scanned: the order is least recently
+//! used across the whole cache, and only the parts holding the oldest entries are scanned. Once
+//! under `max_size`, the last part evicted from gives up to a fifth of its share (`max_size / 16`)
+//! more — its next oldest entries that fit in that — so that a full cache of many small entries
+//! scans about one part per many publications, as many as a fifth of a share holds, not one per
+//! publication.
+//!
+//! **Limits.** An entry larger than `max_size` is refused before it is committed (the publication
+//! fails, saying so, and the cache is left as it was). The entry being published is never evicted
+//! by its own publication, whatever its size. An entry being read is never removed under its
+//! reader: [`super::store::evict_unread`] passes over an entry whose `meta.json` a reader holds a
+//! shared `flock` on (this host's readers; a reader on another host is protected by having just
+//! used the entry, which makes it the most recent).
 
+mod oldest;
+
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
 use super::counters::{self, Counters};
+use super::keylock::{self, Attempt};
 use super::store::{self, Cache, Evicted, Pending};
+use crate::fsx::Dir;
 
-/// The parts the cache is kept in.
+/// The parts the cache is counted in.
 pub const PARTS: u64 = 16;
-/// A part over its allowance is cleaned down to this fraction of it.
-pub const LIMIT_MULTIPLE: f64 = 0.8;
+/// What the last part evicted from gives beyond what was needed, at most: this fraction of a
+/// part's share of `max_size`.
+pub const BATCH_OF_SHARE: f64 = 0.2;
+/// The eviction's directory in `nxcc-v1`: its lock and the parts' hints.
+pub const EVICT_DIR: &str = "evict";
+/// The eviction's lock file, in [`EVICT_DIR`].
+pub const LOCK: &str = "lock";
 
 /// What a publication did.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -38,17 +67,27 @@ pub struct Published {
     pub evicted: u64,
     /// Their bytes.
     pub freed_bytes: u64,
-    /// Whether the part was scanned (over its allowance, or never counted).
-    pub scanned: bool,
+    /// Parts scanned (never counted before, or evicted from).
+    pub scanned: u64,
 }
 
-/// The allowance of one part of a cache of `max_size` bytes.
-pub fn part_limit(max_size: u64) -> u64 {
+/// A part's share of a cache of `max_size` bytes.
+pub fn part_share(max_size: u64) -> u64 {
     max_size / PARTS
 }
 
-/// Publish `pending` (the entry of `key`) and keep its part under a sixteenth of `max_size`
-/// (no limit: `None`). The publication and its count happen under the part's counter lock.
+/// The refusal of an entry of `bytes` in a cache of `max_size`.
+fn too_large(bytes: u64, max_size: u64) -> std::io::Error {
+    std::io::Error::other(format!(
+        "the entry takes {}, more than the cache's max_size of {}; it is not stored (raise max_size: nxcc cache config max_size=SIZE)",
+        crate::hlo::summary::human(bytes),
+        crate::hlo::summary::human(max_size)
+    ))
+}
+
+/// Publish `pending` (the entry of `key`) and keep the cache under `max_size` (no limit: `None`).
+/// The publication and its count happen under the part's counter lock; an entry larger than
+/// `max_size` is refused, and `pending` removed.
 pub fn publish(
     cache: &Cache,
     key: &str,
@@ -57,10 +96,14 @@ pub fn publish(
 ) -> std::io::Result<Published> {
     let part = counters::shard_of(key);
     let bytes = store::dir_bytes(pending.dir());
+    if let Some(max) = max_size.filter(|m| bytes > *m) {
+        return Err(too_large(bytes, max));
+    }
     let replaced = cache.entry_bytes(key);
     let never_counted = !counters::counted(cache, part);
     let mut pending = Some(pending);
     let mut result: std::io::Result<Published> = Err(std::io::Error::other("not published"));
+    let mut hint = None;
     let locked = counters::update(cache, part, &mut |mine| {
         let Some(p) = pending.take() else {
             return;
@@ -70,187 +113,323 @@ pub fn publish(
             bytes,
             ..Published::default()
         });
-        if let Ok(done) = &mut result {
+        if result.is_ok() {
             mine.entries += 1 - i64::from(replaced.is_some());
             mine.size_bytes += bytes as i64 - replaced.unwrap_or(0) as i64;
             mine.bytes_written += bytes as i64;
-            let counted = counters::read_others(cache, part, mine);
-            let over = max_size.is_some_and(|m| counted.size_bytes > part_limit(m) as i64);
-            if over || never_counted {
-                keep_part(cache, part, max_size, mine, &counted, done);
+            if never_counted {
+                hint = Some(recount_part(cache, part, mine));
             }
         }
     });
-    match (locked, pending) {
+    let mut done = match (locked, pending) {
         // The counters could not be written: publish uncounted.
-        (Err(_), Some(p)) => p.commit().map(|entry| Published {
-            entry,
-            bytes,
-            ..Published::default()
-        }),
-        _ => result,
+        (Err(_), Some(p)) => {
+            return p.commit().map(|entry| Published {
+                entry,
+                bytes,
+                ..Published::default()
+            })
+        }
+        _ => result?,
+    };
+    if let Some(h) = hint {
+        done.scanned = 1;
+        with_evict_dir(cache, |dir| oldest::write(dir, &[(part, h)]));
+    }
+    if let Some(max) = max_size {
+        if counters::total_bytes(cache) > max as i64 {
+            keep_under(cache, max, key, &mut done);
+        }
+    }
+    Ok(done)
+}
+
+/// Set this host's count of part `part` (`mine`, being written under its lock) so that every
+/// host's add up to what is there; the part's hint.
+fn recount_part(cache: &Cache, part: usize, mine: &mut Counters) -> u64 {
+    let scan = scan_part(cache, part, None);
+    let counted = counters::read_others(cache, part, mine);
+    mine.entries += scan.entries.len() as i64 - counted.entries;
+    mine.size_bytes += scan.bytes as i64 - counted.size_bytes;
+    scan.hint(None)
+}
+
+/// Run `f` on the eviction's directory (made if missing), if the cache can be written.
+fn with_evict_dir<T>(cache: &Cache, f: impl FnOnce(&Dir) -> T) -> Option<T> {
+    let root = cache.open_root(false).ok()??;
+    let dir = root.open_or_create_dir(EVICT_DIR).ok()?;
+    Some(f(&dir))
+}
+
+/// One entry of a part, as a scan sees it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Candidate {
+    used: u64,
+    key: String,
+    bytes: u64,
+}
+
+/// A part as scanned: its entries oldest first, the next one to evict, and what it keeps.
+#[derive(Debug, Default)]
+struct Scanned {
+    entries: Vec<Candidate>,
+    bytes: u64,
+    next: usize,
+    /// The oldest last use among the entries passed over (being read, or being published).
+    kept: Option<u64>,
+    evicted: u64,
+    freed: u64,
+    /// When it was scanned.
+    at: u64,
+}
+
+impl Scanned {
+    /// The part's oldest last use left, as a hint (the scan's time for a part left empty);
+    /// `published`: the key being published, not a candidate.
+    fn hint(&self, published: Option<&str>) -> u64 {
+        let left = self.entries[self.next..]
+            .iter()
+            .filter(|c| Some(c.key.as_str()) != published)
+            .map(|c| c.used)
+            .min();
+        [left, self.kept, Some(self.at)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(self.at)
     }
 }
 
-/// Scan part `part`, evict its least recently used entries down to [`LIMIT_MULTIPLE`] of its
-/// allowance (when there is a `max_size`), and set the counts to what is there: `mine` (this
-/// host's counts, being written) takes the difference to the sum `counted` of every host's.
-fn keep_part(
-    cache: &Cache,
-    part: usize,
-    max_size: Option<u64>,
-    mine: &mut Counters,
-    counted: &Counters,
-    done: &mut Published,
-) {
-    done.scanned = true;
-    let target = max_size.map(|m| (part_limit(m) as f64 * LIMIT_MULTIPLE) as u64);
-    let (evicted, freed, entries, bytes) = clean_part(cache, part, target);
-    done.evicted = evicted;
-    done.freed_bytes = freed;
-    mine.evictions += evicted as i64;
-    mine.entries += entries as i64 - counted.entries;
-    mine.size_bytes += bytes as i64 - counted.size_bytes;
-}
-
-/// Evict the least recently used entries of part `part` (not those being read) until its
-/// entries take at most `target` bytes (`None`: evict nothing). Returns (evicted, freed bytes,
-/// entries left, bytes left).
-pub fn clean_part(cache: &Cache, part: usize, target: Option<u64>) -> (u64, u64, u64, u64) {
+/// Every entry of part `part`, oldest first; `published` (the key being published) is counted
+/// but is no candidate.
+fn scan_part(cache: &Cache, part: usize, published: Option<&str>) -> Scanned {
     let prefix = format!("{:x}", part & 15);
-    let mut all: Vec<(u64, String, u64, String)> = Vec::new();
-    let (mut entries, mut total) = (0u64, 0u64);
+    let mut s = Scanned {
+        at: super::meta::now_ms(),
+        ..Scanned::default()
+    };
     let _ = cache.scan_shards(&|name| name.starts_with(&prefix), &mut |shard, key| {
-        // Sizes and last uses only: no meta.json is read (an entry that is not sound is
-        // evicted by age like any other).
         let Some((bytes, used)) = store::usage(shard, key) else {
             return;
         };
-        entries += 1;
-        total += bytes;
-        all.push((used, key.to_string(), bytes, key[..2].to_string()));
+        s.bytes += bytes;
+        if Some(key) == published {
+            s.kept = Some(s.kept.map_or(used, |k| k.min(used)));
+        }
+        s.entries.push(Candidate {
+            used,
+            key: key.to_string(),
+            bytes,
+        });
     });
-    let Some(target) = target.filter(|t| total > *t) else {
-        return (0, 0, entries, total);
+    s.entries.sort();
+    s
+}
+
+/// How many rounds one publication runs at most (each after another process's publication
+/// took the cache over `max_size` again during the previous one).
+const ROUNDS: usize = 8;
+
+/// Evict the least recently used entries of the whole cache until its parts' bytes add up to at
+/// most `max` (see the module documentation); `published` is never evicted. When another
+/// process holds the eviction's lock, the eviction is left to it: every evicting process reads
+/// the sizes again once it has let the lock go, and goes on while the cache is over, so what
+/// was published meanwhile is never left over `max_size` with nobody evicting.
+fn keep_under(cache: &Cache, max: u64, published: &str, done: &mut Published) {
+    let Ok(Some(root)) = cache.open_root(false) else {
+        return;
     };
-    // Oldest first: a min-heap on last use.
-    let mut heap: BinaryHeap<std::cmp::Reverse<(u64, String, u64, String)>> =
-        all.into_iter().map(std::cmp::Reverse).collect();
-    let (mut evicted, mut freed) = (0u64, 0u64);
-    let root = match cache.open_root(false) {
-        Ok(Some(r)) => r,
-        _ => return (0, 0, entries, total),
+    let Ok(dir) = root.open_or_create_dir(EVICT_DIR) else {
+        return;
     };
-    while total > target {
-        let Some(std::cmp::Reverse((_, key, bytes, shard))) = heap.pop() else {
-            break;
+    let path = cache.root().join(EVICT_DIR).join(LOCK);
+    for _ in 0..ROUNDS {
+        let lock = match keylock::try_take(&dir, LOCK, &path, crate::lockfile::lease()) {
+            Ok(Attempt::Locked(lock)) => lock,
+            // Held: its holder evicts, and checks again once it has let it go.
+            Ok(Attempt::Busy(_)) | Err(_) => return,
         };
-        let Ok(dir) = root.open_dir(&shard) else {
-            continue;
+        let Ok(root) = root.try_clone() else {
+            return;
         };
-        match store::evict_unread(&dir, &key) {
-            Ok(Evicted::Removed(b)) => {
-                evicted += 1;
-                freed += b;
-                entries -= 1;
-                total = total.saturating_sub(b);
-            }
-            Ok(Evicted::Gone) => {
-                entries -= 1;
-                total = total.saturating_sub(bytes);
-            }
-            Ok(Evicted::Held) | Err(_) => {}
+        let round = Round {
+            cache,
+            root,
+            published,
+            total: counters::total_bytes(cache).max(0) as u64,
+            parts: std::array::from_fn(|_| None),
+        };
+        if round.total > max {
+            round.run(&dir, max, done);
+        }
+        drop(lock);
+        if counters::total_bytes(cache) <= max as i64 {
+            return;
         }
     }
-    (evicted, freed, entries, total)
+}
+
+/// One eviction, under the eviction's lock.
+struct Round<'a> {
+    cache: &'a Cache,
+    root: Dir,
+    published: &'a str,
+    /// The cache's bytes, as counted, then less what was evicted.
+    total: u64,
+    parts: [Option<Scanned>; PARTS as usize],
+}
+
+impl Round<'_> {
+    /// Evict down to `max` and a batch more ([`BATCH_OF_SHARE`]), count it, write the hints.
+    fn run(mut self, dir: &Dir, max: u64, done: &mut Published) {
+        let last = self.merge(&oldest::read(dir), max);
+        if let Some(part) = last {
+            self.batch(part, (part_share(max) as f64 * BATCH_OF_SHARE) as u64);
+        }
+        self.finish(dir, done);
+    }
+
+    /// Merge the parts by age, evicting the oldest entry while over `max`; the last part evicted
+    /// from.
+    fn merge(&mut self, hints: &oldest::Hints, max: u64) -> Option<usize> {
+        // (the next candidate's last use, whether the part is scanned, the part): a part not
+        // scanned comes first among equals, so no entry of it may be older.
+        let mut heap: BinaryHeap<Reverse<(u64, bool, usize)>> = (0..PARTS as usize)
+            .map(|p| Reverse((hints[p], false, p)))
+            .collect();
+        let mut last = None;
+        while self.total > max {
+            let Some(Reverse((_, scanned, part))) = heap.pop() else {
+                break;
+            };
+            if !scanned {
+                self.parts[part] = Some(self.scan(part));
+            } else if self.evict_next(part) {
+                last = Some(part);
+            }
+            if let Some(c) = self.next_candidate(part) {
+                heap.push(Reverse((c, true, part)));
+            }
+        }
+        last
+    }
+
+    /// Scan `part` under its counter lock, setting its count to what is there.
+    fn scan(&mut self, part: usize) -> Scanned {
+        let mut scanned = None;
+        let cache = self.cache;
+        let published = self.published;
+        let counted = counters::update(cache, part, &mut |mine| {
+            let s = scan_part(cache, part, Some(published));
+            let others = counters::read_others(cache, part, mine);
+            mine.entries += s.entries.len() as i64 - others.entries;
+            mine.size_bytes += s.bytes as i64 - others.size_bytes;
+            scanned = Some(s);
+        });
+        match (counted, scanned) {
+            (Ok(()), Some(s)) => s,
+            _ => scan_part(cache, part, Some(published)),
+        }
+    }
+
+    /// The last use of `part`'s next candidate (the entry being published is none).
+    fn next_candidate(&mut self, part: usize) -> Option<u64> {
+        let s = self.parts[part].as_mut()?;
+        while let Some(c) = s.entries.get(s.next) {
+            if c.key != self.published {
+                return Some(c.used);
+            }
+            s.next += 1;
+        }
+        None
+    }
+
+    /// Evict `part`'s next candidate; whether it was removed.
+    fn evict_next(&mut self, part: usize) -> bool {
+        let Some(s) = self.parts[part].as_mut() else {
+            return false;
+        };
+        let Some(c) = s.entries.get(s.next).cloned() else {
+            return false;
+        };
+        s.next += 1;
+        let outcome = self
+            .root
+            .open_dir(&c.key[..2])
+            .and_then(|shard| store::evict_unread(&shard, &c.key));
+        match outcome {
+            Ok(Evicted::Removed(b)) => {
+                s.evicted += 1;
+                s.freed += b;
+                self.total = self.total.saturating_sub(b);
+                true
+            }
+            Ok(Evicted::Gone) => {
+                self.total = self.total.saturating_sub(c.bytes);
+                false
+            }
+            Ok(Evicted::Held) | Err(_) => {
+                s.kept = Some(s.kept.map_or(c.used, |k| k.min(c.used)));
+                false
+            }
+        }
+    }
+
+    /// Evict `part`'s next oldest entries while they fit in `budget` bytes in all.
+    fn batch(&mut self, part: usize, budget: u64) {
+        let mut spent = 0u64;
+        while let Some(bytes) = self.next_candidate(part).and_then(|_| {
+            let s = self.parts[part].as_ref()?;
+            Some(s.entries[s.next].bytes)
+        }) {
+            if spent + bytes > budget {
+                break;
+            }
+            spent += bytes;
+            self.evict_next(part);
+        }
+    }
+
+    /// Count what was evicted in each part, and write the hints of the parts scanned.
+    fn finish(self, dir: &Dir, done: &mut Published) {
+        let mut hints = Vec::new();
+        for (part, s) in self.parts.iter().enumerate() {
+            let Some(s) = s else {
+                continue;
+            };
+            done.scanned += 1;
+            done.evicted += s.evicted;
+            done.freed_bytes += s.freed;
+            hints.push((part, s.hint(Some(self.published))));
+            if s.evicted > 0 {
+                let _ = counters::add(
+                    self.cache,
+                    part,
+                    &Counters {
+                        entries: -(s.evicted as i64),
+                        size_bytes: -(s.freed as i64),
+                        evictions: s.evicted as i64,
+                        ..Counters::default()
+                    },
+                );
+            }
+        }
+        oldest::write(dir, &hints);
+    }
 }
 
 /// Recount every part (after `gc`, `clear` or `verify`, which change the cache without counting):
-/// this host's counts take the difference to what is there.
+/// this host's counts take the difference to what is there, and every part's hint is set.
 pub fn recount(cache: &Cache) {
+    let mut hints = Vec::new();
     for part in 0..PARTS as usize {
-        let (_, _, entries, bytes) = clean_part(cache, part, None);
         let _ = counters::update(cache, part, &mut |mine| {
-            let counted = counters::read_others(cache, part, mine);
-            mine.entries += entries as i64 - counted.entries;
-            mine.size_bytes += bytes as i64 - counted.size_bytes;
+            hints.push((part, recount_part(cache, part, mine)));
         });
     }
+    with_evict_dir(cache, |dir| oldest::write(dir, &hints));
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cache::meta::{META_FILE, NEFF_FILE};
-    use std::io::Write;
-
-    fn put(cache: &Cache, key: &str, size: usize, max: Option<u64>) -> Published {
-        let p = cache.begin(key).unwrap();
-        p.dir()
-            .create_file(NEFF_FILE)
-            .unwrap()
-            .write_all(&vec![7u8; size])
-            .unwrap();
-        p.dir()
-            .create_file(META_FILE)
-            .unwrap()
-            .write_all(format!("{{\"key\":\"{key}\",\"status\":\"ok\",\"neff\":{{}}}}").as_bytes())
-            .unwrap();
-        publish(cache, key, p, max).unwrap()
-    }
-
-    fn real_bytes(cache: &Cache) -> u64 {
-        let mut total = 0;
-        cache.scan_summaries(&mut |s| total += s.bytes).unwrap();
-        total
-    }
-
-    #[test]
-    fn the_cache_stays_under_max_size_and_keeps_what_is_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = Cache::new(dir.path());
-        let max = 16 * 3 * 4096u64;
-        // The entry a reader holds: a shared lock on its meta.json, as Cache::serve takes.
-        let held_key = format!("0{}", "a".repeat(63));
-        put(&cache, &held_key, 4000, Some(max));
-        let reader = std::fs::File::open(cache.entry_dir(&held_key).join(META_FILE)).unwrap();
-        fs4::fs_std::FileExt::lock_shared(&reader).unwrap();
-        let mut evicted = 0;
-        for i in 0..200u32 {
-            let key = format!("{:064x}", u128::from(i) * 0x0123_4567_89ab_cdef_0011 + 7);
-            let key = format!("{}{}", &format!("{:x}", i % 16), &key[1..]);
-            evicted += put(&cache, &key, 4000, Some(max)).evicted;
-            assert!(real_bytes(&cache) <= max, "over max_size after {i}");
-            assert!(
-                cache.entry_dir(&held_key).exists(),
-                "the held entry was removed"
-            );
-        }
-        assert!(evicted > 100, "{evicted}");
-        let c = counters::read(&cache, None);
-        assert_eq!(c.evictions as u64, evicted);
-        assert_eq!(c.size_bytes as u64, real_bytes(&cache));
-        drop(reader);
-    }
-
-    #[test]
-    fn a_part_never_counted_is_recounted_at_its_first_publication() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = Cache::new(dir.path());
-        // Entries an older nxcc wrote, uncounted.
-        for i in 0..5 {
-            crate::cache::store::tests::put(&cache, &format!("5{i}{}", "0".repeat(62)), &[1; 100]);
-        }
-        assert_eq!(counters::read(&cache, Some(5)).entries, 0);
-        let p = put(&cache, &format!("5f{}", "0".repeat(62)), 100, None);
-        assert!(p.scanned);
-        assert_eq!(counters::read(&cache, Some(5)).entries, 6);
-        let q = put(&cache, &format!("5e{}", "0".repeat(62)), 100, None);
-        assert!(!q.scanned);
-        assert_eq!(counters::read(&cache, Some(5)).entries, 7);
-        assert_eq!(
-            counters::read(&cache, Some(5)).size_bytes as u64,
-            real_bytes(&cache)
-        );
-    }
-}
+mod tests;

@@ -20,6 +20,9 @@ use super::key::{self, Key};
 use super::meta::Meta;
 use super::store::{Cache, Lookup};
 
+/// Exit status of `nxcc cache explain` (and `exit_status` of the daemon's `/v1/explain`) when
+/// the compile would miss.
+pub const EXIT_MISS: i32 = 1;
 /// How many keys of each group are looked at.
 pub const PER_GROUP: usize = 8;
 /// How many nearest entries an explanation shows.
@@ -240,6 +243,32 @@ pub fn groups(key: &Key, model: &Path, model_blake3: &str) -> Groups {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     }
+}
+
+/// Explain a compile of `plan` on `engine` in the cache `cfg` names (its secondaries too), as
+/// the cache would key it, writing nothing: what `nxcc cache explain` and the daemon's
+/// `/v1/explain` say. `Err`: the error line (the cache is off, or the key cannot be computed).
+pub fn of_plan(
+    plan: &crate::plan::Plan,
+    cfg: &super::CacheConfig,
+    engine: &crate::engine::Engine,
+) -> Result<Explanation, String> {
+    let Some(cache) = cfg.cache() else {
+        return Err("[ERROR] the compile does not use a cache (--no_cache)".to_string());
+    };
+    let mut cfg = cfg.clone();
+    // Explaining writes nothing, not even a remembered digest.
+    cfg.settings.mode = super::settings::Mode::ReadOnly;
+    let table = cfg.table();
+    let key =
+        Key::compute(plan, engine, cfg.settings.sloppiness.hlo_metadata, &table).map_err(|e| {
+            format!(
+                "[ERROR] cannot compute the cache key of {}: {e}",
+                plan.model.display()
+            )
+        })?;
+    let secondaries: Vec<Cache> = cfg.settings.secondaries.iter().map(Cache::new).collect();
+    Ok(explain(&cache, &secondaries, &key, &plan.model, &table))
 }
 
 /// Explain `key` (of a compile of `model`) in `cache`, then in `secondaries`.

@@ -464,11 +464,14 @@ mod tests {
         std::fs::write(package.join("__init__.py"), "").unwrap();
         assert_eq!(ask(), Some(bin.clone()));
         assert_eq!(times_asked(), 4);
-        // Another interpreter answering no package: asked every time, nothing kept.
+        // Another interpreter answering no package: asked every time, nothing kept — even
+        // once it has settled, when an answer naming a package would be kept.
         std::fs::write(&python, script(&d.path().join("missing"))).unwrap();
+        settle(&[&python]);
         assert_eq!(ask(), None);
         assert_eq!(ask(), None);
-        assert_eq!(times_asked(), 6);
+        assert_eq!(ask(), None);
+        assert_eq!(times_asked(), 7);
     }
 
     #[test]

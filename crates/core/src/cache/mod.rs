@@ -62,7 +62,7 @@ pub mod counters;
 pub mod digests;
 pub mod estimate;
 pub mod evict;
-pub(crate) mod explain;
+pub mod explain;
 pub mod features;
 pub(crate) mod hashing;
 pub(crate) mod host;

@@ -89,6 +89,8 @@ pub struct Lexer<'a> {
     pos: usize,
     line: usize,
     ahead: [Option<Token<'a>>; 2],
+    /// The byte after the last token taken (or group skipped).
+    taken_to: usize,
 }
 
 impl<'a> Lexer<'a> {
@@ -99,7 +101,26 @@ impl<'a> Lexer<'a> {
             pos: 0,
             line: 1,
             ahead: [None, None],
+            taken_to: 0,
         }
+    }
+
+    /// Where the next token would be read from (its byte and line), when no token has been
+    /// looked at ahead: where a reader of its own may start (`hlo::plain`).
+    pub fn position(&self) -> Option<(usize, usize)> {
+        self.ahead[0].is_none().then_some((self.pos, self.line))
+    }
+
+    /// Go on from `at` (a byte and its line) after a reader of its own read up to it.
+    pub fn resume(&mut self, at: (usize, usize)) {
+        self.ahead = [None, None];
+        (self.pos, self.line) = at;
+        self.taken_to = at.0;
+    }
+
+    /// The byte after the last token taken (or group skipped).
+    pub fn taken_to(&self) -> usize {
+        self.taken_to
     }
 
     /// The text the tokens' byte ranges are in.
@@ -109,13 +130,15 @@ impl<'a> Lexer<'a> {
 
     /// The next token, consumed.
     pub fn next_token(&mut self) -> Result<Token<'a>, ReadError> {
-        match self.ahead[0].take() {
+        let t = match self.ahead[0].take() {
             Some(t) => {
                 self.ahead[0] = self.ahead[1].take();
-                Ok(t)
+                t
             }
-            None => self.lex(),
-        }
+            None => self.lex()?,
+        };
+        self.taken_to = t.end;
+        Ok(t)
     }
 
     /// The next token, left in place.
@@ -163,6 +186,7 @@ impl<'a> Lexer<'a> {
                 Tok::Punct(b')' | b'}' | b']') => {
                     depth -= 1;
                     if depth == 0 {
+                        self.taken_to = t.end;
                         return Ok(t);
                     }
                 }
@@ -189,6 +213,7 @@ impl<'a> Lexer<'a> {
                     if depth == 0 {
                         let (start, line) = (self.pos, self.line);
                         self.pos += 1;
+                        self.taken_to = self.pos;
                         return Ok(Token {
                             tok: Tok::Punct(c),
                             line,
@@ -226,6 +251,7 @@ impl<'a> Lexer<'a> {
                     (n, digits) = (0, 0);
                     if b[at] == b']' {
                         self.pos = at + 1;
+                        self.taken_to = self.pos;
                         return Some(dims);
                     }
                 }

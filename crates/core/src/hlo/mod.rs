@@ -14,7 +14,7 @@
 //!
 //! - [`looks`]: what a file that is not an HLO module looks like instead (a zip, JSON, text …);
 //! - `scan`: an encoded instruction read in place (the pass over a large module's
-//!   instructions);
+//!   instructions); `plain`: the same for a text instruction in its plain form;
 //! - `shape`: element types, their names and sizes;
 //! - [`summary`]: the module summary and what `nxcc hlo-info` prints;
 //! - [`command`]: `nxcc hlo-info MODEL [--json]`;
@@ -28,6 +28,7 @@ pub mod command;
 pub(crate) mod digest;
 pub mod lexer;
 pub mod looks;
+pub(crate) mod plain;
 pub mod proto;
 pub(crate) mod scan;
 pub(crate) mod shape;

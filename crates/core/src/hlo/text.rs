@@ -19,6 +19,8 @@
 //! is refused too. Without a `ROOT`, the last instruction is the root (as XLA's parser has it).
 
 use super::lexer::{error, Lexer, Tok, Token};
+use super::plain::{self, Dtypes, Plain};
+use super::scan::Opcodes;
 use super::shape::{Dtype, Shape};
 use super::summary::{Alias, Computation, Module, Tally, Tensor};
 use super::ReadError;
@@ -29,17 +31,37 @@ const SHAPE_DEPTH: usize = 100;
 const NOT_AN_INSTRUCTION: &str = "expected an instruction (`name = shape opcode(operands)`)";
 const NOT_A_COMPUTATION: &str = "expected a computation (`name {` or `ENTRY name {`)";
 
-/// One instruction, taken apart (slices of the text).
+/// One instruction, taken apart (slices and byte ranges of the text: nothing allocated).
 #[derive(Clone, Copy)]
 struct Instruction<'a> {
     line: usize,
     root: bool,
-    name: &'a str,
-    opcode: &'a str,
+    /// Its name and opcode, bytes of the text (UTF-8, as the text is).
+    name: &'a [u8],
+    opcode: &'a [u8],
+    /// The byte range of its shape (read again, [`shape_at`], only where the summary shows it).
+    shape: (usize, usize),
+    /// Its output's size.
+    bytes: u64,
     /// The byte range of the operand list, between its parentheses.
     operands: (usize, usize),
     /// The byte range of the `metadata` attribute's value, if any.
     metadata: Option<(usize, usize)>,
+}
+
+impl<'a> From<Plain<'a>> for Instruction<'a> {
+    fn from(p: Plain<'a>) -> Instruction<'a> {
+        Instruction {
+            line: p.line,
+            root: p.root,
+            name: p.name,
+            opcode: p.opcode,
+            shape: p.shape,
+            bytes: p.bytes,
+            operands: p.operands,
+            metadata: p.metadata,
+        }
+    }
 }
 
 /// The entry computation's own instructions, as the summary needs them.
@@ -47,10 +69,11 @@ struct Instruction<'a> {
 struct Entry<'a> {
     /// (parameter number, line, tensor).
     params: Vec<(u64, usize, Tensor)>,
-    /// The `ROOT` instruction and its shape.
-    root: Option<(Instruction<'a>, Shape)>,
-    /// The last instruction and its shape (the root when none is marked).
-    last: Option<(Instruction<'a>, Shape)>,
+    /// The `ROOT` instruction.
+    root: Option<Instruction<'a>>,
+    /// Where the last instruction starts, a byte and its line (the root when none is marked:
+    /// read again then, rather than kept at every instruction).
+    last: Option<(usize, usize)>,
 }
 
 /// What the reader has gathered so far.
@@ -58,28 +81,41 @@ struct Entry<'a> {
 struct Gathered<'a> {
     computations: Vec<Computation>,
     tally: Tally,
+    opcodes: Opcodes<'a>,
+    dtypes: Dtypes,
     entry: Entry<'a>,
 }
 
 /// Read HLO text into its summary.
 pub fn parse(text: &str) -> Result<Module, ReadError> {
+    parse_with(text, true)
+}
+
+/// [`parse`]; `plain`: read plain instructions in one pass over the bytes ([`super::plain`]),
+/// else every instruction token by token (the reference the fast reading is tested against).
+fn parse_with(text: &str, plain: bool) -> Result<Module, ReadError> {
     let mut lx = Lexer::new(text);
     let (name, aliases) = header(&mut lx)?;
     let mut g = Gathered::default();
     while lx.peek()?.tok != Tok::Eof {
-        computation(&mut lx, &mut g)?;
+        computation(&mut lx, &mut g, plain)?;
     }
+    std::mem::take(&mut g.opcodes).add_to(&mut g.tally);
     let Some(entry_c) = g.computations.iter().find(|c| c.is_entry) else {
         return Err(ReadError::Invalid("no ENTRY computation".into()));
     };
     let entry_name = entry_c.name.clone();
     let parameters = numbered(std::mem::take(&mut g.entry.params))?;
-    let Some((root, shape)) = g.entry.root.take().or(g.entry.last.take()) else {
-        return Err(ReadError::Invalid(format!(
-            "the entry computation {entry_name} has no instructions"
-        )));
+    let root = match (g.entry.root.take(), g.entry.last) {
+        (Some(root), _) => root,
+        (None, Some(at)) => instruction_at(text, at)?,
+        (None, None) => {
+            return Err(ReadError::Invalid(format!(
+                "the entry computation {entry_name} has no instructions"
+            )))
+        }
     };
-    let results = results(text, &root, shape);
+    let results = results(text, &root, shape_at(text, root.shape));
     Ok(Module {
         format: "text",
         name,
@@ -164,8 +200,9 @@ fn group<'a>(lx: &mut Lexer<'a>, open: Token) -> Result<Token<'a>, ReadError> {
     lx.skip_group(&open)
 }
 
-/// `[ENTRY] name [(signature)] [-> shape] { instruction... } [, execution_thread="..."]`.
-fn computation<'a>(lx: &mut Lexer<'a>, g: &mut Gathered<'a>) -> Result<(), ReadError> {
+/// `[ENTRY] name [(signature)] [-> shape] { instruction... } [, execution_thread="..."]`
+/// (`plain`: see [`parse_with`]).
+fn computation<'a>(lx: &mut Lexer<'a>, g: &mut Gathered<'a>, plain: bool) -> Result<(), ReadError> {
     let first = lx.peek()?;
     let is_entry = first.is_word("ENTRY") && lx.peek2()?.name().is_some();
     if is_entry {
@@ -190,26 +227,41 @@ fn computation<'a>(lx: &mut Lexer<'a>, g: &mut Gathered<'a>) -> Result<(), ReadE
         return Err(error(first.line, "a second ENTRY computation"));
     }
     let mut instructions = 0usize;
+    let text = lx.text();
     loop {
-        let t = lx.peek()?;
-        if t.is(b'}') {
-            lx.next_token()?;
-            break;
-        }
-        if t.tok == Tok::Eof {
-            return Err(error(
-                first.line,
-                format!("the computation {name} is not closed"),
-            ));
-        }
-        let (ins, shape) = instruction(lx)?;
+        let at = lx.position();
+        let fast = match at {
+            Some((at, line)) if plain => plain::read(text, at, line, &mut g.dtypes),
+            _ => None,
+        };
+        let (ins, start) = match fast {
+            Some(p) => {
+                lx.resume(p.end);
+                (Instruction::from(p), at)
+            }
+            None => {
+                let t = lx.peek()?;
+                if t.is(b'}') {
+                    lx.next_token()?;
+                    break;
+                }
+                if t.tok == Tok::Eof {
+                    return Err(error(
+                        first.line,
+                        format!("the computation {name} is not closed"),
+                    ));
+                }
+                (instruction(lx)?, Some((t.start, t.line)))
+            }
+        };
         instructions += 1;
-        let text = lx.text();
-        g.tally.add_lazy(ins.name, ins.opcode, shape.bytes(), || {
-            (shape.clone(), op_name(text, ins.metadata))
+        g.opcodes.count(ins.opcode, &mut g.tally);
+        g.tally.add_output(ins.name, ins.bytes, || {
+            (shape_at(text, ins.shape), op_name(text, ins.metadata))
         });
         if is_entry {
-            entry_instruction(text, &mut g.entry, ins, shape)?;
+            g.entry.last = start;
+            entry_instruction(text, &mut g.entry, ins)?;
         }
     }
     while lx.eat(b',')? {
@@ -223,8 +275,8 @@ fn computation<'a>(lx: &mut Lexer<'a>, g: &mut Gathered<'a>) -> Result<(), ReadE
     Ok(())
 }
 
-/// `[ROOT] name = shape opcode(operands)[, attribute=value]...`, and its shape.
-fn instruction<'a>(lx: &mut Lexer<'a>) -> Result<(Instruction<'a>, Shape), ReadError> {
+/// `[ROOT] name = shape opcode(operands)[, attribute=value]...`, token by token.
+fn instruction<'a>(lx: &mut Lexer<'a>) -> Result<Instruction<'a>, ReadError> {
     let first = lx.peek()?;
     let line = first.line;
     let root = first.is_word("ROOT") && lx.peek2()?.name().is_some();
@@ -235,7 +287,9 @@ fn instruction<'a>(lx: &mut Lexer<'a>) -> Result<(Instruction<'a>, Shape), ReadE
     let (Some(name), true) = (t.name(), lx.eat(b'=')?) else {
         return Err(error(line, NOT_AN_INSTRUCTION));
     };
+    let shape_start = lx.peek()?.start;
     let shape = shape(lx, 0).map_err(|e| within(e, line, &format!("instruction {name}")))?;
+    let shape_end = lx.taken_to();
     let t = lx.next_token()?;
     let (Tok::Word(opcode), true) = (t.tok, lx.peek()?.is(b'(')) else {
         return Err(error(
@@ -257,15 +311,28 @@ fn instruction<'a>(lx: &mut Lexer<'a>) -> Result<(Instruction<'a>, Shape), ReadE
             metadata = Some(value);
         }
     }
-    let ins = Instruction {
+    Ok(Instruction {
         line,
         root,
-        name,
-        opcode,
+        name: name.as_bytes(),
+        opcode: opcode.as_bytes(),
+        shape: (shape_start, shape_end),
+        bytes: shape.bytes(),
         operands: (open.end, close.start),
         metadata,
-    };
-    Ok((ins, shape))
+    })
+}
+
+/// A name of the text (UTF-8, as the text is).
+fn text_of(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// The shape at byte range `at` of `text`, which read as one before.
+fn shape_at(text: &str, at: (usize, usize)) -> Shape {
+    let mut lx = Lexer::new(&text[at.0..at.1]);
+    // It read before (as a plain shape or token by token): it reads again.
+    shape(&mut lx, 0).unwrap_or(Shape::Tuple(Vec::new()))
 }
 
 /// Keep what the summary needs of an entry computation's instruction.
@@ -273,16 +340,15 @@ fn entry_instruction<'a>(
     text: &str,
     entry: &mut Entry<'a>,
     ins: Instruction<'a>,
-    shape: Shape,
 ) -> Result<(), ReadError> {
-    if ins.opcode == "parameter" {
+    if ins.opcode == b"parameter" {
         let operands = text[ins.operands.0..ins.operands.1].trim();
         let n = operands.parse::<u64>().map_err(|_| {
             error(
                 ins.line,
                 format!(
                     "parameter {}: {operands:?} is not a parameter number",
-                    ins.name
+                    text_of(ins.name)
                 ),
             )
         })?;
@@ -291,8 +357,8 @@ fn entry_instruction<'a>(
             ins.line,
             Tensor {
                 number: n as usize,
-                name: ins.name.to_string(),
-                shape: shape.clone(),
+                name: text_of(ins.name),
+                shape: shape_at(text, ins.shape),
             },
         ));
     }
@@ -300,11 +366,16 @@ fn entry_instruction<'a>(
         if entry.root.is_some() {
             return Err(error(ins.line, "a second ROOT in the entry computation"));
         }
-        entry.root = Some((ins, shape));
-    } else {
-        entry.last = Some((ins, shape));
+        entry.root = Some(ins);
     }
     Ok(())
+}
+
+/// The instruction that starts at `at` (a byte of `text` and its line), which read before.
+fn instruction_at(text: &str, at: (usize, usize)) -> Result<Instruction<'_>, ReadError> {
+    let mut lx = Lexer::new(text);
+    lx.resume(at);
+    instruction(&mut lx)
 }
 
 /// `dtype[dims]{layout}` or `(shape, ...)`; a layout is skipped. An error says what is wrong
@@ -415,7 +486,7 @@ fn numbered(mut params: Vec<(u64, usize, Tensor)>) -> Result<Vec<Tensor>, ReadEr
 fn results(text: &str, root: &Instruction, shape: Shape) -> Vec<Tensor> {
     match shape {
         Shape::Tuple(parts) => {
-            let names = if root.opcode == "tuple" {
+            let names = if root.opcode == b"tuple" {
                 operand_names(&text[root.operands.0..root.operands.1])
             } else {
                 Vec::new()
@@ -428,14 +499,14 @@ fn results(text: &str, root: &Instruction, shape: Shape) -> Vec<Tensor> {
                     name: names
                         .get(k)
                         .cloned()
-                        .unwrap_or_else(|| format!("{}.{k}", root.name)),
+                        .unwrap_or_else(|| format!("{}.{k}", text_of(root.name))),
                     shape: p,
                 })
                 .collect()
         }
         s => vec![Tensor {
             number: 0,
-            name: root.name.to_string(),
+            name: text_of(root.name),
             shape: s,
         }],
     }
@@ -666,6 +737,151 @@ ENTRY %main.9 (x: f32[8,16], y: f32[8]) -> f32[8] {
             ")".repeat(500)
         );
         assert!(text_err(&deep).1.contains("nests too deeply"));
+    }
+
+    /// Both ways of reading instructions give the same summary, or the same error.
+    fn agree(text: &str) {
+        assert_eq!(parse_with(text, true), parse_with(text, false), "{text}");
+    }
+
+    /// The example models' HLO text, as XLA printed it.
+    fn zoo() -> Vec<String> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/models");
+        let mut out: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "hlo"))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
+        assert!(out.len() >= 5, "{}", out.len());
+        out.push(TEXT.to_string());
+        out
+    }
+
+    #[test]
+    fn plain_and_token_reading_agree_on_the_zoo_however_laid_out() {
+        for text in zoo() {
+            agree(&text);
+            agree(&text.replace('\n', " "));
+            agree(&text.replace(", ", " ,\n  "));
+            agree(&text.replace('=', " = "));
+            agree(&text.replace(')', ") /* c */"));
+            agree(&text.replace(" = ", "=").replace("  ", "\t"));
+            // Cut short anywhere: the same error.
+            for cut in (0..text.len()).step_by(97) {
+                if text.is_char_boundary(cut) {
+                    agree(&text[..cut]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn most_of_the_zoo_is_read_plainly() {
+        let (mut plain, mut all) = (0, 0);
+        for text in zoo() {
+            let mut dtypes = Dtypes::default();
+            for (k, line) in text.lines().enumerate() {
+                let t = line.trim_start();
+                if t.contains(" = ") && !t.starts_with("HloModule") && !t.ends_with('{') {
+                    all += 1;
+                    if let Some(p) = plain::read(line, 0, k + 1, &mut dtypes) {
+                        plain += 1;
+                        assert!(line[p.shape.0..p.shape.1].contains('['), "{line}");
+                        assert_eq!(p.line, k + 1);
+                    }
+                }
+            }
+        }
+        assert!(plain * 10 >= all * 8, "{plain} of {all}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// Instructions made of plain and unusual pieces — comments, tuples, strings with escapes,
+        /// dynamic dimensions, layouts with tiles, arrows, `%` names, odd spacing, errors — read
+        /// the same both ways.
+        #[test]
+        fn plain_and_token_reading_agree_on_generated_text(
+            lines in proptest::collection::vec(instruction_text(), 0..12),
+            entry in proptest::bool::ANY,
+        ) {
+            let body = lines.join("");
+            let head = if entry { "ENTRY e {" } else { "c {" };
+            let text = format!("HloModule m\n{head}\n{body}}}\nENTRY f {{ x = f32[] parameter(0) }}\n");
+            agree(&text);
+        }
+    }
+
+    fn instruction_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let pick = |v: &'static [&'static str]| proptest::sample::select(v);
+        let root = pick(&["", "ROOT ", "ROOT\n", "ROOT%"]);
+        let name = pick(&["a", "%b.1", "p", "ROOT", "x_2", "%", "-", "3"]);
+        let eq = pick(&[" = ", "=", " =\n ", " /*c*/ = ", " "]);
+        let shape = pick(&[
+            "f32[2,3]{1,0}",
+            "f32[]",
+            "bf16[8]{0}",
+            "s32[2, 3]",
+            "f32[<=4,?]",
+            "(f32[2], s32[])",
+            "f32[2]{0:T(8,128)}",
+            "f32[2] {0}",
+            "f32 [2]",
+            "f99[2]",
+            "f32[2",
+            "pred[1,1,1]{2,1,0}",
+            "u4[3]",
+            "f32[99999999999999999999]",
+            "f32[4294967296,4294967296,16]",
+            "token[]",
+        ]);
+        let op = pick(&[
+            " add",
+            " parameter",
+            "\nnegate",
+            " tuple",
+            " ",
+            " %x",
+            " ->",
+        ]);
+        let operands = pick(&[
+            "(a, b)",
+            "(0)",
+            "(1)",
+            "()",
+            "(f32[2]{0} %a, (f32[], s32[]) b)",
+            "(a /* x */)",
+            "(\"s(\")",
+            "(a",
+        ]);
+        let attrs = proptest::collection::vec(
+            pick(&[
+                ", dimensions={1}",
+                ", metadata={op_name=\"jit(f)/x\" source_line=3}",
+                ", metadata={op_name=\"a\\\"b\"}",
+                ", dim_labels=b01f_01io->b01f",
+                ", window={size=3x3 pad=0_1x1_0}",
+                ", to_apply=add",
+                ", sharding={replicated}",
+                " ,\n  backend_config='x'",
+                ", x=<=3",
+                ", slice={[0:2], [1:3]}",
+                ", a=b c d",
+                ", a=",
+                ", =3",
+                ", k=%v",
+                ", k=v // comment\n",
+                ", k=,",
+                ", k=)",
+            ]),
+            0..4,
+        );
+        (root, name, eq, shape, op, operands, attrs)
+            .prop_map(|(r, n, e, s, o, ops, at)| format!("  {r}{n}{e}{s}{o}{ops}{}\n", at.concat()))
     }
 
     #[test]

@@ -1,10 +1,19 @@
 //! A helper process that holds a process's locks for it ([`Keeper`]), so that no lock outlives
-//! its process: forked while its parent is single-threaded, it takes, refreshes, verifies and
-//! releases locks on request (one message each over a socket pair), and when its parent goes —
-//! the socket's end of file, or its parent id changing, checked at least every second — it
-//! removes every lock it holds and exits. A killed parent (even by `SIGKILL`) therefore leaves its
-//! locks for at most about a second; a killed keeper leaves lock files whose holder (the keeper)
-//! is proven dead, and its parent's next verification fails.
+//! its process however it dies.
+//!
+//! The keeper is forked while its parent (the *run*) is single-threaded, in a session of its
+//! own — a kill of the run's process group (what a job scheduler sends) does not reach it — and
+//! watches the run through a pidfd: when the run ends, however it ended (even by `SIGKILL`, even
+//! left unreaped as a zombie), the keeper removes every lock it holds and exits at once. It
+//! takes, refreshes (a thread of its own, every quarter lease), verifies and releases locks on
+//! request, one message each over a socket pair.
+//!
+//! The run watches the keeper in turn (a thread waiting on the keeper's pidfd): a keeper killed
+//! first is reaped and its locks — now a dead holder's — are taken again by the run itself, held
+//! and refreshed in the run from then on and removed when released, so the run's compiles go on
+//! and leave no lock file behind. What is left after a kill: nothing after a kill of the run or
+//! of its group; after a kill of both (every process), lock files whose holder is proven dead,
+//! which the next run or `nxcc cache clean --locks` takes over at once.
 //!
 //! [`Locker`] is what callers use: locks in this process ([`Locker::Local`], for short holds that
 //! need no refresh) or in a keeper ([`Locker::Kept`]), behind one interface ([`Held`]).
@@ -13,8 +22,9 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,30 +40,110 @@ pub fn open_below(root: &Path, rel: &[String]) -> io::Result<Dir> {
     Ok(d)
 }
 
+/// A lock to take: where, and whether a foreign one is broken.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Target {
+    root: PathBuf,
+    rel: Vec<String>,
+    name: String,
+    break_foreign: bool,
+}
+
+impl Target {
+    /// Take it in this process.
+    fn take(&self, lease: Duration) -> io::Result<Acquired> {
+        let dir = open_below(&self.root, &self.rel)?;
+        acquire(&dir, &self.name, lease, self.break_foreign)
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 enum Request {
-    Take {
-        root: PathBuf,
-        rel: Vec<String>,
-        name: String,
-        break_foreign: bool,
-    },
-    Verify {
-        id: u64,
-    },
-    Release {
-        id: u64,
-    },
+    Take { id: u64, target: Target },
+    Verify { id: u64 },
+    Release { id: u64 },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 enum Reply {
-    Locked { id: u64, took_over: Option<Holder> },
+    Locked { took_over: Option<Holder> },
     Busy { holder: Holder },
     Refused { why: String },
     Failed { message: String },
     Ok,
     Lost { why: String },
+}
+
+impl From<io::Result<Acquired>> for Reply {
+    fn from(r: io::Result<Acquired>) -> Reply {
+        match r {
+            Ok(Acquired::Locked(l)) => Reply::Locked {
+                took_over: l.took_over.clone(),
+            },
+            Ok(Acquired::Busy(holder)) => Reply::Busy { holder },
+            Ok(Acquired::Refused(why)) => Reply::Refused { why },
+            Err(e) => Reply::Failed {
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+/// Locks held in one process, by request id.
+type Holds = Arc<Mutex<HashMap<u64, Lock>>>;
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Answer `req` with the locks of `held` (this process's), taking them with `lease`.
+fn answer(held: &Holds, req: Request, lease: Duration) -> Reply {
+    match req {
+        Request::Take { id, target } => match target.take(lease) {
+            Ok(Acquired::Locked(l)) => {
+                let took_over = l.took_over.clone();
+                locked(held).insert(id, l);
+                Reply::Locked { took_over }
+            }
+            other => Reply::from(other),
+        },
+        Request::Verify { id } => match locked(held).get(&id).map(Lock::verify) {
+            Some(Ok(())) => Reply::Ok,
+            Some(Err(why)) => Reply::Lost { why },
+            None => Reply::Lost {
+                why: "it is not held (its keeper died and another process took it meanwhile)"
+                    .into(),
+            },
+        },
+        Request::Release { id } => {
+            locked(held).remove(&id);
+            Reply::Ok
+        }
+    }
+}
+
+/// A thread of the keeper refreshing the leases of `held` every quarter `lease`, for as long as
+/// it runs.
+fn refresh_thread(held: Holds, lease: Duration) -> io::Result<JoinHandle<()>> {
+    let every = refresh_every(lease);
+    std::thread::Builder::new()
+        .name("nxcc-lock-lease".into())
+        .spawn(move || loop {
+            std::thread::sleep(every);
+            for l in locked(&held).values() {
+                let _ = l.refresh();
+            }
+        })
+}
+
+/// [`crate::run::os::poll`], tried again when a signal interrupts it.
+fn ready(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    loop {
+        match crate::run::os::poll(fds, timeout) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
 
 fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -105,119 +195,155 @@ fn recv(sock: RawFd) -> io::Result<Vec<u8>> {
     }
 }
 
-/// The helper's side: serve requests until the parent goes, then release everything.
-fn serve(sock: RawFd, parent: u32, lease: Duration, remove: Option<&Path>) {
-    let mut held: HashMap<u64, Lock> = HashMap::new();
-    let mut next = 1u64;
-    let every = refresh_every(lease);
-    let mut refreshed = Instant::now();
+/// The keeper's side: serve requests until the run ends (its pidfd `run` readable; without a
+/// pidfd, its parent id changing, looked at every second) or closes the socket, then release
+/// everything (each lock removed before its `flock` goes) and remove `remove`.
+fn serve(sock: RawFd, run: Option<RawFd>, parent: u32, lease: Duration, remove: Option<&Path>) {
+    let held: Holds = Arc::default();
+    let _refresher = refresh_thread(held.clone(), lease);
+    let mut fds = vec![sock];
+    fds.extend(run);
+    let wait = run.is_none().then_some(Duration::from_secs(1));
     loop {
         let ppid = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32);
         if ppid != parent {
             break;
         }
-        if refreshed.elapsed() >= every {
-            for l in held.values() {
-                let _ = l.refresh();
-            }
-            refreshed = Instant::now();
-        }
-        let wait = every.min(Duration::from_secs(1));
-        let mut pfd = libc::pollfd {
-            fd: sock,
-            events: libc::POLLIN,
-            revents: 0,
+        let Ok(now) = ready(&fds, wait) else {
+            break;
         };
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
-        if r <= 0 {
-            continue;
-        }
-        let Ok(msg) = recv(sock) else { break };
-        if msg.is_empty() {
+        if now.get(1) == Some(&true) {
             break;
         }
+        if !now[0] {
+            continue;
+        }
+        let msg = match recv(sock) {
+            Ok(m) if !m.is_empty() => m,
+            _ => break,
+        };
         let reply = match serde_json::from_slice::<Request>(&msg) {
             Err(e) => Reply::Failed {
                 message: format!("a malformed request: {e}"),
             },
-            Ok(Request::Take {
-                root,
-                rel,
-                name,
-                break_foreign,
-            }) => {
-                let taken =
-                    open_below(&root, &rel).and_then(|d| acquire(&d, &name, lease, break_foreign));
-                match taken {
-                    Ok(Acquired::Locked(l)) => {
-                        let id = next;
-                        next += 1;
-                        let took_over = l.took_over.clone();
-                        held.insert(id, l);
-                        Reply::Locked { id, took_over }
-                    }
-                    Ok(Acquired::Busy(holder)) => Reply::Busy { holder },
-                    Ok(Acquired::Refused(why)) => Reply::Refused { why },
-                    Err(e) => Reply::Failed {
-                        message: e.to_string(),
-                    },
-                }
-            }
-            Ok(Request::Verify { id }) => match held.get(&id).map(Lock::verify) {
-                Some(Ok(())) => Reply::Ok,
-                Some(Err(why)) => Reply::Lost { why },
-                None => Reply::Lost {
-                    why: "the keeper does not hold it".into(),
-                },
-            },
-            Ok(Request::Release { id }) => {
-                held.remove(&id);
-                Reply::Ok
-            }
+            Ok(req) => answer(&held, req, lease),
         };
         let bytes = serde_json::to_vec(&reply).unwrap_or_default();
         if send(sock, &bytes).is_err() {
             break;
         }
     }
-    // Removed before the flocks go (each Lock's drop).
-    held.clear();
+    locked(&held).clear();
     if let Some(dir) = remove {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
 
-/// Make `sock` the child's only descriptor besides 0, 1 and 2 (which become `/dev/null`).
-fn isolate(sock: RawFd) -> RawFd {
-    // SAFETY: plain descriptor calls in the single-threaded child.
+/// In the forked child: its own session; `keep` moved to descriptors 3, 4, ... and every other
+/// descriptor above 2 closed (0, 1 and 2 become `/dev/null`). The new numbers, in order.
+fn isolate(keep: &[RawFd]) -> Vec<RawFd> {
+    // SAFETY: plain process and descriptor calls in the single-threaded child.
     unsafe {
+        libc::setsid();
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
             for fd in 0..3 {
                 libc::dup2(null, fd);
             }
         }
-        let kept = libc::fcntl(sock, libc::F_DUPFD_CLOEXEC, 3);
-        let kept = if kept >= 3 { kept } else { sock };
-        let close = |from: RawFd, to: RawFd| {
-            if from <= to && libc::syscall(libc::SYS_close_range, from, to, 0) != 0 {
-                for fd in from..=to.min(65535) {
-                    libc::close(fd);
+        // Out of the way first (above every number they move to), then into place.
+        let first_free = 3 + keep.len() as RawFd;
+        let high: Vec<RawFd> = keep
+            .iter()
+            .map(|&fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, first_free))
+            .collect();
+        let placed: Vec<RawFd> = (0..high.len())
+            .map(|i| {
+                let to = 3 + i as RawFd;
+                libc::dup3(high[i], to, libc::O_CLOEXEC);
+                to
+            })
+            .collect();
+        if libc::syscall(libc::SYS_close_range, first_free, RawFd::MAX, 0) != 0 {
+            for fd in first_free..65536 {
+                libc::close(fd);
+            }
+        }
+        placed
+    }
+}
+
+/// A pidfd on `pid` (`None` where the kernel has none).
+fn pidfd(pid: u32) -> Option<OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// The run's side of a keeper: the socket while the keeper lives; once it is gone, the locks
+/// taken again here.
+#[derive(Debug)]
+struct State {
+    /// To the keeper (`None` once it is gone).
+    sock: Option<OwnedFd>,
+    /// The next request id.
+    next: u64,
+    /// What the keeper holds, by id (to be taken again if it dies).
+    kept: HashMap<u64, Target>,
+    /// Why a lock the keeper held could not be taken again, by id.
+    lost: HashMap<u64, String>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    pid: u32,
+    lease: Duration,
+    state: Mutex<State>,
+    /// The locks held here once the keeper is gone.
+    here: Holds,
+}
+
+impl Shared {
+    /// The keeper is gone (or no longer answers): make sure of it, reap it, and take its locks
+    /// again in this process (each now a dead holder's, unless someone took it meanwhile).
+    fn fall_back(&self, st: &mut State) {
+        if st.sock.take().is_none() {
+            return;
+        }
+        // Our child, not reaped until here: its pid is still its own.
+        // SAFETY: kill(2) on our own unreaped child.
+        unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+        let _ = crate::run::os::reap(self.pid);
+        for (id, target) in st.kept.drain() {
+            match target.take(self.lease) {
+                Ok(Acquired::Locked(l)) => {
+                    locked(&self.here).insert(id, l);
+                }
+                Ok(Acquired::Busy(h)) => {
+                    st.lost.insert(
+                        id,
+                        format!("its keeper died and it is now {}", h.describe()),
+                    );
+                }
+                Ok(Acquired::Refused(why)) => {
+                    st.lost.insert(id, format!("its keeper died, and {why}"));
+                }
+                Err(e) => {
+                    st.lost.insert(
+                        id,
+                        format!("its keeper died, and taking it again failed: {e}"),
+                    );
                 }
             }
-        };
-        close(3, kept - 1);
-        close(kept + 1, RawFd::MAX);
-        kept
+        }
     }
 }
 
 /// A helper process holding locks for this one (see the module documentation).
 #[derive(Debug)]
 pub struct Keeper {
-    sock: Mutex<Option<OwnedFd>>,
-    pid: u32,
+    shared: Arc<Shared>,
+    /// The watcher of the keeper (it ends when this closes), and its thread.
+    watcher: Option<(OwnedFd, JoinHandle<()>)>,
 }
 
 impl Keeper {
@@ -230,8 +356,11 @@ impl Keeper {
                 "the lock keeper must be started while the process has one thread",
             ));
         }
+        let lease = lease.min(super::lease_max());
         let (mine, theirs) = seqpacket_pair()?;
         let parent = std::process::id();
+        // Opened before the fork: it names this process, whatever happens to its pid.
+        let me = pidfd(parent);
         // SAFETY: this process has one thread (checked above), so the child may run any code.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
@@ -239,43 +368,124 @@ impl Keeper {
         }
         if pid == 0 {
             drop(mine);
-            let sock = isolate(theirs.as_raw_fd());
-            serve(sock, parent, lease, remove);
+            let mut keep = vec![theirs.as_raw_fd()];
+            keep.extend(me.as_ref().map(|fd| fd.as_raw_fd()));
+            let placed = isolate(&keep);
+            serve(placed[0], placed.get(1).copied(), parent, lease, remove);
             // SAFETY: leave at once, running none of the parent's exit handlers.
             unsafe { libc::_exit(0) };
         }
-        drop(theirs);
-        Ok(Arc::new(Keeper {
-            sock: Mutex::new(Some(mine)),
+        drop((theirs, me));
+        let shared = Arc::new(Shared {
             pid: pid as u32,
-        }))
+            lease,
+            state: Mutex::new(State {
+                sock: Some(mine),
+                next: 1,
+                kept: HashMap::new(),
+                lost: HashMap::new(),
+            }),
+            here: Arc::default(),
+        });
+        let watcher = pidfd(pid as u32).and_then(|fd| Keeper::watch(shared.clone(), fd).ok());
+        Ok(Arc::new(Keeper { shared, watcher }))
+    }
+
+    /// A thread of this process waiting for the keeper's end (its pidfd): then its locks are
+    /// taken again here ([`Shared::fall_back`]) and refreshed by it until the keeper handle goes.
+    fn watch(shared: Arc<Shared>, keeper: OwnedFd) -> io::Result<(OwnedFd, JoinHandle<()>)> {
+        let (stop_r, stop_w) = crate::run::os::pipe()?;
+        let thread = std::thread::Builder::new()
+            .name("nxcc-lock-watch".into())
+            .spawn(move || {
+                let fds = [stop_r.as_raw_fd(), keeper.as_raw_fd()];
+                match ready(&fds, None) {
+                    Ok(now) if now[1] && !now[0] => {}
+                    _ => return,
+                }
+                shared.fall_back(&mut locked(&shared.state));
+                let every = refresh_every(shared.lease);
+                while ready(&[stop_r.as_raw_fd()], Some(every)).is_ok_and(|now| !now[0]) {
+                    for l in locked(&shared.here).values() {
+                        let _ = l.refresh();
+                    }
+                }
+            })?;
+        Ok((stop_w, thread))
     }
 
     /// The helper's process id.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.shared.pid
     }
 
-    fn call(&self, req: &Request) -> io::Result<Reply> {
-        let guard = self.sock.lock().unwrap_or_else(|p| p.into_inner());
-        let sock = guard
-            .as_ref()
-            .ok_or_else(|| io::Error::other("the lock keeper is stopped"))?
-            .as_raw_fd();
-        send(sock, &serde_json::to_vec(req).map_err(io::Error::other)?)?;
-        let msg = recv(sock)?;
-        if msg.is_empty() {
-            return Err(io::Error::other("the lock keeper is gone"));
-        }
-        serde_json::from_slice(&msg).map_err(io::Error::other)
+    /// Whether the keeper is gone and its locks are held by this process.
+    pub fn fell_back(&self) -> bool {
+        locked(&self.shared.state).sock.is_none()
     }
+
+    fn next_id(&self) -> u64 {
+        let mut st = locked(&self.shared.state);
+        st.next += 1;
+        st.next
+    }
+
+    /// Send `req` to the keeper, or, once it is gone, answer it here.
+    fn call(&self, req: Request) -> Reply {
+        let shared = &self.shared;
+        {
+            let mut st = locked(&shared.state);
+            if let Some(sock) = st.sock.as_ref().map(|s| s.as_raw_fd()) {
+                match round_trip(sock, &req) {
+                    Ok(reply) => {
+                        match (&req, &reply) {
+                            (Request::Take { id, target }, Reply::Locked { .. }) => {
+                                st.kept.insert(*id, target.clone());
+                            }
+                            (Request::Release { id }, _) => {
+                                st.kept.remove(id);
+                            }
+                            _ => {}
+                        }
+                        return reply;
+                    }
+                    // Gone, or answering nonsense: given up, its locks taken again here.
+                    Err(_) => shared.fall_back(&mut st),
+                }
+            }
+            if let Request::Verify { id } = &req {
+                if let Some(why) = st.lost.get(id) {
+                    return Reply::Lost { why: why.clone() };
+                }
+            }
+        }
+        answer(&shared.here, req, shared.lease)
+    }
+}
+
+/// One request to the keeper and its reply.
+fn round_trip(sock: RawFd, req: &Request) -> io::Result<Reply> {
+    send(sock, &serde_json::to_vec(req).map_err(io::Error::other)?)?;
+    let msg = recv(sock)?;
+    if msg.is_empty() {
+        return Err(io::Error::other("the lock keeper is gone"));
+    }
+    serde_json::from_slice(&msg).map_err(io::Error::other)
 }
 
 impl Drop for Keeper {
     fn drop(&mut self) {
+        if let Some((stop, thread)) = self.watcher.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
         // Its end of file makes the helper release everything and exit; then it is reaped.
-        drop(self.sock.lock().unwrap_or_else(|p| p.into_inner()).take());
-        let _ = crate::run::os::reap(self.pid);
+        let sock = locked(&self.shared.state).sock.take();
+        if sock.is_some() {
+            drop(sock);
+            let _ = crate::run::os::reap(self.shared.pid);
+        }
+        locked(&self.shared.here).clear();
     }
 }
 
@@ -289,7 +499,7 @@ pub struct KeptLock {
 
 impl Drop for KeptLock {
     fn drop(&mut self) {
-        let _ = self.keeper.call(&Request::Release { id: self.id });
+        let _ = self.keeper.call(Request::Release { id: self.id });
     }
 }
 
@@ -315,11 +525,10 @@ impl Held {
     pub fn verify(&self) -> Result<(), String> {
         match self {
             Held::Local(l) => l.verify(),
-            Held::Kept(k) => match k.keeper.call(&Request::Verify { id: k.id }) {
-                Ok(Reply::Ok) => Ok(()),
-                Ok(Reply::Lost { why }) => Err(why),
-                Ok(other) => Err(format!("the lock keeper answered {other:?}")),
-                Err(e) => Err(format!("the lock keeper: {e}")),
+            Held::Kept(k) => match k.keeper.call(Request::Verify { id: k.id }) {
+                Reply::Ok => Ok(()),
+                Reply::Lost { why } => Err(why),
+                other => Err(format!("the lock keeper answered {other:?}")),
             },
         }
     }
@@ -365,32 +574,29 @@ impl Locker {
         name: &str,
         break_foreign: bool,
     ) -> io::Result<Taken> {
-        match self {
-            Locker::Local(lease) => {
-                let dir = open_below(root, rel)?;
-                acquire(&dir, name, *lease, break_foreign).map(Taken::from)
-            }
-            Locker::Kept(k) => {
-                let req = Request::Take {
-                    root: root.to_path_buf(),
-                    rel: rel.to_vec(),
-                    name: name.to_string(),
-                    break_foreign,
-                };
-                match k.call(&req)? {
-                    Reply::Locked { id, took_over } => Ok(Taken::Locked(Held::Kept(KeptLock {
-                        keeper: k.clone(),
-                        id,
-                        took_over,
-                    }))),
-                    Reply::Busy { holder } => Ok(Taken::Busy(holder)),
-                    Reply::Refused { why } => Ok(Taken::Refused(why)),
-                    Reply::Failed { message } => Err(io::Error::other(message)),
-                    other => Err(io::Error::other(format!(
-                        "the lock keeper answered {other:?}"
-                    ))),
-                }
-            }
+        let target = Target {
+            root: root.to_path_buf(),
+            rel: rel.to_vec(),
+            name: name.to_string(),
+            break_foreign,
+        };
+        let k = match self {
+            Locker::Local(lease) => return target.take(*lease).map(Taken::from),
+            Locker::Kept(k) => k,
+        };
+        let id = k.next_id();
+        match k.call(Request::Take { id, target }) {
+            Reply::Locked { took_over } => Ok(Taken::Locked(Held::Kept(KeptLock {
+                keeper: k.clone(),
+                id,
+                took_over,
+            }))),
+            Reply::Busy { holder } => Ok(Taken::Busy(holder)),
+            Reply::Refused { why } => Ok(Taken::Refused(why)),
+            Reply::Failed { message } => Err(io::Error::other(message)),
+            other => Err(io::Error::other(format!(
+                "the lock keeper answered {other:?}"
+            ))),
         }
     }
 }

@@ -12,20 +12,29 @@
 //! Whether a lock file is live ([`judge`], [`Holder`]):
 //! - someone holds an `flock` on it: a live holder of this host ([`Holder::Held`]);
 //! - nxcc's, of this host (same host name), nobody holding its `flock`: its holder is proven dead
-//!   when its boot id differs, its pid is gone, or its pid now names a process that started at
-//!   another time ([`Holder::Dead`]); a live pid with its start time and no `flock` counts as held;
+//!   when its boot id differs, its pid is gone or a zombie (killed, not yet reaped), or its pid
+//!   now names a process that started at another time ([`Holder::Dead`]); a live pid with its
+//!   start time and no `flock` counts as held; a live pid without a start time proves nothing,
+//!   and only the lease tells, as for another host's;
 //! - nxcc's, of another host: `flock`s are local to a host on network file systems without a lock
 //!   manager, so only the lease tells — live until the modification time plus the lease has
 //!   passed ([`Holder::Leased`]), then stale ([`Holder::Expired`]). Hosts' clocks must agree
-//!   to well within a lease;
+//!   to well within a lease. A lease is never longer than [`lease_max`] whatever the stamp says,
+//!   and a modification time further ahead of this host's clock than [`clock_skew`] is no lease
+//!   at all ([`Holder::Void`]): a forged or broken lock cannot be made to last;
 //! - not nxcc's and not `flock`ed: nothing tells ([`Holder::Foreign`]).
+//!
+//! A name that holds anything but a regular file (a link, a FIFO) is never opened as a lock: it
+//! is refused ([`Acquired::Refused`]; [`judge`] fails), for that lock alone.
 //!
 //! A dead or expired lock is taken over ([`acquire`]) by renaming a fresh one onto it while
 //! holding an `flock` on the old one, after checking that the name still holds the file judged.
 //! Two hosts may still take over one expired lock at once: whoever writes under a lock checks
 //! first that it is still its own ([`Lock::verify`]: the same file at the name, the lease
 //! running, the directory still linked), and gives up its result otherwise. A lock is removed by
-//! its holder before its `flock` goes.
+//! its holder before its `flock` goes. A name that keeps changing while it is being taken (a
+//! removal a network or FUSE mount's client sees late: `stat` finds the file, `open` does not)
+//! is tried again with growing pauses for up to [`SETTLE`], an ordinary event, not an error.
 //!
 //! [`keeper`] holds locks for a process in a helper that outlives it only long enough to remove
 //! them: a killed `parallel-compile` leaves no lock behind.
@@ -34,7 +43,7 @@ pub mod keeper;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{AtFlags, FileType, OFlags, Timespec, Timestamps};
 use serde::{Deserialize, Serialize};
@@ -47,14 +56,42 @@ pub const MARK: &str = "nxcc ";
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// The environment variable that sets the lease, in milliseconds (tests use short ones).
 pub const LEASE_ENV: &str = "NXCC_LOCK_LEASE_MS";
+/// The longest lease honoured unless told otherwise: 10 minutes.
+pub const DEFAULT_LEASE_MAX: Duration = Duration::from_secs(600);
+/// The environment variable that sets the longest lease honoured, in seconds.
+pub const LEASE_MAX_ENV: &str = "NXCC_LOCK_LEASE_MAX_S";
+/// How far ahead of this host's clock a lock's modification time may be unless told otherwise.
+pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(60);
+/// The environment variable that sets the clock-skew allowance, in seconds.
+pub const CLOCK_SKEW_ENV: &str = "NXCC_LOCK_CLOCK_SKEW_S";
+/// How long [`acquire`] goes on trying while the lock's name keeps changing under it.
+pub const SETTLE: Duration = Duration::from_secs(5);
 
-/// The lease this process gives its locks: [`LEASE_ENV`], else [`DEFAULT_LEASE`].
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// The longest lease any lock is granted, its stamp's or this process's: [`LEASE_MAX_ENV`]
+/// (at least 1 s), else [`DEFAULT_LEASE_MAX`].
+pub fn lease_max() -> Duration {
+    env_u64(LEASE_MAX_ENV)
+        .filter(|s| *s >= 1)
+        .map_or(DEFAULT_LEASE_MAX, Duration::from_secs)
+}
+
+/// How far ahead of this host's clock a lock's modification time may be and still be a lease:
+/// [`CLOCK_SKEW_ENV`], else [`DEFAULT_CLOCK_SKEW`].
+pub fn clock_skew() -> Duration {
+    env_u64(CLOCK_SKEW_ENV).map_or(DEFAULT_CLOCK_SKEW, Duration::from_secs)
+}
+
+/// The lease this process gives its locks: [`LEASE_ENV`] (at least 100 ms), else
+/// [`DEFAULT_LEASE`]; never more than [`lease_max`].
 pub fn lease() -> Duration {
-    std::env::var(LEASE_ENV)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
+    env_u64(LEASE_ENV)
         .filter(|ms| *ms >= 100)
         .map_or(DEFAULT_LEASE, Duration::from_millis)
+        .min(lease_max())
 }
 
 /// How often a holder refreshes a lease of `lease`: a quarter of it.
@@ -98,11 +135,16 @@ fn boot_id() -> Option<String> {
     Some(id.trim().to_string()).filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
 }
 
-/// A process's start time, clock ticks after boot (`None`: gone).
+/// A running process's start time, clock ticks after boot (`None`: gone, or a zombie — a
+/// process killed and not yet reaped holds nothing).
 pub fn start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = rest.split_whitespace();
+    if matches!(fields.next()?, "Z" | "X" | "x") {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 impl Stamp {
@@ -155,17 +197,18 @@ impl Stamp {
         })
     }
 
-    /// Whether this host's process it names is proven gone: another boot, no such pid, or
-    /// another process under its pid.
-    fn proven_dead_here(&self) -> bool {
+    /// Whether this host's process it names runs: `Some(false)` when proven gone (another
+    /// boot, no such pid, a zombie, or another process under its pid), `Some(true)` when its pid
+    /// runs with its start time, `None` when the stamp has no start time and its pid runs (which
+    /// proves nothing: pid 1 always runs).
+    fn alive_here(&self) -> Option<bool> {
         if self.boot.is_some() && self.boot != boot_id() {
-            return true;
+            return Some(false);
         }
-        match (start_ticks(self.pid), self.start) {
-            (None, _) => true,
-            (Some(now), Some(then)) => now != then,
-            (Some(_), None) => false,
-        }
+        let Some(now) = start_ticks(self.pid) else {
+            return Some(false);
+        };
+        self.start.map(|then| now == then)
     }
 }
 
@@ -201,6 +244,16 @@ pub enum Holder {
         /// When the lease ended, milliseconds since the epoch.
         until_ms: u64,
     },
+    /// nxcc's, its modification time further ahead of this host's clock than the clock-skew
+    /// allowance ([`clock_skew`]): no lease at all (a forged lock, or a broken clock).
+    Void {
+        /// The lock's text.
+        text: String,
+        /// The holder's host.
+        host: String,
+        /// How far ahead its modification time is, seconds.
+        ahead_s: u64,
+    },
     /// Not nxcc's, nobody holding an `flock` on it: nothing tells whether it is live.
     Foreign {
         /// The lock's text (often nothing).
@@ -208,10 +261,38 @@ pub enum Holder {
     },
 }
 
+/// The longest part of a lock's text shown in words.
+pub const TEXT_SHOWN: usize = 300;
+
+/// A lock's text as it is shown: control characters escaped (`\u{1b}`), cut at [`TEXT_SHOWN`]
+/// characters; an empty one said so (a lock file holds whatever its writer put there).
+pub fn shown(text: &str) -> String {
+    if text.is_empty() {
+        return "an empty lock file".to_string();
+    }
+    let mut out = String::new();
+    for (n, (i, c)) in text.char_indices().enumerate() {
+        if n >= TEXT_SHOWN {
+            out.push_str(&format!("... ({} more bytes)", text.len() - i));
+            break;
+        }
+        match c {
+            c if c.is_control() || ('\u{200b}'..='\u{206f}').contains(&c) => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 impl Holder {
-    /// Whether its holder is proven gone (dead, or its lease expired).
+    /// Whether its holder is proven gone (dead, its lease expired or void).
     pub fn is_stale(&self) -> bool {
-        matches!(self, Holder::Dead { .. } | Holder::Expired { .. })
+        matches!(
+            self,
+            Holder::Dead { .. } | Holder::Expired { .. } | Holder::Void { .. }
+        )
     }
 
     /// The lock's text.
@@ -221,35 +302,36 @@ impl Holder {
             | Holder::Dead { text }
             | Holder::Leased { text, .. }
             | Holder::Expired { text, .. }
+            | Holder::Void { text, .. }
             | Holder::Foreign { text } => text,
         }
     }
 
-    /// In words: `held by a running process (...)`, `left by a dead nxcc run (...)`, ...
+    /// In words: `held by a running process (...)`, `left by a dead nxcc run (...)`, ... (the
+    /// lock's text escaped and cut: it is whatever the file holds).
     pub fn describe(&self) -> String {
+        let text = shown(self.text());
         match self {
-            Holder::Held { text } => format!("held by a running process ({text})"),
-            Holder::Dead { text } => format!("left by a dead nxcc run ({text})"),
-            Holder::Leased {
-                text,
-                host,
-                until_ms,
-            } => format!(
-                "held by an nxcc run on host {host}, its lease running until {:.3} ({text})",
+            Holder::Held { .. } => format!("held by a running process ({text})"),
+            Holder::Dead { .. } => format!("left by a dead nxcc run ({text})"),
+            Holder::Leased { host, until_ms, .. } => format!(
+                "held by an nxcc run on host {}, its lease running until {:.3} ({text})",
+                shown(host),
                 *until_ms as f64 / 1000.0
             ),
-            Holder::Expired {
-                text,
-                host,
-                until_ms,
-            } => format!(
-                "left by an nxcc run on host {host} whose lease ended at {:.3} ({text})",
+            Holder::Expired { host, until_ms, .. } => format!(
+                "left by an nxcc run on host {} whose lease ended at {:.3} ({text})",
+                shown(host),
                 *until_ms as f64 / 1000.0
+            ),
+            Holder::Void { host, ahead_s, .. } => format!(
+                "left by an nxcc run on host {} whose lease is void: its modification time is {ahead_s} s ahead of this host's clock ({text})",
+                shown(host)
             ),
             Holder::Foreign { text } if text.is_empty() => {
                 "a lock file nxcc did not make (the framework's?)".to_string()
             }
-            Holder::Foreign { text } => format!("a lock file nxcc did not make ({text})"),
+            Holder::Foreign { .. } => format!("a lock file nxcc did not make ({text})"),
         }
     }
 }
@@ -289,16 +371,35 @@ pub fn judge_text(text: String, modified_s: f64) -> Holder {
         return Holder::Foreign { text };
     };
     if stamp.host == host_name() {
-        return if stamp.proven_dead_here() {
-            Holder::Dead { text }
-        } else {
-            Holder::Held { text }
+        match stamp.alive_here() {
+            Some(false) => return Holder::Dead { text },
+            Some(true) => return Holder::Held { text },
+            None => {}
+        }
+    }
+    by_lease(text, stamp, modified_s)
+}
+
+/// How a lock whose holder only its lease tells stands: its modification time `mtime` (seconds
+/// since the epoch) plus its lease (at most [`lease_max`]); void when `mtime` is further ahead
+/// than [`clock_skew`].
+fn by_lease(text: String, stamp: Stamp, mtime: f64) -> Holder {
+    let now = now_f();
+    let host = stamp.host;
+    if mtime > now + clock_skew().as_secs_f64() {
+        return Holder::Void {
+            text,
+            host,
+            ahead_s: (mtime - now) as u64,
         };
     }
-    let lease = stamp.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
-    let until = modified_s + lease.as_secs_f64();
-    let (host, until_ms) = (stamp.host, (until * 1000.0) as u64);
-    if now_f() < until {
+    let lease = stamp
+        .lease_ms
+        .map_or(DEFAULT_LEASE, Duration::from_millis)
+        .min(lease_max());
+    let until = mtime + lease.as_secs_f64();
+    let until_ms = (until * 1000.0) as u64;
+    if now < until {
         Holder::Leased {
             text,
             host,
@@ -374,78 +475,113 @@ pub enum Acquired {
     Refused(String),
 }
 
-/// Take the lock `name` in `dir` with `lease`: create it, or take over a stale one (and a
-/// foreign one nobody `flock`s, with `break_foreign`).
+/// What one try at taking a lock gave.
+enum Try {
+    /// A final answer.
+    Done(Acquired),
+    /// The name changed under the taker: try again.
+    Again,
+}
+
+/// Take the lock `name` in `dir` with `lease` (at most [`lease_max`]): create it, or take over a
+/// stale one (and a foreign one nobody `flock`s, with `break_foreign`). While the name keeps
+/// changing under the taker it is tried again, with pauses doubling from 1 ms to 200 ms, for
+/// up to [`SETTLE`].
 pub fn acquire(
     dir: &Dir,
     name: &str,
     lease: Duration,
     break_foreign: bool,
 ) -> io::Result<Acquired> {
+    let lease = lease.min(lease_max());
     let stamp = Stamp::mine(lease);
-    let locked = |file: File, took_over| -> io::Result<Acquired> {
-        Ok(Acquired::Locked(Lock {
+    let began = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match try_once(dir, name, &stamp, lease, break_foreign)? {
+            Try::Done(done) => return Ok(done),
+            Try::Again if began.elapsed() >= SETTLE => {
+                return Err(io::Error::other(format!(
+                    "the lock {name} kept changing while it was being taken (for {} s)",
+                    SETTLE.as_secs()
+                )))
+            }
+            Try::Again => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// One try at taking `name` (see [`acquire`]).
+fn try_once(
+    dir: &Dir,
+    name: &str,
+    stamp: &Stamp,
+    lease: Duration,
+    break_foreign: bool,
+) -> io::Result<Try> {
+    let locked = |file: File, took_over| -> io::Result<Try> {
+        Ok(Try::Done(Acquired::Locked(Lock {
             dir: dir.try_clone()?,
             name: name.to_string(),
             file,
             lease,
             took_over,
-        }))
+        })))
     };
-    for _ in 0..20 {
-        match dir.stat(name) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let (tmp, f) = fresh(dir, name, &stamp)?;
-                let linked = rustix::fs::linkat(dir, tmp.as_str(), dir, name, AtFlags::empty());
-                let _ = dir.remove_file(&tmp);
-                match linked {
-                    Ok(()) => return locked(f, None),
-                    Err(rustix::io::Errno::EXIST) => continue,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(e) => return Err(e),
-            Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile => {
-                return Ok(Acquired::Refused(format!(
-                    "{name} is not a plain file ({:?})",
-                    FileType::from_raw_mode(st.st_mode)
-                )))
-            }
-            Ok(_) => {}
-        }
-        let mut old = match dir.open_file_with(name, OFlags::RDONLY, 0) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            r => r?,
-        };
-        // A scan probing with a shared lock holds it for an instant: try a few times.
-        let mut free = false;
-        for i in 0..5 {
-            if try_flock(&old)? {
-                free = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2 << i));
-        }
-        let was = classify(&mut old, free)?;
-        let take = was.is_stale() || (break_foreign && matches!(was, Holder::Foreign { .. }));
-        if !take {
-            return Ok(Acquired::Busy(was));
-        }
-        if !same_file(dir, name, &old) {
-            continue;
-        }
-        // Ours now: replace it by a fresh one in one rename (its holder is gone).
-        let (tmp, f) = fresh(dir, name, &stamp)?;
-        if let Err(e) = dir.rename(&tmp, dir, name) {
+    match dir.stat(name) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let (tmp, f) = fresh(dir, name, stamp)?;
+            let linked = rustix::fs::linkat(dir, tmp.as_str(), dir, name, AtFlags::empty());
             let _ = dir.remove_file(&tmp);
-            return Err(e);
+            return match linked {
+                Ok(()) => locked(f, None),
+                Err(rustix::io::Errno::EXIST) => Ok(Try::Again),
+                Err(e) => Err(e.into()),
+            };
         }
-        drop(old);
-        return locked(f, Some(was));
+        Err(e) => return Err(e),
+        Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile => {
+            return Ok(Try::Done(Acquired::Refused(format!(
+                "{name} is not a plain file ({})",
+                crate::fsx::regular::kind_name(FileType::from_raw_mode(st.st_mode))
+            ))))
+        }
+        Ok(_) => {}
     }
-    Err(io::Error::other(format!(
-        "the lock {name} kept changing while it was being taken"
-    )))
+    let mut old = match dir.open_file_with(name, OFlags::RDONLY, 0) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Try::Again),
+        // Replaced by something else since the stat: look again.
+        Err(e) if crate::fsx::dir::is_not_plain(&e) => return Ok(Try::Again),
+        r => r?,
+    };
+    // A scan probing with a shared lock holds it for an instant: try a few times.
+    let mut free = false;
+    for i in 0..5 {
+        if try_flock(&old)? {
+            free = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2 << i));
+    }
+    let was = classify(&mut old, free)?;
+    let take = was.is_stale() || (break_foreign && matches!(was, Holder::Foreign { .. }));
+    if !take {
+        return Ok(Try::Done(Acquired::Busy(was)));
+    }
+    if !same_file(dir, name, &old) {
+        return Ok(Try::Again);
+    }
+    // Ours now: replace it by a fresh one in one rename (its holder is gone).
+    let (tmp, f) = fresh(dir, name, stamp)?;
+    if let Err(e) = dir.rename(&tmp, dir, name) {
+        let _ = dir.remove_file(&tmp);
+        return Err(e);
+    }
+    drop(old);
+    locked(f, Some(was))
 }
 
 impl Lock {
@@ -514,6 +650,8 @@ pub fn remove_stale(dir: &Dir, name: &str, foreign: bool) -> io::Result<Option<H
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
+    use std::path::Path;
 
     const L: &str = "model.hlo_module.pb.lock";
     const LEASE: Duration = Duration::from_secs(60);
@@ -612,5 +750,143 @@ mod tests {
             acquire(&d, L, LEASE, true).unwrap(),
             Acquired::Refused(_)
         ));
+    }
+
+    /// Write `text` at `L` in `t` with its modification time `ago` in the past (negative: ahead).
+    fn plant(t: &Path, text: &str, ago: i64) {
+        std::fs::write(t.join(L), text).unwrap();
+        let now = SystemTime::now();
+        let when = if ago >= 0 {
+            now - Duration::from_secs(ago as u64)
+        } else {
+            now + Duration::from_secs(ago.unsigned_abs())
+        };
+        let f = File::options().write(true).open(t.join(L)).unwrap();
+        f.set_modified(when).unwrap();
+    }
+
+    #[test]
+    fn a_zombie_holder_holds_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path()).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap();
+        let mut stamp = Stamp::mine(LEASE);
+        stamp.pid = child.id();
+        stamp.start = start_ticks(child.id());
+        assert!(stamp.start.is_some());
+        std::fs::write(t.path().join(L), stamp.text()).unwrap();
+        assert!(matches!(judge(&d, L).unwrap(), Some(Holder::Held { .. })));
+        // Killed, not reaped: a zombie.
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let state = || {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+            stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap()
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while state() != 'Z' {
+            assert!(Instant::now() < deadline, "never a zombie");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(start_ticks(child.id()), None);
+        assert!(matches!(judge(&d, L).unwrap(), Some(Holder::Dead { .. })));
+        let Acquired::Locked(l) = acquire(&d, L, LEASE, false).unwrap() else {
+            panic!("a zombie's lock was not taken over")
+        };
+        assert!(matches!(l.took_over, Some(Holder::Dead { .. })));
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn forged_locks_are_taken_over() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path()).unwrap();
+        let host = host_name();
+        let taken = |what: &str| match acquire(&d, L, LEASE, false).unwrap() {
+            Acquired::Locked(l) => l.took_over.clone().unwrap(),
+            other => panic!("{what}: not taken over: {other:?}"),
+        };
+        // This host, pid 1 (always running), no start time: only its lease tells.
+        let pid1 = format!("nxcc pid=1 started=0 host={host}\n");
+        plant(t.path(), &pid1, 0);
+        assert!(
+            matches!(judge(&d, L).unwrap(), Some(Holder::Leased { .. })),
+            "{:?}",
+            judge(&d, L)
+        );
+        plant(t.path(), &pid1, 2 * DEFAULT_LEASE.as_secs() as i64);
+        assert!(matches!(taken("pid 1"), Holder::Expired { .. }));
+        // Another host's lock, its modification time years ahead: void at once.
+        let far = "nxcc pid=7 started=0 host=elsewhere lease=60000\n";
+        plant(t.path(), far, -3 * 365 * 86_400);
+        let h = judge(&d, L).unwrap().unwrap();
+        assert!(matches!(h, Holder::Void { .. }), "{h:?}");
+        assert!(
+            h.describe().contains("s ahead of this host's clock"),
+            "{}",
+            h.describe()
+        );
+        assert!(matches!(taken("years ahead"), Holder::Void { .. }));
+        // Ahead within the clock-skew allowance: a lease.
+        plant(t.path(), far, -10);
+        assert!(matches!(judge(&d, L).unwrap(), Some(Holder::Leased { .. })));
+        // A lease of u64::MAX ms lasts no longer than the maximum.
+        for host in ["elsewhere", host.as_str()] {
+            let forever = format!("nxcc pid=1 started=0 host={host} lease={}\n", u64::MAX);
+            plant(t.path(), &forever, DEFAULT_LEASE_MAX.as_secs() as i64 - 60);
+            assert!(
+                matches!(judge(&d, L).unwrap(), Some(Holder::Leased { .. })),
+                "{host}"
+            );
+            plant(t.path(), &forever, DEFAULT_LEASE_MAX.as_secs() as i64 + 60);
+            assert!(matches!(taken(&forever), Holder::Expired { .. }), "{host}");
+        }
+    }
+
+    #[test]
+    fn a_fifo_at_a_locks_name_is_refused_never_opened() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path()).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            t.path().join(L).as_path(),
+            FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = judge(&d, L).unwrap_err();
+        assert!(crate::fsx::dir::is_not_plain(&e), "{e}");
+        let Acquired::Refused(why) = acquire(&d, L, LEASE, true).unwrap() else {
+            panic!("a FIFO was taken as a lock")
+        };
+        assert_eq!(why, format!("{L} is not a plain file (a FIFO)"));
+        assert!(std::fs::symlink_metadata(t.path().join(L))
+            .unwrap()
+            .file_type()
+            .is_fifo());
+    }
+
+    #[test]
+    fn lock_text_is_shown_escaped_and_an_empty_one_said() {
+        let h = Holder::Held {
+            text: String::new(),
+        };
+        assert_eq!(
+            h.describe(),
+            "held by a running process (an empty lock file)"
+        );
+        let h = Holder::Held {
+            text: "nxcc pid=1 \x1b[2J\u{202e}x".into(),
+        };
+        assert_eq!(
+            h.describe(),
+            "held by a running process (nxcc pid=1 \\u{1b}[2J\\u{202e}x)"
+        );
+        let long = shown(&"y".repeat(5000));
+        assert!(long.ends_with(&format!("... ({} more bytes)", 5000 - TEXT_SHOWN)));
     }
 }

@@ -282,7 +282,6 @@ pub fn clean(
         None => None,
     };
     let scan = cache.scan(None)?;
-    let shown = |e: &Entry, name: &str| e.path.join(name).display().to_string();
     for v in &scan.versions {
         let old = req
             .keep_version
@@ -323,38 +322,51 @@ pub fn clean(
             let Ok(dir) = open_entry(cache, e) else {
                 continue;
             };
-            if req.locks {
-                for g in GRAPH_FILES {
-                    clean_lock(&dir, e, &lock::lock_name(g), req, &mut r)?;
-                }
-                clean_staging(&dir, e, req.dry_run, &mut r)?;
-            }
-            if req.failed && e.class == Class::Failed {
-                let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
-                if req.dry_run {
-                    r.removed.push(Removal {
-                        path: shown(e, LOG_FILE),
-                        why: "a failed compile (the entry becomes to do)".into(),
-                    });
-                    continue;
-                }
-                match lockfile::acquire(&dir, &lock::lock_name(graph), lockfile::lease(), false)? {
-                    Acquired::Locked(_l) => {
-                        dir.remove_file(LOG_FILE)?;
-                        r.removed.push(Removal {
-                            path: shown(e, LOG_FILE),
-                            why: "a failed compile (the entry becomes to do)".into(),
-                        });
-                    }
-                    _ => r.kept.push(Removal {
-                        path: shown(e, LOG_FILE),
-                        why: "the entry is locked".into(),
-                    }),
-                }
+            // What goes wrong in one entry (a FIFO where its lock should be, a file that
+            // cannot be read) is said for that entry, and the others are cleaned.
+            if let Err(err) = clean_entry(&dir, e, req, &mut r) {
+                r.kept.push(Removal {
+                    path: e.path.display().to_string(),
+                    why: format!("left alone: {err}"),
+                });
             }
         }
     }
     Ok(r)
+}
+
+/// `clean` in the entry `e`, open at `dir`: its stale locks and staging directories, its log.
+fn clean_entry(dir: &Dir, e: &Entry, req: &CleanRequest, r: &mut CleanReport) -> io::Result<()> {
+    let shown = |name: &str| e.path.join(name).display().to_string();
+    if req.locks {
+        for g in GRAPH_FILES {
+            clean_lock(dir, e, &lock::lock_name(g), req, r)?;
+        }
+        clean_staging(dir, e, req.dry_run, r)?;
+    }
+    if !(req.failed && e.class == Class::Failed) {
+        return Ok(());
+    }
+    let removal = Removal {
+        path: shown(LOG_FILE),
+        why: "a failed compile (the entry becomes to do)".into(),
+    };
+    if req.dry_run {
+        r.removed.push(removal);
+        return Ok(());
+    }
+    let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
+    match lockfile::acquire(dir, &lock::lock_name(graph), lockfile::lease(), false)? {
+        Acquired::Locked(_l) => {
+            dir.remove_file(LOG_FILE)?;
+            r.removed.push(removal);
+        }
+        _ => r.kept.push(Removal {
+            path: shown(LOG_FILE),
+            why: "the entry is locked".into(),
+        }),
+    }
+    Ok(())
 }
 
 /// One lock file of an entry: removed when its holder is proven gone (at any age), or when
@@ -371,12 +383,24 @@ fn clean_lock(
     };
     let age = age_s(&st);
     let path = e.path.join(name).display().to_string();
+    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    if kind != rustix::fs::FileType::RegularFile {
+        r.kept.push(Removal {
+            path,
+            why: format!(
+                "refused: {} where a lock file belongs (never opened; remove it by hand)",
+                crate::fsx::regular::kind_name(kind)
+            ),
+        });
+        return Ok(());
+    }
     let Some(holder) = lockfile::judge(dir, name)? else {
         return Ok(());
     };
     let why = match &holder {
         LockOwner::Dead { .. } => "its holder, a process of this host, is gone",
         LockOwner::Expired { .. } => "its holder's lease ended",
+        LockOwner::Void { .. } => "its lease is void (its modification time is in the future)",
         LockOwner::Foreign { .. } if age >= req.min_age_s => "a lock nxcc did not make, unheld",
         LockOwner::Foreign { .. } => {
             r.kept.push(Removal {
@@ -399,7 +423,7 @@ fn clean_lock(
     if removed {
         r.removed.push(Removal {
             path,
-            why: format!("{why}, {age} s old ({})", holder.text()),
+            why: format!("{why}, {age} s old ({})", lockfile::shown(holder.text())),
         });
     }
     Ok(())

@@ -217,7 +217,7 @@ impl Tree {
         for f in &tree.files {
             let path = dir.join(&f.name);
             remote
-                .download_to(&f.digest.clone().unwrap_or_default(), &path)
+                .download_input(&f.digest.clone().unwrap_or_default(), &path)
                 .map_err(Refusal::from_cas)?;
             if f.is_executable {
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(

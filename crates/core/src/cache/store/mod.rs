@@ -364,6 +364,19 @@ pub(crate) mod tests {
         let e = cache.serve(&key, &neff, &out, &table).unwrap_err();
         assert!(matches!(e, ServeError::Corrupt(_)));
         assert_eq!(std::fs::read(&out).unwrap(), b"neff bytes");
+        // Trusted while its identity holds, the hash is skipped: a memory planted for these
+        // (wrong) bytes serves them as they are — which only a server that does not hash can do.
+        while !id().settled_before(now_ns()) {
+            assert!(std::time::Instant::now() < deadline, "never settled");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        table.remember_of(Kind::Blake3, &id(), &neff.blake3, now_ns());
+        cache.serve(&key, &neff, &out, &table).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"neff bytez");
+        // Once it changes again, the memory no longer applies: hashed, and refused.
+        std::fs::write(&path, b"neff bytey").unwrap();
+        let e = cache.serve(&key, &neff, &out, &table).unwrap_err();
+        assert!(matches!(e, ServeError::Corrupt(_)));
     }
 
     #[test]

@@ -116,13 +116,21 @@ impl Cache {
 
 /// Rename `name` of `dir` away, then delete it. `false` if it was not there.
 pub(crate) fn evict_in(dir: &Dir, name: &str) -> std::io::Result<bool> {
-    let away = unique::name(&format!("{EVICT_PREFIX}{name}-"));
-    match dir.rename(name, dir, &away) {
-        Ok(()) => {
+    match rename_away(dir, name)? {
+        Some(away) => {
             dir.remove_all(&away)?;
             Ok(true)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        None => Ok(false),
+    }
+}
+
+/// Rename `name` of `dir` to a fresh `.evict-` name, which it returns (`None`: it was not there).
+fn rename_away(dir: &Dir, name: &str) -> std::io::Result<Option<String>> {
+    let away = unique::name(&format!("{EVICT_PREFIX}{name}-"));
+    match dir.rename(name, dir, &away) {
+        Ok(()) => Ok(Some(away)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -140,7 +148,10 @@ pub enum Evicted {
 
 /// Remove the entry `key` of `shard` unless a process of this host is reading it: an exclusive
 /// `flock` on its `meta.json`, not waited for, is held while it is renamed away ([`Cache::serve`]
-/// reads under a shared one), so an entry is never removed under its reader.
+/// reads under a shared one), so an entry is never removed under its reader. The files are
+/// deleted once they are closed (a file deleted while open would be kept as a hidden name on a
+/// network or FUSE file system, and its directory with it); once renamed away, the entry is
+/// gone from the cache, and what its deletion leaves is a leftover for `gc`.
 pub fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
     let dir = match shard.open_dir(key) {
         Ok(d) => d,
@@ -165,11 +176,13 @@ pub fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
     if now.st_ino != then.st_ino || now.st_dev != then.st_dev {
         return Ok(Evicted::Held);
     }
-    Ok(if evict_in(shard, key)? {
-        Evicted::Removed(bytes)
-    } else {
-        Evicted::Gone
-    })
+    let Some(away) = rename_away(shard, key)? else {
+        return Ok(Evicted::Gone);
+    };
+    drop(_held);
+    drop(dir);
+    let _ = shard.remove_all(&away);
+    Ok(Evicted::Removed(bytes))
 }
 
 impl Pending {

@@ -264,13 +264,23 @@ fn sigterm_ignored_means_sigkill_after_the_grace() {
 fn cancellation_from_another_thread_ends_the_run() {
     let cancel = Cancel::new();
     let canceller = cancel.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let seen = started.clone();
+    // Cancelled once the run is under way: its grandchild started and said so.
     let thread = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::fs::read_to_string(&seen).map_or(true, |t| !t.ends_with('\n')) {
+            assert!(Instant::now() < deadline, "the run never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         canceller.cancel();
     });
-    let started = Instant::now();
-    let captured = capture(&sh("sleep 100 & echo $!; wait"), &cancel);
-    let elapsed = started.elapsed();
+    let script = format!(
+        "sleep 100 & echo $!; echo $! > '{}'; wait",
+        started.display()
+    );
+    let captured = capture(&sh(&script), &cancel);
     thread.join().expect("canceller");
     let grandchild: u32 = captured.stdout[0].parse().expect("pid");
     let ended = dies_within(grandchild, Duration::from_secs(2));
@@ -280,7 +290,6 @@ fn cancellation_from_another_thread_ends_the_run() {
         captured.outcome.termination(),
         Termination::Signaled(libc::SIGTERM)
     );
-    assert!(elapsed >= Duration::from_millis(200));
     assert!(ended, "the grandchild {grandchild} outlived the run");
     assert!(cancel.is_cancelled());
 }
