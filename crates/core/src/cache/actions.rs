@@ -65,7 +65,6 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -
     };
     match action {
         "stats" => Ok(stats(
-            prog,
             &cache,
             json,
             parsed.flag("zero"),
@@ -200,25 +199,27 @@ struct StatsReport {
     used_percent: Option<f64>,
     /// Whether the cache exists (a compile through it creates it).
     exists: bool,
+    /// When it does not: that, and what would create it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     zeroed: bool,
 }
 
-/// `cache stats`: what the cache holds, its limit and how full it is, and what it did. A
-/// `--cache_dir` (`named`) that holds no cache is an error (exit 1: a mistyped path is not an
-/// empty cache); the default cache, before any compile used it, is reported as not there yet.
-fn stats(prog: &str, cache: &Cache, json: bool, zero: bool, named: Option<&str>) -> i32 {
+/// `cache stats`: what the cache holds, its limit and how full it is, and what it did. A cache
+/// that does not exist (a mistyped `--cache_dir`, or no compile through it yet) is reported as
+/// such, as ccache reports one, with what would create it; the exit status is 0.
+fn stats(cache: &Cache, json: bool, zero: bool, named: Option<&str>) -> i32 {
     let exists = matches!(cache.open_root(false), Ok(Some(_)));
-    if let (false, Some(dir)) = (exists, named) {
-        eprintln!(
-            "{prog} cache stats: error: no cache at {}: nothing was ever cached with --cache_dir {dir} (a compile with it creates the cache)",
-            cache.root().display()
-        );
-        return 1;
-    }
     let holds = maintain::stats(cache);
     let max_size = settings::File::read(cache).max_size.filter(|n| *n > 0);
     let report = StatsReport {
+        missing: (!exists).then(|| match named {
+            Some(dir) => format!(
+                "no cache here: nothing was ever cached with --cache_dir {dir} (check the path; a compile with it creates the cache)"
+            ),
+            None => "not created yet: the first compile through it creates it".to_string(),
+        }),
         used_percent: max_size.map(|m| holds.bytes as f64 * 100.0 / m as f64),
         holds,
         counters: counters::read(cache, None),
@@ -237,8 +238,8 @@ fn stats_text(r: &StatsReport) -> String {
     let s = &r.holds;
     let c = &r.counters;
     let mut t = format!("cache: {}\n", s.dir);
-    if !r.exists {
-        t.push_str("(not created yet: the first compile through it creates it)\n");
+    if let Some(why) = &r.missing {
+        t.push_str(&format!("({why})\n"));
     }
     t.push_str(&format!("entries: {}\n", s.entries));
     t.push_str(&format!("failed entries: {}\n", s.failed));
