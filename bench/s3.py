@@ -3,7 +3,7 @@
 the virtual environment the S3 tests provision, target/moto-venv; made here the same way if
 missing).
 
-    python3 bench/s3.py NXCC [RUNS] [hits|fleet]
+    python3 bench/s3.py NXCC [RUNS] [hits|fleet|framework]
 
 1. Hits, alternated in one run, RUNS rounds (default 10), each a whole process:
    - a hit from S3: `nxcc compile big.pb ... --cache_dir s3://bench/p` on a host whose local
@@ -20,6 +20,12 @@ missing).
    through one bucket, against each host compiling them alone (`--cache_dir` of its own): the
    compiles run, the bytes uploaded and downloaded (from the compiles' own log lines), the wall
    time of the whole fleet.
+3. The framework's cache in a bucket: a framework cache of 200 entries (a graph and
+   `compile_flags.json` each, as the extraction phase leaves them), compiled once in a directory
+   and once in the bucket (untimed); then, alternated, RUNS rounds of a second `parallel-compile
+   --neuron-cache=s3://bench/fw` (every entry listed and found done, nothing compiled) against the
+   same on the directory (`--neuron-cache=DIR`), and the server's own client listing the same
+   objects (boto3, a Python process: tests/data/moto/admin.py list).
 """
 import json
 import os
@@ -209,6 +215,66 @@ def fleet(nxcc, tmp, endpoint):
         print(f"| {name} | {compiles} | {up} B | {down} B ({n}) | {wall:.1f} s |")
 
 
+FW_VERSION = "2.24.5133.0+nxcc-sim"
+FW_ENTRIES = 200
+
+
+def framework(nxcc, runs, tmp, endpoint):
+    with open(os.path.join(pairs.ROOT, "examples", "models", "mlp.hlo_module.pb"), "rb") as f:
+        original = f.read()
+    fw = os.path.join(tmp, "fw")
+    vdir = os.path.join(fw, f"neuronxcc-{FW_VERSION}")
+    for i in range(FW_ENTRIES):
+        e = os.path.join(vdir, f"MODULE_{i:04}+d41d8cd9")
+        os.makedirs(e)
+        with open(os.path.join(e, "model.hlo_module.pb"), "wb") as f:
+            f.write(original + bytes([0xc2, 0x3e, 2, i // 256, i % 256]))
+        with open(os.path.join(e, "compile_flags.json"), "w") as f:
+            f.write("[]")
+    admin(endpoint, "putdir", BUCKET, "fw", fw)
+    work = os.path.join(tmp, "fw-tmp")
+    os.makedirs(work)
+    env = s3_env(endpoint, os.path.join(tmp, "fw-xdg"))
+    env.update(TMPDIR=work, NXCC_SIM_STATE=os.path.join(tmp, "fw-state"))
+
+    def argv(cache):
+        return [nxcc, "parallel-compile", f"--neuron-cache={cache}", "--allow-simulated", "--",
+                "--target", "trn2", "--toolchain", "sim"]
+
+    sides = [("bucket (--neuron-cache=s3://...)", argv(f"s3://{BUCKET}/fw")),
+             ("directory (--neuron-cache=DIR)", argv(fw))]
+    for name, a in sides[:2]:
+        p = subprocess.run(a, cwd=tmp, env=env, capture_output=True, text=True)
+        if p.returncode != 0 or f"{FW_ENTRIES} entries to compile" not in p.stdout + p.stderr:
+            raise SystemExit(f"{name}: the first run did not compile every entry:\n"
+                             f"{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    for name, a in sides:
+        p = subprocess.run(a, cwd=tmp, env=env, capture_output=True, text=True)
+        if p.returncode != 0 or f"0 entries to compile, {FW_ENTRIES} done" not in p.stdout + p.stderr:
+            raise SystemExit(f"{name}: a second run found work:\n{p.stdout[-2000:]}"
+                             f"{p.stderr[-2000:]}")
+    # The floor of the bucket's side: the server's own client listing the same objects.
+    sides.append(("boto3 listing the bucket's objects, a Python process",
+                  admin_argv(endpoint, "list", BUCKET)))
+    times = {name: [] for name, _ in sides}
+    for _ in range(runs):
+        for name, a in sides:
+            wall, _cpu, _peak, code = pairs.measure(a, cwd=tmp, env=env)
+            if code != 0:
+                raise SystemExit(f"{name} exited {code}")
+            times[name].append(wall)
+    print(f"\nframework: a second parallel-compile over {FW_ENTRIES} done entries; {runs} rounds, "
+          "alternated; wall, ms")
+    print("| | median | p10 | p90 |\n|---|---|---|---|")
+    for name, t in times.items():
+        q = statistics.quantiles(t, n=10)
+        print(f"| {name} | {statistics.median(t) * 1e3:.1f} | {q[0] * 1e3:.1f} | "
+              f"{q[-1] * 1e3:.1f} |")
+    med = [statistics.median(t) for t in times.values()]
+    print(f"bucket / directory: {med[0] / med[1]:.2f}; bucket / boto3 listing: "
+          f"{med[0] / med[2]:.2f}")
+
+
 def main():
     nxcc = os.path.abspath(sys.argv[1])
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 10
@@ -221,6 +287,8 @@ def main():
             hits(nxcc, runs, tmp, endpoint)
         if only in (None, "fleet"):
             fleet(nxcc, tmp, endpoint)
+        if only in (None, "framework"):
+            framework(nxcc, runs, tmp, endpoint)
     finally:
         if server:
             os.killpg(server.pid, 9)

@@ -21,8 +21,8 @@
 
 pub use nxcc_core::{
     admission, cache, cli, engine, environ, error, forkserver, fsx, hlo, jobs, lockfile, neff,
-    neuron_cache, npy, plan, profile, recon, result, run, shell, snapshot, toolchain, words,
-    ORIGINAL_VERSION, VERSION,
+    neuron_cache, npy, objstore, plan, profile, recon, result, run, shell, snapshot, toolchain,
+    words, ORIGINAL_VERSION, VERSION,
 };
 pub use nxcc_remote as remote;
 

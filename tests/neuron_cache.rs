@@ -1307,23 +1307,23 @@ fn entry_flags_that_reach_into_the_machine_are_refused_and_touch_nothing() {
 }
 
 #[test]
-fn s3_caches_are_refused_clearly_and_legacy_and_foreign_directories_are_sized() {
+fn remote_caches_but_s3_are_refused_clearly_and_legacy_and_foreign_directories_are_sized() {
     let s = Scratch::new();
     for args in [
         &[
             "parallel-compile",
             "--neuron-cache",
-            "s3://b/p",
+            "gs://b/p",
             "--",
             "--target",
             "trn2",
         ][..],
-        &["cache", "stats", "--neuron-cache", "s3://b/p"],
+        &["cache", "stats", "--neuron-cache", "gs://b/p"],
     ] {
         let o = s.run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(
-            text(&o.stderr).contains("S3 caches are not supported (s3://b/p)"),
+            text(&o.stderr).contains("remote caches are not supported (gs://b/p)"),
             "{}",
             text(&o.stderr)
         );
@@ -1336,11 +1336,11 @@ fn s3_caches_are_refused_clearly_and_legacy_and_foreign_directories_are_sized() 
             "--target",
             "trn2",
         ])
-        .env("NEURON_COMPILE_CACHE_URL", "s3://bucket/prefix")
+        .env("NEURON_COMPILE_CACHE_URL", "gs://bucket/prefix")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("S3 caches are not supported"));
+    assert!(text(&o.stderr).contains("remote caches are not supported"));
     // Releases up to 2.14: compile_flags.txt, done without model.done.
     let v = s.join("nc/neuronxcc-2.14.182.0+a56cbff7");
     let legacy_done = v.join("MODULE_1+d41d8cd9");

@@ -30,6 +30,7 @@ use crate::cli::CliError;
 use crate::engine::session::Cancellation;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
+use crate::neuron_cache::Location;
 
 #[rustfmt::skip]
 static JOBS: Flag = flag("--jobs", &["-j"], "jobs", Action::Store, Kind::Int, Default::Derived("the number of CPUs"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
@@ -219,17 +220,20 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
                     a == "--retry_failed_compilation" || a == "--retry-failed-compilation"
                 });
             shared = super::neuron::anchor_toolchain(&shared, &launch_dir);
-            super::neuron::outside(
-                prog,
-                dir,
-                cache_dir.as_deref(),
-                &engine,
-                &shared,
-                &launch_dir,
-            )
-            .map_err(|message| usage_error(prog, message))?;
+            // (Nothing of nxcc's is ever laid out in a bucket.)
+            if let crate::neuron_cache::Location::Dir(d) = dir {
+                super::neuron::outside(
+                    prog,
+                    d,
+                    cache_dir.as_deref(),
+                    &engine,
+                    &shared,
+                    &launch_dir,
+                )
+                .map_err(|message| usage_error(prog, message))?;
+            }
             let req = super::neuron::Request {
-                dir,
+                cache: dir,
                 version: parsed.str("neuron_version"),
                 allow_simulated: parsed.flag("allow_simulated"),
                 break_locks: parsed.flag("break_locks"),
@@ -356,13 +360,14 @@ fn limits(prog: &str, parsed: &Parsed) -> Result<(usize, u32, Option<u64>), Stop
     Ok((jobs, retries, memory_budget))
 }
 
-/// Where the inputs come from: the framework cache's directory (`--neuron-cache`, absolute),
-/// or the INPUT arguments; the options that go with only one of them are checked.
+/// Where the inputs come from: the framework's cache (`--neuron-cache`: a directory, made
+/// absolute, or a bucket), or the INPUT arguments; the options that go with only one of them are
+/// checked.
 fn sources(
     prog: &str,
     parsed: &Parsed,
     launch_dir: &std::path::Path,
-) -> Result<(Option<PathBuf>, Vec<String>), Stopped> {
+) -> Result<(Option<Location>, Vec<String>), Stopped> {
     // `--neuron-cache DIR` (nxcc's own optional values need `=`: the one word after it is DIR).
     let mut positionals = parsed.positionals[0].clone();
     let neuron_dir = parsed.str("neuron_cache").map(|d| match d {
@@ -370,11 +375,16 @@ fn sources(
         "" => crate::neuron_cache::default_dir(),
         d => d.to_string(),
     });
-    if let Some(Err(why)) = neuron_dir.as_deref().map(crate::neuron_cache::check_local) {
-        return Err(usage_error(prog, format!("argument --neuron-cache: {why}")));
-    }
-    let neuron_dir = neuron_dir.map(|d| crate::plan::absolute(launch_dir, &d));
-    let refused = match (&neuron_dir, positionals.is_empty()) {
+    let located = neuron_dir.as_deref().map(crate::neuron_cache::location);
+    let neuron = match located.transpose() {
+        Err(why) => return Err(usage_error(prog, format!("argument --neuron-cache: {why}"))),
+        Ok(Some(Location::Dir(d))) => Some(Location::Dir(crate::plan::absolute(
+            launch_dir,
+            &d.to_string_lossy(),
+        ))),
+        Ok(other) => other,
+    };
+    let refused = match (&neuron, positionals.is_empty()) {
         (Some(_), false) => {
             let mut message =
                 "argument INPUT: not allowed with --neuron-cache (its entries are the inputs)"
@@ -404,7 +414,7 @@ fn sources(
     };
     match refused {
         Some(message) => Err(usage_error(prog, message)),
-        None => Ok((neuron_dir, positionals)),
+        None => Ok((neuron, positionals)),
     }
 }
 
@@ -443,7 +453,7 @@ fn cache_dir_of(
         let why = format!("argument --cache_dir: {}", e.cause.to_lowercase());
         return Err(usage_error(prog, why));
     }
-    if crate::cache::shared::is_url(&d) {
+    if crate::objstore::is_url(&d) {
         // A shared tier (s3://...): each compile's cache is its local tier and the URL.
         return Ok(Some(PathBuf::from(d)));
     }
@@ -523,14 +533,20 @@ fn neuron_inputs(
     ),
     Stopped,
 > {
-    let run = super::neuron::prepare(prog, req, engine, shared, launch_dir)
-        .map_err(|message| usage_error(prog, message))?;
+    let run = match super::neuron::prepare(prog, req, engine, shared, launch_dir) {
+        Ok(run) => run,
+        Err(super::neuron::Refused::Usage(message)) => return Err(usage_error(prog, message)),
+        Err(super::neuron::Refused::Unusable(message)) => {
+            err(&format!("{prog} parallel-compile: error: {message}\n"));
+            return Err(EXIT_COMPILE_FAILED);
+        }
+    };
     let found = match super::neuron::discover(&run) {
         Ok(f) => f,
         Err(e) => {
             err(&format!(
                 "{prog} parallel-compile: error: cannot read the neuron cache {}: {e}\n",
-                run.cache.version_path(&run.version).display()
+                run.version_shown()
             ));
             return Err(EXIT_COMPILE_FAILED);
         }
@@ -542,9 +558,7 @@ fn neuron_inputs(
 /// nxcc's own cache where the framework's is: used only when it is safe to.
 fn safe_cache_dir(prog: &str, cache_dir: Option<PathBuf>) -> Option<PathBuf> {
     let local = |d: &PathBuf| match d.to_str() {
-        Some(url) if crate::cache::shared::is_url(url) => {
-            PathBuf::from(crate::cache::default_dir())
-        }
+        Some(url) if crate::objstore::is_url(url) => PathBuf::from(crate::cache::default_dir()),
         _ => d.clone(),
     };
     cache_dir.filter(|d| match crate::cache::Cache::new(local(d)).check() {

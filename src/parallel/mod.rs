@@ -333,6 +333,8 @@ struct Finished {
     skipped: Option<String>,
     /// The reproducer bundle written for its failure.
     reproducer: Option<String>,
+    /// Where it wrote its framework cache entry's `model.log` (a path, or an `s3://` URL).
+    entry_log: Option<String>,
 }
 
 /// Whether a failed attempt of `task` is tried again: once alone after a kill for memory (the
@@ -701,9 +703,10 @@ impl Batch<'_> {
             (Some(_), None) => Compiled::uncached(Ended::succeeded(Vec::new())),
             (None, None) => self.compile(&task),
         };
-        if let (Some(p), Some(t), Some(run)) = (prepared, target, neuron_run) {
-            self.record_in_entry(run, p, t, &task, &mut done);
-        }
+        let entry_log = match (prepared, target) {
+            (Some(p), Some(t)) => self.record_in_entry(p, t, &task, &mut done),
+            _ => None,
+        };
         let end_s = self.started.elapsed().as_secs_f64();
         let bar = self.bar(&task, &done, slot, (start_s, end_s));
         let o = &done.result;
@@ -731,6 +734,7 @@ impl Batch<'_> {
             attempt,
             skipped,
             reproducer,
+            entry_log,
         }
     }
 
@@ -752,7 +756,7 @@ impl Batch<'_> {
             log_start,
             dir: &settings.dir,
             strip: settings.strip,
-            entry: input.neuron.as_ref().map(|t| t.entry.as_path()),
+            entry: input.neuron.as_ref().map(|t| t.work_dir.as_path()),
             compiled: done.snapshot.as_deref(),
         };
         match crate::reproducer::write::write(&req) {
@@ -821,26 +825,29 @@ impl Batch<'_> {
 
     /// What a framework cache entry gets from the attempt (a published NEFF, or a `model.log`
     /// for a failure of the graph that will not be retried); a result that cannot be put there
-    /// fails the attempt.
+    /// fails the attempt. Where the `model.log` went, if one was written.
     fn record_in_entry(
         &self,
-        run: &neuron::Run,
         prepared: neuron::Prepared,
         target: &neuron::Target,
         task: &Task,
         done: &mut Compiled,
-    ) {
+    ) -> Option<String> {
         let o = &done.result;
         let interrupted_now = self.cancel.is_cancelled();
         let from_cache = done.cache == CacheStatus::Hit;
         let again = !interrupted_now
             && o.failure()
                 .is_some_and(|f| tried_again(task, self.cfg.retries, from_cache, f));
-        if let Err(line) = neuron::after(run, prepared, target, o, again, interrupted_now) {
-            done.result.lines.push(line);
-            if done.result.ok() {
-                done.result.status =
-                    CompileStatus::Failed(Failure::Environment(Environment::CacheEntry));
+        match neuron::after(prepared, target, o, again, interrupted_now) {
+            Ok(log) => log,
+            Err(line) => {
+                done.result.lines.push(line);
+                if done.result.ok() {
+                    done.result.status =
+                        CompileStatus::Failed(Failure::Environment(Environment::CacheEntry));
+                }
+                None
             }
         }
     }
@@ -871,7 +878,7 @@ impl Batch<'_> {
         r.error_lines = a.error_lines.clone();
         r.work_dir = a.work_dir.clone();
         if let Some(t) = &self.inputs[task.index].neuron {
-            r.log = neuron::kept_log(t);
+            r.log = f.entry_log.or_else(|| neuron::kept_log(t));
         }
         r.attempts.push(a);
         let failure = match f.status {

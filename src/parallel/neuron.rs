@@ -1,22 +1,27 @@
-//! `parallel-compile --neuron-cache DIR`: the entries to do of the framework's compile cache
-//! ([`crate::neuron_cache`]) as the batch's inputs, and what happens around each one's compile.
+//! `parallel-compile --neuron-cache DIR|s3://BUCKET/PREFIX`: the entries to do of the
+//! framework's compile cache ([`crate::neuron_cache`], in a directory or a bucket: its
+//! [`Place`]) as the batch's inputs, and what happens around each one's compile.
 //!
-//! - [`discover`], under the cache-wide lock: the version directory's entries; those to do
+//! - [`discover`], under the cache-wide lock (a directory's): the version's entries; those to do
 //!   become inputs (a stale lock — a dead run's, an expired lease — counts as none; a failed
 //!   entry only with `--retry_failed_compilation`, a foreign lock only with `--break-locks`);
-//!   each one's graph is copied into a private work directory of its own (outside the cache),
-//!   so a graph being written is never compiled. Every other entry is reported as skipped, with
-//!   why — entries whose flags are not compile semantics only among them.
+//!   each one's graph and flags are copied (downloaded, bounded) into a private work directory
+//!   of its own (outside the cache), so a graph being written is never compiled. Every other
+//!   entry is reported as skipped, with why — entries whose flags are not compile semantics
+//!   only among them.
 //! - Each input compiles as the framework's wrapper runs the compiler
 //!   ([`crate::recon::framework`]): `compile <args after --> --framework=XLA
 //!   <work dir>/model.MODULE_<key>.hlo_module.pb --output <work dir>/model.MODULE_<key>.neff
 //!   <the entry's flags>`, the work dir being the compile's launch (and working) directory; the
 //!   wrapper's own flags are dropped from the entry's.
-//! - [`before`], once the scheduler admitted the compile: the entry's lock is taken (in the lock
-//!   keeper, [`crate::lockfile::keeper`]), the entry looked at again under it (done meanwhile:
-//!   skipped), staging directories of dead earlier runs removed.
-//! - [`after`], under the cache-wide lock, only while the entry's lock is still ours and its
-//!   graph still the one compiled (its blake3 as it was copied): a success is published (`model.neff` by a rename, then `model.done`); a failure of the graph
+//! - [`before`], once the scheduler admitted the compile: the entry's lock is taken (a directory's
+//!   in the lock keeper, [`crate::lockfile::keeper`]; a bucket's a lock object), the entry looked
+//!   at again under it (done or locked by another meanwhile: skipped), what dead earlier runs
+//!   left removed.
+//! - [`after`], only while the entry's lock is still ours and its graph still the one
+//!   compiled (its blake3 as it was copied): a success is published (`model.neff`,
+//!   then `model.done`: in a directory by a rename under the cache-wide lock, in a bucket created
+//!   only if absent); a failure of the graph
 //!   (one [`crate::recon::cache::remembers`], served from nxcc's cache or just compiled) that
 //!   will not be retried leaves `model.log` (the error lines, then the tail of the compile's log); an
 //!   interrupt, a timeout, a kill or a failure of the environment leaves nothing. A lost lock
@@ -33,11 +38,11 @@ use super::Input;
 use crate::cli::namespace::Dest;
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
-use crate::fsx::Dir;
-use crate::lockfile::keeper::{Held, Locker, Taken};
-use crate::neuron_cache::lock::{lock_name, CacheLock};
-use crate::neuron_cache::publish::{self, NotWritten};
-use crate::neuron_cache::{self as nc, Class, LockOwner, NeuronCache};
+use crate::lockfile::keeper::Locker;
+use crate::neuron_cache::place::{Compiled, EntryLock, Place, Taken};
+use crate::neuron_cache::publish::NotWritten;
+use crate::neuron_cache::{self as nc, Class, Location, LockOwner, NeuronCache};
+use crate::objstore::StorageError;
 use crate::recon::framework;
 use crate::result::Status;
 
@@ -53,28 +58,38 @@ pub const SIM_LABEL: &str = "+nxcc-sim";
 /// How the batch treats the framework's cache.
 #[derive(Debug, Clone)]
 pub struct Run {
-    /// The cache.
-    pub cache: NeuronCache,
+    /// The cache: a directory or a bucket.
+    pub place: Arc<dyn Place>,
     /// The compiler version whose directory is compiled.
     pub version: String,
     /// Take over lock files others made and nobody holds an `flock` on (`--break-locks`).
     pub break_locks: bool,
     /// Compile failed entries again (`--retry_failed_compilation`).
     pub retry_failed: bool,
-    /// Where the entries' locks are held.
-    pub locker: Locker,
-    /// The cache-wide lock.
-    pub cache_lock: Arc<CacheLock>,
     /// The private directory the entries' work directories are made in.
     pub work_root: PathBuf,
+    /// The lock keeper (a directory's entries' locks are held there), which also removes the work
+    /// directories when the run is killed.
+    _keeper: Locker,
     /// It, removed when the last copy of the run goes.
     _work: Arc<tempfile::TempDir>,
+}
+
+impl Run {
+    /// The version's directory (or folder), as shown.
+    pub fn version_shown(&self) -> String {
+        let shown = self.place.shown();
+        Path::new(&shown)
+            .join(nc::version_dir_name(&self.version))
+            .display()
+            .to_string()
+    }
 }
 
 /// Where one input's compile goes: an entry of the framework's cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    /// The entry directory.
+    /// The entry (its directory; in a bucket, its URL).
     pub entry: PathBuf,
     /// The entry directory's name (`MODULE_<key>`).
     pub name: String,
@@ -158,10 +173,10 @@ fn to_compile(run: &Run, e: &nc::Entry) -> Result<(), String> {
             e.path.join(nc::LOG_FILE).display()
         )),
         Class::Locked(o) if o.is_stale() => Ok(()),
-        Class::Locked(LockOwner::Foreign { .. }) if run.break_locks => Ok(()),
+        Class::Locked(o) if o.is_foreign() && run.break_locks => Ok(()),
         Class::Locked(o) => {
             let mut why = o.describe();
-            if matches!(o, LockOwner::Foreign { .. }) {
+            if o.is_foreign() {
                 why.push_str("; --break-locks takes it over");
             }
             Err(why)
@@ -171,15 +186,20 @@ fn to_compile(run: &Run, e: &nc::Entry) -> Result<(), String> {
     }
 }
 
-/// Copy the entry's graph into a fresh private work directory (under the cache-wide lock), by
-/// the kernel, into a file made there and opened through no link (`0600`); the copy's blake3.
-fn copy_graph(run: &Run, e: &nc::Entry, t: &Target) -> io::Result<String> {
+/// The flags file a work directory holds for the entry's reproducer: the entry's flags as a JSON
+/// list.
+pub const WORK_FLAGS: &str = nc::FLAGS_FILE;
+
+/// Copy the entry's graph (at most what the HLO reader reads) and flags into a fresh private
+/// work directory (under the cache-wide lock, a directory's); the graph copy's blake3.
+fn copy_inputs(run: &Run, e: &nc::Entry, t: &Target, raw: &[String]) -> io::Result<String> {
     std::fs::DirBuilder::new().mode(0o700).create(&t.work_dir)?;
-    let from = nc::maintain::open_entry(&run.cache, e)?.open_file(t.graph)?;
-    let work = Dir::open(&t.work_dir)?;
-    let name = framework::work_names(&t.name, t.graph).0;
-    crate::snapshot::copy_into(&from, &work, &name)?;
-    graph_digest(&work.open_file(&name)?, &t.work_graph())
+    let limit = crate::hlo::READ_LIMIT;
+    run.place.copy(e, t.graph, limit, &t.work_graph())?;
+    let flags = serde_json::to_vec(raw).map_err(io::Error::other)?;
+    std::fs::write(t.work_dir.join(WORK_FLAGS), flags)?;
+    let graph = t.work_graph();
+    graph_digest(&std::fs::File::open(&graph)?, &graph)
 }
 
 /// The blake3 of an open graph (`path` names it in errors).
@@ -189,28 +209,18 @@ fn graph_digest(f: &std::fs::File, path: &Path) -> io::Result<String> {
     Ok(h.finalize().to_hex().to_string())
 }
 
-/// Whether the entry's graph is still the one compiled; `Err` says what changed.
-fn graph_unchanged(entry: &Dir, t: &Target) -> Result<(), NotWritten> {
-    let path = t.entry.join(t.graph);
-    let now = entry
-        .open_file(t.graph)
-        .and_then(|f| graph_digest(&f, &path))
-        .map_err(|e| NotWritten::Changed(format!("its {} cannot be read: {e}", t.graph)))?;
-    if now != t.graph_blake3 {
-        return Err(NotWritten::Changed(format!(
-            "its {} is not the graph compiled (blake3 {}, compiled {})",
-            t.graph,
-            &now[..12],
-            &t.graph_blake3[..12]
-        )));
+/// The flags of `e` as written (read when its classification did not read them).
+fn raw_flags(run: &Run, e: &nc::Entry) -> Result<Vec<String>, String> {
+    match &e.flags {
+        Some(f) => Ok(f.clone()),
+        None => nc::classify::read_flags(&|n| run.place.read(e, n, nc::FLAGS_LIMIT)),
     }
-    Ok(())
 }
 
-/// The entries of `run`'s version directory: the inputs to compile and the skipped.
+/// The entries of `run`'s version: the inputs to compile and the skipped.
 pub fn discover(run: &Run) -> io::Result<Discovery> {
-    let _held = run.cache_lock.hold(&say)?;
-    let scan = run.cache.scan(Some(&run.version))?;
+    let _held = run.place.hold(&say)?;
+    let scan = run.place.scan(Some(&run.version))?;
     let mut d = Discovery::default();
     for e in scan.versions.iter().flat_map(|v| &v.entries) {
         let shown = e.path.display().to_string();
@@ -223,14 +233,7 @@ pub fn discover(run: &Run) -> io::Result<Discovery> {
             d.skipped.push(skip(e.class.name(), why));
             continue;
         }
-        // The flags of entries not classified as to do were not read yet.
-        let flags = match &e.flags {
-            Some(f) => Ok(f.clone()),
-            None => nc::maintain::open_entry(&run.cache, e)
-                .map_err(|err| err.to_string())
-                .and_then(|dir| nc::read_flags(&dir)),
-        };
-        let (Some(graph), Ok(raw)) = (e.graph, flags) else {
+        let (Some(graph), Ok(raw)) = (e.graph, raw_flags(run, e)) else {
             d.skipped.push(skip(
                 "refused",
                 "refused: no graph, or its compile_flags.json does not read".into(),
@@ -254,7 +257,7 @@ pub fn discover(run: &Run) -> io::Result<Discovery> {
             work_dir: run.work_root.join(&e.name),
             graph_blake3: String::new(),
         };
-        match copy_graph(run, e, &t) {
+        match copy_inputs(run, e, &t, &raw) {
             Ok(digest) => t.graph_blake3 = digest,
             Err(err) => {
                 d.skipped.push(skip(
@@ -276,8 +279,7 @@ pub fn discover(run: &Run) -> io::Result<Discovery> {
 /// An entry locked and ready for its compile.
 #[derive(Debug)]
 pub struct Prepared {
-    dir: Dir,
-    lock: Held,
+    lock: Box<dyn EntryLock>,
     /// The lock taken over, if one was (a dead run's, an expired lease, a broken foreign one).
     pub took_over: Option<LockOwner>,
 }
@@ -291,10 +293,6 @@ pub enum Before {
     Skip(String),
 }
 
-fn entry_rel(run: &Run, t: &Target) -> Vec<String> {
-    vec![nc::version_dir_name(&run.version), t.name.clone()]
-}
-
 /// Lock the entry (see the module documentation). `Err`: an error line (the entry cannot be
 /// opened or locked).
 pub fn before(run: &Run, t: &Target) -> Result<Before, String> {
@@ -304,46 +302,24 @@ pub fn before(run: &Run, t: &Target) -> Result<Before, String> {
             t.entry.display()
         )
     };
-    let rel = entry_rel(run, t);
-    let taken = run
-        .locker
-        .acquire(run.cache.dir(), &rel, &lock_name(t.graph), run.break_locks)
-        .map_err(|e| fail(&e))?;
-    let lock = match taken {
+    let lock = match run
+        .place
+        .lock(&run.version, &t.name, t.graph, run.break_locks)
+    {
         Taken::Locked(l) => l,
         Taken::Busy(o) => return Ok(Before::Skip(o.describe())),
         Taken::Refused(why) => return Err(fail(&why)),
     };
-    let dir = crate::lockfile::keeper::open_below(run.cache.dir(), &rel).map_err(|e| fail(&e))?;
-    let mut now = nc::Entry {
-        version: run.version.clone(),
-        name: t.name.clone(),
-        path: t.entry.clone(),
-        graph: None,
-        flags: None,
-        class: Class::ToDo,
-        bytes: 0,
-        legacy: false,
-    };
-    nc::classify(&dir, &mut now);
-    // (Our own lock now makes the entry `locked`: done and refused take precedence over it,
-    // a failure is looked for by hand.)
-    match &now.class {
+    match lock.look() {
         Class::Done => return Ok(Before::Skip("done meanwhile".into())),
-        Class::Refused(why) => return Err(fail(why)),
+        Class::Refused(why) => return Err(fail(&why)),
+        Class::Locked(o) => return Ok(Before::Skip(o.describe())),
+        Class::Failed if !run.retry_failed => return Ok(Before::Skip("failed meanwhile".into())),
         _ => {}
     }
-    let failed = dir.stat(nc::LOG_FILE).is_ok() && dir.stat(nc::NEFF_FILE).is_err();
-    if failed && !run.retry_failed {
-        return Ok(Before::Skip("failed meanwhile".into()));
-    }
-    publish::remove_leftovers(&dir);
+    lock.tidy();
     let took_over = lock.took_over().cloned();
-    Ok(Before::Go(Prepared {
-        dir,
-        lock,
-        took_over,
-    }))
+    Ok(Before::Go(Prepared { lock, took_over }))
 }
 
 /// The last `n` lines of a file (at most its last 1 MiB read).
@@ -362,8 +338,8 @@ fn tail(path: &Path, n: usize) -> String {
     out
 }
 
-/// The entry's `model.log`, when it has one (a plain file): the only log of its compile that is
-/// kept.
+/// The entry's `model.log`, when it has one (a plain file) in a directory: the only log of its
+/// compile that is kept (one an attempt wrote into a bucket, [`after`] tells).
 pub fn kept_log(t: &Target) -> Option<String> {
     let log = t.entry.join(nc::LOG_FILE);
     std::fs::symlink_metadata(&log)
@@ -385,17 +361,20 @@ pub fn log_text(error_lines: &[String], log: &Path) -> String {
     t
 }
 
-/// Finish an attempt (see the module documentation): `Err` is an error line when a result
-/// could not be written (a successful compile's NEFF not put in place: the attempt failed).
+/// Finish an attempt (see the module documentation): where the entry's `model.log` was written
+/// (its path, or its `s3://` URL), if it was; `Err` is an error line when a result could not be
+/// written (a successful compile's NEFF not put in place: the attempt failed).
 pub fn after(
-    run: &Run,
     p: Prepared,
     t: &Target,
     outcome: &CompileResult,
     will_retry: bool,
     interrupted: bool,
-) -> Result<(), String> {
-    let ours = || p.lock.verify();
+) -> Result<Option<String>, String> {
+    let compiled = Compiled {
+        graph: t.graph,
+        blake3: &t.graph_blake3,
+    };
     let lost = |e: NotWritten, what: &str| {
         match e {
         NotWritten::Lost(why) => format!(
@@ -413,16 +392,9 @@ pub fn after(
     }
     };
     if outcome.ok() {
-        let written = run
-            .cache_lock
-            .hold(&say)
-            .map_err(NotWritten::Io)
-            .and_then(|_held| {
-                graph_unchanged(&p.dir, t)?;
-                publish::publish_neff(&p.dir, &t.output(), &ours)
-            });
+        let written = p.lock.publish_neff(&t.output(), &compiled);
         let _ = std::fs::remove_file(t.output());
-        return written.map_err(|e| lost(e, "NEFF"));
+        return written.map(|()| None).map_err(|e| lost(e, "NEFF"));
     }
     // A failure of the graph: one the cache remembers (served from nxcc's cache, or just
     // compiled). An interrupt, a timeout, a kill or the environment leaves the entry to do.
@@ -432,23 +404,19 @@ pub fn after(
     };
     if of_the_graph && !will_retry && !interrupted {
         let text = log_text(&outcome.lines, &t.log());
-        run.cache_lock
-            .hold(&say)
-            .map_err(NotWritten::Io)
-            .and_then(|_held| {
-                graph_unchanged(&p.dir, t)?;
-                publish::write_log(&p.dir, &text, &ours)
-            })
+        p.lock
+            .write_log(&text, &compiled)
             .map_err(|e| lost(e, nc::LOG_FILE))?;
+        return Ok(Some(t.entry.join(nc::LOG_FILE).display().to_string()));
     }
-    Ok(())
+    Ok(None)
 }
 
 /// What the command line asks of the framework's cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request<'a> {
-    /// The cache directory (absolute).
-    pub dir: &'a Path,
+    /// The cache: a directory (absolute) or a bucket.
+    pub cache: &'a Location,
     /// `--neuron-version`.
     pub version: Option<&'a str>,
     /// `--allow-simulated`.
@@ -545,12 +513,10 @@ pub fn outside(
     launch_dir: &Path,
 ) -> Result<(), String> {
     // A shared tier (s3://...) keeps its local tier in nxcc's default directory.
-    let local = cache_dir.map(
-        |c| match c.to_str().is_some_and(crate::cache::shared::is_url) {
-            true => PathBuf::from(crate::cache::default_dir()),
-            false => c.to_path_buf(),
-        },
-    );
+    let local = cache_dir.map(|c| match c.to_str().is_some_and(crate::objstore::is_url) {
+        true => PathBuf::from(crate::cache::default_dir()),
+        false => c.to_path_buf(),
+    });
     if let Some(c) = local.filter(|c| nc::within(dir, c)) {
         return Err(format!(
             "argument --cache_dir: nxcc's cache {} is inside the framework's cache {}, whose tools would take its files for the framework's; give --cache_dir a directory outside {} (nxcc's own default is under XDG_CACHE_HOME), or --no_cache",
@@ -576,29 +542,23 @@ pub fn outside(
 /// The batch's [`Run`]: the version directory (`--neuron-version`; else what `--compiler PATH
 /// --version` says; else, on the simulated toolchain, the version it simulates with
 /// [`SIM_LABEL`]), and the refusal of the simulated toolchain without `--allow-simulated`.
-/// `Err`: a usage error's message.
 pub fn prepare(
     prog: &str,
     req: &Request,
     engine: &Engine,
     shared: &[String],
     launch_dir: &Path,
-) -> Result<Run, String> {
-    let version = version_of(prog, req, engine, shared, launch_dir)?;
-    let (cache, top) = open_cache(req.dir, &version)?;
-    let cache_lock = nc::lock::CacheLock::open(&top, req.dir).map_err(|e| {
-        format!(
-            "argument --neuron-cache: cannot open its lock {}: {e}",
-            req.dir.join(framework::CACHE_LOCK).display()
-        )
-    })?;
+) -> Result<Run, Refused> {
+    let version = version_of(prog, req, engine, shared, launch_dir).map_err(Refused::Usage)?;
     // Private (0700): the entries' work directories, named after their keys, are in it.
     let work = tempfile::Builder::new()
         .prefix("nxcc-neuron-")
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir()
         .map_err(|e| {
-            format!("argument --neuron-cache: cannot make a private work directory: {e}")
+            Refused::Usage(format!(
+                "argument --neuron-cache: cannot make a private work directory: {e}"
+            ))
         })?;
     let lease = crate::lockfile::lease();
     let locker = match crate::lockfile::keeper::Keeper::start(lease, Some(work.path())) {
@@ -608,13 +568,13 @@ pub fn prepare(
             Locker::Local(lease)
         }
     };
+    let place = open_place(req.cache, &version, &locker)?;
     Ok(Run {
-        cache,
+        place,
         version,
         break_locks: req.break_locks,
         retry_failed: req.retry_failed,
-        locker,
-        cache_lock: Arc::new(cache_lock),
+        _keeper: locker,
         work_root: work.path().to_path_buf(),
         _work: Arc::new(work),
     })
@@ -652,42 +612,78 @@ fn version_of(
     Ok(version)
 }
 
-/// The framework's cache at `dir`, checked (entries' flags are instructions: a cache others
-/// can write is refused before anything in it is read), with its `version` directory, and its
-/// top directory opened. A missing directory is a wrong path or a version the framework did
-/// not use: which is said.
-fn open_cache(dir: &Path, version: &str) -> Result<(NeuronCache, crate::fsx::Dir), String> {
-    let cache = NeuronCache::new(dir);
-    if let Err(u) = cache.check(Some(version)) {
-        return Err(format!("argument --neuron-cache: {u}"));
-    }
-    let opened = |missing: &str| match cache.open() {
-        Ok(Some(top)) => Ok(top),
-        Ok(None) => Err(format!(
-            "argument --neuron-cache: {} {missing}",
-            dir.display()
-        )),
-        Err(e) => Err(format!("argument --neuron-cache: {}: {e}", dir.display())),
+/// Why the batch cannot start on the framework's cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// A usage error's message (a wrong path, version, or option).
+    Usage(String),
+    /// The cache cannot be read (a bucket that does not exist, a request denied, an endpoint
+    /// that cannot be reached): an error's message.
+    Unusable(String),
+}
+
+/// The framework's cache at `loc`, with its `version`: a directory checked (entries' flags are
+/// instructions: a cache others can write is refused before anything in it is read), its
+/// entries' locks taken by `locker`; or a bucket. A missing cache or version is a wrong path, a
+/// wrong bucket or a version the framework did not use: which is said.
+fn open_place(loc: &Location, version: &str, locker: &Locker) -> Result<Arc<dyn Place>, Refused> {
+    let (place, shown): (Arc<dyn Place>, String) = match loc {
+        Location::Bucket(url) => {
+            let b = nc::bucket::Bucket::open(url).map_err(|e| match e {
+                StorageError::Other(why) => {
+                    Refused::Usage(format!("argument --neuron-cache: {why}"))
+                }
+                e => Refused::Unusable(format!("cannot read the neuron cache {url}: {e}")),
+            })?;
+            (Arc::new(b), url.clone())
+        }
+        Location::Dir(dir) => {
+            let place = open_dir(dir, version, locker).map_err(Refused::Usage)?;
+            (place, dir.display().to_string())
+        }
     };
-    opened("does not exist")?;
-    if !cache.version_path(version).exists() {
-        let present: Vec<String> = cache
-            .scan(None)
-            .map(|s| s.versions.into_iter().map(|v| v.version).collect())
-            .unwrap_or_default();
-        return Err(format!(
-            "argument --neuron-version: {} has no {} directory ({}); give the version the framework compiled with (--neuron-version)",
-            dir.display(),
+    let present = place
+        .versions()
+        .map_err(|e| Refused::Unusable(format!("cannot read the neuron cache {shown}: {e}")))?;
+    if !present.iter().any(|v| v == version) {
+        return Err(Refused::Usage(format!(
+            "argument --neuron-version: {shown} has no {} directory ({}); give the version the framework compiled with (--neuron-version)",
             nc::version_dir_name(version),
             if present.is_empty() {
                 "it has no neuronxcc-<version> directory: run the framework's extraction phase first".to_string()
             } else {
                 format!("it has: {}", present.join(", "))
             }
-        ));
+        )));
     }
-    let top = opened("is gone")?;
-    Ok((cache, top))
+    Ok(place)
+}
+
+/// The framework's cache in the directory `dir`, checked by the trust rule, with its
+/// cache-wide lock.
+fn open_dir(dir: &Path, version: &str, locker: &Locker) -> Result<Arc<dyn Place>, String> {
+    let cache = NeuronCache::new(dir);
+    if let Err(u) = cache.check(Some(version)) {
+        return Err(format!("argument --neuron-cache: {u}"));
+    }
+    let top = match cache.open() {
+        Ok(Some(top)) => top,
+        Ok(None) => {
+            return Err(format!(
+                "argument --neuron-cache: {} does not exist",
+                dir.display()
+            ))
+        }
+        Err(e) => return Err(format!("argument --neuron-cache: {}: {e}", dir.display())),
+    };
+    let cache_lock = nc::lock::CacheLock::open(&top, dir).map_err(|e| {
+        format!(
+            "argument --neuron-cache: cannot open its lock {}: {e}",
+            dir.join(framework::CACHE_LOCK).display()
+        )
+    })?;
+    let place = nc::directory::Directory::new(cache, locker.clone(), Some(Arc::new(cache_lock)));
+    Ok(Arc::new(place))
 }
 
 /// What is said before the batch: the version directory, how many entries are to do, and every
@@ -696,7 +692,7 @@ pub fn announce(run: &Run, found: &Discovery) -> String {
     let done = found.skipped.iter().filter(|s| s.class == "done").count();
     let mut t = format!(
         "neuron cache {}: {} to compile, {done} done, {} skipped\n",
-        run.cache.version_path(&run.version).display(),
+        run.version_shown(),
         crate::words::count(found.inputs.len(), "entry", "entries"),
         found.skipped.len() - done
     );
@@ -737,9 +733,9 @@ pub fn anchor_toolchain(shared: &[String], launch_dir: &Path) -> Vec<String> {
 /// The report's `neuron_cache` object.
 pub fn report_json(run: &Run, skipped: &[Skipped]) -> serde_json::Value {
     serde_json::json!({
-        "dir": run.cache.dir().display().to_string(),
+        "dir": run.place.shown(),
         "version": run.version,
-        "version_dir": run.cache.version_path(&run.version).display().to_string(),
+        "version_dir": run.version_shown(),
         "skipped": skipped,
     })
 }

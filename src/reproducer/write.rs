@@ -39,7 +39,8 @@ pub struct Request<'a> {
     pub dir: &'a Path,
     /// Zero the model's constants (`--reproducer-strip-constants`).
     pub strip: bool,
-    /// The framework cache entry the compile came from (its `compile_flags.json` goes in).
+    /// For a framework cache entry's compile, its private work directory, which holds the
+    /// entry's flags as `compile_flags.json` (they go in).
     pub entry: Option<&'a Path>,
     /// The model as the compile read it — its private snapshot, when it took one
     /// ([`crate::compile::Compiled::snapshot`]).

@@ -454,6 +454,15 @@ fn a_default_directory_open_to_others_is_refused_by_daemon_and_client() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
 
+/// The name of the entry of `/tmp` that `path` lies under ("" when it is not under `/tmp`).
+fn entry_of_tmp_holding(path: &std::path::Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap();
+    match path.strip_prefix("/tmp").ok().and_then(|p| p.iter().next()) {
+        Some(name) => name.to_str().unwrap().to_string(),
+        None => String::new(),
+    }
+}
+
 /// Without `XDG_RUNTIME_DIR` the daemon lives in `/tmp`, where another user (uid 65534, for
 /// real) made `/tmp/nxcc-<uid>` first: `compile --daemon` goes on, with a fresh private
 /// directory of this user's, which the next compile finds again. The test has a `/tmp` of its
@@ -475,9 +484,15 @@ fn a_default_directory_another_user_made_first_in_tmp_is_met_with_a_fresh_privat
     }
     std::fs::write(wd.join("m.hlo"), distinct_model(7)).unwrap();
     let uid = rustix::process::getuid().as_raw();
+    // A checkout under /tmp (CI's clone) would vanish under the new /tmp: the entry of /tmp
+    // that holds it is opened first and bound back into the new /tmp through its descriptor.
     let script = format!(
         r#"set -e
+if [ -n "$1" ]; then exec 3<"/tmp/$1"; fi
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+if [ -n "$1" ]; then
+  mkdir "/tmp/$1" && mount --no-canonicalize --bind /proc/self/fd/3 "/tmp/$1" && exec 3<&-
+fi
 setpriv --reuid 65534 --regid 65534 --clear-groups mkdir -m 0755 /tmp/nxcc-{uid}
 "$0" compile --daemon m.hlo --target trn2 --toolchain sim --output a.neff
 "$0" compile --daemon m.hlo --target trn2 --toolchain sim --output b.neff
@@ -498,6 +513,7 @@ for d in /tmp/nxcc-{uid}-*; do "$0" daemon stop --socket "$d/daemon.sock"; done
     let mut ns = Command::new("unshare");
     ns.args(["--mount", "--propagation", "private", "sh", "-c", &script])
         .arg(c.get_program())
+        .arg(entry_of_tmp_holding(base.path()))
         .current_dir(&wd);
     for (k, v) in c.get_envs() {
         match v {

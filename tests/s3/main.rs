@@ -10,6 +10,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod framework;
 mod moto;
 mod netns;
 mod proxy;

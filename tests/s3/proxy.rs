@@ -1,8 +1,10 @@
 //! A small fault-injecting HTTP proxy between nxcc and the server, on loopback: each request is
 //! read whole and sent on to the server on a connection of its own, the answer sent back —
 //! unless the proxy is told to answer `500 InternalError` instead (the first N requests), to
-//! answer late (a delay), or to cut the connection in the middle of a PUT whose path contains a
-//! string (as a server that dies mid-upload). It counts what it saw. It stops when dropped.
+//! answer late (a delay), to cut the connection in the middle of a PUT whose path contains a
+//! string (as a server that dies mid-upload), or to claim a size for a GET's answer whose path
+//! contains given strings (as a server that lies). It records what it saw (the method, the path and a
+//! conditional write's `If-None-Match`). It stops when dropped.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -19,12 +21,15 @@ pub struct Faults {
     pub delay: Option<Duration>,
     /// Cut the connection halfway through the body of a PUT whose path contains this.
     pub cut_put: Option<String>,
+    /// Answer a GET whose path contains each of these with this `Content-Length` (the head,
+    /// then the connection closed).
+    pub claim_size: Option<(Vec<String>, u64)>,
 }
 
 pub struct Proxy {
     pub port: u16,
     stop: Arc<AtomicBool>,
-    /// Requests seen, as `METHOD path`.
+    /// Requests seen, as `METHOD path` (and ` If-None-Match: V` when the request has one).
     pub seen: Arc<Mutex<Vec<String>>>,
     pub failed: Arc<AtomicUsize>,
     pub cut: Arc<AtomicUsize>,
@@ -122,7 +127,14 @@ fn serve(
     while let Some((lines, body)) = read_request(&mut reader)? {
         let first: Vec<&str> = lines[0].split(' ').collect();
         let (method, path) = (first[0].to_string(), first.get(1).copied().unwrap_or(""));
-        seen.lock().unwrap().push(format!("{method} {path}"));
+        let condition = lines.iter().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("if-none-match")
+                .then(|| format!(" If-None-Match: {}", v.trim()))
+        });
+        seen.lock()
+            .unwrap()
+            .push(format!("{method} {path}{}", condition.unwrap_or_default()));
         if method == "PUT" && f.cut_put.as_deref().is_some_and(|c| path.contains(c)) {
             cut.fetch_add(1, Ordering::SeqCst);
             return Ok(()); // the connection closes with the body half read
@@ -151,7 +163,32 @@ fn serve(
         if let Some(d) = f.delay {
             std::thread::sleep(d);
         }
+        if let Some((_, size)) = f
+            .claim_size
+            .as_ref()
+            .filter(|(parts, _)| method == "GET" && parts.iter().all(|p| path.contains(p)))
+        {
+            return client.write_all(&claiming(&answer, *size));
+        }
         client.write_all(&answer)?;
     }
     Ok(())
+}
+
+/// The head of `answer` with its `Content-Length` made `size`.
+fn claiming(answer: &[u8], size: u64) -> Vec<u8> {
+    let text = String::from_utf8_lossy(answer);
+    let head = text.split("\r\n\r\n").next().unwrap_or("");
+    let mut out = String::new();
+    for l in head.split("\r\n") {
+        let name = l.split(':').next().unwrap_or("");
+        if name.eq_ignore_ascii_case("content-length") {
+            out.push_str(&format!("Content-Length: {size}\r\n"));
+        } else {
+            out.push_str(l);
+            out.push_str("\r\n");
+        }
+    }
+    out.push_str("\r\n");
+    out.into_bytes()
 }

@@ -8,7 +8,8 @@
 //! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
 //! table assigns them):
 //! 0. [`error`], [`shell`], [`npy`], `provenance`, [`fsx`] (atomic files, unique names,
-//!    directories walked without following links), [`words`] (counts with their nouns);
+//!    directories walked without following links), [`words`] (counts with their nouns),
+//!    [`objstore`] (the object-store seam a registered client implements);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`], [`profile`] (a run
 //!    of compiles as a Chrome trace and an HTML page), [`snapshot`] (a model's bytes read once,
@@ -45,6 +46,7 @@ pub mod lockfile;
 pub mod neff;
 pub mod neuron_cache;
 pub mod npy;
+pub mod objstore;
 pub mod plan;
 pub mod profile;
 pub(crate) mod provenance;

@@ -1,6 +1,6 @@
 //! nxcc's caches in Amazon S3 and S3-compatible servers: the object-store client behind the
-//! compile cache's storage interface ([`nxcc_core::cache::shared::Storage`]), registered by the
-//! program ([`register`]).
+//! object-store seam ([`nxcc_core::objstore::Storage`]) that nxcc's cache and the framework's
+//! cache in a bucket are reached through, registered by the program ([`register`]).
 //!
 //! The client is Apache Arrow's `object_store` (its S3 store): conditional puts (`If-None-Match:
 //! *` for a create, `If-Match` for a replace), the credential chain of [`config`], retries with
@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use nxcc_core::cache::shared::{self, Info, Object, Put, PutMode, Storage, StorageError};
+use nxcc_core::objstore::{self, Info, Level, Object, Put, PutMode, Storage, StorageError};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path as ObjPath;
 use object_store::{
     BackoffConfig, ClientOptions, GetOptions, ObjectStore, ObjectStoreExt, PutOptions, RetryConfig,
@@ -30,7 +31,7 @@ use object_store::{
 
 /// Register this client as the program's object-store client.
 pub fn register() {
-    shared::register(open);
+    objstore::register(open);
 }
 
 /// The process's runtime for the client's calls.
@@ -220,6 +221,9 @@ fn classify(url: &str, e: object_store::Error) -> StorageError {
     }
     let status = |fallback: &str| code.clone().unwrap_or_else(|| fallback.to_string());
     match e {
+        object_store::Error::InvalidPath { .. } => {
+            StorageError::BadName(format!("{url}: {}", one_line(&e.to_string())))
+        }
         object_store::Error::PermissionDenied { .. } => {
             StorageError::Denied(format!("{url} ({})", status("403 Forbidden")))
         }
@@ -385,19 +389,68 @@ impl Storage for S3 {
         }
     }
 
-    fn list(&self, prefix: &str) -> Result<Vec<Info>, StorageError> {
-        let (store, path) = (Arc::clone(&self.store), self.path(prefix));
+    fn list(&self, prefix: &str, max: usize) -> Result<Vec<Info>, StorageError> {
+        let level = self.pages(prefix, None, max)?;
+        Ok(level.objects)
+    }
+
+    fn list_dir(&self, dir: &str, max: usize) -> Result<Level, StorageError> {
+        self.pages(dir, Some("/"), max)
+    }
+}
+
+impl S3 {
+    /// The listing of the folder `dir` (with `delimiter`: one level of it), page after page,
+    /// refused past `max` names.
+    fn pages(
+        &self,
+        dir: &str,
+        delimiter: Option<&'static str>,
+        max: usize,
+    ) -> Result<Level, StorageError> {
+        let folder = [self.prefix.as_str(), dir.trim_matches('/')]
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| format!("{p}/"))
+            .collect::<String>();
+        let store = Arc::clone(&self.store);
         let r = block(async move {
-            let mut out = Vec::new();
-            let mut s = store.list(Some(&path));
-            while let Some(m) = s.next().await {
-                out.push(m?);
+            let mut out = object_store::ListResult {
+                common_prefixes: Vec::new(),
+                objects: Vec::new(),
+                extensions: Default::default(),
+            };
+            let mut token = None;
+            loop {
+                let opts = PaginatedListOptions {
+                    delimiter: delimiter.map(Into::into),
+                    page_token: token,
+                    ..Default::default()
+                };
+                let prefix = (!folder.is_empty()).then_some(folder.as_str());
+                let page = store.list_paginated(prefix, opts).await?;
+                out.common_prefixes.extend(page.result.common_prefixes);
+                out.objects.extend(page.result.objects);
+                token = page.page_token;
+                if token.is_none() || out.common_prefixes.len() + out.objects.len() > max {
+                    return Ok::<_, object_store::Error>(out);
+                }
             }
-            Ok::<_, object_store::Error>(out)
         })?;
-        match r {
-            Ok(ms) => Ok(ms.iter().map(|m| self.info(m)).collect()),
-            Err(e) => Err(classify(&self.url, e)),
+        let r = r.map_err(|e| classify(&self.url, e))?;
+        if r.common_prefixes.len() + r.objects.len() > max {
+            return Err(StorageError::TooLarge(format!(
+                "{}: {dir}/ holds more than {max} objects",
+                self.url
+            )));
         }
+        Ok(Level {
+            folders: r
+                .common_prefixes
+                .iter()
+                .filter_map(|p| p.filename().map(str::to_string))
+                .collect(),
+            objects: r.objects.iter().map(|m| self.info(m)).collect(),
+        })
     }
 }

@@ -4,12 +4,16 @@ admin.py ENDPOINT ACCESS_KEY SECRET COMMAND ARGS...
   users                      -> make a writer and a read-only reader; print their keys as JSON
   mkbucket BUCKET
   put BUCKET KEY FILE
+  putdir BUCKET PREFIX DIR   -> every file below DIR to PREFIX/<its path below DIR>
+  getdir BUCKET PREFIX DIR   -> every object below PREFIX/ to DIR/<its key below PREFIX> (none
+                                outside DIR)
   get BUCKET KEY FILE        -> download KEY to FILE
   timeget BUCKET KEY FILE N  -> download KEY to FILE N times with one client; each time's seconds
   list BUCKET                -> one line per object: KEY SIZE
   rm BUCKET KEY
 """
 import json
+import os
 import sys
 
 import boto3
@@ -53,6 +57,23 @@ def main(argv):
     elif command == "put":
         with open(args[2], "rb") as f:
             s3.put_object(Bucket=args[0], Key=args[1], Body=f.read())
+    elif command == "putdir":
+        for root, _, files in os.walk(args[2]):
+            for name in files:
+                path = os.path.join(root, name)
+                key = args[1] + "/" + os.path.relpath(path, args[2])
+                with open(path, "rb") as f:
+                    s3.put_object(Bucket=args[0], Key=key, Body=f.read())
+    elif command == "getdir":
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=args[0], Prefix=args[1] + "/")
+        for page in pages:
+            for o in page.get("Contents", []):
+                rel = os.path.normpath(o["Key"][len(args[1]) + 1 :])
+                if rel.startswith("..") or os.path.isabs(rel):
+                    continue  # a hostile test's key: never followed out of DIR
+                path = os.path.join(args[2], rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                s3.download_file(args[0], o["Key"], path)
     elif command == "get":
         s3.download_file(args[0], args[1], args[2])
     elif command == "timeget":

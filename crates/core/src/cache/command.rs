@@ -176,9 +176,9 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             "clean: only with --neuron-cache (nxcc's own cache has gc and clear)".into(),
         );
     }
-    let shared = parsed
-        .str("cache_dir")
-        .filter(|d| action != "explain" && super::shared::is_url(d) && super::shared::available());
+    let shared = parsed.str("cache_dir").filter(|d| {
+        action != "explain" && crate::objstore::is_url(d) && crate::objstore::available()
+    });
     let ran = match shared {
         Some(url) => super::shared::actions::run(prog, action, &parsed, url),
         None => super::actions::run(prog, action, &parsed, compile_args),
@@ -193,7 +193,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
 /// ([`crate::neuron_cache::maintain`]). Exit status: 0; `verify`: 1 when a NEFF does not
 /// verify; a usage error 2; a cache that cannot be read 70.
 fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -> i32 {
-    use crate::neuron_cache::{maintain as nm, NeuronCache};
+    use crate::neuron_cache::maintain as nm;
     let json = parsed.flag("json");
     if matches!(action, "gc" | "clear") {
         return usage_error(
@@ -213,32 +213,34 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
             );
         }
     }
-    if let Err(why) = crate::neuron_cache::check_local(dir) {
-        return usage_error(prog, format!("argument --neuron-cache: {why}"));
-    }
     let version = parsed.str("neuron_version");
     if let Some(v) = version {
         if let Err(e) = crate::neuron_cache::check_version(v) {
             return usage_error(prog, format!("argument --neuron-version: {e}"));
         }
     }
-    let cache = NeuronCache::new(crate::plan::absolute(
-        &std::env::current_dir().unwrap_or_default(),
-        dir,
-    ));
-    if let Err(u) = cache.check(version) {
-        return usage_error(prog, format!("argument --neuron-cache: {u}"));
-    }
+    let writes = action == "clean" && !parsed.flag("dry_run");
+    let cache = match neuron_place(dir, version, writes) {
+        Ok(p) => p,
+        Err(Refusal::Usage(why)) => {
+            return usage_error(prog, format!("argument --neuron-cache: {why}"))
+        }
+        Err(Refusal::Unusable(why)) => {
+            crate::cli::subcommand::err(&format!("{prog} cache: error: {why}\n"));
+            return crate::error::EXIT_COMPILE_FAILED;
+        }
+    };
+    let cache = cache.as_ref();
     let unreadable = |e: std::io::Error| {
         crate::cli::subcommand::err(&format!(
             "{prog} cache: error: cannot read the neuron cache {}: {e}\n",
-            cache.dir().display()
+            cache.shown()
         ));
         crate::error::EXIT_COMPILE_FAILED
     };
     match action {
         "stats" => {
-            let s = match nm::stats(&cache, version) {
+            let s = match nm::stats(cache, version) {
                 Ok(s) => s,
                 Err(e) => return unreadable(e),
             };
@@ -279,7 +281,7 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
             0
         }
         "verify" => {
-            let r = match nm::verify(&cache, version) {
+            let r = match nm::verify(cache, version) {
                 Ok(r) => r,
                 Err(e) => return unreadable(e),
             };
@@ -336,7 +338,7 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
                 keep_version,
                 dry_run: parsed.flag("dry_run"),
             };
-            let r = match nm::clean(&cache, &req, &|m| {
+            let r = match nm::clean(cache, &req, &|m| {
                 crate::cli::subcommand::err(&format!("{prog} cache: {m}\n"))
             }) {
                 Ok(r) => r,
@@ -365,6 +367,55 @@ fn neuron_main(prog: &str, action: &str, parsed: &argparse::Parsed, dir: &str) -
             0
         }
     }
+}
+
+/// Why the framework's cache cannot be worked on: a usage error, or a cache that cannot be used.
+enum Refusal {
+    Usage(String),
+    Unusable(String),
+}
+
+/// The framework's cache named `dir`: a directory (checked by the trust rule; its cache-wide
+/// lock opened when the command `writes`), or a bucket (`s3://BUCKET/PREFIX`).
+fn neuron_place(
+    dir: &str,
+    version: Option<&str>,
+    writes: bool,
+) -> Result<Box<dyn crate::neuron_cache::place::Place>, Refusal> {
+    use crate::neuron_cache::{bucket::Bucket, directory::Directory, Location, NeuronCache};
+    use crate::objstore::StorageError;
+    let path = match crate::neuron_cache::location(dir).map_err(Refusal::Usage)? {
+        Location::Bucket(url) => {
+            return Bucket::open(&url)
+                .map(|b| Box::new(b) as Box<dyn crate::neuron_cache::place::Place>)
+                .map_err(|e| match e {
+                    // A URL the client does not take (a bucket name that is not one).
+                    StorageError::Other(why) => Refusal::Usage(why),
+                    e => Refusal::Unusable(format!("cannot read the neuron cache {url}: {e}")),
+                });
+        }
+        Location::Dir(d) => d,
+    };
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let cache = NeuronCache::new(crate::plan::absolute(&cwd, &path.to_string_lossy()));
+    cache
+        .check(version)
+        .map_err(|u| Refusal::Usage(u.to_string()))?;
+    let unreadable = |e: std::io::Error| {
+        Refusal::Unusable(format!(
+            "cannot read the neuron cache {}: {e}",
+            cache.dir().display()
+        ))
+    };
+    let lock = match (writes, cache.open().map_err(unreadable)?) {
+        (true, Some(top)) => {
+            let l = crate::neuron_cache::lock::CacheLock::open(&top, cache.dir());
+            Some(std::sync::Arc::new(l.map_err(unreadable)?))
+        }
+        _ => None,
+    };
+    let locker = crate::lockfile::keeper::Locker::Local(crate::lockfile::lease());
+    Ok(Box::new(Directory::new(cache, locker, lock)))
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ impl CacheStatus {
 /// Refuse a remote cache location (any `scheme://`) but a shared tier the program has a client
 /// for (`s3://...`, [`super::shared`]).
 pub fn check_local(dir: &str) -> Result<(), NccError> {
-    if super::shared::is_url(dir) && super::shared::available() {
+    if crate::objstore::is_url(dir) && crate::objstore::available() {
         return Ok(());
     }
     match dir.split_once("://") {
@@ -154,7 +154,7 @@ impl CacheConfig {
         let dir = match plan.ns.str(Dest::CacheDir).filter(|d| !d.is_empty()) {
             Some(d) => {
                 check_local(d)?;
-                if super::shared::is_url(d) {
+                if crate::objstore::is_url(d) {
                     return CacheConfig::shared_for_plan(plan, d, default_dir);
                 }
                 Some(crate::plan::absolute(&plan.launch_dir, d))
@@ -168,7 +168,7 @@ impl CacheConfig {
     /// caller's default may): then the local tier is [`default_dir()`].
     pub fn for_plan_at(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
         match dir.as_deref().and_then(Path::to_str) {
-            Some(url) if super::shared::is_url(url) => {
+            Some(url) if crate::objstore::is_url(url) => {
                 CacheConfig::shared_for_plan(plan, url, None)
             }
             _ => CacheConfig::for_plan_in(plan, dir),

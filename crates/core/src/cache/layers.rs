@@ -60,7 +60,7 @@ pub fn find(
     warn: &mut dyn FnMut(String),
 ) -> Option<SecondaryHit> {
     for dir in secondaries {
-        if dir.to_str().is_some_and(super::shared::is_url) {
+        if dir.to_str().is_some_and(crate::objstore::is_url) {
             // A shared tier: searched by its own layer (`super::shared::tier`).
             continue;
         }

@@ -356,7 +356,7 @@ impl Flags {
                 .list(Dest::CacheSecondary)
                 .iter()
                 .filter(|d| !d.is_empty())
-                .map(|d| match super::shared::is_url(d) {
+                .map(|d| match crate::objstore::is_url(d) {
                     // A shared tier (`s3://...`), searched by its layer.
                     true => PathBuf::from(d),
                     false => crate::plan::absolute(&plan.launch_dir, d),

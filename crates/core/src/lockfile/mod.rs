@@ -37,9 +37,11 @@
 //! is tried again with growing pauses for up to [`SETTLE`], an ordinary event, not an error.
 //!
 //! [`keeper`] holds locks for a process in a helper that outlives it only long enough to remove
-//! them: a killed `parallel-compile` leaves no lock behind.
+//! them: a killed `parallel-compile` leaves no lock behind. [`object`] is the same protocol on
+//! objects in a bucket, where no `flock` exists.
 
 pub mod keeper;
+pub mod object;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -259,6 +261,30 @@ pub enum Holder {
         /// The lock's text (often nothing).
         text: String,
     },
+    /// Not nxcc's, an object in a bucket given a lease from its last write
+    /// ([`object::judge_text`]), the lease running.
+    ForeignLeased {
+        /// The lock's text (often nothing).
+        text: String,
+        /// When the lease it is given ends, milliseconds since the epoch.
+        until_ms: u64,
+    },
+    /// Not nxcc's, an object in a bucket given a lease from its last write, the lease over and
+    /// no write since: stale.
+    ForeignExpired {
+        /// The lock's text (often nothing).
+        text: String,
+        /// When the lease it was given ended, milliseconds since the epoch.
+        until_ms: u64,
+    },
+    /// Not nxcc's, an object in a bucket whose last write is further ahead of this host's clock
+    /// than the clock-skew allowance ([`clock_skew`]): no lease at all, stale.
+    ForeignVoid {
+        /// The lock's text (often nothing).
+        text: String,
+        /// How far ahead its last write is, seconds.
+        ahead_s: u64,
+    },
 }
 
 /// The longest part of a lock's text shown in words.
@@ -291,7 +317,22 @@ impl Holder {
     pub fn is_stale(&self) -> bool {
         matches!(
             self,
-            Holder::Dead { .. } | Holder::Expired { .. } | Holder::Void { .. }
+            Holder::Dead { .. }
+                | Holder::Expired { .. }
+                | Holder::Void { .. }
+                | Holder::ForeignExpired { .. }
+                | Holder::ForeignVoid { .. }
+        )
+    }
+
+    /// Whether it is not nxcc's (its liveness unknown, or told only by a lease it was given).
+    pub fn is_foreign(&self) -> bool {
+        matches!(
+            self,
+            Holder::Foreign { .. }
+                | Holder::ForeignLeased { .. }
+                | Holder::ForeignExpired { .. }
+                | Holder::ForeignVoid { .. }
         )
     }
 
@@ -303,7 +344,10 @@ impl Holder {
             | Holder::Leased { text, .. }
             | Holder::Expired { text, .. }
             | Holder::Void { text, .. }
-            | Holder::Foreign { text } => text,
+            | Holder::Foreign { text }
+            | Holder::ForeignLeased { text, .. }
+            | Holder::ForeignExpired { text, .. }
+            | Holder::ForeignVoid { text, .. } => text,
         }
     }
 
@@ -332,7 +376,29 @@ impl Holder {
                 "a lock file nxcc did not make (the framework's?)".to_string()
             }
             Holder::Foreign { .. } => format!("a lock file nxcc did not make ({text})"),
+            Holder::ForeignLeased { text, until_ms } => format!(
+                "a lock object nxcc did not make, honoured until {:.3} (its last write plus the lease such a lock is given){}",
+                *until_ms as f64 / 1000.0,
+                shown_text(text)
+            ),
+            Holder::ForeignExpired { text, until_ms } => format!(
+                "a lock object nxcc did not make, unchanged since the lease such a lock is given ended at {:.3}{}",
+                *until_ms as f64 / 1000.0,
+                shown_text(text)
+            ),
+            Holder::ForeignVoid { text, ahead_s } => format!(
+                "a lock object nxcc did not make whose lease is void: its last write is {ahead_s} s ahead of this host's clock{}",
+                shown_text(text)
+            ),
         }
+    }
+}
+
+/// A foreign lock's text in a description: ` (<text>)`, [`shown`]; nothing when it is empty.
+fn shown_text(text: &str) -> String {
+    match text {
+        "" => String::new(),
+        t => format!(" ({})", shown(t)),
     }
 }
 

@@ -1,16 +1,18 @@
-//! Looking after a framework cache: [`stats`] (entries per version and class, sizes),
-//! [`verify`] (each done entry's NEFF archive) and [`clean`] (failed entries, stale locks, other
-//! compiler versions), for `nxcc cache stats|verify|clean --neuron-cache DIR`. Nothing is
-//! followed through a link; every removal is said, and `dry_run` says it without removing.
+//! Looking after a framework cache, in a directory or a bucket ([`Place`]): [`stats`] (entries
+//! per version and class, sizes), [`verify`] (each done entry's NEFF archive) and [`clean`]
+//! (failed entries, stale locks, other compiler versions), for `nxcc cache stats|verify|clean
+//! --neuron-cache DIR|s3://...`. Nothing is followed through a link; every removal is said, and
+//! `dry_run` says it without removing.
 
 use std::io;
 
 use serde::Serialize;
 
-use super::{lock, Class, Entry, LockOwner, NeuronCache, Scan, GRAPH_FILES};
-use super::{LOG_FILE, NEFF_FILE, VERSION_PREFIX};
-use crate::fsx::{unique, Dir};
-use crate::lockfile::{self, Acquired};
+pub use super::cleaning::{CleanReport, CleanRequest, Removal};
+use super::place::{Place, Taken};
+use super::{Class, Entry, LockOwner, NeuronCache, Scan, GRAPH_FILES};
+use super::{LOG_FILE, NEFF_FILE};
+use crate::fsx::Dir;
 
 /// One entry as `stats` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -61,7 +63,7 @@ pub struct VersionStat {
 /// What `stats` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stats {
-    /// The cache directory.
+    /// The cache (its directory, its URL).
     pub dir: String,
     /// Per version directory.
     pub versions: Vec<VersionStat>,
@@ -90,10 +92,10 @@ pub fn entry_stat(e: &Entry) -> EntryStat {
     }
 }
 
-/// Counts of a scan.
-pub fn stats_of(cache: &NeuronCache, scan: &Scan) -> Stats {
+/// Counts of a scan of the cache shown as `shown`.
+pub fn stats_of(shown: String, scan: &Scan) -> Stats {
     let mut s = Stats {
-        dir: cache.dir().display().to_string(),
+        dir: shown,
         versions: Vec::new(),
         entries: Vec::new(),
         refused_versions: scan.refused_versions.clone(),
@@ -126,8 +128,8 @@ pub fn stats_of(cache: &NeuronCache, scan: &Scan) -> Stats {
 }
 
 /// `stats`: every version (or only `only`), every entry.
-pub fn stats(cache: &NeuronCache, only: Option<&str>) -> io::Result<Stats> {
-    Ok(stats_of(cache, &cache.scan(only)?))
+pub fn stats(place: &dyn Place, only: Option<&str>) -> io::Result<Stats> {
+    Ok(stats_of(place.shown(), &place.scan(only)?))
 }
 
 /// The directory of an entry found by a scan, opened again without following links.
@@ -162,10 +164,13 @@ pub struct VerifyReport {
     pub bad: Vec<Bad>,
 }
 
-/// `verify`: read each done entry's NEFF (no link followed) and check its archive
-/// ([`crate::neff::verify::verify`]). Changes nothing.
-pub fn verify(cache: &NeuronCache, only: Option<&str>) -> io::Result<VerifyReport> {
-    let scan = cache.scan(only)?;
+/// The largest `model.neff` `verify` reads: what the NEFF reader decompresses at most.
+pub const NEFF_LIMIT: u64 = crate::neff::read::MAX_DECOMPRESSED_BYTES;
+
+/// `verify`: read each done entry's NEFF (no link followed, at most [`NEFF_LIMIT`] bytes) and
+/// check its archive ([`crate::neff::verify::verify`]). Changes nothing.
+pub fn verify(place: &dyn Place, only: Option<&str>) -> io::Result<VerifyReport> {
+    let scan = place.scan(only)?;
     let mut r = VerifyReport {
         checked: 0,
         ok: 0,
@@ -176,7 +181,7 @@ pub fn verify(cache: &NeuronCache, only: Option<&str>) -> io::Result<VerifyRepor
             continue;
         }
         r.checked += 1;
-        let problems = match open_entry(cache, e).and_then(|d| d.read(NEFF_FILE)) {
+        let problems = match place.read(e, NEFF_FILE, NEFF_LIMIT) {
             Err(err) => vec![format!("{NEFF_FILE}: {err}")],
             Ok(bytes) => match crate::neff::read::Neff::from_bytes(bytes) {
                 Err(err) => vec![format!("{NEFF_FILE}: {err}")],
@@ -194,50 +199,6 @@ pub fn verify(cache: &NeuronCache, only: Option<&str>) -> io::Result<VerifyRepor
         }
     }
     Ok(r)
-}
-
-/// What `clean` is asked to remove.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CleanRequest {
-    /// Failed entries' logs (`--failed`): the entry is to do again.
-    pub failed: bool,
-    /// Stale locks: those whose holder is proven gone (at any age), and foreign ones nobody
-    /// `flock`s at least [`CleanRequest::min_age_s`] old; the staging directories of dead runs.
-    pub locks: bool,
-    /// The minimum age of a foreign lock removed, seconds.
-    pub min_age_s: u64,
-    /// Every version directory but this one (`--old-versions`).
-    pub keep_version: Option<String>,
-    /// Say what would be removed, remove nothing.
-    pub dry_run: bool,
-}
-
-/// One thing `clean` removed (or would remove).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Removal {
-    /// Its path.
-    pub path: String,
-    /// Why.
-    pub why: String,
-}
-
-/// What `clean` did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct CleanReport {
-    /// Nothing was removed: this is what would have been.
-    pub dry_run: bool,
-    /// What was removed (or would be).
-    pub removed: Vec<Removal>,
-    /// What was left, and why (a lock held, too young, an entry locked).
-    pub kept: Vec<Removal>,
-}
-
-fn age_s(st: &rustix::fs::Stat) -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    now.saturating_sub(st.st_mtime.max(0) as u64)
 }
 
 /// Order of version strings: by their numeric parts, then as text.
@@ -261,70 +222,29 @@ pub fn newest_version(scan: &Scan) -> Option<String> {
 
 /// `clean`: remove what `req` asks for, saying each removal; under the cache-wide lock (`say`
 /// hears that it waits for it).
-pub fn clean(
-    cache: &NeuronCache,
-    req: &CleanRequest,
-    say: &dyn Fn(&str),
-) -> io::Result<CleanReport> {
+pub fn clean(place: &dyn Place, req: &CleanRequest, say: &dyn Fn(&str)) -> io::Result<CleanReport> {
     let mut r = CleanReport {
         dry_run: req.dry_run,
         ..CleanReport::default()
     };
-    let Some(top) = cache.open()? else {
-        return Ok(r);
-    };
-    let cache_lock = match req.dry_run {
+    let _held = match req.dry_run {
         true => None,
-        false => Some(lock::CacheLock::open(&top, cache.dir())?),
+        false => Some(place.hold(say)?),
     };
-    let _held = match &cache_lock {
-        Some(l) => Some(l.hold(say)?),
-        None => None,
-    };
-    let scan = cache.scan(None)?;
+    let scan = place.scan(None)?;
     for v in &scan.versions {
         let old = req
             .keep_version
             .as_ref()
             .is_some_and(|keep| *keep != v.version);
         if old {
-            let held = v.entries.iter().any(|e| {
-                matches!(
-                    e.class,
-                    Class::Locked(LockOwner::Held { .. } | LockOwner::Leased { .. })
-                )
-            });
-            let path = v.path.display().to_string();
-            if held {
-                r.kept.push(Removal {
-                    path,
-                    why: "an nxcc run is compiling in it".into(),
-                });
-            } else {
-                if !req.dry_run {
-                    let name = super::version_dir_name(&v.version);
-                    let away = unique::name(&format!(".nxcc-evict-{VERSION_PREFIX}"));
-                    top.rename(&name, &top, &away)?;
-                    top.remove_all(&away)?;
-                }
-                r.removed.push(Removal {
-                    path,
-                    why: format!(
-                        "another compiler version than {} ({} entries)",
-                        req.keep_version.as_deref().unwrap_or_default(),
-                        v.entries.len()
-                    ),
-                });
-            }
+            clean_version(place, v, req, &mut r)?;
             continue;
         }
         for e in &v.entries {
-            let Ok(dir) = open_entry(cache, e) else {
-                continue;
-            };
-            // What goes wrong in one entry (a FIFO where its lock should be, a file that
-            // cannot be read) is said for that entry, and the others are cleaned.
-            if let Err(err) = clean_entry(&dir, e, req, &mut r) {
+            // What goes wrong in one entry (a FIFO where its lock should be, a file or an
+            // object that cannot be read) is said for that entry, and the others are cleaned.
+            if let Err(err) = clean_entry(place, e, req, &mut r) {
                 r.kept.push(Removal {
                     path: e.path.display().to_string(),
                     why: format!("left alone: {err}"),
@@ -335,135 +255,129 @@ pub fn clean(
     Ok(r)
 }
 
-/// `clean` in the entry `e`, open at `dir`: its stale locks and staging directories, its log.
-fn clean_entry(dir: &Dir, e: &Entry, req: &CleanRequest, r: &mut CleanReport) -> io::Result<()> {
-    let shown = |name: &str| e.path.join(name).display().to_string();
+/// `clean` in the entry `e`: its stale locks (and what dead runs left), its log.
+fn clean_entry(
+    place: &dyn Place,
+    e: &Entry,
+    req: &CleanRequest,
+    r: &mut CleanReport,
+) -> io::Result<()> {
     if req.locks {
-        for g in GRAPH_FILES {
-            clean_lock(dir, e, &lock::lock_name(g), req, r)?;
-        }
-        clean_staging(dir, e, req.dry_run, r)?;
+        place.clean_locks(e, req, r)?;
     }
-    if !(req.failed && e.class == Class::Failed) {
+    if req.failed && e.class == Class::Failed {
+        clean_failed(place, e, req.dry_run, r)?;
+    }
+    Ok(())
+}
+
+/// `--old-versions`: the version `v` removed whole, unless an nxcc run compiles in it.
+fn clean_version(
+    place: &dyn Place,
+    v: &super::Version,
+    req: &CleanRequest,
+    r: &mut CleanReport,
+) -> io::Result<()> {
+    let held = v.entries.iter().any(|e| {
+        matches!(
+            e.class,
+            Class::Locked(LockOwner::Held { .. } | LockOwner::Leased { .. })
+        )
+    });
+    let path = v.path.display().to_string();
+    if held {
+        r.kept.push(Removal {
+            path,
+            why: "an nxcc run is compiling in it".into(),
+        });
         return Ok(());
     }
-    let removal = Removal {
-        path: shown(LOG_FILE),
-        why: "a failed compile (the entry becomes to do)".into(),
-    };
-    if req.dry_run {
-        r.removed.push(removal);
+    if !req.dry_run {
+        place.remove_version(&v.version)?;
+    }
+    r.removed.push(Removal {
+        path,
+        why: format!(
+            "another compiler version than {} ({} entries)",
+            req.keep_version.as_deref().unwrap_or_default(),
+            v.entries.len()
+        ),
+    });
+    Ok(())
+}
+
+/// `--failed`: a failed entry's `model.log` removed under the entry's lock (the entry becomes
+/// to do); a locked entry's kept.
+fn clean_failed(
+    place: &dyn Place,
+    e: &Entry,
+    dry_run: bool,
+    r: &mut CleanReport,
+) -> io::Result<()> {
+    let path = e.path.join(LOG_FILE).display().to_string();
+    let why = "a failed compile (the entry becomes to do)";
+    if dry_run {
+        r.removed.push(Removal {
+            path,
+            why: why.into(),
+        });
         return Ok(());
     }
     let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
-    match lockfile::acquire(dir, &lock::lock_name(graph), lockfile::lease(), false)? {
-        Acquired::Locked(_l) => {
-            dir.remove_file(LOG_FILE)?;
-            r.removed.push(removal);
+    match place.lock(&e.version, &e.name, graph, false) {
+        Taken::Locked(l) => {
+            l.remove_log()?;
+            r.removed.push(Removal {
+                path,
+                why: why.into(),
+            });
         }
         _ => r.kept.push(Removal {
-            path: shown(LOG_FILE),
+            path,
             why: "the entry is locked".into(),
         }),
     }
     Ok(())
 }
 
-/// One lock file of an entry: removed when its holder is proven gone (at any age), or when
-/// it is foreign, nobody `flock`s it and it is at least `--min-age` old; kept otherwise.
-fn clean_lock(
-    dir: &Dir,
-    e: &Entry,
-    name: &str,
+/// Why `clean --locks` removes a lock held by `holder`, `age_s` seconds old: its holder proven
+/// gone (at any age), or foreign and at least `--min-age` old (in a bucket: past the lease such a
+/// lock is given, too). `None` when it stays, said in `r`.
+pub fn why_stale(
+    holder: &LockOwner,
+    age_s: u64,
     req: &CleanRequest,
     r: &mut CleanReport,
-) -> io::Result<()> {
-    let Ok(st) = dir.stat(name) else {
-        return Ok(());
-    };
-    let age = age_s(&st);
-    let path = e.path.join(name).display().to_string();
-    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
-    if kind != rustix::fs::FileType::RegularFile {
+    path: &str,
+) -> Option<&'static str> {
+    let kept = |why: String, r: &mut CleanReport| {
         r.kept.push(Removal {
-            path,
-            why: format!(
-                "refused: {} where a lock file belongs (never opened; remove it by hand)",
-                crate::fsx::regular::kind_name(kind)
-            ),
-        });
-        return Ok(());
-    }
-    let Some(holder) = lockfile::judge(dir, name)? else {
-        return Ok(());
+            path: path.to_string(),
+            why,
+        })
     };
-    let why = match &holder {
-        LockOwner::Dead { .. } => "its holder, a process of this host, is gone",
-        LockOwner::Expired { .. } => "its holder's lease ended",
-        LockOwner::Void { .. } => "its lease is void (its modification time is in the future)",
-        LockOwner::Foreign { .. } if age >= req.min_age_s => "a lock nxcc did not make, unheld",
-        LockOwner::Foreign { .. } => {
-            r.kept.push(Removal {
-                path,
-                why: format!("a lock nxcc did not make, younger than --min-age ({age} s old)"),
-            });
-            return Ok(());
+    match holder {
+        LockOwner::Dead { .. } => Some("its holder, a process of this host, is gone"),
+        LockOwner::Expired { .. } => Some("its holder's lease ended"),
+        LockOwner::Void { .. } => {
+            Some("its lease is void (its modification time is in the future)")
+        }
+        LockOwner::ForeignVoid { .. } => {
+            Some("a lock nxcc did not make, its lease void (its last write is in the future)")
+        }
+        LockOwner::Foreign { .. } | LockOwner::ForeignExpired { .. } if age_s >= req.min_age_s => {
+            Some("a lock nxcc did not make, unheld")
+        }
+        LockOwner::Foreign { .. } | LockOwner::ForeignExpired { .. } => {
+            let why = format!("a lock nxcc did not make, younger than --min-age ({age_s} s old)");
+            kept(why, r);
+            None
         }
         live => {
-            r.kept.push(Removal {
-                path,
-                why: live.describe(),
-            });
-            return Ok(());
+            kept(live.describe(), r);
+            None
         }
-    };
-    let removed = req.dry_run
-        || lockfile::remove_stale(dir, name, matches!(holder, LockOwner::Foreign { .. }))?
-            .is_some();
-    if removed {
-        r.removed.push(Removal {
-            path,
-            why: format!("{why}, {age} s old ({})", lockfile::shown(holder.text())),
-        });
     }
-    Ok(())
-}
-
-/// The staging directories dead nxcc runs left in an entry (`.nxcc-tmp-*` whose maker no
-/// longer runs): removed (an entry whose lock someone holds is left alone).
-fn clean_staging(dir: &Dir, e: &Entry, dry_run: bool, r: &mut CleanReport) -> io::Result<()> {
-    let names = super::publish::dead_leftovers(dir);
-    if names.is_empty() {
-        return Ok(());
-    }
-    let why = "the staging directory of a dead nxcc run";
-    let shown = |n: &String| e.path.join(n).display().to_string();
-    if dry_run {
-        for n in &names {
-            r.removed.push(Removal {
-                path: shown(n),
-                why: why.into(),
-            });
-        }
-        return Ok(());
-    }
-    let graph = e.graph.unwrap_or(GRAPH_FILES[0]);
-    match lockfile::acquire(dir, &lock::lock_name(graph), lockfile::lease(), false)? {
-        Acquired::Locked(_l) => {
-            for n in &names {
-                dir.remove_all(n)?;
-                r.removed.push(Removal {
-                    path: shown(n),
-                    why: why.into(),
-                });
-            }
-        }
-        _ => r.kept.push(Removal {
-            path: e.path.display().to_string(),
-            why: "its staging directories stay: the entry is locked".into(),
-        }),
-    }
-    Ok(())
 }
 
 /// `30`, `30s`, `10m`, `2h`, `1d`: seconds.
@@ -485,6 +399,19 @@ pub fn parse_age(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::neuron_cache::directory::Directory;
+
+    /// The directory's place for maintenance, its cache-wide lock held around a clean.
+    fn place(dir: &std::path::Path) -> Directory {
+        let top = Dir::open(dir).unwrap();
+        let lock = crate::neuron_cache::lock::CacheLock::open(&top, dir).unwrap();
+        let locker = crate::lockfile::keeper::Locker::Local(crate::lockfile::lease());
+        Directory::new(
+            NeuronCache::new(dir),
+            locker,
+            Some(std::sync::Arc::new(lock)),
+        )
+    }
 
     #[test]
     fn ages_and_versions_order() {
@@ -523,7 +450,7 @@ mod tests {
         );
         let old = mk("2.9.0", "MODULE_o+1", &base);
         std::fs::create_dir_all(locked.join(".nxcc-tmp-999999999-0-0")).unwrap();
-        let cache = NeuronCache::new(t.path());
+        let cache = place(t.path());
         let req = CleanRequest {
             failed: true,
             locks: true,

@@ -31,11 +31,22 @@
 //! - [`lock`]: the entry's lock file (the one lock protocol, [`crate::lockfile`]: the locks of
 //!   dead nxcc runs, here or on another host, told from live ones) and the cache-wide lock.
 //! - [`publish`]: results put in place so that a reader sees nothing or a whole NEFF.
-//! - [`maintain`]: `nxcc cache stats|verify|clean --neuron-cache DIR`.
+//! - [`maintain`]: `nxcc cache stats|verify|clean --neuron-cache DIR|s3://BUCKET/PREFIX`, and
+//!   [`cleaning`]: what `clean` is asked and reports.
+//! - [`place`]: where the cache is kept, as the entry operations that differ between a
+//!   [`directory`] and a [`bucket`] (the framework's S3 cache); [`classify`](mod@classify): an entry's state
+//!   from its files, by one set of rules for both.
 
+pub mod bucket;
+pub mod classify;
+pub mod cleaning;
+pub mod directory;
 pub mod lock;
 pub mod maintain;
+pub mod place;
 pub mod publish;
+
+pub use classify::{classify, Contents, FLAGS_LIMIT};
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -45,6 +56,7 @@ use rustix::fs::FileType;
 use crate::fsx::dir::is_not_plain;
 use crate::fsx::trust::{self, Subject, Trusted, Untrusted};
 use crate::fsx::Dir;
+use crate::lockfile::Holder;
 
 /// The framework's cache directory and its version directories, in the trust rule's messages.
 pub const CACHE_DIR: Subject = Subject {
@@ -114,20 +126,36 @@ pub fn within(root: &Path, path: &Path) -> bool {
     resolved(path).starts_with(resolved(root))
 }
 
-/// Refuse a cache location that is not a local directory: `s3://...` (which the framework
-/// supports, nxcc not), or any other `scheme://`.
-pub fn check_local(dir: &str) -> Result<(), String> {
-    match dir.split_once("://") {
-        Some((scheme, _)) if scheme.eq_ignore_ascii_case("s3") => Err(format!(
-            "S3 caches are not supported ({dir}): give a local directory (the framework's cache synchronised to it, or the one it uses on this host)"
-        )),
+/// Where a framework cache is kept: a directory, or a bucket and prefix of an object store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A directory (as given: the caller makes it absolute).
+    Dir(PathBuf),
+    /// `s3://BUCKET/PREFIX` ([`bucket`]).
+    Bucket(String),
+}
+
+/// Where the cache named `text` is: `s3://BUCKET/PREFIX` (the framework's S3 cache, when the
+/// program has an object-store client), else a directory; any other `scheme://` is refused.
+pub fn location(text: &str) -> Result<Location, String> {
+    if crate::objstore::is_url(text) {
+        if !crate::objstore::available() {
+            return Err(format!(
+                "S3 caches are not supported by this program ({text})"
+            ));
+        }
+        return Ok(Location::Bucket(text.trim_end_matches('/').to_string()));
+    }
+    match text.split_once("://") {
         Some((scheme, _))
             if !scheme.is_empty()
                 && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
         {
-            Err(format!("remote caches are not supported ({dir}): give a local directory"))
+            Err(format!(
+                "remote caches are not supported ({text}): give a local directory or s3://BUCKET/PREFIX"
+            ))
         }
-        _ => Ok(()),
+        _ => Ok(Location::Dir(PathBuf::from(text))),
     }
 }
 
@@ -183,7 +211,7 @@ pub fn version_in(text: &str) -> Option<String> {
 }
 
 /// Who holds an entry's lock file ([`crate::lockfile::Holder`]).
-pub type LockOwner = crate::lockfile::Holder;
+pub type LockOwner = Holder;
 
 /// How an entry stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,6 +267,22 @@ pub struct Entry {
     /// Written by a release up to 2.14: flags in `compile_flags.txt`, a NEFF without
     /// `model.done` is a finished compile ([`crate::recon::framework`]).
     pub legacy: bool,
+}
+
+impl Entry {
+    /// The entry `name` of `version` at `path`, not classified yet (to do, nothing known).
+    pub fn new(version: &str, name: &str, path: PathBuf) -> Entry {
+        Entry {
+            version: version.to_string(),
+            name: name.to_string(),
+            path,
+            graph: None,
+            flags: None,
+            class: Class::ToDo,
+            bytes: 0,
+            legacy: false,
+        }
+    }
 }
 
 /// A version directory's entries.
@@ -383,22 +427,19 @@ pub fn scan_version(dir: &Dir, version: &str, path: &Path) -> io::Result<Vec<Ent
     names.sort();
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let mut e = Entry {
-            version: version.to_string(),
-            name: name.clone(),
-            path: path.join(&name),
-            graph: None,
-            flags: None,
-            class: Class::ToDo,
-            bytes: 0,
-            legacy: false,
-        };
+        let mut e = Entry::new(version, &name, path.join(&name));
         match dir.open_dir(&name) {
             Ok(d) if name == REGISTRY_DIR => {
                 e.bytes = tree_bytes(&d, 0);
                 e.class = Class::Foreign("optimum-neuron's registry of cached models".into());
             }
-            Ok(d) => classify(&d, &mut e),
+            Ok(d) => classify(
+                &InDir {
+                    dir: &d,
+                    skip: None,
+                },
+                &mut e,
+            ),
             Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
             Err(err) => e.class = Class::Refused(err.to_string()),
         }
@@ -452,106 +493,50 @@ fn item(dir: &Dir, name: &str) -> Item {
     }
 }
 
-/// Read the flags of an entry: `compile_flags.json`, a JSON list of strings (a legacy entry:
-/// `compile_flags.txt`, its words).
+/// An entry in a directory, as its classification reads it ([`Contents`]): nothing followed
+/// through a link; `skip` (its holder's own lock) left out.
+pub struct InDir<'a> {
+    /// The entry directory.
+    pub dir: &'a Dir,
+    /// A lock file not to count (its holder's own).
+    pub skip: Option<&'a str>,
+}
+
+impl Contents for InDir<'_> {
+    fn present(&self) -> Result<std::collections::BTreeSet<String>, String> {
+        let mut present = std::collections::BTreeSet::new();
+        for n in classify::looked_at() {
+            if self.skip == Some(n.as_str()) {
+                continue;
+            }
+            match item(self.dir, &n) {
+                Item::Absent => {}
+                Item::File => {
+                    present.insert(n);
+                }
+                Item::Refused(why) => return Err(why),
+            }
+        }
+        Ok(present)
+    }
+
+    fn judge(&self, name: &str) -> Result<Option<LockOwner>, String> {
+        crate::lockfile::judge(self.dir, name).map_err(|e| e.to_string())
+    }
+
+    fn read(&self, name: &str, limit: u64) -> io::Result<Vec<u8>> {
+        crate::fsx::regular::read_limited(&self.dir.open_file(name)?, limit)
+    }
+
+    fn bytes(&self) -> u64 {
+        tree_bytes(self.dir, 0)
+    }
+}
+
+/// Read the flags of the entry open at `dir` ([`classify::read_flags`]).
 pub fn read_flags(dir: &Dir) -> Result<Vec<String>, String> {
-    match dir.read(FLAGS_FILE) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let text = dir
-                .read(LEGACY_FLAGS_FILE)
-                .map_err(|e| format!("{FLAGS_FILE} (or {LEGACY_FLAGS_FILE}): {e}"))?;
-            Ok(crate::recon::framework::legacy_flags(
-                &String::from_utf8_lossy(&text),
-            ))
-        }
-        Err(e) => Err(format!("{FLAGS_FILE}: {e}")),
-        Ok(bytes) => serde_json::from_slice::<Vec<String>>(&bytes)
-            .map_err(|e| format!("{FLAGS_FILE} is not a JSON list of strings ({e})")),
-    }
-}
-
-/// The files of an entry that classify it: those present, or the reason one is refused.
-fn present_files(dir: &Dir) -> Result<std::collections::BTreeSet<String>, String> {
-    let mut present = std::collections::BTreeSet::new();
-    let mut names: Vec<String> = vec![
-        FLAGS_FILE.into(),
-        LEGACY_FLAGS_FILE.into(),
-        NEFF_FILE.into(),
-        DONE_FILE.into(),
-        LOG_FILE.into(),
-    ];
-    for g in GRAPH_FILES {
-        names.push(g.to_string());
-        names.push(format!("{g}{LOCK_SUFFIX}"));
-    }
-    for n in names {
-        match item(dir, &n) {
-            Item::Absent => {}
-            Item::File => {
-                present.insert(n);
-            }
-            Item::Refused(why) => return Err(why),
-        }
-    }
-    Ok(present)
-}
-
-/// Classify the entry open at `dir` into `e` (see [`Class`]; precedence: refused, done, locked,
-/// failed, to do).
-pub fn classify(dir: &Dir, e: &mut Entry) {
-    e.bytes = tree_bytes(dir, 0);
-    let present = match present_files(dir) {
-        Ok(p) => p,
-        Err(why) => {
-            e.class = Class::Refused(why);
-            return;
-        }
-    };
-    let has = |n: &str| present.contains(n);
-    e.legacy = has(LEGACY_FLAGS_FILE) && !has(FLAGS_FILE);
-    e.graph = GRAPH_FILES.into_iter().find(|g| has(g));
-    if has(NEFF_FILE) && (has(DONE_FILE) || e.legacy) {
-        e.class = Class::Done;
-        return;
-    }
-    let lock = GRAPH_FILES
-        .iter()
-        .map(|g| format!("{g}{LOCK_SUFFIX}"))
-        .find(|l| has(l));
-    if let Some(lock) = lock {
-        match crate::lockfile::judge(dir, &lock) {
-            Ok(Some(owner)) => {
-                e.class = Class::Locked(owner);
-                return;
-            }
-            Ok(None) => {}
-            Err(err) => {
-                e.class = Class::Refused(format!("{lock}: {err}"));
-                return;
-            }
-        }
-    }
-    if has(LOG_FILE) && !has(NEFF_FILE) {
-        e.class = Class::Failed;
-        return;
-    }
-    if e.graph.is_none() {
-        e.class = if !e.name.contains('+') && !has(FLAGS_FILE) && !has(LEGACY_FLAGS_FILE) {
-            Class::Foreign("a model optimum-neuron traced and cached (no graph, no flags)".into())
-        } else {
-            Class::Refused("no graph (model.hlo_module.pb or model.hlo.pb)".into())
-        };
-        return;
-    }
-    // Flags that are not compile semantics only refuse the entry here, as `parallel-compile`
-    // refuses it: no count calls it to do.
-    match read_flags(dir).and_then(|f| compile_flags(&f).map(|_| f)) {
-        Ok(f) => {
-            e.flags = Some(f);
-            e.class = Class::ToDo;
-        }
-        Err(why) => e.class = Class::Refused(why),
-    }
+    let c = InDir { dir, skip: None };
+    classify::read_flags(&|n| c.read(n, FLAGS_LIMIT))
 }
 
 /// An entry's flags as the compiler gets them ([`compile_flags`]).

@@ -37,9 +37,27 @@
 //! established. nxcc therefore takes both on `<cache>/lock` — an exclusive `flock` and an
 //! exclusive open-file-description `fcntl` lock over the whole file — so that it excludes the
 //! wrapper whichever it uses (RECON), and holds them around its scans and publications.
+//!
+//! **The framework's cache in a bucket** (`NEURON_COMPILE_CACHE_URL=s3://BUCKET/PREFIX`):
+//! libneuronxla's `CompileCacheS3` keeps the same `neuronxcc-<version>/MODULE_<hash>+<flags>/`
+//! layout under the prefix (djl-serving's logs: `Using a cached neff at
+//! s3://<bucket>/neuronxcc-2.13.72.0+78a426937/MODULE_<hash>+<flags>/model.neff`), and has the
+//! interface of `CompileCacheFs`, per-graph `hlo_acquire_lock`/`hlo_release_lock` included
+//! (optimum-neuron's `hub_neuronx_cache.py` delegates its locks to the default cache, S3 or
+//! not). Its source is not public: whether it writes a lock object, under which name and with
+//! what text, is not established. nxcc honours every `*.lock` object in an entry as a lock; one
+//! it did not make says nothing of its holder and is not known to be refreshed, so it is given a
+//! lease from its last write ([`FOREIGN_LOCK_LEASE`], RECON: long enough for most compiles, short
+//! enough that a crashed run does not hold an entry for a day; `--break-locks` takes it at once),
+//! and nxcc's own lock object is at the name the directory cache's lock file has
+//! (`<graph>.lock`), so that a framework locking by that name and nxcc exclude each other.
 
 /// The cache-wide lock file, in the cache directory.
 pub const CACHE_LOCK: &str = "lock";
+
+/// How long a lock object nxcc did not make, in a framework cache in a bucket, is honoured
+/// after its last write: two hours (see the module documentation).
+pub const FOREIGN_LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
 
 /// The flags the wrapper consumes itself, and whether each takes a value.
 pub const WRAPPER_FLAGS: &[(&str, bool)] = &[

@@ -13,7 +13,7 @@ use crate::words::count;
 /// Run `action` on the shared tier at `url`.
 pub fn run(prog: &str, action: &str, parsed: &Parsed, url: &str) -> Ended {
     let json = parsed.flag("json");
-    let store = match super::open(url) {
+    let store = match crate::objstore::open(url) {
         Ok(s) => s,
         Err(e) => return Ok(failed(url, &e)),
     };

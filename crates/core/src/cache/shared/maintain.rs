@@ -80,7 +80,7 @@ type Seen = (Option<u64>, Vec<(String, u64)>, u64);
 fn survey(store: &dyn Storage) -> Result<Survey, StorageError> {
     let mut keys: BTreeMap<String, Seen> = BTreeMap::new();
     let mut s = Survey::default();
-    for o in store.list(&format!("{TOP}/"))? {
+    for o in store.list(TOP, crate::objstore::LIST_LIMIT)? {
         let parts: Vec<&str> = o.name.split('/').collect();
         match parts.as_slice() {
             [_, "locks", _] => s.locks.push(o.name.clone()),

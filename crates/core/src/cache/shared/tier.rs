@@ -59,7 +59,7 @@ impl SharedTier<'_> {
         for url in urls
             .iter()
             .filter_map(|p| p.to_str())
-            .filter(|u| super::is_url(u))
+            .filter(|u| crate::objstore::is_url(u))
         {
             let looked = visit(url).and_then(|v| v.look_read_only());
             match looked {
@@ -88,7 +88,7 @@ impl Layer for SharedTier<'_> {
             return next.run(session, product);
         };
         let visit = |url: &str| {
-            super::open(url).map(|store| Visit {
+            crate::objstore::open(url).map(|store| Visit {
                 local: self.local,
                 session,
                 store,
