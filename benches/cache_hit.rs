@@ -87,26 +87,9 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--baseline") {
-        baseline(
-            &args[2],
-            Path::new(&args[3]),
-            Path::new(&args[4]),
-            Path::new(&args[5]),
-        );
-        return;
-    }
-    let rounds: usize = std::env::var("NXCC_BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(30);
-    let nxcc = env!("CARGO_BIN_EXE_nxcc");
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    // The example model padded to 100 MB with pseudo-random bytes, as one field no reader knows
-    // (number 1000, length-delimited), so it still reads as the same module.
+/// The example model padded to 100 MB with pseudo-random bytes, as one field no reader knows
+/// (number 1000, length-delimited), so it still reads as the same module: written to `path`.
+fn write_model(path: &Path) {
     let mut model = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo_module.pb"),
     )
@@ -136,32 +119,191 @@ fn main() {
         model.extend_from_slice(&x.to_le_bytes());
     }
     model.truncate(end);
-    std::fs::write(d.join("big.pb"), &model).unwrap();
-    drop(model);
+    std::fs::write(path, &model).unwrap();
+}
+
+/// The `b3sum` named by `NXCC_BENCH_B3SUM`, else the first on `PATH`.
+fn find_b3sum() -> Option<PathBuf> {
+    std::env::var_os("NXCC_BENCH_B3SUM")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join("b3sum"))
+                    .find(|c| c.is_file())
+            })
+        })
+}
+
+/// The timings of the hits and their floors (each a vector of the rounds' durations).
+struct Figures {
+    /// nxcc's hit, new output.
+    a: Vec<Duration>,
+    /// nxcc's `--cache-rehash` hit.
+    h: Vec<Duration>,
+    /// `cp` of the NEFF alone.
+    p: Vec<Duration>,
+    /// The `reader` floor.
+    b: Vec<Duration>,
+    /// The `overlapped` floor.
+    c: Vec<Duration>,
+    /// The `mapped` floor.
+    m: Vec<Duration>,
+    /// nxcc's hit replacing its output.
+    r: Vec<Duration>,
+    /// `b3sum` + `cp` (empty without a `b3sum`).
+    t: Vec<Duration>,
+}
+
+fn med(v: &[Duration]) -> f64 {
+    percentile(v, 0.5).as_secs_f64()
+}
+
+/// The hits' table and their ratios to the floors.
+fn print_hits(neff_mb: u64, rounds: usize, f: &Figures) {
+    let Figures {
+        a,
+        h,
+        p,
+        b,
+        c,
+        m,
+        r,
+        t,
+    } = f;
+    println!(
+        "cache hit, 100 MB model ({} MB NEFF), {rounds} rounds alternated",
+        neff_mb
+    );
+    println!("| | median | p10 | p90 |");
+    println!("|---|---|---|---|");
+    for (name, v) in [
+        ("nxcc compile, cache hit, new output", a),
+        ("nxcc compile --cache-rehash, cache hit, new output", h),
+        ("floor `cp` of the NEFF alone", p),
+        ("floor `reader`: update_reader + copy", b),
+        ("floor `overlapped`: nxcc's read hashing + copy", c),
+        ("floor `mapped`: nxcc's mapped hashing + copy", m),
+        ("nxcc compile, cache hit, replacing the output", r),
+        ("floor `b3sum` + `cp` (two processes)", t),
+    ] {
+        if v.is_empty() {
+            println!("| {name} | (no b3sum found) | | |");
+            continue;
+        }
+        println!(
+            "| {name} | {} | {} | {} |",
+            ms(percentile(v, 0.5)),
+            ms(percentile(v, 0.1)),
+            ms(percentile(v, 0.9))
+        );
+    }
+    println!(
+        "hit / cp alone: {:.3} (target: <= 1.3); --cache-rehash hit / cp alone: {:.3}; hit / --cache-rehash hit: {:.3}",
+        med(a) / med(p),
+        med(h) / med(p),
+        med(a) / med(h)
+    );
+    println!(
+        "hit / reader floor: {:.3}; hit / overlapped floor: {:.3}; hit / mapped floor: {:.3}",
+        med(a) / med(b),
+        med(a) / med(c),
+        med(a) / med(m)
+    );
+    if !t.is_empty() {
+        println!("hit / b3sum + cp: {:.3} (target: <= 1.15)", med(a) / med(t));
+    }
+}
+
+/// The threshold: a process hashing a file by reading it against one mapping it.
+fn threshold(d: &Path, rounds: usize) {
+    println!();
+    println!("reading against mapping, whole processes, {rounds} rounds alternated");
+    println!("| file | read (median) | mapped (median) | mapped / read |");
+    println!("|---|---|---|---|");
+    let big = std::fs::read(d.join("big.pb")).unwrap();
+    for kib in [256usize, 1024, 2048, 4096, 8192, 32768] {
+        let f = d.join(format!("f{kib}"));
+        std::fs::write(&f, &big[..kib << 10]).unwrap();
+        let cmd = |mode: &str| {
+            let mut c = Command::new(std::env::current_exe().unwrap());
+            c.arg("--baseline").arg(mode).arg(&f).arg("-").arg("-");
+            c
+        };
+        time(cmd("overlapped"), &|_| {});
+        time(cmd("mapped"), &|_| {});
+        let (mut rd, mut mp) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            rd.push(time(cmd("overlapped"), &|_| {}));
+            mp.push(time(cmd("mapped"), &|_| {}));
+        }
+        println!(
+            "| {} KiB | {} | {} | {:.3} |",
+            kib,
+            ms(percentile(&rd, 0.5)),
+            ms(percentile(&mp, 0.5)),
+            med(&mp) / med(&rd)
+        );
+    }
+}
+
+/// `nxcc compile` of the big model in `d`, cached, to `output`, with `extra` arguments.
+fn nxcc_command(d: &Path, output: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nxcc"));
+    c.arg("compile")
+        .args(cached_args("big.pb"))
+        .args(["--output", output])
+        .args(extra)
+        .current_dir(d)
+        .env("XDG_CACHE_HOME", d.join("xdg"));
+    for v in [
+        "NXCC_SIM_FAULT",
+        "NXCC_SIM_WORK_MS",
+        "NXCC_SIM_WORK_MS_PER_MB",
+        "NXCC_SIM_RSS_MB",
+        "NXCC_SIM_RECORD",
+    ] {
+        c.env_remove(v);
+    }
+    c
+}
+
+/// This harness re-run as the floor `mode`: hash the big model in `d`, copy `neff` to `out`.
+fn baseline_command(d: &Path, neff: &Path, mode: &str, out: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.arg("--baseline")
+        .arg(mode)
+        .arg(d.join("big.pb"))
+        .arg(neff)
+        .arg(d.join(out))
+        .current_dir(d);
+    c
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--baseline") {
+        baseline(
+            &args[2],
+            Path::new(&args[3]),
+            Path::new(&args[4]),
+            Path::new(&args[5]),
+        );
+        return;
+    }
+    let rounds: usize = std::env::var("NXCC_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(30);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_model(&d.join("big.pb"));
     // A model that has not changed since it was written (a training script's graph, compiled
     // again): older than the racy margin, so its digest is remembered.
     std::thread::sleep(Duration::from_nanos(
         nxcc::cache::digests::RACY_MARGIN_NS as u64 + 500_000_000,
     ));
-    let nxcc_with = |output: &str, extra: &[&str]| {
-        let mut c = Command::new(nxcc);
-        c.arg("compile")
-            .args(cached_args("big.pb"))
-            .args(["--output", output])
-            .args(extra)
-            .current_dir(d)
-            .env("XDG_CACHE_HOME", d.join("xdg"));
-        for v in [
-            "NXCC_SIM_FAULT",
-            "NXCC_SIM_WORK_MS",
-            "NXCC_SIM_WORK_MS_PER_MB",
-            "NXCC_SIM_RSS_MB",
-            "NXCC_SIM_RECORD",
-        ] {
-            c.env_remove(v);
-        }
-        c
-    };
+    let nxcc_with = |output: &str, extra: &[&str]| nxcc_command(d, output, extra);
     let nxcc_cmd = |output: &str| nxcc_with(output, &[]);
     // The hit as it was before digests were remembered: every byte of the model hashed.
     let rehash_cmd = |output: &str| nxcc_with(output, &["--cache-rehash"]);
@@ -175,28 +317,11 @@ fn main() {
     let hit = |out: &str| {
         assert!(out.contains("Using a cached neff at "), "not a hit: {out}");
     };
-    let base_cmd = |mode: &str, out: &str| {
-        let mut c = Command::new(std::env::current_exe().unwrap());
-        c.arg("--baseline")
-            .arg(mode)
-            .arg(d.join("big.pb"))
-            .arg(&neff)
-            .arg(d.join(out))
-            .current_dir(d);
-        c
-    };
+    let base_cmd = |mode: &str, out: &str| baseline_command(d, &neff, mode, out);
     let fresh = |out: &str| {
         let _ = std::fs::remove_file(d.join(out));
     };
-    let b3sum = std::env::var_os("NXCC_BENCH_B3SUM")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|p| {
-                std::env::split_paths(&p)
-                    .map(|d| d.join("b3sum"))
-                    .find(|c| c.is_file())
-            })
-        });
+    let b3sum = find_b3sum();
     // `b3sum MODEL` then `cp NEFF OUT`, timed together.
     let tools = |out: &str| -> Option<Duration> {
         let b3 = b3sum.as_ref()?;
@@ -244,80 +369,21 @@ fn main() {
         // The output exists: a hit replaces it.
         r.push(time(nxcc_cmd("out.neff"), &hit));
     }
-    let med = |v: &[Duration]| percentile(v, 0.5).as_secs_f64();
-    println!(
-        "cache hit, 100 MB model ({} MB NEFF), {rounds} rounds alternated",
-        std::fs::metadata(&neff).unwrap().len() / 1_000_000
+    let neff_mb = std::fs::metadata(&neff).unwrap().len() / 1_000_000;
+    print_hits(
+        neff_mb,
+        rounds,
+        &Figures {
+            a,
+            h,
+            p,
+            b,
+            c,
+            m,
+            r,
+            t,
+        },
     );
-    println!("| | median | p10 | p90 |");
-    println!("|---|---|---|---|");
-    for (name, v) in [
-        ("nxcc compile, cache hit, new output", &a),
-        ("nxcc compile --cache-rehash, cache hit, new output", &h),
-        ("floor `cp` of the NEFF alone", &p),
-        ("floor `reader`: update_reader + copy", &b),
-        ("floor `overlapped`: nxcc's read hashing + copy", &c),
-        ("floor `mapped`: nxcc's mapped hashing + copy", &m),
-        ("nxcc compile, cache hit, replacing the output", &r),
-        ("floor `b3sum` + `cp` (two processes)", &t),
-    ] {
-        if v.is_empty() {
-            println!("| {name} | (no b3sum found) | | |");
-            continue;
-        }
-        println!(
-            "| {name} | {} | {} | {} |",
-            ms(percentile(v, 0.5)),
-            ms(percentile(v, 0.1)),
-            ms(percentile(v, 0.9))
-        );
-    }
-    println!(
-        "hit / cp alone: {:.3} (target: <= 1.3); --cache-rehash hit / cp alone: {:.3}; hit / --cache-rehash hit: {:.3}",
-        med(&a) / med(&p),
-        med(&h) / med(&p),
-        med(&a) / med(&h)
-    );
-    println!(
-        "hit / reader floor: {:.3}; hit / overlapped floor: {:.3}; hit / mapped floor: {:.3}",
-        med(&a) / med(&b),
-        med(&a) / med(&c),
-        med(&a) / med(&m)
-    );
-    if !t.is_empty() {
-        println!(
-            "hit / b3sum + cp: {:.3} (target: <= 1.15)",
-            med(&a) / med(&t)
-        );
-    }
 
-    // The threshold: a process hashing a file by reading it against one mapping it.
-    println!();
-    println!("reading against mapping, whole processes, {rounds} rounds alternated");
-    println!("| file | read (median) | mapped (median) | mapped / read |");
-    println!("|---|---|---|---|");
-    let big = std::fs::read(d.join("big.pb")).unwrap();
-    for kib in [256usize, 1024, 2048, 4096, 8192, 32768] {
-        let f = d.join(format!("f{kib}"));
-        std::fs::write(&f, &big[..kib << 10]).unwrap();
-        let cmd = |mode: &str| {
-            let mut c = Command::new(std::env::current_exe().unwrap());
-            c.arg("--baseline").arg(mode).arg(&f).arg("-").arg("-");
-            c
-        };
-        time(cmd("overlapped"), &|_| {});
-        time(cmd("mapped"), &|_| {});
-        let (mut rd, mut mp) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            rd.push(time(cmd("overlapped"), &|_| {}));
-            mp.push(time(cmd("mapped"), &|_| {}));
-        }
-        println!(
-            "| {} KiB | {} | {} | {:.3} |",
-            kib,
-            ms(percentile(&rd, 0.5)),
-            ms(percentile(&mp, 0.5)),
-            med(&mp) / med(&rd)
-        );
-    }
+    threshold(d, rounds);
 }

@@ -2,8 +2,7 @@
 //! corpus, and for the default flow. Target: ≤ 50 µs per plan (see BENCHMARKS.md).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use nxcc::cli::{self, Command};
-use nxcc::plan::{self, StaticProbe};
+use nxcc::plan::{self, Invocation, StaticProbe};
 use std::hint::black_box;
 
 fn longest_corpus_line() -> Vec<String> {
@@ -18,11 +17,11 @@ fn longest_corpus_line() -> Vec<String> {
 }
 
 fn plan_once(argv: &[String], probe: &StaticProbe) -> usize {
-    let args = match cli::parse("nxcc", argv) {
-        Ok(Command::Compile(c)) => c,
-        other => panic!("{other:?}"),
-    };
-    plan::build(&args, probe).unwrap().jobs.len()
+    Invocation::from_argv("nxcc", argv, probe)
+        .unwrap()
+        .plan
+        .jobs
+        .len()
 }
 
 fn bench(c: &mut Criterion) {
@@ -38,12 +37,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("plan: compile m.pb --target trn2", |b| {
         b.iter(|| plan_once(black_box(&default), &probe))
     });
-    let built = {
-        let Ok(Command::Compile(args)) = cli::parse("nxcc", &longest) else {
-            unreachable!()
-        };
-        plan::build(&args, &probe).unwrap()
-    };
+    let built = Invocation::from_argv("nxcc", &longest, &probe).unwrap();
     c.bench_function("dry-run JSON rendering", |b| {
         b.iter(|| {
             serde_json::to_string(&plan::dryrun::to_json(black_box(&built)))

@@ -1,6 +1,8 @@
 //! The one entry point of a compile: the command line, `parallel-compile`, the daemon (and, through
-//! the daemon, the shim) and `nxcc worker` all compile through [`compile`]. A [`Request`] — the
-//! plan, how to run it, and the caller's cache and remote settings — becomes one session
+//! the daemon, the shim) and `nxcc worker` all compile through [`compile`], and show a dry run
+//! through [`dry_run`]. A [`Request`] — the invocation the front door made
+//! ([`crate::plan::Invocation`]), how to run it, and the caller's cache and remote settings —
+//! becomes one session
 //! ([`Session`]: the log opened once, the events written in one place, the cancellation) and one
 //! stack of cache layers over one way of running the plan ([`Stack`]), composed here and
 //! nowhere else ([`compile`]):
@@ -28,13 +30,13 @@ use std::path::{Path, PathBuf};
 
 use crate::cache::shared::tier::SharedTier;
 use crate::cache::{CacheConfig, CacheStatus, Key, LocalStore};
-use crate::cli::namespace::Dest;
 use crate::engine::log;
 use crate::engine::result::CompileResult;
 use crate::engine::session::{Options, Session};
 use crate::engine::strategy::{Layer, Stack, Strategy};
-use crate::engine::Engine;
-use crate::plan::Plan;
+use crate::engine::{check_output, Engine};
+use crate::error::NccError;
+use crate::plan::{dryrun, Invocation, Plan};
 use crate::profile::{self, Outcome, Phase};
 use crate::remote::compile::{ActionCache, Execution};
 use crate::remote::{Mode, RemoteConfig};
@@ -42,8 +44,8 @@ use crate::result::Status;
 
 /// What to compile and how.
 pub struct Request<'a> {
-    /// The plan.
-    pub plan: &'a Plan,
+    /// The invocation.
+    pub invocation: &'a Invocation,
     /// How the compile runs: console, cancellation, events, worker.
     pub options: Options<'a>,
     /// What runs the plan here: nxcc's pipeline or an external compiler.
@@ -144,7 +146,7 @@ pub fn bar(
             .jobs
             .iter()
             .map(|j| Phase {
-                name: j.job.clone(),
+                name: j.job.to_string(),
                 start_s: start_s + j.start_s,
                 end_s: start_s + j.start_s + j.wall_s,
                 status: serde_json::to_value(j.status)
@@ -164,7 +166,8 @@ pub fn bar(
 /// went is said on the console (a plain `--timings` writes to a file the user did not name).
 fn write_reports(session: &Session, done: &Compiled) {
     let plan = session.plan();
-    let (timings, trace) = (plan.ns.str(Dest::Timings), plan.ns.str(Dest::Trace));
+    let reports = &session.invocation().settings.reports;
+    let (timings, trace) = (reports.timings.as_deref(), reports.trace.as_deref());
     if timings.is_none() && trace.is_none() {
         return;
     }
@@ -186,7 +189,7 @@ fn write_reports(session: &Session, done: &Compiled) {
         (trace, profile::trace::text(&run), "profile"),
     ] {
         let Some(path) = path else { continue };
-        let path = crate::plan::absolute(&plan.launch_dir, path);
+        let path = crate::fsx::absolute(&plan.launch_dir, path);
         match write_file(&path, &text) {
             Ok(()) => session
                 .log()
@@ -209,9 +212,9 @@ fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// [`compile`] without a cache or a remote server: what a caller below this layer is handed as
 /// its entry point ([`crate::engine::strategy::Entry`]: `nxcc worker`).
-pub fn here(plan: &Plan, options: Options<'_>, engine: &Engine) -> CompileResult {
+pub fn here(invocation: &Invocation, options: Options<'_>, engine: &Engine) -> CompileResult {
     compile(Request {
-        plan,
+        invocation,
         options,
         engine,
         cache: CacheConfig::off(),
@@ -221,17 +224,31 @@ pub fn here(plan: &Plan, options: Options<'_>, engine: &Engine) -> CompileResult
     .result
 }
 
+/// The dry run the invocation's settings ask for (`--dry-run[=text|json]`): the plan and its
+/// memory estimate, rendered as `nxcc compile` and the daemon both show it; `None` when the
+/// invocation asks for a compile. An `--output` the compile could not write (a directory, or
+/// under a file) is refused as the compile refuses it, in the same words ([`check_output`],
+/// asking the kernel rather than making a file).
+pub fn dry_run(invocation: &Invocation) -> Option<Result<String, NccError>> {
+    let format = invocation.settings.dry_run?;
+    if let Err(e) = check_output(&invocation.plan.output, false) {
+        return Some(Err(e));
+    }
+    let memory = crate::cache::estimate::dry_run_memory(invocation);
+    Some(Ok(dryrun::render(invocation, format, &memory)))
+}
+
 /// Compile (see the module documentation).
 pub fn compile(request: Request) -> Compiled {
     let Request {
-        plan,
+        invocation,
         options,
         engine,
         cache,
         key,
         remote,
     } = request;
-    let session = match Session::open(plan, options) {
+    let session = match Session::open(invocation, options) {
         Ok(s) => s,
         Err(result) => return Compiled::uncached(*result),
     };

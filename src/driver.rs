@@ -3,9 +3,8 @@
 
 use std::ffi::OsString;
 
-use crate::cli::namespace::Dest;
 use crate::cli::{self, CliError, Command};
-use crate::plan::{self, dryrun, PlanError, SystemProbe};
+use crate::plan::{Invocation, SystemProbe};
 
 pub use crate::cli::subcommand::{err, out};
 
@@ -104,16 +103,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     }
 }
 
-fn report_plan_error(e: &PlanError) -> i32 {
-    match e {
-        PlanError::Usage(u) => err(&u.render()),
-        PlanError::Compile(c) => err(&format!("{c}\n")),
-    }
-    e.exit_status()
-}
-
 fn compile(args: &cli::CompileArgs) -> i32 {
-    if args.ns.bool(Dest::Daemon) && args.ns.str(Dest::DryRun).is_none() {
+    if args.settings.daemon && args.settings.dry_run.is_none() {
         return crate::daemon::client::compile(args);
     }
     let probe = match SystemProbe::new() {
@@ -123,77 +114,49 @@ fn compile(args: &cli::CompileArgs) -> i32 {
             return crate::error::EXIT_COMPILE_FAILED;
         }
     };
-    let plan = match plan::build(args, &probe) {
-        Ok(p) => p,
-        Err(e) => {
-            let status = report_plan_error(&e);
-            if args.model_files.len() > 1 {
-                err(&args
-                    .hints
-                    .iter()
-                    .map(|h| format!("{h}\n"))
-                    .collect::<String>());
-            }
-            return status;
+    let inv = match Invocation::from_args(args, &probe) {
+        Ok(inv) => inv,
+        Err(r) => {
+            err(&r.render());
+            return r.exit_status();
         }
     };
-    let dry_run = plan.ns.str(Dest::DryRun);
-    if dry_run.is_some() {
+    if inv.settings.dry_run.is_some() {
         // What the compile refuses before running anything, the dry run refuses too.
-        if let Err(status) = checks(&plan).and_then(|_| {
-            crate::engine::check_output(&plan.output, false).map_err(|e| {
-                err(&format!("{e}\n"));
-                crate::error::EXIT_COMPILE_FAILED
-            })
-        }) {
+        if let Err(status) = checks(&inv) {
             return status;
         }
     }
-    match dry_run {
-        Some("json") => {
-            let mut j = dryrun::to_json(&plan);
-            if let Some(o) = j.as_object_mut() {
-                o.insert(
-                    "memory_estimate".into(),
-                    crate::cache::estimate::to_json(&crate::cache::estimate::for_dry_run(&plan)),
-                );
-            }
-            let mut text = serde_json::to_string_pretty(&j).unwrap_or_default();
-            text.push('\n');
+    match crate::compile::dry_run(&inv) {
+        Some(Ok(text)) => {
             out(&text);
             0
         }
-        Some(_) => {
-            let e = crate::cache::estimate::for_dry_run(&plan);
-            out(&format!(
-                "{}\nmemory estimate: {} (from {})\n",
-                dryrun::to_text(&plan),
-                crate::hlo::summary::human(e.bytes),
-                e.basis.describe()
-            ));
-            0
+        Some(Err(e)) => {
+            err(&format!("{e}\n"));
+            crate::error::EXIT_COMPILE_FAILED
         }
-        None => run_compile(&plan),
+        None => run_compile(&inv),
     }
 }
 
 /// A real compile from the command line, through the cache when `--cache_dir` is given and the
 /// remote server when `--remote` or `--remote-cache` is: signals cancel it (exit 130/143).
-fn run_compile(plan: &plan::Plan) -> i32 {
+fn run_compile(invocation: &Invocation) -> i32 {
     let mut options = crate::engine::session::Options::terminal();
     // This process runs one compile: as a subreaper it inherits whatever the compile leaves; it
     // handles signals (exit 130/143) once the worker runs — a worker forked from this process
     // must not inherit the signal thread.
     options.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
     options.install_signals = true;
-    let (cache, remote) = match checks(plan) {
+    let (cache, remote) = match checks(invocation) {
         Ok(c) => c,
         Err(status) => return status,
     };
-    let log_start = std::fs::metadata(&plan.logfile).map_or(0, |m| m.len());
+    let log_start = std::fs::metadata(&invocation.plan.logfile).map_or(0, |m| m.len());
     let engine = crate::engine::Engine::Pipeline;
     let request = crate::compile::Request {
-        plan,
+        invocation,
         options,
         engine: &engine,
         cache,
@@ -201,14 +164,14 @@ fn run_compile(plan: &plan::Plan) -> i32 {
         remote,
     };
     let done = crate::compile::compile(request);
-    reproducer(plan, &engine, &done, log_start);
+    reproducer(invocation, &engine, &done, log_start);
     done.result.exit_status()
 }
 
-/// The compile's cache and remote service, from its flags: what a compile checks before anything
-/// runs (a dry run too); `Err`: the exit status, the error said.
+/// The compile's cache and remote service, from its settings: what a compile checks before
+/// anything runs (a dry run too); `Err`: the exit status, the error said.
 fn checks(
-    plan: &plan::Plan,
+    invocation: &Invocation,
 ) -> Result<
     (
         crate::cache::CacheConfig,
@@ -220,38 +183,40 @@ fn checks(
         err(&format!("{e}\n"));
         crate::error::EXIT_COMPILE_FAILED
     };
-    let cache = crate::cache::CacheConfig::from_plan(plan, None).map_err(said)?;
-    let remote = crate::remote::RemoteConfig::from_plan(plan).map_err(said)?;
+    let cache = crate::cache::CacheConfig::of(invocation, None).map_err(said)?;
+    let remote = crate::remote::RemoteConfig::of(invocation).map_err(said)?;
     Ok((cache, remote))
 }
 
 /// `--gen-reproducer`: the bundle of the compile, when it failed (or always); where it went is
 /// said on stderr, and a bundle that cannot be written costs a warning, never the exit status.
 fn reproducer(
-    plan: &plan::Plan,
+    invocation: &Invocation,
     engine: &crate::engine::Engine,
     done: &crate::compile::Compiled,
     log_start: u64,
 ) {
-    use crate::reproducer::{write, When};
-    let Some(when) = plan.ns.str(Dest::GenReproducer).and_then(When::parse) else {
+    use crate::reproducer::write;
+    let wanted = &invocation.settings.reproducer;
+    let Some(when) = wanted.when else {
         return;
     };
-    if !when.wants(&done.result.status) {
+    if !crate::reproducer::wanted(when, &done.result.status) {
         return;
     }
-    let dir = plan.ns.str(Dest::ReproducerDir).map_or_else(
-        || plan.launch_dir.clone(),
-        |d| plan::absolute(&plan.launch_dir, d),
+    let launch_dir = &invocation.plan.launch_dir;
+    let dir = wanted.dir.as_deref().map_or_else(
+        || launch_dir.clone(),
+        |d| crate::fsx::absolute(launch_dir, d),
     );
     let req = write::Request {
-        plan,
+        invocation,
         engine,
         result: &done.result,
         key: done.key.as_ref(),
         log_start,
         dir: &dir,
-        strip: plan.ns.bool(Dest::ReproducerStripConstants),
+        strip: wanted.strip_constants,
         entry: None,
         compiled: done.snapshot.as_deref(),
     };

@@ -20,9 +20,9 @@
 #![warn(missing_docs)]
 
 pub use nxcc_core::{
-    admission, cache, cli, engine, environ, error, forkserver, fsx, hlo, jobs, lockfile, neff,
-    neuron_cache, npy, objstore, plan, profile, recon, result, run, shell, snapshot, toolchain,
-    words, ORIGINAL_VERSION, VERSION,
+    admission, cache, cli, engine, environ, error, forkserver, fsx, hlo, job_name, jobs, lockfile,
+    neff, neuron_cache, npy, objstore, plan, profile, recon, result, run, shell, snapshot,
+    toolchain, words, ORIGINAL_VERSION, VERSION,
 };
 pub use nxcc_remote as remote;
 

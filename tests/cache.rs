@@ -434,7 +434,7 @@ fn remote_caches_and_bad_cache_commands_are_refused() {
             "remote compile caches are not supported",
         ),
         (vec!["cache", "gc", "--cache_dir", "c"], "--max-size"),
-        (vec!["cache", "shrink"], "invalid choice: 'shrink'"),
+        (vec!["cache", "shrink"], "unrecognized subcommand 'shrink'"),
         (
             vec!["cache", "gc", "--max-size", "lots", "--cache_dir", "c"],
             "invalid size",

@@ -10,23 +10,14 @@ use nxcc::engine::events::Event;
 use nxcc::engine::log::Console;
 use nxcc::engine::session::{Cancellation, Options};
 use nxcc::engine::Engine;
-use nxcc::plan::{Plan, SystemProbe};
+use nxcc::plan::{Invocation, SystemProbe};
 use nxcc::result::Status;
 
 const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
 
-fn plan(dir: &Path, args: &[&str]) -> Plan {
+fn plan(dir: &Path, args: &[&str]) -> Invocation {
     let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let nxcc::cli::Command::Compile(c) = nxcc::cli::parse("nxcc", &argv).unwrap() else {
-        panic!("not a compile")
-    };
-    nxcc::plan::build(
-        &c,
-        &SystemProbe {
-            launch_dir: dir.to_path_buf(),
-        },
-    )
-    .unwrap()
+    Invocation::from_argv("nxcc", &argv, &SystemProbe::at(dir)).unwrap()
 }
 
 struct Run {
@@ -35,7 +26,7 @@ struct Run {
     done: Compiled,
 }
 
-fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
+fn compile(plan: &Invocation, cfg: &CacheConfig, record: &Path) -> Run {
     let events = Mutex::new(Vec::new());
     let console = Arc::new(Mutex::new(Vec::new()));
     let c2 = console.clone();
@@ -55,7 +46,7 @@ fn compile(plan: &Plan, cfg: &CacheConfig, record: &Path) -> Run {
         private_model: false,
     };
     let done = nxcc::compile::compile(Request {
-        plan,
+        invocation: plan,
         options: opts,
         engine: &Engine::Pipeline,
         cache: cfg.clone(),
@@ -102,7 +93,7 @@ fn compile_cached_serves_hits_with_events_and_learns_estimates() {
     };
     let first = plan(d, &args("a.neff"));
     let default_dir = d.join("cache");
-    let cfg = CacheConfig::from_plan(&first, Some(&default_dir)).unwrap();
+    let cfg = CacheConfig::of(&first, Some(&default_dir)).unwrap();
     assert_eq!(cfg.dir.as_deref(), Some(default_dir.as_path()));
 
     let miss = compile(&first, &cfg, &record);
@@ -166,7 +157,7 @@ fn compile_cached_serves_hits_with_events_and_learns_estimates() {
     let mut no = args("c.neff");
     no.push("--no_cache");
     let off_plan = plan(d, &no);
-    let off = CacheConfig::from_plan(&off_plan, Some(&default_dir)).unwrap();
+    let off = CacheConfig::of(&off_plan, Some(&default_dir)).unwrap();
     assert_eq!(off.dir, None);
     let r = compile(&off_plan, &off, &record);
     assert_eq!(r.done.cache, CacheStatus::Off);

@@ -539,10 +539,8 @@ fn key_of(s: &Scratch, model: &str) -> String {
     let argv: Vec<String> = ["compile", model, "--target", "trn2", "--toolchain", "sim"]
         .map(String::from)
         .to_vec();
-    let nxcc::cli::Command::Compile(c) = nxcc::cli::parse("nxcc", &argv).unwrap() else {
-        panic!("not a compile")
-    };
-    let plan = nxcc::plan::build(&c, &nxcc::plan::SystemProbe::at(s.path())).unwrap();
+    let probe = nxcc::plan::SystemProbe::at(s.path());
+    let plan = nxcc::plan::Invocation::from_argv("nxcc", &argv, &probe).unwrap();
     nxcc::cache::CacheConfig::off()
         .key(&plan, &nxcc::engine::Engine::Pipeline)
         .unwrap()

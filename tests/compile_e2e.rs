@@ -484,11 +484,14 @@ fn a_terminal_gets_a_live_status_line_and_a_pipe_does_not() {
     for fd in [master, slave] {
         // SAFETY: setting a flag on descriptors this test owns.
         assert_eq!(
+            // SAFETY: fcntl on descriptors this test owns; no pointers.
             unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) },
             0
         );
     }
+    // SAFETY: openpty gave this test the descriptor; this File is its only owner.
     let slave_file = unsafe { std::fs::File::from_raw_fd(slave) };
+    // SAFETY: openpty gave this test the descriptor; this File is its only owner.
     let mut master_file = unsafe { std::fs::File::from_raw_fd(master) };
     let mut child = s
         .sim_cmd("trn1", &["--output", "t.neff"])

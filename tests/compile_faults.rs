@@ -307,6 +307,7 @@ fn a_killed_worker_is_reported_as_f137() {
     let mut child = start_long_compile(&s, &m);
     let worker = worker_of(&child, &m);
     let sent = Instant::now();
+    // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
     unsafe { libc::kill(worker as i32, libc::SIGKILL) };
     let status = wait_with_deadline(&mut child, Duration::from_secs(8));
     assert_eq!(status.code(), Some(70));
@@ -432,6 +433,7 @@ fn every_kind_of_worker_death_ends_with_its_banner_or_a_line_naming_the_signal()
         let worker = worker_of(&child, &m);
         let sent = Instant::now();
         // Once: the signal must not be swallowed.
+        // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
         unsafe { libc::kill(worker as i32, sig) };
         let status = wait_with_deadline(&mut child, Duration::from_secs(15));
         assert_eq!(status.code(), Some(70), "signal {sig}");

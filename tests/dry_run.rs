@@ -10,6 +10,9 @@ use std::process::Command;
 /// Kill the process (SIGSYS) on clone, clone3, fork or vfork. Installed after fork, before exec,
 /// so exec of the binary itself is allowed.
 fn forbid_process_creation(cmd: &mut Command) {
+    // SAFETY: the hook runs in the forked child before exec: it builds the filter (its own
+    // memory, alive across both prctl calls, which read it through valid pointers) and installs
+    // it. It allocates: this test's process forks while no other thread holds the allocator.
     unsafe {
         cmd.pre_exec(|| {
             const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;

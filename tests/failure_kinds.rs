@@ -14,7 +14,7 @@ use nxcc::compile::Request;
 use nxcc::engine::log::Console;
 use nxcc::engine::session::Options;
 use nxcc::engine::Engine;
-use nxcc::plan::SystemProbe;
+use nxcc::plan::{Invocation, SystemProbe};
 use nxcc::remote::worker::job::{answer, Answer};
 use nxcc::remote::worker::status::Refusal;
 use nxcc::remote::worker::With;
@@ -42,7 +42,7 @@ const KINDS: &[Kind] = &[
         args: &[],
         of_the_model: true,
         alone: false,
-        is: |f| matches!(f, Failure::Job { job, end: JobEnd::Exited(3) } if job == "WalrusDriver"),
+        is: |f| matches!(f, Failure::Job { job: Some(job), end: JobEnd::Exited(3) } if job == "WalrusDriver"),
     },
     Kind {
         name: "SIGSEGV",
@@ -191,10 +191,7 @@ fn each_failure_is_typed_and_each_consumer_decides_on_its_kind() {
         let (s, _full) = scratch_for(kind);
         let mut a = argv(&s, kind, "mlp.hlo_module.pb", "out.neff");
         a.extend(["--cache_dir".to_string(), "cache".to_string()]);
-        let nxcc::cli::Command::Compile(c) = nxcc::cli::parse("nxcc", &a).unwrap() else {
-            panic!("not a compile")
-        };
-        let plan = nxcc::plan::build(&c, &SystemProbe::at(s.path())).unwrap();
+        let plan = Invocation::from_argv("nxcc", &a, &SystemProbe::at(s.path())).unwrap();
         let mut env = vec![(
             "NXCC_SIM_STATE".to_string(),
             s.join(".state").display().to_string(),
@@ -209,12 +206,12 @@ fn each_failure_is_typed_and_each_consumer_decides_on_its_kind() {
             ..Options::terminal()
         };
         let done = nxcc::compile::compile(Request {
-            plan: &plan,
+            invocation: &plan,
             options,
             engine: &Engine::Pipeline,
-            cache: CacheConfig::from_plan(&plan, None).unwrap(),
+            cache: CacheConfig::of(&plan, None).unwrap(),
             key: None,
-            remote: nxcc::remote::RemoteConfig::from_plan(&plan).unwrap(),
+            remote: nxcc::remote::RemoteConfig::of(&plan).unwrap(),
         });
         let r = &done.result;
         let ctx = format!("{}: {:?}\n{}", kind.name, r.status, r.lines.join("\n"));

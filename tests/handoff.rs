@@ -10,7 +10,7 @@ use nxcc::compile::Request;
 use nxcc::engine::log::Console;
 use nxcc::engine::session::Options;
 use nxcc::engine::Engine;
-use nxcc::plan::{dryrun, ModelFacts, Plan, Probe, SystemProbe, TARGET_OVERRIDE_ENV};
+use nxcc::plan::{dryrun, Invocation, ModelFacts, Probe, SystemProbe, TARGET_OVERRIDE_ENV};
 use nxcc::toolchain::{Request as ToolchainRequest, Toolchain};
 
 const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
@@ -60,18 +60,15 @@ fn simulated_toolchain(dir: &Path) -> PathBuf {
     tc
 }
 
-fn plan(dir: &Path, tc: &Path, probe: &dyn Probe) -> Plan {
+fn plan(dir: &Path, tc: &Path, probe: &dyn Probe) -> Invocation {
     let argv: Vec<String> = ["compile", "m.pb", "--toolchain"]
         .iter()
         .map(|s| s.to_string())
         .chain([tc.display().to_string()])
         .chain(["--output".to_string(), "m.neff".to_string()])
         .collect();
-    let nxcc::cli::Command::Compile(c) = nxcc::cli::parse("nxcc", &argv).unwrap() else {
-        panic!("not a compile")
-    };
     let _ = dir;
-    nxcc::plan::build(&c, probe).unwrap()
+    Invocation::from_argv("nxcc", &argv, probe).unwrap()
 }
 
 /// `arg` with the model's private snapshot (`<dir>/nxcc-snapshot-<id>/<name>`, what the tools
@@ -125,7 +122,7 @@ fn an_executed_worker_runs_exactly_the_plan_its_supervisor_printed() {
         asked: AtomicUsize::new(0),
     };
     let plan = plan(d, &tc, &probe);
-    assert_eq!(plan.target(), "trn1");
+    assert_eq!(plan.inputs.target(), "trn1");
     assert_eq!(probe.asked.load(Ordering::SeqCst), 1);
     let printed = dryrun::to_text(&plan);
     assert!(printed.contains("--target-instance=trn1"), "{printed}");
@@ -143,7 +140,7 @@ fn an_executed_worker_runs_exactly_the_plan_its_supervisor_printed() {
         ..Options::terminal()
     };
     let done = nxcc::compile::compile(Request {
-        plan: &plan,
+        invocation: &plan,
         options,
         engine: &Engine::Pipeline,
         cache: CacheConfig::off(),
@@ -162,7 +159,7 @@ fn an_executed_worker_runs_exactly_the_plan_its_supervisor_printed() {
     // Every native tool step of the printed plan ran with exactly the arguments printed.
     let ran = recorded(&record);
     let mut steps = 0;
-    for job in &plan.jobs {
+    for job in &plan.plan.jobs {
         for step in &job.steps {
             let nxcc::jobs::Action::Exec { tool, args, .. } = &step.action else {
                 continue;

@@ -172,10 +172,14 @@ fn hlo_info_text_lists_parameters_results_and_opcodes() {
     assert!(t.contains("results (1, 1024 bytes):"), "{t}");
     assert!(t.contains("ENTRY main.1  10"), "{t}");
     assert!(t.contains("largest tensors:"), "{t}");
-    // Usage errors are argparse's.
+    // A usage error names what is missing.
     let out = hlo_info(&[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("the following arguments are required: MODEL"));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("the following required arguments were not provided:\n  <MODEL>"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -356,3 +356,71 @@ fn circles(root: &str) -> Vec<String> {
     }
     cycles
 }
+
+/// Every identifier in the code (comments left out) of the files under `dirs`.
+fn identifiers(dirs: &[&str]) -> std::collections::BTreeSet<String> {
+    let mut files = Vec::new();
+    for d in dirs {
+        rust_files(&Path::new(ROOT).join(d), &mut files);
+    }
+    let mut out = std::collections::BTreeSet::new();
+    for f in files {
+        let text = code(&std::fs::read_to_string(&f).unwrap());
+        out.extend(
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .map(str::to_string),
+        );
+    }
+    out
+}
+
+/// nxcc-core publishes what the crates above it use: a `pub fn` of it is named somewhere in
+/// another crate, the product's tests or its benchmarks; anything else is `pub(crate)` (or
+/// private). By name, so a name another crate uses for something else keeps it public: the
+/// check catches what no other crate could be calling.
+#[test]
+fn nxcc_core_publishes_only_functions_other_crates_name() {
+    let used = identifiers(&[
+        "src",
+        "crates/sim/src",
+        "crates/walrus/src",
+        "crates/remote/src",
+        "crates/s3/src",
+        "tests",
+        "benches",
+    ]);
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("crates/core/src"), &mut files);
+    files.sort();
+    let mut unused = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let mut rest = line.trim_start();
+            let Some(after) = rest.strip_prefix("pub ") else {
+                continue;
+            };
+            rest = after;
+            for q in ["const ", "async ", "unsafe "] {
+                rest = rest.strip_prefix(q).unwrap_or(rest);
+            }
+            let Some(sig) = rest.strip_prefix("fn ") else {
+                continue;
+            };
+            let name: String = sig
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !used.contains(&name) {
+                let rel = f.strip_prefix(ROOT).unwrap().display().to_string();
+                unused.push(format!("{rel}:{}: pub fn {name}", i + 1));
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "public functions of nxcc-core no other crate names (make them pub(crate)):\n{}",
+        unused.join("\n")
+    );
+}

@@ -1318,12 +1318,12 @@ fn cli_errors() {
     let o = nxcc(&["neff-info", junk.to_str().unwrap(), "--frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).starts_with("usage: nxcc neff-info"),
+        stderr(&o).starts_with("error: unexpected argument '--frobnicate' found"),
         "{}",
         stderr(&o)
     );
     assert!(
-        stderr(&o).contains("nxcc neff-info: error: unrecognized arguments: --frobnicate"),
+        stderr(&o).contains("Usage: nxcc neff-info"),
         "{}",
         stderr(&o)
     );
@@ -1331,7 +1331,7 @@ fn cli_errors() {
     let o = nxcc(&["neff-info"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("the following arguments are required: FILE"),
+        stderr(&o).contains("the following required arguments were not provided:\n  <FILE>"),
         "{}",
         stderr(&o)
     );
@@ -1339,7 +1339,9 @@ fn cli_errors() {
     let o = nxcc(&["neff-info", "x", "--extract", "a", "--extract-all", "d"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("argument --extract-all: not allowed with argument --extract"),
+        stderr(&o).contains(
+            "the argument '--extract <MEMBER>' cannot be used with '--extract-all <DIR>'"
+        ),
         "{}",
         stderr(&o)
     );
@@ -1347,15 +1349,15 @@ fn cli_errors() {
     let o = nxcc(&["neff-info", "x", "--extract"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("argument --extract: expected one argument"),
+        stderr(&o).contains("a value is required for '--extract <MEMBER>' but none was supplied"),
         "{}",
         stderr(&o)
     );
 
     let o = nxcc(&["neff-info", "--help"]);
     assert_eq!(o.status.code(), Some(0));
-    assert!(stdout(&o).contains("--extract-all DIR"), "{}", stdout(&o));
-    assert!(stdout(&o).contains("--extract MEMBER"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("--extract-all <DIR>"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("--extract <MEMBER>"), "{}", stdout(&o));
 }
 
 #[test]

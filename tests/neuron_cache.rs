@@ -139,11 +139,12 @@ fn no_leftovers(dir: &Path) {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
-#[test]
-fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
-    let s = Scratch::new();
-    // To do: graphs of the zoo with several flag sets, one in the older layout.
-    let todo: Vec<(&str, Vec<u8>, &str, Vec<&str>)> = vec![
+/// An entry to do: its name, its graph, the graph's file name, its flags.
+type Todo = (&'static str, Vec<u8>, &'static str, Vec<&'static str>);
+
+/// Entries to do: graphs of the zoo with several flag sets, one in the older layout.
+fn todo_entries() -> Vec<Todo> {
+    vec![
         (
             "mlp",
             zoo("mlp.hlo_module.pb"),
@@ -168,7 +169,55 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
             "model.hlo.pb",
             vec!["--lnc", "1"],
         ),
-    ];
+    ]
+}
+
+/// Each entry to do now holds the NEFF a plain compile of its graph writes, and the marker.
+fn completed_as_plain_compiles(s: &Scratch, todo: &[Todo]) {
+    for (name, graph, file, flags) in todo {
+        let d = version_dir(s).join(format!("MODULE_{name}+d41d8cd9"));
+        let neff = std::fs::read(d.join("model.neff")).unwrap();
+        let plain = plain_compile(s, &d.join(file), flags, &format!("plain-{name}"));
+        assert!(
+            neff == plain,
+            "{name}: the NEFF differs from a plain compile's"
+        );
+        assert!(d.join("model.done").is_file(), "{name}");
+        assert!(!d.join("model.log").exists(), "{name}");
+        assert_eq!(&std::fs::read(d.join(file)).unwrap(), graph);
+        assert!(verifies(&d.join("model.neff")));
+    }
+}
+
+/// The report: five compiled, each output in its entry; the entries skipped, by class.
+fn check_report(s: &Scratch) {
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(s.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["succeeded"], 5);
+    for c in report["compiles"].as_array().unwrap() {
+        let out = c["output"].as_str().unwrap();
+        assert!(
+            out.starts_with(version_dir(s).to_str().unwrap())
+                && out.ends_with("+d41d8cd9/model.neff"),
+            "{out}"
+        );
+        assert!(Path::new(out).is_file(), "{out}");
+    }
+    assert_eq!(report["neuron_cache"]["version"], SIM_VERSION);
+    let skipped: Vec<&str> = report["neuron_cache"]["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["refused", "done", "failed", "locked", "refused"]);
+}
+
+#[test]
+fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
+    let s = Scratch::new();
+    // To do: graphs of the zoo with several flag sets, one in the older layout.
+    let todo = todo_entries();
     for (name, graph, file, flags) in &todo {
         entry(&s, name, graph, file, flags);
     }
@@ -207,19 +256,7 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
     let o = parallel(&s, &["--report", "report.json"]).output().unwrap();
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}\n{}", text(&o.stdout));
-    for (name, graph, file, flags) in &todo {
-        let d = version_dir(&s).join(format!("MODULE_{name}+d41d8cd9"));
-        let neff = std::fs::read(d.join("model.neff")).unwrap();
-        let plain = plain_compile(&s, &d.join(file), flags, &format!("plain-{name}"));
-        assert!(
-            neff == plain,
-            "{name}: the NEFF differs from a plain compile's"
-        );
-        assert!(d.join("model.done").is_file(), "{name}");
-        assert!(!d.join("model.log").exists(), "{name}");
-        assert_eq!(&std::fs::read(d.join(file)).unwrap(), graph);
-        assert!(verifies(&d.join("model.neff")));
-    }
+    completed_as_plain_compiles(&s, &todo);
     // The simulated toolchain's NEFFs say so.
     let info = s.run(&[
         "neff-info",
@@ -269,26 +306,7 @@ fn a_framework_cache_is_completed_and_what_is_not_to_do_is_left_alone() {
         "{err}"
     );
     assert!(err.contains("MODULE_dirlink+d41d8cd9 (refused)"), "{err}");
-    let report: Value =
-        serde_json::from_slice(&std::fs::read(s.join("report.json")).unwrap()).unwrap();
-    assert_eq!(report["succeeded"], 5);
-    for c in report["compiles"].as_array().unwrap() {
-        let out = c["output"].as_str().unwrap();
-        assert!(
-            out.starts_with(version_dir(&s).to_str().unwrap())
-                && out.ends_with("+d41d8cd9/model.neff"),
-            "{out}"
-        );
-        assert!(Path::new(out).is_file(), "{out}");
-    }
-    assert_eq!(report["neuron_cache"]["version"], SIM_VERSION);
-    let skipped: Vec<&str> = report["neuron_cache"]["skipped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["class"].as_str().unwrap())
-        .collect();
-    assert_eq!(skipped, ["refused", "done", "failed", "locked", "refused"]);
+    check_report(&s);
     // Only the foreign lock is left; no staging directory anywhere.
     let locks = find(&s.join("nc"), &|n| n.ends_with(".pb.lock"));
     assert_eq!(locks, [foreign.join("model.hlo_module.pb.lock")]);

@@ -113,10 +113,8 @@ fn host_down(host: Host) {
 
 #[test]
 fn another_hosts_lock_is_taken_over_only_after_its_lease_expires() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+    assert!(
+        rustix::process::geteuid().is_root(),
         "this test needs root (namespaces and FUSE mounts)"
     );
     let s = Scratch::new();
@@ -216,10 +214,8 @@ fn another_hosts_lock_is_taken_over_only_after_its_lease_expires() {
 #[test]
 fn a_removal_a_mount_sees_late_is_waited_out_when_taking_a_lock() {
     use nxcc::lockfile::{self, Acquired};
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+    assert!(
+        rustix::process::geteuid().is_root(),
         "this test needs root (FUSE mounts)"
     );
     let s = Scratch::new();

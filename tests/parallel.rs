@@ -214,6 +214,7 @@ fn failures_retries_exit_status_and_the_report() {
     };
     // An input that is a FIFO fails at planning (a missing one is refused before the batch).
     let fifo = std::ffi::CString::new(s.join("fifo.pb").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path we own.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     // The first run of walrus_driver per graph fails; no retries: those fail, and the FIFO
     // fails at planning.
@@ -262,35 +263,7 @@ fn failures_retries_exit_status_and_the_report() {
 
     // A remembered failure is not retried: the same batch fails at once, and says how to
     // compile it again, as a single compile does.
-    let o = run(args("1", "r1.json"), "");
-    assert_eq!(o.status.code(), Some(70));
-    let err = text(&o.stderr);
-    assert!(
-        err.contains(
-            "cache hit (a remembered failure: --retry_failed_compilation compiles it again)"
-        ),
-        "{err}"
-    );
-    assert!(
-        err.contains("  a failure the cache remembers (nothing ran): add --retry_failed_compilation to the compile arguments (after --) to compile it again\n"),
-        "{err}"
-    );
-    let r = report(&s, "r1.json");
-    assert_eq!(r["compiles"][0]["cache"], "hit");
-    assert_eq!(r["compiles"][0]["attempts"].as_array().unwrap().len(), 1);
-    // As the hint says: with --retry_failed_compilation after --, they compile again.
-    let mut a = args("0", "r1b.json");
-    a.push("--retry_failed_compilation".into());
-    let o = run(a, "");
-    assert_eq!(o.status.code(), Some(70), "the FIFO still fails");
-    let r = report(&s, "r1b.json");
-    for c in &r["compiles"].as_array().unwrap()[..2] {
-        assert_eq!(
-            (c["status"].as_str(), c["cache"].as_str()),
-            (Some("ok"), Some("miss")),
-            "{c}"
-        );
-    }
+    remembered_failures(&s, &args, &run);
 
     // With fresh graphs, --retries 1 retries the failed first runs, which then succeed.
     variants(&s, "graphs2", 2);
@@ -308,6 +281,45 @@ fn failures_retries_exit_status_and_the_report() {
         assert_eq!(attempts[0]["exit_status"], 70);
         assert_eq!(attempts[1]["alone"], false);
         assert!(verifies(Path::new(c["output"].as_str().unwrap())));
+    }
+}
+
+/// The batch of `failures_retries_exit_status_and_the_report` run again (`args(retries,
+/// report)`, `run(args, fault)`) on what the cache remembers as failed: not retried, said how to
+/// compile again, and compiled again with `--retry_failed_compilation`.
+fn remembered_failures(
+    s: &Scratch,
+    args: &dyn Fn(&str, &str) -> Vec<String>,
+    run: &dyn Fn(Vec<String>, &str) -> std::process::Output,
+) {
+    let o = run(args("1", "r1.json"), "");
+    assert_eq!(o.status.code(), Some(70));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(
+            "cache hit (a remembered failure: --retry_failed_compilation compiles it again)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("  a failure the cache remembers (nothing ran): add --retry_failed_compilation to the compile arguments (after --) to compile it again\n"),
+        "{err}"
+    );
+    let r = report(s, "r1.json");
+    assert_eq!(r["compiles"][0]["cache"], "hit");
+    assert_eq!(r["compiles"][0]["attempts"].as_array().unwrap().len(), 1);
+    // As the hint says: with --retry_failed_compilation after --, they compile again.
+    let mut a = args("0", "r1b.json");
+    a.push("--retry_failed_compilation".into());
+    let o = run(a, "");
+    assert_eq!(o.status.code(), Some(70), "the FIFO still fails");
+    let r = report(s, "r1b.json");
+    for c in &r["compiles"].as_array().unwrap()[..2] {
+        assert_eq!(
+            (c["status"].as_str(), c["cache"].as_str()),
+            (Some("ok"), Some("miss")),
+            "{c}"
+        );
     }
 }
 
@@ -370,7 +382,7 @@ fn usage_errors_compile_nothing() {
         // Compile options before `--`: said, with where they go.
         (
             vec!["parallel-compile", MODEL, "--target", "trn2"],
-            "nxcc parallel-compile: error: unrecognized arguments: --target trn2\n--target is an option of the compile: put the compile arguments after `--` (nxcc parallel-compile INPUT... -- --target trn2 ...)\n",
+            "\n--target is an option of the compile: put the compile arguments after `--` (nxcc parallel-compile INPUT... -- --target trn2 ...)\n",
         ),
     ] {
         let o = s.run(&args);
@@ -570,33 +582,43 @@ fn a_budget_smaller_than_the_estimates_is_said_up_front() {
     assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
 }
 
+/// `parallel-compile INPUT` through the fake compiler (recording its runs in `record`), its
+/// cache in `cache`, writing `OUT` and the report `REPORT` (`[input, report, out]`), with `env`.
+fn run_external(
+    s: &Scratch,
+    record: &Path,
+    [input, report, out]: [&str; 3],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let mut c = s.nxcc(&[
+        "parallel-compile",
+        input,
+        "--compiler",
+        fake_compiler().to_str().unwrap(),
+        "--cache_dir",
+        "cache",
+        "--output-dir",
+        out,
+        "--report",
+        report,
+        "--",
+        "--target",
+        "trn2",
+    ]);
+    c.env("FAKE_COMPILER_RECORD", record);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
 #[test]
 fn the_external_compiler_engine() {
     let s = Scratch::new();
     variants(&s, "graphs", 2);
-    let compiler = fake_compiler();
     let record = s.join("fake-record.txt");
     let run = |input: &str, report: &str, out: &str, env: &[(&str, &str)]| {
-        let mut c = s.nxcc(&[
-            "parallel-compile",
-            input,
-            "--compiler",
-            compiler.to_str().unwrap(),
-            "--cache_dir",
-            "cache",
-            "--output-dir",
-            out,
-            "--report",
-            report,
-            "--",
-            "--target",
-            "trn2",
-        ]);
-        c.env("FAKE_COMPILER_RECORD", &record);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c.output().unwrap()
+        run_external(&s, &record, [input, report, out], env)
     };
     let runs = || {
         std::fs::read_to_string(&record)
@@ -649,7 +671,15 @@ fn the_external_compiler_engine() {
         std::fs::read(s.join("out2/g00.neff")).unwrap(),
         std::fs::read(s.join("out/g00.neff")).unwrap()
     );
+}
 
+#[test]
+fn the_external_compiler_engine_reports_a_crash_and_retries_a_kill_alone() {
+    let s = Scratch::new();
+    let record = s.join("fake-record.txt");
+    let run = |input: &str, report: &str, out: &str, env: &[(&str, &str)]| {
+        run_external(&s, &record, [input, report, out], env)
+    };
     // A crash is reported with the F-code banner; a SIGKILL is retried alone first.
     variants(&s, "crashing", 1);
     let o = run(
@@ -690,7 +720,11 @@ fn the_external_compiler_engine() {
         .unwrap()
         .iter()
         .any(|l| l.as_str().unwrap().starts_with("[F137] ")));
+}
 
+#[test]
+fn the_external_compiler_engine_refuses_a_compiler_that_writes_nothing_or_cannot_run() {
+    let s = Scratch::new();
     // A compiler that succeeds without writing its output, and one that cannot be run.
     variants(&s, "odd", 1);
     for (compiler, needle) in [
@@ -870,7 +904,7 @@ fn a_memory_budget_without_its_unit_or_of_zero_is_a_usage_error_naming_the_units
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{budget}: {err}");
         assert!(
-            err.contains("argument --memory-budget: ")
+            err.contains("'--memory-budget <SIZE>': ")
                 && err.contains("below the smallest budget (64M)")
                 && err.contains("K, M, G or T"),
             "{budget}: {err}"
@@ -920,6 +954,7 @@ fn an_interrupted_batch_names_the_work_directories_it_leaves() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // SAFETY: kill(2) of our own child, which has not been waited for.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));

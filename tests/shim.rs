@@ -153,6 +153,82 @@ fn cksum(path: &Path) -> String {
 const BUDGET_MB: u64 = 700;
 const HOLD_MB: u64 = 300;
 
+/// One caller's end: the compiler's NEFF and a PASS for a graph that compiles (`reference`), the
+/// compiler's error and no NEFF for the one that fails; a log of its own either way.
+fn check_caller(g: usize, cwd: &Path, o: &Output, reference: Option<&[u8]>) {
+    let neff = cwd.join("model.neff");
+    let log = std::fs::read_to_string(cwd.join("log-neuron-cc.txt")).unwrap_or_default();
+    match reference {
+        Some(bytes) => {
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}: {}{}",
+                cwd.display(),
+                text(&o.stdout),
+                text(&o.stderr)
+            );
+            assert_eq!(
+                &std::fs::read(&neff).unwrap(),
+                bytes,
+                "{}: the NEFF is the compiler's for graph {g}",
+                cwd.display()
+            );
+            assert!(
+                text(&o.stdout).contains("Compiler status PASS"),
+                "{}",
+                text(&o.stdout)
+            );
+            assert!(
+                log.contains("Compiler status PASS"),
+                "{}: a log of its own: {log}",
+                cwd.display()
+            );
+        }
+        None => {
+            assert_eq!(
+                o.status.code(),
+                Some(70),
+                "{}: {}",
+                cwd.display(),
+                text(&o.stderr)
+            );
+            let err = text(&o.stderr);
+            assert!(
+                err.contains("fake-compiler: error: compilation failed"),
+                "{}: the compiler's error lines reach every caller: {err}",
+                cwd.display()
+            );
+            assert!(!neff.exists(), "a failed compile writes no NEFF");
+            assert!(!log.is_empty(), "{}: a log of its own", cwd.display());
+        }
+    }
+}
+
+/// Exactly one real compile per graph (of those `record` lists), and never more memory held at
+/// once than the budget.
+fn one_compile_per_graph_within_the_budget(record: &Path, graphs: &[PathBuf]) {
+    let runs = runs(record);
+    let mut per_graph: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &runs {
+        assert_eq!(r.models.len(), 1, "{r:?}");
+        *per_graph.entry(r.models[0].clone()).or_default() += 1;
+    }
+    let expected: BTreeSet<String> = graphs.iter().map(|g| cksum(g)).collect();
+    assert_eq!(
+        per_graph.keys().cloned().collect::<BTreeSet<_>>(),
+        expected,
+        "{runs:?}"
+    );
+    assert!(per_graph.values().all(|&n| n == 1), "{per_graph:?}");
+    let peak = peak_concurrent_mb(&runs);
+    assert!(peak >= HOLD_MB, "the runs held memory: {runs:?}");
+    assert!(
+        peak <= BUDGET_MB,
+        "{peak} MiB held at once, over the daemon's budget of {BUDGET_MB} MiB: {runs:?}"
+    );
+}
+
 #[test]
 fn thirty_two_callers_for_four_graphs_get_four_compiles_within_the_budget() {
     let w = World::new();
@@ -233,74 +309,9 @@ fn thirty_two_callers_for_four_graphs_get_four_compiles_within_the_budget() {
         .map(|c| c.wait_with_output().unwrap())
         .collect();
     for ((g, cwd), o) in callers.iter().zip(&outputs) {
-        let neff = cwd.join("model.neff");
-        let log = std::fs::read_to_string(cwd.join("log-neuron-cc.txt")).unwrap_or_default();
-        match &reference[*g] {
-            Some(bytes) => {
-                assert_eq!(
-                    o.status.code(),
-                    Some(0),
-                    "{}: {}{}",
-                    cwd.display(),
-                    text(&o.stdout),
-                    text(&o.stderr)
-                );
-                assert_eq!(
-                    &std::fs::read(&neff).unwrap(),
-                    bytes,
-                    "{}: the NEFF is the compiler's for graph {g}",
-                    cwd.display()
-                );
-                assert!(
-                    text(&o.stdout).contains("Compiler status PASS"),
-                    "{}",
-                    text(&o.stdout)
-                );
-                assert!(
-                    log.contains("Compiler status PASS"),
-                    "{}: a log of its own: {log}",
-                    cwd.display()
-                );
-            }
-            None => {
-                assert_eq!(
-                    o.status.code(),
-                    Some(70),
-                    "{}: {}",
-                    cwd.display(),
-                    text(&o.stderr)
-                );
-                let err = text(&o.stderr);
-                assert!(
-                    err.contains("fake-compiler: error: compilation failed"),
-                    "{}: the compiler's error lines reach every caller: {err}",
-                    cwd.display()
-                );
-                assert!(!neff.exists(), "a failed compile writes no NEFF");
-                assert!(!log.is_empty(), "{}: a log of its own", cwd.display());
-            }
-        }
+        check_caller(*g, cwd, o, reference[*g].as_deref());
     }
-    // Exactly one real compile per graph, and never more memory held at once than the budget.
-    let runs = runs(&record);
-    let mut per_graph: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &runs {
-        assert_eq!(r.models.len(), 1, "{r:?}");
-        *per_graph.entry(r.models[0].clone()).or_default() += 1;
-    }
-    let expected: BTreeSet<String> = graphs.iter().map(|g| cksum(g)).collect();
-    assert_eq!(
-        per_graph.keys().cloned().collect::<BTreeSet<_>>(),
-        expected,
-        "{runs:?}"
-    );
-    assert!(per_graph.values().all(|&n| n == 1), "{per_graph:?}");
-    let peak = peak_concurrent_mb(&runs);
-    assert!(peak >= HOLD_MB, "the runs held memory: {runs:?}");
-    assert!(
-        peak <= BUDGET_MB,
-        "{peak} MiB held at once, over the daemon's budget of {BUDGET_MB} MiB: {runs:?}"
-    );
+    one_compile_per_graph_within_the_budget(&record, &graphs);
     // status sees the daemon.
     let s = w.nxcc(&["shim", "status", w.shim_dir().to_str().unwrap()]);
     assert!(s.status.success(), "{}", text(&s.stderr));
@@ -494,14 +505,20 @@ fn install_refuses_what_it_must_not_touch() {
     );
     // Usage errors.
     for (args, needle) in [
-        (&["shim"][..], "required: {install,status,uninstall}"),
-        (&["shim", "install", "d"][..], "required: --compiler"),
-        (&["shim", "uninstall"][..], "required: DIR"),
+        (&["shim"][..], "Usage: nxcc shim <COMMAND>"),
+        (
+            &["shim", "install", "d"][..],
+            "were not provided:\n  --compiler <REAL>",
+        ),
+        (&["shim", "uninstall"][..], "were not provided:\n  <DIR>"),
         (
             &["shim", "status", "--compiler", "x"][..],
-            "applies to install only",
+            "unexpected argument '--compiler' found",
         ),
-        (&["shim", "remove", "d"][..], "invalid choice: 'remove'"),
+        (
+            &["shim", "remove", "d"][..],
+            "unrecognized subcommand 'remove'",
+        ),
     ] {
         let o = w.nxcc(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

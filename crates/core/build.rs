@@ -80,14 +80,14 @@ fn generate(dests: &[String], variants: &[String]) -> String {
     }
     let _ = writeln!(
         s,
-        "    ];\n\n    /// Its name in the table (`dry_run`).\n    pub const fn name(self) -> &'static str {{\n        match self {{"
+        "    ];\n\n    /// Its name in the table (`dry_run`).\n    #[allow(clippy::too_many_lines, reason = \"one arm per row of the flags table\")]\n    pub const fn name(self) -> &'static str {{\n        match self {{"
     );
     for (d, v) in dests.iter().zip(variants) {
         let _ = writeln!(s, "            Dest::{v} => \"{d}\",");
     }
     let _ = writeln!(
         s,
-        "        }}\n    }}\n\n    /// The dest named `name`, if the table has one.\n    pub fn named(name: &str) -> Option<Dest> {{\n        Some(match name {{"
+        "        }}\n    }}\n\n    /// The dest named `name`, if the table has one.\n    #[allow(clippy::too_many_lines, reason = \"one arm per row of the flags table\")]\n    pub fn named(name: &str) -> Option<Dest> {{\n        Some(match name {{"
     );
     for (d, v) in dests.iter().zip(variants) {
         let _ = writeln!(s, "            \"{d}\" => Dest::{v},");

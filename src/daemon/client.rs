@@ -31,9 +31,10 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONNECTION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::config;
+use super::wire::{self, CompileRequest, Done, Said, Stream};
 use crate::cli::CompileArgs;
 use crate::error::EXIT_COMPILE_FAILED;
 
@@ -95,10 +96,11 @@ impl Target {
 }
 
 /// How sending a compile ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Sent {
-    /// The daemon ran the compile (its console lines were printed); its exit status.
-    Finished(i32),
+    /// The daemon ran the compile (its console lines were printed); how it ended (its exit
+    /// status, its typed status).
+    Finished(Box<Done>),
     /// No daemon could be reached or started: the compile was not sent (why).
     Unreached(String),
     /// The daemon took the compile but the exchange failed (why).
@@ -136,7 +138,7 @@ pub fn compile(args: &CompileArgs) -> i32 {
         .collect();
     // Starting a daemon is said: it goes on running, in the background, after this compile.
     match send_saying(&Target::from_env(), &argv, true) {
-        Sent::Finished(status) => status,
+        Sent::Finished(done) => done.exit_status,
         Sent::Unreached(e) | Sent::Failed(e) | Sent::Refused(e) => fail(&e),
     }
 }
@@ -164,11 +166,11 @@ fn send_saying(target: &Target, argv: &[String], say_start: bool) -> Sent {
         Ok(d) => d,
         Err(e) => return Sent::Unreached(format!("cannot read the current directory: {e}")),
     };
-    let body = json!({
-        "argv": argv,
-        "working_directory": cwd.display().to_string(),
-        "env": forwarded_env(),
-    });
+    let body = CompileRequest {
+        argv: argv.to_vec(),
+        working_directory: cwd.display().to_string(),
+        env: Some(forwarded_env()),
+    };
     let body = serde_json::to_vec(&body).unwrap_or_default();
     // A daemon that is stopping answers 503 before the compile starts: wait for it to go, and
     // send the compile again (to a new daemon).
@@ -179,7 +181,7 @@ fn send_saying(target: &Target, argv: &[String], say_start: bool) -> Sent {
             Err(e) => return Sent::Unreached(e),
         };
         match exchange(stream, &body) {
-            Ok(Answer::Finished(status)) => return Sent::Finished(status),
+            Ok(Answer::Finished(done)) => return Sent::Finished(done),
             Ok(Answer::Refused(text)) => {
                 return Sent::Refused(format!("the daemon on {}: {text}", socket.display()))
             }
@@ -197,8 +199,8 @@ fn send_saying(target: &Target, argv: &[String], say_start: bool) -> Sent {
 /// How an exchange with the daemon ended.
 #[derive(Debug)]
 enum Answer {
-    /// The compile ran; its exit status.
-    Finished(i32),
+    /// The compile ran; how it ended.
+    Finished(Box<Done>),
     /// The daemon is stopping and did not take the compile.
     Stopping(String),
     /// The daemon refused the compile (`403`, `429`).
@@ -299,38 +301,27 @@ pub fn start_daemon(target: &Target) -> Result<Child, String> {
 }
 
 /// What a stream line asks the client to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Line {
     /// A line for the client's stdout.
     Out(String),
     /// A line for the client's stderr.
     Err(String),
-    /// The compile ended with this exit status.
-    Done(i32),
-    /// Anything else (ignored).
+    /// The compile ended, so.
+    Done(Box<Done>),
+    /// Anything else (a worker event, a line this client does not know: passed over).
     Other,
 }
 
 /// Interpret one line of a `/v1/compile` stream.
 pub fn interpret(line: &str) -> Line {
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return Line::Other;
-    };
-    match v["event"].as_str() {
-        Some("log") => {
-            let text = v["line"].as_str().unwrap_or_default().to_string();
-            if v["stream"] == "stderr" {
-                Line::Err(text)
-            } else {
-                Line::Out(text)
-            }
-        }
-        Some("done") => Line::Done(
-            v["exit_status"]
-                .as_i64()
-                .and_then(|s| i32::try_from(s).ok())
-                .unwrap_or(EXIT_COMPILE_FAILED),
-        ),
+    match wire::Line::parse(line) {
+        Some(wire::Line::Said(Said::Log {
+            line,
+            stream: Stream::Stderr,
+        })) => Line::Err(line),
+        Some(wire::Line::Said(Said::Log { line, .. })) => Line::Out(line),
+        Some(wire::Line::Said(Said::Done(done))) => Line::Done(Box::new(done)),
         _ => Line::Other,
     }
 }
@@ -462,7 +453,7 @@ fn exchange_with(
             }
         }
         lines
-            .exit
+            .done
             .map(Answer::Finished)
             .ok_or_else(|| "the daemon ended the answer before the compile finished".to_string())
     })
@@ -488,7 +479,7 @@ fn refusal(status: u16, text: String) -> Result<Answer, String> {
 #[derive(Default)]
 struct Lines {
     pending: Vec<u8>,
-    exit: Option<i32>,
+    done: Option<Box<Done>>,
 }
 
 impl Lines {
@@ -498,8 +489,8 @@ impl Lines {
         let mut start = 0;
         while let Some(pos) = self.pending[start..].iter().position(|b| *b == b'\n') {
             let line = interpret(&String::from_utf8_lossy(&self.pending[start..start + pos]));
-            if let Line::Done(s) = line {
-                self.exit = Some(s);
+            if let Line::Done(d) = &line {
+                self.done = Some(d.clone());
             }
             each(&line);
             start += pos + 1;
@@ -590,7 +581,15 @@ mod tests {
             Line::Other,
             Line::Out("a b".into()),
             Line::Err("[ERROR] x".into()),
-            Line::Done(70),
+            Line::Done(Box::new(Done {
+                exit_status: 70,
+                output: Some("/o".into()),
+                cache: wire::CacheUse::Off,
+                error_lines: Vec::new(),
+                failure: None,
+                wall_s: 0.0,
+                status: None,
+            })),
         ];
         let splits: Vec<usize> = (1..answer.len()).collect();
         let (_dir, socket, server) =
@@ -598,7 +597,7 @@ mod tests {
         for k in &splits {
             let (got, lines) = compile_on(&socket);
             assert!(
-                matches!(got, Ok(Answer::Finished(70))),
+                matches!(&got, Ok(Answer::Finished(d)) if d.exit_status == 70),
                 "split at {k}: {got:?}"
             );
             assert_eq!(lines, want, "split at {k}");
@@ -718,10 +717,10 @@ mod tests {
             interpret(r#"{"event":"log","line":"[ERROR] x","stream":"stderr"}"#),
             Line::Err("[ERROR] x".into())
         );
-        assert_eq!(
+        assert!(matches!(
             interpret(r#"{"event":"done","exit_status":70,"output":"/o","cache":"off"}"#),
-            Line::Done(70)
-        );
+            Line::Done(d) if d.exit_status == 70 && d.output.as_deref() == Some("/o")
+        ));
         assert_eq!(
             interpret(r#"{"event":"job_started","job":"Frontend"}"#),
             Line::Other

@@ -1,14 +1,12 @@
-//! `nxcc daemon`'s command line (a static flag table parsed by the argparse-compatible parser) and
-//! where the daemon lives by default: its socket, pid file and directory.
+//! `nxcc daemon`'s command line (one typed struct, `DaemonCommand`, parsed by clap) and where
+//! the daemon lives by default: its socket, pid file and directory.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::engine::EngineConfig;
-use crate::cli::argparse::{py_repr, Parsed};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{Stop, Subcommand, HELP};
-use crate::cli::CliError;
+use crate::cli::argparse::py_repr;
+use crate::cli::subcommand::{self, values, Stop};
 
 /// The socket file name in the daemon's directory.
 pub const SOCKET_NAME: &str = "daemon.sock";
@@ -171,121 +169,147 @@ pub fn collision(
     None
 }
 
-#[rustfmt::skip]
-static SOCKET: Flag = flag("--socket", &[], "socket", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The Unix socket to listen on (its directory is created 0700; the socket is made 0600). Default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock (in a private /tmp/nxcc-<uid>-* of yours when another user made that first).");
-#[rustfmt::skip]
-static ABSTRACT: Flag = flag("--abstract", &[], "abstract", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Listen on the original daemon's abstract address \\0com.amazon.neuronxcc.<pid> instead of a socket file (its client finds it through --pid-file).");
-#[rustfmt::skip]
-static PID_FILE: Flag = flag("--pid-file", &[], "pid_file", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The pid file, held under an exclusive lock while the daemon runs (default: the socket's path with .pid for its extension: daemon.pid for daemon.sock).");
-#[rustfmt::skip]
-static INACTIVITY: Flag = flag("--inactivity-timeout", &[], "inactivity_timeout", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Exit after this many seconds without a request, counted from the last request finished (0: never). Default 300.");
-#[rustfmt::skip]
-static MAX_CONCURRENT: Flag = flag("--max-concurrent", &[], "max_concurrent", Action::Store, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Run at most N compiles at once; more wait in arrival order. Default: the number of CPUs.");
-#[rustfmt::skip]
-static MEMORY_BUDGET: Flag = flag("--memory-budget", &[], "memory_budget", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Start a compile only while the estimated peak memory of the running ones plus its own fits in SIZE (512M, 8G, ...; auto: 80% of MemAvailable).");
-#[rustfmt::skip]
-static ALLOW_UID: Flag = flag("--allow-uid", &[], "allow_uid", Action::Append, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Also serve this user id (repeatable). Only the daemon's own uid is served otherwise; compiles run as the daemon's user.");
-#[rustfmt::skip]
-static SOCKET_MODE: Flag = flag("--socket-mode", &[], "socket_mode", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Permission bits of the socket file, octal (default 0600). Another user allowed with --allow-uid must be able to reach the socket.");
-#[rustfmt::skip]
-static SHUTDOWN_GRACE: Flag = flag("--shutdown-grace", &[], "shutdown_grace", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "On exit (POST /exit, SIGTERM, SIGINT, inactivity), let running compiles finish for at most this many seconds, then cancel them. Default 30.");
-#[rustfmt::skip]
-static LOG_FILE: Flag = flag("--log-file", &[], "log_file", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Append the daemon's own log (start, stop, each request) to FILE instead of stderr.");
-#[rustfmt::skip]
-static CACHE_DIR: Flag = flag("--cache_dir", &["--cache-dir"], "cache_dir", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The compile cache the daemon's compiles go through (taken by the daemon's compile engine).");
-#[rustfmt::skip]
-static ALLOW_TEST_ENV: Flag = flag("--allow-test-env", &[], "allow_test_env", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Let a request's env set the simulated toolchain's injection variables (NXCC_SIM_*): for tests only; never on a daemon other users reach.");
-#[rustfmt::skip]
-static MAX_CONNECTIONS: Flag = flag("--max-connections", &[], "max_connections", Action::Store, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Serve at most N open connections at once, all users together; more are answered 429 and closed. Default 256.");
-#[rustfmt::skip]
-static MAX_CONNECTIONS_PER_UID: Flag = flag("--max-connections-per-uid", &[], "max_connections_per_uid", Action::Store, Kind::Int, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Serve at most N open connections of one user at once; more are answered 429 and closed. Default 64.");
-#[rustfmt::skip]
-static HEAD_TIMEOUT: Flag = flag("--head-timeout", &[], "head_timeout", Action::Store, Kind::Float, Default::None, Choices::Any, Visibility::Internal, Scope::Driver, "nxcc",
-    "For tests: how long a request head or body may take to arrive, and an idle connection is kept, seconds (default 10).");
-#[rustfmt::skip]
-static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Run each compile as one supervised job `PATH compile <args> --output <out>` (taken by the daemon's compile engine).");
+/// Serve compiles over HTTP/1.1 on a Unix socket.
+///
+/// The original daemon's protocol (POST /compile?working_directory=DIR, body = the shell-quoted
+/// compile arguments), POST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.
+/// `nxcc daemon stop` stops the daemon of a socket and waits until it is gone.
+#[derive(Debug, clap::Parser)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct DaemonCommand {
+    /// `stop`, or nothing: serve.
+    #[command(subcommand)]
+    pub(crate) action: Option<DaemonAction>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) serve: ServeArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) driver: crate::cli::subcommand::DriverOptions,
+}
 
-#[rustfmt::skip]
-static REMOTE: Flag = flag("--remote", &[], "remote", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Send every compile the cache does not serve to a Remote Execution API server (grpc://HOST:PORT).");
-#[rustfmt::skip]
-static REMOTE_CACHE: Flag = flag("--remote-cache", &[], "remote_cache", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Share the compiles through a Remote Execution API action cache (grpc://HOST:PORT); compile here on a miss.");
-#[rustfmt::skip]
-static REMOTE_INSTANCE: Flag = flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The instance name on the remote server.");
+/// `nxcc daemon`'s action besides serving.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum DaemonAction {
+    /// Stop the nxcc daemon on a socket and wait until it is gone.
+    ///
+    /// It finishes its running compiles (within its --shutdown-grace), removes its socket and
+    /// pid file, and exits.
+    Stop(super::stop::StopArgs),
+}
 
-static OWN_FLAGS: [&Flag; 20] = [
-    &HELP,
-    &SOCKET,
-    &ABSTRACT,
-    &PID_FILE,
-    &INACTIVITY,
-    &MAX_CONCURRENT,
-    &MEMORY_BUDGET,
-    &ALLOW_UID,
-    &SOCKET_MODE,
-    &SHUTDOWN_GRACE,
-    &LOG_FILE,
-    &CACHE_DIR,
-    &COMPILER,
-    &ALLOW_TEST_ENV,
-    &MAX_CONNECTIONS,
-    &MAX_CONNECTIONS_PER_UID,
-    &HEAD_TIMEOUT,
-    &REMOTE,
-    &REMOTE_CACHE,
-    &REMOTE_INSTANCE,
-];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "daemon",
-    flags: &OWN_FLAGS,
-    positionals: &[],
-    about: "Serve compiles over HTTP/1.1 on a Unix socket: the original daemon's protocol\n(POST /compile?working_directory=DIR, body = the shell-quoted compile arguments),\nPOST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.\n`nxcc daemon stop [--socket PATH]` stops the daemon of a socket and waits until it is gone.",
-};
+/// How the daemon serves.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The Unix socket to listen on (its directory is created 0700; the socket is made 0600).
+    /// Default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock (in a private
+    /// /tmp/nxcc-<uid>-* of yours when another user made that first).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// Listen on the original daemon's abstract address \0com.amazon.neuronxcc.<pid> instead of
+    /// a socket file (its client finds it through --pid-file).
+    #[arg(long = "abstract", conflicts_with = "socket")]
+    pub(crate) abstract_address: bool,
+    /// The pid file, held under an exclusive lock while the daemon runs (default: the socket's
+    /// path with .pid for its extension: daemon.pid for daemon.sock).
+    #[arg(long = "pid-file", value_name = "PATH")]
+    pub(crate) pid_file: Option<PathBuf>,
+    /// Exit after this many seconds without a request, counted from the last request finished
+    /// (0: never).
+    #[arg(long = "inactivity-timeout", value_name = "SECONDS", value_parser = values::seconds, default_value_t = DEFAULT_INACTIVITY_S)]
+    pub(crate) inactivity_timeout: f64,
+    /// Run at most N compiles at once; more wait in arrival order. Default: the number of CPUs.
+    #[arg(long = "max-concurrent", value_name = "N", value_parser = values::at_least_one)]
+    pub(crate) max_concurrent: Option<usize>,
+    /// Start a compile only while the estimated peak memory of the running ones plus its own fits
+    /// in SIZE (512M, 8G, ...; auto: 80% of MemAvailable).
+    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::budget)]
+    pub(crate) memory_budget: Option<u64>,
+    /// Also serve this user id (repeatable). Only the daemon's own uid is served otherwise;
+    /// compiles run as the daemon's user.
+    #[arg(long = "allow-uid", value_name = "UID", value_parser = uid, action = clap::ArgAction::Append)]
+    pub(crate) allow_uid: Vec<u32>,
+    /// Permission bits of the socket file, octal. Another user allowed with --allow-uid must be
+    /// able to reach the socket.
+    #[arg(long = "socket-mode", value_name = "MODE", value_parser = mode, default_value = "0600")]
+    pub(crate) socket_mode: u32,
+    /// On exit (POST /exit, SIGTERM, SIGINT, inactivity), let running compiles finish for at most
+    /// this many seconds, then cancel them.
+    #[arg(long = "shutdown-grace", value_name = "SECONDS", value_parser = values::seconds, default_value_t = DEFAULT_SHUTDOWN_GRACE_S)]
+    pub(crate) shutdown_grace: f64,
+    /// Append the daemon's own log (start, stop, each request) to FILE instead of stderr.
+    #[arg(long = "log-file", value_name = "FILE")]
+    pub(crate) log_file: Option<PathBuf>,
+    /// The compile cache the daemon's compiles go through (taken by the daemon's compile engine).
+    #[arg(long = "cache_dir", visible_alias = "cache-dir", value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// Run each compile as one supervised job `PATH compile <args> --output <out>` (taken by the
+    /// daemon's compile engine).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) compiler: Option<PathBuf>,
+    /// Let a request's env set the simulated toolchain's injection variables (NXCC_SIM_*): for
+    /// tests only; never on a daemon other users reach.
+    #[arg(long = "allow-test-env")]
+    pub(crate) allow_test_env: bool,
+    /// Serve at most N open connections at once, all users together; more are answered 429 and
+    /// closed.
+    #[arg(long = "max-connections", value_name = "N", value_parser = values::at_least_one, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub(crate) max_connections: usize,
+    /// Serve at most N open connections of one user at once; more are answered 429 and closed.
+    #[arg(long = "max-connections-per-uid", value_name = "N", value_parser = values::at_least_one, default_value_t = DEFAULT_MAX_CONNECTIONS_PER_UID)]
+    pub(crate) max_connections_per_uid: usize,
+    /// For tests: how long a request head or body may take to arrive, and an idle connection is
+    /// kept, seconds.
+    #[arg(long = "head-timeout", value_name = "SECONDS", hide = true, value_parser = head_timeout, default_value_t = DEFAULT_HEAD_TIMEOUT_S)]
+    pub(crate) head_timeout: f64,
+    /// Send every compile the cache does not serve to a Remote Execution API server
+    /// (grpc://HOST:PORT).
+    #[arg(long, value_name = "URL")]
+    pub(crate) remote: Option<String>,
+    /// Share the compiles through a Remote Execution API action cache (grpc://HOST:PORT); compile
+    /// here on a miss.
+    #[arg(long = "remote-cache", value_name = "URL")]
+    pub(crate) remote_cache: Option<String>,
+    /// The instance name on the remote server.
+    #[arg(long = "remote-instance", value_name = "NAME")]
+    pub(crate) remote_instance: Option<String>,
+}
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Parse {
+pub(crate) enum Parse {
     /// Serve with this configuration.
     Run(Box<Config>),
     /// Print this text and exit 0.
     Help(String),
+    /// Stop the daemon of a socket.
+    Stop(super::stop::StopArgs),
 }
 
-/// A usage error, rendered as argparse renders it (exit status 2).
-pub fn usage_error(prog: &str, message: String) -> CliError {
-    COMMAND.usage_error(prog, message)
-}
-
-fn float_arg(p: &Parsed, dest: &str, name: &str, default: f64) -> Result<f64, String> {
-    let v = p
-        .last(dest)
-        .and_then(|o| o.value.as_float())
-        .unwrap_or(default);
-    let max = crate::cli::flags::SECONDS_RANGE.1;
-    if !(0.0..=max).contains(&v) {
-        return Err(format!(
-            "argument {name}: must be a number of seconds from 0 to {max}, not {v}"
-        ));
+/// A user id (`u32::MAX` is no one's).
+fn uid(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(u) if u != u32::MAX => Ok(u),
+        _ => Err(format!("invalid user id: {}", py_repr(text))),
     }
-    Ok(v)
+}
+
+/// `--socket-mode`: an octal mode.
+fn mode(text: &str) -> Result<u32, String> {
+    parse_mode(text).ok_or_else(|| {
+        format!(
+            "invalid mode: {} (an octal mode such as 0600)",
+            py_repr(text)
+        )
+    })
+}
+
+/// `--head-timeout`: seconds, more than 0.
+fn head_timeout(text: &str) -> Result<f64, String> {
+    match values::seconds(text)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err("must be more than 0 seconds".to_string()),
+    }
 }
 
 /// Parse an octal permission mode: `0600`, `600`, `0o600`.
@@ -298,162 +322,80 @@ pub fn parse_mode(text: &str) -> Option<u32> {
     u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
 }
 
-/// Parse `nxcc daemon`'s arguments.
-pub fn parse(prog: &str, args: &[String]) -> Result<Parse, CliError> {
-    let parsed = match COMMAND.parse(prog, args) {
-        Ok(p) => p,
+/// Parse `nxcc daemon`'s arguments (`Err`: a usage error's text, exit 2).
+pub(crate) fn parse(prog: &str, args: &[String]) -> Result<Parse, String> {
+    let cmd: DaemonCommand = match crate::cli::subcommand::parse(prog, "daemon", args) {
+        Ok(c) => c,
         Err(Stop::Help(text)) => return Ok(Parse::Help(text)),
-        Err(Stop::Usage(e)) => return Err(e),
+        Err(Stop::Refused(text)) => return Err(text),
     };
-    let fail = |m: String| usage_error(prog, m);
-    let (endpoint, pid_file) = endpoint_of(&parsed).map_err(fail)?;
-    let (inactivity, grace, head_timeout) = timeouts(&parsed).map_err(fail)?;
-    let (max_concurrent, max_connections, max_connections_per_uid) =
-        counts(&parsed).map_err(fail)?;
-    let memory_budget = match parsed.str("memory_budget") {
-        None => None,
-        Some(s) => Some(
-            crate::admission::parse_budget(s)
-                .map_err(|e| fail(format!("argument --memory-budget: {e}")))?,
-        ),
-    };
-    let remote = crate::remote::RemoteConfig::from_flags(
-        parsed.str("remote").map(str::to_string),
-        parsed.str("remote_cache").map(str::to_string),
-        parsed.str("remote_instance").unwrap_or(""),
-    )
-    .map_err(|e| fail(format!("argument --remote: {}", e.cause)))?;
-    let (allow_uids, socket_mode) = access(&parsed).map_err(fail)?;
-    let log_file = parsed.str("log_file").map(PathBuf::from);
-    let socket_path = match &endpoint {
-        Endpoint::Path(p) => Some(p.as_path()),
-        Endpoint::Abstract => None,
-    };
-    if let Some(e) = collision(socket_path, &pid_file, log_file.as_deref()) {
-        return Err(fail(e));
+    if let Some(DaemonAction::Stop(stop)) = cmd.action {
+        return Ok(Parse::Stop(stop));
     }
-    Ok(Parse::Run(Box::new(Config {
-        endpoint,
-        pid_file,
-        inactivity_timeout: (inactivity > 0.0).then(|| Duration::from_secs_f64(inactivity)),
-        max_concurrent,
-        memory_budget,
-        allow_uids,
-        log_file,
-        socket_mode,
-        shutdown_grace: Duration::from_secs_f64(grace),
-        max_connections,
-        max_connections_per_uid,
-        head_timeout: Duration::from_secs_f64(head_timeout),
-        allow_test_env: parsed.flag("allow_test_env"),
-        engine: EngineConfig {
-            cache_dir: parsed.str("cache_dir").map(PathBuf::from),
-            compiler: parsed.str("compiler").map(PathBuf::from),
-            remote,
-        },
-    })))
+    config(cmd.serve)
+        .map(|c| Parse::Run(Box::new(c)))
+        .map_err(|m| usage_error(prog, m))
 }
 
-/// Where the daemon listens (`--socket`, `--abstract`) and its pid file.
-fn endpoint_of(parsed: &Parsed) -> Result<(Endpoint, PathBuf), String> {
-    let socket = parsed.str("socket").map(PathBuf::from);
-    let endpoint = match (parsed.flag("abstract"), socket) {
-        (true, Some(_)) => {
-            return Err("argument --abstract: not allowed with argument --socket".to_string())
-        }
-        (true, None) => Endpoint::Abstract,
+/// A usage error of `nxcc daemon` found after parsing, as clap words one (exit status 2).
+pub fn usage_error(prog: &str, message: String) -> String {
+    match subcommand::usage_error::<DaemonCommand>(prog, "daemon", None, message) {
+        Stop::Refused(text) => text,
+        other => format!("{other:?}"),
+    }
+}
+
+/// The daemon's configuration from its typed arguments; `Err`: what does not go together.
+fn config(a: ServeArgs) -> Result<Config, String> {
+    let endpoint = match (a.abstract_address, a.socket) {
+        (true, _) => Endpoint::Abstract,
         (false, Some(p)) => Endpoint::Path(std::path::absolute(&p).unwrap_or(p)),
         (false, None) => Endpoint::Path(default_socket()),
     };
-    let pid_file = match parsed.str("pid_file") {
-        Some(p) => std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p)),
+    let pid_file = match a.pid_file {
+        Some(p) => std::path::absolute(&p).unwrap_or(p),
         None => match &endpoint {
             Endpoint::Path(p) => pid_file_for(p),
             Endpoint::Abstract => default_dir().join("daemon.pid"),
         },
     };
-    Ok((endpoint, pid_file))
-}
-
-/// `--inactivity-timeout`, `--shutdown-grace` and `--head-timeout` (more than 0), seconds.
-fn timeouts(parsed: &Parsed) -> Result<(f64, f64, f64), String> {
-    let inactivity = float_arg(
-        parsed,
-        "inactivity_timeout",
-        "--inactivity-timeout",
-        DEFAULT_INACTIVITY_S,
-    )?;
-    let grace = float_arg(
-        parsed,
-        "shutdown_grace",
-        "--shutdown-grace",
-        DEFAULT_SHUTDOWN_GRACE_S,
-    )?;
-    let head_timeout = float_arg(
-        parsed,
-        "head_timeout",
-        "--head-timeout",
-        DEFAULT_HEAD_TIMEOUT_S,
-    )?;
-    if head_timeout == 0.0 {
-        return Err("argument --head-timeout: must be more than 0 seconds".to_string());
-    }
-    Ok((inactivity, grace, head_timeout))
-}
-
-/// `--max-concurrent` (default: the CPUs), `--max-connections`, `--max-connections-per-uid`:
-/// each at least 1.
-fn counts(parsed: &Parsed) -> Result<(usize, usize, usize), String> {
-    let count = |dest: &str, name: &str, default: usize| match parsed
-        .last(dest)
-        .and_then(|o| o.value.as_int())
-    {
-        Some(n) if n >= 1 => Ok(n as usize),
-        Some(n) => Err(format!("argument {name}: must be at least 1, not {n}")),
-        None => Ok(default),
+    let remote = crate::remote::RemoteConfig::from_flags(
+        a.remote,
+        a.remote_cache,
+        a.remote_instance.as_deref().unwrap_or(""),
+    )
+    .map_err(|e| format!("argument --remote: {}", e.cause))?;
+    let socket_path = match &endpoint {
+        Endpoint::Path(p) => Some(p.as_path()),
+        Endpoint::Abstract => None,
     };
+    if let Some(e) = collision(socket_path, &pid_file, a.log_file.as_deref()) {
+        return Err(e);
+    }
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    Ok((
-        count("max_concurrent", "--max-concurrent", cpus)?,
-        count(
-            "max_connections",
-            "--max-connections",
-            DEFAULT_MAX_CONNECTIONS,
-        )?,
-        count(
-            "max_connections_per_uid",
-            "--max-connections-per-uid",
-            DEFAULT_MAX_CONNECTIONS_PER_UID,
-        )?,
-    ))
-}
-
-/// Who may connect: `--allow-uid`s and `--socket-mode`.
-fn access(parsed: &Parsed) -> Result<(Vec<u32>, u32), String> {
-    let mut allow_uids = Vec::new();
-    for raw in parsed.all("allow_uid") {
-        match raw.parse::<u32>() {
-            Ok(u) if u != u32::MAX => allow_uids.push(u),
-            _ => {
-                return Err(format!(
-                    "argument --allow-uid: invalid user id: {}",
-                    py_repr(&raw)
-                ))
-            }
-        }
-    }
-    let socket_mode = match parsed.str("socket_mode") {
-        None => DEFAULT_SOCKET_MODE,
-        Some(s) => parse_mode(s).ok_or_else(|| {
-            format!(
-                "argument --socket-mode: invalid mode: {} (an octal mode such as 0600)",
-                py_repr(s)
-            )
-        })?,
-    };
-    Ok((allow_uids, socket_mode))
+    let seconds = |s: f64| (s > 0.0).then(|| Duration::from_secs_f64(s));
+    Ok(Config {
+        endpoint,
+        pid_file,
+        inactivity_timeout: seconds(a.inactivity_timeout),
+        max_concurrent: a.max_concurrent.unwrap_or(cpus),
+        memory_budget: a.memory_budget,
+        allow_uids: a.allow_uid,
+        log_file: a.log_file,
+        socket_mode: a.socket_mode,
+        shutdown_grace: Duration::from_secs_f64(a.shutdown_grace),
+        max_connections: a.max_connections,
+        max_connections_per_uid: a.max_connections_per_uid,
+        head_timeout: Duration::from_secs_f64(a.head_timeout),
+        allow_test_env: a.allow_test_env,
+        engine: EngineConfig {
+            cache_dir: a.cache_dir,
+            compiler: a.compiler,
+            remote,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -465,7 +407,8 @@ mod tests {
         match parse("nxcc", &a) {
             Ok(Parse::Run(c)) => Ok(*c),
             Ok(Parse::Help(_)) => Err("help".into()),
-            Err(e) => Err(e.render()),
+            Ok(Parse::Stop(_)) => Err("stop".into()),
+            Err(e) => Err(e),
         }
     }
 
@@ -542,60 +485,60 @@ mod tests {
     }
 
     #[test]
-    fn errors_are_argparse_style() {
+    fn errors_name_the_option_and_what_is_wrong() {
         for (args, text) in [
             (
                 &["--max-concurrent", "0"][..],
-                "argument --max-concurrent: must be at least 1",
+                "'--max-concurrent <N>': must be at least 1",
             ),
             (
                 &["--max-concurrent", "x"][..],
-                "argument --max-concurrent: invalid int value: 'x'",
+                "'--max-concurrent <N>': invalid int value: 'x'",
             ),
             (
                 &["--memory-budget", "12Q"][..],
-                "argument --memory-budget: invalid size unit",
+                "'--memory-budget <SIZE>': invalid size unit",
             ),
             (
                 &["--memory-budget", "100"][..],
-                "argument --memory-budget: \"100\" is 100 bytes, below the smallest budget (64M)",
+                "'--memory-budget <SIZE>': \"100\" is 100 bytes, below the smallest budget (64M)",
             ),
             (
                 &["--memory-budget", "0"][..],
-                "argument --memory-budget: \"0\" is 0 bytes, below the smallest budget (64M): give a unit (K, M, G or T",
+                "'--memory-budget <SIZE>': \"0\" is 0 bytes, below the smallest budget (64M): give a unit (K, M, G or T",
             ),
             (
                 &["--allow-uid", "-1"][..],
-                "argument --allow-uid: invalid user id: '-1'",
+                "'--allow-uid <UID>': invalid user id: '-1'",
             ),
             (
                 &["--socket-mode", "0999"][..],
-                "argument --socket-mode: invalid mode",
+                "'--socket-mode <MODE>': invalid mode",
             ),
             (
                 &["--inactivity-timeout", "-1"][..],
-                "argument --inactivity-timeout: must be",
+                "'--inactivity-timeout <SECONDS>': must be",
             ),
             (
                 &["--inactivity-timeout", "1e20"][..],
-                "argument --inactivity-timeout: must be a number of seconds from 0 to 10000000, not 100000000000000000000",
+                "must be a number of seconds from 0 to 10000000, not 100000000000000000000",
             ),
             (
                 &["--shutdown-grace", "nan"][..],
-                "argument --shutdown-grace: must be a number of seconds from 0 to 10000000, not NaN",
+                "'--shutdown-grace <SECONDS>': must be a number of seconds from 0 to 10000000, not NaN",
             ),
             (
                 &["--abstract", "--socket", "/x"][..],
-                "argument --abstract: not allowed with argument --socket",
+                "'--abstract' cannot be used with '--socket <PATH>'",
             ),
-            (&["--bogus"][..], "unrecognized arguments: --bogus"),
+            (&["--bogus"][..], "unexpected argument '--bogus'"),
             (
                 &["--max-connections-per-uid", "0"][..],
-                "argument --max-connections-per-uid: must be at least 1",
+                "'--max-connections-per-uid <N>': must be at least 1",
             ),
             (
                 &["--head-timeout", "0"][..],
-                "argument --head-timeout: must be more than 0",
+                "'--head-timeout <SECONDS>': must be more than 0",
             ),
             (
                 &["--socket", "/e/x.pid"][..],
@@ -611,33 +554,29 @@ mod tests {
             ),
         ] {
             let e = run(args).unwrap_err();
-            assert!(e.starts_with("usage: nxcc daemon"), "{e}");
-            assert!(
-                e.contains(&format!("nxcc daemon: error: {text}")),
-                "{args:?}: {e}"
-            );
+            assert!(e.starts_with("error: "), "{e}");
+            assert!(e.contains(text), "{args:?}: {e}");
         }
         assert_eq!(run(&["--help"]).unwrap_err(), "help");
+        assert_eq!(run(&["stop", "--socket", "/s"]).unwrap_err(), "stop");
     }
 
     #[test]
     fn help_lists_every_option_once() {
-        let Ok(Parse::Help(text)) = parse("nxcc", &["-h".to_string()]) else {
+        let Ok(Parse::Help(text)) = parse("nxcc", &["--help".to_string()]) else {
             panic!("no help")
         };
-        assert!(text.starts_with("usage: nxcc daemon [-h] [--socket SOCKET] [--abstract]"));
-        assert!(!text.contains("positional arguments"));
-        assert!(text.contains("  -h, --help "));
-        for f in OWN_FLAGS
-            .iter()
-            .filter(|f| f.action != Action::Help && f.visibility == Visibility::Public)
-        {
-            assert_eq!(
-                text.matches(&format!("\n  {} ", f.spelling)).count(),
-                1,
-                "{}",
-                f.spelling
-            );
+        assert!(text.contains("Usage: nxcc daemon [OPTIONS]"), "{text}");
+        let cmd = crate::cli::subcommand::clap_command::<DaemonCommand>("nxcc", "daemon");
+        for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+            let Some(long) = a.get_long() else { continue };
+            let flag = format!("--{long}");
+            let lines = text.lines().filter(|l| {
+                let l = l.trim_start();
+                l.strip_prefix(&flag)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ',']))
+            });
+            assert_eq!(lines.count(), 1, "{flag}: {text}");
         }
     }
 

@@ -14,44 +14,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::{self, CacheConfig, CacheStatus, Key};
+use crate::cache::{self, CacheConfig, Key};
 use crate::compile::{Compiled, Request};
 use crate::engine::result::CompileResult;
 use crate::engine::session::Options;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::result::{Environment, Failure};
 
-/// Whether a compile cache answered a compile (the `cache` field of the `done` event).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheUse {
-    /// The NEFF (or a remembered failure) came from the cache; no tool ran.
-    Hit,
-    /// The cache was consulted and the compile ran (its result is stored).
-    Miss,
-    /// No cache was involved.
-    Off,
-}
-
-impl CacheUse {
-    /// The word reports use: `hit`, `miss` or `off`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheUse::Hit => "hit",
-            CacheUse::Miss => "miss",
-            CacheUse::Off => "off",
-        }
-    }
-}
-
-impl From<CacheStatus> for CacheUse {
-    fn from(s: CacheStatus) -> CacheUse {
-        match s {
-            CacheStatus::Hit => CacheUse::Hit,
-            CacheStatus::Miss => CacheUse::Miss,
-            CacheStatus::Off => CacheUse::Off,
-        }
-    }
-}
+pub use super::wire::CacheUse;
 
 /// What the daemon's command line says about engines.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -77,15 +47,15 @@ pub struct Prepared {
 /// Runs planned compiles. Shared by every compile of the daemon (several at once).
 pub trait Engine: Send + Sync {
     /// Key and estimate one compile (reads the model once). Blocking.
-    fn prepare(&self, plan: &Plan) -> Prepared;
+    fn prepare(&self, invocation: &Invocation) -> Prepared;
 
     /// Run one compile: `options` carries its console sink, events callback, cancellation and
     /// extra worker environment. Blocking; called from a blocking thread.
-    fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled;
+    fn run(&self, invocation: &Invocation, prepared: Prepared, options: Options<'_>) -> Compiled;
 
-    /// Whether a compile of `plan` would be a hit of this engine's cache, and on a miss what
+    /// Whether a compile of `invocation` would be a hit of this engine's cache, and on a miss what
     /// differs from the nearest entries (nothing is written); `Err`: the error line. Blocking.
-    fn explain(&self, plan: &Plan) -> Result<cache::explain::Explanation, String>;
+    fn explain(&self, invocation: &Invocation) -> Result<cache::explain::Explanation, String>;
 
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
@@ -106,17 +76,19 @@ pub struct Cached {
 }
 
 impl Engine for Cached {
-    fn prepare(&self, plan: &Plan) -> Prepared {
-        let cache = CacheConfig::from_plan(plan, Some(&self.cache_dir)).map_err(|e| e.to_string());
+    fn prepare(&self, invocation: &Invocation) -> Prepared {
+        let cache = CacheConfig::of(invocation, Some(&self.cache_dir)).map_err(|e| e.to_string());
         let key = match &cache {
-            Ok(cfg) if cfg.dir.is_some() => cfg.key(plan, &self.engine).ok(),
+            Ok(cfg) if cfg.dir.is_some() => cfg.key(invocation, &self.engine).ok(),
             _ => None,
         };
         let estimate = match &key {
             Some(k) => {
                 cache::estimate(cache.as_ref().ok().and_then(|c| c.cache()).as_ref(), k).bytes
             }
-            None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(plan)),
+            None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(
+                &invocation.plan,
+            )),
         };
         Prepared {
             estimate,
@@ -125,7 +97,7 @@ impl Engine for Cached {
         }
     }
 
-    fn run(&self, plan: &Plan, prepared: Prepared, options: Options<'_>) -> Compiled {
+    fn run(&self, invocation: &Invocation, prepared: Prepared, options: Options<'_>) -> Compiled {
         let cache = match prepared.cache {
             Ok(cfg) => cfg,
             Err(line) => {
@@ -136,7 +108,7 @@ impl Engine for Cached {
             }
         };
         crate::compile::compile(Request {
-            plan,
+            invocation,
             options,
             engine: &self.engine,
             cache,
@@ -145,9 +117,9 @@ impl Engine for Cached {
         })
     }
 
-    fn explain(&self, plan: &Plan) -> Result<cache::explain::Explanation, String> {
-        let cfg = CacheConfig::from_plan(plan, Some(&self.cache_dir)).map_err(|e| e.to_string())?;
-        cache::explain::of_plan(plan, &cfg, &self.engine)
+    fn explain(&self, invocation: &Invocation) -> Result<cache::explain::Explanation, String> {
+        let cfg = CacheConfig::of(invocation, Some(&self.cache_dir)).map_err(|e| e.to_string())?;
+        cache::explain::of_invocation(invocation, &cfg, &self.engine)
     }
 
     fn describe(&self) -> String {
@@ -213,20 +185,16 @@ mod tests {
     use super::*;
     use crate::plan::StaticProbe;
 
-    fn plan_for(size: u64, extra: &[&str]) -> Plan {
+    fn plan_for(size: u64, extra: &[&str]) -> Invocation {
         let mut argv: Vec<String> = ["compile", "m.pb", "--target", "trn2"]
             .map(String::from)
             .to_vec();
         argv.extend(extra.iter().map(|s| s.to_string()));
-        let args = match crate::cli::parse("nxcc", &argv).unwrap() {
-            crate::cli::Command::Compile(c) => c,
-            _ => unreachable!(),
-        };
         let probe = StaticProbe {
             model_size: size,
             ..StaticProbe::new("/launch")
         };
-        crate::plan::build(&args, &probe).unwrap()
+        Invocation::from_argv("nxcc", &argv, &probe).unwrap()
     }
 
     #[test]
@@ -288,7 +256,10 @@ mod tests {
         .unwrap();
         assert!(err.starts_with("argument --cache_dir:"), "{err}");
         assert_eq!(CacheUse::Hit.as_str(), "hit");
-        assert_eq!(CacheUse::from(CacheStatus::Miss), CacheUse::Miss);
+        assert_eq!(
+            CacheUse::from(crate::cache::CacheStatus::Miss),
+            CacheUse::Miss
+        );
         assert_eq!(CacheUse::Off.as_str(), "off");
     }
 }

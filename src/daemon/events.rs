@@ -11,11 +11,11 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use hyper::body::{Bytes, Frame};
-use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::job::{self, Emit, Ended};
 use super::state::{ActivityGuard, Daemon, Peer};
+use super::wire::{Done, Line, Said, Stream};
 use crate::engine::events::Event;
 
 /// Event bytes a `/v1/compile` client may leave unread before it counts as gone.
@@ -83,7 +83,7 @@ pub fn stream_compile(
     tokio::spawn(async move {
         let ended = Daemon::join(handle).await;
         if !emit.done_sent.load(Ordering::SeqCst) {
-            emit.send(&done_event(&ended));
+            emit.send(&done_line(&ended));
         }
     });
     Some((
@@ -98,25 +98,17 @@ pub fn stream_compile(
     ))
 }
 
-/// The last event of a `/v1/compile` stream.
-pub fn done_event(e: &Ended) -> Value {
-    json!({
-        "event": "done",
-        "exit_status": e.exit_status(),
-        "output": e.output.as_ref().map(|p| p.display().to_string()),
-        "cache": e.cache.as_str(),
-        "error_lines": e.error_lines,
-        "failure": e.status.failure(),
-        "wall_s": e.wall.as_secs_f64(),
-    })
-}
-
-/// A worker event as a stream event (`None`: not forwarded — the worker's own `done`).
-pub fn event_json(ev: &Event) -> Option<Value> {
-    match ev {
-        Event::Done { .. } => None,
-        other => serde_json::to_value(other).ok(),
-    }
+/// The last line of a `/v1/compile` stream: how the compile ended, its typed status included.
+pub fn done_line(e: &Ended) -> Line {
+    Line::Said(Said::Done(Done {
+        exit_status: e.exit_status(),
+        output: e.output.as_ref().map(|p| p.display().to_string()),
+        cache: e.cache,
+        error_lines: e.error_lines.clone(),
+        failure: e.status.failure().cloned(),
+        wall_s: e.wall.as_secs_f64(),
+        status: Some(e.status.clone()),
+    }))
 }
 
 /// Feeds a `/v1/compile` stream from the compile's thread.
@@ -129,12 +121,11 @@ struct StreamEmit {
 }
 
 impl StreamEmit {
-    fn send(&self, v: &Value) {
+    fn send(&self, l: &Line) {
         if self.overflowed.load(Ordering::SeqCst) {
             return;
         }
-        let mut line = serde_json::to_vec(v).unwrap_or_default();
-        line.push(b'\n');
+        let line = l.to_bytes();
         let n = line.len();
         if self.backlog.fetch_add(n, Ordering::SeqCst) + n > STREAM_BACKLOG_LIMIT {
             // The client does not read its stream: treat it as gone.
@@ -150,20 +141,21 @@ impl StreamEmit {
 
 impl Emit for StreamEmit {
     fn log(&self, line: &str, stderr: bool) {
-        self.send(&json!({
-            "event": "log",
-            "line": line,
-            "stream": if stderr { "stderr" } else { "stdout" },
-        }));
+        let stream = if stderr {
+            Stream::Stderr
+        } else {
+            Stream::Stdout
+        };
+        self.send(&Line::log(line, stream));
     }
     fn event(&self, event: &Event) {
-        if let Some(v) = event_json(event) {
-            self.send(&v);
+        if let Some(l) = Line::worker(event) {
+            self.send(&l);
         }
     }
     fn done(&self, ended: &Ended) {
         self.done_sent.store(true, Ordering::SeqCst);
-        self.send(&done_event(ended));
+        self.send(&done_line(ended));
     }
 }
 
@@ -238,35 +230,23 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn events() {
-        assert_eq!(
-            event_json(&Event::Done {
-                exit_status: 0,
-                status: None
-            }),
-            None
-        );
-        let v = event_json(&Event::JobStarted {
-            job: "Frontend".into(),
-            index: 2,
-            total: 6,
-        })
-        .unwrap();
-        assert_eq!(
-            v,
-            json!({"event": "job_started", "job": "Frontend", "index": 2, "total": 6})
-        );
-        let d = done_event(&Ended {
-            status: crate::result::Status::Failed(crate::result::Failure::Internal),
+    fn the_done_line_says_how_the_compile_ended() {
+        let status = crate::result::Status::Failed(crate::result::Failure::Internal);
+        let d = serde_json::to_value(done_line(&Ended {
+            status: status.clone(),
             error_lines: vec!["[ERROR] x".into()],
             output: Some("/w/m.neff".into()),
-            cache: super::super::engine::CacheUse::Off,
+            cache: super::super::wire::CacheUse::Off,
             wall: Duration::from_millis(1500),
-        });
+        }))
+        .unwrap();
         assert_eq!(d["event"], "done");
         assert_eq!(d["exit_status"], 70);
         assert_eq!(d["output"], "/w/m.neff");
         assert_eq!(d["cache"], "off");
         assert_eq!(d["error_lines"][0], "[ERROR] x");
+        assert_eq!(d["wall_s"], 1.5);
+        assert_eq!(d["failure"], "internal");
+        assert_eq!(d["status"], serde_json::to_value(&status).unwrap());
     }
 }

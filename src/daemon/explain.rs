@@ -15,10 +15,10 @@ use super::state::Daemon;
 use crate::cache::explain::{Verdict, EXIT_MISS};
 use crate::error::EXIT_COMPILE_FAILED;
 
-/// Explain one request. Blocking (it plans the compile and keys its model).
+/// Explain one request. Blocking (it lowers the request into its invocation and keys its model).
 pub fn answer(daemon: &Daemon, req: &job::Request) -> Value {
-    let plan = match job::plan_request(req, &daemon.memo, &Discard) {
-        Ok(plan) => plan,
+    let inv = match job::invoke_request(req, &daemon.memo, &Discard) {
+        Ok(inv) => inv,
         Err(ended) => {
             return json!({
                 "exit_status": ended.exit_status(),
@@ -27,7 +27,7 @@ pub fn answer(daemon: &Daemon, req: &job::Request) -> Value {
             })
         }
     };
-    match daemon.engine.explain(&plan) {
+    match daemon.engine.explain(&inv) {
         Ok(e) => json!({
             "exit_status": match e.verdict {
                 Verdict::Miss { .. } => EXIT_MISS,

@@ -74,7 +74,7 @@ fn refuse(status: StatusCode, reason: &str) -> Response<Body> {
     r
 }
 
-fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+fn json_response(status: StatusCode, v: &impl serde::Serialize) -> Response<Body> {
     let mut body = serde_json::to_vec_pretty(v).unwrap_or_default();
     body.push(b'\n');
     let mut r = Response::new(full(body));
@@ -323,16 +323,6 @@ async fn compile(daemon: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Res
     r
 }
 
-/// The JSON body of `POST /v1/compile`.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct V1Request {
-    argv: Vec<String>,
-    working_directory: String,
-    #[serde(default)]
-    env: Option<serde_json::Map<String, Value>>,
-}
-
 /// Check the request's environment: names a request may set ([`super::environ::check`];
 /// `allow_test_env`: the daemon's `--allow-test-env`), string values without NUL.
 pub fn request_env(
@@ -370,7 +360,7 @@ async fn v1_request(
 ) -> Result<job::Request, Response<Body>> {
     let body = read_body(req, daemon.config.head_timeout).await?;
     let bad = |e: &str| refuse(StatusCode::BAD_REQUEST, e);
-    let parsed: V1Request =
+    let parsed: super::wire::CompileRequest =
         serde_json::from_str(&body).map_err(|e| bad(&format!("invalid JSON request: {e}")))?;
     let wd = working_directory(&parsed.working_directory).map_err(|e| bad(&e))?;
     let env = request_env(parsed.env, daemon.config.allow_test_env).map_err(|e| bad(&e))?;

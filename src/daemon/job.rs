@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 use super::engine::{CacheUse, Engine};
 use super::memo::{Memo, MemoProbe};
 use crate::admission::Admission;
-use crate::cli::namespace::Dest;
 use crate::cli::{self, Command};
 use crate::engine::events::Event;
 use crate::engine::log::Console;
 use crate::engine::session::{Cancellation, Options};
-use crate::plan::{self, dryrun, PlanError, RequestProbe, SystemProbe};
+use crate::plan::{Invocation, Refusal, RequestProbe, SystemProbe};
 use crate::result::{CancelReason, Environment, Failure, Status};
 
 /// A compile request, as the HTTP layer validated it.
@@ -256,14 +255,14 @@ pub fn run(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control
 
 fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
     match planned(req, ctx.memo, emit.as_ref()) {
-        Ok(plan) => compile(ctx, req, emit, control, &plan),
+        Ok(inv) => compile(ctx, req, emit, control, &inv),
         Err(ended) => *ended,
     }
 }
 
-/// The request's plan; or how the request ended without one (its working directory not made,
-/// a usage error, help, the version, a plan refused, a dry run).
-fn planned(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<plan::Plan, Box<Ended>> {
+/// The request's invocation; or how the request ended without one (its working directory not
+/// made, a usage error, help, the version, a plan refused, a dry run).
+fn planned(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<Invocation, Box<Ended>> {
     let wd = &req.working_directory;
     if let Err(e) = std::fs::create_dir_all(wd) {
         return Err(Box::new(fail(
@@ -276,44 +275,18 @@ fn planned(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<plan::Plan, Bo
             None,
         )));
     }
-    plan_request(req, memo, emit)
+    invoke_request(req, memo, emit)
 }
 
-/// The request's plan, as if launched in its working directory (made or not); or how the
-/// request ended without one (a usage error, help, the version, a plan refused, a dry run),
-/// its lines to `emit`.
-pub fn plan_request(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<plan::Plan, Box<Ended>> {
+/// The request's invocation, its argv lowered by the front door as if launched in its working
+/// directory (made or not); or how the request ended without one (a usage error, help, the
+/// version, a plan refused, a dry run), its lines to `emit`.
+pub fn invoke_request(
+    req: &Request,
+    memo: &Memo,
+    emit: &dyn Emit,
+) -> Result<Invocation, Box<Ended>> {
     let wd = &req.working_directory;
-    let args = match cli::parse("nxcc", &command_line(&req.argv)) {
-        Ok(Command::Compile(a)) => a,
-        Ok(Command::Help(text)) => return Err(Box::new(say(emit, &text))),
-        Ok(Command::Version) => {
-            let text = format!(
-                "nxcc {}\nreproduces the {} compile driver\n",
-                crate::VERSION,
-                crate::ORIGINAL_VERSION
-            );
-            return Err(Box::new(say(emit, &text)));
-        }
-        Ok(Command::Other { name, .. }) => {
-            let text = format!("nxcc daemon: error: only compile requests are served, not {name}");
-            return Err(Box::new(fail(
-                emit,
-                Status::Failed(Failure::Usage),
-                &text,
-                None,
-            )));
-        }
-        Err(e) => {
-            let text = e.render();
-            return Err(Box::new(fail(
-                emit,
-                Status::Failed(Failure::Usage),
-                &text,
-                None,
-            )));
-        }
-    };
     let probe = MemoProbe {
         probe: RequestProbe {
             system: SystemProbe::at(wd),
@@ -321,21 +294,38 @@ pub fn plan_request(req: &Request, memo: &Memo, emit: &dyn Emit) -> Result<plan:
         },
         memo,
     };
-    let plan = plan::build(&args, &probe).map_err(|e| {
-        let (failure, text) = match &e {
-            PlanError::Usage(u) => (Failure::Usage, u.render()),
-            PlanError::Compile(c) => (Failure::Plan, c.to_string()),
-        };
-        Box::new(fail(emit, Status::Failed(failure), &text, None))
-    })?;
-    match plan.ns.str(Dest::DryRun) {
-        Some("json") => {
-            let text = serde_json::to_string_pretty(&dryrun::to_json(&plan)).unwrap_or_default();
-            Err(Box::new(say(emit, &text)))
+    let inv = Invocation::from_argv("nxcc", &command_line(&req.argv), &probe)
+        .map_err(|r| Box::new(refused(emit, &r)))?;
+    match crate::compile::dry_run(&inv) {
+        Some(Ok(text)) => Err(Box::new(say(emit, &text))),
+        Some(Err(error)) => {
+            let hints = Vec::new();
+            Err(Box::new(refused(emit, &Refusal::Plan { error, hints })))
         }
-        Some(_) => Err(Box::new(say(emit, &dryrun::to_text(&plan)))),
-        None => Ok(plan),
+        None => Ok(inv),
     }
+}
+
+/// A request the front door refused, as the daemon answers it: help and the version said, any
+/// other refusal failed with its text.
+fn refused(emit: &dyn Emit, r: &Refusal) -> Ended {
+    let text = match r {
+        Refusal::Help(text) => return say(emit, text),
+        Refusal::Version => {
+            let text = format!(
+                "nxcc {}\nreproduces the {} compile driver\n",
+                crate::VERSION,
+                crate::ORIGINAL_VERSION
+            );
+            return say(emit, &text);
+        }
+        Refusal::NotACompile(name) => {
+            format!("nxcc daemon: error: only compile requests are served, not {name}")
+        }
+        other => other.render(),
+    };
+    let failure = r.failure().unwrap_or(Failure::Usage);
+    fail(emit, Status::Failed(failure), &text, None)
 }
 
 /// Compile the request's plan once admission lets it start (cancelled before it starts when
@@ -345,11 +335,11 @@ fn compile(
     req: &Request,
     emit: &Arc<dyn Emit>,
     control: &Control,
-    plan: &plan::Plan,
+    invocation: &Invocation,
 ) -> Ended {
     let emit_ref: &dyn Emit = emit.as_ref();
-    let output = Some(plan.output.clone());
-    let prepared = ctx.engine.prepare(plan);
+    let output = Some(invocation.plan.output.clone());
+    let prepared = ctx.engine.prepare(invocation);
     let estimate = prepared.estimate;
     let permit = if control.is_cancelled() {
         None
@@ -386,7 +376,7 @@ fn compile(
         work_root: None,
         private_model: false,
     };
-    let finished = ctx.engine.run(plan, prepared, opts);
+    let finished = ctx.engine.run(invocation, prepared, opts);
     drop(permit);
     Ended {
         status: finished.result.status,

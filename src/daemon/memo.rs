@@ -8,7 +8,7 @@
 //! The rest of what does not change is kept where it is computed, in this process's memory and
 //! by the same identities: the digests of the tools and of the model, from which the toolchain's
 //! identity and the key are made ([`crate::cache::digests`]), the answer of the `python3` probe
-//! for an installed toolchain package ([`crate::cache::identity::installed_package`]: asked once,
+//! for an installed toolchain package (`crate::cache::identity::installed_package`: asked once,
 //! not per request, while the interpreter and the package are unchanged), and the cache's
 //! configuration file ([`crate::cache::settings::File::read_in`]).
 

@@ -15,6 +15,7 @@
 //!   would hit the cache (`/v1/explain`);
 //! - [`engine`]: the seam where a compile is run (nxcc's pipeline; the cache and an external
 //!   compiler plug in here) and the memory estimate;
+//! - [`wire`]: the JSON of the routes, as the types the server and its clients both use;
 //! - [`client`]: `nxcc compile --daemon`;
 //! - [`stop`]: `nxcc daemon stop`, the daemon of a socket stopped cleanly;
 //! - [`memo`]: what it keeps between requests because it does not change;
@@ -37,6 +38,7 @@ pub mod pidfile;
 pub mod server;
 pub mod state;
 pub mod stop;
+pub mod wire;
 
 use std::io::Write;
 
@@ -56,17 +58,15 @@ pub(crate) fn err(text: &str) {
 
 /// `nxcc daemon ARGS...` (or `nxcc daemon stop ARGS...`); returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    if args.first().is_some_and(|a| a == "stop") {
-        return stop::main(prog, &args[1..]);
-    }
     match config::parse(prog, args) {
         Ok(config::Parse::Help(text)) => {
             out(&text);
             0
         }
+        Ok(config::Parse::Stop(which)) => stop::main(&which),
         Ok(config::Parse::Run(c)) => server::run(*c),
-        Err(e) => {
-            err(&e.render());
+        Err(text) => {
+            err(&text);
             crate::cli::CliError::EXIT_STATUS
         }
     }

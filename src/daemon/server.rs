@@ -248,16 +248,9 @@ pub fn run(config: Config) -> i32 {
 /// A start-up's end when the daemon cannot start: the exit status (the reason was said).
 type NotStarted = i32;
 
-/// The daemon's phases: its engine, its log, its pid file, its socket, the fork server (before
-/// any thread), the runtime, then serving until it stops.
-fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
-    raise_descriptor_limit();
-    let engine = engine::select(&config.engine).map_err(|e| {
-        super::err(&config::usage_error("nxcc", e).render());
-        crate::cli::CliError::EXIT_STATUS
-    })?;
-    check_default_dir(&config).map_err(|e| start_error(None, &e))?;
-    let log = DaemonLog::open(config.log_file.as_deref()).map_err(|e| {
+/// The daemon's log (`--log-file`, else stderr).
+fn open_log(config: &Config) -> Result<DaemonLog, NotStarted> {
+    DaemonLog::open(config.log_file.as_deref()).map_err(|e| {
         let file = config
             .log_file
             .as_deref()
@@ -266,7 +259,38 @@ fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
             None,
             &format!("cannot open the log file {}: {e}", file.display()),
         )
+    })
+}
+
+/// The fork server started before any thread, kept by the daemon (or why there is none, logged).
+fn adopt_fork_server(
+    daemon: &Daemon,
+    fork_server: io::Result<std::sync::Arc<crate::forkserver::ForkServer>>,
+) {
+    match fork_server {
+        Ok(f) => {
+            daemon.log.info(&format!(
+                "fork server (pid {}) starts the compiles' workers",
+                f.helper_pid().unwrap_or(0)
+            ));
+            let _ = daemon.fork_server.set(f);
+        }
+        Err(e) => daemon.log.info(&format!(
+            "no fork server ({e}): every compile's worker is nxcc re-executed"
+        )),
+    }
+}
+
+/// The daemon's phases: its engine, its log, its pid file, its socket, the fork server (before
+/// any thread), the runtime, then serving until it stops.
+fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
+    raise_descriptor_limit();
+    let engine = engine::select(&config.engine).map_err(|e| {
+        super::err(&config::usage_error("nxcc", e));
+        crate::cli::CliError::EXIT_STATUS
     })?;
+    check_default_dir(&config).map_err(|e| start_error(None, &e))?;
+    let log = open_log(&config)?;
     let mut pid_file = take_pid_file(&config, &log)?;
     let pid = std::process::id();
     // Before any thread: the fork server that starts every compile's worker (without it, each
@@ -304,18 +328,7 @@ fn start_and_serve(config: Config) -> Result<i32, NotStarted> {
         engine.describe(),
     ));
     let daemon = Daemon::new(config, engine, log, uid, endpoint);
-    match fork_server {
-        Ok(f) => {
-            daemon.log.info(&format!(
-                "fork server (pid {}) starts the compiles' workers",
-                f.helper_pid().unwrap_or(0)
-            ));
-            let _ = daemon.fork_server.set(f);
-        }
-        Err(e) => daemon.log.info(&format!(
-            "no fork server ({e}): every compile's worker is nxcc re-executed"
-        )),
-    }
+    adopt_fork_server(&daemon, fork_server);
     let served = runtime.block_on(async {
         std_listener.set_nonblocking(true)?;
         let listener = tokio::net::UnixListener::from_std(std_listener)?;

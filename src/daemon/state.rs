@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use tokio::sync::{watch, Notify};
 
 use super::config::Config;
@@ -20,6 +19,7 @@ use super::job::{self, Control, Emit, Ended, PhaseCounts};
 use super::log::DaemonLog;
 use super::peer::Gate;
 pub use super::peer::Peer;
+use super::wire;
 use crate::admission::Admission;
 use crate::result::{Failure, Status};
 
@@ -272,60 +272,58 @@ impl Daemon {
 
     /// `GET /v1/status`: counters only (no scan of the cache; `nxcc cache stats` has its
     /// figures): this daemon's, and the cache directory's own ([`crate::cache::counters`]).
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> wire::DaemonStatus {
         let (running, queued) = self.counts();
         let snap = self.admission.snapshot();
         let t = &self.totals;
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let cache = self.engine.cache_dir().map(|dir| {
-            json!({
-                "dir": dir.display().to_string(),
-                "hits": n(&t.cache_hits),
-                "misses": n(&t.cache_misses),
-                // The directory's own counters, every process and host that uses it (16 small
-                // files per host: no scan).
-                "counters": crate::cache::counters::read(&crate::cache::Cache::new(dir), None),
-            })
+        let cache = self.engine.cache_dir().map(|dir| wire::Cache {
+            dir: dir.display().to_string(),
+            hits: n(&t.cache_hits),
+            misses: n(&t.cache_misses),
+            // The directory's own counters, every process and host that uses it (16 small
+            // files per host: no scan).
+            counters: crate::cache::counters::read(&crate::cache::Cache::new(dir), None),
         });
-        json!({
-            "version": crate::VERSION,
-            "reproduces": crate::ORIGINAL_VERSION,
-            "pid": std::process::id(),
-            "socket": self.endpoint,
-            "uptime_s": self.started.elapsed().as_secs_f64(),
-            "running": running,
-            "queued": queued,
-            "max_concurrent": snap.max_concurrent,
-            "memory": {
-                "budget": snap.memory_budget,
-                "in_use": snap.memory_in_use,
+        wire::DaemonStatus {
+            version: crate::VERSION.to_string(),
+            reproduces: crate::ORIGINAL_VERSION.to_string(),
+            pid: std::process::id(),
+            socket: self.endpoint.clone(),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            running,
+            queued,
+            max_concurrent: snap.max_concurrent,
+            memory: wire::Memory {
+                budget: snap.memory_budget,
+                in_use: snap.memory_in_use,
             },
-            "admission": snap,
-            "compiles": {
-                "finished": n(&t.compiles),
-                "failed": n(&t.failed),
-                "cancelled": n(&t.cancelled),
+            admission: Some(snap),
+            compiles: wire::Compiles {
+                finished: n(&t.compiles),
+                failed: n(&t.failed),
+                cancelled: n(&t.cancelled),
             },
-            "connections": {
-                "open": self.gate.open(self.uid).0,
-                "max": self.config.max_connections,
-                "max_per_uid": self.config.max_connections_per_uid,
+            connections: wire::Connections {
+                open: self.gate.open(self.uid).0,
+                max: self.config.max_connections,
+                max_per_uid: self.config.max_connections_per_uid,
             },
-            "engine": self.engine.describe(),
-            "fork_server": self.fork_server.get().map(|f| {
+            engine: self.engine.describe(),
+            fork_server: self.fork_server.get().map(|f| {
                 let r = f.record();
-                json!({
-                    "pid": f.helper_pid(),
-                    "restarts": f.restarts(),
-                    "workers_started": r.started,
-                    "workers_not_started": r.not_started,
-                    "last_not_started": r.last_not_started,
-                })
+                wire::ForkServer {
+                    pid: f.helper_pid(),
+                    restarts: f.restarts(),
+                    workers_started: r.started,
+                    workers_not_started: r.not_started,
+                    last_not_started: r.last_not_started,
+                }
             }),
-            "cache": cache,
-            "inactivity_timeout_s": self.config.inactivity_timeout.map(|d| d.as_secs_f64()),
-            "stopping": self.stopping(),
-        })
+            cache,
+            inactivity_timeout_s: self.config.inactivity_timeout.map(|d| d.as_secs_f64()),
+            stopping: self.stopping(),
+        }
     }
 
     /// Cancel the compiles that have not started; returns how many.

@@ -12,8 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{client, config, pidfile};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{Subcommand, HELP};
 
 /// How long `stop` waits for the daemon to be gone: its default shutdown grace for running
 /// compiles (30 s), the wind-down after it, and room to spare.
@@ -87,36 +85,32 @@ pub fn stop(socket: &Path, pid_file: &Path, wait: Duration) -> Result<Stopped, S
     }
 }
 
-#[rustfmt::skip]
-static SOCKET: Flag = flag("--socket", &[], "socket", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The daemon's socket (default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock, or in a private /tmp/nxcc-<uid>-* of yours when another user made that first).");
-#[rustfmt::skip]
-static PID_FILE: Flag = flag("--pid-file", &[], "pid_file", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The daemon's pid file (default: the socket's path with .pid for its extension).");
+/// Which daemon to stop.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub(crate) struct StopArgs {
+    /// The daemon's socket (default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else
+    /// /tmp/nxcc-<uid>/daemon.sock, or in a private /tmp/nxcc-<uid>-* of yours when another user
+    /// made that first).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// The daemon's pid file (default: the socket's path with .pid for its extension).
+    #[arg(long = "pid-file", value_name = "PATH")]
+    pub(crate) pid_file: Option<PathBuf>,
+}
 
-static OWN_FLAGS: [&Flag; 3] = [&HELP, &SOCKET, &PID_FILE];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "daemon stop",
-    flags: &OWN_FLAGS,
-    positionals: &[],
-    about: "Stop the nxcc daemon on a socket: it finishes its running compiles (within its\n--shutdown-grace), removes its socket and pid file, and exits; this waits until it is gone.",
-};
-
-/// `nxcc daemon stop ARGS...`; returns the exit status: 0 when the daemon is gone (or none was
-/// running), 1 when it could not be stopped, 2 for a usage error.
-pub fn main(prog: &str, args: &[String]) -> i32 {
-    let parsed = match COMMAND.parse(prog, args) {
-        Ok(p) => p,
-        Err(stop) => return stop.report(),
-    };
-    let socket = parsed
-        .str("socket")
-        .map(|s| std::path::absolute(s).unwrap_or_else(|_| PathBuf::from(s)))
+/// `nxcc daemon stop [--socket PATH] [--pid-file PATH]`; returns the exit status: 0 when the
+/// daemon is gone (or none was running), 1 when it could not be stopped.
+pub(crate) fn main(args: &StopArgs) -> i32 {
+    let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+    let socket = args
+        .socket
+        .as_ref()
+        .map(absolute)
         .unwrap_or_else(config::default_socket);
-    let pid_file = parsed
-        .str("pid_file")
-        .map(|s| std::path::absolute(s).unwrap_or_else(|_| PathBuf::from(s)))
+    let pid_file = args
+        .pid_file
+        .as_ref()
+        .map(absolute)
         .unwrap_or_else(|| config::pid_file_for(&socket));
     match stop(&socket, &pid_file, STOP_WAIT) {
         Ok(Stopped::Stopped(pid)) => {

@@ -44,7 +44,7 @@ use serde::Serialize;
 
 use crate::admission::{Id, Request, Schedule};
 use crate::cache::{self, CacheConfig, CacheStatus, Estimate, Key};
-use crate::cli::namespace::Dest;
+use crate::cli::settings::Settings;
 use crate::cli::{self, CliError, Command};
 use crate::compile::Compiled;
 use crate::engine::result::CompileResult as Ended;
@@ -52,7 +52,7 @@ use crate::engine::session::Cancellation;
 use crate::engine::session::Options;
 use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
-use crate::plan::{self, Plan, PlanError, SystemProbe};
+use crate::plan::{Invocation, Refusal, SystemProbe};
 use crate::result::Status as CompileStatus;
 use crate::result::{Environment, Failure};
 
@@ -84,8 +84,37 @@ pub struct Config {
     pub progress: ProgressMode,
     /// The framework's compile cache the inputs come from (`--neuron-cache`), if they do.
     pub neuron: Option<neuron::Run>,
+    /// What this command's own options set in every compile's settings.
+    pub overrides: Overrides,
     /// Write a reproducer bundle for every graph that failed (`--gen-reproducer`).
     pub reproducers: Option<Reproducers>,
+}
+
+/// What `parallel-compile`'s own options set in every compile's settings, over what its compile
+/// arguments say: the remote server, and compiling again what failed before.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--remote`.
+    pub remote: Option<String>,
+    /// `--remote-cache`.
+    pub remote_cache: Option<String>,
+    /// `--remote-instance`.
+    pub remote_instance: Option<String>,
+    /// `--retry_failed_compilation`.
+    pub retry_failed: bool,
+}
+
+impl Overrides {
+    /// Set them in a compile's settings.
+    pub fn apply(&self, settings: &mut Settings) {
+        let remote = &mut settings.remote;
+        remote.execute = self.remote.clone().or(remote.execute.take());
+        remote.cache = self.remote_cache.clone().or(remote.cache.take());
+        if let Some(i) = &self.remote_instance {
+            remote.instance = i.clone();
+        }
+        settings.cache.retry_failed |= self.retry_failed;
+    }
 }
 
 /// Where `--gen-reproducer` writes the bundles of the graphs that failed.
@@ -115,7 +144,7 @@ pub struct Input {
 pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, String> {
     let mut models: Vec<PathBuf> = Vec::new();
     for a in args {
-        let path = plan::absolute(launch_dir, a);
+        let path = crate::fsx::absolute(launch_dir, a);
         if path.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
                 .map_err(|e| format!("cannot read the directory {a}: {e}"))?
@@ -299,7 +328,7 @@ impl Report {
 /// A compile ready to run.
 struct Task {
     index: usize,
-    plan: Arc<Plan>,
+    invocation: Arc<Invocation>,
     key: Option<Key>,
     cache: CacheConfig,
     estimate: u64,
@@ -351,12 +380,13 @@ fn out_of_memory(failure: &Failure) -> bool {
     matches!(failure, Failure::OutOfMemory { .. })
 }
 
-/// Plan one input: `compile <args> <model> --output <dir>/<stem>.neff --logfile <dir>/<stem>.log`.
+/// Plan one input: `compile <args> <model> --output <dir>/<stem>.neff --logfile <dir>/<stem>.log`,
+/// with this command's own settings over the compile arguments' ([`Overrides`]).
 fn plan_input(
     cfg: &Config,
     input: &Input,
     compile_args: &[String],
-) -> Result<Result<Plan, String>, CliError> {
+) -> Result<Result<Invocation, String>, CliError> {
     let mut argv: Vec<String> = vec!["compile".into()];
     match &input.neuron {
         // The framework's own argv, in the entry's private work directory.
@@ -370,54 +400,56 @@ fn plan_input(
             argv.push(log_path(cfg, input).display().to_string());
         }
     }
-    let args = match cli::parse(&cfg.prog, &argv)? {
+    let usage = |message: String| CliError::Usage {
+        usage: String::new(),
+        prog: format!("{} parallel-compile", cfg.prog),
+        message,
+    };
+    let mut args = match cli::parse(&cfg.prog, &argv)? {
         Command::Compile(a) => a,
         _ => {
-            return Err(CliError::Usage {
-                usage: String::new(),
-                prog: format!("{} parallel-compile", cfg.prog),
-                message: "the compile arguments ask for help or the version".into(),
-            })
+            return Err(usage(
+                "the compile arguments ask for help or the version".into(),
+            ))
         }
     };
-    for (dest, why) in [
-        (Dest::DryRun, "--dry-run"),
+    let settings = &mut args.settings;
+    for (given, why) in [
+        (settings.dry_run.is_some(), "--dry-run"),
         (
-            Dest::TempDir,
+            settings.work_dir.temp_dir.is_some(),
             "--temp-dir (each compile gets its own work dir)",
         ),
-        (Dest::Daemon, "--daemon"),
+        (settings.daemon, "--daemon"),
     ] {
-        if args.ns.used(dest) {
-            return Err(CliError::Usage {
-                usage: String::new(),
-                prog: format!("{} parallel-compile", cfg.prog),
-                message: format!("the compile arguments may not use {why}"),
-            });
+        if given {
+            return Err(usage(format!("the compile arguments may not use {why}")));
         }
     }
-    let remote_flag = |d: Dest| args.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
+    cfg.overrides.apply(settings);
+    let remote = &settings.remote;
+    let (execute, cache) = (remote.execute(), remote.cache());
     if let Err(e) = crate::remote::RemoteConfig::from_flags(
-        remote_flag(Dest::Remote),
-        remote_flag(Dest::RemoteCache),
+        execute.map(str::to_string),
+        cache.map(str::to_string),
         "",
     ) {
-        return Err(CliError::Usage {
-            usage: String::new(),
-            prog: format!("{} parallel-compile", cfg.prog),
-            message: format!("the compile arguments' --remote: {}", e.cause),
-        });
+        return Err(usage(format!(
+            "the compile arguments' --remote: {}",
+            e.cause
+        )));
     }
-    let probe = SystemProbe {
-        launch_dir: match &input.neuron {
-            Some(t) => t.work_dir.clone(),
-            None => cfg.launch_dir.clone(),
-        },
-    };
-    match plan::build(&args, &probe) {
-        Ok(p) => Ok(Ok(p)),
-        Err(PlanError::Usage(u)) => Err(u),
-        Err(PlanError::Compile(e)) => Ok(Err(e.to_string())),
+    let probe = SystemProbe::at(match &input.neuron {
+        Some(t) => &t.work_dir,
+        None => &cfg.launch_dir,
+    });
+    match Invocation::from_args(&args, &probe) {
+        Ok(inv) => Ok(Ok(inv)),
+        Err(Refusal::Plan { error, .. }) => Ok(Err(error.to_string())),
+        Err(Refusal::Usage(u)) => Err(u),
+        Err(_) => Err(usage(
+            "the compile arguments ask for help or the version".into(),
+        )),
     }
 }
 
@@ -518,7 +550,7 @@ fn plan_all(
             r => r,
         };
         let r = &mut results[index];
-        match planned?.and_then(|plan| task_of(cfg, index, plan, r)) {
+        match planned?.and_then(|inv| task_of(cfg, index, inv, r)) {
             Ok(task) => tasks.push(task),
             Err(line) => {
                 r.status = Status::Failed;
@@ -536,7 +568,7 @@ fn plan_all(
             .map(|t| report::Planned {
                 name: &inputs[t.index].stem,
                 estimate: t.estimate,
-                no_neff: cfg.engine.no_neff(&t.plan),
+                no_neff: cfg.engine.no_neff(&t.invocation.plan),
             })
             .collect();
         // A batch's work dirs are kept in its output directory; an entry's of the framework's
@@ -552,22 +584,24 @@ fn plan_all(
 fn task_of(
     cfg: &Config,
     index: usize,
-    plan: Plan,
+    invocation: Invocation,
     row: &mut CompileResult,
 ) -> Result<Task, String> {
     let dir = cfg
         .cache_dir
         .clone()
-        .filter(|_| !plan.ns.bool(Dest::NoCache));
-    let cache_cfg = CacheConfig::for_plan_at(&plan, dir).map_err(|e| e.to_string())?;
+        .filter(|_| !invocation.settings.cache.no_cache);
+    let cache_cfg = CacheConfig::at(&invocation, dir).map_err(|e| e.to_string())?;
     let key = cache_cfg
         .dir
         .as_ref()
-        .and_then(|_| cache_cfg.key(&plan, &cfg.engine).ok());
+        .and_then(|_| cache_cfg.key(&invocation, &cfg.engine).ok());
     let estimate = match &key {
         Some(k) => cache::estimate(cache_cfg.cache().as_ref(), k),
         None => Estimate {
-            bytes: cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&plan)),
+            bytes: cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(
+                &invocation.plan,
+            )),
             basis: cache::Basis::formula(),
         },
     };
@@ -575,7 +609,7 @@ fn task_of(
     row.estimate = Some(estimate.clone());
     Ok(Task {
         index,
-        plan: Arc::new(plan),
+        invocation: Arc::new(invocation),
         key,
         cache: cache_cfg,
         estimate: estimate.bytes,
@@ -684,7 +718,7 @@ impl Batch<'_> {
     /// may be taken by now), the compile through the one entry point, the entry's result.
     fn attempt(&self, task: Task, slot: usize) -> Finished {
         let start_s = self.started.elapsed().as_secs_f64();
-        let log_start = std::fs::metadata(&task.plan.logfile).map_or(0, |m| m.len());
+        let log_start = std::fs::metadata(&task.invocation.plan.logfile).map_or(0, |m| m.len());
         let target = self.inputs[task.index].neuron.as_ref();
         let neuron_run = self.cfg.neuron.as_ref();
         let (prepared, skipped, refused) = match (neuron_run, target) {
@@ -749,7 +783,7 @@ impl Batch<'_> {
         }
         let input = &self.inputs[task.index];
         let req = crate::reproducer::write::Request {
-            plan: &task.plan,
+            invocation: &task.invocation,
             engine: &self.cfg.engine,
             result: &done.result,
             key: done.key.as_ref().or(task.key.as_ref()),
@@ -780,7 +814,12 @@ impl Batch<'_> {
         times: (f64, f64),
     ) -> crate::profile::Compile {
         let input = &self.inputs[task.index];
-        let mut bar = crate::compile::bar(&task.plan, done, &input.stem, (slot, times.0, times.1));
+        let mut bar = crate::compile::bar(
+            &task.invocation.plan,
+            done,
+            &input.stem,
+            (slot, times.0, times.1),
+        );
         bar.input = input.model.display().to_string();
         bar.estimate = Some(task.estimate);
         bar.basis = Some(task.basis.clone());
@@ -810,11 +849,11 @@ impl Batch<'_> {
             private_model: self.inputs[task.index].neuron.is_some(),
             ..Options::quiet()
         };
-        let remote = crate::remote::RemoteConfig::from_plan(&task.plan)
+        let remote = crate::remote::RemoteConfig::of(&task.invocation)
             .ok()
             .flatten();
         crate::compile::compile(crate::compile::Request {
-            plan: &task.plan,
+            invocation: &task.invocation,
             options,
             engine: &self.cfg.engine,
             cache,
@@ -882,7 +921,7 @@ impl Batch<'_> {
         }
         r.attempts.push(a);
         let failure = match f.status {
-            CompileStatus::Succeeded => match self.cfg.engine.no_neff(&task.plan) {
+            CompileStatus::Succeeded => match self.cfg.engine.no_neff(&task.invocation.plan) {
                 Some(why) => {
                     r.error_lines = vec![why.to_string()];
                     Err(Status::NoNeff)

@@ -35,7 +35,6 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::Input;
-use crate::cli::namespace::Dest;
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::lockfile::keeper::Locker;
@@ -482,7 +481,7 @@ fn toolchain_request(
     argv.extend(shared.iter().cloned());
     argv.push("model.hlo_module.pb".into());
     let option = match crate::cli::parse(prog, &argv) {
-        Ok(crate::cli::Command::Compile(a)) => a.ns.str(Dest::Toolchain).map(str::to_string),
+        Ok(crate::cli::Command::Compile(a)) => a.settings.toolchain,
         _ => None,
     };
     let env = std::env::var(crate::recon::toolchain::TOOLCHAIN_ENV).ok();
@@ -712,7 +711,7 @@ pub fn announce(run: &Run, found: &Discovery) -> String {
 pub fn anchor_toolchain(shared: &[String], launch_dir: &Path) -> Vec<String> {
     let anchor = |v: &str| match v {
         "sim" => v.to_string(),
-        v => crate::plan::absolute(launch_dir, v).display().to_string(),
+        v => crate::fsx::absolute(launch_dir, v).display().to_string(),
     };
     let mut out = Vec::with_capacity(shared.len());
     let mut next_is_dir = false;

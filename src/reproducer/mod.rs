@@ -50,33 +50,16 @@ pub const SECRET_WORDS: [&str; 7] = [
     "AUTH",
 ];
 
-/// When `--gen-reproducer` writes a bundle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum When {
-    /// When the compile failed (`--gen-reproducer`, `--gen-reproducer=error`).
-    Error,
-    /// Whatever the outcome (`--gen-reproducer=always`).
-    Always,
-}
+pub use crate::cli::settings::When;
 
-impl When {
-    /// From the flag's value.
-    pub fn parse(value: &str) -> Option<When> {
-        match value {
-            "error" => Some(When::Error),
-            "always" => Some(When::Always),
-            _ => None,
-        }
-    }
-
-    /// Whether a compile that ended with `status` gets a bundle (an interrupted or cancelled
-    /// compile never does: there is nothing of its own to replay).
-    pub fn wants(self, status: &Status) -> bool {
-        match status {
-            Status::Failed(_) => true,
-            Status::Succeeded => self == When::Always,
-            Status::Interrupted(_) | Status::Cancelled(_) => false,
-        }
+/// Whether a compile that ended with `status` gets a bundle when `--gen-reproducer` asked for
+/// one `when` (an interrupted or cancelled compile never does: there is nothing of its own to
+/// replay).
+pub fn wanted(when: When, status: &Status) -> bool {
+    match status {
+        Status::Failed(_) => true,
+        Status::Succeeded => when == When::Always,
+        Status::Interrupted(_) | Status::Cancelled(_) => false,
     }
 }
 
@@ -169,15 +152,18 @@ fn job_and_status(f: &Failure) -> (Option<String>, Option<String>) {
     let sig = crate::run::signals::signal_text;
     match f {
         Failure::Job { job, end } => (
-            Some(job.clone()).filter(|j| !j.is_empty()),
+            job.as_ref().map(ToString::to_string),
             Some(match end {
                 JobEnd::Exited(c) => format!("exit status {c}"),
                 JobEnd::Crashed(s) => sig(*s),
                 JobEnd::Error => "error".to_string(),
             }),
         ),
-        Failure::Timeout { job, .. } => (Some(job.clone()), Some("timed out".into())),
-        Failure::OutOfMemory { job, .. } => (job.clone(), Some(sig(libc::SIGKILL))),
+        Failure::Timeout { job, .. } => (Some(job.to_string()), Some("timed out".into())),
+        Failure::OutOfMemory { job, .. } => (
+            job.as_ref().map(ToString::to_string),
+            Some(sig(libc::SIGKILL)),
+        ),
         Failure::WorkerLost { signal, .. } => (
             None,
             Some(signal.map_or_else(|| "the worker was lost".into(), sig)),
@@ -189,6 +175,7 @@ fn job_and_status(f: &Failure) -> (Option<String>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job_name::JobName;
 
     #[test]
     fn which_variables_a_bundle_keeps() {
@@ -219,7 +206,7 @@ mod tests {
         let failed = |job: &str, end: JobEnd, lines: &[&str]| {
             let mut r = CompileResult::failed(
                 Failure::Job {
-                    job: job.into(),
+                    job: JobName::named(job),
                     end,
                 },
                 lines.iter().map(|s| s.to_string()).collect(),
@@ -255,9 +242,9 @@ mod tests {
                 "code: NCC_EVRF024 → none"
             ]
         );
-        assert!(When::Error.wants(&Status::Failed(Failure::Internal)));
-        assert!(!When::Error.wants(&Status::Succeeded));
-        assert!(When::Always.wants(&Status::Succeeded));
-        assert!(!When::Always.wants(&Status::Interrupted(2)));
+        assert!(wanted(When::Error, &Status::Failed(Failure::Internal)));
+        assert!(!wanted(When::Error, &Status::Succeeded));
+        assert!(wanted(When::Always, &Status::Succeeded));
+        assert!(!wanted(When::Always, &Status::Interrupted(2)));
     }
 }

@@ -26,15 +26,12 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{env_kept, Signature, FORMAT, MANIFEST, MODEL_DIR};
-use crate::cli::argparse::{Nargs, Parsed, Positional};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{err, out, Subcommand, HELP};
-use crate::cli::Command;
+use crate::cli::subcommand::{err, out, parse, DriverOptions};
 use crate::engine::result::CompileResult;
 use crate::engine::session::Options;
 use crate::engine::strategy::Entry;
 use crate::engine::Engine;
-use crate::plan::{self, RequestProbe, SystemProbe};
+use crate::plan::{Invocation, Refusal, RequestProbe, SystemProbe};
 use crate::result::Failure;
 
 /// The largest bundle read, bytes (compressed).
@@ -50,30 +47,28 @@ pub const EXIT_NOT_REPRODUCED: i32 = 1;
 /// Exit status: the bundle cannot be used.
 pub const EXIT_BAD_BUNDLE: i32 = 2;
 
-#[rustfmt::skip]
-static TOOLCHAIN: Flag = flag("--toolchain", &[], "toolchain", Action::Store, Kind::Str, Default::Derived("sim for a bundle of the simulated toolchain, else NXCC_TOOLCHAIN or the installed one"), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The toolchain to replay with (a directory, or sim).");
-#[rustfmt::skip]
-static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Replay a bundle of an external compiler's compile with this compiler (an installed neuronx-cc).");
-#[rustfmt::skip]
-static KEEP: Flag = flag("--keep", &[], "keep", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Keep the scratch directory (the unpacked bundle, the replay's log and outputs) and say where.");
-
-static OWN_FLAGS: [&Flag; 4] = [&HELP, &TOOLCHAIN, &COMPILER, &KEEP];
-
-const POSITIONALS: [Positional; 1] = [Positional {
-    metavar: "BUNDLE",
-    nargs: Nargs::One,
-    help: "A reproducer bundle, nxcc-reproducer-<key>.tar.gz (compile --gen-reproducer).",
-}];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "reproduce",
-    flags: &OWN_FLAGS,
-    positionals: &POSITIONALS,
-    about: "Replay a reproducer bundle and say whether the same failure recurs.",
-};
+/// Replay a reproducer bundle and say whether the same failure recurs.
+#[derive(Debug, clap::Parser)]
+pub(crate) struct Reproduce {
+    /// A reproducer bundle, nxcc-reproducer-<key>.tar.gz (compile --gen-reproducer).
+    #[arg(value_name = "BUNDLE")]
+    pub(crate) bundle: PathBuf,
+    /// The toolchain to replay with (a directory, or sim) [default: sim for a bundle of the
+    /// simulated toolchain, else NXCC_TOOLCHAIN or the installed one].
+    #[arg(long, value_name = "TOOLCHAIN")]
+    pub(crate) toolchain: Option<String>,
+    /// Replay a bundle of an external compiler's compile with this compiler (an installed
+    /// neuronx-cc).
+    #[arg(long, value_name = "COMPILER")]
+    pub(crate) compiler: Option<PathBuf>,
+    /// Keep the scratch directory (the unpacked bundle, the replay's log and outputs) and say
+    /// where.
+    #[arg(long)]
+    pub(crate) keep: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) driver: DriverOptions,
+}
 
 /// What the bundle says.
 struct Bundle {
@@ -89,11 +84,11 @@ struct Bundle {
 
 /// Run `reproduce`; returns the exit status. `compile` is the entry point a compile goes through.
 pub fn main(prog: &str, args: &[String], compile: Entry) -> i32 {
-    let parsed = match COMMAND.parse(prog, args) {
-        Ok(p) => p,
+    let cmd: Reproduce = match parse(prog, "reproduce", args) {
+        Ok(c) => c,
         Err(stop) => return stop.report(),
     };
-    let bundle = PathBuf::from(&parsed.positionals[0][0]);
+    let bundle = cmd.bundle.clone();
     let scratch = match tempfile::Builder::new().prefix("nxcc-reproduce-").tempdir() {
         Ok(d) => d,
         Err(e) => {
@@ -103,7 +98,7 @@ pub fn main(prog: &str, args: &[String], compile: Entry) -> i32 {
             return EXIT_BAD_BUNDLE;
         }
     };
-    let status = match run(&parsed, &bundle, scratch.path(), compile) {
+    let status = match run(&cmd, &bundle, scratch.path(), compile) {
         Ok(status) => status,
         Err(why) => {
             err(&format!(
@@ -113,21 +108,21 @@ pub fn main(prog: &str, args: &[String], compile: Entry) -> i32 {
             EXIT_BAD_BUNDLE
         }
     };
-    if parsed.flag("keep") {
+    if cmd.keep {
         let kept = scratch.keep();
         out(&format!("kept: {}\n", kept.display()));
     }
     status
 }
 
-fn run(parsed: &Parsed, bundle: &Path, scratch: &Path, compile: Entry) -> Result<i32, String> {
+fn run(cmd: &Reproduce, bundle: &Path, scratch: &Path, compile: Entry) -> Result<i32, String> {
     let b = open(bundle, scratch)?;
-    let toolchain = match parsed.str("toolchain") {
-        Some(t) => Some(t.to_string()),
+    let toolchain = match &cmd.toolchain {
+        Some(t) => Some(t.clone()),
         None => b.simulated.then(|| "sim".to_string()),
     };
-    let engine = match (b.external, parsed.str("compiler")) {
-        (_, Some(c)) => Engine::external(PathBuf::from(c)),
+    let engine = match (b.external, &cmd.compiler) {
+        (_, Some(c)) => Engine::external(c.clone()),
         (true, None) => {
             return Err(
                 "it was compiled by an external compiler: replay it with --compiler PATH".into(),
@@ -355,24 +350,22 @@ fn replay(
         argv.extend(["--toolchain".to_string(), t.to_string()]);
     }
     let not_planned = |line: String| CompileResult::failed(Failure::Plan, vec![line]);
-    let args = match crate::cli::parse("nxcc", &argv) {
-        Ok(Command::Compile(a)) => a,
-        Ok(_) => return not_planned("the bundle's arguments are not a compile".into()),
-        Err(e) => return not_planned(e.render()),
-    };
     let probe = RequestProbe {
         system: SystemProbe::at(scratch),
         env,
     };
-    let plan = match plan::build(&args, &probe) {
-        Ok(p) => p,
-        Err(e) => return not_planned(format!("{e:?}")),
+    let invocation = match Invocation::from_argv("nxcc", &argv, &probe) {
+        Ok(inv) => inv,
+        Err(Refusal::NotACompile(_) | Refusal::Help(_) | Refusal::Version) => {
+            return not_planned("the bundle's arguments are not a compile".into())
+        }
+        Err(r) => return not_planned(r.render().trim_end().to_string()),
     };
     let mut options = Options::quiet();
     options.worker_env = env.to_vec();
     options.install_signals = true;
     options.work_root = Some(out_dir);
-    compile(&plan, options, engine)
+    compile(&invocation, options, engine)
 }
 
 #[cfg(test)]

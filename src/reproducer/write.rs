@@ -15,7 +15,7 @@ use crate::cache::{CacheConfig, Key};
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::fsx::{AtomicFile, Dir, Durability};
-use crate::plan::Plan;
+use crate::plan::{Invocation, Plan};
 use crate::result::Failure;
 
 /// The most of a model read into a bundle, bytes.
@@ -25,8 +25,8 @@ pub const MAX_LOG_BYTES: u64 = 16 << 20;
 
 /// What a bundle is made from.
 pub struct Request<'a> {
-    /// The compile's plan.
-    pub plan: &'a Plan,
+    /// The compile.
+    pub invocation: &'a Invocation,
     /// What ran it.
     pub engine: &'a Engine,
     /// How it ended.
@@ -55,7 +55,8 @@ pub fn file_name(key: &str) -> String {
 /// The model as the compile read it: its private snapshot, when it took one (the bundle then
 /// holds exactly what was compiled), else the plan's model.
 pub fn model_as_compiled<'r>(req: &'r Request) -> &'r Path {
-    req.compiled.map_or(req.plan.model.as_path(), |s| s.path())
+    req.compiled
+        .map_or(req.invocation.plan.model.as_path(), |s| s.path())
 }
 
 /// Write the bundle; its path, or why it could not be written.
@@ -64,10 +65,10 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
         Some(k) => k.clone(),
         // Keyed as the compile's cache would have keyed what it compiled.
         None => {
-            let mut plan = req.plan.clone();
-            plan.model = model_as_compiled(req).to_path_buf();
+            let mut inv = req.invocation.clone();
+            inv.plan.model = model_as_compiled(req).to_path_buf();
             CacheConfig::off()
-                .key(&plan, req.engine)
+                .key(&inv, req.engine)
                 .map_err(|e| format!("cannot key the compile: {e}"))?
         }
     };
@@ -87,10 +88,10 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
         t.push('\n');
         t.into_bytes()
     };
-    let replay_args = crate::remote::action::remote_arguments(req.plan)?;
+    let replay_args = crate::remote::action::remote_arguments(req.invocation)?;
     members.push((
         "argv.json".into(),
-        json_member(argv(req.plan, &replay_args, &model_name)),
+        json_member(argv(req.invocation, &replay_args, &model_name)),
     ));
     if let Some(entry) = req.entry {
         let flags = Dir::open(entry)
@@ -103,7 +104,7 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
     members.push(("env.json".into(), json_member(env.clone())));
     members.push((
         "log.txt".into(),
-        log_lines(&req.plan.logfile, req.log_start),
+        log_lines(&req.invocation.plan.logfile, req.log_start),
     ));
     members.push(("failure.json".into(), json_member(failure(req.result))));
     members.push((
@@ -115,7 +116,7 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
     ));
     members.push((
         "repro.sh".into(),
-        script(&replay_args, &model_name, &env, req.plan).into_bytes(),
+        script(&replay_args, &model_name, &env, &req.invocation.plan).into_bytes(),
     ));
     let manifest = manifest(&members);
     members.push((MANIFEST.into(), json_member(manifest)));
@@ -170,12 +171,12 @@ fn model_members(model: &Path, strip: bool) -> Result<Vec<(String, Vec<u8>)>, St
     Ok(files)
 }
 
-fn argv(plan: &Plan, replay_args: &[String], model_name: &str) -> Value {
+fn argv(invocation: &Invocation, replay_args: &[String], model_name: &str) -> Value {
     json!({
-        "prog": plan.prog,
-        "argv": plan.argv,
-        "launch_dir": plan.launch_dir,
-        "model": plan.model,
+        "prog": invocation.prog,
+        "argv": invocation.argv,
+        "launch_dir": invocation.plan.launch_dir,
+        "model": invocation.plan.model,
         "model_name": model_name,
         "replay_args": replay_args,
     })
@@ -190,7 +191,7 @@ fn versions(req: &Request, key: &Key) -> Value {
         .and_then(|m| m.modified().ok())
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs());
-    let toolchain = req.plan.toolchain.as_ref();
+    let toolchain = req.invocation.plan.toolchain.as_ref();
     json!({
         "nxcc": {
             "version": crate::VERSION,
@@ -205,7 +206,7 @@ fn versions(req: &Request, key: &Key) -> Value {
             Engine::Pipeline => None,
         },
         "toolchain": {
-            "request": format!("{:?}", req.plan.toolchain_request),
+            "request": format!("{:?}", req.invocation.plan.toolchain_request),
             "bin": toolchain.map(|t| &t.bin),
             "simulated": toolchain.is_some_and(|t| t.simulated),
             "identity": key.inputs.get("toolchain"),

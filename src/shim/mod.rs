@@ -36,9 +36,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FileType, OFlags};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::argparse::{Nargs, Positional};
-use crate::cli::flags::{self, flag, Action, Choices, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
+use crate::cli::subcommand::{err, out};
 use crate::daemon::{client, config as daemon_config};
 use crate::fsx::{Subject, Trusted};
 use crate::toolchain::is_executable;
@@ -264,147 +262,85 @@ pub fn loop_of(compiler: &Path, nxcc: Option<&Path>) -> Option<String> {
 
 // ---- the command line ----
 
-static COMPILER: Flag = flag(
-    "--compiler",
-    &[],
-    "compiler",
-    Action::Store,
-    Kind::Str,
-    flags::Default::None,
-    Choices::Any,
-    Visibility::Public,
-    Scope::Compile,
-    "nxcc",
-    "For install: the real neuronx-cc (a path, or a name looked up on PATH outside DIR).",
-);
+/// Put a compile daemon behind every `neuronx-cc compile` of the processes whose PATH starts with
+/// DIR.
+///
+/// Each user's own daemon, or one shared with --socket and --allow-uid; every other use of
+/// neuronx-cc runs the real compiler.
+#[derive(Debug, clap::Parser)]
+pub(crate) struct ShimCommand {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) action: ShimAction,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) driver: crate::cli::subcommand::DriverOptions,
+}
 
-static MEMORY_BUDGET: Flag = flag(
-    "--memory-budget",
-    &[],
-    "memory_budget",
-    Action::Store,
-    Kind::Str,
-    flags::Default::None,
-    Choices::Any,
-    Visibility::Public,
-    Scope::Compile,
-    "nxcc",
-    "For install: the daemon's memory budget, SIZE (16G) or auto (80% of MemAvailable; the default).",
-);
-
-static SOCKET: Flag = flag(
-    "--socket",
-    &[],
-    "socket",
-    Action::Store,
-    Kind::Str,
-    flags::Default::None,
-    Choices::Any,
-    Visibility::Public,
-    Scope::Compile,
-    "nxcc",
-    "For install: one daemon socket for every user of the shim (default: each user's own daemon, shim-<digest of DIR>.sock in that user's daemon directory). Other users are served only with --allow-uid.",
-);
-
-static ALLOW_UID: Flag = flag(
-    "--allow-uid",
-    &[],
-    "allow_uid",
-    Action::Append,
-    Kind::Int,
-    flags::Default::None,
-    Choices::Any,
-    Visibility::Public,
-    Scope::Compile,
-    "nxcc",
-    "For install, with --socket: the daemon on that socket also serves this user id (repeatable). Its compiles run as the daemon's user; a refused user's compile runs the real compiler directly.",
-);
-
-const POSITIONALS: [Positional; 2] = [
-    Positional {
-        metavar: "{install,status,uninstall}",
-        nargs: Nargs::One,
-        help: "install DIR: write DIR/neuronx-cc; status [DIR]: what is installed and whether its daemon answers; uninstall DIR: stop your daemon of the shim and remove what install wrote.",
+/// `nxcc shim`'s actions.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum ShimAction {
+    /// Write DIR/neuronx-cc (a link to nxcc) and DIR/neuronx-cc.nxcc-shim.json.
+    Install(Install),
+    /// What is installed, and whether its daemon answers.
+    Status {
+        /// The shim's directory (default: the first neuronx-cc on PATH).
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
-    Positional {
-        metavar: "DIR",
-        nargs: Nargs::Optional,
-        help: "The directory to put first on PATH (for status: default, the first neuronx-cc on PATH).",
+    /// Stop your daemon of the shim; remove exactly what install created.
+    Uninstall {
+        /// The shim's directory.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
     },
-];
-
-static OWN_FLAGS: [&Flag; 5] = [&HELP, &COMPILER, &MEMORY_BUDGET, &SOCKET, &ALLOW_UID];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "shim",
-    flags: &OWN_FLAGS,
-    positionals: &POSITIONALS,
-    about: "Put a compile daemon behind every `neuronx-cc compile` of the processes whose PATH\nstarts with DIR (each user's own daemon, or one shared with --socket and --allow-uid);\nevery other use of neuronx-cc runs the real compiler.\n\n  install DIR --compiler REAL   write DIR/neuronx-cc (a link to nxcc) and\n                                DIR/neuronx-cc.nxcc-shim.json\n  status [DIR]                  what is installed, and whether its daemon answers\n  uninstall DIR                 stop your daemon of the shim, remove exactly what\n                                install created",
-};
+}
 
 /// What `install` is asked for.
-struct InstallRequest<'a> {
-    dir: &'a Path,
-    real: &'a str,
-    budget: &'a str,
-    socket: Option<&'a str>,
-    allow_uids: Vec<u32>,
+#[derive(Debug, clap::Args)]
+pub(crate) struct Install {
+    /// The directory to put first on PATH.
+    #[arg(value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// The real neuronx-cc (a path, or a name looked up on PATH outside DIR).
+    #[arg(long, value_name = "REAL")]
+    pub(crate) compiler: String,
+    /// The daemon's memory budget, SIZE (16G) or auto (80% of MemAvailable).
+    #[arg(long = "memory-budget", value_name = "SIZE", default_value = DEFAULT_MEMORY_BUDGET)]
+    pub(crate) memory_budget: String,
+    /// One daemon socket for every user of the shim (default: each user's own daemon,
+    /// shim-<digest of DIR>.sock in that user's daemon directory). Other users are served only
+    /// with --allow-uid.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<String>,
+    /// With --socket: the daemon on that socket also serves this user id (repeatable). Its
+    /// compiles run as the daemon's user; a refused user's compile runs the real compiler
+    /// directly.
+    #[arg(long = "allow-uid", value_name = "UID", requires = "socket", value_parser = uid, action = clap::ArgAction::Append)]
+    pub(crate) allow_uid: Vec<u32>,
+}
+
+/// A user id (`u32::MAX` is no one's).
+fn uid(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(u) if u != u32::MAX => Ok(u),
+        _ => Err(format!(
+            "invalid user id: {}",
+            crate::cli::argparse::py_repr(text)
+        )),
+    }
 }
 
 /// `nxcc shim install|status|uninstall`; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    let usage_error = |message: &str| Stop::Usage(COMMAND.usage_error(prog, message)).report();
-    let parsed = match COMMAND.parse(prog, args) {
-        Ok(p) => p,
+    let cmd: ShimCommand = match crate::cli::subcommand::parse(prog, "shim", args) {
+        Ok(c) => c,
         Err(stop) => return stop.report(),
     };
-    let action = parsed.positionals.first().and_then(|v| v.first());
-    let dir = parsed.positionals.get(1).and_then(|v| v.first());
-    let install_only = ["compiler", "memory_budget", "socket", "allow_uid"]
-        .into_iter()
-        .find(|d| parsed.last(d).is_some());
-    let mut allow_uids = Vec::new();
-    for raw in parsed.all("allow_uid") {
-        match raw.parse::<u32>() {
-            Ok(u) if u != u32::MAX => allow_uids.push(u),
-            _ => {
-                return usage_error(&format!(
-                    "argument --allow-uid: invalid user id: {}",
-                    crate::cli::argparse::py_repr(&raw)
-                ))
-            }
-        }
-    }
-    match (action.map(String::as_str), dir) {
-        (None, _) => usage_error("the following arguments are required: {install,status,uninstall}"),
-        (Some("install"), None) => usage_error("shim install: the following arguments are required: DIR"),
-        (Some("install"), Some(_)) if !allow_uids.is_empty() && parsed.str("socket").is_none() => {
-            usage_error("argument --allow-uid: only with --socket (a daemon shared by several users listens on one socket)")
-        }
-        (Some("install"), Some(dir)) => match parsed.str("compiler") {
-            None => usage_error("shim install: the following arguments are required: --compiler"),
-            Some(real) => install(
-                prog,
-                &InstallRequest {
-                    dir: Path::new(dir),
-                    real,
-                    budget: parsed.str("memory_budget").unwrap_or(DEFAULT_MEMORY_BUDGET),
-                    socket: parsed.str("socket"),
-                    allow_uids,
-                },
-            ),
-        },
-        (Some(a @ ("status" | "uninstall")), _) if install_only.is_some() => usage_error(&format!(
-            "--{} applies to install only, not {a}",
-            install_only.unwrap_or_default().replace('_', "-")
-        )),
-        (Some("status"), dir) => status(dir.map(Path::new)),
-        (Some("uninstall"), None) => usage_error("shim uninstall: the following arguments are required: DIR"),
-        (Some("uninstall"), Some(dir)) => uninstall(Path::new(dir)),
-        (Some(other), _) => usage_error(&format!(
-            "argument {{install,status,uninstall}}: invalid choice: {} (choose from 'install', 'status', 'uninstall')",
-            crate::cli::argparse::py_repr(other)
-        )),
+    match &cmd.action {
+        ShimAction::Install(req) => install(prog, req),
+        ShimAction::Status { dir } => status(dir.as_deref()),
+        ShimAction::Uninstall { dir } => uninstall(dir),
     }
 }
 
@@ -492,38 +428,39 @@ fn place_link(dir: &Trusted, target: &Path) -> std::io::Result<()> {
 }
 
 /// The daemon's own parser judges the budget, the socket and the uids, as it will when it starts.
-fn check_daemon_settings(prog: &str, req: &InstallRequest, socket: &Path) -> Result<(), i32> {
+fn check_daemon_settings(prog: &str, req: &Install, socket: &Path) -> Result<(), i32> {
     let mut probe: Vec<String> = [
         "--memory-budget",
-        req.budget,
+        &req.memory_budget,
         "--socket",
         &socket.display().to_string(),
     ]
     .map(String::from)
     .to_vec();
-    for uid in &req.allow_uids {
+    for uid in &req.allow_uid {
         probe.extend(["--allow-uid".to_string(), uid.to_string()]);
     }
-    match daemon_config::parse(&format!("{prog} daemon"), &probe) {
+    match daemon_config::parse(prog, &probe) {
         Ok(_) => Ok(()),
         Err(e) => {
-            err(&e.render());
+            err(&e);
             Err(crate::cli::CliError::EXIT_STATUS)
         }
     }
 }
 
-fn install(prog: &str, req: &InstallRequest) -> i32 {
-    let dir = match std::path::absolute(req.dir) {
+fn install(prog: &str, req: &Install) -> i32 {
+    let dir = match std::path::absolute(&req.dir) {
         Ok(d) => d,
         Err(e) => return failed(&format!("{}: {e}", req.dir.display())),
     };
-    let compiler = match real_compiler(req.real, &dir) {
+    let compiler = match real_compiler(&req.compiler, &dir) {
         Ok(c) => c,
         Err(e) => return failed(&e),
     };
     let socket = req
         .socket
+        .as_ref()
         .map(|s| std::path::absolute(s).unwrap_or_else(|_| PathBuf::from(s)));
     if let Err(status) = check_daemon_settings(
         prog,
@@ -554,8 +491,8 @@ fn install(prog: &str, req: &InstallRequest) -> i32 {
             format: FORMAT.to_string(),
             compiler,
             socket,
-            allow_uids: req.allow_uids.clone(),
-            memory_budget: req.budget.to_string(),
+            allow_uids: req.allow_uid.clone(),
+            memory_budget: req.memory_budget.clone(),
             nxcc,
             created_dirs: Vec::new(),
             created_dir: false,
@@ -705,14 +642,15 @@ fn daemon_status(config: &Config, dir: &Path) -> String {
     };
     match client::request(&socket, "GET", "/v1/status") {
         Ok((200, body)) => {
-            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let s: crate::daemon::wire::DaemonStatus =
+                serde_json::from_str(&body).unwrap_or_default();
             format!(
                 "  daemon: answers on {} ({whose}; pid {}, {} running, {} queued, engine: {})\n",
                 socket.display(),
-                v["pid"],
-                v["running"],
-                v["queued"],
-                v["engine"].as_str().unwrap_or("?"),
+                s.pid,
+                s.running,
+                s.queued,
+                if s.engine.is_empty() { "?" } else { &s.engine },
             )
         }
         Ok((code, body)) => format!(

@@ -26,7 +26,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use super::{loop_of, read_config, Config, HOPS_ENV, LINK_NAME, MAX_HOPS};
-use crate::cli::namespace::Dest;
 use crate::cli::{self, Command};
 use crate::daemon::client::{self, Sent};
 
@@ -91,7 +90,7 @@ pub fn served_compile(args: &[OsString]) -> Option<Vec<String>> {
         .map(|a| a.to_str().map(str::to_string))
         .collect::<Option<_>>()?;
     match cli::parse(LINK_NAME, &args) {
-        Ok(Command::Compile(c)) if c.ns.str(Dest::DryRun).is_none() && !c.ns.bool(Dest::Daemon) => {
+        Ok(Command::Compile(c)) if c.settings.dry_run.is_none() && !c.settings.daemon => {
             Some(c.argv)
         }
         _ => None,
@@ -102,7 +101,7 @@ fn serve(config: &Config, dir: &Path, argv: &[OsString], hops: u32) -> i32 {
     let args = &argv[1..];
     if let Some(compile) = served_compile(args) {
         match client::send(&config.target(dir), &compile) {
-            Sent::Finished(status) => return status,
+            Sent::Finished(done) => return done.exit_status,
             Sent::Failed(e) => {
                 crate::cli::subcommand::err(&format!("[ERROR] {WHO}: {e}\n"));
                 return crate::error::EXIT_COMPILE_FAILED;

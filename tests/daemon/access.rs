@@ -212,10 +212,37 @@ struct Flood {
 /// The most bytes of an answer the flooding child keeps (the first connection's is reported).
 const ANSWER_BYTES: usize = 1024;
 
+/// The start of an answer read from `fd` (into a buffer on the stack: a forked child calls it),
+/// and whether the daemon then ended the stream (only the end of the stream counts: a reset
+/// loses the answer).
+fn read_answer(fd: libc::c_int) -> ([u8; ANSWER_BYTES], bool) {
+    let mut buf = [0u8; ANSWER_BYTES];
+    let mut got = 0usize;
+    while got < buf.len() {
+        // SAFETY: a read into the part of `buf` not yet filled, whose length it is given.
+        let r = unsafe {
+            libc::read(
+                fd,
+                buf[got..].as_mut_ptr() as *mut libc::c_void,
+                buf.len() - got,
+            )
+        };
+        if r == 0 {
+            return (buf, true);
+        }
+        if r < 0 {
+            break;
+        }
+        got += r as usize;
+    }
+    (buf, false)
+}
+
 impl Flood {
     /// Start the child: every connection writes a request first (`send`), or sends nothing.
     fn start(user: &TestUser, socket: &Path, n: usize, send: bool) -> Flood {
         // Everything the child needs is made before the fork: it only makes system calls.
+        // SAFETY: sockaddr_un is plain data, for which all zeroes is a valid value.
         let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
         addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
         let path = socket.as_os_str().as_bytes();
@@ -243,6 +270,7 @@ impl Flood {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
+            // SAFETY: the forked child: only system calls on memory prepared before the fork, and `_exit`.
             unsafe {
                 libc::close(results[0]);
                 libc::close(hold[1]);
@@ -281,25 +309,7 @@ impl Flood {
                             libc::MSG_NOSIGNAL,
                         ) == request.len() as isize;
                     }
-                    let mut buf = [0u8; ANSWER_BYTES];
-                    let mut got = 0usize;
-                    let mut closed = false;
-                    while got < buf.len() {
-                        let r = libc::read(
-                            fd,
-                            buf[got..].as_mut_ptr() as *mut libc::c_void,
-                            buf.len() - got,
-                        );
-                        // Only the end of the stream counts: a reset loses the answer.
-                        if r == 0 {
-                            closed = true;
-                            break;
-                        }
-                        if r < 0 {
-                            break;
-                        }
-                        got += r as usize;
-                    }
+                    let (buf, closed) = read_answer(fd);
                     if i == 0 {
                         first = buf;
                     }

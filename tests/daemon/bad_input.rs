@@ -34,25 +34,12 @@ fn post(path: &str, body: &[u8]) -> Vec<u8> {
     r
 }
 
-#[test]
-fn every_bad_request_gets_its_4xx_and_the_daemon_keeps_serving() {
-    let world = World::new();
-    // A short header timeout, so the slow head below is answered without a long wait (the
-    // default is 10 s; the figure is the daemon's, whatever it is).
-    let daemon = Daemon::start(&world, "d", &["--head-timeout", "0.5"], &[]);
-    let wd = world.mkdir("w");
-    let wd_q = wd.display().to_string();
-    let model = example_model();
+/// A bad request, whether its writer then ends the stream, the status and a part of the reason
+/// the daemon answers.
+type Case = (&'static str, Vec<u8>, bool, u16, &'static str);
 
-    // A head cut off with no end of stream: answered when the header timeout expires (checked
-    // last; it runs meanwhile).
-    let slow = {
-        let s = daemon.connect();
-        (&s).write_all(b"POST /compile HTTP/1.1\r\nHost: x\r\nContent-Le")
-            .unwrap();
-        std::thread::spawn(move || read_response(&mut BufReader::new(&s)))
-    };
-
+/// Requests broken at the HTTP level: cut off, not HTTP, bodies and heads too large.
+fn broken_http(wd_q: &str) -> Vec<Case> {
     let big_body = vec![b'x'; 2 << 20];
     let mut chunked = b"POST /v1/compile HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
     for part in big_body.chunks(64 << 10) {
@@ -65,7 +52,7 @@ fn every_bad_request_gets_its_4xx_and_the_daemon_keeps_serving() {
         "GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Filler: {}\r\nConnection: close\r\n\r\n",
         "a".repeat(20 << 10)
     );
-    let cases: Vec<(&str, Vec<u8>, bool, u16, &str)> = vec![
+    vec![
         (
             "head cut off by the end of stream",
             b"POST /compile HTTP/1.1\r\nHost: x\r\nContent-Le".to_vec(),
@@ -102,6 +89,13 @@ fn every_bad_request_gets_its_4xx_and_the_daemon_keeps_serving() {
             413,
             "request head is larger than 16384 bytes",
         ),
+    ]
+}
+
+/// Requests well framed whose content is refused: bad JSON, bad UTF-8 or quoting, a bad working
+/// directory.
+fn refused_content(wd_q: &str) -> Vec<Case> {
+    vec![
         (
             "invalid JSON",
             post("/v1/compile", b"{\"argv\": [\"m.pb\""),
@@ -187,6 +181,12 @@ fn every_bad_request_gets_its_4xx_and_the_daemon_keeps_serving() {
             400,
             "invalid percent-encoding",
         ),
+    ]
+}
+
+/// Requests whose environment sets what a request may not; and a body shorter than announced.
+fn refused_env() -> Vec<Case> {
+    vec![
         (
             "an environment that sets the worker's own variables",
             post(
@@ -235,7 +235,31 @@ fn every_bad_request_gets_its_4xx_and_the_daemon_keeps_serving() {
             400,
             "cannot read the request body",
         ),
-    ];
+    ]
+}
+
+#[test]
+fn every_bad_request_gets_its_4xx_and_the_daemon_keeps_serving() {
+    let world = World::new();
+    // A short header timeout, so the slow head below is answered without a long wait (the
+    // default is 10 s; the figure is the daemon's, whatever it is).
+    let daemon = Daemon::start(&world, "d", &["--head-timeout", "0.5"], &[]);
+    let wd = world.mkdir("w");
+    let wd_q = wd.display().to_string();
+    let model = example_model();
+
+    // A head cut off with no end of stream: answered when the header timeout expires (checked
+    // last; it runs meanwhile).
+    let slow = {
+        let s = daemon.connect();
+        (&s).write_all(b"POST /compile HTTP/1.1\r\nHost: x\r\nContent-Le")
+            .unwrap();
+        std::thread::spawn(move || read_response(&mut BufReader::new(&s)))
+    };
+
+    let mut cases = broken_http(&wd_q);
+    cases.extend(refused_content(&wd_q));
+    cases.extend(refused_env());
     for (what, request, eof, status, reason) in cases {
         let r = send(&daemon, request, eof);
         assert_eq!(r.status, status, "{what}: {}", r.text());

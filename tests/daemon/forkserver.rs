@@ -264,11 +264,9 @@ fn a_stopped_fork_server_is_replaced_and_its_compile_reported() {
     let worker = workers[0];
     // SAFETY: kill(2) on the daemon's fork server, a process this test identified by /proc.
     assert_eq!(unsafe { libc::kill(helper as i32, libc::SIGSTOP) }, 0);
+    let tool_pid = tool().unwrap() as i32;
     // SAFETY: kill(2) on the compile's tool, identified by its marker and name.
-    assert_eq!(
-        unsafe { libc::kill(tool().unwrap() as i32, libc::SIGKILL) },
-        0
-    );
+    assert_eq!(unsafe { libc::kill(tool_pid, libc::SIGKILL) }, 0);
     // The worker finishes; its parent, stopped, can neither reap it nor report its end.
     wait_until(hang_guard(), "the worker to finish", || {
         state(worker) == Some('Z')

@@ -317,3 +317,45 @@ fn the_daemon_runs_an_external_compiler_through_its_cache() {
         daemon.log_text()
     );
 }
+
+/// A dry run is rendered in one place: the daemon shows exactly what `nxcc compile` shows in the
+/// same directory, memory estimate included, as text and as JSON.
+#[test]
+fn the_daemons_dry_run_is_the_command_lines() {
+    let world = World::new();
+    let daemon = Daemon::start(&world, "d", &[], &[]);
+    let wd = world.mkdir("w");
+    std::fs::copy(example_model(), wd.join("m.hlo")).unwrap();
+    for flag in ["--dry-run", "--dry-run=json"] {
+        let argv = sim_argv("m.hlo", "m.neff", &[flag]);
+        let (r, events) = daemon.v1(&json!({
+            "argv": argv,
+            "working_directory": wd.display().to_string(),
+        }));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let shown: String = events
+            .iter()
+            .filter(|e| e["event"] == "log" && e["stream"] == "stdout")
+            .map(|e| format!("{}\n", e["line"].as_str().unwrap()))
+            .collect();
+        let done = events.last().unwrap();
+        assert_eq!(
+            (done["event"].as_str(), done["exit_status"].as_i64()),
+            (Some("done"), Some(0))
+        );
+        assert_eq!(done["status"], "succeeded", "{done}");
+        let local = world
+            .nxcc()
+            .arg("compile")
+            .args(&argv)
+            .current_dir(&wd)
+            .output()
+            .unwrap();
+        assert_eq!(local.status.code(), Some(0));
+        assert_eq!(shown, String::from_utf8_lossy(&local.stdout), "{flag}");
+        assert!(
+            shown.contains("memory estimate") || shown.contains("memory_estimate"),
+            "{flag}"
+        );
+    }
+}

@@ -124,6 +124,7 @@ fn free_port() -> u16 {
 /// Stop a child by pid: SIGTERM to its process group, then SIGKILL after `grace`.
 fn stop(child: &mut Child, grace: Duration) {
     let pid = child.id() as i32;
+    // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
     unsafe { libc::kill(-pid, libc::SIGTERM) };
     let t = Instant::now();
     while t.elapsed() < grace {
@@ -132,6 +133,7 @@ fn stop(child: &mut Child, grace: Duration) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
     unsafe { libc::kill(-pid, libc::SIGKILL) };
     let _ = child.wait();
 }
@@ -187,6 +189,7 @@ impl Server {
     /// held in memory is lost, as in a crash).
     pub fn restart(&mut self) {
         let pid = self.child.id() as i32;
+        // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
         let _ = self.child.wait();
         let t = Instant::now();
@@ -309,6 +312,7 @@ pub fn speaks_http2(netns: Option<&str>, host: &str, port: u16) -> bool {
                 return false;
             };
             use std::os::fd::AsRawFd;
+            // SAFETY: setns on the descriptor of a namespace file this thread opened; no pointers.
             if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                 return false;
             }
@@ -430,12 +434,14 @@ impl Worker {
 
     pub fn kill(&mut self) {
         let pid = self.child.id() as i32;
+        // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
         let _ = self.child.wait();
     }
 
     /// SIGTERM; the exit status once it has drained.
     pub fn terminate(&mut self, limit: Duration) -> Option<i32> {
+        // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let t = Instant::now();
         while t.elapsed() < limit {
@@ -606,6 +612,7 @@ fn wait_named(child: Child, limit: Duration, what: &str) -> std::process::Output
     match rx.recv_timeout(limit) {
         Ok(o) => o.unwrap(),
         Err(_) => {
+            // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("{what} did not finish within {} s", limit.as_secs());
         }

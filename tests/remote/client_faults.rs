@@ -312,6 +312,7 @@ fn a_signal_ends_a_remote_compile_at_once_and_cancels_its_operation() {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
         unsafe { libc::kill(child.id() as i32, sig) };
         let o = buildgrid::wait_limited(child, LIMIT);
         let out = said(&o);

@@ -93,6 +93,7 @@ impl Fleet {
             .split_whitespace()
             .filter_map(|p| p.parse::<i32>().ok())
         {
+            // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
             unsafe { libc::kill(p, sig) };
         }
     }
@@ -106,6 +107,7 @@ impl Drop for Fleet {
                 .split_whitespace()
                 .filter_map(|p| p.parse::<i32>().ok())
             {
+                // SAFETY: kill takes no pointers: signals to processes of this test.
                 unsafe {
                     libc::kill(p, libc::SIGKILL);
                     libc::kill(p, libc::SIGCONT);
@@ -172,6 +174,53 @@ fn until(what: &str, mut cond: impl FnMut() -> bool, context: &dyn Fn() -> Strin
     }
 }
 
+/// Each model compiled here the reference way (to model.neff), on a thread of its own.
+fn compile_references(models: Vec<Vec<u8>>) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+    std::thread::spawn(move || {
+        models
+            .iter()
+            .map(|m| {
+                let local = Client::new();
+                std::fs::write(local.path().join("m.pb"), m).unwrap();
+                let o = local.run(
+                    &[
+                        "compile",
+                        "m.pb",
+                        "--target",
+                        "trn2",
+                        "--toolchain",
+                        "sim",
+                        "--output",
+                        "model.neff",
+                    ],
+                    &[],
+                    LIMIT,
+                );
+                assert!(o.status.success(), "{}", text(&o.stderr));
+                std::fs::read(local.path().join("model.neff")).unwrap()
+            })
+            .collect::<Vec<_>>()
+    })
+}
+
+/// Each output is its local compile's NEFF, downloaded exactly once.
+fn check_outputs(dir: &std::path::Path, references: &[Vec<u8>]) {
+    for (i, reference) in references.iter().enumerate() {
+        let got = std::fs::read(dir.join(format!("out/g{i:02}.neff")))
+            .unwrap_or_else(|e| panic!("g{i:02}.neff was lost: {e}"));
+        assert!(
+            &got == reference,
+            "g{i:02}.neff differs from its local compile"
+        );
+        let log = std::fs::read_to_string(dir.join(format!("out/g{i:02}.log"))).unwrap();
+        assert_eq!(
+            log.matches("Downloaded the NEFF").count(),
+            1,
+            "g{i:02}.neff was not written exactly once:\n{log}"
+        );
+    }
+}
+
 #[test]
 fn a_fleet_across_hosts_survives_a_killed_worker_a_frozen_one_and_a_server_restart() {
     let fleet = match Fleet::make() {
@@ -190,34 +239,7 @@ fn a_fleet_across_hosts_survives_a_killed_worker_a_frozen_one_and_a_server_resta
     for (i, m) in models.iter().enumerate() {
         std::fs::write(graphs.join(format!("g{i:02}.pb")), m).unwrap();
     }
-    let references = std::thread::spawn({
-        let models = models.clone();
-        move || {
-            models
-                .iter()
-                .map(|m| {
-                    let local = Client::new();
-                    std::fs::write(local.path().join("m.pb"), m).unwrap();
-                    let o = local.run(
-                        &[
-                            "compile",
-                            "m.pb",
-                            "--target",
-                            "trn2",
-                            "--toolchain",
-                            "sim",
-                            "--output",
-                            "model.neff",
-                        ],
-                        &[],
-                        LIMIT,
-                    );
-                    assert!(o.status.success(), "{}", text(&o.stderr));
-                    std::fs::read(local.path().join("model.neff")).unwrap()
-                })
-                .collect::<Vec<_>>()
-        }
-    });
+    let references = compile_references(models.clone());
 
     let mut server = Server::launch(Launch {
         host: Some(Fleet::address("server")),
@@ -287,21 +309,7 @@ fn a_fleet_across_hosts_survives_a_killed_worker_a_frozen_one_and_a_server_resta
         logs(),
         server.log()
     );
-    let references = references.join().unwrap();
-    for (i, reference) in references.iter().enumerate() {
-        let got = std::fs::read(c.path().join(format!("out/g{i:02}.neff")))
-            .unwrap_or_else(|e| panic!("g{i:02}.neff was lost: {e}"));
-        assert!(
-            &got == reference,
-            "g{i:02}.neff differs from its local compile"
-        );
-        let log = std::fs::read_to_string(c.path().join(format!("out/g{i:02}.log"))).unwrap();
-        assert_eq!(
-            log.matches("Downloaded the NEFF").count(),
-            1,
-            "g{i:02}.neff was not written exactly once:\n{log}"
-        );
-    }
+    check_outputs(c.path(), &references.join().unwrap());
     let leftovers: Vec<_> = std::fs::read_dir(c.path().join("out"))
         .unwrap()
         .flatten()

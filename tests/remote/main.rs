@@ -406,6 +406,7 @@ fn a_killed_worker_s_compile_finishes_on_another_worker() {
     slow.kill();
     // The killed worker's compile (its own process group) is an orphan now: end it too.
     for pid in processes_with_env("NXCC_REMOTE_TEST_MARK", "slow-worker") {
+        // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
     let o = client.wait_with_output().unwrap();
@@ -535,6 +536,7 @@ fn the_daemon_sends_its_compiles_to_the_remote_workers() {
         &[("NXCC_DAEMON_SOCKET", sock.as_str())],
         LIMIT,
     );
+    // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
     unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
     let _ = child.wait();
     assert!(

@@ -158,8 +158,14 @@ fn tls_mutual_certificates_and_a_bearer_token_against_buildgrid() {
     assert!(out.to_lowercase().contains("certificate"), "{out}");
     // A token file that is a FIFO: an error, not a hang.
     let fifo = c.path().join("token-fifo");
-    let cs = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(cs.as_ptr(), 0o600) }, 0);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
     let out = with(&[("NXCC_REMOTE_TOKEN_FILE", Some(fifo.display().to_string()))]);
     assert!(out.contains("not a regular file"), "{out}");
     // Credentials are never sent in the clear.

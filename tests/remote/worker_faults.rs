@@ -125,6 +125,7 @@ fn until_gone(mark: &str) {
         }
         if t.elapsed() > LIMIT {
             for p in &left {
+                // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
                 unsafe { libc::kill(*p as i32, libc::SIGKILL) };
             }
             panic!("the compile still runs: pids {left:?}");
@@ -180,6 +181,7 @@ fn a_worker_ends_a_compile_at_its_time_limit_and_when_the_server_cancels_it() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = super::buildgrid::wait_limited(child, LIMIT);
     assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));

@@ -303,6 +303,7 @@ fn two_hosts_compiling_one_key_at_once_compile_it_once() {
     // Host A holds the key's lock: stop it there until host B is seen waiting for it.
     wait_for_lock(&server, &mut first);
     let group = first.id() as i32;
+    // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
     unsafe { libc::kill(-group, libc::SIGSTOP) };
     let mut second = b.on_host("host-b", &url, "trn2").spawn().unwrap();
     let lines = std::io::BufRead::lines(std::io::BufReader::new(second.stdout.take().unwrap()));
@@ -319,6 +320,7 @@ fn two_hosts_compiling_one_key_at_once_compile_it_once() {
         seen
     });
     let waited = rx.recv_timeout(Duration::from_secs(120)).is_ok();
+    // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
     unsafe { libc::kill(-group, libc::SIGCONT) };
     let (first, second) = (
         first.wait_with_output().unwrap(),

@@ -274,6 +274,7 @@ impl Server {
     /// Stop it (SIGKILL to its group).
     pub fn kill(&mut self) {
         let pid = self.child.id() as i32;
+        // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
         let _ = self.child.wait();
     }

@@ -92,6 +92,7 @@ impl Drop for Net {
                 .split_whitespace()
                 .filter_map(|p| p.parse::<i32>().ok())
             {
+                // SAFETY: kill takes no pointers: signals to processes of this test.
                 unsafe {
                     libc::kill(p, libc::SIGKILL);
                     libc::kill(p, libc::SIGCONT);

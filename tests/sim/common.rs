@@ -1,12 +1,12 @@
 //! Shared fixtures of the simulated-toolchain tests: a laid-out toolchain of links to the built
-//! `nxcc-sim`, plans built by the real driver code (`cli::parse` + `plan::build`), and a runner
+//! `nxcc-sim`, invocations made by the real front door (`Invocation::from_argv`), and a runner
 //! that executes a plan's native-tool steps as real processes.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use nxcc::jobs::{Action, Step};
-use nxcc::plan::{Plan, SystemProbe};
+use nxcc::plan::{Invocation, SystemProbe};
 use nxcc_sim::layout::{lay_out_from, Sources, LIB_FILE};
 
 pub const SIM_VARS: [&str; 7] = [
@@ -89,8 +89,8 @@ impl Fixture {
         }
     }
 
-    /// The plan the driver builds for `compile <model> --target trn1 --toolchain <tc> <extra>`.
-    pub fn plan(&self, extra: &[&str]) -> Plan {
+    /// The invocation the driver makes of `compile <model> --target trn1 --toolchain <tc> <extra>`.
+    pub fn plan(&self, extra: &[&str]) -> Invocation {
         let mut args: Vec<String> = vec![
             "compile".into(),
             self.model.display().to_string(),
@@ -100,13 +100,7 @@ impl Fixture {
             self.toolchain.display().to_string(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let nxcc::cli::Command::Compile(c) = nxcc::cli::parse("nxcc", &args).unwrap() else {
-            panic!("not a compile command")
-        };
-        let probe = SystemProbe {
-            launch_dir: self.launch.clone(),
-        };
-        nxcc::plan::build(&c, &probe).unwrap()
+        Invocation::from_argv("nxcc", &args, &SystemProbe::at(&self.launch)).unwrap()
     }
 
     /// A command for `argv` in `cwd` (relative to the work dir), with a clean injection
@@ -151,7 +145,8 @@ pub struct Ran {
 /// native-tool step as a real process with the driver's argv and cwd; Frontend through the
 /// simulated frontend; Kelper replaced by a NEFF-shaped file. Steps are rebuilt with the work
 /// dir's real `value_input*.npy` files, as the driver does at run time. Panics on any failure.
-pub fn run_plan(fx: &Fixture, plan: &Plan) -> Vec<Ran> {
+pub fn run_plan(fx: &Fixture, inv: &Invocation) -> Vec<Ran> {
+    let plan = &inv.plan;
     let mut ran = Vec::new();
     let mut value_inputs: Vec<String> = std::fs::read_dir(&fx.work)
         .unwrap()
@@ -178,7 +173,7 @@ pub fn run_plan(fx: &Fixture, plan: &Plan) -> Vec<Ran> {
             _ => {}
         }
         let gold = fx.work.join("gold-000.p").exists();
-        let ctx = plan.job_context(
+        let ctx = inv.job_context(
             &subgraphs,
             &value_inputs,
             gold,
@@ -239,7 +234,8 @@ pub fn stderr(o: &Output) -> String {
 }
 
 /// The argv the plan gives the first step of `job`.
-pub fn argv_of(plan: &Plan, job: &str) -> Vec<String> {
+pub fn argv_of(inv: &Invocation, job: &str) -> Vec<String> {
+    let plan = &inv.plan;
     plan.jobs
         .iter()
         .find(|j| j.name.name() == job)

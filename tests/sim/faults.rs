@@ -33,8 +33,9 @@ fn no_core(c: &mut Command) -> &mut Command {
 fn wait4(child: std::process::Child) -> (std::process::ExitStatus, libc::rusage) {
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
-    // SAFETY: plain wait4 on our own child with valid out-pointers.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, into a status and a rusage we own.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(r, pid);
     (std::process::ExitStatus::from_raw(status), usage)

@@ -4,7 +4,7 @@
 use crate::common::*;
 
 /// A fixture whose work dir holds the frontend's output (so every tool has its inputs).
-fn ready() -> (Fixture, nxcc::plan::Plan) {
+fn ready() -> (Fixture, nxcc::plan::Invocation) {
     let fx = Fixture::new(&ModelSpec::File("tiny.hlo", tiny_hlo()));
     let prepare = fx.plan(&["--pipeline", "HLOToTensorizer", "Frontend", "Kelper"]);
     run_plan(&fx, &prepare);
@@ -288,7 +288,7 @@ fn neff_wrapper_backend_and_watchpoint_are_strict() {
     let wrapped = fx.launch.join("file.wrapped.hlo.pb");
     let not_neff = fx.launch.join("not.neff");
     std::fs::write(&not_neff, b"plain bytes").unwrap();
-    let neff = plan.output.display().to_string();
+    let neff = plan.plan.output.display().to_string();
     let cases: Vec<(Vec<String>, i32, &str)> = vec![
         (
             with_tail(

@@ -123,7 +123,7 @@ fn every_tool_accepts_the_driver_command_lines() {
         .iter()
         .map(|p| p.as_str().unwrap())
         .collect();
-    assert_eq!(passes, plan.walrus_passes);
+    assert_eq!(passes, plan.plan.walrus_passes);
     let neff = json(&sg.join("neff.json"));
     assert_eq!(neff["schema_version"], "0.5");
     assert_eq!(neff["sg"], "sg00");
@@ -146,7 +146,7 @@ fn every_tool_accepts_the_driver_command_lines() {
     assert_eq!(bir["watchpoint"]["mode"], "all");
     let wrapped = std::fs::read(fx.launch.join("file.wrapped.hlo.pb")).unwrap();
     assert!(wrapped.starts_with(&tiny_hlo()));
-    let neff_digest = blake3::hash(&std::fs::read(&plan.output).unwrap())
+    let neff_digest = blake3::hash(&std::fs::read(&plan.plan.output).unwrap())
         .to_hex()
         .to_string();
     assert!(String::from_utf8_lossy(&wrapped).contains(&format!("# neff-blake3: {neff_digest}")));
@@ -198,7 +198,7 @@ fn a_model_directory_runs_one_walrus_per_subgraph_and_the_modular_wrapper() {
     ];
     let fx = Fixture::new(&ModelSpec::Dir("graphs", files));
     let plan = fx.plan(&["--meta-module", "2", "--enable-internal-neff-wrapper"]);
-    assert_eq!(plan.subgraphs, ["sg00", "sg01", "sg02"]);
+    assert_eq!(plan.plan.subgraphs, ["sg00", "sg01", "sg02"]);
     let ran = run_plan(&fx, &plan);
     let penguin = ran.iter().find(|r| r.job == "HLOToTensorizer").unwrap();
     assert!(penguin.argv.contains(&"--partition".to_string()));
@@ -238,6 +238,7 @@ fn the_library_runs_the_fork_walrus_argv_beside_an_absolute_input() {
     ]);
     run_plan(&fx, &plan);
     let step = &plan
+        .plan
         .jobs
         .iter()
         .find(|j| j.name == nxcc::jobs::Job::WalrusDriver)

@@ -63,7 +63,7 @@ pub struct Schedule {
 }
 
 /// What is running and waiting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     /// Compiles holding a place now.
     pub running: usize,
@@ -143,7 +143,7 @@ impl Schedule {
 
     /// Whether `req` may start now, whatever waits: below the concurrency limit, nothing running
     /// alone, alone only when nothing runs, and within the budget (or nothing runs).
-    pub fn fits(&self, req: &Request) -> bool {
+    pub(crate) fn fits(&self, req: &Request) -> bool {
         let fits_memory = match self.budget {
             Some(b) => self.running.is_empty() || self.in_use.saturating_add(req.bytes) <= b,
             None => true,
@@ -156,7 +156,8 @@ impl Schedule {
 
     /// Whether the head of the queue holds a reservation: it has waited out every compile that was
     /// running when it became the head, and nothing passes it any more.
-    pub fn head_reserved(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn head_reserved(&self) -> bool {
         self.queue
             .front()
             .and_then(|w| w.blockers.as_ref())
@@ -259,7 +260,7 @@ impl Admission {
 
     /// Take a place in the queue now (behind the waiting compiles, or ahead of them with
     /// `first`); wait for it with [`Ticket::wait`].
-    pub fn enqueue(self: &Arc<Self>, req: Request, first: bool) -> Ticket {
+    pub(crate) fn enqueue(self: &Arc<Self>, req: Request, first: bool) -> Ticket {
         let mut s = self.lock();
         let id = if first {
             s.push_front(req)
@@ -342,91 +343,12 @@ impl Drop for Permit {
     }
 }
 
-/// Parse a size: `512M`, `1G`, `1.5GiB`, `2048` (bytes), `auto` → 80 % of `MemAvailable`.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    if t.eq_ignore_ascii_case("auto") {
-        return mem_available()
-            .map(|m| m / 5 * 4)
-            .ok_or_else(|| "cannot read MemAvailable from /proc/meminfo".to_string());
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("invalid size: {text:?}"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(format!("invalid size unit in {text:?} (use K, M, G or T)")),
-    };
-    if !n.is_finite() || n < 0.0 {
-        return Err(format!("invalid size: {text:?}"));
-    }
-    Ok((n * mult as f64) as u64)
-}
-
-/// The smallest memory budget taken: 64 MiB, a fifth of what the estimate gives the smallest
-/// compile. A smaller one is a size written without its unit (`--memory-budget 100` meant as
-/// 100 G, say), refused rather than read as bytes.
-pub const MIN_BUDGET: u64 = 64 << 20;
-
-/// Parse a memory budget (`16G`, `512M`, `auto`): [`parse_size`], refused below [`MIN_BUDGET`]
-/// with a message that names the units.
-pub fn parse_budget(text: &str) -> Result<u64, String> {
-    let n = parse_size(text)?;
-    if n < MIN_BUDGET {
-        return Err(format!(
-            "{text:?} is {n} bytes, below the smallest budget (64M): give a unit (K, M, G or T: \
-             16G, 512M) or auto (80 % of the memory available)"
-        ));
-    }
-    Ok(n)
-}
-
-/// `MemAvailable` in bytes.
-pub fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     const MIB: u64 = 1 << 20;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
-        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
-        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
-        assert_eq!(parse_size("2048").unwrap(), 2048);
-        assert!(parse_size("12Q").is_err());
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("auto").unwrap() > 0);
-    }
-
-    #[test]
-    fn budgets_below_the_smallest_are_refused_with_their_units() {
-        assert_eq!(parse_budget("16G").unwrap(), 16 << 30);
-        assert_eq!(parse_budget("64M").unwrap(), MIN_BUDGET);
-        assert!(parse_budget("auto").unwrap() >= MIN_BUDGET || parse_budget("auto").is_err());
-        for small in ["100", "0", "63M", "1K"] {
-            let e = parse_budget(small).unwrap_err();
-            assert!(
-                e.contains("below the smallest budget (64M)"),
-                "{small}: {e}"
-            );
-            assert!(e.contains("K, M, G or T"), "{small}: {e}");
-        }
-    }
 
     fn req(bytes: u64) -> Request {
         Request {

@@ -51,19 +51,19 @@ impl NccError {
     }
 
     /// This error, caused by the I/O error `e` (its error number is kept).
-    pub fn caused_by(mut self, e: &std::io::Error) -> NccError {
+    pub(crate) fn caused_by(mut self, e: &std::io::Error) -> NccError {
         self.os_error = e.raw_os_error();
         self
     }
 
     /// Whether it says a tool (or the toolchain, or the compiler) is missing.
-    pub fn is_missing_tool(&self) -> bool {
+    pub(crate) fn is_missing_tool(&self) -> bool {
         self.code == Some(TOOL_NOT_FOUND)
     }
 
     /// Whether it says nxcc could not do its own part (write a file, start a process, load a
     /// library).
-    pub fn is_internal(&self) -> bool {
+    pub(crate) fn is_internal(&self) -> bool {
         self.code == Some(INTERNAL)
     }
 }
@@ -77,7 +77,7 @@ const FIND_TOOLCHAIN: &str =
 /// DVR codes) keep the original's numbers; nxcc's own start at EDRV081 (01-cli.md).
 impl NccError {
     /// NCC_DRV017: more than one model file for the XLA flow.
-    pub fn one_model_only() -> NccError {
+    pub(crate) fn one_model_only() -> NccError {
         NccError::new(
             "DRV017",
             "XLA flow only takes 1 model file",
@@ -86,7 +86,7 @@ impl NccError {
     }
 
     /// NCC_DRV068: the model file does not exist.
-    pub fn model_missing(model: impl fmt::Display) -> NccError {
+    pub(crate) fn model_missing(model: impl fmt::Display) -> NccError {
         NccError::new(
             "DRV068",
             format!("HLO module {model} doesn't exist"),
@@ -95,7 +95,7 @@ impl NccError {
     }
 
     /// NCC_DRV077: the work dir holds an earlier compile's artifacts.
-    pub fn artifacts_exist(dir: impl fmt::Display) -> NccError {
+    pub(crate) fn artifacts_exist(dir: impl fmt::Display) -> NccError {
         NccError::new(
             "DRV077",
             format!("Compilation artifacts already exist in the output directory ({dir})."),
@@ -104,7 +104,10 @@ impl NccError {
     }
 
     /// NCC_EARG001: an argument value validation refuses.
-    pub fn illegal_argument(cause: impl fmt::Display, resolution: impl Into<String>) -> NccError {
+    pub(crate) fn illegal_argument(
+        cause: impl fmt::Display,
+        resolution: impl Into<String>,
+    ) -> NccError {
         NccError::new(
             "EARG001",
             format!("Illegal argument(s) - {cause}"),
@@ -113,7 +116,7 @@ impl NccError {
     }
 
     /// NCC_EDRV081: a job name the registry does not know.
-    pub fn unknown_job(name: &str, known: &[&str]) -> NccError {
+    pub(crate) fn unknown_job(name: &str, known: &[&str]) -> NccError {
         NccError::new(
             "EDRV081",
             format!("Unknown job '{name}'"),
@@ -122,7 +125,7 @@ impl NccError {
     }
 
     /// NCC_EDRV082: a tool (or the toolchain itself) is missing.
-    pub fn tool_not_found(what: impl fmt::Display) -> NccError {
+    pub(crate) fn tool_not_found(what: impl fmt::Display) -> NccError {
         NccError::new(
             TOOL_NOT_FOUND,
             format!("Could not find {what}"),
@@ -141,7 +144,7 @@ impl NccError {
 
     /// NCC_EDRV082 (the program is missing) or NCC_EDRV090 (it cannot be started): the external
     /// compiler.
-    pub fn compiler_not_run(not_found: bool, cause: impl fmt::Display) -> NccError {
+    pub(crate) fn compiler_not_run(not_found: bool, cause: impl fmt::Display) -> NccError {
         NccError::new(
             if not_found { TOOL_NOT_FOUND } else { INTERNAL },
             format!("Could not run the compiler: {cause}"),
@@ -150,7 +153,7 @@ impl NccError {
     }
 
     /// NCC_EDRV083: a job of a framework nxcc does not compile.
-    pub fn not_for_xla(job: &str) -> NccError {
+    pub(crate) fn not_for_xla(job: &str) -> NccError {
         NccError::new(
             "EDRV083",
             format!("{job} is only available for non-XLA frameworks, which nxcc does not compile"),
@@ -159,12 +162,12 @@ impl NccError {
     }
 
     /// NCC_EDRV084: StaticIOTranspose refuses its inputs or cannot do its work.
-    pub fn static_io(cause: impl fmt::Display, resolution: impl Into<String>) -> NccError {
+    pub(crate) fn static_io(cause: impl fmt::Display, resolution: impl Into<String>) -> NccError {
         NccError::new("EDRV084", cause.to_string(), resolution)
     }
 
     /// NCC_EDRV085: an option's value cannot be split into words.
-    pub fn unsplittable(dest: &str, text: &str, cause: impl fmt::Display) -> NccError {
+    pub(crate) fn unsplittable(dest: &str, text: &str, cause: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV085",
             format!(
@@ -176,12 +179,12 @@ impl NccError {
     }
 
     /// NCC_EDRV087: the NEFF could not be packed or written.
-    pub fn neff_pack(cause: impl fmt::Display, resolution: impl Into<String>) -> NccError {
+    pub(crate) fn neff_pack(cause: impl fmt::Display, resolution: impl Into<String>) -> NccError {
         NccError::new("EDRV087", cause.to_string(), resolution)
     }
 
     /// NCC_EDRV088: SaveTemps could not copy an artifact.
-    pub fn save_temps(path: impl fmt::Display, cause: impl fmt::Display) -> NccError {
+    pub(crate) fn save_temps(path: impl fmt::Display, cause: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV088",
             format!("SaveTemps could not copy {path}: {cause}"),
@@ -227,7 +230,7 @@ impl NccError {
     }
 
     /// NCC_EDRV093: the job selection leaves nothing to run; `cause` names the selector.
-    pub fn empty_plan(cause: impl fmt::Display) -> NccError {
+    pub(crate) fn empty_plan(cause: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV093",
             format!("No job to run: {cause}"),
@@ -254,7 +257,7 @@ impl NccError {
     }
 
     /// NCC_EDRV112: the external compiler succeeded but its output could not be moved.
-    pub fn compiler_output(
+    pub(crate) fn compiler_output(
         partial: impl fmt::Display,
         output: impl fmt::Display,
         cause: impl fmt::Display,
@@ -278,7 +281,7 @@ impl NccError {
 
     /// NCC_EDRV114: the model path is neither a regular file nor a directory (`what`: `a FIFO`,
     /// `a device`, `a socket`); it is never opened for reading.
-    pub fn model_not_regular(model: impl fmt::Display, what: &str) -> NccError {
+    pub(crate) fn model_not_regular(model: impl fmt::Display, what: &str) -> NccError {
         NccError::new(
             "EDRV114",
             format!("HLO module {model} is {what}, not a regular file or a directory"),
@@ -288,7 +291,7 @@ impl NccError {
 
     /// NCC_EDRV113: a cache directory that others could write, or that is not what it must be
     /// (`cause` says what is wrong and what fixes it).
-    pub fn unsafe_cache_dir(cause: impl fmt::Display) -> NccError {
+    pub(crate) fn unsafe_cache_dir(cause: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV113",
             format!("Cannot use {cause}"),
@@ -300,7 +303,7 @@ impl NccError {
 impl NccError {
     /// NCC_EDRV115: a hit-only cache (`--cache-mode hit-only`) has no entry for the compile
     /// (`why` names what differs from the nearest entry).
-    pub fn cache_miss_refused(dir: impl fmt::Display, why: impl fmt::Display) -> NccError {
+    pub(crate) fn cache_miss_refused(dir: impl fmt::Display, why: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV115",
             format!("No cached NEFF for this compile in the hit-only cache {dir}, and a hit-only cache never compiles: {why}"),
@@ -310,7 +313,7 @@ impl NccError {
 
     /// NCC_EDRV116: a cache setting that does not read (a flag's value, the cache's
     /// configuration).
-    pub fn cache_setting(cause: impl fmt::Display) -> NccError {
+    pub(crate) fn cache_setting(cause: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV116",
             format!("Invalid cache setting: {cause}"),
@@ -322,7 +325,7 @@ impl NccError {
 impl NccError {
     /// NCC_EDRV118: the model could not be read into the compile's private snapshot (`cause`
     /// says why), or it changed between the plan and the snapshot.
-    pub fn model_snapshot(model: impl fmt::Display, cause: impl fmt::Display) -> NccError {
+    pub(crate) fn model_snapshot(model: impl fmt::Display, cause: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV118",
             format!("Cannot read the model {model} into the compile's private snapshot: {cause}"),
@@ -333,7 +336,7 @@ impl NccError {
     /// NCC_EDRV119: a setting of the environment the tools would run with does not read (the
     /// simulated toolchain's injection variables): the compile's environment is at fault, not
     /// the model.
-    pub fn environment_setting(cause: impl fmt::Display) -> NccError {
+    pub(crate) fn environment_setting(cause: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV119",
             format!("Invalid setting in the environment: {cause}"),
@@ -343,7 +346,7 @@ impl NccError {
 
     /// NCC_EDRV117: a shared cache in an object store (`--cache_dir s3://...`) that cannot be
     /// used: no such bucket, access denied, the endpoint unreachable (`cause` says which).
-    pub fn shared_cache(url: impl fmt::Display, cause: impl fmt::Display) -> NccError {
+    pub(crate) fn shared_cache(url: impl fmt::Display, cause: impl fmt::Display) -> NccError {
         NccError::new(
             "EDRV117",
             format!("Cannot use the shared cache {url}: {cause}"),

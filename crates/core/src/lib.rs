@@ -9,7 +9,8 @@
 //! table assigns them):
 //! 0. [`error`], [`shell`], [`npy`], `provenance`, [`fsx`] (atomic files, unique names,
 //!    directories walked without following links), [`words`] (counts with their nouns),
-//!    [`objstore`] (the object-store seam a registered client implements);
+//!    [`job_name`] (which job a failure, an event or a figure is about), [`objstore`] (the
+//!    object-store seam a registered client implements);
 //! 1. [`run`] (running child processes under supervision: process groups, timeouts, signals,
 //!    the supervisor and its report pipe — nothing about compiling), [`cli`], [`profile`] (a run
 //!    of compiles as a Chrome trace and an HTML page), [`snapshot`] (a model's bytes read once,
@@ -41,6 +42,7 @@ pub mod error;
 pub mod forkserver;
 pub mod fsx;
 pub mod hlo;
+pub mod job_name;
 pub mod jobs;
 pub mod lockfile;
 pub mod neff;

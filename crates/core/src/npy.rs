@@ -36,7 +36,7 @@ fn err<T>(m: impl Into<String>) -> Result<T, NpyError> {
 }
 
 /// The size in bytes of one element of a simple dtype descriptor (`<f4`, `|u1`, `<U10`, `|S3`).
-pub fn itemsize(descr: &str) -> Option<usize> {
+pub(crate) fn itemsize(descr: &str) -> Option<usize> {
     let d = descr.trim_start_matches(['<', '>', '|', '=']);
     let kind = d.chars().next()?;
     let n: usize = d[kind.len_utf8()..].parse().ok()?;
@@ -194,7 +194,7 @@ pub fn transpose(shape: &[usize], perm: &[usize], itemsize: usize, data: &[u8]) 
 }
 
 /// The array in C order (a Fortran-ordered array is transposed into C order).
-pub fn to_c_order(a: &Array) -> Vec<u8> {
+pub(crate) fn to_c_order(a: &Array) -> Vec<u8> {
     if !a.fortran_order || a.shape.len() < 2 {
         return a.data.clone();
     }

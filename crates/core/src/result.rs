@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::EXIT_COMPILE_FAILED;
+use crate::job_name::JobName;
 
 /// The exit status of a compile a hit-only cache refused (EX_UNAVAILABLE: no NEFF is available
 /// and none may be made).
@@ -52,15 +53,16 @@ pub enum Failure {
     /// A job failed by itself: its tool (or the external compiler, or a library call) ended as
     /// `end`, or the job reported an error of its own.
     Job {
-        /// The job (`WalrusDriver`, `ExternalCompiler`).
-        job: String,
+        /// The job (`WalrusDriver`, `ExternalCompiler`); `None` when it was not recorded (a
+        /// failure an older nxcc's cache remembers).
+        job: Option<JobName>,
         /// How it ended.
         end: JobEnd,
     },
     /// `--job-timeout` elapsed while the job ran.
     Timeout {
         /// The job.
-        job: String,
+        job: JobName,
         /// The limit, seconds.
         seconds: f64,
     },
@@ -68,7 +70,7 @@ pub enum Failure {
     /// `[F137]`): a job's tool, or the worker itself (`job` is then `None`).
     OutOfMemory {
         /// The job whose tool was killed; `None`: the worker.
-        job: Option<String>,
+        job: Option<JobName>,
         /// The killed process's peak RSS, KiB.
         peak_rss_kb: u64,
     },
@@ -252,11 +254,14 @@ impl Failure {
     /// A few words saying what failed.
     pub fn describe(&self) -> String {
         match self {
-            Failure::Job { job, end } => match end {
-                JobEnd::Exited(c) => format!("{job} exited with status {c}"),
-                JobEnd::Crashed(s) => format!("{job} crashed on {}", signal_text(*s)),
-                JobEnd::Error => format!("{job} reported an error"),
-            },
+            Failure::Job { job, end } => {
+                let job = job.map_or("a job", JobName::name);
+                match end {
+                    JobEnd::Exited(c) => format!("{job} exited with status {c}"),
+                    JobEnd::Crashed(s) => format!("{job} crashed on {}", signal_text(*s)),
+                    JobEnd::Error => format!("{job} reported an error"),
+                }
+            }
             Failure::Timeout { job, seconds } => format!("{job} timed out after {seconds} s"),
             Failure::OutOfMemory { job: Some(j), .. } => format!("{j} was killed (out of memory)"),
             Failure::OutOfMemory { job: None, .. } => {
@@ -281,6 +286,7 @@ impl Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job_name::{Job, JobName};
 
     #[test]
     fn exit_statuses_follow_the_status() {
@@ -300,7 +306,7 @@ mod tests {
         for s in [
             Status::Succeeded,
             Status::Failed(Failure::Job {
-                job: "WalrusDriver".into(),
+                job: Some(JobName::Registry(Job::WalrusDriver)),
                 end: JobEnd::Exited(3),
             }),
             Status::Failed(Failure::Environment(Environment::Io(IoCause::DiskFull))),

@@ -5,8 +5,8 @@
 //! - The directory, `nxcc-snapshot-<unique>`, is made (mode `0700`) in a directory the caller
 //!   names (the compile's work root), opened without following a link and checked to be this
 //!   user's and private before anything is put in it; it is removed, with what it holds, when
-//!   the [`Snapshot`] is dropped. A private copy the caller made itself with [`copy_into`] (the
-//!   framework cache's graphs) is adopted as it is ([`Snapshot::adopt`]).
+//!   the [`Snapshot`] is dropped. A private copy the caller made itself with `copy_into` (the
+//!   framework cache's graphs) is adopted as it is (`Snapshot::adopt`).
 //! - A model file is copied under its own file name (a NEFF records nothing of the path, but a
 //!   tool may look at the name), a model directory as a directory of the same name holding the
 //!   same tree: the regular files, and the files links point to (as the cache key hashes them);
@@ -58,7 +58,7 @@ impl How {
 }
 
 /// A model's private copy; see the module documentation. Dropping it removes it (unless it
-/// was [adopted](Snapshot::adopt)).
+/// was adopted (`Snapshot::adopt`)).
 #[derive(Debug)]
 pub struct Snapshot {
     /// The directory it was made in, and the private directory's name there (removed on drop).
@@ -102,7 +102,7 @@ impl Snapshot {
     /// A private copy this process already made of a model file (with [`copy_into`], in a
     /// directory of its own no one else can write), taken as the snapshot: compiled where it
     /// is, never copied again, and left in place when dropped (its maker removes it).
-    pub fn adopt(path: &Path) -> io::Result<Snapshot> {
+    pub(crate) fn adopt(path: &Path) -> io::Result<Snapshot> {
         let st = rustix::fs::lstat(path)?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             return Err(io::Error::other(format!(
@@ -240,7 +240,7 @@ fn linked_file(dir: &Dir, name: &str) -> io::Result<Option<File>> {
 
 /// Copy `src` into a new file `name` of `dir` (`0600`, created, never opened through a link):
 /// the bytes copied and how. A source that changes while it is copied is copied again.
-pub fn copy_into(src: &File, dir: &Dir, name: &str) -> io::Result<(u64, How)> {
+pub(crate) fn copy_into(src: &File, dir: &Dir, name: &str) -> io::Result<(u64, How)> {
     let create = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;
     for _ in 0..ATTEMPTS {
         let before = rustix::fs::fstat(src)?;

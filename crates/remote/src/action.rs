@@ -13,7 +13,7 @@ use super::digest;
 use super::re;
 use crate::cli::namespace::Value;
 use crate::engine::Engine;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::toolchain::{Request, Toolchain};
 
 /// The program a Command runs (the worker refuses any other).
@@ -26,13 +26,13 @@ pub const OUTPUT: &str = "model.neff";
 /// scheduler's `property-keys`).
 pub const TOOLCHAIN_PROPERTY: &str = "nxcc-toolchain";
 
-/// The compile flags that never travel to the worker: where things go on this machine, the
-/// console, reports, caches, and the remote flags themselves (the cache key leaves the same out,
-/// [`crate::cache::key::EXCLUDED_ARGS`]).
+/// The compile flags that never travel to the worker: the driver's settings
+/// ([`crate::cli::settings::Settings`]: where things go on this machine, the console, reports,
+/// caches, and the remote flags themselves), which the cache key leaves out too.
 pub fn is_local_only(dest: &str) -> bool {
-    crate::cache::key::EXCLUDED_ARGS
+    crate::cli::lower::settings_dests()
         .iter()
-        .any(|d| d.name() == dest)
+        .any(|d| d == dest)
 }
 
 /// A built action and what the CAS needs for it.
@@ -100,11 +100,11 @@ pub fn toolchain_id(request: &Request, located: Option<&Toolchain>, engine: &Eng
 /// The compile's arguments for the worker: the command line re-parsed and written out again in
 /// one spelling (abbreviations expanded, `--flag=value`), without what is local to this machine
 /// ([`is_local_only`]) and without the model.
-pub fn remote_arguments(plan: &Plan) -> Result<Vec<String>, String> {
+pub fn remote_arguments(inv: &Invocation) -> Result<Vec<String>, String> {
     let parser = crate::cli::compile_parser(PROGRAM);
-    let argv: Vec<String> = match plan.argv.first().map(String::as_str) {
-        Some("compile") => plan.argv[1..].to_vec(),
-        _ => plan.argv.clone(),
+    let argv: Vec<String> = match inv.argv.first().map(String::as_str) {
+        Some("compile") => inv.argv[1..].to_vec(),
+        _ => inv.argv.clone(),
     };
     let parsed = parser
         .parse(&argv)
@@ -162,13 +162,14 @@ pub fn model_name(model: &Path) -> String {
     n.replace('/', "_")
 }
 
-/// Build the action of a compile of `plan` (reads the model once, streaming); `env` is the
+/// Build the action of a compile of `inv` (reads the model once, streaming); `env` is the
 /// environment the Command carries (sorted by name).
 pub fn build(
-    plan: &Plan,
+    inv: &Invocation,
     toolchain_id: &str,
     env: &BTreeMap<String, String>,
 ) -> Result<Built, String> {
+    let plan = &inv.plan;
     let mut blobs: Vec<(re::Digest, Blob)> = Vec::new();
     let name = model_name(&plan.model);
     let meta = std::fs::symlink_metadata(&plan.model)
@@ -206,7 +207,7 @@ pub fn build(
     let (root_bytes, root_digest) = digest::of_message(&root);
     blobs.push((root_digest.clone(), Blob::Bytes(root_bytes)));
     let mut arguments = vec![PROGRAM.to_string(), "compile".to_string(), name];
-    arguments.extend(remote_arguments(plan)?);
+    arguments.extend(remote_arguments(inv)?);
     arguments.push("--output".into());
     arguments.push(OUTPUT.into());
     let platform = platform(toolchain_id);
@@ -296,16 +297,12 @@ mod tests {
     use super::*;
     use crate::plan::StaticProbe;
 
-    fn plan(extra: &[&str]) -> Plan {
+    fn plan(extra: &[&str]) -> Invocation {
         let mut argv: Vec<String> = ["compile", "m.pb", "--target", "trn2"]
             .map(String::from)
             .to_vec();
         argv.extend(extra.iter().map(|s| s.to_string()));
-        let args = match crate::cli::parse("nxcc", &argv).unwrap() {
-            crate::cli::Command::Compile(c) => c,
-            _ => unreachable!(),
-        };
-        crate::plan::build(&args, &StaticProbe::new("/launch")).unwrap()
+        Invocation::from_argv("nxcc", &argv, &StaticProbe::new("/launch")).unwrap()
     }
 
     #[test]

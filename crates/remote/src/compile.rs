@@ -26,7 +26,6 @@ use super::client::{Address, ErrorKind, Remote, RemoteError};
 use super::digest;
 use super::re;
 use super::text;
-use crate::cli::namespace::Dest;
 use crate::engine::events::Event;
 use crate::engine::failure;
 use crate::engine::log;
@@ -35,13 +34,14 @@ use crate::engine::result::CompileResult;
 use crate::engine::session::Session;
 use crate::engine::strategy::{Layer, Strategy};
 use crate::engine::Engine;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::run::process::End;
 use nxcc_core::error::{NccError, EXIT_COMPILE_FAILED};
+use nxcc_core::job_name::JobName;
 use nxcc_core::result::{CancelReason, Failure, RemoteFailure, Status};
 
 /// The pseudo-job a remote compile reports as.
-pub const JOB_NAME: &str = "RemoteCompile";
+pub const JOB_NAME: JobName = JobName::RemoteCompile;
 
 /// How many lines of the remote stderr a failure shows.
 pub const STDERR_TAIL: usize = 50;
@@ -70,10 +70,13 @@ pub struct RemoteConfig {
 impl RemoteConfig {
     /// From a compile's flags (`--remote`, `--remote-cache`, `--remote-instance`): `None`
     /// when neither is given; an error for a malformed address or both at once.
-    pub fn from_plan(plan: &Plan) -> Result<Option<RemoteConfig>, NccError> {
-        let instance = plan.ns.str(Dest::RemoteInstance).unwrap_or("");
-        let get = |d: Dest| plan.ns.str(d).filter(|s| !s.is_empty()).map(str::to_string);
-        RemoteConfig::from_flags(get(Dest::Remote), get(Dest::RemoteCache), instance)
+    pub fn of(inv: &Invocation) -> Result<Option<RemoteConfig>, NccError> {
+        let flags = &inv.settings.remote;
+        RemoteConfig::from_flags(
+            flags.execute().map(str::to_string),
+            flags.cache().map(str::to_string),
+            &flags.instance,
+        )
     }
 
     /// From the values of `--remote`, `--remote-cache` and `--remote-instance`.
@@ -111,16 +114,18 @@ pub fn command_env(worker_env: &[(String, String)]) -> BTreeMap<String, String> 
     env
 }
 
-/// `plan` (the session's, or the plan as it is compiled: its model the snapshot) as an action,
+/// `inv` (the session's, or the invocation as it is compiled: its model the snapshot) as an action,
 /// for the toolchain `engine` stands for; logged.
 fn action_of(
     session: &Session,
-    plan: &Plan,
+    inv: &Invocation,
     engine: &Engine,
     address: &Address,
 ) -> Result<Built, String> {
+    let plan = &inv.plan;
     let tc = action::toolchain_id(&plan.toolchain_request, plan.toolchain.as_ref(), engine);
-    let built = action::build(plan, &tc, &command_env(&session.options().worker_env))?;
+    let env = command_env(&session.options().worker_env);
+    let built = action::build(inv, &tc, &env)?;
     session.log().info(
         log::DRIVER,
         &format!(
@@ -162,7 +167,7 @@ struct RemoteJob<'s, 'a> {
 impl RemoteJob<'_, '_> {
     fn metrics(&self, status: JobStatus, exit_status: Option<i32>) -> JobMetrics {
         JobMetrics {
-            job: JOB_NAME.to_string(),
+            job: JOB_NAME,
             status,
             start_s: 0.0,
             wall_s: self.session.elapsed().as_secs_f64(),
@@ -378,7 +383,7 @@ fn failed_remotely(
     result: &re::ActionResult,
     url: &str,
 ) -> Option<CompileResult> {
-    let job_logger = log::job_logger(JOB_NAME);
+    let job_logger = log::job_logger(JOB_NAME.name());
     let stderr = match stream_text(remote, &result.stderr_raw, result.stderr_digest.as_ref()) {
         Ok(s) => s,
         Err(e) if e.cancelled() => return Some(job.interrupted()),
@@ -391,7 +396,8 @@ fn failed_remotely(
         return None;
     }
     let tail = &stderr[stderr.len().saturating_sub(STDERR_TAIL)..];
-    let mut errors = failure::job_lines(JOB_NAME, End::Exited(result.exit_code), tail, 0, None);
+    let end = End::Exited(result.exit_code);
+    let mut errors = failure::job_lines(JOB_NAME.name(), end, tail, 0, None);
     errors.push(format!(
         "[ERROR] The remote compile ran on {}",
         result
@@ -434,7 +440,7 @@ pub struct ActionCache<'a> {
 impl Layer for ActionCache<'_> {
     fn run(&self, session: &Session, product: Option<&Path>, next: &dyn Strategy) -> CompileResult {
         session.handle_signals();
-        let built = match action_of(session, session.plan(), self.engine, self.address) {
+        let built = match action_of(session, session.invocation(), self.engine, self.address) {
             Ok(b) => b,
             Err(e) => {
                 session

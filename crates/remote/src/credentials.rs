@@ -99,8 +99,14 @@ mod tests {
     fn small_files_only() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
         let e = read_small(&fifo, "token file").unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
         let e = read_small(dir.path(), "token file").unwrap_err();

@@ -10,6 +10,7 @@
 //! published), [`compile`] (`--remote` / `--remote-cache` behind the local cache), [`bots`] (the
 //! Remote Workers API messages and client, written here from the public schema), [`worker`].
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 // The layers below, under the names the client's modules use.

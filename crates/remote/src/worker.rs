@@ -29,10 +29,7 @@ use super::bots::{self, BotSession, BotStatus, Device, LeaseState, Property};
 use super::client::{Address, Remote, RemoteError};
 use super::retry::Backoff;
 use crate::admission::Admission;
-use crate::cli::flags::{
-    flag, Action, Choices, Default as FlagDefault, Flag, Kind, Scope, Visibility,
-};
-use crate::cli::subcommand::{Stop, Subcommand, HELP};
+use crate::cli::subcommand::values;
 use crate::engine::Engine;
 use crate::toolchain::Request;
 use lease::{Ended, Running};
@@ -46,65 +43,61 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest pause between two attempts to make a session with a server that went away.
 const SESSION_PAUSE_MAX: Duration = Duration::from_secs(5);
 
-#[rustfmt::skip]
-static REMOTE: Flag = flag("--remote", &[], "remote", Action::Store, Kind::Str, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The server's bots service: grpc://HOST:PORT (required).");
-#[rustfmt::skip]
-static INSTANCE: Flag = flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, FlagDefault::Str(""), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The instance name (default: the server's default).");
-#[rustfmt::skip]
-static MAX: Flag = flag("--max-concurrent", &[], "max_concurrent", Action::Store, Kind::Int, FlagDefault::Int(1), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Leases held at once (one bot session each).");
-#[rustfmt::skip]
-static BUDGET: Flag = flag("--memory-budget", &[], "memory_budget", Action::Store, Kind::Str, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Run an action only while the estimated peak memory of the running ones plus its own fits (512M, 16G, ...; auto = 80% of MemAvailable).");
-#[rustfmt::skip]
-static TOOLCHAIN: Flag = flag("--toolchain", &[], "toolchain", Action::Store, Kind::Str, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Compile with this toolchain directory, or sim (the simulated toolchain).");
-#[rustfmt::skip]
-static COMPILER: Flag = flag("--compiler", &[], "compiler", Action::Store, Kind::Path, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Compile with this external compiler (PATH compile <args> --output model.neff).");
-#[rustfmt::skip]
-static WORK_DIR: Flag = flag("--work-dir", &[], "work_dir", Action::Store, Kind::Path, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Where each action gets its fresh directory (default: a private temporary directory).");
-#[rustfmt::skip]
-static NAME: Flag = flag("--name", &[], "name", Action::Store, Kind::Str, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The bot id prefix (default: HOST-PID).");
-#[rustfmt::skip]
-static DRAIN: Flag = flag("--drain-timeout", &[], "drain_timeout", Action::Store, Kind::Float, FlagDefault::Float(60.0), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Seconds running compiles may take to finish after SIGTERM before they are ended and given back to the server (a second signal ends them at once).");
-#[rustfmt::skip]
-static MAX_TIMEOUT: Flag = flag("--max-timeout", &[], "max_timeout", Action::Store, Kind::Float, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The longest an action may run, in seconds (an action's own timeout is lowered to it; one without gets it). Default: the action's timeout, or none.");
-#[rustfmt::skip]
-static MAX_INPUT: Flag = flag("--max-input-bytes", &[], "max_input_bytes", Action::Store, Kind::Str, FlagDefault::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "The most an action's input tree may hold, as laid out (512M, 16G, ...; default 32G); larger ones are refused before anything is created.");
-#[rustfmt::skip]
-static TEST_ENV: Flag = flag("--allow-test-env", &[], "allow_test_env", Action::StoreTrue, Kind::Bool, FlagDefault::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Accept the simulated toolchain's NXCC_SIM_* variables in actions (tests).");
+/// Run compile actions for a Remote Execution API server (the Remote Workers API).
+#[derive(Debug, clap::Parser)]
+pub(crate) struct WorkerCommand {
+    /// The server's bots service: grpc://HOST:PORT.
+    #[arg(long, value_name = "URL")]
+    pub(crate) remote: String,
+    /// The instance name (default: the server's default).
+    #[arg(long = "remote-instance", value_name = "NAME", default_value = "")]
+    pub(crate) remote_instance: String,
+    /// Leases held at once (one bot session each), 1 to 256.
+    #[arg(long = "max-concurrent", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) max_concurrent: u16,
+    /// Run an action only while the estimated peak memory of the running ones plus its own fits
+    /// (512M, 16G, ...; auto = 80% of MemAvailable).
+    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::budget)]
+    pub(crate) memory_budget: Option<u64>,
+    /// Compile with this toolchain directory, or sim (the simulated toolchain).
+    #[arg(long, value_name = "DIR", conflicts_with = "compiler")]
+    pub(crate) toolchain: Option<String>,
+    /// Compile with this external compiler (PATH compile <args> --output model.neff).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) compiler: Option<String>,
+    /// Where each action gets its fresh directory (default: a private temporary directory).
+    #[arg(long = "work-dir", value_name = "DIR")]
+    pub(crate) work_dir: Option<String>,
+    /// The bot id prefix (default: HOST-PID).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
+    /// Seconds running compiles may take to finish after SIGTERM before they are ended and given
+    /// back to the server (a second signal ends them at once).
+    #[arg(long = "drain-timeout", value_name = "SECONDS", value_parser = positive_seconds, default_value = "60")]
+    pub(crate) drain_timeout: Duration,
+    /// The longest an action may run, in seconds (an action's own timeout is lowered to it; one
+    /// without gets it). Default: the action's timeout, or none.
+    #[arg(long = "max-timeout", value_name = "SECONDS", value_parser = positive_seconds)]
+    pub(crate) max_timeout: Option<Duration>,
+    /// The most an action's input tree may hold, as laid out (512M, 16G, ...; default 32G);
+    /// larger ones are refused before anything is created.
+    #[arg(long = "max-input-bytes", value_name = "SIZE", value_parser = values::size)]
+    pub(crate) max_input_bytes: Option<u64>,
+    /// Accept the simulated toolchain's NXCC_SIM_* variables in actions (tests).
+    #[arg(long = "allow-test-env")]
+    pub(crate) allow_test_env: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) driver: crate::cli::subcommand::DriverOptions,
+}
 
-static OWN_FLAGS: [&Flag; 13] = [
-    &HELP,
-    &REMOTE,
-    &INSTANCE,
-    &MAX,
-    &BUDGET,
-    &TOOLCHAIN,
-    &COMPILER,
-    &WORK_DIR,
-    &NAME,
-    &DRAIN,
-    &MAX_TIMEOUT,
-    &MAX_INPUT,
-    &TEST_ENV,
-];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "worker",
-    flags: &OWN_FLAGS,
-    positionals: &[],
-    about: "Run compile actions for a Remote Execution API server (the Remote Workers API).",
-};
+/// Seconds greater than 0, at most 10^7.
+fn positive_seconds(text: &str) -> Result<Duration, String> {
+    match crate::cli::subcommand::values::seconds(text)? {
+        x if x > 0.0 => Ok(Duration::from_secs_f64(x)),
+        x => Err(format!("expected seconds greater than 0, not {x}")),
+    }
+}
 
 /// What the worker compiles with.
 #[derive(Debug, Clone)]
@@ -184,43 +177,26 @@ impl Worker {
 /// Run `worker`, each action compiled through `compile` (the one entry point, handed down by
 /// the driver); returns the exit status.
 pub fn main(prog: &str, args: &[String], compile: crate::engine::strategy::Entry) -> i32 {
-    let parsed = match COMMAND.parse(prog, args) {
-        Ok(p) => p,
+    let cmd: WorkerCommand = match crate::cli::subcommand::parse(prog, "worker", args) {
+        Ok(c) => c,
         Err(stop) => return stop.report(),
     };
-    let usage = |m: String| Stop::Usage(COMMAND.usage_error(prog, m)).report();
-    let Some(url) = parsed.str("remote") else {
-        return usage("the following arguments are required: --remote".into());
+    let usage = |m: String| {
+        crate::cli::subcommand::usage_error::<WorkerCommand>(prog, "worker", None, m).report()
     };
-    let address = match Address::parse(url, parsed.str("remote_instance").unwrap_or("")) {
+    let address = match Address::parse(&cmd.remote, &cmd.remote_instance) {
         Ok(a) => a,
         Err(e) => return usage(format!("argument --remote: {e}")),
     };
-    let max = match parsed.last("max_concurrent").map(|o| &o.value) {
-        Some(crate::cli::namespace::Value::Int(n)) if *n >= 1 && *n <= 256 => *n as usize,
-        None => 1,
-        _ => return usage("argument --max-concurrent: must be between 1 and 256".into()),
-    };
-    let budget = match parsed.str("memory_budget") {
-        None => None,
-        Some(s) => match crate::admission::parse_budget(s) {
-            Ok(n) => Some(n),
-            Err(e) => return usage(format!("argument --memory-budget: {e}")),
-        },
-    };
     let launch = std::env::current_dir().unwrap_or_default();
-    let (with, toolchain_id) = match compiler_of(&parsed, &launch) {
+    let (with, toolchain_id) = match compiler_of(&cmd, &launch) {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
-    let (drain, max_timeout, limits) = match limits_of(&parsed) {
-        Ok(l) => l,
-        Err(e) => return usage(e),
-    };
     let own_tmp;
-    let work_dir = match parsed.str("work_dir") {
+    let work_dir = match &cmd.work_dir {
         Some(d) => {
-            let p = crate::plan::absolute(&launch, d);
+            let p = crate::fsx::absolute(&launch, d);
             if let Err(e) = std::fs::create_dir_all(&p) {
                 return usage(format!(
                     "argument --work-dir: cannot create {}: {e}",
@@ -244,6 +220,11 @@ pub fn main(prog: &str, args: &[String], compile: crate::engine::strategy::Entry
             }
         },
     };
+    let max = usize::from(cmd.max_concurrent);
+    let mut limits = tree::Limits::default();
+    if let Some(n) = cmd.max_input_bytes {
+        limits.bytes = n;
+    }
     let host = rustix::system::uname()
         .nodename()
         .to_string_lossy()
@@ -253,37 +234,31 @@ pub fn main(prog: &str, args: &[String], compile: crate::engine::strategy::Entry
         with,
         compile,
         toolchain_id,
-        admission: Admission::new(max, budget),
+        admission: Admission::new(max, cmd.memory_budget),
         work_dir,
-        allow_test_env: parsed.flag("allow_test_env"),
+        allow_test_env: cmd.allow_test_env,
         limits,
-        max_timeout,
-        drain,
+        max_timeout: cmd.max_timeout,
+        drain: cmd.drain_timeout,
         drain_until: Mutex::new(None),
         draining: AtomicBool::new(false),
         running: AtomicUsize::new(0),
         leases: Mutex::new(HashMap::new()),
-        bot_prefix: parsed
-            .str("name")
-            .map(str::to_string)
+        bot_prefix: cmd
+            .name
+            .clone()
             .unwrap_or_else(|| format!("{host}-{}", std::process::id())),
         log: Mutex::new(()),
     });
-    serve(&worker, max, budget)
+    serve(&worker, max, cmd.memory_budget)
 }
 
 /// What the worker compiles with (`--toolchain` or `--compiler`) and its identity; a usage
 /// error's message otherwise.
-fn compiler_of(
-    parsed: &crate::cli::argparse::Parsed,
-    launch: &std::path::Path,
-) -> Result<(With, String), String> {
-    match (parsed.str("toolchain"), parsed.str("compiler")) {
-        (Some(_), Some(_)) => {
-            Err("argument --compiler: not allowed with argument --toolchain".into())
-        }
-        (None, Some(c)) => {
-            let p = crate::plan::absolute(launch, c);
+fn compiler_of(cmd: &WorkerCommand, launch: &std::path::Path) -> Result<(With, String), String> {
+    match (&cmd.toolchain, &cmd.compiler) {
+        (_, Some(c)) => {
+            let p = crate::fsx::absolute(launch, c);
             if !p.is_file() {
                 return Err(format!(
                     "argument --compiler: {} is not a file",
@@ -294,7 +269,7 @@ fn compiler_of(
             Ok((With::Compiler(p), id))
         }
         (t, None) => {
-            let req = Request::from(t, None, launch);
+            let req = Request::from(t.as_deref(), None, launch);
             let Some(located) = crate::toolchain::locate(&req) else {
                 return Err(
                     "no toolchain found: give --toolchain DIR, --toolchain sim or --compiler PATH"
@@ -310,34 +285,6 @@ fn compiler_of(
             Ok((With::Toolchain(spelled), id))
         }
     }
-}
-
-/// `--drain-timeout`, `--max-timeout` and the input-tree limits (`--max-input-bytes`); a usage
-/// error's message otherwise.
-fn limits_of(
-    parsed: &crate::cli::argparse::Parsed,
-) -> Result<(Duration, Option<Duration>, tree::Limits), String> {
-    let seconds = |dest: &str, flag: &str| -> Result<Option<Duration>, String> {
-        match parsed.last(dest).map(|o| &o.value) {
-            None => Ok(None),
-            Some(crate::cli::namespace::Value::Float(x))
-                if x.is_finite() && *x > 0.0 && *x <= 1e7 =>
-            {
-                Ok(Some(Duration::from_secs_f64(*x)))
-            }
-            Some(v) => Err(format!(
-                "argument {flag}: expected seconds greater than 0, not {v:?}"
-            )),
-        }
-    };
-    let drain = seconds("drain_timeout", "--drain-timeout")?.unwrap_or(DRAIN_TIMEOUT);
-    let max_timeout = seconds("max_timeout", "--max-timeout")?;
-    let mut limits = tree::Limits::default();
-    if let Some(s) = parsed.str("max_input_bytes") {
-        limits.bytes = crate::admission::parse_size(s)
-            .map_err(|e| format!("argument --max-input-bytes: {e}"))?;
-    }
-    Ok((drain, max_timeout, limits))
 }
 
 /// Handle signals (drain), check the server is there, and run the slots until drained; the

@@ -11,6 +11,8 @@
 //! — before the body when the server says its length, and as the bytes arrive when it lies —
 //! and the caller verifies what it keeps.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 
 use std::collections::HashMap;

@@ -156,25 +156,7 @@ pub fn parse(spec: &Spec, args: &[String]) -> Result<Args, String> {
             .iter()
             .find(|o| o.name == name && (!in_extra || o.everywhere));
         let Some(o) = declared else {
-            let Some(what) = spec.extra else {
-                return Err(if tok.starts_with('-') {
-                    format!("unrecognized option {tok:?}")
-                } else {
-                    format!("unexpected argument {tok:?}")
-                });
-            };
-            if !tok.starts_with("--") || name.len() <= 2 {
-                return Err(format!(
-                    "unexpected argument {tok:?}: only --flag or --flag=value tokens ({what}) may follow the known options"
-                ));
-            }
-            let missing = missing_required(spec, &out);
-            if !missing.is_empty() {
-                return Err(format!(
-                    "unrecognized option {tok:?} before {}: extra options ({what}) must follow every required option",
-                    missing.join(", ")
-                ));
-            }
+            extra_option(spec, &out, tok, name)?;
             in_extra = true;
             out.extra.push(tok.clone());
             i += 1;
@@ -183,32 +165,8 @@ pub fn parse(spec: &Spec, args: &[String]) -> Result<Args, String> {
         if !o.repeat && !in_extra && out.has(o.name) {
             return Err(format!("option {} given more than once", o.name));
         }
-        let value = match (o.form, attached) {
-            (Form::Switch, None) => None,
-            (Form::Switch, Some(_)) => {
-                return Err(format!("option {} takes no value (got {tok:?})", o.name))
-            }
-            (Form::Eq | Form::Either, Some(v)) => Some(v.to_string()),
-            (Form::Sep, Some(_)) => {
-                return Err(format!(
-                    "option {0} takes its value as the next argument ({0} VALUE), got {tok:?}",
-                    o.name
-                ))
-            }
-            (Form::Eq, None) => {
-                return Err(format!(
-                    "option {0} takes its value attached ({0}=VALUE), got {tok:?}",
-                    o.name
-                ))
-            }
-            (Form::Sep | Form::Either, None) => match args.get(i + 1) {
-                Some(v) if !v.starts_with("--") => {
-                    i += 1;
-                    Some(v.clone())
-                }
-                _ => return Err(format!("argument {}: expected one argument", o.name)),
-            },
-        };
+        let (value, taken) = value_of(o, tok, attached, args.get(i + 1))?;
+        i += taken;
         if let Some(v) = &value {
             (o.check)(v).map_err(|e| format!("argument {}: {e}", o.name))?;
         }
@@ -223,6 +181,58 @@ pub fn parse(spec: &Spec, args: &[String]) -> Result<Args, String> {
         ));
     }
     Ok(out)
+}
+
+/// A token no declared option matches: an extra option (`--flag` or `--flag=value`) where the
+/// spec takes them, after every required option; else the error.
+fn extra_option(spec: &Spec, out: &Args, tok: &str, name: &str) -> Result<(), String> {
+    let Some(what) = spec.extra else {
+        return Err(if tok.starts_with('-') {
+            format!("unrecognized option {tok:?}")
+        } else {
+            format!("unexpected argument {tok:?}")
+        });
+    };
+    if !tok.starts_with("--") || name.len() <= 2 {
+        return Err(format!(
+            "unexpected argument {tok:?}: only --flag or --flag=value tokens ({what}) may follow the known options"
+        ));
+    }
+    let missing = missing_required(spec, out);
+    if !missing.is_empty() {
+        return Err(format!(
+            "unrecognized option {tok:?} before {}: extra options ({what}) must follow every required option",
+            missing.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The value of option `o` given as `tok` (with `attached` after `=`; `next` the argument after
+/// it), in the form it takes; with how many arguments after `tok` it took.
+fn value_of(
+    o: &Opt,
+    tok: &str,
+    attached: Option<&str>,
+    next: Option<&String>,
+) -> Result<(Option<String>, usize), String> {
+    match (o.form, attached) {
+        (Form::Switch, None) => Ok((None, 0)),
+        (Form::Switch, Some(_)) => Err(format!("option {} takes no value (got {tok:?})", o.name)),
+        (Form::Eq | Form::Either, Some(v)) => Ok((Some(v.to_string()), 0)),
+        (Form::Sep, Some(_)) => Err(format!(
+            "option {0} takes its value as the next argument ({0} VALUE), got {tok:?}",
+            o.name
+        )),
+        (Form::Eq, None) => Err(format!(
+            "option {0} takes its value attached ({0}=VALUE), got {tok:?}",
+            o.name
+        )),
+        (Form::Sep | Form::Either, None) => match next {
+            Some(v) if !v.starts_with("--") => Ok((Some(v.clone()), 1)),
+            _ => Err(format!("argument {}: expected one argument", o.name)),
+        },
+    }
 }
 
 fn missing_required(spec: &Spec, args: &Args) -> Vec<&'static str> {

@@ -85,6 +85,35 @@ pub fn run(
     if subgraphs_override == Some(0) {
         return Err("the subgraph count must be at least 1".into());
     }
+    let (model_data, penguin_digest) = penguin_of(model, work_dir)?;
+    let graphs = model_data.graphs(model)?;
+    let segments = segments(&model_data, subgraphs_override);
+    let count = segments.len();
+    let split = Split {
+        graphs: &graphs,
+        names: (0..count).map(|i| format!("sg{i:02}")).collect(),
+        model_digest: model_data.digest,
+        penguin_digest,
+    };
+    let mut netlist_sgs = Vec::with_capacity(count);
+    for (i, seg) in segments.iter().enumerate() {
+        netlist_sgs.push(split.write(i, seg, work_dir)?);
+    }
+    write_json(
+        &work_dir.join(NETLIST),
+        &json!({
+            "format": "nxcc-sim-netlist/1",
+            "note": crate::NOT_FOR_HARDWARE,
+            "model_blake3": model_data.digest.to_hex().to_string(),
+            "subgraphs": netlist_sgs,
+        }),
+    )?;
+    Ok(split.names)
+}
+
+/// The model, read, and the digest of the `penguin.py` HLOToTensorizer wrote for it (it must
+/// have run on this model first).
+fn penguin_of(model: &Path, work_dir: &Path) -> Result<(Model, blake3::Hash), FrontendError> {
     let penguin_path = work_dir.join(PENGUIN);
     let penguin = match std::fs::read(&penguin_path) {
         Ok(b) => b,
@@ -116,25 +145,45 @@ pub fn run(
         )
         .into());
     }
-    let penguin_digest = blake3::hash(&penguin);
+    Ok((model_data, blake3::hash(&penguin)))
+}
 
-    let graphs = model_data.graphs(model)?;
-    let segments = segments(&model_data, subgraphs_override);
-    let count = segments.len();
-    let names: Vec<String> = (0..count).map(|i| format!("sg{i:02}")).collect();
-    // One graph per subgraph (a directory of modules), or one graph split over every subgraph.
-    let own_graph = |i: usize| -> Option<&hlo::Module> {
-        if graphs.len() == count {
-            graphs.get(i)
+/// The model split into subgraphs: one graph per subgraph (a directory of modules), or one
+/// graph split over every subgraph.
+struct Split<'a> {
+    graphs: &'a [hlo::Module],
+    names: Vec<String>,
+    model_digest: blake3::Hash,
+    penguin_digest: blake3::Hash,
+}
+
+impl Split<'_> {
+    fn count(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether each subgraph has a graph of its own.
+    fn one_graph_each(&self) -> bool {
+        self.graphs.len() == self.count()
+    }
+
+    /// Subgraph `i`'s own graph, if it has one.
+    fn own_graph(&self, i: usize) -> Option<&hlo::Module> {
+        if self.one_graph_each() {
+            self.graphs.get(i)
         } else if i == 0 {
-            graphs.first()
+            self.graphs.first()
         } else {
             None
         }
-    };
-    let last = graphs.last().expect("graphs() gives at least one module");
-    let last_outputs: Vec<Port> = last.results.iter().map(port).collect();
-    let link = |sg: &str| -> Port {
+    }
+
+    /// The tensor a subgraph of a split graph hands to the next.
+    fn link(&self, sg: &str) -> Port {
+        let last = self
+            .graphs
+            .last()
+            .expect("graphs() gives at least one module");
         let first = last.results.first();
         Port {
             name: format!("{sg}_output0"),
@@ -142,22 +191,33 @@ pub fn run(
             shape: first.map(|t| t.shape.dims().to_vec()).unwrap_or_default(),
             bytes: first.map_or(0, hlo::Tensor::bytes),
         }
-    };
-    let mut netlist_sgs = Vec::with_capacity(count);
-    for (i, seg) in segments.iter().enumerate() {
-        let sg = &names[i];
-        let graph = own_graph(i);
-        let inputs = match graph {
+    }
+
+    /// Subgraph `i`'s inputs and outputs.
+    fn ports(&self, i: usize) -> (Vec<Port>, Vec<Port>) {
+        let sg = &self.names[i];
+        let inputs = match self.own_graph(i) {
             Some(g) => g.parameters.iter().map(port).collect(),
-            None => vec![link(&names[i - 1])],
+            None => vec![self.link(&self.names[i - 1])],
         };
-        let outputs = match (graphs.len() == count, i + 1 == count) {
-            (true, _) => graphs[i].results.iter().map(port).collect(),
-            (false, true) => last_outputs.clone(),
-            (false, false) => vec![link(sg)],
+        let outputs = match (self.one_graph_each(), i + 1 == self.count()) {
+            (true, _) => self.graphs[i].results.iter().map(port).collect(),
+            (false, true) => {
+                let last = self
+                    .graphs
+                    .last()
+                    .expect("graphs() gives at least one module");
+                last.results.iter().map(port).collect()
+            }
+            (false, false) => vec![self.link(sg)],
         };
-        let aliases: Vec<AliasEntry> = match graph {
-            Some(g) if graphs.len() == count => g
+        (inputs, outputs)
+    }
+
+    /// Subgraph `i`'s aliases (only a graph of its own has them).
+    fn aliases(&self, i: usize, outputs: &[Port]) -> Vec<AliasEntry> {
+        match self.own_graph(i) {
+            Some(g) if self.one_graph_each() => g
                 .aliases
                 .iter()
                 .filter_map(|a| {
@@ -171,17 +231,26 @@ pub fn run(
                 })
                 .collect(),
             _ => Vec::new(),
-        };
-        let transposes: Vec<Value> = graph
+        }
+    }
+
+    /// Write subgraph `i`'s directory (`bir.json`, `tensor_map.json`, `io_transposes.json`);
+    /// its entry in the netlist.
+    fn write(&self, i: usize, seg: &[u8], work_dir: &Path) -> Result<Value, FrontendError> {
+        let sg = &self.names[i];
+        let (inputs, outputs) = self.ports(i);
+        let aliases = self.aliases(i, &outputs);
+        let transposes: Vec<Value> = self
+            .own_graph(i)
             .map(|g| g.parameters.iter().filter_map(transpose).collect())
             .unwrap_or_default();
         let src = SubgraphSource {
             sg: sg.clone(),
             index: i,
-            count,
+            count: self.count(),
             bytes: seg,
-            model_digest: model_data.digest,
-            penguin_digest,
+            model_digest: self.model_digest,
+            penguin_digest: self.penguin_digest,
             inputs: inputs.clone(),
             outputs: outputs.clone(),
             aliases: aliases.clone(),
@@ -199,22 +268,12 @@ pub fn run(
             }),
         )?;
         write_json(&dir.join("io_transposes.json"), &Value::Array(transposes))?;
-        netlist_sgs.push(json!({
+        Ok(json!({
             "sg": sg,
             "inputs": inputs.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
             "outputs": outputs.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
-        }));
+        }))
     }
-    write_json(
-        &work_dir.join(NETLIST),
-        &json!({
-            "format": "nxcc-sim-netlist/1",
-            "note": crate::NOT_FOR_HARDWARE,
-            "model_blake3": model_data.digest.to_hex().to_string(),
-            "subgraphs": netlist_sgs,
-        }),
-    )?;
-    Ok(names)
 }
 
 /// The model bytes each subgraph stands for.

@@ -1,9 +1,10 @@
-//! `nxcc cache` on nxcc's own cache: `stats` (what it holds and what it did: the counters,
-//! `--zero`), `verify`, `gc` (down to `--max-size`, else the configured `max_size`), `clear`,
-//! `explain -- COMPILE-ARGS` (hit or miss, and what differs from the nearest entries) and
-//! `config [KEY=VALUE...]` (the configuration file every user of the directory shares). The
-//! directory is `--cache_dir`, else `$NEURON_COMPILE_CACHE_URL`, else the default; one that
-//! may not be used is a usage error (exit 2).
+//! `nxcc cache`'s actions on nxcc's own cache, each from its typed arguments
+//! ([`super::command`]): `stats` (what it holds and what it did: the counters, `--zero`),
+//! `verify`, `gc` (down to `--max-size`, else the configured `max_size`), `clear`, `explain --
+//! COMPILE-ARGS` (hit or miss, and what differs from the nearest entries) and `config
+//! [KEY=VALUE...]` (the configuration file every user of the directory shares). The directory is
+//! `--cache_dir`, else `$NEURON_COMPILE_CACHE_URL`, else the default; one that may not be used is
+//! a usage error (exit 2).
 
 use serde::Serialize;
 
@@ -12,7 +13,7 @@ use super::counters::{self, Counters};
 use super::settings;
 use super::store::Cache;
 use super::{evict, explain, maintain};
-use crate::cli::argparse::Parsed;
+use crate::plan::{Invocation, Refusal};
 use crate::words::count;
 
 pub use super::explain::EXIT_MISS;
@@ -25,7 +26,7 @@ pub const EXIT_CORRUPT: i32 = 1;
 pub type Ended = Result<i32, String>;
 
 /// A byte count for people: `1.5 MiB (1572864 bytes)`.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -51,96 +52,117 @@ pub fn print<T: Serialize>(json: bool, report: &T, text: impl FnOnce() -> String
     }
 }
 
-/// Run `action` on the cache `--cache_dir` names; the exit status.
-pub fn run(prog: &str, action: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
-    if action == "explain" {
-        return explain_main(prog, parsed, compile_args);
+/// Say the warnings of a maintenance action on stderr.
+fn warn(prog: &str, warnings: &[String]) {
+    for w in warnings {
+        eprintln!("{prog}: warning: {w}");
     }
-    let cache = own_cache(parsed.str("cache_dir"))?;
-    let json = parsed.flag("json");
-    let warn = |warnings: &[String]| {
-        for w in warnings {
-            eprintln!("{prog}: warning: {w}");
-        }
+}
+
+/// Add `evictions` to the cache's counters (best effort: a count is not worth failing for).
+fn count_evictions(cache: &Cache, evictions: usize) {
+    let _ = counters::add(
+        cache,
+        0,
+        &Counters {
+            evictions: evictions as i64,
+            ..Counters::default()
+        },
+    );
+}
+
+/// `stats`: what the cache holds, its limit and how full it is, and what it did; `zero`: its
+/// counters set back to zero after. A cache that does not exist (a mistyped `--cache_dir`, or no
+/// compile through it yet) is reported as such, as ccache reports one, with what would create
+/// it; the exit status is 0.
+pub fn stats(cache_dir: Option<&str>, zero: bool, json: bool) -> Ended {
+    let cache = own_cache(cache_dir)?;
+    let exists = matches!(cache.open_root(false), Ok(Some(_)));
+    let holds = maintain::stats(&cache);
+    let max_size = settings::File::read(&cache).max_size.filter(|n| *n > 0);
+    let report = StatsReport {
+        missing: (!exists).then(|| match cache_dir {
+            Some(dir) => format!(
+                "no cache here: nothing was ever cached with --cache_dir {dir} (check the path; a compile with it creates the cache)"
+            ),
+            None => "not created yet: the first compile through it creates it".to_string(),
+        }),
+        used_percent: max_size.map(|m| holds.bytes as f64 * 100.0 / m as f64),
+        holds,
+        counters: counters::read(&cache, None),
+        max_size,
+        exists,
+        zeroed: zero,
     };
-    match action {
-        "stats" => Ok(stats(
-            &cache,
-            json,
-            parsed.flag("zero"),
-            parsed.str("cache_dir"),
-        )),
-        "config" => config_main(prog, &cache, json, &parsed.positionals[1]),
-        "verify" => {
-            let r = maintain::verify(&cache);
-            evict::recount(&cache);
-            let _ = counters::add(
-                &cache,
-                0,
-                &Counters {
-                    evictions: r.corrupt.len() as i64,
-                    ..Counters::default()
-                },
-            );
-            print(json, &r, || {
-                let mut t = String::new();
-                for c in &r.corrupt {
-                    t.push_str(&format!("corrupt: {} ({}); evicted\n", c.key, c.reason));
-                }
-                t.push_str(&format!(
-                    "checked {}: {} ok, {}, {} corrupt\n",
-                    count(r.checked, "entry", "entries"),
-                    r.ok,
-                    count(r.failed, "failed compile", "failed compiles"),
-                    r.corrupt.len()
-                ));
-                t
-            });
-            Ok(if r.corrupt.is_empty() {
-                0
-            } else {
-                EXIT_CORRUPT
-            })
-        }
-        "gc" => {
-            let max_size = gc_size(&cache, parsed.str("max_size"))?;
-            let r = maintain::gc(&cache, max_size);
-            evict::recount(&cache);
-            let _ = counters::add(
-                &cache,
-                0,
-                &Counters {
-                    evictions: r.evicted as i64,
-                    ..Counters::default()
-                },
-            );
-            warn(&r.warnings);
-            print(json, &r, || {
-                format!(
-                    "evicted {} ({}); {} left ({}){}\n",
-                    count(r.evicted, "entry", "entries"),
-                    human_bytes(r.freed_bytes),
-                    count(r.entries_left, "entry", "entries"),
-                    human_bytes(r.bytes_left),
-                    stale_removed(r.leftovers_removed)
-                )
-            });
-            Ok(0)
-        }
-        _ => {
-            let r = maintain::clear(&cache);
-            evict::recount(&cache);
-            warn(&r.warnings);
-            print(json, &r, || {
-                format!(
-                    "evicted {}{}\n",
-                    count(r.evicted, "entry", "entries"),
-                    stale_removed(r.leftovers_removed)
-                )
-            });
-            Ok(0)
-        }
+    if zero {
+        counters::zero(&cache);
     }
+    print(json, &report, || stats_text(&report));
+    Ok(0)
+}
+
+/// `verify`: every entry checked, the corrupt ones evicted ([`EXIT_CORRUPT`] when there were).
+pub fn verify(cache_dir: Option<&str>, json: bool) -> Ended {
+    let cache = own_cache(cache_dir)?;
+    let r = maintain::verify(&cache);
+    evict::recount(&cache);
+    count_evictions(&cache, r.corrupt.len());
+    print(json, &r, || {
+        let mut t = String::new();
+        for c in &r.corrupt {
+            t.push_str(&format!("corrupt: {} ({}); evicted\n", c.key, c.reason));
+        }
+        t.push_str(&format!(
+            "checked {}: {} ok, {}, {} corrupt\n",
+            count(r.checked, "entry", "entries"),
+            r.ok,
+            count(r.failed, "failed compile", "failed compiles"),
+            r.corrupt.len()
+        ));
+        t
+    });
+    Ok(if r.corrupt.is_empty() {
+        0
+    } else {
+        EXIT_CORRUPT
+    })
+}
+
+/// `gc`: least recently used entries evicted down to `--max-size`, else the configured size.
+pub fn gc(prog: &str, cache_dir: Option<&str>, args: &super::args::Gc, json: bool) -> Ended {
+    let cache = own_cache(cache_dir)?;
+    let max_size = gc_size(&cache, args.max_size.as_deref())?;
+    let r = maintain::gc(&cache, max_size);
+    evict::recount(&cache);
+    count_evictions(&cache, r.evicted);
+    warn(prog, &r.warnings);
+    print(json, &r, || {
+        format!(
+            "evicted {} ({}); {} left ({}){}\n",
+            count(r.evicted, "entry", "entries"),
+            human_bytes(r.freed_bytes),
+            count(r.entries_left, "entry", "entries"),
+            human_bytes(r.bytes_left),
+            stale_removed(r.leftovers_removed)
+        )
+    });
+    Ok(0)
+}
+
+/// `clear`: every entry evicted.
+pub fn clear(prog: &str, cache_dir: Option<&str>, json: bool) -> Ended {
+    let cache = own_cache(cache_dir)?;
+    let r = maintain::clear(&cache);
+    evict::recount(&cache);
+    warn(prog, &r.warnings);
+    print(json, &r, || {
+        format!(
+            "evicted {}{}\n",
+            count(r.evicted, "entry", "entries"),
+            stale_removed(r.leftovers_removed)
+        )
+    });
+    Ok(0)
 }
 
 /// What `gc` and `clear` say of the stale files they removed (nothing when there were none):
@@ -164,7 +186,7 @@ fn own_cache(dir: Option<&str>) -> Result<Cache, String> {
     if let Err(e) = check_local(&dir) {
         return Err(format!("argument --cache_dir: {}", e.cause.to_lowercase()));
     }
-    let cache = Cache::new(crate::plan::absolute(
+    let cache = Cache::new(crate::fsx::absolute(
         &std::env::current_dir().unwrap_or_default(),
         &dir,
     ));
@@ -204,34 +226,6 @@ struct StatsReport {
     missing: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     zeroed: bool,
-}
-
-/// `cache stats`: what the cache holds, its limit and how full it is, and what it did. A cache
-/// that does not exist (a mistyped `--cache_dir`, or no compile through it yet) is reported as
-/// such, as ccache reports one, with what would create it; the exit status is 0.
-fn stats(cache: &Cache, json: bool, zero: bool, named: Option<&str>) -> i32 {
-    let exists = matches!(cache.open_root(false), Ok(Some(_)));
-    let holds = maintain::stats(cache);
-    let max_size = settings::File::read(cache).max_size.filter(|n| *n > 0);
-    let report = StatsReport {
-        missing: (!exists).then(|| match named {
-            Some(dir) => format!(
-                "no cache here: nothing was ever cached with --cache_dir {dir} (check the path; a compile with it creates the cache)"
-            ),
-            None => "not created yet: the first compile through it creates it".to_string(),
-        }),
-        used_percent: max_size.map(|m| holds.bytes as f64 * 100.0 / m as f64),
-        holds,
-        counters: counters::read(cache, None),
-        max_size,
-        exists,
-        zeroed: zero,
-    };
-    if zero {
-        counters::zero(cache);
-    }
-    print(json, &report, || stats_text(&report));
-    0
 }
 
 fn stats_text(r: &StatsReport) -> String {
@@ -308,7 +302,8 @@ fn stats_text(r: &StatsReport) -> String {
 
 /// `config`: print the configuration, or change the keys given (each checked first; nothing is
 /// written if one does not read).
-fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> Ended {
+pub fn config(prog: &str, cache_dir: Option<&str>, pairs: &[String], json: bool) -> Ended {
+    let cache = &own_cache(cache_dir)?;
     let mut file = settings::File::read(cache);
     for w in &file.warnings {
         eprintln!("{prog}: warning: {}: {w}", cache.root().display());
@@ -365,23 +360,15 @@ fn config_main(prog: &str, cache: &Cache, json: bool, pairs: &[String]) -> Ended
 
 /// `explain -- COMPILE-ARGS`: plan the compile as `nxcc compile` would, key it as the cache
 /// would (writing nothing), and explain. Exit 0 on a hit, [`EXIT_MISS`] on a miss.
-fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
-    if compile_args.is_empty() {
-        return Err(
-            "explain: give the compile's arguments after -- (nxcc cache explain -- model.pb --target trn2 ...)".into(),
-        );
-    }
+pub fn explain(
+    prog: &str,
+    cache_dir: Option<&str>,
+    args: &super::args::Explain,
+    json: bool,
+) -> Ended {
     let argv: Vec<String> = std::iter::once("compile".to_string())
-        .chain(compile_args.iter().cloned())
+        .chain(args.compile_args.iter().cloned())
         .collect();
-    let args = match crate::cli::parse(prog, &argv) {
-        Ok(crate::cli::Command::Compile(c)) => c,
-        Ok(_) => return Err("explain: the arguments after -- are not a compile's".into()),
-        Err(e) => {
-            crate::cli::subcommand::err(&e.render());
-            return Ok(crate::cli::CliError::EXIT_STATUS);
-        }
-    };
     let probe = match crate::plan::SystemProbe::new() {
         Ok(p) => p,
         Err(e) => {
@@ -391,38 +378,38 @@ fn explain_main(prog: &str, parsed: &Parsed, compile_args: &[String]) -> Ended {
             return Ok(crate::error::EXIT_COMPILE_FAILED);
         }
     };
-    let plan = match crate::plan::build(&args, &probe) {
-        Ok(p) => p,
-        Err(e) => {
-            match &e {
-                crate::plan::PlanError::Usage(u) => crate::cli::subcommand::err(&u.render()),
-                crate::plan::PlanError::Compile(c) => {
-                    crate::cli::subcommand::err(&format!("{c}\n"))
-                }
-            }
-            return Ok(e.exit_status());
+    let inv = match Invocation::from_argv(prog, &argv, &probe) {
+        Ok(inv) => inv,
+        Err(Refusal::Help(_) | Refusal::Version | Refusal::NotACompile(_)) => {
+            return Err("the arguments after -- are not a compile's".into())
+        }
+        Err(r) => {
+            crate::cli::subcommand::err(&r.render());
+            return Ok(r.exit_status());
         }
     };
-    let dir = plan
-        .ns
-        .str(crate::cli::namespace::Dest::CacheDir)
+    let dir = inv
+        .settings
+        .cache
+        .dir
+        .as_deref()
         .filter(|d| !d.is_empty())
-        .or(parsed.str("cache_dir"));
+        .or(cache_dir);
     let cache = own_cache(dir)?;
-    let cfg = match CacheConfig::for_plan_in(&plan, Some(cache.dir().to_path_buf())) {
+    let cfg = match CacheConfig::in_dir(&inv, Some(cache.dir().to_path_buf())) {
         Ok(c) => c,
         Err(e) => {
             crate::cli::subcommand::err(&format!("{e}\n"));
             return Ok(crate::error::EXIT_COMPILE_FAILED);
         }
     };
-    let engine = match parsed.str("compiler") {
-        Some(c) => crate::engine::Engine::external(crate::plan::absolute(&plan.launch_dir, c)),
+    let engine = match &args.compiler {
+        Some(c) => crate::engine::Engine::external(crate::fsx::absolute(&inv.plan.launch_dir, c)),
         None => crate::engine::Engine::Pipeline,
     };
-    match explain::of_plan(&plan, &cfg, &engine) {
+    match explain::of_invocation(&inv, &cfg, &engine) {
         Ok(e) => {
-            print(parsed.flag("json"), &e, || explain::text(&e));
+            print(json, &e, || explain::text(&e));
             Ok(match e.verdict {
                 explain::Verdict::Miss { .. } => EXIT_MISS,
                 _ => 0,

@@ -25,7 +25,7 @@ fn read_some(mut file: &File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Call `f` with every chunk of `file`, in order, from its current position to its end; returns
 /// the number of bytes read. An error of `f` stops the reading and is returned.
-pub fn for_each_chunk(
+pub(crate) fn for_each_chunk(
     file: &File,
     f: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<u64> {

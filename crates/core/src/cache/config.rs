@@ -11,10 +11,9 @@ use super::digests::Table;
 use super::key::Key;
 use super::settings::{Mode, Settings};
 use super::store::Cache;
-use crate::cli::namespace::Dest;
 use crate::engine::Engine;
 use crate::error::NccError;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 
 /// How the default cache directory is written in help texts ([`default_dir`]).
 pub const DEFAULT_DIR_TEXT: &str = "$XDG_CACHE_HOME/nxcc, else ~/.cache/nxcc";
@@ -96,11 +95,11 @@ impl CacheConfig {
         CacheConfig::default()
     }
 
-    /// The cache in `dir` (`None`: off) for a compile of `plan`: its `--retry_failed_compilation`,
+    /// The cache in `dir` (`None`: off) for a compile of `inv`: its `--retry_failed_compilation`,
     /// its cache flags over the directory's configuration file.
-    pub fn for_plan_in(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
+    pub fn in_dir(inv: &Invocation, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
         let cache = dir.as_ref().map(Cache::new);
-        let settings = Settings::of_plan(plan, cache.as_ref()).map_err(NccError::cache_setting)?;
+        let settings = Settings::of(inv, cache.as_ref()).map_err(NccError::cache_setting)?;
         if cache.is_none() && settings.mode == Mode::HitOnly {
             // A host that must never compile would compile: there is no cache to hit.
             return Err(NccError::cache_setting(
@@ -110,7 +109,7 @@ impl CacheConfig {
         }
         Ok(CacheConfig {
             dir,
-            retry_failed: plan.ns.bool(Dest::RetryFailedCompilation),
+            retry_failed: inv.settings.cache.retry_failed,
             settings,
             shared: None,
         })
@@ -133,10 +132,10 @@ impl CacheConfig {
         }
     }
 
-    /// The key of a compile of `plan` on `engine` under these settings.
-    pub fn key(&self, plan: &Plan, engine: &Engine) -> std::io::Result<Key> {
+    /// The key of a compile of `inv` on `engine` under these settings.
+    pub fn key(&self, inv: &Invocation, engine: &Engine) -> std::io::Result<Key> {
         Key::compute(
-            plan,
+            inv,
             engine,
             self.settings.sloppiness.hlo_metadata,
             &self.table(),
@@ -147,44 +146,43 @@ impl CacheConfig {
     /// launch dir) turns it on; else `default_dir` (`None` for `nxcc compile`, [`default_dir()`]
     /// for parallel-compile and the daemon). `--retry_failed_compilation` and the cache flags are
     /// read too. A remote URL is refused ([`check_local`]).
-    pub fn from_plan(plan: &Plan, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
-        if plan.ns.bool(Dest::NoCache) {
-            return CacheConfig::for_plan_in(plan, None);
+    pub fn of(inv: &Invocation, default_dir: Option<&Path>) -> Result<CacheConfig, NccError> {
+        let flags = &inv.settings.cache;
+        if flags.no_cache {
+            return CacheConfig::in_dir(inv, None);
         }
-        let dir = match plan.ns.str(Dest::CacheDir).filter(|d| !d.is_empty()) {
+        let dir = match flags.dir.as_deref().filter(|d| !d.is_empty()) {
             Some(d) => {
                 check_local(d)?;
                 if crate::objstore::is_url(d) {
-                    return CacheConfig::shared_for_plan(plan, d, default_dir);
+                    return CacheConfig::shared(inv, d, default_dir);
                 }
-                Some(crate::plan::absolute(&plan.launch_dir, d))
+                Some(crate::fsx::absolute(&inv.plan.launch_dir, d))
             }
             None => default_dir.map(Path::to_path_buf),
         };
-        CacheConfig::for_plan_at(plan, dir)
+        CacheConfig::at(inv, dir)
     }
 
-    /// [`CacheConfig::for_plan_in`], where `dir` may name a shared tier (`s3://...`, as a
-    /// caller's default may): then the local tier is [`default_dir()`].
-    pub fn for_plan_at(plan: &Plan, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
+    /// [`CacheConfig::in_dir`], where `dir` may name a shared tier (`s3://...`, as a caller's
+    /// default may): then the local tier is [`default_dir()`].
+    pub fn at(inv: &Invocation, dir: Option<PathBuf>) -> Result<CacheConfig, NccError> {
         match dir.as_deref().and_then(Path::to_str) {
-            Some(url) if crate::objstore::is_url(url) => {
-                CacheConfig::shared_for_plan(plan, url, None)
-            }
-            _ => CacheConfig::for_plan_in(plan, dir),
+            Some(url) if crate::objstore::is_url(url) => CacheConfig::shared(inv, url, None),
+            _ => CacheConfig::in_dir(inv, dir),
         }
     }
 
     /// The shared tier at `url` behind the local directory: the caller's default, else
     /// [`default_dir()`].
-    pub fn shared_for_plan(
-        plan: &Plan,
+    pub fn shared(
+        inv: &Invocation,
         url: &str,
         default_dir: Option<&Path>,
     ) -> Result<CacheConfig, NccError> {
         let local =
             default_dir.map_or_else(|| PathBuf::from(self::default_dir()), Path::to_path_buf);
-        let mut cfg = CacheConfig::for_plan_in(plan, Some(local))?;
+        let mut cfg = CacheConfig::in_dir(inv, Some(local))?;
         cfg.shared = Some(url.to_string());
         Ok(cfg)
     }

@@ -41,7 +41,8 @@ pub enum MissReason {
 macro_rules! counters {
     ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
         /// The counters (summed over files when read; one compile's increments when written).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+        #[serde(default)]
         pub struct Counters {
             $( $(#[$doc])* pub $name: i64, )*
         }
@@ -128,7 +129,7 @@ impl Counters {
     }
 
     /// Whether every counter is zero.
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         self.pairs().iter().all(|(_, v)| *v == 0)
     }
 
@@ -161,7 +162,7 @@ impl Counters {
 }
 
 /// The shard (0-15) a key is counted in: its first hex digit.
-pub fn shard_of(key: &str) -> usize {
+pub(crate) fn shard_of(key: &str) -> usize {
     key.chars().next().and_then(|c| c.to_digit(16)).unwrap_or(0) as usize
 }
 
@@ -230,7 +231,7 @@ pub fn total_bytes(cache: &Cache) -> i64 {
 }
 
 /// Every other host's counters of shard `shard`, plus `mine` (this host's, as being written).
-pub fn read_others(cache: &Cache, shard: usize, mine: &Counters) -> Counters {
+pub(crate) fn read_others(cache: &Cache, shard: usize, mine: &Counters) -> Counters {
     let mut total = *mine;
     for_each_host_file(cache, Some(shard), &mut |host, dir, name| {
         if host != super::host::key() {

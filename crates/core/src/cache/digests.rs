@@ -161,7 +161,7 @@ impl Table {
 
     /// This process's memory and the table of the cache whose `nxcc-v1` is `root` (written only
     /// when `writable`).
-    pub fn in_cache(root: Dir, writable: bool) -> Table {
+    pub(crate) fn in_cache(root: Dir, writable: bool) -> Table {
         Table {
             trust: true,
             disk: Some(Disk {
@@ -219,13 +219,13 @@ impl Table {
 
     /// The value of `kind` remembered for a file of identity `id` (one already open), if the
     /// table is trusted and has one.
-    pub fn recall_of(&self, kind: Kind, id: &StatId) -> Option<String> {
+    pub(crate) fn recall_of(&self, kind: Kind, id: &StatId) -> Option<String> {
         self.trust.then(|| self.recall(kind, id)).flatten()
     }
 
     /// Remember `value` of `kind` for a file of identity `id` whose computation began at
     /// `start_ns` ([`now_ns`]), when the table is trusted and the file had settled by then.
-    pub fn remember_of(&self, kind: Kind, id: &StatId, value: &str, start_ns: i128) {
+    pub(crate) fn remember_of(&self, kind: Kind, id: &StatId, value: &str, start_ns: i128) {
         if self.trust && id.settled_before(start_ns) {
             self.remember(kind, id, value);
         }

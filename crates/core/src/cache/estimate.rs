@@ -2,7 +2,7 @@
 //! daemon to admit compiles within a memory budget: the peak RSS recorded in the cache for the same
 //! key; else the peak of the most similar earlier compile — the same arguments (the same args key),
 //! the nearest graph by its [`Features`] (file size, parameter and result bytes, instruction count;
-//! see [`distance`]); else the named formula [`FORMULA`] over those features
+//! see `distance`); else the named formula [`FORMULA`] over those features
 //! ([`formula_estimate`]).
 //!
 //! Every successful compile through the cache appends one line to a small index,
@@ -55,14 +55,15 @@ pub fn formula_estimate(f: &Features) -> u64 {
 }
 
 /// [`FORMULA`] for a model known only by its size: 4 × the model size + 320 MiB.
-pub fn default_estimate(model_size: u64) -> u64 {
+#[cfg(test)]
+pub(crate) fn default_estimate(model_size: u64) -> u64 {
     formula_estimate(&Features::of_size(model_size))
 }
 
 /// How unlike two compiles' models are: the sum over file size, parameter plus result bytes and
 /// instruction count of |log2(1 + a) − log2(1 + b)| (so a model twice as large in one figure is
 /// one unit away, whatever its scale).
-pub fn distance(a: &Features, b: &Features) -> f64 {
+pub(crate) fn distance(a: &Features, b: &Features) -> f64 {
     let d = |x: u64, y: u64| ((1.0 + x as f64).log2() - (1.0 + y as f64).log2()).abs();
     d(a.model_size, b.model_size)
         + d(
@@ -79,7 +80,7 @@ pub enum Basis {
     /// The peak recorded for this very key.
     Recorded,
     /// The peak of the earlier compile with the same arguments whose graph is nearest
-    /// ([`distance`]); its features.
+    /// (`distance`); its features.
     Similar {
         /// The earlier compile's key.
         key: String,
@@ -257,23 +258,36 @@ pub fn estimate(cache: Option<&Cache>, key: &Key) -> Estimate {
 /// The estimate a dry run reports: the learned one when the plan has a cache (`--cache_dir`)
 /// and a resolved toolchain (keying it never spawns a process then), else the formula over the
 /// plan's features. Reads, never writes.
-pub fn for_dry_run(plan: &crate::plan::Plan) -> Estimate {
+pub(crate) fn for_dry_run(inv: &crate::plan::Invocation) -> Estimate {
     let formula = || Estimate {
-        bytes: formula_estimate(&Features::of_plan(plan)),
+        bytes: formula_estimate(&Features::of_plan(&inv.plan)),
         basis: Basis::formula(),
     };
-    let Ok(mut cfg) = super::CacheConfig::from_plan(plan, None) else {
+    let Ok(mut cfg) = super::CacheConfig::of(inv, None) else {
         return formula();
     };
     cfg.settings.mode = super::settings::Mode::ReadOnly;
-    match (cfg.cache(), &plan.toolchain) {
+    match (cfg.cache(), &inv.plan.toolchain) {
         (Some(cache), Some(_)) if cache.root().is_dir() => {
-            match cfg.key(plan, &crate::engine::Engine::Pipeline) {
+            match cfg.key(inv, &crate::engine::Engine::Pipeline) {
                 Ok(key) => estimate(Some(&cache), &key),
                 Err(_) => formula(),
             }
         }
         _ => formula(),
+    }
+}
+
+/// What a dry run of `inv` says of its memory (`for_dry_run`), as JSON and in words.
+pub fn dry_run_memory(inv: &crate::plan::Invocation) -> crate::plan::dryrun::Memory {
+    let e = for_dry_run(inv);
+    crate::plan::dryrun::Memory {
+        json: to_json(&e),
+        text: format!(
+            "{} (from {})",
+            crate::hlo::summary::human(e.bytes),
+            e.basis.describe()
+        ),
     }
 }
 

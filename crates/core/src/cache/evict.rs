@@ -29,7 +29,7 @@
 //! **Limits.** An entry larger than `max_size` is refused before it is committed (the publication
 //! fails, saying so, and the cache is left as it was). The entry being published is never evicted
 //! by its own publication, whatever its size. An entry being read is never removed under its
-//! reader: [`super::store::evict_unread`] passes over an entry whose `meta.json` a reader holds a
+//! reader: `super::store::evict_unread` passes over an entry whose `meta.json` a reader holds a
 //! shared `flock` on (this host's readers; a reader on another host is protected by having just
 //! used the entry, which makes it the most recent).
 
@@ -72,7 +72,7 @@ pub struct Published {
 }
 
 /// A part's share of a cache of `max_size` bytes.
-pub fn part_share(max_size: u64) -> u64 {
+pub(crate) fn part_share(max_size: u64) -> u64 {
     max_size / PARTS
 }
 
@@ -421,7 +421,7 @@ impl Round<'_> {
 
 /// Recount every part (after `gc`, `clear` or `verify`, which change the cache without counting):
 /// this host's counts take the difference to what is there, and every part's hint is set.
-pub fn recount(cache: &Cache) {
+pub(crate) fn recount(cache: &Cache) {
     let mut hints = Vec::new();
     for part in 0..PARTS as usize {
         let _ = counters::update(cache, part, &mut |mine| {

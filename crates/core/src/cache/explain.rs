@@ -245,11 +245,11 @@ pub fn groups(key: &Key, model: &Path, model_blake3: &str) -> Groups {
     }
 }
 
-/// Explain a compile of `plan` on `engine` in the cache `cfg` names (its secondaries too), as
+/// Explain a compile of `inv` on `engine` in the cache `cfg` names (its secondaries too), as
 /// the cache would key it, writing nothing: what `nxcc cache explain` and the daemon's
 /// `/v1/explain` say. `Err`: the error line (the cache is off, or the key cannot be computed).
-pub fn of_plan(
-    plan: &crate::plan::Plan,
+pub fn of_invocation(
+    inv: &crate::plan::Invocation,
     cfg: &super::CacheConfig,
     engine: &crate::engine::Engine,
 ) -> Result<Explanation, String> {
@@ -261,14 +261,14 @@ pub fn of_plan(
     cfg.settings.mode = super::settings::Mode::ReadOnly;
     let table = cfg.table();
     let key =
-        Key::compute(plan, engine, cfg.settings.sloppiness.hlo_metadata, &table).map_err(|e| {
+        Key::compute(inv, engine, cfg.settings.sloppiness.hlo_metadata, &table).map_err(|e| {
             format!(
                 "[ERROR] cannot compute the cache key of {}: {e}",
-                plan.model.display()
+                inv.plan.model.display()
             )
         })?;
     let secondaries: Vec<Cache> = cfg.settings.secondaries.iter().map(Cache::new).collect();
-    Ok(explain(&cache, &secondaries, &key, &plan.model, &table))
+    Ok(explain(&cache, &secondaries, &key, &inv.plan.model, &table))
 }
 
 /// Explain `key` (of a compile of `model`) in `cache`, then in `secondaries`.

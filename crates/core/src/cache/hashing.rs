@@ -10,19 +10,12 @@ use std::path::Path;
 /// a large model"); smaller ones are read.
 pub const MAP_FROM: u64 = 1 << 20;
 
-/// Feed a file into a hasher; returns the number of bytes hashed. A file of at least
-/// [`MAP_FROM`] bytes is mapped ([`crate::fsx::Mapped`]) and hashed by blake3 on every core
-/// (`update_rayon`); a smaller one, or one that cannot be mapped, is read, the reads overlapped
-/// with hashing (`super::chunks`). A file that shrank while it was mapped, or whose size or
-/// modification time changed while it was hashed, is an error: what was hashed is not the file.
-/// Never a SIGBUS, even in the daemon.
-pub fn hash_file_into(path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
-    // A regular file only, opened without waiting: a FIFO or a device never holds up a compile.
-    hash_open_into(&crate::fsx::regular::open(path)?, path, h)
-}
-
-/// [`hash_file_into`] for a file already open (read from its start; `path` names it in
-/// errors).
+/// Feed an open file (read from its start; `path` names it in errors) into a hasher; returns
+/// the number of bytes hashed. A file of at least [`MAP_FROM`] bytes is mapped
+/// ([`crate::fsx::Mapped`]) and hashed by blake3 on every core (`update_rayon`); a smaller one,
+/// or one that cannot be mapped, is read, the reads overlapped with hashing (`super::chunks`). A
+/// file that shrank while it was mapped, or whose size or modification time changed while it was
+/// hashed, is an error: what was hashed is not the file. Never a SIGBUS, even in the daemon.
 pub fn hash_open_into(f: &File, path: &Path, h: &mut blake3::Hasher) -> std::io::Result<u64> {
     let len = f.metadata()?.len();
     if len >= MAP_FROM {

@@ -14,13 +14,13 @@ pub fn name() -> String {
 }
 
 /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`), if it can be read.
-pub fn boot_id() -> Option<String> {
+pub(crate) fn boot_id() -> Option<String> {
     let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     Some(id.trim().to_string()).filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
 }
 
 /// 16 hex digits: blake3 of the host name alone (the part of [`key`] that stays across boots).
-pub fn name_key() -> &'static str {
+pub(crate) fn name_key() -> &'static str {
     static KEY: OnceLock<String> = OnceLock::new();
     KEY.get_or_init(|| short(&[name().as_bytes()]))
 }

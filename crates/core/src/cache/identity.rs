@@ -106,7 +106,7 @@ pub fn of(
 /// when those files had settled (git's racy rule, [`super::digests::RACY_MARGIN_NS`]); an
 /// answer of no package is not kept (a compile without a toolchain fails anyway, and a package
 /// installed since is found).
-pub fn installed_package(table: &Table) -> Option<Toolchain> {
+pub(crate) fn installed_package(table: &Table) -> Option<Toolchain> {
     let python = crate::engine::resolve_program(Path::new(PYTHON));
     let probe = &mut |p: &Path| toolchain::probe_python_package_with(p);
     let bin = if table.trusted() {
@@ -226,7 +226,7 @@ fn tool_paths(tc: &Toolchain, tools: &Tools) -> Vec<(String, Option<PathBuf>)> {
 
 /// `{"blake3", "size"}` of a file, remembered per stat identity; `{"missing": true}` if it
 /// cannot be read.
-pub fn file_digest(path: &Path, table: &Table) -> Value {
+pub(crate) fn file_digest(path: &Path, table: &Table) -> Value {
     let got = table.get(path, Kind::Blake3, &mut |f| {
         let mut h = blake3::Hasher::new();
         super::hashing::hash_open_into(f, path, &mut h)?;
@@ -240,7 +240,7 @@ pub fn file_digest(path: &Path, table: &Table) -> Value {
 
 /// The first line an external compiler prints for `--version` (remembered per stat identity of
 /// the executable when it answered with status 0); a description of what went wrong otherwise.
-pub fn version_line(program: &Path, table: &Table) -> String {
+pub(crate) fn version_line(program: &Path, table: &Table) -> String {
     let mut failed: Option<String> = None;
     let got = table.get(
         program,

@@ -5,9 +5,10 @@
 //!   sloppiness and a binary HLO module, the module without its op metadata
 //!   (`crate::hlo::digest`); each file's digest remembered per stat identity
 //!   ([`super::digests`]), so an unchanged model is not hashed again;
-//! - the normalised plan arguments (`plan.ns`), canonically serialised (keys sorted), without the
-//!   dests in [`EXCLUDED_ARGS`] — everything that cannot change the output — plus what the plan
-//!   derived from them and the environment (the job list, the walrus passes, the subgraphs);
+//! - the invocation's normalised inputs ([`crate::cli::inputs::CompileInputs`]: every flag that
+//!   can change the output, and only those — the driver's settings live elsewhere), canonically
+//!   serialised (keys sorted), plus what the plan derived from them and the environment (the job
+//!   list, the walrus passes, the subgraphs);
 //! - the toolchain's identity: what the tools are, not where ([`super::identity`]);
 //! - the plan format version [`crate::plan::PLAN_VERSION`].
 //!
@@ -21,52 +22,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-pub use super::hashing::{
-    hash_file_into, hash_mapped_into, hash_open_into, hash_read_into, MAP_FROM,
-};
-use crate::cli::namespace::Dest;
+pub use super::hashing::{hash_mapped_into, hash_open_into, hash_read_into, MAP_FROM};
 
 use super::digests::{Kind, Table};
 use super::identity::{self, Tools};
 use crate::engine::Engine;
-use crate::plan::Plan;
-
-/// The plan arguments that cannot change the output, left out of the key. This list is the one
-/// place that decides it: the output and log locations, console and log levels, the work dir,
-/// the dry run, reports (`--timings`, `--trace`, metrics, reproducer bundles), the cache's own flags, the job
-/// timeout, keeping the work dir, the daemon switch, `--toolchain` (the toolchain's identity
-/// is hashed instead of its spelling), and where a remote service is (`--remote*`).
-pub const EXCLUDED_ARGS: &[Dest] = &[
-    Dest::Output,
-    Dest::Logfile,
-    Dest::LogfileVerbose,
-    Dest::Verbose,
-    Dest::TempDir,
-    Dest::DryRun,
-    Dest::Timings,
-    Dest::Trace,
-    Dest::GenReproducer,
-    Dest::ReproducerDir,
-    Dest::ReproducerStripConstants,
-    Dest::CacheDir,
-    Dest::NoCache,
-    Dest::RetryFailedCompilation,
-    Dest::CacheMaxSize,
-    Dest::CacheMode,
-    Dest::CacheRehash,
-    Dest::CacheSecondary,
-    Dest::CacheSloppiness,
-    Dest::JobTimeout,
-    Dest::KeepWorkDir,
-    Dest::Daemon,
-    Dest::SubmitMetrics,
-    Dest::RunId,
-    Dest::MetricsTimestamp,
-    Dest::Toolchain,
-    Dest::Remote,
-    Dest::RemoteCache,
-    Dest::RemoteInstance,
-];
+use crate::plan::Invocation;
 
 /// The chunk size model files are read in while hashing.
 pub const HASH_BUFFER: usize = super::chunks::CHUNK;
@@ -94,33 +55,40 @@ pub struct Key {
 }
 
 impl Key {
-    /// The key of a compile of `plan` by `engine` (`hlo_metadata`: the model keyed without its
-    /// op metadata, when it is a binary HLO module), remembering digests in `table`. Reads the model once at most (not at all when its digest is remembered); for an
-    /// auto-located toolchain it may run the one `python3` probe.
+    /// The key of a compile of `inv` by `engine` (`hlo_metadata`: the model keyed without its
+    /// op metadata, when it is a binary HLO module), remembering digests in `table`. Reads the
+    /// model once at most (not at all when its digest is remembered); for an auto-located
+    /// toolchain it may run the one `python3` probe.
     pub fn compute(
-        plan: &Plan,
+        inv: &Invocation,
         engine: &Engine,
         hlo_metadata: bool,
         table: &Table,
     ) -> std::io::Result<Key> {
-        let inputs = args_inputs(plan, engine, table);
-        let m = model_digest(&plan.model, hlo_metadata, table)?;
+        let inputs = args_inputs(inv, engine, table);
+        let m = model_digest(&inv.plan.model, hlo_metadata, table)?;
         let mut key = Key::from_digest(inputs, &m.digest, m.size, m.sloppy);
         key.features = super::features::Features {
             model_size: m.size,
-            ..super::features::Features::of_plan(plan)
+            ..super::features::Features::of_plan(&inv.plan)
         };
         Ok(key)
     }
 
     /// The key from the args inputs (as [`args_inputs`] builds them) and the model's blake3.
-    pub fn from_parts(inputs: Value, model_digest: &blake3::Hash, model_size: u64) -> Key {
+    #[cfg(test)]
+    pub(crate) fn from_parts(inputs: Value, model_digest: &blake3::Hash, model_size: u64) -> Key {
         Key::from_digest(inputs, model_digest.to_hex().as_str(), model_size, false)
     }
 
     /// The key from the args inputs and the model's digest in hex (`sloppy`: the module's
     /// digest without op metadata).
-    pub fn from_digest(inputs: Value, model_digest: &str, model_size: u64, sloppy: bool) -> Key {
+    pub(crate) fn from_digest(
+        inputs: Value,
+        model_digest: &str,
+        model_size: u64,
+        sloppy: bool,
+    ) -> Key {
         let mut h = blake3::Hasher::new();
         h.update(b"nxcc-cache-args\0");
         h.update(&serde_json::to_vec(&inputs).unwrap_or_default());
@@ -159,22 +127,22 @@ impl Key {
     }
 }
 
-/// The normalised arguments that can change the output, canonically ordered (sorted by dest).
-pub fn canonical_args(plan: &Plan) -> Value {
-    let map: BTreeMap<&str, Value> = plan
-        .ns
-        .iter()
-        .filter(|(dest, _)| !EXCLUDED_ARGS.iter().any(|d| d.name() == *dest))
-        .map(|(dest, v)| (dest, serde_json::to_value(v).unwrap_or(Value::Null)))
-        .collect();
+/// The normalised inputs — every flag that can change the output —, canonically ordered (sorted
+/// by dest).
+pub(crate) fn canonical_args(inv: &Invocation) -> Value {
+    let map: BTreeMap<String, Value> = match serde_json::to_value(&inv.inputs) {
+        Ok(Value::Object(fields)) => fields.into_iter().collect(),
+        _ => BTreeMap::new(),
+    };
     serde_json::to_value(map).unwrap_or(Value::Null)
 }
 
 /// Everything of the key but the model, in clear (deterministic: built in a fixed order).
-pub fn args_inputs(plan: &Plan, engine: &Engine, table: &Table) -> Value {
+pub(crate) fn args_inputs(inv: &Invocation, engine: &Engine, table: &Table) -> Value {
+    let plan = &inv.plan;
     json!({
         "plan_version": crate::plan::PLAN_VERSION,
-        "args": canonical_args(plan),
+        "args": canonical_args(inv),
         "plan": {
             "pipeline": plan.pipeline,
             "walrus_passes": plan.walrus_passes,
@@ -202,7 +170,7 @@ pub struct ModelDigest {
 }
 
 /// The model's digest for the key: with `hlo_metadata` sloppiness and a binary HLO module, the
-/// module without its op metadata; else the blake3 of its bytes ([`hash_model`]'s). Remembered
+/// module without its op metadata; else the blake3 of its bytes (`hash_model`'s). Remembered
 /// per stat identity in `table`.
 pub fn model_digest(
     path: &Path,
@@ -231,7 +199,10 @@ const NOT_A_MODULE: &str = "-";
 
 /// The digest of the binary HLO module at `path` without its op metadata and its size; `None`
 /// when it is HLO text or not a module.
-pub fn hlo_metadata_digest(path: &Path, table: &Table) -> std::io::Result<Option<(String, u64)>> {
+pub(crate) fn hlo_metadata_digest(
+    path: &Path,
+    table: &Table,
+) -> std::io::Result<Option<(String, u64)>> {
     let got = table.get(path, Kind::HloMetadata, &mut |f| {
         let d = with_bytes(f, path, &mut |b| {
             if crate::jobs::ModelFormat::detect(b) == crate::jobs::ModelFormat::Text {
@@ -269,12 +240,13 @@ fn with_bytes<T>(f: &File, path: &Path, each: &mut dyn FnMut(&[u8]) -> T) -> std
 /// by sorted relative path; for each: the path, a NUL, the length as 8 little-endian bytes, the
 /// file's blake3). Symbolic links to files are followed; links to directories are not descended
 /// into. Every file is hashed.
-pub fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
+#[cfg(test)]
+pub(crate) fn hash_model(path: &Path) -> std::io::Result<(blake3::Hash, u64)> {
     hash_model_with(path, &Table::off())
 }
 
 /// [`hash_model`], each file's blake3 remembered per stat identity in `table`.
-pub fn hash_model_with(path: &Path, table: &Table) -> std::io::Result<(blake3::Hash, u64)> {
+pub(crate) fn hash_model_with(path: &Path, table: &Table) -> std::io::Result<(blake3::Hash, u64)> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_dir() {
         let (hex, n) = file_blake3(path, table)?;
@@ -299,7 +271,7 @@ pub fn hash_model_with(path: &Path, table: &Table) -> std::io::Result<(blake3::H
 }
 
 /// A file's blake3 (hex) and size, remembered per stat identity in `table`.
-pub fn file_blake3(path: &Path, table: &Table) -> std::io::Result<(String, u64)> {
+pub(crate) fn file_blake3(path: &Path, table: &Table) -> std::io::Result<(String, u64)> {
     let got = table.get(path, Kind::Blake3, &mut |f| {
         let mut h = blake3::Hasher::new();
         hash_open_into(f, path, &mut h)?;
@@ -335,24 +307,14 @@ fn collect_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{self, Command};
     use crate::plan::SystemProbe;
 
-    fn plan_in(dir: &Path, args: &[&str]) -> Plan {
+    fn plan_in(dir: &Path, args: &[&str]) -> Invocation {
         let argv: Vec<String> = std::iter::once("compile")
             .chain(args.iter().copied())
             .map(str::to_string)
             .collect();
-        let Command::Compile(c) = cli::parse("nxcc", &argv).unwrap() else {
-            panic!("not a compile")
-        };
-        crate::plan::build(
-            &c,
-            &SystemProbe {
-                launch_dir: dir.to_path_buf(),
-            },
-        )
-        .unwrap()
+        Invocation::from_argv("nxcc", &argv, &SystemProbe::at(dir)).unwrap()
     }
 
     fn key(dir: &Path, args: &[&str]) -> Key {

@@ -68,7 +68,12 @@ pub enum Attempt {
 }
 
 /// Try to take `name` in `shard` (its path, for messages: `path`) once, with `lease`.
-pub fn try_take(shard: &Dir, name: &str, path: &Path, lease: Duration) -> std::io::Result<Attempt> {
+pub(crate) fn try_take(
+    shard: &Dir,
+    name: &str,
+    path: &Path,
+    lease: Duration,
+) -> std::io::Result<Attempt> {
     let mut replaced = None;
     for _ in 0..3 {
         match Taken::from(lockfile::acquire(shard, name, lease, true)?) {

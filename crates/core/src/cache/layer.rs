@@ -5,7 +5,7 @@
 //!
 //! 1. [`LocalStore`] itself, outermost: the lookup.
 //!    - Only a plan whose one product is the NEFF at `--output` uses the cache
-//!      ([`crate::recon::cache::plan_is_cacheable`], for nxcc's pipeline; an external
+//!      (`crate::recon::cache::plan_is_cacheable`, for nxcc's pipeline; an external
 //!      compiler's product is always the file at `--output`); others compile as without it.
 //!    - The cache directory is checked first ([`Cache::check`]): one that others could write
 //!      fails the compile (exit 70) with what to fix; what its configuration file says that
@@ -218,10 +218,9 @@ impl<'a> LocalStore<'a> {
         let plan = session.plan();
         let known = self.record().given.take();
         let sloppy = self.cfg.settings.sloppiness.hlo_metadata;
-        match known
-            .map(Ok)
-            .unwrap_or_else(|| Key::compute(plan, self.engine, sloppy, self.table()))
-        {
+        match known.map(Ok).unwrap_or_else(|| {
+            Key::compute(session.invocation(), self.engine, sloppy, self.table())
+        }) {
             Ok(k) => Some(k),
             Err(e) => {
                 warn(
@@ -744,7 +743,7 @@ impl Visit<'_, '_> {
         // Entries written before the failure was recorded: a failure of the model's (nothing
         // else was remembered).
         let failure = failed.failure.unwrap_or(Failure::Job {
-            job: String::new(),
+            job: None,
             end: JobEnd::Error,
         });
         session.result(Status::Failed(failure))
@@ -950,7 +949,7 @@ fn with_origin(tmp: &crate::fsx::Dir, m: &Meta) -> std::io::Result<serde_json::V
 
 /// The lines this compile appended to the shared log file: those written after `start` that
 /// carry the supervising process's or the worker's pid (`<ts> <LEVEL> <pid> [<logger>]: ...`).
-pub fn compile_log(logfile: &Path, start: u64, result: &CompileResult) -> String {
+pub(crate) fn compile_log(logfile: &Path, start: u64, result: &CompileResult) -> String {
     let mut text = String::new();
     let Ok(mut f) = std::fs::File::open(logfile) else {
         return text;

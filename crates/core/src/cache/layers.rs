@@ -30,7 +30,7 @@ pub enum OnMiss {
 }
 
 /// What `mode` makes of a miss `explanation` explains.
-pub fn on_miss(mode: Mode, cache: &Cache, explanation: &Explanation) -> OnMiss {
+pub(crate) fn on_miss(mode: Mode, cache: &Cache, explanation: &Explanation) -> OnMiss {
     match mode {
         Mode::ReadWrite => OnMiss::Compile { store: true },
         Mode::ReadOnly => OnMiss::Compile { store: false },
@@ -93,7 +93,7 @@ pub fn find(
 /// Copy a secondary's entry into `primary` (its NEFF verified on the way), kept under
 /// `max_size` there as any publication is; `None` when another compile of the key holds its
 /// lock (it will publish the same).
-pub fn copy_into(
+pub(crate) fn copy_into(
     primary: &Cache,
     hit: &SecondaryHit,
     key: &str,

@@ -1,8 +1,8 @@
 //! The compile cache (spec 07-cache-parallel.md): a directory of finished compiles, keyed on
 //! everything that can change the output, safe for any number of concurrent compiles and processes.
 //!
-//! - [`key`]: the key — the model's digest, the normalised arguments minus
-//!   [`key::EXCLUDED_ARGS`], the toolchain's identity ([`identity`]: what the tools are, one rule
+//! - [`key`]: the key — the model's digest, the invocation's normalised inputs (every flag
+//!   that can change the output), the toolchain's identity ([`identity`]: what the tools are, one rule
 //!   for the key and a remote action), the plan format version;
 //! - [`digests`]: digests remembered per stat identity (git's racy rule), so an unchanged model
 //!   or tool is not hashed again; `hashing`: feeding a file to blake3;
@@ -16,7 +16,8 @@
 //! - [`shared`]: the shared tier — the same entries in an object store (`--cache_dir
 //!   s3://...`) behind the local directory, through a storage interface a backend implements;
 //! - [`mod@estimate`]: the memory estimate of a compile, learned from earlier compiles;
-//! - [`maintain`]: stats, verify, gc, clear; [`command`] and `actions`: `nxcc cache ...`;
+//! - [`maintain`]: stats, verify, gc, clear; [`command`]: `nxcc cache ...` (one typed struct per
+//!   action), `actions` on nxcc's cache and `neuron` on the framework's;
 //! - `chunks`: large files read with the reads overlapped with hashing; `host`: the host and
 //!   boot the per-host files are named by.
 //!
@@ -39,22 +40,23 @@
 //! use std::path::Path;
 //! use nxcc_core::cache::{self, CacheConfig};
 //! use nxcc_core::engine::Engine;
-//! # fn plan() -> nxcc_core::plan::Plan { unimplemented!() }
-//! let plan = plan();
+//! # fn invocation() -> nxcc_core::plan::Invocation { unimplemented!() }
+//! let inv = invocation();
 //! // The compile's own --cache_dir / --no_cache / --retry_failed_compilation, else the default.
-//! let cfg = CacheConfig::from_plan(&plan, Some(Path::new(&cache::default_dir()))).unwrap();
+//! let cfg = CacheConfig::of(&inv, Some(Path::new(&cache::default_dir()))).unwrap();
 //! let engine = Engine::Pipeline; // or Engine::external("/opt/venv/bin/neuronx-cc")
 //! // Keyed with the cache's settings (its configuration file, the compile's cache flags).
-//! let key = cfg.key(&plan, &engine).ok();
+//! let key = cfg.key(&inv, &engine).ok();
 //! let bytes = match &key {
 //!     Some(k) => cache::estimate(cfg.cache().as_ref(), k).bytes,
-//!     None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&plan)),
+//!     None => cache::estimate::formula_estimate(&cache::estimate::Features::of_plan(&inv.plan)),
 //! };
 //! // ... admission.acquire(bytes, ...), then compile with `key` ...
 //! # let _ = bytes;
 //! ```
 
 pub(crate) mod actions;
+pub(crate) mod args;
 pub(crate) mod chunks;
 pub mod command;
 pub(crate) mod config;
@@ -74,6 +76,7 @@ pub mod layer;
 pub(crate) mod layers;
 pub mod maintain;
 pub mod meta;
+pub(crate) mod neuron;
 pub mod settings;
 pub mod shared;
 pub mod store;
@@ -82,6 +85,6 @@ pub use config::{
     check_local, default_dir, CacheConfig, CacheStatus, CACHE_URL_ENV, DEFAULT_DIR_TEXT,
 };
 pub use estimate::{estimate, Basis, Estimate};
-pub use key::{Key, EXCLUDED_ARGS};
+pub use key::Key;
 pub use layer::{LocalStore, TIER_LOCAL, TIER_SECONDARY};
 pub use store::{Cache, Lookup};

@@ -25,9 +25,8 @@ use serde::Serialize;
 
 use super::digests::{now_ns, StatId};
 use super::store::Cache;
-use crate::cli::namespace::Dest;
 use crate::fsx::{AtomicFile, Dir, Durability};
-use crate::plan::Plan;
+use crate::plan::Invocation;
 
 /// The configuration file's name, in `nxcc-v1`.
 pub const CONFIG_FILE: &str = "nxcc.conf";
@@ -134,7 +133,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     if text.trim().eq_ignore_ascii_case("auto") {
         return Err("invalid size: \"auto\" (give a size: 20G, 512M, 0 for no limit)".into());
     }
-    crate::admission::parse_size(text)
+    crate::cli::numbers::parse_size(text)
 }
 
 fn parse_bool(text: &str) -> Result<bool, String> {
@@ -163,7 +162,7 @@ impl File {
     }
 
     /// Apply one `key = value` line.
-    pub fn set_line(&mut self, line: &str) -> Result<(), String> {
+    pub(crate) fn set_line(&mut self, line: &str) -> Result<(), String> {
         let (key, value) = line
             .split_once('=')
             .ok_or_else(|| format!("not key = value: {line:?}"))?;
@@ -207,7 +206,7 @@ impl File {
     /// (a daemon reads the file once, not on every request): a file rewritten, replaced or
     /// touched is read again, and a file changed within [`super::digests::RACY_MARGIN_NS`] of the read is not
     /// remembered at all ([`super::digests`]'s rule).
-    pub fn read_in(root: &Dir) -> File {
+    pub(crate) fn read_in(root: &Dir) -> File {
         let start = now_ns();
         match root.open_file(CONFIG_FILE) {
             Ok(f) => {
@@ -344,22 +343,22 @@ pub struct Flags {
 impl Flags {
     /// The flags of a compile's plan (`--cache-secondary` made absolute against its launch
     /// directory, unless it names a shared tier).
-    pub fn of_plan(plan: &Plan) -> Flags {
-        let s = |d: Dest| plan.ns.str(d).filter(|v| !v.is_empty()).map(str::to_string);
+    pub fn of(inv: &Invocation) -> Flags {
+        let flags = &inv.settings.cache;
+        let s = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
         Flags {
-            max_size: s(Dest::CacheMaxSize),
-            sloppiness: s(Dest::CacheSloppiness),
-            rehash: plan.ns.bool(Dest::CacheRehash),
-            mode: s(Dest::CacheMode),
-            secondaries: plan
-                .ns
-                .list(Dest::CacheSecondary)
+            max_size: s(&flags.max_size),
+            sloppiness: s(&flags.sloppiness),
+            rehash: flags.rehash,
+            mode: s(&flags.mode),
+            secondaries: flags
+                .secondary
                 .iter()
                 .filter(|d| !d.is_empty())
                 .map(|d| match crate::objstore::is_url(d) {
                     // A shared tier (`s3://...`), searched by its layer.
                     true => PathBuf::from(d),
-                    false => crate::plan::absolute(&plan.launch_dir, d),
+                    false => crate::fsx::absolute(&inv.plan.launch_dir, d),
                 })
                 .collect(),
         }
@@ -394,10 +393,10 @@ impl Settings {
         })
     }
 
-    /// The settings of a compile of `plan` through `cache`: its flags over the cache's file.
-    pub fn of_plan(plan: &Plan, cache: Option<&Cache>) -> Result<Settings, String> {
+    /// The settings of a compile of `inv` through `cache`: its flags over the cache's file.
+    pub fn of(inv: &Invocation, cache: Option<&Cache>) -> Result<Settings, String> {
         let file = cache.map(File::read).unwrap_or_default();
-        Settings::resolve(&Flags::of_plan(plan), &file)
+        Settings::resolve(&Flags::of(inv), &file)
     }
 }
 

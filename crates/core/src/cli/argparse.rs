@@ -15,7 +15,7 @@
 
 use super::flags::{Action, Choices, Flag, Kind};
 use super::namespace::Value;
-pub use super::numbers::{parse_python_float, parse_python_int};
+pub(crate) use super::numbers::{parse_python_float, parse_python_int};
 
 /// How many values a positional takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +123,7 @@ impl Parsed {
     /// What to tell about each of `words` (unrecognised arguments, extra model files) that was
     /// meant as the value of one of nxcc's own optional-value options: `t1.html: did you mean
     /// `--timings=t1.html`?`.
-    pub fn value_hints(&self, words: &[String]) -> Vec<String> {
+    pub(crate) fn value_hints(&self, words: &[String]) -> Vec<String> {
         self.unattached
             .iter()
             .filter(|u| words.contains(&u.word))
@@ -268,6 +268,41 @@ enum Token {
     Arg,
 }
 
+/// The argument list with each token's kind.
+struct Words<'a> {
+    args: &'a [String],
+    kinds: Vec<Token>,
+    /// Where the first `--` is (itself never a value).
+    dashdash: Option<usize>,
+}
+
+impl Words<'_> {
+    /// Whether the token at `i` exists and is a value an option may take.
+    fn is_value(&self, i: usize) -> bool {
+        i < self.args.len() && matches!(self.kinds[i], Token::Arg) && Some(i) != self.dashdash
+    }
+}
+
+/// An option as met in the argument list.
+struct At<'a> {
+    entry: &'a OptionEntry,
+    /// The option string matched (after prefix matching: the full spelling).
+    option_string: &'a str,
+    /// The value attached with `=`.
+    explicit: Option<&'a str>,
+}
+
+/// An option that takes no value given one with `=`.
+fn refuse_explicit(name: &str, explicit: Option<&str>) -> Result<(), ArgError> {
+    match explicit {
+        Some(x) => Err(ArgError::argument(
+            name,
+            format!("ignored explicit argument {}", py_repr(x)),
+        )),
+        None => Ok(()),
+    }
+}
+
 impl ArgParser {
     /// A parser over flags, with each flag's companion spelling added right after it.
     pub fn new(
@@ -381,7 +416,7 @@ impl ArgParser {
 
     /// Whether a token is a known option that takes its value from the next token (no `=VALUE`
     /// attached).
-    pub fn needs_separate_value(&self, token: &str) -> bool {
+    pub(crate) fn needs_separate_value(&self, token: &str) -> bool {
         match self.classify(token) {
             Ok(Token::Option {
                 entry,
@@ -405,22 +440,11 @@ impl ArgParser {
 
     /// Parse a complete argument list (`parse_known_args`: unknown options land in `extras`).
     pub fn parse(&self, args: &[String]) -> Result<Parsed, ArgError> {
-        // Classify every token up front, as argparse builds its pattern string.
-        let mut kinds = Vec::with_capacity(args.len());
-        let mut after_dashdash = false;
-        for a in args {
-            if after_dashdash {
-                kinds.push(Token::Arg);
-            } else if a == "--" {
-                after_dashdash = true;
-                kinds.push(Token::Arg);
-            } else {
-                kinds.push(self.classify(a)?);
-            }
-        }
-        let dashdash = args.iter().position(|a| a == "--");
-        let is_value = |i: usize| matches!(kinds[i], Token::Arg) && Some(i) != dashdash;
-
+        let words = Words {
+            args,
+            kinds: self.classify_all(args)?,
+            dashdash: args.iter().position(|a| a == "--"),
+        };
         let mut out = Parsed {
             positionals: vec![Vec::new(); self.positionals.len()],
             ..Parsed::default()
@@ -428,16 +452,14 @@ impl ArgParser {
         let mut next_positional = 0usize;
         let mut i = 0usize;
         while i < args.len() {
-            match &kinds[i] {
+            match &words.kinds[i] {
                 Token::Arg => {
                     // A chunk of consecutive values (argparse's consume_positionals).
-                    let start = i;
-                    let mut end = i;
-                    while end < args.len() && matches!(kinds[end], Token::Arg) {
-                        end += 1;
-                    }
-                    let chunk: Vec<String> = (start..end)
-                        .filter(|&j| Some(j) != dashdash)
+                    let end = (i..args.len())
+                        .find(|&j| !matches!(words.kinds[j], Token::Arg))
+                        .unwrap_or(args.len());
+                    let chunk: Vec<String> = (i..end)
+                        .filter(|&j| Some(j) != words.dashdash)
                         .map(|j| args[j].clone())
                         .collect();
                     let taken = self.consume_positionals(
@@ -458,145 +480,161 @@ impl ArgParser {
                     option_string,
                     explicit,
                 } => {
-                    let e = &self.entries[*entry];
-                    let flag = e.flag;
-                    let name = self.action_name(flag);
-                    let takes_no_value = matches!(
-                        flag.action,
-                        Action::Help
-                            | Action::HelpHidden
-                            | Action::HelpHiddenList
-                            | Action::Version
-                            | Action::StoreTrue
-                            | Action::DeprecatedStoreTrue { .. }
-                            | Action::EnableDisable
-                            | Action::Noable
-                    );
-                    if let (true, Some(x)) = (takes_no_value, explicit) {
-                        return Err(ArgError::argument(
-                            &name,
-                            format!("ignored explicit argument {}", py_repr(x)),
-                        ));
-                    }
-                    match flag.action {
-                        Action::Help
-                        | Action::HelpHidden
-                        | Action::HelpHiddenList
-                        | Action::Version => {
-                            out.early_exit = Some(flag.action);
-                            return Ok(out);
-                        }
-                        Action::StoreTrue
-                        | Action::DeprecatedStoreTrue { .. }
-                        | Action::EnableDisable
-                        | Action::Noable => {
-                            out.occurrences.push(Occurrence {
-                                flag,
-                                option_string: option_string.clone(),
-                                negated: e.negated,
-                                value: Value::Bool(!e.negated),
-                            });
-                            i += 1;
-                        }
-                        Action::StoreOptional { constant } => {
-                            let raw = if let Some(x) = explicit {
-                                i += 1;
-                                x.clone()
-                            } else if i + 1 < args.len()
-                                && is_value(i + 1)
-                                && self.optional_takes(flag, &args[i + 1])
-                            {
-                                i += 2;
-                                args[i - 1].clone()
-                            } else {
-                                if i + 1 < args.len() && is_value(i + 1) {
-                                    out.unattached.push(Unattached {
-                                        flag,
-                                        option_string: option_string.clone(),
-                                        word: args[i + 1].clone(),
-                                    });
-                                }
-                                i += 1;
-                                constant.to_string()
-                            };
-                            let value = convert(flag, &name, &raw)?;
-                            out.occurrences.push(Occurrence {
-                                flag,
-                                option_string: option_string.clone(),
-                                negated: false,
-                                value,
-                            });
-                        }
-                        Action::Store
-                        | Action::ExtendStr
-                        | Action::Append
-                        | Action::DeprecatedStore { .. } => {
-                            let raw = if let Some(x) = explicit {
-                                i += 1;
-                                x.clone()
-                            } else if i + 1 < args.len() && is_value(i + 1) {
-                                i += 2;
-                                args[i - 1].clone()
-                            } else {
-                                return Err(ArgError::argument(&name, "expected one argument"));
-                            };
-                            let value = convert(flag, &name, &raw)?;
-                            out.occurrences.push(Occurrence {
-                                flag,
-                                option_string: option_string.clone(),
-                                negated: false,
-                                value,
-                            });
-                        }
-                        Action::OneOrMore => {
-                            let mut raws = Vec::new();
-                            if let Some(x) = explicit {
-                                raws.push(x.clone());
-                                i += 1;
-                            } else {
-                                i += 1;
-                                while i < args.len() && is_value(i) {
-                                    raws.push(args[i].clone());
-                                    i += 1;
-                                }
-                                if raws.is_empty() {
-                                    return Err(ArgError::argument(
-                                        &name,
-                                        "expected at least one argument",
-                                    ));
-                                }
-                            }
-                            let mut items = Vec::with_capacity(raws.len());
-                            for r in &raws {
-                                match convert(flag, &name, r)? {
-                                    Value::Str(s) => items.push(s),
-                                    other => items.push(value_text(&other)),
-                                }
-                            }
-                            out.occurrences.push(Occurrence {
-                                flag,
-                                option_string: option_string.clone(),
-                                negated: false,
-                                value: Value::List(items),
-                            });
-                        }
+                    let at = At {
+                        entry: &self.entries[*entry],
+                        option_string,
+                        explicit: explicit.as_deref(),
+                    };
+                    match self.option(&words, i, &at, &mut out)? {
+                        Some(next) => i = next,
+                        None => return Ok(out),
                     }
                 }
             }
         }
-        // Positionals never reached get an empty match if they allow it.
+        self.required_reached(next_positional)?;
+        Ok(out)
+    }
+
+    /// Classify every token up front, as argparse builds its pattern string (all after `--` are
+    /// values).
+    fn classify_all(&self, args: &[String]) -> Result<Vec<Token>, ArgError> {
+        let mut kinds = Vec::with_capacity(args.len());
+        let mut after_dashdash = false;
+        for a in args {
+            if after_dashdash {
+                kinds.push(Token::Arg);
+            } else if a == "--" {
+                after_dashdash = true;
+                kinds.push(Token::Arg);
+            } else {
+                kinds.push(self.classify(a)?);
+            }
+        }
+        Ok(kinds)
+    }
+
+    /// One option at `i`: its occurrence recorded; the index of the next token, or `None` when
+    /// the option ends the parse (`--help`, `--version`).
+    fn option(
+        &self,
+        words: &Words,
+        i: usize,
+        at: &At,
+        out: &mut Parsed,
+    ) -> Result<Option<usize>, ArgError> {
+        let flag = at.entry.flag;
+        let name = self.action_name(flag);
+        let occurrence = |value| Occurrence {
+            flag,
+            option_string: at.option_string.to_string(),
+            negated: at.entry.negated,
+            value,
+        };
+        match flag.action {
+            Action::Help | Action::HelpHidden | Action::HelpHiddenList | Action::Version => {
+                refuse_explicit(&name, at.explicit)?;
+                out.early_exit = Some(flag.action);
+                Ok(None)
+            }
+            Action::StoreTrue
+            | Action::DeprecatedStoreTrue { .. }
+            | Action::EnableDisable
+            | Action::Noable => {
+                refuse_explicit(&name, at.explicit)?;
+                out.occurrences
+                    .push(occurrence(Value::Bool(!at.entry.negated)));
+                Ok(Some(i + 1))
+            }
+            Action::StoreOptional { constant } => {
+                let (raw, next) = self.optional_value(words, i, at, constant, out);
+                let value = convert(flag, &name, &raw)?;
+                out.occurrences.push(occurrence(value));
+                Ok(Some(next))
+            }
+            Action::Store | Action::ExtendStr | Action::Append | Action::DeprecatedStore { .. } => {
+                let (raw, next) = match at.explicit {
+                    Some(x) => (x.to_string(), i + 1),
+                    None if words.is_value(i + 1) => (words.args[i + 1].clone(), i + 2),
+                    None => return Err(ArgError::argument(&name, "expected one argument")),
+                };
+                let value = convert(flag, &name, &raw)?;
+                out.occurrences.push(occurrence(value));
+                Ok(Some(next))
+            }
+            Action::OneOrMore => {
+                let (raws, next) = match at.explicit {
+                    Some(x) => (vec![x.to_string()], i + 1),
+                    None => {
+                        let end = (i + 1..words.args.len())
+                            .find(|&j| !words.is_value(j))
+                            .unwrap_or(words.args.len());
+                        if end == i + 1 {
+                            return Err(ArgError::argument(
+                                &name,
+                                "expected at least one argument",
+                            ));
+                        }
+                        (words.args[i + 1..end].to_vec(), end)
+                    }
+                };
+                let mut items = Vec::with_capacity(raws.len());
+                for r in &raws {
+                    match convert(flag, &name, r)? {
+                        Value::Str(s) => items.push(s),
+                        other => items.push(value_text(&other)),
+                    }
+                }
+                out.occurrences.push(occurrence(Value::List(items)));
+                Ok(Some(next))
+            }
+        }
+    }
+
+    /// The value of an option whose value is optional: attached, the next word when the option
+    /// takes it, else the constant (a word it did not take is noted, for a hint); with the
+    /// index of the next token.
+    fn optional_value(
+        &self,
+        words: &Words,
+        i: usize,
+        at: &At,
+        constant: &str,
+        out: &mut Parsed,
+    ) -> (String, usize) {
+        let flag = at.entry.flag;
+        if let Some(x) = at.explicit {
+            return (x.to_string(), i + 1);
+        }
+        if words.is_value(i + 1) {
+            let word = &words.args[i + 1];
+            if self.optional_takes(flag, word) {
+                return (word.clone(), i + 2);
+            }
+            out.unattached.push(Unattached {
+                flag,
+                option_string: at.option_string.to_string(),
+                word: word.clone(),
+            });
+        }
+        (constant.to_string(), i + 1)
+    }
+
+    /// Positionals never reached get an empty match if they allow it; else the error naming
+    /// those required.
+    fn required_reached(&self, next_positional: usize) -> Result<(), ArgError> {
         let missing: Vec<&str> = self.positionals[next_positional..]
             .iter()
             .filter(|p| p.nargs.min() > 0)
             .map(|p| p.metavar)
             .collect();
-        if !missing.is_empty() {
-            return Err(ArgError::plain(format!(
-                "the following arguments are required: {}",
-                missing.join(", ")
-            )));
+        if missing.is_empty() {
+            return Ok(());
         }
-        Ok(out)
+        Err(ArgError::plain(format!(
+            "the following arguments are required: {}",
+            missing.join(", ")
+        )))
     }
 
     /// Whether an `nargs='?'` option takes the next value token. argparse takes any value; nxcc's

@@ -135,12 +135,12 @@ pub fn usage(parser: &ArgParser) -> String {
 }
 
 /// The one-line usage the NCC_EARG002 error ends with.
-pub fn short_usage(prog: &str) -> String {
+pub(crate) fn short_usage(prog: &str) -> String {
     format!("usage: {prog} compile <model_file> --target {{inf1,inf2,trn1,trn1n,trn2,trn2n,trn3,sunda}} [options] (see {prog} compile --help)")
 }
 
 /// The top-level usage.
-pub fn top_usage(prog: &str) -> String {
+pub(crate) fn top_usage(prog: &str) -> String {
     // The original's subcommands first, as it lists them; nxcc's own after them.
     let names: Vec<&str> = ORIGINAL_SUBCOMMANDS
         .iter()
@@ -221,7 +221,7 @@ fn flag_help(flag: &Flag) -> String {
 }
 
 /// `compile --help` / `compile --help-hidden`.
-pub fn compile_help(parser: &ArgParser, surface: Surface) -> String {
+pub(crate) fn compile_help(parser: &ArgParser, surface: Surface) -> String {
     let mut out = usage(parser);
     out.push('\n');
     if !parser.positionals.is_empty() {
@@ -259,7 +259,7 @@ pub fn compile_help(parser: &ArgParser, surface: Surface) -> String {
 }
 
 /// `compile --help-hidden-list`: internal options, one per line, with their defaults.
-pub fn hidden_list() -> String {
+pub(crate) fn hidden_list() -> String {
     let mut out = String::new();
     for f in FLAGS
         .iter()
@@ -275,7 +275,7 @@ pub fn hidden_list() -> String {
 }
 
 /// `nxcc --help`.
-pub fn top_help(prog: &str) -> String {
+pub(crate) fn top_help(prog: &str) -> String {
     let mut out = top_usage(prog);
     // The original's subcommands first, as it lists them; nxcc's own after them.
     let names: Vec<&str> = ORIGINAL_SUBCOMMANDS

@@ -47,7 +47,7 @@ pub fn parse(text: &str) -> Option<i64> {
 }
 
 /// The level a console set to `n` actually filters at (`35` means user level).
-pub fn console_threshold(n: i64) -> i64 {
+pub(crate) fn console_threshold(n: i64) -> i64 {
     if n == DOTS {
         USER
     } else {
@@ -64,7 +64,7 @@ pub fn name(n: i64) -> String {
 }
 
 /// The upper-case label used in log lines (`INFO`, `USER`, `Level 35`-style for others).
-pub fn label(n: i64) -> String {
+pub(crate) fn label(n: i64) -> String {
     match NAMES.iter().find(|(_, v)| *v == n) {
         Some((name, _)) => name.to_ascii_uppercase(),
         None => format!("LEVEL{n}"),

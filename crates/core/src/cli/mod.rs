@@ -5,6 +5,9 @@
 //! - [`argparse`]: an argparse-3.10-compatible parser over a table;
 //! - [`endpoint`]: the form of a remote service's address;
 //! - [`namespace`]: the parsed values with `<dest>_Used` tracking;
+//! - [`lower`]: the namespace lowered, once, into the typed parts of a compile's command line:
+//!   [`inputs::CompileInputs`] (what can change the NEFF) and [`settings::Settings`] (how this
+//!   machine runs it) — nothing outside this module reads the namespace;
 //! - `help`: the usage line and the three help surfaces;
 //! - [`level`]: log level names and numbers;
 //! - [`semantics`]: which compile flags are compile semantics and which reach into the machine.
@@ -17,10 +20,13 @@ pub mod argparse;
 pub mod endpoint;
 pub mod flags;
 pub(crate) mod help;
+pub mod inputs;
 pub mod level;
+pub mod lower;
 pub mod namespace;
 pub(crate) mod numbers;
 pub mod semantics;
+pub mod settings;
 pub mod subcommand;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
@@ -106,7 +112,7 @@ pub enum CliError {
         /// The unrecognised arguments, in command-line order.
         args: Vec<String>,
         /// A line each, after it, for an argument meant as the value of one of nxcc's own
-        /// optional-value options ([`argparse::Parsed::value_hints`]).
+        /// optional-value options (`argparse::Parsed::value_hints`).
         hints: Vec<String>,
     },
 }
@@ -129,13 +135,17 @@ impl CliError {
     }
 }
 
-/// The parsed `compile` command line.
+/// The parsed `compile` command line, lowered into its typed parts.
 #[derive(Debug, Clone)]
 pub struct CompileArgs {
     /// `nxcc compile` or `neuronx-cc compile`.
     pub prog: String,
-    /// Every dest of the flag table with its value after parsing.
-    pub ns: Namespace,
+    /// What can change the NEFF, as given (the plan normalises it).
+    pub inputs: inputs::CompileInputs,
+    /// How this machine runs the compile.
+    pub settings: settings::Settings,
+    /// Which of the values normalisation reads were given.
+    pub given: lower::Given,
     /// The positional model files (exactly one is valid; checked by validation).
     pub model_files: Vec<String>,
     /// Deprecation warnings printed while parsing.
@@ -212,7 +222,6 @@ pub const COMPILE_POSITIONALS: [Positional; 1] = [Positional {
     help: "The model: an HLO module (binary HloModuleProto or HLO text), or a directory of them.",
 }];
 
-/// Parse the whole command line (without `argv[0]`).
 /// No argument can hold a NUL byte (no file name and no value can): the message for the first
 /// that does, refused before anything is planned or run. Only a request to the daemon can carry
 /// one (argv cannot); the daemon refuses it with the same words.
@@ -235,52 +244,12 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         return Err(usage_err(message));
     }
 
-    // Find the subcommand: the first value token that is not a driver option's value. Compile
-    // options before it are delegated to it; one that takes a value and has no `=VALUE` takes the
-    // next token with it (so `--target trn1 compile` works as `--target=trn1 compile` does).
     let compile = compile_parser(prog);
-    let mut pre: Vec<String> = Vec::new();
-    let mut delegated: Vec<String> = Vec::new();
-    let mut i = 0;
-    let sub = loop {
-        let Some(tok) = args.get(i) else { break None };
-        if tok == "--" || !tok.starts_with('-') || tok.len() == 1 || looks_negative(tok) {
-            break Some(i);
-        }
-        let one = [tok.clone()];
-        match driver.parse(&one) {
-            Ok(p) if p.early_exit.is_some() => {
-                pre.push(tok.clone());
-                i += 1;
-            }
-            Ok(p) if p.extras.is_empty() => {
-                pre.push(tok.clone());
-                i += 1;
-            }
-            Err(e) if !e.message.ends_with("expected one argument") => {
-                return Err(usage_err(e.message))
-            }
-            Err(_) => {
-                // A driver option that needs its value from the next token.
-                pre.push(tok.clone());
-                if let Some(v) = args.get(i + 1) {
-                    pre.push(v.clone());
-                }
-                i += 2;
-            }
-            Ok(_) => {
-                delegated.push(tok.clone());
-                i += 1;
-                if compile.needs_separate_value(tok) {
-                    if let Some(v) = args.get(i) {
-                        delegated.push(v.clone());
-                        i += 1;
-                    }
-                }
-            }
-        }
-    };
-
+    let Before {
+        pre,
+        delegated,
+        sub,
+    } = before_subcommand(&driver, &compile, args).map_err(usage_err)?;
     let parsed_pre = driver.parse(&pre).map_err(|e| usage_err(e.message))?;
     match parsed_pre.early_exit {
         Some(Action::Version) => return Ok(Command::Version),
@@ -293,22 +262,7 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         ));
     };
     let name = args[sub_index].as_str();
-    let known = ORIGINAL_SUBCOMMANDS
-        .iter()
-        .chain(NXCC_SUBCOMMANDS)
-        .any(|(n, _)| *n == name);
-    if !known {
-        let choices: Vec<String> = ORIGINAL_SUBCOMMANDS
-            .iter()
-            .chain(NXCC_SUBCOMMANDS)
-            .map(|(n, _)| argparse::py_repr(n))
-            .collect();
-        return Err(usage_err(format!(
-            "argument subcommand: invalid choice: {} (choose from {})",
-            argparse::py_repr(name),
-            choices.join(", ")
-        )));
-    }
+    known_subcommand(name).map_err(usage_err)?;
     let mut rest: Vec<String> = pre;
     rest.extend(delegated);
     rest.extend(args[sub_index + 1..].iter().cloned());
@@ -322,6 +276,79 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         name: name.to_string(),
         args: rest,
     })
+}
+
+/// The command line up to the subcommand.
+struct Before {
+    /// The driver options (with their values).
+    pre: Vec<String>,
+    /// The compile options given before the subcommand, delegated to it.
+    delegated: Vec<String>,
+    /// Where the subcommand is (`None`: there is none).
+    sub: Option<usize>,
+}
+
+/// Find the subcommand: the first value token that is not a driver option's value. Compile
+/// options before it are delegated to it; one that takes a value and has no `=VALUE` takes the
+/// next token with it (so `--target trn1 compile` works as `--target=trn1 compile` does).
+fn before_subcommand(
+    driver: &ArgParser,
+    compile: &ArgParser,
+    args: &[String],
+) -> Result<Before, String> {
+    let mut before = Before {
+        pre: Vec::new(),
+        delegated: Vec::new(),
+        sub: None,
+    };
+    let mut i = 0;
+    while let Some(tok) = args.get(i) {
+        if tok == "--" || !tok.starts_with('-') || tok.len() == 1 || looks_negative(tok) {
+            before.sub = Some(i);
+            break;
+        }
+        let one = [tok.clone()];
+        match driver.parse(&one) {
+            Ok(p) if p.early_exit.is_some() || p.extras.is_empty() => {
+                before.pre.push(tok.clone());
+                i += 1;
+            }
+            Err(e) if !e.message.ends_with("expected one argument") => return Err(e.message),
+            Err(_) => {
+                // A driver option that needs its value from the next token.
+                before.pre.extend(args[i..].iter().take(2).cloned());
+                i += 2;
+            }
+            Ok(_) => {
+                let n = if compile.needs_separate_value(tok) {
+                    2
+                } else {
+                    1
+                };
+                before.delegated.extend(args[i..].iter().take(n).cloned());
+                i += n;
+            }
+        }
+    }
+    Ok(before)
+}
+
+/// A subcommand of the original or of nxcc; else argparse's invalid choice.
+fn known_subcommand(name: &str) -> Result<(), String> {
+    let mut all = ORIGINAL_SUBCOMMANDS.iter().chain(NXCC_SUBCOMMANDS);
+    if all.any(|(n, _)| *n == name) {
+        return Ok(());
+    }
+    let choices: Vec<String> = ORIGINAL_SUBCOMMANDS
+        .iter()
+        .chain(NXCC_SUBCOMMANDS)
+        .map(|(n, _)| argparse::py_repr(n))
+        .collect();
+    Err(format!(
+        "argument subcommand: invalid choice: {} (choose from {})",
+        argparse::py_repr(name),
+        choices.join(", ")
+    ))
 }
 
 fn looks_negative(tok: &str) -> bool {
@@ -373,9 +400,16 @@ fn parse_compile(
         apply(&mut ns, occ, &mut warnings);
     }
     let model_files = parsed.positionals.first().cloned().unwrap_or_default();
+    let (inputs, settings, given) = lower::lower(&ns).map_err(|e| CliError::Usage {
+        usage: usage(),
+        prog: sub_prog.clone(),
+        message: format!("cannot read the command line: {e}"),
+    })?;
     Ok(Ok(CompileArgs {
         prog: sub_prog,
-        ns,
+        inputs,
+        settings,
+        given,
         hints: parsed.value_hints(&model_files),
         model_files,
         warnings,
@@ -437,13 +471,13 @@ mod tests {
             "compile m.pb --target trn1 --optlevel 1",
         ] {
             let c = compile(s).unwrap();
-            assert_eq!(c.ns.str(Dest::Optlevel), Some("1"), "{s}");
-            assert_eq!(c.ns.str(Dest::Target), Some("trn1"), "{s}");
+            assert_eq!(c.inputs.optlevel, inputs::OptLevel::O1, "{s}");
+            assert_eq!(c.inputs.target.as_deref(), Some("trn1"), "{s}");
         }
         let c = compile("compile m.pb -o out.neff --target trn1").unwrap();
-        assert_eq!(c.ns.str(Dest::Output), Some("out.neff"));
+        assert_eq!(c.settings.output, "out.neff");
         let c = compile("compile m.pb -oout.neff --target trn1").unwrap();
-        assert_eq!(c.ns.str(Dest::Output), Some("out.neff"));
+        assert_eq!(c.settings.output, "out.neff");
     }
 
     #[test]
@@ -454,25 +488,21 @@ mod tests {
             "compile m.pb --target trn2 --lnc 2",
             "compile m.pb --target trn2 --logical-nc-config=2",
         ] {
-            assert_eq!(
-                compile(s).unwrap().ns.int(Dest::LogicalNcConfig),
-                Some(2),
-                "{s}"
-            );
+            assert_eq!(compile(s).unwrap().inputs.logical_nc_config, Some(2), "{s}");
         }
     }
 
     #[test]
     fn prefixes_and_ambiguity() {
         let c = compile("compile m.pb --target trn1 --auto-cast-t fp16").unwrap();
-        assert_eq!(c.ns.str(Dest::AutoCastType), Some("fp16"));
+        assert_eq!(c.inputs.auto_cast_type, "fp16");
         assert_eq!(
             usage_message("compile m.pb --target trn1 --enable-internal-m"),
             "ambiguous option: --enable-internal-m could match --enable-internal-memory-analysis, --enable-internal-micro-modular-compilation, --enable-internal-modular-compilation"
         );
         // An exact match wins over longer spellings it prefixes.
         let c = compile("compile m.pb --target trn1 --auto-cast all").unwrap();
-        assert_eq!(c.ns.str(Dest::AutoCast), Some("all"));
+        assert_eq!(c.inputs.auto_cast, "all");
         // `--opt-level` is not a prefix of `--optlevel`: argparse puts it in the extras, and its
         // value too (the model file positional was already consumed).
         let err = parse("nxcc", &argv("compile m.pb --target trn1 --opt-level 2")).unwrap_err();
@@ -486,10 +516,10 @@ mod tests {
     fn nargs_plus_stops_at_next_option() {
         let c = compile("compile m.pb --target trn1 --internal-enable-dge-levels vector_dynamic_offsets spill_reload io -O1").unwrap();
         assert_eq!(
-            c.ns.list(Dest::InternalEnableDgeLevels),
+            c.inputs.internal_enable_dge_levels,
             ["vector_dynamic_offsets", "spill_reload", "io"]
         );
-        assert_eq!(c.ns.str(Dest::Optlevel), Some("1"));
+        assert_eq!(c.inputs.optlevel, inputs::OptLevel::O1);
         assert_eq!(
             usage_message("compile m.pb --target trn1 --pipeline"),
             "argument --pipeline: expected at least one argument"
@@ -500,12 +530,12 @@ mod tests {
     fn values_that_look_like_options() {
         let c = compile("compile m.pb --target trn1 '--tensorizer-options=--enable-ccop-compute-overlap --vectorize-strided-dma'").unwrap();
         assert_eq!(
-            c.ns.str(Dest::TensorizerOptions),
+            c.inputs.tensorizer_options.as_deref(),
             Some("--enable-ccop-compute-overlap --vectorize-strided-dma")
         );
         let c = compile("compile m.pb --target trn1 --internal-backend-options ' --enable-output-completion-notifications '").unwrap();
         assert_eq!(
-            c.ns.str(Dest::InternalBackendOptions),
+            c.inputs.internal_backend_options.as_deref(),
             Some(" --enable-output-completion-notifications ")
         );
         assert_eq!(
@@ -513,12 +543,9 @@ mod tests {
             "argument --tensorizer-options: expected one argument"
         );
         let c = compile("compile m.pb --target trn1 --layer-unroll-factor -1").unwrap();
-        assert_eq!(c.ns.int(Dest::LayerUnrollFactor), Some(-1));
+        assert_eq!(c.inputs.layer_unroll_factor, -1);
         let c = compile("compile m.pb --target trn1 --softmax-epsilon -0.5").unwrap();
-        assert_eq!(
-            c.ns.get(Dest::SoftmaxEpsilon),
-            &namespace::Value::Float(-0.5)
-        );
+        assert_eq!(c.inputs.softmax_epsilon, -0.5);
     }
 
     #[test]
@@ -535,30 +562,30 @@ mod tests {
             "compile m.pb --target trn1 --model-type transformer --model-type=unet-inference",
         )
         .unwrap();
-        assert_eq!(c.ns.str(Dest::ModelType), Some("unet-inference"));
+        assert_eq!(c.inputs.model_type, "unet-inference");
         let c = compile(
             "compile m.pb --target trn1 --tensorizer-options=--a --tensorizer-options '--b --c'",
         )
         .unwrap();
-        assert_eq!(c.ns.str(Dest::TensorizerOptions), Some("--a --b --c"));
+        assert_eq!(c.inputs.tensorizer_options.as_deref(), Some("--a --b --c"));
         let c = compile("compile m.pb --target trn1 --skip-pass a --skip-pass b").unwrap();
-        assert_eq!(c.ns.list(Dest::SkipPass), ["a", "b"]);
+        assert_eq!(c.inputs.skip_pass, ["a", "b"]);
     }
 
     #[test]
     fn companions() {
         let c = compile("compile m.pb --target trn1 --disable-dge").unwrap();
-        assert!(!c.ns.bool(Dest::EnableDge));
+        assert!(!c.inputs.enable_dge);
         let c = compile("compile m.pb --target trn1 --disable-dge --enable-dge").unwrap();
-        assert!(c.ns.bool(Dest::EnableDge));
+        assert!(c.inputs.enable_dge);
         let c = compile("compile m.pb --target trn1 --internal-hlo-remat --no-internal-hlo-remat")
             .unwrap();
-        assert!(!c.ns.bool(Dest::InternalHloRemat));
+        assert!(!c.inputs.internal_hlo_remat);
         let c = compile("compile m.pb --target trn1 --no-enable-tritium-loopfusion").unwrap();
-        assert!(!c.ns.bool(Dest::EnableTritiumLoopfusion));
+        assert!(!c.inputs.enable_tritium_loopfusion);
         let c =
             compile("compile m.pb --target trn1 --disable-mixed-precision-accumulation").unwrap();
-        assert!(!c.ns.bool(Dest::EnableMixedPrecisionAccumulation));
+        assert!(!c.inputs.enable_mixed_precision_accumulation);
     }
 
     #[test]
@@ -590,14 +617,15 @@ mod tests {
             ("7", 7),
         ] {
             let c = compile(&format!("compile m.pb --target trn1 --verbose {v}")).unwrap();
-            assert_eq!(c.ns.int(Dest::Verbose), Some(n), "{v}");
+            assert_eq!(c.settings.log.verbose, n, "{v}");
         }
         assert_eq!(
             compile("compile m.pb --target trn1")
                 .unwrap()
-                .ns
-                .int(Dest::Verbose),
-            Some(level::USER)
+                .settings
+                .log
+                .verbose,
+            level::USER
         );
     }
 
@@ -630,21 +658,21 @@ mod tests {
     fn driver_args_before_and_after_and_delegation() {
         let c = compile("--verbose=35 --target=trn1 compile --framework XLA m.pb --output m.neff")
             .unwrap();
-        assert_eq!(c.ns.int(Dest::Verbose), Some(35));
-        assert_eq!(c.ns.str(Dest::Target), Some("trn1"));
+        assert_eq!(c.settings.log.verbose, 35);
+        assert_eq!(c.inputs.target.as_deref(), Some("trn1"));
         let c = compile("--target trn1 compile m.pb --logfile x.txt").unwrap();
-        assert_eq!(c.ns.str(Dest::Target), Some("trn1"));
-        assert_eq!(c.ns.str(Dest::Logfile), Some("x.txt"));
+        assert_eq!(c.inputs.target.as_deref(), Some("trn1"));
+        assert_eq!(c.settings.log.logfile, "x.txt");
         // Options after the subcommand win over delegated ones.
         let c = compile("--target=trn1 compile m.pb --target trn2").unwrap();
-        assert_eq!(c.ns.str(Dest::Target), Some("trn2"));
+        assert_eq!(c.inputs.target.as_deref(), Some("trn2"));
     }
 
     #[test]
     fn deprecated_options_warn() {
         let c = compile("compile m.pb --target trn1 --num-neuroncores 1 --enable-experimental-O1")
             .unwrap();
-        assert_eq!(c.ns.int(Dest::LogicalNcConfig), Some(1));
+        assert_eq!(c.inputs.logical_nc_config, Some(1));
         assert!(c
             .warnings
             .iter()

@@ -51,7 +51,7 @@ impl Value {
     }
 
     /// The value as an integer (a bool as 0 or 1); `None` for other kinds.
-    pub fn as_int(&self) -> Option<i64> {
+    pub(crate) fn as_int(&self) -> Option<i64> {
         match self {
             Value::Int(i) => Some(*i),
             Value::Bool(b) => Some(*b as i64),
@@ -60,7 +60,7 @@ impl Value {
     }
 
     /// The value as a float (an integer converted); `None` for other kinds.
-    pub fn as_float(&self) -> Option<f64> {
+    pub(crate) fn as_float(&self) -> Option<f64> {
         match self {
             Value::Float(f) => Some(*f),
             Value::Int(i) => Some(*i as f64),
@@ -77,7 +77,7 @@ impl Value {
     }
 
     /// The list, when the value is one; else empty.
-    pub fn as_list(&self) -> &[String] {
+    pub(crate) fn as_list(&self) -> &[String] {
         match self {
             Value::List(l) => l,
             _ => &[],
@@ -85,7 +85,7 @@ impl Value {
     }
 
     /// The initial value of a dest, from its table default.
-    pub fn from_default(default: &Default) -> Value {
+    pub(crate) fn from_default(default: &Default) -> Value {
         match default {
             Default::None | Default::Derived(_) | Default::Required => Value::None,
             Default::Bool(b) => Value::Bool(*b),
@@ -150,7 +150,7 @@ impl Namespace {
     }
 
     /// Set a value the user gave on the command line (marks `<dest>_Used`).
-    pub fn set_by_user(&mut self, dest: Dest, value: Value) {
+    pub(crate) fn set_by_user(&mut self, dest: Dest, value: Value) {
         let i = dest as usize;
         self.values[i] = value;
         self.used[i] = true;
@@ -158,7 +158,7 @@ impl Namespace {
 
     /// argparse's `append`: add `item` to the list the user gives for `dest` (the first
     /// occurrence replaces the table default). Amortised O(1): the list grows in place.
-    pub fn append_by_user(&mut self, dest: Dest, item: String) {
+    pub(crate) fn append_by_user(&mut self, dest: Dest, item: String) {
         let i = dest as usize;
         if !self.used[i] || !matches!(self.values[i], Value::List(_)) {
             self.values[i] = Value::List(Vec::new());
@@ -172,7 +172,7 @@ impl Namespace {
     /// A repeatable string option whose occurrences are joined with one space (the first
     /// occurrence replaces the table default). Amortised O(length of `text`): the string grows in
     /// place.
-    pub fn extend_str_by_user(&mut self, dest: Dest, text: &str) {
+    pub(crate) fn extend_str_by_user(&mut self, dest: Dest, text: &str) {
         let i = dest as usize;
         match &mut self.values[i] {
             Value::Str(old) if self.used[i] => {
@@ -182,11 +182,6 @@ impl Namespace {
             v => *v = Value::Str(text.to_string()),
         }
         self.used[i] = true;
-    }
-
-    /// Mark a dest as set by the user without changing its value (`<dest>_Used`).
-    pub fn mark_used(&mut self, dest: Dest) {
-        self.used[dest as usize] = true;
     }
 
     /// argparse-style `<dest>_Used`: whether the user set the dest.
@@ -222,75 +217,6 @@ impl Namespace {
     /// Every (dest, value) pair, in table order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Value)> {
         Dest::ALL.iter().map(|d| d.name()).zip(self.values.iter())
-    }
-}
-
-/// A namespace as data for another process of the same nxcc (the fork server's worker): every
-/// value in the flag table's order, tagged (so a float is never read back as an integer), and
-/// the user-set marks.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct NamespaceData {
-    values: Vec<ValueData>,
-    used: Vec<bool>,
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-enum ValueData {
-    N,
-    B(bool),
-    I(i64),
-    F(f64),
-    S(String),
-    L(Vec<String>),
-}
-
-impl Namespace {
-    /// This namespace as data.
-    pub fn to_data(&self) -> NamespaceData {
-        let values = self
-            .values
-            .iter()
-            .map(|v| match v {
-                Value::None => ValueData::N,
-                Value::Bool(b) => ValueData::B(*b),
-                Value::Int(i) => ValueData::I(*i),
-                Value::Float(f) => ValueData::F(*f),
-                Value::Str(s) => ValueData::S(s.clone()),
-                Value::List(l) => ValueData::L(l.clone()),
-            })
-            .collect();
-        NamespaceData {
-            values,
-            used: self.used.clone(),
-        }
-    }
-
-    /// The namespace [`Namespace::to_data`] gave; an error when it does not fit this build's flag
-    /// table.
-    pub fn from_data(data: NamespaceData) -> Result<Namespace, String> {
-        let n = Dest::ALL.len();
-        if data.values.len() != n || data.used.len() != n {
-            return Err(format!(
-                "a namespace of {} values for a flag table of {n} dests",
-                data.values.len()
-            ));
-        }
-        let values = data
-            .values
-            .into_iter()
-            .map(|v| match v {
-                ValueData::N => Value::None,
-                ValueData::B(b) => Value::Bool(b),
-                ValueData::I(i) => Value::Int(i),
-                ValueData::F(f) => Value::Float(f),
-                ValueData::S(s) => Value::Str(s),
-                ValueData::L(l) => Value::List(l),
-            })
-            .collect();
-        Ok(Namespace {
-            values,
-            used: data.used,
-        })
     }
 }
 

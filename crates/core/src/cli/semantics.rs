@@ -7,7 +7,7 @@
 //!
 //! It is an allow-list: a flag is compile semantics only when its row of the flag table says so
 //! ([`super::flags::Reach`]); every other — each of nxcc's own options, and any flag added to
-//! the table without saying it — is refused. [`local_effect`] says why one parsed occurrence is
+//! the table without saying it — is refused. `local_effect` says why one parsed occurrence is
 //! not compile semantics; [`check`] applies it to a whole parse.
 
 use super::argparse::{Occurrence, Parsed};
@@ -19,7 +19,7 @@ use super::namespace::{Dest, Value};
 pub const SAVE_TEMPS: &str = "SaveTemps";
 
 /// Why `o` is not compile semantics (what it reaches on the machine), or `None` when it is.
-pub fn local_effect(o: &Occurrence) -> Option<&'static str> {
+pub(crate) fn local_effect(o: &Occurrence) -> Option<&'static str> {
     if let Reach::Machine(what) = o.flag.reach {
         return Some(what);
     }

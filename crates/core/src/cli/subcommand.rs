@@ -1,20 +1,15 @@
-//! The command lines of nxcc's own subcommands (`neff-info`, `cache`, `parallel-compile`,
-//! `daemon`, `toolchain`): each a small static flag table and its positionals, parsed with
-//! argparse's behaviour ([`super::argparse`]). Driver options given before the subcommand
-//! (`nxcc --verbose info neff-info ...`) arrive with its arguments and are accepted; `-h/--help`
-//! prints the subcommand's help; unknown arguments and bad values are argparse usage errors
-//! (exit 2). Also the console writes every command uses.
+//! The command lines of nxcc's own subcommands (`neff-info`, `hlo-info`, `toolchain`, `cache`,
+//! `parallel-compile`, `daemon`, `shim`, `worker`): each one typed struct per action, defined
+//! beside its command with clap's derive and parsed here ([`parse`]) with nxcc's settings — an
+//! abbreviated long option is taken as argparse takes it, the last of a repeated option wins, the
+//! driver's options given before the subcommand are accepted ([`DriverOptions`]), `-h/--help`
+//! prints the action's own help, and a usage error is clap's, with exit status 2. The original's
+//! `compile` keeps its argparse-compatible parser (`super::argparse`). Also the console writes
+//! every command uses.
 
 use std::io::Write;
 
-use super::argparse::{ArgParser, Parsed, Positional};
-use super::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility, FLAGS};
-use super::{help, CliError};
-
-/// `-h/--help` of a subcommand.
-#[rustfmt::skip]
-pub static HELP: Flag = flag("--help", &["-h"], "", Action::Help, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Show this help message and exit.");
+use super::CliError;
 
 /// Write to stdout, ignoring a closed pipe (`nxcc ... | head`).
 pub fn out(text: &str) {
@@ -30,25 +25,13 @@ pub fn err(text: &str) {
     let _ = e.flush();
 }
 
-/// A subcommand's command line.
-pub struct Subcommand {
-    /// The subcommand's name (`neff-info`).
-    pub name: &'static str,
-    /// Its own options, `HELP` first.
-    pub flags: &'static [&'static Flag],
-    /// Its positional arguments, in order (possibly none).
-    pub positionals: &'static [Positional],
-    /// A paragraph for its help, after the usage.
-    pub about: &'static str,
-}
-
 /// Why parsing stopped without a command to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stop {
     /// `-h/--help`: print this, exit 0.
     Help(String),
-    /// A usage error (exit 2).
-    Usage(CliError),
+    /// A usage error, as clap words it (exit 2).
+    Refused(String),
 }
 
 impl Stop {
@@ -59,97 +42,203 @@ impl Stop {
                 out(text);
                 0
             }
-            Stop::Usage(e) => {
-                err(&e.render());
+            Stop::Refused(text) => {
+                err(text);
                 CliError::EXIT_STATUS
             }
         }
     }
 }
 
-impl Subcommand {
-    /// The parser whose usage and help are shown: the subcommand's own options.
-    pub fn shown_parser(&self, prog: &str) -> ArgParser {
-        ArgParser::new(
-            format!("{prog} {}", self.name),
-            self.flags,
-            self.positionals,
-        )
-    }
+/// The driver's options (`--verbose`, `--logfile`, `--logfile-verbose`, `--fork-subcommand`), as
+/// every subcommand accepts them — given before its name (`nxcc --verbose info neff-info ...`)
+/// or after it — and as given; not shown in the help. `parallel-compile` passes them to every
+/// compile; the other subcommands have no use for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct DriverOptions {
+    /// `--verbose LEVEL`.
+    #[arg(long, global = true, hide = true, value_parser = level)]
+    pub verbose: Option<String>,
+    /// `--logfile FILE`.
+    #[arg(long, global = true, hide = true)]
+    pub logfile: Option<String>,
+    /// `--logfile-verbose LEVEL`.
+    #[arg(long = "logfile-verbose", global = true, hide = true, value_parser = level)]
+    pub logfile_verbose: Option<String>,
+    /// `--fork-subcommand`.
+    #[arg(long = "fork-subcommand", global = true, hide = true)]
+    pub fork_subcommand: bool,
+}
 
-    /// The parser used: the own options plus the driver options that may have preceded the
-    /// subcommand (`--version` there is answered by the top-level parser).
-    pub fn full_parser(&self, prog: &str) -> ArgParser {
-        let mut flags: Vec<&'static Flag> = self.flags.to_vec();
-        flags.extend(
-            FLAGS
-                .iter()
-                .filter(|f| f.scope == Scope::Driver && f.action != Action::Version),
-        );
-        ArgParser::new(format!("{prog} {}", self.name), &flags, self.positionals)
-    }
-
-    /// A usage error in argparse's form.
-    pub fn usage_error(&self, prog: &str, message: impl Into<String>) -> CliError {
-        CliError::Usage {
-            usage: help::usage(&self.shown_parser(prog)),
-            prog: format!("{prog} {}", self.name),
-            message: message.into(),
-        }
-    }
-
-    /// The help text.
-    pub fn help(&self, prog: &str) -> String {
-        let text = help::compile_help(&self.shown_parser(prog), help::Surface::Hidden);
-        if self.about.is_empty() {
-            return text;
-        }
-        match text.split_once("\n\n") {
-            Some((usage, rest)) => format!("{usage}\n\n{}\n\n{rest}", self.about),
-            None => text,
-        }
-    }
-
-    /// Parse the subcommand's arguments.
-    pub fn parse(&self, prog: &str, args: &[String]) -> Result<Parsed, Stop> {
-        let parsed = self
-            .full_parser(prog)
-            .parse(args)
-            .map_err(|e| Stop::Usage(self.usage_error(prog, e.message)))?;
-        if parsed.early_exit.is_some() {
-            return Err(Stop::Help(self.help(prog)));
-        }
-        if !parsed.extras.is_empty() {
-            let mut message = format!("unrecognized arguments: {}", parsed.extras.join(" "));
-            for hint in parsed.value_hints(&parsed.extras) {
-                message.push('\n');
-                message.push_str(&hint);
+impl DriverOptions {
+    /// The options as compile arguments, each as it was given.
+    pub fn words(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        for (flag, value) in [
+            ("--verbose", &self.verbose),
+            ("--logfile", &self.logfile),
+            ("--logfile-verbose", &self.logfile_verbose),
+        ] {
+            if let Some(v) = value {
+                w.extend([flag.to_string(), v.clone()]);
             }
-            return Err(Stop::Usage(self.usage_error(prog, message)));
         }
-        Ok(parsed)
+        if self.fork_subcommand {
+            w.push("--fork-subcommand".into());
+        }
+        w
+    }
+}
+
+/// A log level as `--verbose` takes it: a name in any case, or an integer.
+fn level(text: &str) -> Result<String, String> {
+    match super::level::parse(text) {
+        Some(_) => Ok(text.to_string()),
+        None => Err(format!(
+            "invalid level value: {}",
+            super::argparse::py_repr(text)
+        )),
+    }
+}
+
+/// The clap command of a subcommand `name` of `prog`, with nxcc's settings throughout: usage
+/// and errors name it `prog name`, a long option may be abbreviated (as argparse lets it be),
+/// the last of a repeated option wins, a negative number is a value, and no `--version` (the
+/// driver answers it).
+pub fn clap_command<T: clap::CommandFactory>(prog: &str, name: &str) -> clap::Command {
+    let bin = format!("{prog} {name}");
+    settings(T::command().name(bin.clone()).bin_name(bin))
+}
+
+fn settings(cmd: clap::Command) -> clap::Command {
+    cmd.infer_long_args(true)
+        .args_override_self(true)
+        .allow_negative_numbers(true)
+        .disable_version_flag(true)
+        .disable_help_subcommand(true)
+        .mut_subcommands(settings)
+}
+
+/// Parse a subcommand's arguments into its typed command `T`: `-h/--help` (or no action where
+/// one is needed) is [`Stop::Help`], an error [`Stop::Refused`] in clap's words.
+pub fn parse<T: clap::Parser>(prog: &str, name: &str, args: &[String]) -> Result<T, Stop> {
+    let bin = format!("{prog} {name}");
+    let words = std::iter::once(bin).chain(args.iter().cloned());
+    let matches = clap_command::<T>(prog, name).try_get_matches_from(words);
+    matches.and_then(|m| T::from_arg_matches(&m)).map_err(|e| {
+        let text = e.render().to_string();
+        match e.kind() {
+            clap::error::ErrorKind::DisplayHelp => Stop::Help(text),
+            _ => Stop::Refused(text),
+        }
+    })
+}
+
+/// A usage error found after parsing (a combination the types cannot say), in clap's words
+/// with the usage of `T`'s action `action` (`None`: the command itself).
+pub fn usage_error<T: clap::CommandFactory>(
+    prog: &str,
+    name: &str,
+    action: Option<&str>,
+    message: impl std::fmt::Display,
+) -> Stop {
+    let mut cmd = clap_command::<T>(prog, name);
+    cmd.build();
+    let mut cmd = match action.and_then(|a| cmd.find_subcommand(a)) {
+        Some(sub) => sub.clone(),
+        None => cmd,
+    };
+    Stop::Refused(
+        cmd.error(clap::error::ErrorKind::ArgumentConflict, message)
+            .render()
+            .to_string(),
+    )
+}
+
+/// The word given after `option` — one of nxcc's own options whose value is taken only after
+/// `=` — that was therefore not its value: `DIR: did you mean `--opt=DIR`? (...)`.
+pub fn separated_value_hint(args: &[String], option: &str) -> Option<String> {
+    let at = args.iter().position(|a| a == option)?;
+    let word = args.get(at + 1).filter(|w| !w.starts_with('-'))?;
+    Some(format!(
+        "{word}: did you mean `{option}={word}`? ({option} takes its value only after `=`)"
+    ))
+}
+
+/// Value parsers of nxcc's own options (clap's `value_parser`): each says what is wrong in the
+/// words the options' errors have always used.
+pub mod values {
+    /// A count of at least 1 (`--jobs`, `--max-concurrent`).
+    pub fn at_least_one(text: &str) -> Result<usize, String> {
+        match crate::cli::numbers::parse_python_int(text) {
+            Some(n) if n >= 1 => Ok(n as usize),
+            Some(n) => Err(format!("must be at least 1, got {n}")),
+            None => Err(format!(
+                "invalid int value: {}",
+                super::super::argparse::py_repr(text)
+            )),
+        }
+    }
+
+    /// A count of at least 0 (`--retries`).
+    pub fn at_least_zero(text: &str) -> Result<u32, String> {
+        match crate::cli::numbers::parse_python_int(text) {
+            Some(n) if (0..=i64::from(u32::MAX)).contains(&n) => Ok(n as u32),
+            Some(n) => Err(format!("must be at least 0, got {n}")),
+            None => Err(format!(
+                "invalid int value: {}",
+                super::super::argparse::py_repr(text)
+            )),
+        }
+    }
+
+    /// A size in bytes (`512M`, `16G`, `auto`: 80% of MemAvailable).
+    pub fn size(text: &str) -> Result<u64, String> {
+        crate::cli::numbers::parse_size(text)
+    }
+
+    /// A memory budget (`--memory-budget`): a size of at least 64M, or `auto`; a number without
+    /// its unit is refused, not read as bytes.
+    pub fn budget(text: &str) -> Result<u64, String> {
+        crate::cli::numbers::parse_budget(text)
+    }
+
+    /// A number of seconds from 0 to the longest duration nxcc waits
+    /// ([`crate::cli::flags::SECONDS_RANGE`]'s end).
+    pub fn seconds(text: &str) -> Result<f64, String> {
+        let max = crate::cli::flags::SECONDS_RANGE.1;
+        match crate::cli::numbers::parse_python_float(text) {
+            Some(v) if (0.0..=max).contains(&v) => Ok(v),
+            Some(v) => Err(format!(
+                "must be a number of seconds from 0 to {max}, not {v}"
+            )),
+            None => Err(format!(
+                "invalid float value: {}",
+                super::super::argparse::py_repr(text)
+            )),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::argparse::Nargs;
 
-    #[rustfmt::skip]
-    static JSON: Flag = flag("--json", &[], "json", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc", "JSON.");
-    static FLAGS_: [&Flag; 2] = [&HELP, &JSON];
-    const POS: [Positional; 1] = [Positional {
-        metavar: "FILE",
-        nargs: Nargs::One,
-        help: "A file.",
-    }];
-    static CMD: Subcommand = Subcommand {
-        name: "thing",
-        flags: &FLAGS_,
-        positionals: &POS,
-        about: "Does a thing.",
-    };
+    /// Does a thing.
+    #[derive(Debug, clap::Parser)]
+    struct Thing {
+        /// A file.
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// JSON.
+        #[arg(long)]
+        json: bool,
+        /// A count.
+        #[arg(long = "max-count", value_parser = values::at_least_one)]
+        max_count: Option<usize>,
+        #[command(flatten)]
+        driver: DriverOptions,
+    }
 
     fn args(s: &str) -> Vec<String> {
         shell_words::split(s).unwrap()
@@ -157,38 +246,52 @@ mod tests {
 
     #[test]
     fn parses_own_and_driver_options() {
-        let p = CMD.parse("nxcc", &args("--verbose info f --json")).unwrap();
-        assert!(p.flag("json"));
-        assert_eq!(p.positionals[0], ["f"]);
+        let t: Thing = parse("nxcc", "thing", &args("--verbose info f --js --max 2")).unwrap();
+        assert_eq!((t.file.as_str(), t.json, t.max_count), ("f", true, Some(2)));
+        assert_eq!(t.driver.words(), ["--verbose", "info"]);
+        let t: Thing = parse("nxcc", "thing", &args("f --max-count 2 --max-count=3")).unwrap();
+        assert_eq!(t.max_count, Some(3), "the last one wins");
     }
 
     #[test]
     fn help_and_errors() {
-        let Err(Stop::Help(text)) = CMD.parse("nxcc", &args("f -h")) else {
+        let Err(Stop::Help(text)) = parse::<Thing>("nxcc", "thing", &args("f -h")) else {
             panic!()
         };
+        assert!(text.starts_with("Does a thing"), "{text}");
         assert!(
-            text.starts_with("usage: nxcc thing [-h] [--json] FILE\n\nDoes a thing.\n\n"),
+            text.contains("Usage: nxcc thing [OPTIONS] <FILE>"),
             "{text}"
         );
         assert!(
             !text.contains("--verbose"),
             "driver options are accepted, not advertised"
         );
-        let Err(Stop::Usage(e)) = CMD.parse("nxcc", &args("f --bogus")) else {
+        let refused = |a: &str| match parse::<Thing>("nxcc", "thing", &args(a)) {
+            Err(Stop::Refused(t)) => t,
+            other => panic!("{a}: {other:?}"),
+        };
+        assert!(refused("f --bogus").contains("unexpected argument '--bogus'"));
+        assert!(refused("").contains("<FILE>"));
+        assert!(refused("f --max-count 0").contains("must be at least 1, got 0"));
+        assert!(refused("f --verbose loud").contains("invalid level value: 'loud'"));
+        let Stop::Refused(t) = usage_error::<Thing>("nxcc", "thing", None, "what went wrong")
+        else {
             panic!()
         };
-        assert!(
-            e.render()
-                .ends_with("nxcc thing: error: unrecognized arguments: --bogus\n"),
-            "{}",
-            e.render()
+        assert!(t.starts_with("error: what went wrong\n"), "{t}");
+        assert!(t.contains("Usage: nxcc thing"), "{t}");
+    }
+
+    #[test]
+    fn a_separated_value_is_pointed_to_its_equals_form() {
+        assert_eq!(
+            separated_value_hint(&args("--neuron-cache dir x.pb"), "--neuron-cache").as_deref(),
+            Some("dir: did you mean `--neuron-cache=dir`? (--neuron-cache takes its value only after `=`)")
         );
-        let Err(Stop::Usage(e)) = CMD.parse("nxcc", &args("")) else {
-            panic!()
-        };
-        assert!(e
-            .render()
-            .contains("the following arguments are required: FILE"));
+        assert_eq!(
+            separated_value_hint(&args("--neuron-cache=dir"), "--neuron-cache"),
+            None
+        );
     }
 }

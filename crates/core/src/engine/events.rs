@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::metrics::JobMetrics;
+use crate::job_name::JobName;
 use crate::result::Status;
 
 /// One event.
@@ -13,13 +14,13 @@ use crate::result::Status;
 pub enum Event {
     /// The jobs about to run, in order.
     Pipeline {
-        /// The job names, in run order.
-        jobs: Vec<String>,
+        /// The jobs, in run order.
+        jobs: Vec<JobName>,
     },
     /// A job is starting.
     JobStarted {
-        /// The job's name (`Frontend`).
-        job: String,
+        /// The job (`Frontend`).
+        job: JobName,
         /// Its place in the run, from 1.
         index: usize,
         /// How many jobs the run has.

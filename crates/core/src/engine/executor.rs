@@ -14,10 +14,9 @@ use super::failure;
 use super::log::{self, Logger};
 use super::metrics::{JobMetrics, JobStatus};
 use super::progress::Progress;
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::jobs::{self, Action, Job, RunContext, Step};
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::result::{Environment, Failure, JobEnd};
 use crate::run::events::EventWriter;
 use crate::run::process::{self, Cancel, End, Spec, Stream};
@@ -34,8 +33,8 @@ pub enum Halt {
 
 /// Everything the executor needs.
 pub struct Executor<'a> {
-    /// The plan whose jobs are run.
-    pub plan: &'a Plan,
+    /// The invocation whose planned jobs are run.
+    pub invocation: &'a Invocation,
     /// The toolchain that provides the native tools; `None` when none was found (a job that needs a
     /// tool then fails with NCC_EDRV082).
     pub toolchain: Option<&'a Toolchain>,
@@ -54,7 +53,7 @@ pub struct Executor<'a> {
 }
 
 /// The subgraph directories (`sgNN`) in a work dir, sorted.
-pub fn subgraph_dirs(work_dir: &Path) -> Vec<String> {
+pub(crate) fn subgraph_dirs(work_dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(work_dir)
         .into_iter()
         .flatten()
@@ -84,8 +83,9 @@ pub fn value_inputs(work_dir: &Path) -> Vec<String> {
 
 /// This process's user and system CPU time and peak RSS (KiB).
 fn self_usage() -> (Duration, Duration, u64) {
-    // SAFETY: getrusage fills the zeroed struct we own.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own, through a pointer valid for the call.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let tv = |t: libc::timeval| {
         Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
@@ -115,11 +115,11 @@ impl Executor<'_> {
 
     /// Run every job; returns the figures of the jobs that ran and how the pipeline ended.
     pub fn run(&self) -> (Vec<JobMetrics>, Result<(), Halt>) {
-        let pipeline = &self.plan.pipeline;
+        let pipeline = &self.invocation.plan.pipeline;
         self.emit(&Event::Pipeline {
-            jobs: pipeline.iter().map(Job::to_string).collect(),
+            jobs: pipeline.iter().map(|&j| j.into()).collect(),
         });
-        let dots = self.plan.ns.int(Dest::Verbose) == Some(crate::cli::level::DOTS);
+        let dots = self.invocation.settings.log.dots();
         let progress = self.progress.then(|| Progress::start(self.logger, dots));
         self.logger
             .info(log::PIPELINE, "Running pipeline compile 0");
@@ -134,7 +134,7 @@ impl Executor<'_> {
                 p.job(i + 1, total, job.name());
             }
             self.emit(&Event::JobStarted {
-                job: job.to_string(),
+                job: job.into(),
                 index: i,
                 total,
             });
@@ -162,7 +162,7 @@ impl Executor<'_> {
         let started = Instant::now();
         let (u0, s0, _) = self.self_usage_if_in_process(row.runs_as);
         let mut m = JobMetrics {
-            job: name.to_string(),
+            job: job.into(),
             status: JobStatus::Ok,
             start_s: (started - pipeline_start).as_secs_f64(),
             wall_s: 0.0,
@@ -175,13 +175,13 @@ impl Executor<'_> {
         };
         let actual = subgraph_dirs(self.work_dir);
         let subgraphs = if actual.is_empty() {
-            self.plan.subgraphs.clone()
+            self.invocation.plan.subgraphs.clone()
         } else {
             actual
         };
         let inputs = value_inputs(self.work_dir);
         let gold = self.work_dir.join("gold-000.p").exists();
-        let ctx = self.plan.job_context(
+        let ctx = self.invocation.job_context(
             &subgraphs,
             &inputs,
             gold,
@@ -192,7 +192,7 @@ impl Executor<'_> {
             Ok(steps) => {
                 let mut r = Ok(());
                 for step in &steps {
-                    r = self.run_step(name, &logger_name, row.run, &ctx, step, &mut m);
+                    r = self.run_step(job, &logger_name, row.run, &ctx, step, &mut m);
                     if r.is_err() || self.cancel.is_cancelled() {
                         break;
                     }
@@ -201,7 +201,10 @@ impl Executor<'_> {
             }
             Err(e) => {
                 self.error(&logger_name, &e.to_string());
-                Err(Halt::Failed(crate::recon::failure::of_job_error(name, &e)))
+                Err(Halt::Failed(crate::recon::failure::of_job_error(
+                    job.into(),
+                    &e,
+                )))
             }
         };
         if result.is_ok() && self.cancel.is_cancelled() {
@@ -232,7 +235,7 @@ impl Executor<'_> {
 
     fn run_step(
         &self,
-        job: &str,
+        job: Job,
         logger_name: &str,
         run: Option<jobs::RunFn>,
         ctx: &jobs::JobContext,
@@ -259,7 +262,10 @@ impl Executor<'_> {
                 let err = NccError::internal(format!("Could not write {}: {e}", path.display()))
                     .caused_by(&e);
                 self.error(logger_name, &err.to_string());
-                return Err(Halt::Failed(crate::recon::failure::of_job_error(job, &err)));
+                return Err(Halt::Failed(crate::recon::failure::of_job_error(
+                    job.into(),
+                    &err,
+                )));
             }
         }
         match &step.action {
@@ -283,12 +289,12 @@ impl Executor<'_> {
                 let rc = RunContext {
                     job: *ctx,
                     work_dir: self.work_dir,
-                    launch_dir: &self.plan.launch_dir,
+                    launch_dir: &self.invocation.plan.launch_dir,
                     log: &log_fn,
                 };
                 run(&rc).map_err(|e| {
                     self.error(logger_name, &e.to_string());
-                    Halt::Failed(crate::recon::failure::of_job_error(job, &e))
+                    Halt::Failed(crate::recon::failure::of_job_error(job.into(), &e))
                 })
             }
             Action::Exec { tool, program, .. } | Action::Shell { tool, program, .. } => {
@@ -320,7 +326,7 @@ impl Executor<'_> {
 
     fn run_process(
         &self,
-        job: &str,
+        job: Job,
         logger_name: &str,
         spec: Spec,
         m: &mut JobMetrics,
@@ -358,7 +364,7 @@ impl Executor<'_> {
         m.sys_s += outcome.sys.as_secs_f64();
         m.max_rss_kb = m.max_rss_kb.max(outcome.max_rss_kb);
         for line in failure::job_lines(
-            job,
+            job.name(),
             outcome.end,
             &outcome.stderr_tail,
             outcome.max_rss_kb,
@@ -367,7 +373,7 @@ impl Executor<'_> {
             self.error(logger_name, &line);
         }
         let failed = crate::recon::failure::of_tool(
-            job,
+            job.into(),
             outcome.end,
             &outcome.stderr_tail,
             outcome.max_rss_kb,
@@ -397,7 +403,7 @@ impl Executor<'_> {
 
     fn run_library(
         &self,
-        job: &str,
+        job: Job,
         logger_name: &str,
         library: &Path,
         symbol: &str,
@@ -444,10 +450,10 @@ impl Executor<'_> {
             m.exit_status = Some(rc);
             self.error(
                 logger_name,
-                &failure::exited_abnormally(job, &format!("{symbol} returned {rc}.")),
+                &failure::exited_abnormally(job.name(), &format!("{symbol} returned {rc}.")),
             );
             return Err(Halt::Failed(Failure::Job {
-                job: job.to_string(),
+                job: Some(job.into()),
                 end: JobEnd::Exited(rc),
             }));
         }

@@ -21,16 +21,15 @@ use super::failure;
 use super::log::{self, Console};
 use super::metrics::{self, JobMetrics, JobStatus};
 use super::result::CompileResult;
-use super::session::{job_timeout, Session};
+use super::session::Session;
 use super::ExternalCompiler;
-use crate::cli::level;
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
+use crate::job_name::JobName;
 use crate::result::{Environment, Failure, Status};
 use crate::run::process::{self, End, Outcome as ProcessOutcome, Spec, Stream, Termination};
 
 /// The pseudo-job's name in metrics, events and error lines.
-pub const JOB_NAME: &str = "ExternalCompiler";
+pub const JOB_NAME: JobName = JobName::ExternalCompiler;
 
 /// Run the session's plan through the external compiler; its output also copied to `product`
 /// (a new file in a directory private to the caller) from its temporary name, before that is
@@ -38,7 +37,7 @@ pub const JOB_NAME: &str = "ExternalCompiler";
 pub fn run(session: &Session, ext: &ExternalCompiler, product: Option<&Path>) -> CompileResult {
     let plan = session.plan();
     let argv = match session.compiled() {
-        Ok(compiled) => with_model(&plan.argv, plan, &compiled.model),
+        Ok(compiled) => with_model(&session.invocation().argv, plan, &compiled.plan.model),
         Err(f) => return session.result(Status::Failed(f)),
     };
     let Some(argv) = argv else {
@@ -109,7 +108,7 @@ fn with_model(argv: &[String], plan: &crate::plan::Plan, snapshot: &Path) -> Opt
             .is_ok_and(|p| p.positionals.first() == Some(&vec![snapshot.clone()]))
     };
     (0..argv.len())
-        .filter(|&i| crate::plan::absolute(&plan.launch_dir, &argv[i]) == plan.model)
+        .filter(|&i| crate::fsx::absolute(&plan.launch_dir, &argv[i]) == plan.model)
         .map(|i| {
             let mut v = argv.to_vec();
             v[i] = snapshot.clone();
@@ -146,14 +145,15 @@ fn with_output(argv: &[String], output: &str) -> Vec<String> {
 /// `PATH compile <argv> --output <partial>` in the launch directory, with the worker's
 /// environment and `--job-timeout`; logged as it will run.
 fn command(session: &Session, ext: &ExternalCompiler, argv: &[String], partial: &Path) -> Spec {
-    let (plan, log) = (session.plan(), session.log());
+    let (inv, log) = (session.invocation(), session.log());
+    let plan = &inv.plan;
     let program = super::resolve_program(&ext.program);
     let mut args: Vec<String> = vec!["compile".into()];
     args.extend(with_output(argv, &partial.display().to_string()));
-    let job_logger = log::job_logger(JOB_NAME);
+    let job_logger = log::job_logger(JOB_NAME.name());
     log.info(
         log::DRIVER,
-        &format!("Command line: {}", crate::shell::join(&plan.argv)),
+        &format!("Command line: {}", crate::shell::join(&inv.argv)),
     );
     let mut shown = vec![program.display().to_string()];
     shown.extend(args.iter().cloned());
@@ -167,7 +167,7 @@ fn command(session: &Session, ext: &ExternalCompiler, argv: &[String], partial: 
     );
     let mut spec = Spec::new(&program, &plan.launch_dir)
         .args(args.iter())
-        .timeout(job_timeout(plan));
+        .timeout(inv.settings.job_timeout());
     for (k, v) in &session.options().worker_env {
         spec = spec.env(k.clone(), v.clone());
     }
@@ -177,11 +177,12 @@ fn command(session: &Session, ext: &ExternalCompiler, argv: &[String], partial: 
 /// Where the compiler's own lines go: the log file, and the console as they are (unless it is
 /// `off`).
 fn console_lines<'s>(session: &'s Session) -> impl FnMut(Stream, &str) + 's {
-    let job_logger = log::job_logger(JOB_NAME);
-    let console_level = session.plan().ns.int(Dest::Verbose).unwrap_or(level::USER);
-    let quiet = console_level >= level::OFF;
+    let job_logger = log::job_logger(JOB_NAME.name());
+    let quiet = session.invocation().settings.log.quiet();
     move |stream: Stream, line: &str| {
-        session.log().to_file(&job_logger, level::INFO, line);
+        session
+            .log()
+            .to_file(&job_logger, crate::cli::level::INFO, line);
         if quiet {
             return;
         }
@@ -197,7 +198,7 @@ fn console_lines<'s>(session: &'s Session) -> impl FnMut(Stream, &str) + 's {
 fn figures(out: &ProcessOutcome) -> JobMetrics {
     let termination = out.termination();
     JobMetrics {
-        job: JOB_NAME.to_string(),
+        job: JOB_NAME,
         status: failure::job_status(out.end),
         start_s: 0.0,
         wall_s: out.wall.as_secs_f64(),
@@ -224,7 +225,7 @@ fn conclude(
     timeout: Option<std::time::Duration>,
 ) -> Status {
     let plan = session.plan();
-    let job_logger = log::job_logger(JOB_NAME);
+    let job_logger = log::job_logger(JOB_NAME.name());
     let error = |line: String| session.error(&job_logger, line);
     if let Some(status) = session.stopped(out.end) {
         m.status = JobStatus::Cancelled;
@@ -250,7 +251,7 @@ fn conclude(
         };
     }
     let tail = &out.stderr_tail;
-    for line in failure::job_lines(JOB_NAME, out.end, tail, out.max_rss_kb, timeout) {
+    for line in failure::job_lines(JOB_NAME.name(), out.end, tail, out.max_rss_kb, timeout) {
         error(line);
     }
     let failed = crate::recon::failure::of_tool(JOB_NAME, out.end, tail, out.max_rss_kb, timeout);

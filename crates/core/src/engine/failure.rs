@@ -35,14 +35,14 @@ pub fn banner(signal: i32) -> String {
 
 /// The line after F137: nxcc's own memory, and the peak of the process that was killed (with its
 /// waited-for descendants).
-pub fn memory_line(self_mb: u64, children_mb: u64) -> String {
+pub(crate) fn memory_line(self_mb: u64, children_mb: u64) -> String {
     format!(
         "Current memory usage for neuronxcc is {self_mb} MB; peak of its children {children_mb} MB"
     )
 }
 
 /// `Child process job "{job}" exited abnormally!` with the status (WIKI).
-pub fn exited_abnormally(job: &str, detail: &str) -> String {
+pub(crate) fn exited_abnormally(job: &str, detail: &str) -> String {
     format!("[ERROR] Child process job \"{job}\" exited abnormally! {detail}")
 }
 
@@ -58,7 +58,7 @@ pub fn timed_out(job: &str, seconds: f64) -> String {
 
 /// The banner for a process killed by `signal` and, after F137, the memory line; `peak_rss_kb`
 /// is the killed process's peak.
-pub fn banner_lines(signal: i32, peak_rss_kb: u64) -> Vec<String> {
+pub(crate) fn banner_lines(signal: i32, peak_rss_kb: u64) -> Vec<String> {
     let mut lines = vec![banner(signal)];
     if signal == libc::SIGKILL {
         lines.push(memory_line(
@@ -116,7 +116,7 @@ pub fn job_lines(
 }
 
 /// The status a job that ended as `end` has in the figures.
-pub fn job_status(end: End) -> JobStatus {
+pub(crate) fn job_status(end: End) -> JobStatus {
     match end {
         End::Exited(0) => JobStatus::Ok,
         End::Cancelled(_) => JobStatus::Cancelled,
@@ -134,7 +134,7 @@ pub fn interrupted(signal: i32) -> String {
 }
 
 /// The line for a worker that stopped on a signal sent to it rather than to nxcc.
-pub fn worker_interrupted(signal: i32, worker_pid: u32) -> String {
+pub(crate) fn worker_interrupted(signal: i32, worker_pid: u32) -> String {
     format!(
         "[ERROR] Compilation interrupted by {} sent to its worker (pid {worker_pid})",
         crate::run::signals::signal_text(signal)
@@ -143,7 +143,7 @@ pub fn worker_interrupted(signal: i32, worker_pid: u32) -> String {
 
 /// The line for a worker whose end is unknown: the process that started and reaped it (the
 /// daemon's fork server) died while it ran, taking the worker with it.
-pub fn worker_lost(why: &str) -> String {
+pub(crate) fn worker_lost(why: &str) -> String {
     format!("[ERROR] The compile's worker was lost: {why}; the compile did not finish")
 }
 

@@ -1,16 +1,15 @@
 //! The one hand-off from a supervisor to its worker, however the worker is started — forked from
 //! the command line, forked by the daemon's fork server ([`crate::forkserver`]), or this binary
-//! executed (the bytes on a descriptor, `crate::run::handoff`): the same [`payload`] — the plan
-//! the supervisor built, as data, with the toolchain it resolved, the work dir it made, the
-//! worker's environment and the cache's product path — and the same [`run`] that runs it. The
-//! worker never plans again: it runs exactly the plan its supervisor built (and showed).
+//! executed (the bytes on a descriptor, `crate::run::handoff`): the same [`payload`] — the
+//! invocation the supervisor built, itself, with the toolchain it resolved, the work dir it
+//! made, the worker's environment and the cache's product path — and the same [`run`] that runs
+//! it. The worker never plans again: it runs exactly the plan its supervisor built (and showed).
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::wire::PlanData;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::result::Failure;
 use crate::run::events::EventWriter;
 use crate::toolchain::Toolchain;
@@ -18,21 +17,22 @@ use crate::toolchain::Toolchain;
 /// The payload's format: a worker refuses any other (a supervisor and its worker are one build).
 pub const FORMAT: u32 = 1;
 
-/// Everything a worker needs.
+/// Everything a worker needs: the supervisor writes it with the invocation it holds (`I` a
+/// reference), the worker reads it with its own (`I` the value).
 #[derive(Debug, Serialize, Deserialize)]
-struct Handoff {
+struct Handoff<I> {
     format: u32,
-    plan: PlanData,
+    invocation: I,
     toolchain: Option<Toolchain>,
     work_dir: PathBuf,
     env: Vec<(String, String)>,
     product: Option<PathBuf>,
 }
 
-/// What a worker gets for `plan` (JSON): the plan, the toolchain, the work dir, the worker's
+/// What a worker gets for `inv` (JSON): the invocation, the toolchain, the work dir, the worker's
 /// environment, and the file the NEFF is also written to (`crate::jobs::kelper::PRODUCT_ENV`).
 pub fn payload(
-    plan: &Plan,
+    inv: &Invocation,
     toolchain: Option<&Toolchain>,
     work_dir: &Path,
     env: &[(String, String)],
@@ -40,7 +40,7 @@ pub fn payload(
 ) -> Vec<u8> {
     serde_json::to_vec(&Handoff {
         format: FORMAT,
-        plan: PlanData::of(plan),
+        invocation: inv,
         toolchain: toolchain.cloned(),
         work_dir: work_dir.to_path_buf(),
         env: env.to_vec(),
@@ -55,7 +55,7 @@ pub fn body(payload: &[u8], events: EventWriter) -> i32 {
 }
 
 /// A worker forked by its supervisor: [`run`] on its report pipe.
-pub fn forked(payload: &[u8], events: EventWriter) -> i32 {
+pub(crate) fn forked(payload: &[u8], events: EventWriter) -> i32 {
     run(payload, Some(&events), "the hand-off")
 }
 
@@ -64,7 +64,7 @@ pub fn forked(payload: &[u8], events: EventWriter) -> i32 {
 /// names the payload in the error when it does not read.
 pub fn run(payload: &[u8], events: Option<&EventWriter>, what: &str) -> i32 {
     let fatal = |message: String| super::worker::fatal(events, Failure::Internal, &message);
-    let handoff: Handoff = match serde_json::from_slice(payload) {
+    let handoff: Handoff<Invocation> = match serde_json::from_slice(payload) {
         Ok(h) => h,
         Err(e) => return fatal(format!("[ERROR] nxcc worker: {what} does not read: {e}")),
     };
@@ -74,10 +74,7 @@ pub fn run(payload: &[u8], events: Option<&EventWriter>, what: &str) -> i32 {
             handoff.format
         ));
     }
-    let plan = match handoff.plan.into_plan() {
-        Ok(p) => p,
-        Err(e) => return fatal(format!("[ERROR] nxcc worker: {e}")),
-    };
+    let inv = handoff.invocation;
     // This process is single-threaded: setting its environment (inherited by the tools) races
     // with nothing.
     for (k, v) in &handoff.env {
@@ -86,10 +83,10 @@ pub fn run(payload: &[u8], events: Option<&EventWriter>, what: &str) -> i32 {
     if let Some(p) = &handoff.product {
         std::env::set_var(crate::jobs::kelper::PRODUCT_ENV, p);
     }
-    if let Err(e) = std::env::set_current_dir(&plan.launch_dir) {
+    if let Err(e) = std::env::set_current_dir(&inv.plan.launch_dir) {
         return fatal(format!(
             "[ERROR] nxcc worker: cannot enter {}: {e}",
-            plan.launch_dir.display()
+            inv.plan.launch_dir.display()
         ));
     }
     if let Err(e) = simulator_settings(handoff.toolchain.as_ref()) {
@@ -97,7 +94,7 @@ pub fn run(payload: &[u8], events: Option<&EventWriter>, what: &str) -> i32 {
         let line = crate::error::NccError::environment_setting(e).to_string();
         return super::worker::fatal(events, setting, &line);
     }
-    super::worker::run(&plan, handoff.toolchain.as_ref(), &handoff.work_dir, events)
+    super::worker::run(&inv, handoff.toolchain.as_ref(), &handoff.work_dir, events)
 }
 
 /// A simulated toolchain's settings in the tools' environment (this process's, now) read: a tool

@@ -56,7 +56,7 @@ pub struct Logger {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time.
-pub fn utc_timestamp(secs: u64) -> String {
+pub(crate) fn utc_timestamp(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Howard Hinnant's civil-from-days.
@@ -125,7 +125,8 @@ impl Logger {
     }
 
     /// A logger that only writes to a console sink (no file).
-    pub fn sink_only(console_level: i64, sink: Sink) -> Logger {
+    #[cfg(test)]
+    pub(crate) fn sink_only(console_level: i64, sink: Sink) -> Logger {
         Logger::open(None, level::OFF, console_level, Console::Sink(sink)).expect("no file to open")
     }
 
@@ -237,7 +238,7 @@ impl Logger {
     }
 
     /// Write text to the log file only (e.g. the metrics table).
-    pub fn file_only(&self, text: &str) {
+    pub(crate) fn file_only(&self, text: &str) {
         let mut g = self.lock();
         if let Some(f) = g.file.as_mut() {
             let _ = f.write_all(text.as_bytes());
@@ -260,7 +261,7 @@ impl Logger {
     }
 
     /// Remove the status line.
-    pub fn clear_status(&self) {
+    pub(crate) fn clear_status(&self) {
         let mut g = self.lock();
         if g.status.take().is_some() {
             let mut e = io::stderr().lock();
@@ -277,7 +278,7 @@ impl Logger {
     }
 
     /// End the line of dots, if one is open.
-    pub fn end_dots(&self) {
+    pub(crate) fn end_dots(&self) {
         let mut g = self.lock();
         if g.dots_open {
             g.dots_open = false;

@@ -27,8 +27,8 @@ pub enum JobStatus {
 /// One job's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobMetrics {
-    /// The job's name (`Frontend`).
-    pub job: String,
+    /// The job (`Frontend`).
+    pub job: crate::job_name::JobName,
     /// How it ended.
     pub status: JobStatus,
     /// Seconds from the start of the pipeline.
@@ -111,12 +111,12 @@ pub fn submit(launch_dir: &Path, record: &Record) -> std::io::Result<()> {
 /// This process's own peak RSS in KiB: `VmHWM` of `/proc/self/status`. (`getrusage`'s
 /// `ru_maxrss` is not used for this: Linux carries it across `execve`, so it would report the
 /// peak of whatever process forked us.)
-pub fn own_peak_rss_kb() -> u64 {
+pub(crate) fn own_peak_rss_kb() -> u64 {
     crate::run::os::own_status_field("VmHWM").unwrap_or(0)
 }
 
 /// A generated run id: time and pid, unique enough per launch directory.
-pub fn generated_run_id() -> String {
+pub(crate) fn generated_run_id() -> String {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -129,7 +129,7 @@ mod tests {
 
     fn m(job: &str, status: JobStatus) -> JobMetrics {
         JobMetrics {
-            job: job.into(),
+            job: crate::job_name::JobName::named(job).unwrap(),
             status,
             start_s: 0.5,
             wall_s: 1.25,

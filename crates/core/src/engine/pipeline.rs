@@ -23,7 +23,6 @@ use super::metrics;
 use super::result::CompileResult;
 use super::session::Session;
 use super::workdir::{self, WorkDir};
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::result::{Environment, Failure, Status};
 use crate::run::process::End;
@@ -85,7 +84,10 @@ pub fn announce(session: &Session) {
     }
     log.info(
         log::DRIVER,
-        &format!("Command line: {}", crate::shell::join(&plan.argv)),
+        &format!(
+            "Command line: {}",
+            crate::shell::join(&session.invocation().argv)
+        ),
     );
 }
 
@@ -113,7 +115,8 @@ fn prepare(session: &Session) -> Result<Prepared, Failure> {
     session.compiled()?;
     let options = session.options();
     let work_root = options.work_root.as_deref().unwrap_or(&plan.launch_dir);
-    let work = workdir::prepare(&plan.launch_dir, work_root, plan.ns.str(Dest::TempDir))
+    let temp_dir = session.invocation().settings.work_dir.temp_dir.as_deref();
+    let work = workdir::prepare(&plan.launch_dir, work_root, temp_dir)
         .map_err(|e| session.failing(&e, Failure::Environment(Environment::WorkDir)))?;
     session.log().info(
         log::DRIVER,
@@ -123,16 +126,14 @@ fn prepare(session: &Session) -> Result<Prepared, Failure> {
             plan.output.display()
         ),
     );
-    let outputs = [
-        plan.output.clone(),
-        crate::jobs::neff_wrapper::wrapped_path(&plan.output),
-    ]
-    .into_iter()
-    .map(|p| {
-        let was = file_identity(&p);
-        (p, was)
-    })
-    .collect();
+    let outputs = plan
+        .outputs()
+        .into_iter()
+        .map(|p| {
+            let was = file_identity(&p);
+            (p, was)
+        })
+        .collect();
     Ok(Prepared {
         toolchain,
         env,
@@ -179,7 +180,7 @@ fn resolve_toolchain(
 }
 
 /// Start the worker and follow it to its end, handing it the one payload
-/// ([`super::handoff::payload`]: the plan, the toolchain, the work dir, its environment, the
+/// ([`super::handoff::payload`]: the invocation, the toolchain, the work dir, its environment, the
 /// product path): forked from the command line (one compile, this process still
 /// single-threaded), started by the daemon's fork server, else this binary executed with the
 /// payload on a descriptor. A worker the fork server could not start is executed instead.
@@ -188,10 +189,11 @@ fn supervise(
     prepared: &Prepared,
     product: Option<&Path>,
 ) -> Result<Ran, Failure> {
-    let plan = session.compiled()?;
+    let inv = session.compiled()?;
+    let plan = &inv.plan;
     let opts = session.options();
     let tc = prepared.toolchain.as_ref();
-    let payload = super::handoff::payload(plan, tc, &prepared.work.path, &prepared.env, product);
+    let payload = super::handoff::payload(inv, tc, &prepared.work.path, &prepared.env, product);
     let program = match opts
         .worker_program
         .clone()
@@ -356,11 +358,16 @@ fn finish(session: &Session, prepared: &Prepared, result: &CompileResult) -> boo
     }
     // Without a NEFF, the work dir holds all the compile produced: it is kept.
     let keep = !work.generated
-        || plan.ns.bool(Dest::KeepWorkDir)
+        || session.invocation().settings.work_dir.keep_work_dir
         || plan.pipeline.contains(&crate::jobs::Job::SaveTemps)
         || plan.no_neff.is_some()
         || !result.ok();
-    super::reports::write_metrics(plan, log, &result.jobs, result.exit_status());
+    super::reports::write_metrics(
+        session.invocation(),
+        log,
+        &result.jobs,
+        result.exit_status(),
+    );
     log.info(
         log::DRIVER,
         &format!("nxcc supervisor peak RSS {} KB", metrics::own_peak_rss_kb()),

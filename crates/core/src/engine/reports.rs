@@ -5,39 +5,39 @@
 
 use super::log::{self, Logger};
 use super::metrics::{self, JobMetrics};
-use crate::cli::namespace::Dest;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 
 /// The per-job table (log) and `--submit-metrics`.
-pub fn write_metrics(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
+pub(crate) fn write_metrics(
+    inv: &Invocation,
+    logger: &Logger,
+    jobs: &[JobMetrics],
+    exit_status: i32,
+) {
     logger.file_only(&metrics::table(jobs));
-    let ns = &plan.ns;
-    if ns.bool(Dest::SubmitMetrics) {
-        submit(plan, logger, jobs, exit_status);
+    if inv.settings.reports.submit_metrics {
+        submit(inv, logger, jobs, exit_status);
     }
 }
 
 /// Append the `--submit-metrics` record to the launch directory's metric store.
-fn submit(plan: &Plan, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
-    let ns = &plan.ns;
-    let run_id = ns
-        .str(Dest::RunId)
-        .map(str::to_string)
+fn submit(inv: &Invocation, logger: &Logger, jobs: &[JobMetrics], exit_status: i32) {
+    let reports = &inv.settings.reports;
+    let run_id = reports
+        .run_id
+        .clone()
         .unwrap_or_else(metrics::generated_run_id);
-    let stamp = ns
-        .str(Dest::MetricsTimestamp)
-        .map(str::to_string)
-        .unwrap_or_else(log::now);
+    let stamp = reports.metrics_timestamp.clone().unwrap_or_else(log::now);
     let record = metrics::Record {
         run_id: &run_id,
         metrics_timestamp: &stamp,
-        target: plan.target(),
-        optlevel: plan.optlevel(),
-        logical_nc_config: plan.logical_nc_config(),
+        target: inv.inputs.target(),
+        optlevel: inv.optlevel(),
+        logical_nc_config: inv.inputs.logical_nc_config(),
         exit_status,
         jobs,
     };
-    if let Err(e) = metrics::submit(&plan.launch_dir, &record) {
+    if let Err(e) = metrics::submit(&inv.plan.launch_dir, &record) {
         logger.warning(log::DRIVER, &format!("Could not submit metrics: {e}"));
     }
 }

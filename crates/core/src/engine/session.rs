@@ -2,7 +2,7 @@
 //! per compile and passed down to the cache layers and the way the plan is run
 //! ([`super::strategy`]). It holds
 //!
-//! - the plan;
+//! - the invocation (its inputs, settings and plan);
 //! - its log, opened once ([`Session::open`]: a log that cannot be opened fails the compile with
 //!   NCC_EDRV091 before anything else);
 //! - its events, written here and nowhere else ([`Session::emit`]), and what they carry — every
@@ -24,10 +24,9 @@ use super::events::Event;
 use super::log::{self, Console, Logger};
 use super::metrics::JobMetrics;
 use super::result::CompileResult;
-use crate::cli::level;
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
-use crate::plan::Plan;
+use crate::job_name::JobName;
+use crate::plan::{Invocation, Plan};
 use crate::result::{CancelReason, Environment, Failure, Status};
 use crate::run::process::{Cancel, End};
 use crate::snapshot::Snapshot;
@@ -133,7 +132,7 @@ pub struct Options<'a> {
     pub work_root: Option<PathBuf>,
     /// The model is already a private copy this process made, in a directory no one else can
     /// write (a framework cache entry's graph, copied by `parallel-compile` with
-    /// [`crate::snapshot::copy_into`]): it is the compile's snapshot as it is, not copied again.
+    /// `crate::snapshot::copy_into`): it is the compile's snapshot as it is, not copied again.
     pub private_model: bool,
 }
 
@@ -174,7 +173,7 @@ struct Seen {
 
 /// One compile (see the module documentation).
 pub struct Session<'a> {
-    plan: &'a Plan,
+    invocation: &'a Invocation,
     log: Logger,
     options: Options<'a>,
     started: Instant,
@@ -183,30 +182,31 @@ pub struct Session<'a> {
     taken: OnceLock<Result<Taken, Failure>>,
 }
 
-/// The model's snapshot, and the plan as it is compiled: the same plan, its model the snapshot.
+/// The model's snapshot, and the invocation as it is compiled: the same invocation, its plan's
+/// model the snapshot.
 struct Taken {
     snapshot: Arc<Snapshot>,
-    plan: Plan,
+    invocation: Invocation,
 }
 
-/// The compile's log, as the plan says (`--logfile`, `--logfile-verbose`, `--verbose`), with
-/// its console going to `console`; NCC_EDRV091 when the file cannot be opened.
-pub fn open_log(plan: &Plan, console: Console) -> Result<Logger, NccError> {
-    let console_level = plan.ns.int(Dest::Verbose).unwrap_or(level::USER);
-    let file_level = plan.ns.int(Dest::LogfileVerbose).unwrap_or(level::INFO);
-    Logger::open(Some(&plan.logfile), file_level, console_level, console)
-        .map_err(|e| NccError::log_file(plan.logfile.display(), e))
+/// The compile's log, as the invocation says (`--logfile`, `--logfile-verbose`, `--verbose`),
+/// with its console going to `console`; NCC_EDRV091 when the file cannot be opened.
+pub fn open_log(inv: &Invocation, console: Console) -> Result<Logger, NccError> {
+    let (log, logfile) = (&inv.settings.log, &inv.plan.logfile);
+    Logger::open(Some(logfile), log.file_level, log.verbose, console)
+        .map_err(|e| NccError::log_file(logfile.display(), e))
 }
 
 /// Where a compile's snapshot is made: `--temp-dir` (made if missing, as the pipeline makes
 /// it), else where the caller keeps work directories, else the launch directory.
-fn snapshot_root(plan: &Plan, options: &Options) -> PathBuf {
-    match plan.ns.str(Dest::TempDir) {
-        Some(d) => crate::plan::absolute(&plan.launch_dir, d),
+fn snapshot_root(inv: &Invocation, options: &Options) -> PathBuf {
+    let launch_dir = &inv.plan.launch_dir;
+    match inv.settings.work_dir.temp_dir.as_deref() {
+        Some(d) => crate::fsx::absolute(launch_dir, d),
         None => options
             .work_root
             .clone()
-            .unwrap_or_else(|| plan.launch_dir.clone()),
+            .unwrap_or_else(|| launch_dir.clone()),
     }
 }
 
@@ -232,23 +232,17 @@ fn reads_as_planned(plan: &Plan, snapshot: &std::path::Path) -> Result<(), Strin
     }
 }
 
-/// `--job-timeout` as a duration.
-pub fn job_timeout(plan: &Plan) -> Option<Duration> {
-    plan.ns
-        .get(Dest::JobTimeout)
-        .as_float()
-        .filter(|s| *s > 0.0 && s.is_finite())
-        .map(Duration::from_secs_f64)
-}
-
 impl<'a> Session<'a> {
-    /// The session of a compile of `plan`: its log opened. A log that cannot be opened is the
+    /// The session of a compile of `inv`: its log opened. A log that cannot be opened is the
     /// compile's end: the error on the console (and as an event), and the result.
-    pub fn open(plan: &'a Plan, options: Options<'a>) -> Result<Session<'a>, Box<CompileResult>> {
-        let log_start = std::fs::metadata(&plan.logfile)
+    pub fn open(
+        inv: &'a Invocation,
+        options: Options<'a>,
+    ) -> Result<Session<'a>, Box<CompileResult>> {
+        let log_start = std::fs::metadata(&inv.plan.logfile)
             .map(|m| m.len())
             .unwrap_or(0);
-        let log = match open_log(plan, options.console.clone()) {
+        let log = match open_log(inv, options.console.clone()) {
             Ok(l) => l,
             Err(e) => {
                 let line = e.to_string();
@@ -264,7 +258,7 @@ impl<'a> Session<'a> {
             }
         };
         Ok(Session {
-            plan,
+            invocation: inv,
             log,
             options,
             started: Instant::now(),
@@ -274,19 +268,24 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// The plan.
-    pub fn plan(&self) -> &'a Plan {
-        self.plan
+    /// The invocation compiled.
+    pub fn invocation(&self) -> &'a Invocation {
+        self.invocation
     }
 
-    /// The plan as it is compiled: the model replaced by its private snapshot, taken on the
-    /// first call ([`crate::snapshot`]) in the compile's work root (`--temp-dir`, else where the
-    /// caller keeps work directories, else the launch directory). A snapshot that cannot be
+    /// The invocation's plan.
+    pub fn plan(&self) -> &'a Plan {
+        &self.invocation.plan
+    }
+
+    /// The invocation as it is compiled: its plan's model replaced by its private snapshot,
+    /// taken on the first call ([`crate::snapshot`]) in the compile's work root (`--temp-dir`,
+    /// else where the caller keeps work directories, else the launch directory). A snapshot that cannot be
     /// taken, or whose model no longer reads as the plan saw it (someone wrote it meanwhile),
     /// fails the compile — said once, a failure of the environment (NCC_EDRV118).
-    pub fn compiled(&self) -> Result<&Plan, Failure> {
+    pub fn compiled(&self) -> Result<&Invocation, Failure> {
         match self.taken.get_or_init(|| self.take()) {
-            Ok(t) => Ok(&t.plan),
+            Ok(t) => Ok(&t.invocation),
             Err(f) => Err(f.clone()),
         }
     }
@@ -310,7 +309,7 @@ impl<'a> Session<'a> {
     }
 
     fn take(&self) -> Result<Taken, Failure> {
-        let plan = self.plan;
+        let plan = &self.invocation.plan;
         let fail = |e: NccError| {
             let cause = e
                 .os_error
@@ -318,7 +317,7 @@ impl<'a> Session<'a> {
                 .map_or(Environment::Model, Environment::Io);
             Err(self.failing(&e, Failure::Environment(cause)))
         };
-        let root = snapshot_root(plan, &self.options);
+        let root = snapshot_root(self.invocation, &self.options);
         let taken = match self.options.private_model {
             true => Snapshot::adopt(&plan.model),
             false => {
@@ -348,11 +347,11 @@ impl<'a> Session<'a> {
                 ),
             );
         }
-        let mut compiled = plan.clone();
-        compiled.model = snapshot.path().to_path_buf();
+        let mut compiled = self.invocation.clone();
+        compiled.plan.model = snapshot.path().to_path_buf();
         Ok(Taken {
             snapshot: Arc::new(snapshot),
-            plan: compiled,
+            invocation: compiled,
         })
     }
 
@@ -417,12 +416,10 @@ impl<'a> Session<'a> {
 
     /// A pseudo-job that stands for the whole compile (an external compiler, a remote compile):
     /// the pipeline of that one job has started.
-    pub fn pseudo_job(&self, name: &str) {
-        self.emit(&Event::Pipeline {
-            jobs: vec![name.to_string()],
-        });
+    pub fn pseudo_job(&self, name: JobName) {
+        self.emit(&Event::Pipeline { jobs: vec![name] });
         self.emit(&Event::JobStarted {
-            job: name.to_string(),
+            job: name,
             index: 1,
             total: 1,
         });
@@ -441,7 +438,7 @@ impl<'a> Session<'a> {
     }
 
     /// Say `e` (an error line under the driver's logger); the compile fails, so.
-    pub fn failing(&self, e: &NccError, failure: Failure) -> Failure {
+    pub(crate) fn failing(&self, e: &NccError, failure: Failure) -> Failure {
         self.error(log::DRIVER, e.to_string());
         failure
     }

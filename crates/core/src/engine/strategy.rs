@@ -10,12 +10,12 @@ use std::path::Path;
 use super::result::CompileResult;
 use super::session::{Options, Session};
 use super::Engine;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 
 /// The one entry point (`crate::compile`) as it is handed to what sits below it and compiles
 /// without a cache or a remote server (`nxcc worker`, which runs the actions a server leases it):
-/// compile `plan` on the engine, run as the options say.
-pub type Entry = fn(&Plan, Options<'_>, &Engine) -> CompileResult;
+/// compile `inv` on the engine, run as the options say.
+pub type Entry = fn(&Invocation, Options<'_>, &Engine) -> CompileResult;
 
 /// A way to run a plan.
 pub trait Strategy: Sync {

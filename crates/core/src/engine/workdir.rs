@@ -42,7 +42,7 @@ fn random_name() -> String {
 
 /// What in a directory marks an earlier compile's artifacts: `penguin.py`, an `sg*` directory,
 /// or a `*.neff` file.
-pub fn earlier_artifacts(dir: &Path) -> Option<String> {
+pub(crate) fn earlier_artifacts(dir: &Path) -> Option<String> {
     if dir.join("penguin.py").exists() {
         return Some("penguin.py".into());
     }
@@ -59,7 +59,7 @@ pub fn earlier_artifacts(dir: &Path) -> Option<String> {
 }
 
 /// The DRV077 error (WIKI text).
-pub fn artifacts_exist(dir: &Path) -> NccError {
+pub(crate) fn artifacts_exist(dir: &Path) -> NccError {
     NccError::artifacts_exist(dir.display())
 }
 
@@ -72,7 +72,7 @@ pub fn prepare(
 ) -> Result<WorkDir, NccError> {
     match temp_dir {
         Some(d) => {
-            let path = crate::plan::absolute(launch_dir, d);
+            let path = crate::fsx::absolute(launch_dir, d);
             std::fs::create_dir_all(&path).map_err(|e| {
                 NccError::work_dir(format!(
                     "Cannot create the work directory {}: {e}",

@@ -10,11 +10,9 @@ use std::path::Path;
 use super::events::Event;
 use super::executor::{Executor, Halt};
 use super::log::Console;
-use super::session::{job_timeout, open_log};
-use crate::cli::level;
-use crate::cli::namespace::Dest;
+use super::session::open_log;
 use crate::error::EXIT_COMPILE_FAILED;
-use crate::plan::Plan;
+use crate::plan::Invocation;
 use crate::result::{Environment, Failure, Status};
 use crate::run::events::EventWriter;
 use crate::run::process::Cancel;
@@ -47,7 +45,7 @@ pub(super) fn fatal(events: Option<&EventWriter>, failure: Failure, message: &st
 /// The worker's work, once it has its plan, toolchain and work dir: run the jobs, end whatever
 /// the tools left behind, report `Done`; returns the exit status.
 pub fn run(
-    plan: &Plan,
+    inv: &Invocation,
     toolchain: Option<&Toolchain>,
     work_dir: &Path,
     events: Option<&EventWriter>,
@@ -68,8 +66,7 @@ pub fn run(
         let c = cancel.clone();
         s.on_signal(move |_| c.cancel());
     }
-    let console_level = plan.ns.int(Dest::Verbose).unwrap_or(level::USER);
-    let logger = match open_log(plan, Console::Terminal) {
+    let logger = match open_log(inv, Console::Terminal) {
         Ok(l) => l,
         Err(e) => {
             return fatal(
@@ -80,15 +77,15 @@ pub fn run(
         }
     };
     let executor = Executor {
-        plan,
+        invocation: inv,
         toolchain,
         work_dir,
         logger: &logger,
         events,
         cancel: &cancel,
-        job_timeout: job_timeout(plan),
+        job_timeout: inv.settings.job_timeout(),
         // Dots (`--verbose 35`) or a live status line on a terminal; nothing to draw otherwise.
-        progress: console_level == level::DOTS || std::io::stderr().is_terminal(),
+        progress: inv.settings.log.dots() || std::io::stderr().is_terminal(),
     };
     let (_metrics, result) = executor.run();
     for _ in 0..50 {

@@ -73,7 +73,7 @@ pub enum Received {
     Msg(Msg, Vec<OwnedFd>),
     /// Bytes that are not a message (their descriptors are closed).
     Bad {
-        /// The request's id if its first bytes say it ([`Msg::id_of`]), else 0.
+        /// The request's id if its first bytes say it (`Msg::id_of`), else 0.
         id: u64,
         /// Why they are not a message.
         error: WireError,
@@ -138,7 +138,7 @@ pub fn sealed_memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
 
 /// The `len` bytes of a payload's memfd (at most `max`), after checking that it is sealed
 /// against change and is exactly that long; the error says why not.
-pub fn read_sealed(fd: impl AsFd, len: u64, max: usize) -> Result<Vec<u8>, String> {
+pub(crate) fn read_sealed(fd: impl AsFd, len: u64, max: usize) -> Result<Vec<u8>, String> {
     let fd = fd.as_fd();
     if len > max as u64 {
         return Err(format!(

@@ -18,7 +18,7 @@ use crate::run::events::EventWriter;
 
 /// The `main` of a helper started again ([`super::HELPER_ARG`]): serve on [`HELPER_FD`];
 /// returns the exit status.
-pub fn serve_inherited(body: Body) -> i32 {
+pub(crate) fn serve_inherited(body: Body) -> i32 {
     // SAFETY: F_GETFD only asks whether the descriptor number is open; if it is, the daemon
     // passed it for exactly this use, and nothing else in this process owns it.
     let sock = unsafe {

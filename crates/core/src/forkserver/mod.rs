@@ -58,7 +58,7 @@ use std::time::Duration;
 use crate::run::events::EventWriter;
 use crate::run::supervisor::{Launch, Launched, WorkerFds};
 
-pub use helper::serve_inherited;
+pub(crate) use helper::serve_inherited;
 use wire::{Msg, Payload};
 
 /// The hidden first argument that makes the binary a fork server (a restarted one: its socket
@@ -144,7 +144,7 @@ const SPAWN_HEADER: usize = 11;
 impl ForkServer {
     /// Fork the helper now. The caller must be single-threaded (checked): the child goes on
     /// running Rust code. The helper's workers run `body`; a helper started again later is this
-    /// executable with [`HELPER_ARG`], whose `main` must call [`serve_inherited`] with the same
+    /// executable with [`HELPER_ARG`], whose `main` must call `serve_inherited` with the same
     /// body.
     pub fn start(body: Body) -> io::Result<Arc<ForkServer>> {
         if !crate::run::supervisor::single_threaded() {
@@ -333,7 +333,7 @@ impl ForkServer {
     }
 
     /// A [`Launch`] of one worker with `payload`.
-    pub fn launcher(&self, payload: Vec<u8>) -> impl Launch + '_ {
+    pub(crate) fn launcher(&self, payload: Vec<u8>) -> impl Launch + '_ {
         Request {
             server: self,
             payload,

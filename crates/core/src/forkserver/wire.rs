@@ -211,7 +211,7 @@ impl Msg {
 
     /// The id of a request that is not read as a whole, when its first bytes say it (to refuse
     /// that request by its id).
-    pub fn id_of(bytes: &[u8]) -> u64 {
+    pub(crate) fn id_of(bytes: &[u8]) -> u64 {
         let mut r = Reader { b: bytes, at: 0 };
         match (r.u8(), r.u8(), r.u64()) {
             (Ok(VERSION), Ok(_), Ok(id)) => id,

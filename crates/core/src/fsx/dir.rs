@@ -45,7 +45,7 @@ fn not_plain(name: &str, what: &str, ft: FileType) -> io::Error {
 }
 
 /// Whether `e` says an entry was not a plain directory or file (a symbolic link, a FIFO, ...).
-pub fn is_not_plain(e: &io::Error) -> bool {
+pub(crate) fn is_not_plain(e: &io::Error) -> bool {
     e.get_ref().is_some_and(|inner| inner.is::<NotPlain>()) || e.raw_os_error() == Some(libc::ELOOP)
 }
 
@@ -78,7 +78,7 @@ impl Dir {
     }
 
     /// A directory already open as `fd` (the caller opened it as a directory).
-    pub fn from_fd(fd: OwnedFd) -> Dir {
+    pub(crate) fn from_fd(fd: OwnedFd) -> Dir {
         Dir { fd }
     }
 
@@ -97,7 +97,7 @@ impl Dir {
     }
 
     /// The directory `name` in this one; a link or anything but a directory is refused.
-    pub fn open_dir(&self, name: &str) -> io::Result<Dir> {
+    pub(crate) fn open_dir(&self, name: &str) -> io::Result<Dir> {
         let name = entry(name)?;
         match rustix::fs::openat(
             &self.fd,
@@ -123,7 +123,7 @@ impl Dir {
     }
 
     /// The directory `name`, created first if absent (with the umask's mode).
-    pub fn open_or_create_dir(&self, name: &str) -> io::Result<Dir> {
+    pub(crate) fn open_or_create_dir(&self, name: &str) -> io::Result<Dir> {
         match self.open_dir(name) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => match self.create_dir(name, None) {
                 Ok(()) => self.open_dir(name),
@@ -136,7 +136,7 @@ impl Dir {
 
     /// Open the file `name` with `flags` (`O_NOFOLLOW`, `O_NONBLOCK` and `O_CLOEXEC` are added;
     /// `mode` applies when `O_CREAT` creates it); a link, FIFO, device or directory is refused.
-    pub fn open_file_with(&self, name: &str, flags: OFlags, mode: u32) -> io::Result<File> {
+    pub(crate) fn open_file_with(&self, name: &str, flags: OFlags, mode: u32) -> io::Result<File> {
         let name = entry(name)?;
         let flags = flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
         let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode)) {
@@ -187,7 +187,7 @@ impl Dir {
     }
 
     /// The status of this directory.
-    pub fn own_stat(&self) -> io::Result<Stat> {
+    pub(crate) fn own_stat(&self) -> io::Result<Stat> {
         rustix::fs::fstat(&self.fd).map_err(io_err)
     }
 
@@ -204,7 +204,7 @@ impl Dir {
 
     /// Remove the entry `name` and, if it is a directory, everything in it, depth first; links
     /// are removed, never followed. An absent entry is `NotFound`.
-    pub fn remove_all(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn remove_all(&self, name: &str) -> io::Result<()> {
         let name = entry(name)?;
         if self.file_type(name)? != FileType::Directory {
             return self.remove_file(name);

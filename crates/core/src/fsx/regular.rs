@@ -3,14 +3,14 @@
 //!
 //! The open never waits: it is made with `O_NONBLOCK`, so a FIFO with no writer cannot hold it
 //! (nor a device that would), and what was opened is judged on its descriptor (`fstat`), not on
-//! its path — a FIFO, a device or a socket is refused before a byte is read ([`is_not_regular`]
+//! its path — a FIFO, a device or a socket is refused before a byte is read (`is_not_regular`
 //! recognises the error). `O_NONBLOCK` stays on the descriptor: on a regular file it changes
 //! nothing, and a special file of a pseudo file system that would block answers `EAGAIN`.
 //!
 //! Reads stop at their limit by the bytes actually read, never by the size the file reports
 //! (a `/proc` file reports 0 and may hold more; a file may grow while it is read):
 //! [`read_limited`] reads at most one byte past its limit, and a file with more is refused
-//! ([`is_too_large`]).
+//! (`is_too_large`).
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -63,12 +63,12 @@ pub fn kind_name(ft: FileType) -> &'static str {
 }
 
 /// Whether `e` is the refusal of something that is not a regular file.
-pub fn is_not_regular(e: &io::Error) -> bool {
+pub(crate) fn is_not_regular(e: &io::Error) -> bool {
     e.get_ref().is_some_and(|i| i.is::<NotRegular>())
 }
 
 /// Whether `e` is the refusal of a file larger than the read's limit.
-pub fn is_too_large(e: &io::Error) -> bool {
+pub(crate) fn is_too_large(e: &io::Error) -> bool {
     e.get_ref().is_some_and(|i| i.is::<TooLarge>())
 }
 
@@ -123,7 +123,7 @@ pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 /// Open `path` for appending (created `0666` less the umask when absent) without waiting: a FIFO
 /// nobody reads is refused (`ENXIO`) instead of holding the open forever; the descriptor is then
 /// made blocking again, so writes behave as usual.
-pub fn open_append(path: &Path) -> io::Result<File> {
+pub(crate) fn open_append(path: &Path) -> io::Result<File> {
     let fd = rustix::fs::open(
         path,
         OFlags::WRONLY

@@ -107,7 +107,7 @@ fn writers(mode: u32) -> &'static str {
 
 /// The directory rule on a directory's status: owned by the user or root; not writable by group
 /// or others unless `sticky_ok` and it is sticky.
-pub fn check_dir(
+pub(crate) fn check_dir(
     st: &Stat,
     subject: &Subject,
     path: &Path,
@@ -147,7 +147,7 @@ pub fn check_dir(
 
 /// The entry rule on a file's status: a regular file, owned by the user or root, not writable
 /// by group or others.
-pub fn check_file(st: &Stat, subject: &Subject, path: &Path) -> Result<(), Untrusted> {
+pub(crate) fn check_file(st: &Stat, subject: &Subject, path: &Path) -> Result<(), Untrusted> {
     let fail = |problem: String, fix: String| Untrusted {
         noun: subject.file,
         path: path.to_path_buf(),
@@ -182,7 +182,7 @@ pub fn check_file(st: &Stat, subject: &Subject, path: &Path) -> Result<(), Untru
 }
 
 /// The owner part of the entry rule, for an entry of any type (a socket).
-pub fn check_owner(st: &Stat, subject: &Subject, path: &Path) -> Result<(), Untrusted> {
+pub(crate) fn check_owner(st: &Stat, subject: &Subject, path: &Path) -> Result<(), Untrusted> {
     if owned_by_us(st) {
         return Ok(());
     }
@@ -311,15 +311,6 @@ impl Trusted {
         })
     }
 
-    /// The directory `name` of this one (not followed if it is a link), checked as a directory
-    /// of `subject`; `sticky_ok` as for [`Trusted::open`].
-    pub fn open_dir(&self, name: &str, subject: Subject, sticky_ok: bool) -> io::Result<Trusted> {
-        let dir = self.dir.open_dir(name)?;
-        let path = self.path.join(name);
-        check_dir(&dir.own_stat()?, &subject, &path, sticky_ok)?;
-        Ok(Trusted { dir, path, subject })
-    }
-
     /// Open the entry `name` as a regular file with `flags` (`O_NOFOLLOW`, `O_NONBLOCK` and
     /// `O_CLOEXEC` added; `mode` when `O_CREAT` makes it), then check it: owned by the user or
     /// root, not writable by group or others. Opening changes nothing in the file (no `O_TRUNC`
@@ -356,7 +347,7 @@ impl Trusted {
     }
 
     /// The directory's descriptor, kept.
-    pub fn into_dir(self) -> Dir {
+    pub(crate) fn into_dir(self) -> Dir {
         self.dir
     }
 

@@ -7,46 +7,39 @@
 //! `largest_tensors`, `aliases`).
 //!
 //! Only a regular file is read (a FIFO, a device or a socket is refused at once, without waiting
-//! on it: [`super::with_model_bytes`]). A file that is not an HLO module (or cannot be read):
+//! on it: `super::with_model_bytes`). A file that is not an HLO module (or cannot be read):
 //! the reader's message on stderr
 //! (`model.pb: not an HloModuleProto: field 3 at byte 212 runs past the end`), exit 1. Usage
-//! errors: argparse's form, exit 2.
+//! errors: clap's words, exit 2.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::cli::argparse::{Nargs, Positional};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{err, out, Subcommand, HELP};
+use crate::cli::subcommand::{err, out, parse, DriverOptions};
 
 /// Exit status of a model that cannot be read as an HLO module.
 pub const EXIT_INVALID: i32 = 1;
 
-#[rustfmt::skip]
-static JSON: Flag = flag("--json", &[], "json", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Print the same information as one JSON object.");
-
-static OWN_FLAGS: [&Flag; 2] = [&HELP, &JSON];
-
-const POSITIONALS: [Positional; 1] = [Positional {
-    metavar: "MODEL",
-    nargs: Nargs::One,
-    help: "The model: a binary HloModuleProto or HLO text.",
-}];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "hlo-info",
-    flags: &OWN_FLAGS,
-    positionals: &POSITIONALS,
-    about: "Describe an HLO module: its parameters and results, instructions and computations.",
-};
+/// Describe an HLO module: its parameters and results, instructions and computations.
+#[derive(Debug, clap::Parser)]
+pub(crate) struct HloInfo {
+    /// The model: a binary HloModuleProto or HLO text.
+    #[arg(value_name = "MODEL")]
+    pub(crate) model: PathBuf,
+    /// Print the same information as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) driver: DriverOptions,
+}
 
 /// Run `hlo-info` with its arguments; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    let parsed = match COMMAND.parse(prog, args) {
-        Ok(p) => p,
+    let cmd: HloInfo = match parse(prog, "hlo-info", args) {
+        Ok(c) => c,
         Err(stop) => return stop.report(),
     };
-    let file = Path::new(&parsed.positionals[0][0]);
+    let file: &Path = &cmd.model;
     let read = super::with_model_bytes(file, |bytes| (bytes.len() as u64, super::parse(bytes)));
     let (size, module) = match read {
         Ok((size, Ok(m))) => (size, m),
@@ -55,7 +48,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             return EXIT_INVALID;
         }
     };
-    if parsed.flag("json") {
+    if cmd.json {
         let mut text = serde_json::to_string_pretty(&module.to_json(size)).unwrap_or_default();
         text.push('\n');
         out(&text);

@@ -72,7 +72,7 @@ enum Field {
 
 /// The digest of a binary `HloModuleProto` without its op metadata (see the module
 /// documentation); `None` when the bytes are not a well-formed message at the levels walked.
-pub fn without_op_metadata(bytes: &[u8]) -> Option<blake3::Hash> {
+pub(crate) fn without_op_metadata(bytes: &[u8]) -> Option<blake3::Hash> {
     let mut feed = Feed {
         hasher: blake3::Hasher::new(),
         bytes,

@@ -58,7 +58,7 @@ impl<'a> Token<'a> {
     }
 
     /// Whether it is the word `w`.
-    pub fn is_word(&self, w: &str) -> bool {
+    pub(crate) fn is_word(&self, w: &str) -> bool {
         self.tok == Tok::Word(w)
     }
 }
@@ -112,14 +112,14 @@ impl<'a> Lexer<'a> {
     }
 
     /// Go on from `at` (a byte and its line) after a reader of its own read up to it.
-    pub fn resume(&mut self, at: (usize, usize)) {
+    pub(crate) fn resume(&mut self, at: (usize, usize)) {
         self.ahead = [None, None];
         (self.pos, self.line) = at;
         self.taken_to = at.0;
     }
 
     /// The byte after the last token taken (or group skipped).
-    pub fn taken_to(&self) -> usize {
+    pub(crate) fn taken_to(&self) -> usize {
         self.taken_to
     }
 
@@ -142,7 +142,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// The next token, left in place.
-    pub fn peek(&mut self) -> Result<Token<'a>, ReadError> {
+    pub(crate) fn peek(&mut self) -> Result<Token<'a>, ReadError> {
         match self.ahead[0] {
             Some(t) => Ok(t),
             None => self.peek_at(0),
@@ -150,7 +150,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// The token after the next one, left in place.
-    pub fn peek2(&mut self) -> Result<Token<'a>, ReadError> {
+    pub(crate) fn peek2(&mut self) -> Result<Token<'a>, ReadError> {
         self.peek_at(1)
     }
 
@@ -165,7 +165,7 @@ impl<'a> Lexer<'a> {
 
     /// Consume the next token if it is the punctuation character `c`.
     #[inline]
-    pub fn eat(&mut self, c: u8) -> Result<bool, ReadError> {
+    pub(crate) fn eat(&mut self, c: u8) -> Result<bool, ReadError> {
         let is = self.peek()?.is(c);
         if is {
             self.next_token()?;
@@ -177,7 +177,7 @@ impl<'a> Lexer<'a> {
     /// closing token. The group's inside is scanned, not cut into tokens — brackets are counted,
     /// strings and comments passed over —, since nothing in it is read (a layout, operands, an
     /// attribute's value).
-    pub fn skip_group(&mut self, open: &Token) -> Result<Token<'a>, ReadError> {
+    pub(crate) fn skip_group(&mut self, open: &Token) -> Result<Token<'a>, ReadError> {
         let mut depth = 1usize;
         while let Some(t) = self.ahead[0].take() {
             self.ahead[0] = self.ahead[1].take();
@@ -233,7 +233,7 @@ impl<'a> Lexer<'a> {
     /// or dynamic size (`128,256]`) —, read at once, its `]` taken; `None` (nothing taken) for
     /// any other form, which the caller reads token by token. Only a speed-up: both ways read the
     /// same.
-    pub fn plain_dims(&mut self) -> Option<Vec<u64>> {
+    pub(crate) fn plain_dims(&mut self) -> Option<Vec<u64>> {
         if self.ahead[0].is_some() {
             return None;
         }

@@ -168,7 +168,7 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<Module, ReadError> {
 }
 
 /// The [`ReadError::Io`] of a model that cannot be read (`a directory, not an HLO module file`).
-pub fn io_error(e: &std::io::Error) -> ReadError {
+pub(crate) fn io_error(e: &std::io::Error) -> ReadError {
     if crate::fsx::regular::is_not_regular(e) && e.to_string().starts_with("a directory") {
         return ReadError::Io("a directory, not an HLO module file".to_string());
     }
@@ -179,7 +179,7 @@ pub fn io_error(e: &std::io::Error) -> ReadError {
 /// exits: a regular file only (see [`read_limited`]), mapped rather than copied when it reports
 /// a size ([`crate::fsx::Mapped`]: a truncation meanwhile is an error, never a SIGBUS), else read
 /// up to [`READ_LIMIT`] bytes (a `/proc` file reports none).
-pub fn with_model_bytes<T>(path: &Path, f: impl FnOnce(&[u8]) -> T) -> Result<T, ReadError> {
+pub(crate) fn with_model_bytes<T>(path: &Path, f: impl FnOnce(&[u8]) -> T) -> Result<T, ReadError> {
     use crate::fsx::regular;
     let file = regular::open(path).map_err(|e| io_error(&e))?;
     let size = file.metadata().map_err(|e| io_error(&e))?.len();

@@ -11,7 +11,7 @@
 //! last instruction, as XLA writes it) decoded from their encodings. Only those, the few largest
 //! outputs, and an instruction not plainly encoded are decoded with `prost` (into one reused
 //! message; an instruction's `metadata` is kept encoded and decoded on demand,
-//! [`HloInstructionProto::op_metadata`]). Anything else — a root that is not last, bytes that do
+//! `HloInstructionProto::op_metadata`). Anything else — a root that is not last, bytes that do
 //! not decode, a module a frontend refuses — is read again the longer way: the module decoded
 //! without its instructions first (`scan::without_instructions`), then each computation's
 //! instructions found in place (`scan::instructions`), which says what is wrong if anything.
@@ -89,7 +89,7 @@ pub struct HloInstructionProto {
     /// The shape of the instruction's output (`None`: missing, which the reader refuses).
     #[prost(message, optional, tag = "3")]
     pub shape: Option<ShapeProto>,
-    /// An `xla.OpMetadata`, encoded ([`HloInstructionProto::op_metadata`] decodes it).
+    /// An `xla.OpMetadata`, encoded (`HloInstructionProto::op_metadata` decodes it).
     #[prost(bytes = "vec", tag = "7")]
     pub metadata: Vec<u8>,
     /// Which entry parameter it is, for a `parameter` instruction (0 otherwise).
@@ -105,7 +105,7 @@ pub struct HloInstructionProto {
 
 impl HloInstructionProto {
     /// The instruction's metadata, decoded (`None`: none, or not an `OpMetadata`).
-    pub fn op_metadata(&self) -> Option<OpMetadata> {
+    pub(crate) fn op_metadata(&self) -> Option<OpMetadata> {
         if self.metadata.is_empty() {
             return None;
         }
@@ -415,12 +415,6 @@ fn parse_as(bytes: &[u8], reading: Reading) -> Result<Module, ReadError> {
     summarise_as(&m, bytes, reading)
 }
 
-/// The summary of a decoded module; `bytes` is what it was decoded from (to say where an
-/// instruction that does not decode is).
-pub fn summarise(m: &HloModuleProto, bytes: &[u8]) -> Result<Module, ReadError> {
-    summarise_as(m, bytes, Reading::InPlace)
-}
-
 /// The index of the module's entry computation: the one with the entry computation's id, else
 /// (an id of 0, as older protos have) the one with its name.
 fn entry_index(m: &HloModuleProto) -> Result<usize, ReadError> {
@@ -575,7 +569,7 @@ struct Seen<'a> {
 /// entry computation's parameters and root decoded from the encodings kept. `None` when
 /// anything is amiss — a field that does not step plainly, bytes that do not decode, a module
 /// a frontend refuses, a root that is not its computation's last instruction — and the caller
-/// reads the module as [`summarise`] does, which says what is wrong or finds the root.
+/// reads the module as [`summarise_as`] does, which says what is wrong or finds the root.
 fn summarise_in_one_pass(bytes: &[u8]) -> Option<Module> {
     let mut tally = Tally::default();
     let mut opcodes = scan::Opcodes::default();

@@ -210,7 +210,7 @@ fn exact_next<'a>(fields: &mut Fields<'a>) -> Option<Result<&'a [u8], Problem>> 
 /// computation's other fields kept as they are, its length shortened), so that the rest can be
 /// decoded without stepping through every instruction; `None` when a field of the module or of
 /// a computation does not step plainly (the caller then decodes the bytes whole).
-pub fn without_instructions(module: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn without_instructions(module: &[u8]) -> Option<Vec<u8>> {
     strip(module, false, |_, _| Some(()))
 }
 
@@ -218,7 +218,7 @@ pub fn without_instructions(module: &[u8]) -> Option<Vec<u8>> {
 /// of its computation (in the module's order), so that one pass over the bytes both strips and
 /// reads the instructions. `None` as soon as a field does not step plainly, an instruction
 /// field is not length-delimited, or `visit` says `None`.
-pub fn without_instructions_visiting<'a>(
+pub(crate) fn without_instructions_visiting<'a>(
     module: &'a [u8],
     visit: impl FnMut(usize, &'a [u8]) -> Option<()>,
 ) -> Option<Vec<u8>> {
@@ -335,7 +335,7 @@ impl<'a> Opcodes<'a> {
     }
 
     /// The counts added to `tally`'s.
-    pub fn add_to(self, tally: &mut Tally) {
+    pub(crate) fn add_to(self, tally: &mut Tally) {
         for (_, op, n) in self.counts {
             tally.count_opcode(&String::from_utf8_lossy(op), n);
         }

@@ -121,12 +121,12 @@ impl Dtype {
     }
 
     /// From a `PrimitiveType` number (`None`: invalid, a tuple, or unknown).
-    pub fn from_number(n: i32) -> Option<Dtype> {
+    pub(crate) fn from_number(n: i32) -> Option<Dtype> {
         TYPES.iter().find(|r| r.1 == n).map(|r| r.0)
     }
 
     /// From its HLO text name (`f32`, `bf16`, ...).
-    pub fn from_name(name: &str) -> Option<Dtype> {
+    pub(crate) fn from_name(name: &str) -> Option<Dtype> {
         TYPES.iter().find(|r| r.2 == name).map(|r| r.0)
     }
 
@@ -176,7 +176,7 @@ impl Shape {
     /// Bytes the value occupies, densely packed, or `None` when that does not fit in 64 bits (its
     /// dimensions' product, or its size in bytes, overflows): what is shown of a size.
     /// [`Shape::bytes`] saturates instead, for estimates.
-    pub fn checked_bytes(&self) -> Option<u64> {
+    pub(crate) fn checked_bytes(&self) -> Option<u64> {
         match self {
             Shape::Array { dtype, dims } => {
                 if dims.contains(&0) {

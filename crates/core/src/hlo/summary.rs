@@ -33,7 +33,7 @@ impl Tensor {
     }
 
     /// Bytes the value occupies, `None` when that overflows 64 bits ([`Shape::checked_bytes`]).
-    pub fn checked_bytes(&self) -> Option<u64> {
+    pub(crate) fn checked_bytes(&self) -> Option<u64> {
         self.shape.checked_bytes()
     }
 
@@ -138,12 +138,12 @@ impl Module {
     }
 
     /// Bytes of every entry parameter, summed; `None` when that overflows 64 bits.
-    pub fn checked_parameter_bytes(&self) -> Option<u64> {
+    pub(crate) fn checked_parameter_bytes(&self) -> Option<u64> {
         checked_sum(&self.parameters)
     }
 
     /// Bytes of every entry result, summed; `None` when that overflows 64 bits.
-    pub fn checked_result_bytes(&self) -> Option<u64> {
+    pub(crate) fn checked_result_bytes(&self) -> Option<u64> {
         checked_sum(&self.results)
     }
 
@@ -220,30 +220,13 @@ impl Module {
             }
         ));
         o.push_str(&format!("entry        {}\n", self.entry));
-        let tensors = |o: &mut String, title: &str, ts: &[Tensor], total: Option<u64>| {
-            o.push_str(&format!(
-                "\n{title} ({}, {}):\n",
-                ts.len(),
-                size_text(total)
-            ));
-            let width = ts.iter().map(|t| width_of(&t.name)).max().unwrap_or(0);
-            for t in ts {
-                o.push_str(&format!(
-                    "  {:>3}  {}  {}  {}\n",
-                    t.number,
-                    pad(&t.name, width),
-                    pad(&t.shape.to_string(), 24),
-                    size_cell(t.checked_bytes())
-                ));
-            }
-        };
-        tensors(
+        tensors_text(
             &mut o,
             "parameters",
             &self.parameters,
             self.checked_parameter_bytes(),
         );
-        tensors(
+        tensors_text(
             &mut o,
             "results",
             &self.results,
@@ -260,6 +243,13 @@ impl Module {
                 ));
             }
         }
+        self.instructions_text(&mut o);
+        self.largest_text(&mut o);
+        o
+    }
+
+    /// The instructions by computation, and the opcode histogram (most frequent first).
+    fn instructions_text(&self, o: &mut String) {
         o.push_str(&format!(
             "\ninstructions {} in {}:\n",
             self.instruction_count,
@@ -279,6 +269,10 @@ impl Module {
         for (op, n) in ops {
             o.push_str(&format!("  {n:>6}  {op}\n"));
         }
+    }
+
+    /// The largest tensors, with the framework op each came from.
+    fn largest_text(&self, o: &mut String) {
         o.push_str("\nlargest tensors:\n");
         let shapes: Vec<String> = self
             .largest
@@ -304,7 +298,25 @@ impl Module {
             o.push_str(line.trim_end());
             o.push('\n');
         }
-        o
+    }
+}
+
+/// A table of tensors (parameters or results) under its title, with their count and total size.
+fn tensors_text(o: &mut String, title: &str, ts: &[Tensor], total: Option<u64>) {
+    o.push_str(&format!(
+        "\n{title} ({}, {}):\n",
+        ts.len(),
+        size_text(total)
+    ));
+    let width = ts.iter().map(|t| width_of(&t.name)).max().unwrap_or(0);
+    for t in ts {
+        o.push_str(&format!(
+            "  {:>3}  {}  {}  {}\n",
+            t.number,
+            pad(&t.name, width),
+            pad(&t.shape.to_string(), 24),
+            size_cell(t.checked_bytes())
+        ));
     }
 }
 
@@ -387,7 +399,7 @@ impl Tally {
 
     /// One instruction whose output is `bytes` large; its shape and op name are made only when
     /// it is among the largest.
-    pub fn add_lazy(
+    pub(crate) fn add_lazy(
         &mut self,
         name: &str,
         opcode: &str,
@@ -400,7 +412,7 @@ impl Tally {
 
     /// `n` more instructions of `opcode` (a reader that counts opcodes on its own adds them up
     /// here).
-    pub fn count_opcode(&mut self, opcode: &str, n: usize) {
+    pub(crate) fn count_opcode(&mut self, opcode: &str, n: usize) {
         match self.opcodes.get_mut(opcode) {
             Some(count) => *count += n,
             None => {
@@ -411,7 +423,7 @@ impl Tally {
 
     /// One instruction whose opcode is counted apart ([`Tally::count_opcode`]): its name (UTF-8)
     /// and output size; its shape and op name are made only when it is among the largest.
-    pub fn add_output(
+    pub(crate) fn add_output(
         &mut self,
         name: &[u8],
         bytes: u64,

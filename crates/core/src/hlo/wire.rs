@@ -281,87 +281,120 @@ impl Walker<'_> {
                 here.push('.');
             }
             here.push_str(name);
-            let expect = |want: &str| {
-                self.problem(
-                    key_at,
-                    Some(tag),
-                    &here,
-                    format!("has wire type {wire}, not {want}"),
-                )
+            let field = Field {
+                key_at,
+                tag,
+                wire,
+                kind,
+                depth,
+                index,
             };
-            match kind {
-                Kind::Str => {
-                    if wire != 2 {
-                        return Err(expect("2 (a string)"));
-                    }
-                    let len = self.length(&mut pos, end, key_at, tag, &here)?;
-                    if std::str::from_utf8(&self.buf[pos..pos + len]).is_err() {
-                        return Err(self.problem(key_at, Some(tag), &here, "is not UTF-8"));
-                    }
-                    pos += len;
+            self.field(&mut pos, end, &field, &mut here)?;
+        }
+        Ok(())
+    }
+
+    /// One known field's value at `pos` (moved past it), checked against its kind; a nested
+    /// message read through [`Self::message`] as `here[index]`.
+    fn field(
+        &self,
+        pos: &mut usize,
+        end: usize,
+        f: &Field,
+        here: &mut String,
+    ) -> Result<(), Problem> {
+        let (key_at, tag, wire) = (f.key_at, f.tag, f.wire);
+        let expect = |here: &str, want: &str| {
+            self.problem(
+                key_at,
+                Some(tag),
+                here,
+                format!("has wire type {wire}, not {want}"),
+            )
+        };
+        match f.kind {
+            Kind::Str => {
+                if wire != 2 {
+                    return Err(expect(here, "2 (a string)"));
                 }
-                Kind::Int | Kind::Ints => match wire {
-                    0 => {
-                        varint(self.buf, &mut pos, end).map_err(|past| {
+                let len = self.length(pos, end, key_at, tag, here)?;
+                if std::str::from_utf8(&self.buf[*pos..*pos + len]).is_err() {
+                    return Err(self.problem(key_at, Some(tag), here, "is not UTF-8"));
+                }
+                *pos += len;
+            }
+            Kind::Int | Kind::Ints => match wire {
+                0 => {
+                    varint(self.buf, pos, end).map_err(|past| {
+                        self.problem(
+                            key_at,
+                            Some(tag),
+                            here,
+                            if past {
+                                "runs past the end"
+                            } else {
+                                "is a malformed varint"
+                            },
+                        )
+                    })?;
+                }
+                2 if matches!(f.kind, Kind::Ints) => {
+                    let len = self.length(pos, end, key_at, tag, here)?;
+                    let stop = *pos + len;
+                    while *pos < stop {
+                        varint(self.buf, pos, stop).map_err(|past| {
                             self.problem(
                                 key_at,
                                 Some(tag),
-                                &here,
+                                here,
                                 if past {
-                                    "runs past the end"
+                                    "holds packed integers that overrun its length"
                                 } else {
-                                    "is a malformed varint"
+                                    "holds a malformed packed integer"
                                 },
                             )
                         })?;
                     }
-                    2 if matches!(kind, Kind::Ints) => {
-                        let len = self.length(&mut pos, end, key_at, tag, &here)?;
-                        let stop = pos + len;
-                        while pos < stop {
-                            varint(self.buf, &mut pos, stop).map_err(|past| {
-                                self.problem(
-                                    key_at,
-                                    Some(tag),
-                                    &here,
-                                    if past {
-                                        "holds packed integers that overrun its length"
-                                    } else {
-                                        "holds a malformed packed integer"
-                                    },
-                                )
-                            })?;
-                        }
-                    }
-                    _ if matches!(kind, Kind::Ints) => return Err(expect("0 or 2 (integers)")),
-                    _ => return Err(expect("0 (an integer)")),
-                },
-                Kind::Bytes => {
-                    if wire != 2 {
-                        return Err(expect("2 (bytes)"));
-                    }
-                    pos += self.length(&mut pos, end, key_at, tag, &here)?;
                 }
-                Kind::Msg(inner) | Kind::Apart(inner) => {
-                    if wire != 2 {
-                        return Err(expect("2 (a message)"));
-                    }
-                    let len = self.length(&mut pos, end, key_at, tag, &here)?;
-                    let depth = match kind {
-                        Kind::Apart(_) => 0,
-                        _ => depth + 1,
-                    };
-                    if depth > RECURSION_LIMIT {
-                        return Err(self.problem(key_at, Some(tag), &here, "nests too deeply"));
-                    }
-                    let _ = write!(here, "[{index}]");
-                    self.message(pos, pos + len, inner, depth, &here)?;
-                    pos += len;
+                _ if matches!(f.kind, Kind::Ints) => return Err(expect(here, "0 or 2 (integers)")),
+                _ => return Err(expect(here, "0 (an integer)")),
+            },
+            Kind::Bytes => {
+                if wire != 2 {
+                    return Err(expect(here, "2 (bytes)"));
                 }
+                *pos += self.length(pos, end, key_at, tag, here)?;
+            }
+            Kind::Msg(inner) | Kind::Apart(inner) => {
+                if wire != 2 {
+                    return Err(expect(here, "2 (a message)"));
+                }
+                let len = self.length(pos, end, key_at, tag, here)?;
+                let depth = match f.kind {
+                    Kind::Apart(_) => 0,
+                    _ => f.depth + 1,
+                };
+                if depth > RECURSION_LIMIT {
+                    return Err(self.problem(key_at, Some(tag), here, "nests too deeply"));
+                }
+                let _ = write!(here, "[{}]", f.index);
+                self.message(*pos, *pos + len, inner, depth, here)?;
+                *pos += len;
             }
         }
         Ok(())
     }
+}
+
+/// A known field met in a message: where its key is, its number and wire type, how it is
+/// decoded, the nesting depth of its message, and which occurrence of its number it is.
+struct Field {
+    key_at: usize,
+    tag: u32,
+    wire: u64,
+    kind: Kind,
+    depth: usize,
+    index: usize,
 }
 
 /// The fields of one encoded message, in order, as (field number, wire type, value bytes: a

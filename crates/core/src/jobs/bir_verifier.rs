@@ -21,11 +21,11 @@ fn per_subgraph(ctx: &JobContext, pass: &str) -> Vec<Step> {
 }
 
 /// BIRVerifier's steps: `walrus_driver bir.json --pass birverifier` in each subgraph directory.
-pub fn steps_verify(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
+pub(crate) fn steps_verify(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     Ok(per_subgraph(ctx, "birverifier"))
 }
 
 /// BIRSim's steps: `walrus_driver bir.json --pass bir_sim` in each subgraph directory.
-pub fn steps_sim(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
+pub(crate) fn steps_sim(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     Ok(per_subgraph(ctx, "bir_sim"))
 }

@@ -10,7 +10,6 @@
 //! `hlo_netlist.json` in the work dir.
 
 use super::{in_process, Action, JobContext, Step};
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
 
 /// The Python bridge that runs the installed driver's Frontend job alone.
@@ -51,7 +50,7 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
                 ctx.work_dir
                     .map_or_else(|| ".".to_string(), |w| w.display().to_string()),
             ];
-            if let Some(t) = ctx.ns.str(Dest::TensorizerOptions) {
+            if let Some(t) = &ctx.inputs.tensorizer_options {
                 args.push(format!("--tensorizer-options={t}"));
             }
             Ok(vec![Step {

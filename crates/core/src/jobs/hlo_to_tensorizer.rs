@@ -6,15 +6,11 @@
 
 use super::{exec, shell_split, JobContext, Step};
 use crate::cli::level;
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
 
 /// One step: `hlo2penguin` in the work dir on the model, with the compile's target, LNC and log
 /// settings, the optional flags, then `--internal-hlo2tensorizer-options`.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
-    let ns = ctx.ns;
-    let console = level::console_threshold(ns.int(Dest::Verbose).unwrap_or(level::USER));
-    let logfile_level = ns.int(Dest::LogfileVerbose).unwrap_or(level::INFO);
     let mut args = vec![
         "--input".to_string(),
         ctx.model.display().to_string(),
@@ -24,12 +20,12 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         "penguin.py".to_string(),
         format!("--target-instance={}", ctx.target()),
         format!("--logical-nc-config={}", ctx.logical_nc_config()),
-        format!("--verbose={}", level::name(console)),
+        format!("--verbose={}", level::name(ctx.log.console_level())),
         format!("--logfile={}", ctx.logfile.display()),
-        format!("--logfile-verbose={}", level::name(logfile_level)),
+        format!("--logfile-verbose={}", level::name(ctx.log.file_level)),
     ];
-    args.extend(crate::recon::jobs::hlo2penguin_optional_flags(ns));
-    if let Some(extra) = ns.str(Dest::InternalHlo2tensorizerOptions) {
+    args.extend(crate::recon::jobs::hlo2penguin_optional_flags(ctx.inputs));
+    if let Some(extra) = &ctx.inputs.internal_hlo2tensorizer_options {
         args.extend(shell_split(extra, "internal_hlo2tensorizer_options")?);
     }
     Ok(vec![exec(

@@ -11,7 +11,7 @@ pub fn unavailable(job: &str) -> NccError {
 }
 
 /// InferGoldens' one in-process step (which fails when run).
-pub fn steps_infer(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
+pub(crate) fn steps_infer(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     Ok(vec![in_process(
         "fails: InferGoldens is only available for non-XLA frameworks",
         ".",
@@ -21,7 +21,7 @@ pub fn steps_infer(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
 }
 
 /// MetaInferGoldens' one in-process step (which fails when run).
-pub fn steps_meta(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
+pub(crate) fn steps_meta(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     Ok(vec![in_process(
         "fails: MetaInferGoldens is only available for non-XLA frameworks",
         ".",
@@ -31,11 +31,11 @@ pub fn steps_meta(_ctx: &JobContext) -> Result<Vec<Step>, NccError> {
 }
 
 /// Running InferGoldens: always NCC_EDRV083.
-pub fn run_infer(_ctx: &super::RunContext) -> Result<(), NccError> {
+pub(crate) fn run_infer(_ctx: &super::RunContext) -> Result<(), NccError> {
     Err(unavailable("InferGoldens"))
 }
 
 /// Running MetaInferGoldens: always NCC_EDRV083.
-pub fn run_meta(_ctx: &super::RunContext) -> Result<(), NccError> {
+pub(crate) fn run_meta(_ctx: &super::RunContext) -> Result<(), NccError> {
     Err(unavailable("MetaInferGoldens"))
 }

@@ -36,7 +36,11 @@ pub const PRODUCT_ENV: &str = "NXCC_WORKER_PRODUCT";
 /// as it was or complete; first, when [`PRODUCT_ENV`] asks, write the same bytes to the product
 /// file (created new, no link followed; an error there is a note, not a failure).
 pub fn run(ctx: &super::RunContext) -> Result<(), NccError> {
-    let mut opts = crate::neff::write::PackOptions::for_compile(ctx.job.ns, ctx.job.output);
+    let mut opts = crate::neff::write::PackOptions::for_compile(
+        ctx.job.inputs.arch(),
+        ctx.job.inputs.enable_fast_loading_neuron_binaries,
+        ctx.job.output,
+    );
     // A NEFF of the simulated toolchain says so in its info.json (it cannot run on hardware).
     opts.simulated = ctx.job.toolchain.is_some_and(|t| t.simulated);
     let bytes = crate::neff::kelper::pack_work_dir(ctx.work_dir, ctx.job.subgraphs, &opts)

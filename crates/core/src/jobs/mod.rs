@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::namespace::{Dest, Namespace};
+use crate::cli::inputs::CompileInputs;
+use crate::cli::settings::Log;
 use crate::error::NccError;
+pub use crate::job_name::Job;
 use crate::run::process::Spec;
 use crate::toolchain::Toolchain;
 
@@ -79,8 +81,10 @@ impl ModelFormat {
 /// line are absolute (WIKI `getAbsPath`); work-dir paths are relative to the step's `cwd`.
 #[derive(Debug, Clone, Copy)]
 pub struct JobContext<'a> {
-    /// The normalised namespace: every dest of the flag table with its value.
-    pub ns: &'a Namespace,
+    /// What can change the NEFF, normalised.
+    pub inputs: &'a CompileInputs,
+    /// The compile's log and console settings (a tool is told its levels).
+    pub log: &'a Log,
     /// The model file or directory, absolute.
     pub model: &'a Path,
     /// Whether the model is a binary proto or HLO text.
@@ -90,7 +94,7 @@ pub struct JobContext<'a> {
     /// `--logfile`, absolute.
     pub logfile: &'a Path,
     /// The walrus pass list, in order (joined into `walrus_driver --pass`).
-    pub walrus_passes: &'a [&'static str],
+    pub walrus_passes: &'a [String],
     /// Sorted.
     pub dge_on_levels: &'a [String],
     /// Subgraph directories relative to the work dir (`sg00`, ...), sorted.
@@ -117,12 +121,12 @@ impl JobContext<'_> {
 
     /// `--lnc` after normalisation (1 if unset).
     pub fn logical_nc_config(&self) -> i64 {
-        self.ns.int(Dest::LogicalNcConfig).unwrap_or(1)
+        self.inputs.logical_nc_config()
     }
 
     /// `--target` (or the environment's target; planning refuses a compile without one).
     pub fn target(&self) -> &str {
-        self.ns.str(Dest::Target).unwrap_or("")
+        self.inputs.target()
     }
 }
 
@@ -213,7 +217,7 @@ impl Step {
 
     /// What this step shows as its command: [`Step::command`] in the work dir, or, for a library
     /// call, the tool invocation it stands for (the call's argv).
-    pub fn shown_command(&self) -> Option<Spec> {
+    pub(crate) fn shown_command(&self) -> Option<Spec> {
         self.command(Path::new(".")).or_else(|| match &self.action {
             Action::Library { argv, .. } => {
                 let (program, args) = argv.split_first()?;
@@ -340,111 +344,13 @@ impl RunContext<'_> {
 /// Run an in-process job.
 pub type RunFn = fn(&RunContext) -> Result<(), NccError>;
 
-/// A job of the original's registry, by its class name: the seed's spelling (`WalrusDriver`) is
-/// its [`Display`](std::fmt::Display), its serialised form, and what `--pipeline` names it by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Job {
-    /// `hlo2penguin`: the model to the tensorizer's input.
-    HLOToTensorizer,
-    /// `xla_infergoldens`: the golden outputs of an XLA model.
-    XLAInferGoldens,
-    /// Golden evaluation of a non-XLA framework (not compiled by nxcc).
-    InferGoldens,
-    /// Golden evaluation of a meta-module (not compiled by nxcc).
-    MetaInferGoldens,
-    /// The frontend: the subgraphs.
-    Frontend,
-    /// The static input/output transposes.
-    StaticIOTranspose,
-    /// `walrus_driver`: the backend passes.
-    WalrusDriver,
-    /// The experimental legacy backend (`nn_executor`).
-    Backend,
-    /// Packs the NEFF.
-    Kelper,
-    /// `hlo-neff-wrapper`: the NEFF wrapped in an HLO module.
-    NeffWrapper,
-    /// BIR verification (`walrus_driver`).
-    BIRVerifier,
-    /// BIR simulation (`walrus_driver`).
-    BIRSim,
-    /// Copies the work dir into the launch directory.
-    SaveTemps,
-    /// `watchpoint_insert`.
-    Watchpoint,
-}
-
 impl Job {
-    /// Every job, in the registry's order.
-    pub const ALL: [Job; 14] = [
-        Job::HLOToTensorizer,
-        Job::XLAInferGoldens,
-        Job::InferGoldens,
-        Job::MetaInferGoldens,
-        Job::Frontend,
-        Job::StaticIOTranspose,
-        Job::WalrusDriver,
-        Job::Backend,
-        Job::Kelper,
-        Job::NeffWrapper,
-        Job::BIRVerifier,
-        Job::BIRSim,
-        Job::SaveTemps,
-        Job::Watchpoint,
-    ];
-
-    /// The class name (`WalrusDriver`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Job::HLOToTensorizer => "HLOToTensorizer",
-            Job::XLAInferGoldens => "XLAInferGoldens",
-            Job::InferGoldens => "InferGoldens",
-            Job::MetaInferGoldens => "MetaInferGoldens",
-            Job::Frontend => "Frontend",
-            Job::StaticIOTranspose => "StaticIOTranspose",
-            Job::WalrusDriver => "WalrusDriver",
-            Job::Backend => "Backend",
-            Job::Kelper => "Kelper",
-            Job::NeffWrapper => "NeffWrapper",
-            Job::BIRVerifier => "BIRVerifier",
-            Job::BIRSim => "BIRSim",
-            Job::SaveTemps => "SaveTemps",
-            Job::Watchpoint => "Watchpoint",
-        }
-    }
-
-    /// The job a name names (SEED `__getJob`), exactly as spelled.
-    pub fn named(name: &str) -> Option<Job> {
-        Job::ALL.into_iter().find(|j| j.name() == name)
-    }
-
     /// Its row of the registry.
     pub fn row(self) -> &'static Row {
         REGISTRY
             .iter()
             .find(|r| r.job == self)
             .expect("every job has a registry row")
-    }
-}
-
-impl std::fmt::Display for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Serialize for Job {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Job {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Job, D::Error> {
-        let name = String::deserialize(d)?;
-        Job::named(&name).ok_or_else(|| {
-            serde::de::Error::custom(format!("a job this nxcc does not know: {name}"))
-        })
     }
 }
 
@@ -485,12 +391,13 @@ pub static REGISTRY: &[Row] = &[
 ];
 
 /// Look a name up (SEED `__getJob`): its registry row.
-pub fn lookup(name: &str) -> Option<&'static Row> {
+#[cfg(test)]
+pub(crate) fn lookup(name: &str) -> Option<&'static Row> {
     Job::named(name).map(Job::row)
 }
 
 /// Every job name, sorted (for the unknown-job error).
-pub fn known_names() -> Vec<&'static str> {
+pub(crate) fn known_names() -> Vec<&'static str> {
     let mut v: Vec<&str> = Job::ALL.iter().map(|j| j.name()).collect();
     v.sort_unstable();
     v
@@ -498,7 +405,7 @@ pub fn known_names() -> Vec<&'static str> {
 
 /// The unknown-job error (nxcc's code EDRV081; the original raises a keyed
 /// CompilerInvalidInputException).
-pub fn unknown_job(name: &str) -> NccError {
+pub(crate) fn unknown_job(name: &str) -> NccError {
     NccError::unknown_job(name, &known_names())
 }
 

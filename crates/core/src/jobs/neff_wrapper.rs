@@ -4,7 +4,7 @@ use super::{exec, JobContext, Step};
 use crate::error::NccError;
 
 /// `<output dir>/<output stem>.wrapped.hlo.pb`.
-pub fn wrapped_path(output: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn wrapped_path(output: &std::path::Path) -> std::path::PathBuf {
     let stem = output
         .file_stem()
         .and_then(|s| s.to_str())

@@ -64,7 +64,7 @@ fn illegal(e: &Entry) -> NccError {
 }
 
 /// Check an entry; returns its dims and permutation as `usize`.
-pub fn validate(e: &Entry) -> Result<(Vec<usize>, Vec<usize>), NccError> {
+pub(crate) fn validate(e: &Entry) -> Result<(Vec<usize>, Vec<usize>), NccError> {
     let n = e.reshape.len();
     if n > MAX_DIMS || e.transpose.len() != n || e.reshape.iter().any(|d| *d <= 0) {
         return Err(illegal(e));

@@ -9,7 +9,6 @@
 //! with `--enable-internal-walrus-replay-script` also `replay_walrus.sh` (WIKI).
 
 use super::{exec, shell_split, Action, JobContext, Step};
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
 use crate::run::process::Spec;
 
@@ -26,17 +25,17 @@ pub fn args(ctx: &JobContext, bir: &str) -> Result<Vec<String>, NccError> {
         "--memory-analysis-mem-types=dram".to_string(),
     ];
     a.extend(crate::recon::jobs::walrus_driver_optional_flags(
-        ctx.ns,
+        ctx.inputs,
         ctx.dge_on_levels,
     ));
-    if let Some(extra) = ctx.ns.str(Dest::InternalBackendOptions) {
+    if let Some(extra) = &ctx.inputs.internal_backend_options {
         a.extend(shell_split(extra, "internal_backend_options")?);
     }
     Ok(a)
 }
 
 /// The replay script: `#!/bin/bash` and the exact invocation, run from the subgraph directory.
-pub fn replay_script(command: &Spec) -> String {
+pub(crate) fn replay_script(command: &Spec) -> String {
     format!("#!{}\n# Replays this subgraph's walrus_driver run.\ncd \"$(dirname \"$0\")\" || exit 1\nexec {command}\n", super::SHELL)
 }
 
@@ -50,11 +49,11 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         "neff.json".to_string(),
         "*.bin".to_string(),
     ];
-    let replay = ctx.ns.bool(Dest::EnableInternalWalrusReplayScript);
+    let replay = ctx.inputs.enable_internal_walrus_replay_script;
     if replay {
         writes.push("replay_walrus.sh".into());
     }
-    let fork = ctx.ns.bool(Dest::EnableInternalForkWalrus);
+    let fork = ctx.inputs.enable_internal_fork_walrus;
     let mut steps = Vec::with_capacity(ctx.subgraphs.len());
     for sg in ctx.subgraphs {
         let reads = vec!["bir.json".to_string()];

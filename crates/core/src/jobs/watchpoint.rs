@@ -2,15 +2,15 @@
 //! `--internal-compiler-debug-mode`).
 
 use super::{exec, JobContext, Step};
-use crate::cli::namespace::Dest;
 use crate::error::NccError;
 
 /// One step per subgraph: `watchpoint_insert --bir sgNN/bir.json --mode MODE` (`MODE` from
 /// `--internal-compiler-debug-mode`, default `all`), rewriting the BIR in place.
 pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
     let mode = ctx
-        .ns
-        .str(Dest::InternalCompilerDebugMode)
+        .inputs
+        .internal_compiler_debug_mode
+        .as_deref()
         .unwrap_or("all")
         .to_string();
     Ok(ctx

@@ -38,7 +38,9 @@ pub fn steps(ctx: &JobContext) -> Result<Vec<Step>, NccError> {
         args.push("--input".to_string());
         args.push(input.clone());
     }
-    args.extend(crate::recon::jobs::xla_infergoldens_optional_flags(ctx.ns));
+    args.extend(crate::recon::jobs::xla_infergoldens_optional_flags(
+        ctx.inputs,
+    ));
     let mut reads = vec![ctx.model.display().to_string()];
     reads.extend(ctx.value_inputs.iter().cloned());
     Ok(vec![exec(

@@ -32,7 +32,7 @@ use super::{acquire, refresh_every, Acquired, Holder, Lock};
 use crate::fsx::Dir;
 
 /// The directory `rel` (plain names, no link followed) below `root` (a path the user gave).
-pub fn open_below(root: &Path, rel: &[String]) -> io::Result<Dir> {
+pub(crate) fn open_below(root: &Path, rel: &[String]) -> io::Result<Dir> {
     let mut d = Dir::open(root)?;
     for name in rel {
         d = d.open_dir(name)?;
@@ -417,11 +417,6 @@ impl Keeper {
     /// The helper's process id.
     pub fn pid(&self) -> u32 {
         self.shared.pid
-    }
-
-    /// Whether the keeper is gone and its locks are held by this process.
-    pub fn fell_back(&self) -> bool {
-        locked(&self.shared.state).sock.is_none()
     }
 
     fn next_id(&self) -> u64 {

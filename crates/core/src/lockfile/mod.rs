@@ -7,9 +7,9 @@
 //! [`Stamp`]: `nxcc pid=<pid> started=<unix s> host=<host name> boot=<boot id> start=<the
 //! process's start time, clock ticks after boot> lease=<ms>`. While it lives, the holder keeps an
 //! exclusive `flock` on it and refreshes its *lease*: the file's modification time, set to now
-//! at least every [`refresh_every`] ([`Lock::refresh`]).
+//! at least every `refresh_every` (`Lock::refresh`).
 //!
-//! Whether a lock file is live ([`judge`], [`Holder`]):
+//! Whether a lock file is live (`judge`, [`Holder`]):
 //! - someone holds an `flock` on it: a live holder of this host ([`Holder::Held`]);
 //! - nxcc's, of this host (same host name), nobody holding its `flock`: its holder is proven dead
 //!   when its boot id differs, its pid is gone or a zombie (killed, not yet reaped), or its pid
@@ -19,13 +19,13 @@
 //! - nxcc's, of another host: `flock`s are local to a host on network file systems without a lock
 //!   manager, so only the lease tells — live until the modification time plus the lease has
 //!   passed ([`Holder::Leased`]), then stale ([`Holder::Expired`]). Hosts' clocks must agree
-//!   to well within a lease. A lease is never longer than [`lease_max`] whatever the stamp says,
-//!   and a modification time further ahead of this host's clock than [`clock_skew`] is no lease
+//!   to well within a lease. A lease is never longer than `lease_max` whatever the stamp says,
+//!   and a modification time further ahead of this host's clock than `clock_skew` is no lease
 //!   at all ([`Holder::Void`]): a forged or broken lock cannot be made to last;
 //! - not nxcc's and not `flock`ed: nothing tells ([`Holder::Foreign`]).
 //!
 //! A name that holds anything but a regular file (a link, a FIFO) is never opened as a lock: it
-//! is refused ([`Acquired::Refused`]; [`judge`] fails), for that lock alone.
+//! is refused ([`Acquired::Refused`]; `judge` fails), for that lock alone.
 //!
 //! A dead or expired lock is taken over ([`acquire`]) by renaming a fresh one onto it while
 //! holding an `flock` on the old one, after checking that the name still holds the file judged.
@@ -75,7 +75,7 @@ fn env_u64(name: &str) -> Option<u64> {
 
 /// The longest lease any lock is granted, its stamp's or this process's: [`LEASE_MAX_ENV`]
 /// (at least 1 s), else [`DEFAULT_LEASE_MAX`].
-pub fn lease_max() -> Duration {
+pub(crate) fn lease_max() -> Duration {
     env_u64(LEASE_MAX_ENV)
         .filter(|s| *s >= 1)
         .map_or(DEFAULT_LEASE_MAX, Duration::from_secs)
@@ -83,12 +83,12 @@ pub fn lease_max() -> Duration {
 
 /// How far ahead of this host's clock a lock's modification time may be and still be a lease:
 /// [`CLOCK_SKEW_ENV`], else [`DEFAULT_CLOCK_SKEW`].
-pub fn clock_skew() -> Duration {
+pub(crate) fn clock_skew() -> Duration {
     env_u64(CLOCK_SKEW_ENV).map_or(DEFAULT_CLOCK_SKEW, Duration::from_secs)
 }
 
 /// The lease this process gives its locks: [`LEASE_ENV`] (at least 100 ms), else
-/// [`DEFAULT_LEASE`]; never more than [`lease_max`].
+/// [`DEFAULT_LEASE`]; never more than `lease_max`.
 pub fn lease() -> Duration {
     env_u64(LEASE_ENV)
         .filter(|ms| *ms >= 100)
@@ -97,7 +97,7 @@ pub fn lease() -> Duration {
 }
 
 /// How often a holder refreshes a lease of `lease`: a quarter of it.
-pub fn refresh_every(lease: Duration) -> Duration {
+pub(crate) fn refresh_every(lease: Duration) -> Duration {
     lease / 4
 }
 
@@ -125,7 +125,7 @@ fn now_s() -> u64 {
 }
 
 /// This host's name.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     rustix::system::uname()
         .nodename()
         .to_string_lossy()
@@ -247,7 +247,7 @@ pub enum Holder {
         until_ms: u64,
     },
     /// nxcc's, its modification time further ahead of this host's clock than the clock-skew
-    /// allowance ([`clock_skew`]): no lease at all (a forged lock, or a broken clock).
+    /// allowance (`clock_skew`): no lease at all (a forged lock, or a broken clock).
     Void {
         /// The lock's text.
         text: String,
@@ -262,7 +262,7 @@ pub enum Holder {
         text: String,
     },
     /// Not nxcc's, an object in a bucket given a lease from its last write
-    /// ([`object::judge_text`]), the lease running.
+    /// (`object::judge_text`), the lease running.
     ForeignLeased {
         /// The lock's text (often nothing).
         text: String,
@@ -278,7 +278,7 @@ pub enum Holder {
         until_ms: u64,
     },
     /// Not nxcc's, an object in a bucket whose last write is further ahead of this host's clock
-    /// than the clock-skew allowance ([`clock_skew`]): no lease at all, stale.
+    /// than the clock-skew allowance (`clock_skew`): no lease at all, stale.
     ForeignVoid {
         /// The lock's text (often nothing).
         text: String,
@@ -432,7 +432,7 @@ fn classify(f: &mut File, free: bool) -> io::Result<Holder> {
 /// How a lock whose holder's own lock (its `flock`) is not seen stands, from its text and when
 /// its lease was last refreshed (`modified_s`, seconds since the epoch): the rules above, for a
 /// lock file and for a lock kept where no `flock` exists (an object in a bucket).
-pub fn judge_text(text: String, modified_s: f64) -> Holder {
+pub(crate) fn judge_text(text: String, modified_s: f64) -> Holder {
     let Some(stamp) = Stamp::parse(&text) else {
         return Holder::Foreign { text };
     };
@@ -482,7 +482,7 @@ fn by_lease(text: String, stamp: Stamp, mtime: f64) -> Holder {
 
 /// How the lock file `name` of `dir` stands; `None` if there is none. Probes its `flock` with a
 /// shared lock, released at once.
-pub fn judge(dir: &Dir, name: &str) -> io::Result<Option<Holder>> {
+pub(crate) fn judge(dir: &Dir, name: &str) -> io::Result<Option<Holder>> {
     let mut f = match dir.open_file_with(name, OFlags::RDONLY, 0) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         r => r?,
@@ -549,7 +549,7 @@ enum Try {
     Again,
 }
 
-/// Take the lock `name` in `dir` with `lease` (at most [`lease_max`]): create it, or take over a
+/// Take the lock `name` in `dir` with `lease` (at most `lease_max`): create it, or take over a
 /// stale one (and a foreign one nobody `flock`s, with `break_foreign`). While the name keeps
 /// changing under the taker it is tried again, with pauses doubling from 1 ms to 200 ms, for
 /// up to [`SETTLE`].
@@ -657,7 +657,7 @@ impl Lock {
     }
 
     /// Refresh the lease: the file's modification time set to now.
-    pub fn refresh(&self) -> io::Result<()> {
+    pub(crate) fn refresh(&self) -> io::Result<()> {
         let d = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
@@ -706,7 +706,7 @@ impl Drop for Lock {
 /// Remove the lock `name` of `dir` if its holder is proven gone (or, with `foreign`, if it is a
 /// foreign one nobody `flock`s): taken over first, so a lock someone else took meanwhile
 /// stays. What it was, when removed.
-pub fn remove_stale(dir: &Dir, name: &str, foreign: bool) -> io::Result<Option<Holder>> {
+pub(crate) fn remove_stale(dir: &Dir, name: &str, foreign: bool) -> io::Result<Option<Holder>> {
     match acquire(dir, name, DEFAULT_LEASE, foreign)? {
         Acquired::Locked(l) => Ok(l.took_over.clone()),
         _ => Ok(None),

@@ -6,15 +6,15 @@
 //! - Its lease is refreshed by rewriting it only if it is still the version the holder wrote
 //!   (`If-Match`); its last write (the server's clock) is the lease's start, as a lock file's
 //!   modification time is. A refresh that finds another version has lost the lock.
-//! - It is judged by [`super::judge_text`], the rules a lock file is judged by when no `flock` is
+//! - It is judged by `super::judge_text`, the rules a lock file is judged by when no `flock` is
 //!   seen: this host's holder live while its process is, another host's while its lease runs. An
 //!   object whose text is not nxcc's is foreign; where the caller gives such objects a lease
-//!   ([`judge_text`]), it is live until its last write plus that lease, then stale.
+//!   (`judge_text`), it is live until its last write plus that lease, then stale.
 //! - A stale lock (or a foreign one, when told to break it) is taken over by rewriting it only if
 //!   it is still the version judged: of two hosts taking over at once, one wins.
 //! - Before a holder writes under it, it checks the lock is still its own ([`ObjectLock::verify`]).
 //! - It is removed by its holder when done, after checking it is still its own; a stale one by
-//!   anyone, by taking it over first ([`remove_stale`]).
+//!   anyone, by taking it over first (`remove_stale`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -38,10 +38,14 @@ pub struct Judged {
 }
 
 /// How a lock object whose text is `text` and last write `modified_ms` stands: by
-/// [`super::judge_text`] (an nxcc stamp's lease capped, a last write beyond the clock skew no
+/// `super::judge_text` (an nxcc stamp's lease capped, a last write beyond the clock skew no
 /// lease); a foreign one, given `foreign_lease`, live until its last write plus that lease, then
-/// stale, and void (stale) if its last write is further ahead than [`super::clock_skew`].
-pub fn judge_text(text: String, modified_ms: u64, foreign_lease: Option<Duration>) -> Holder {
+/// stale, and void (stale) if its last write is further ahead than `super::clock_skew`.
+pub(crate) fn judge_text(
+    text: String,
+    modified_ms: u64,
+    foreign_lease: Option<Duration>,
+) -> Holder {
     match (
         super::judge_text(text, modified_ms as f64 / 1000.0),
         foreign_lease,
@@ -65,7 +69,7 @@ pub fn judge_text(text: String, modified_ms: u64, foreign_lease: Option<Duration
 }
 
 /// How the lock object `name` stands; `None` if there is none.
-pub fn judge(
+pub(crate) fn judge(
     store: &dyn Storage,
     name: &str,
     foreign_lease: Option<Duration>,
@@ -91,7 +95,7 @@ pub enum Taken {
 
 /// Try once to take the lock object `name`: create it, or take over a stale one (and a foreign
 /// one, with `break_foreign`). Foreign objects are judged with `foreign_lease`.
-pub fn try_take(
+pub(crate) fn try_take(
     store: &Arc<dyn Storage>,
     name: &str,
     foreign_lease: Option<Duration>,
@@ -126,7 +130,7 @@ pub fn try_take(
 /// Remove the lock object `name` if it is still the version `judged` and stale (or foreign,
 /// with `break_foreign`): taken over first, so a lock someone took meanwhile stays. Whether it
 /// was removed.
-pub fn remove_stale(
+pub(crate) fn remove_stale(
     store: &Arc<dyn Storage>,
     name: &str,
     judged: &Judged,

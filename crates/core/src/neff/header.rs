@@ -143,7 +143,7 @@ impl Header {
         Ok(b)
     }
 
-    /// Decode the first [`HEADER_SIZE`] bytes. Never fails on content: [`layout_problems`] says
+    /// Decode the first [`HEADER_SIZE`] bytes. Never fails on content: `layout_problems` says
     /// what is malformed.
     pub fn decode(bytes: &[u8]) -> Result<Header, NeffError> {
         if bytes.len() < HEADER_SIZE {
@@ -177,13 +177,13 @@ impl Header {
     }
 
     /// The names of the engines marked present, in [`ENGINE_ORDER`].
-    pub fn engine_names(&self) -> Vec<&'static str> {
+    pub(crate) fn engine_names(&self) -> Vec<&'static str> {
         engine_names(&self.engines)
     }
 }
 
 /// The names of the engines flagged present, in [`ENGINE_ORDER`].
-pub fn engine_names(engines: &[bool; 5]) -> Vec<&'static str> {
+pub(crate) fn engine_names(engines: &[bool; 5]) -> Vec<&'static str> {
     ENGINE_ORDER
         .iter()
         .zip(engines)
@@ -193,7 +193,7 @@ pub fn engine_names(engines: &[bool; 5]) -> Vec<&'static str> {
 }
 
 /// Check a NEFF file name for the header: at most 255 bytes, no NUL.
-pub fn check_filename(name: &str) -> Result<(), NeffError> {
+pub(crate) fn check_filename(name: &str) -> Result<(), NeffError> {
     if name.len() >= FILENAME_FIELD_LEN {
         return Err(NeffError::Invalid(format!(
             "the NEFF file name is {} bytes; the header holds at most {}",
@@ -211,7 +211,7 @@ pub fn check_filename(name: &str) -> Result<(), NeffError> {
 
 /// What is malformed in a header's byte layout, beyond its values: non-zero bytes outside the
 /// fields, text fields that are not NUL-padded text, engine bytes other than 0 and 1.
-pub fn layout_problems(bytes: &[u8; HEADER_SIZE]) -> Vec<String> {
+pub(crate) fn layout_problems(bytes: &[u8; HEADER_SIZE]) -> Vec<String> {
     let mut problems = Vec::new();
     let mut in_field = [false; HEADER_SIZE];
     for (_, at, len) in FIELDS {
@@ -267,7 +267,7 @@ pub fn format_uuid(u: &[u8; 16]) -> String {
 }
 
 /// Parse a UUID's text form (`8-4-4-4-12` hex, either case).
-pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+pub(crate) fn parse_uuid(text: &str) -> Option<[u8; 16]> {
     let groups: Vec<&str> = text.split('-').collect();
     if groups.iter().map(|g| g.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12] {
         return None;
@@ -284,7 +284,7 @@ pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
 }
 
 /// Whether a UUID has the RFC 4122 version-4 layout (version nibble 4, variant bits `10`).
-pub fn is_v4(u: &[u8; 16]) -> bool {
+pub(crate) fn is_v4(u: &[u8; 16]) -> bool {
     u[6] >> 4 == 4 && u[8] >> 6 == 0b10
 }
 

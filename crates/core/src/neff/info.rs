@@ -5,7 +5,7 @@
 //! `neff.json` with a summary of each one's `def.json` and `tensor_map.json`; `--json` prints the
 //! same as one JSON object. `--extract` writes one member's bytes to stdout; `--extract-all`
 //! unpacks under a directory. `--verify` prints `OK` or the problems (exit 0 or 1). A file that is
-//! not a NEFF or cannot be read: a message on stderr, exit 1. Usage errors: argparse's form,
+//! not a NEFF or cannot be read: a message on stderr, exit 1. Usage errors: clap's words,
 //! exit 2.
 
 use std::io::Write;
@@ -16,76 +16,42 @@ use serde_json::{json, Value};
 use super::read::Neff;
 use super::summary::Summary;
 use super::{extract, summary, verify, NeffError};
-use crate::cli::argparse::{Nargs, Parsed, Positional};
-use crate::cli::flags::{flag, Action, Choices, Default, Flag, Kind, Scope, Visibility};
-use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
+use crate::cli::subcommand::{err, out, parse, DriverOptions};
 
 /// Exit status of a NEFF that is invalid, unreadable or not a NEFF.
 pub const EXIT_INVALID: i32 = 1;
 
-#[rustfmt::skip]
-static JSON: Flag = flag("--json", &[], "json", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Print the same information as one JSON object.");
-#[rustfmt::skip]
-static EXTRACT: Flag = flag("--extract", &[], "member", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Write the bytes of one member to stdout.");
-#[rustfmt::skip]
-static EXTRACT_ALL: Flag = flag("--extract-all", &[], "dir", Action::Store, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Unpack every member under DIR (created if missing); nothing is written outside it.");
-#[rustfmt::skip]
-static VERIFY: Flag = flag("--verify", &[], "verify", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Driver, "nxcc",
-    "Check the header, the archive length, the IR signature and the UUID; print OK or the problems; exit 1 when the NEFF is invalid.");
-
-static OWN_FLAGS: [&Flag; 5] = [&HELP, &JSON, &EXTRACT, &EXTRACT_ALL, &VERIFY];
-
-const POSITIONALS: [Positional; 1] = [Positional {
-    metavar: "FILE",
-    nargs: Nargs::One,
-    help: "The NEFF file.",
-}];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "neff-info",
-    flags: &OWN_FLAGS,
-    positionals: &POSITIONALS,
-    about: "Inspect, verify or unpack a NEFF.",
-};
-
-fn usage_error(prog: &str, message: String) -> i32 {
-    Stop::Usage(COMMAND.usage_error(prog, message)).report()
-}
-
-/// `--extract` and `--extract-all` stand alone; `--json` and `--verify` combine.
-fn conflicting_modes(p: &Parsed) -> Option<String> {
-    let mut seen: Vec<&str> = Vec::new();
-    for occ in &p.occurrences {
-        let this = occ.flag.spelling;
-        if !matches!(this, "--json" | "--extract" | "--extract-all" | "--verify") {
-            continue;
-        }
-        for other in &seen {
-            let standalone = |s: &str| s == "--extract" || s == "--extract-all";
-            if *other != this && (standalone(this) || standalone(other)) {
-                return Some(format!(
-                    "argument {this}: not allowed with argument {other}"
-                ));
-            }
-        }
-        seen.push(this);
-    }
-    None
+/// Inspect, verify or unpack a NEFF.
+#[derive(Debug, clap::Parser)]
+pub(crate) struct NeffInfo {
+    /// The NEFF file.
+    #[arg(value_name = "FILE")]
+    pub(crate) file: String,
+    /// Print the same information as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Write the bytes of one member to stdout.
+    #[arg(long, value_name = "MEMBER", conflicts_with_all = ["json", "verify", "extract_all"])]
+    pub(crate) extract: Option<String>,
+    /// Unpack every member under DIR (created if missing); nothing is written outside it.
+    #[arg(long = "extract-all", value_name = "DIR", conflicts_with_all = ["json", "verify"])]
+    pub(crate) extract_all: Option<String>,
+    /// Check the header, the archive length, the IR signature and the UUID; print OK or the
+    /// problems; exit 1 when the NEFF is invalid.
+    #[arg(long)]
+    pub(crate) verify: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) driver: DriverOptions,
 }
 
 /// Run `neff-info` with its arguments; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    let parsed = match COMMAND.parse(prog, args) {
-        Ok(p) => p,
+    let cmd: NeffInfo = match parse(prog, "neff-info", args) {
+        Ok(c) => c,
         Err(stop) => return stop.report(),
     };
-    if let Some(message) = conflicting_modes(&parsed) {
-        return usage_error(prog, message);
-    }
-    let file = parsed.positionals[0][0].clone();
+    let file = cmd.file.clone();
     // An I/O error or an unusable target directory names its own path; any other is about the
     // file.
     let fail = |e: &NeffError| {
@@ -101,65 +67,80 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         Ok(n) => n,
         Err(e) => return fail(&e),
     };
-    if let Some(member) = parsed.str("member") {
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        let result = neff
-            .copy_member(member, &mut lock)
-            .and_then(|_| lock.flush().map_err(|e| NeffError::io("<stdout>", e)));
-        return match result {
-            Ok(()) => 0,
-            Err(NeffError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::BrokenPipe =>
-            {
-                EXIT_INVALID
-            }
-            Err(e) => fail(&e),
-        };
-    }
-    if let Some(dir) = parsed.str("dir") {
-        return match extract::extract_all(&neff, Path::new(dir)) {
-            Ok(members) => {
-                out(&format!(
-                    "extracted {} member(s) into {dir}\n",
-                    members.len()
-                ));
-                0
-            }
-            Err(e) => fail(&e),
-        };
-    }
-    let as_json = parsed.flag("json");
-    if parsed.flag("verify") {
-        let v = verify::verify(&neff);
-        if as_json {
-            let j = json!({
-                "file": file,
-                "ok": v.is_ok(),
-                "problems": v.problems,
-                "nxcc_written": v.nxcc_written,
-                "computed_ir_signature": v.computed_signature,
-            });
-            out(&format!("{}\n", pretty(&j)));
-        } else if v.is_ok() {
-            out("OK\n");
-        } else {
-            let mut text = String::new();
-            for p in &v.problems {
-                text.push_str(p);
-                text.push('\n');
-            }
-            text.push_str(&format!("INVALID ({} problem(s))\n", v.problems.len()));
-            out(&text);
-        }
-        return if v.is_ok() { 0 } else { EXIT_INVALID };
-    }
-    let ins = match neff.inspect() {
-        Ok(i) => i,
-        Err(e) => return fail(&e),
+    let done = match (&cmd.extract, &cmd.extract_all) {
+        (Some(member), _) => extract_member(&neff, member),
+        (None, Some(dir)) => extract_all(&neff, dir),
+        (None, None) if cmd.verify => return verified(&neff, &file, cmd.json),
+        (None, None) => show(&neff, cmd.json),
     };
-    let s = summary::summarise(&neff, &ins);
-    // Written as it is produced: a NEFF of many members is never held as one text.
+    match done {
+        Ok(()) => 0,
+        Err(Some(e)) => fail(&e),
+        // The reader went away (`| head`): nothing more to say.
+        Err(None) => EXIT_INVALID,
+    }
+}
+
+/// A member's bytes on stdout; `Err(None)`: stdout was closed.
+fn extract_member(neff: &Neff, member: &str) -> Result<(), Option<NeffError>> {
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    let result = neff
+        .copy_member(member, &mut lock)
+        .and_then(|_| lock.flush().map_err(|e| NeffError::io("<stdout>", e)));
+    match result {
+        Err(NeffError::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            Err(None)
+        }
+        other => other.map_err(Some),
+    }
+}
+
+/// Every member under `dir`, and how many.
+fn extract_all(neff: &Neff, dir: &str) -> Result<(), Option<NeffError>> {
+    let members = extract::extract_all(neff, Path::new(dir)).map_err(Some)?;
+    out(&format!(
+        "extracted {} member(s) into {dir}\n",
+        members.len()
+    ));
+    Ok(())
+}
+
+/// `--verify`: OK, or the problems (as JSON with `--json`); exit 0 or [`EXIT_INVALID`].
+fn verified(neff: &Neff, file: &str, as_json: bool) -> i32 {
+    let v = verify::verify(neff);
+    if as_json {
+        let j = json!({
+            "file": file,
+            "ok": v.is_ok(),
+            "problems": v.problems,
+            "nxcc_written": v.nxcc_written,
+            "computed_ir_signature": v.computed_signature,
+        });
+        out(&format!("{}\n", pretty(&j)));
+    } else if v.is_ok() {
+        out("OK\n");
+    } else {
+        let mut text = String::new();
+        for p in &v.problems {
+            text.push_str(p);
+            text.push('\n');
+        }
+        text.push_str(&format!("INVALID ({} problem(s))\n", v.problems.len()));
+        out(&text);
+    }
+    if v.is_ok() {
+        0
+    } else {
+        EXIT_INVALID
+    }
+}
+
+/// The summary, as text or JSON, written as it is produced: a NEFF of many members is never
+/// held as one text. `Err(None)`: stdout was closed.
+fn show(neff: &Neff, as_json: bool) -> Result<(), Option<NeffError>> {
+    let ins = neff.inspect().map_err(Some)?;
+    let s = summary::summarise(neff, &ins);
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let written = if as_json {
@@ -170,9 +151,9 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         render_text(&s, &mut w)
     };
     match written.and_then(|()| w.flush()) {
-        Ok(()) => 0,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_INVALID,
-        Err(e) => fail(&NeffError::io("<stdout>", e)),
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(None),
+        Err(e) => Err(Some(NeffError::io("<stdout>", e))),
     }
 }
 
@@ -203,7 +184,7 @@ fn fields_line(o: &serde_json::Map<String, Value>) -> String {
 }
 
 /// The default (text) output, written to `w` line by line.
-pub fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     let file = s
         .neff
         .path()
@@ -212,45 +193,7 @@ pub fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     writeln!(w, "file: {file} ({} bytes)", s.neff.file_len())?;
     writeln!(w, "layout: {}", s.neff.layout().describe())?;
     if let Some(h) = s.neff.header() {
-        let h = summary::header_json(h);
-        writeln!(w, "header:")?;
-        let engines: Vec<&str> = h["engines"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter(|(_, p)| p.as_bool() == Some(true))
-                    .map(|(n, _)| n.as_str())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let flags = h["feature_flags"].as_u64().unwrap_or(0);
-        let rows = [
-            ("format version", text_of(&h["format_version"])),
-            ("header size", text_of(&h["header_size"])),
-            ("archive length", text_of(&h["archive_length"])),
-            ("IR signature", text_of(&h["ir_signature"])),
-            ("version string", text_of(&h["version_string"])),
-            (
-                "version",
-                format!("{}.{}", h["version_major"], h["version_minor"]),
-            ),
-            ("feature flags", format!("{flags:#x}")),
-            ("UUID", text_of(&h["uuid"])),
-            ("NEFF file name", text_of(&h["neff_filename"])),
-            (
-                "engines",
-                if engines.is_empty() {
-                    "none".to_string()
-                } else {
-                    engines.join(", ")
-                },
-            ),
-            ("world size", text_of(&h["world_size"])),
-            ("arch mode", text_of(&h["arch_mode"])),
-        ];
-        for (k, v) in rows {
-            writeln!(w, "  {k:<16}{v}")?;
-        }
+        render_header(h, w)?;
     }
     if let Some(p) = s.info.as_ref().and_then(|i| i.get("producer")) {
         writeln!(w, "producer: {}", text_of(p))?;
@@ -267,44 +210,98 @@ pub fn render_text(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     }
     writeln!(w, "subgraphs ({}):", s.subgraphs.len())?;
     for g in &s.subgraphs {
-        let d = g.detail();
-        let key = d
-            .key
-            .as_deref()
-            .map(super::names::shown)
-            .unwrap_or_else(|| "(not in neff.json)".to_string());
-        let mut line = format!("  {key}");
-        if !d.op.is_null() {
-            line.push_str(&format!("  op {}", text_of(&d.op)));
-        }
-        if let Some(sg) = &g.sg {
-            line.push_str(&format!("  sg {}", super::names::shown(sg)));
-        }
-        writeln!(w, "{line}")?;
-        if !d.fields.is_empty() {
-            writeln!(w, "    fields: {}", fields_line(&d.fields))?;
-        }
-        match d.def.as_object() {
-            Some(d) => writeln!(w, "    def.json: {}", fields_line(d))?,
-            None => writeln!(w, "    def.json: (none)")?,
-        }
-        match d.tensor_map.as_object() {
-            Some(tm) => writeln!(w, "    tensor_map.json: {}", tensor_map_line(tm))?,
-            None => writeln!(w, "    tensor_map.json: (none)")?,
-        }
-        if g.sg.is_some() {
-            write!(w, "    files: ")?;
-            for (i, (name, size)) in s.files(g).enumerate() {
-                if i > 0 {
-                    write!(w, ", ")?;
-                }
-                write!(w, "{} ({size})", super::names::shown(name))?;
-            }
-            writeln!(w)?;
-        }
+        render_subgraph(s, g, w)?;
     }
     for n in &s.notes {
         writeln!(w, "note: {}", super::names::shown(n))?;
+    }
+    Ok(())
+}
+
+/// The header's fields, one a line.
+fn render_header(h: &super::header::Header, w: &mut dyn Write) -> std::io::Result<()> {
+    let h = summary::header_json(h);
+    writeln!(w, "header:")?;
+    let engines: Vec<&str> = h["engines"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, p)| p.as_bool() == Some(true))
+                .map(|(n, _)| n.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let flags = h["feature_flags"].as_u64().unwrap_or(0);
+    let rows = [
+        ("format version", text_of(&h["format_version"])),
+        ("header size", text_of(&h["header_size"])),
+        ("archive length", text_of(&h["archive_length"])),
+        ("IR signature", text_of(&h["ir_signature"])),
+        ("version string", text_of(&h["version_string"])),
+        (
+            "version",
+            format!("{}.{}", h["version_major"], h["version_minor"]),
+        ),
+        ("feature flags", format!("{flags:#x}")),
+        ("UUID", text_of(&h["uuid"])),
+        ("NEFF file name", text_of(&h["neff_filename"])),
+        (
+            "engines",
+            if engines.is_empty() {
+                "none".to_string()
+            } else {
+                engines.join(", ")
+            },
+        ),
+        ("world size", text_of(&h["world_size"])),
+        ("arch mode", text_of(&h["arch_mode"])),
+    ];
+    for (k, v) in rows {
+        writeln!(w, "  {k:<16}{v}")?;
+    }
+    Ok(())
+}
+
+/// One subgraph: its key, op and directory, its fields, `def.json`, `tensor_map.json` and files.
+fn render_subgraph(
+    s: &Summary,
+    g: &super::summary::Subgraph,
+    w: &mut dyn Write,
+) -> std::io::Result<()> {
+    let d = g.detail();
+    let key = d
+        .key
+        .as_deref()
+        .map(super::names::shown)
+        .unwrap_or_else(|| "(not in neff.json)".to_string());
+    let mut line = format!("  {key}");
+    if !d.op.is_null() {
+        line.push_str(&format!("  op {}", text_of(&d.op)));
+    }
+    if let Some(sg) = &g.sg {
+        line.push_str(&format!("  sg {}", super::names::shown(sg)));
+    }
+    writeln!(w, "{line}")?;
+    if !d.fields.is_empty() {
+        writeln!(w, "    fields: {}", fields_line(&d.fields))?;
+    }
+    match d.def.as_object() {
+        Some(d) => writeln!(w, "    def.json: {}", fields_line(d))?,
+        None => writeln!(w, "    def.json: (none)")?,
+    }
+    match d.tensor_map.as_object() {
+        Some(tm) => writeln!(w, "    tensor_map.json: {}", tensor_map_line(tm))?,
+        None => writeln!(w, "    tensor_map.json: (none)")?,
+    }
+    if g.sg.is_some() {
+        write!(w, "    files: ")?;
+        for (i, (name, size)) in s.files(g).enumerate() {
+            if i > 0 {
+                write!(w, ", ")?;
+            }
+            write!(w, "{} ({size})", super::names::shown(name))?;
+        }
+        writeln!(w)?;
     }
     Ok(())
 }

@@ -32,7 +32,7 @@ pub enum NameError {
 }
 
 /// The normal form of a member name read from an archive, or why it is refused.
-pub fn normalise(raw: &str) -> Result<String, NameError> {
+pub(crate) fn normalise(raw: &str) -> Result<String, NameError> {
     if raw.is_empty() {
         return Err(NameError::Empty);
     }
@@ -57,7 +57,7 @@ pub fn normalise(raw: &str) -> Result<String, NameError> {
 }
 
 /// Check a name given to the packer: it must already be in normal form.
-pub fn check_for_pack(name: &str) -> Result<(), NameError> {
+pub(crate) fn check_for_pack(name: &str) -> Result<(), NameError> {
     let normal = normalise(name)?;
     if normal != name {
         return Err(NameError::NotNormal {

@@ -64,7 +64,7 @@ pub struct Layout {
 
 impl Layout {
     /// Where the archive starts.
-    pub fn archive_offset(&self) -> u64 {
+    pub(crate) fn archive_offset(&self) -> u64 {
         if self.header {
             HEADER_SIZE as u64
         } else {
@@ -201,7 +201,7 @@ impl Neff {
     }
 
     /// Open a file.
-    pub fn open_with(path: &Path, limits: Limits) -> Result<Neff, NeffError> {
+    pub(crate) fn open_with(path: &Path, limits: Limits) -> Result<Neff, NeffError> {
         let file = File::open(path).map_err(|e| NeffError::io(path, e))?;
         let meta = file.metadata().map_err(|e| NeffError::io(path, e))?;
         if meta.is_dir() {
@@ -283,17 +283,17 @@ impl Neff {
     }
 
     /// The header's raw bytes (when the file has one).
-    pub fn header_bytes(&self) -> Option<&[u8; HEADER_SIZE]> {
+    pub(crate) fn header_bytes(&self) -> Option<&[u8; HEADER_SIZE]> {
         self.header_bytes.as_deref()
     }
 
     /// The whole file's length.
-    pub fn file_len(&self) -> u64 {
+    pub(crate) fn file_len(&self) -> u64 {
         self.file_len
     }
 
     /// The bytes after the header (the archive, as stored).
-    pub fn archive_len(&self) -> u64 {
+    pub(crate) fn archive_len(&self) -> u64 {
         self.file_len.saturating_sub(self.layout.archive_offset())
     }
 
@@ -367,7 +367,11 @@ impl Neff {
 
     /// Stream one member's bytes into `out`, after a first pass that checks the whole archive
     /// (so nothing is written for a hostile or corrupt archive). Returns the size.
-    pub fn copy_member(&self, name: &str, out: &mut dyn io::Write) -> Result<u64, NeffError> {
+    pub(crate) fn copy_member(
+        &self,
+        name: &str,
+        out: &mut dyn io::Write,
+    ) -> Result<u64, NeffError> {
         let wanted = names::normalise(name).map_err(|_| NeffError::NoSuchMember(name.into()))?;
         if !self.members()?.iter().any(|m| m.name == wanted) {
             return Err(NeffError::NoSuchMember(name.to_string()));
@@ -434,7 +438,7 @@ impl Neff {
 
 /// The members kept in memory by [`Neff::inspect`]: `info.json`, `neff.json`, and each
 /// subgraph's `def.json` and `tensor_map.json`.
-pub fn is_summary_member(name: &str) -> bool {
+pub(crate) fn is_summary_member(name: &str) -> bool {
     match name.split_once('/') {
         None => name == "info.json" || name == "neff.json",
         Some((_, file)) => file == "def.json" || file == "tensor_map.json",
@@ -495,8 +499,8 @@ pub struct Entry {
     pub is_dir: bool,
 }
 
-/// A pass over an archive's entries. After [`Scanner::next_entry`], the entry's data can be read
-/// with [`Scanner::read_data`]; whatever is not read is skipped by the next call.
+/// A pass over an archive's entries. After `Scanner::next_entry`, the entry's data can be read
+/// with `Scanner::read_data`; whatever is not read is skipped by the next call.
 pub struct Scanner<'a> {
     input: Counted<Box<dyn Read + 'a>>,
     limits: Limits,
@@ -511,7 +515,7 @@ pub struct Scanner<'a> {
 
 impl Scanner<'_> {
     /// How many decompressed bytes have been read.
-    pub fn decompressed_bytes(&self) -> u64 {
+    pub(crate) fn decompressed_bytes(&self) -> u64 {
         self.input.count
     }
 
@@ -592,14 +596,12 @@ impl Scanner<'_> {
     }
 
     /// The next regular-file or directory entry, or `None` at the end of the archive.
-    pub fn next_entry(&mut self) -> Result<Option<Entry>, NeffError> {
+    pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>, NeffError> {
         self.finish_current()?;
         if self.ended {
             return Ok(None);
         }
-        let mut pax_path: Option<Vec<u8>> = None;
-        let mut pax_size: Option<u64> = None;
-        let mut gnu_name: Option<Vec<u8>> = None;
+        let mut pending = Extended::default();
         loop {
             let offset = self.input.count;
             let mut block = [0u8; BLOCK];
@@ -615,7 +617,7 @@ impl Scanner<'_> {
                 )));
             }
             if tar::is_zero_block(&block) {
-                if pax_path.is_some() || pax_size.is_some() || gnu_name.is_some() {
+                if pending.path.is_some() || pending.size.is_some() || pending.gnu_name.is_some() {
                     return Err(NeffError::Corrupt(
                         "an extended header with no entry after it".to_string(),
                     ));
@@ -626,120 +628,115 @@ impl Scanner<'_> {
             }
             let raw = tar::parse_header(&block)
                 .map_err(|e| NeffError::Corrupt(format!("{e} at offset {offset}")))?;
-            match raw.typeflag {
-                kind::PAX_LOCAL => {
-                    let data = self.read_metadata(raw.size, "PAX extended header")?;
-                    let records = tar::parse_pax(&data)
-                        .map_err(|e| NeffError::Corrupt(format!("{e} at offset {offset}")))?;
-                    for (key, value) in records {
-                        match key.as_str() {
-                            "path" => pax_path = Some(value),
-                            "size" => {
-                                let v = std::str::from_utf8(&value)
-                                    .ok()
-                                    .filter(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
-                                    .and_then(|s| s.parse::<u64>().ok())
-                                    .ok_or_else(|| {
-                                        NeffError::Corrupt(format!(
-                                            "a PAX size record that is not a number at offset {offset}"
-                                        ))
-                                    })?;
-                                pax_size = Some(v);
-                            }
-                            _ => {}
-                        }
-                    }
-                    continue;
-                }
-                kind::PAX_GLOBAL => {
-                    let data = self.read_metadata(raw.size, "PAX global header")?;
-                    tar::parse_pax(&data)
-                        .map_err(|e| NeffError::Corrupt(format!("{e} at offset {offset}")))?;
-                    continue;
-                }
-                kind::GNU_LONG_NAME => {
-                    let mut data = self.read_metadata(raw.size, "GNU long name")?;
-                    if let Some(end) = data.iter().position(|&c| c == 0) {
-                        data.truncate(end);
-                    }
-                    gnu_name = Some(data);
-                    continue;
-                }
-                kind::GNU_LONG_LINK => {
-                    self.read_metadata(raw.size, "GNU long link name")?;
-                    continue;
-                }
-                _ => {}
-            }
-            let name_bytes = pax_path.or(gnu_name).unwrap_or(raw.name);
-            let raw_name = String::from_utf8_lossy(&name_bytes).into_owned();
-            let shown = names::shown(&raw_name);
-            let refuse = |what: &str| {
-                Err(NeffError::Unsafe(format!(
-                    "member '{shown}' is {what}; NEFF members are regular files"
-                )))
-            };
-            let is_dir = match raw.typeflag {
-                kind::REGULAR | kind::REGULAR_OLD | kind::CONTIGUOUS => false,
-                kind::DIRECTORY => true,
-                kind::HARD_LINK => {
-                    let target = String::from_utf8_lossy(&tar::link_name(&block)).into_owned();
-                    return refuse(&format!("a hard link (to '{}')", names::shown(&target)));
-                }
-                kind::SYMLINK => {
-                    let target = String::from_utf8_lossy(&tar::link_name(&block)).into_owned();
-                    return refuse(&format!("a symbolic link (to '{}')", names::shown(&target)));
-                }
-                kind::CHAR_DEVICE => return refuse("a character device"),
-                kind::BLOCK_DEVICE => return refuse("a block device"),
-                kind::FIFO => return refuse("a fifo"),
-                other => {
-                    return refuse(&format!(
-                        "an entry of unsupported type '{}'",
-                        (other as char).escape_default()
-                    ))
-                }
-            };
-            if std::str::from_utf8(&name_bytes).is_err() {
-                return Err(NeffError::Unsafe(format!(
-                    "member '{shown}' has a name that is not UTF-8"
-                )));
-            }
-            self.entries += 1;
-            if self.entries > self.limits.max_members {
-                return Err(NeffError::Limit(format!(
-                    "the archive has more than {} members",
-                    self.limits.max_members
-                )));
-            }
-            // The archive's root directory (`./`, as `tar -C dir .` writes it): nothing to list.
-            if is_dir && raw_name.split('/').all(|p| p.is_empty() || p == ".") {
-                self.remaining = pax_size.unwrap_or(raw.size);
-                self.pad = tar::padded(self.remaining) - self.remaining;
-                self.finish_current()?;
-                pax_path = None;
-                pax_size = None;
-                gnu_name = None;
+            if self.extended(&raw, offset, &mut pending)? {
                 continue;
             }
-            let name = names::normalise(&raw_name).map_err(|e| NeffError::Unsafe(e.to_string()))?;
-            let size = pax_size.unwrap_or(raw.size);
-            if size > self.limits.max_decompressed_bytes {
-                return Err(NeffError::Limit(format!(
-                    "member '{shown}' is {size} bytes, more than the limit of {} bytes",
-                    self.limits.max_decompressed_bytes
-                )));
+            let taken = std::mem::take(&mut pending);
+            if let Some(entry) = self.member(&block, raw, taken)? {
+                return Ok(Some(entry));
             }
-            if !self.names.insert(name.clone()) && !is_dir {
-                return Err(NeffError::Unsafe(format!(
-                    "member '{shown}' appears more than once"
-                )));
-            }
-            self.remaining = size;
-            self.pad = tar::padded(size) - size;
-            self.current = name.clone();
-            return Ok(Some(Entry { name, size, is_dir }));
         }
+    }
+
+    /// An extended header (PAX, GNU long name or link) read into `pending`: `true`; `false` for
+    /// any other header.
+    fn extended(
+        &mut self,
+        raw: &tar::RawHeader,
+        offset: u64,
+        pending: &mut Extended,
+    ) -> Result<bool, NeffError> {
+        let corrupt = |e: String| NeffError::Corrupt(format!("{e} at offset {offset}"));
+        match raw.typeflag {
+            kind::PAX_LOCAL => {
+                let data = self.read_metadata(raw.size, "PAX extended header")?;
+                for (key, value) in tar::parse_pax(&data).map_err(corrupt)? {
+                    match key.as_str() {
+                        "path" => pending.path = Some(value),
+                        "size" => {
+                            let v = std::str::from_utf8(&value)
+                                .ok()
+                                .filter(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+                                .and_then(|s| s.parse::<u64>().ok())
+                                .ok_or_else(|| {
+                                    NeffError::Corrupt(format!(
+                                        "a PAX size record that is not a number at offset {offset}"
+                                    ))
+                                })?;
+                            pending.size = Some(v);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            kind::PAX_GLOBAL => {
+                let data = self.read_metadata(raw.size, "PAX global header")?;
+                tar::parse_pax(&data).map_err(corrupt)?;
+            }
+            kind::GNU_LONG_NAME => {
+                let mut data = self.read_metadata(raw.size, "GNU long name")?;
+                if let Some(end) = data.iter().position(|&c| c == 0) {
+                    data.truncate(end);
+                }
+                pending.gnu_name = Some(data);
+            }
+            kind::GNU_LONG_LINK => {
+                self.read_metadata(raw.size, "GNU long link name")?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The member a header names (with the extended headers before it), checked: a regular
+    /// file or a directory, a UTF-8 name that stays inside, within the limits, not twice.
+    /// `None` for the archive's root directory, which is skipped.
+    fn member(
+        &mut self,
+        block: &[u8; BLOCK],
+        raw: tar::RawHeader,
+        pending: Extended,
+    ) -> Result<Option<Entry>, NeffError> {
+        let name_bytes = pending.path.or(pending.gnu_name).unwrap_or(raw.name);
+        let raw_name = String::from_utf8_lossy(&name_bytes).into_owned();
+        let shown = names::shown(&raw_name);
+        let is_dir = member_is_dir(raw.typeflag, block, &shown)?;
+        if std::str::from_utf8(&name_bytes).is_err() {
+            return Err(NeffError::Unsafe(format!(
+                "member '{shown}' has a name that is not UTF-8"
+            )));
+        }
+        self.entries += 1;
+        if self.entries > self.limits.max_members {
+            return Err(NeffError::Limit(format!(
+                "the archive has more than {} members",
+                self.limits.max_members
+            )));
+        }
+        let size = pending.size.unwrap_or(raw.size);
+        // The archive's root directory (`./`, as `tar -C dir .` writes it): nothing to list.
+        if is_dir && raw_name.split('/').all(|p| p.is_empty() || p == ".") {
+            self.remaining = size;
+            self.pad = tar::padded(self.remaining) - self.remaining;
+            self.finish_current()?;
+            return Ok(None);
+        }
+        let name = names::normalise(&raw_name).map_err(|e| NeffError::Unsafe(e.to_string()))?;
+        if size > self.limits.max_decompressed_bytes {
+            return Err(NeffError::Limit(format!(
+                "member '{shown}' is {size} bytes, more than the limit of {} bytes",
+                self.limits.max_decompressed_bytes
+            )));
+        }
+        if !self.names.insert(name.clone()) && !is_dir {
+            return Err(NeffError::Unsafe(format!(
+                "member '{shown}' appears more than once"
+            )));
+        }
+        self.remaining = size;
+        self.pad = tar::padded(size) - size;
+        self.current = name.clone();
+        Ok(Some(Entry { name, size, is_dir }))
     }
 
     /// Read past the end-of-archive marker to the end of the stream (the rest of the record, and
@@ -751,7 +748,7 @@ impl Scanner<'_> {
     }
 
     /// Read the current entry's data; `Ok(0)` at its end. A stream that ends early is an error.
-    pub fn read_data(&mut self, buf: &mut [u8]) -> Result<usize, NeffError> {
+    pub(crate) fn read_data(&mut self, buf: &mut [u8]) -> Result<usize, NeffError> {
         if self.remaining == 0 || buf.is_empty() {
             return Ok(0);
         }
@@ -777,7 +774,7 @@ impl Scanner<'_> {
     }
 
     /// Copy the rest of the current entry's data into `out`.
-    pub fn copy_data(&mut self, out: &mut dyn io::Write) -> Result<u64, NeffError> {
+    pub(crate) fn copy_data(&mut self, out: &mut dyn io::Write) -> Result<u64, NeffError> {
         let mut buf = vec![0u8; 1 << 16];
         let mut total = 0u64;
         loop {
@@ -789,5 +786,36 @@ impl Scanner<'_> {
                 .map_err(|e| NeffError::io("<output>", e))?;
             total += n as u64;
         }
+    }
+}
+
+/// What extended headers said of the next member: its path and size (PAX), its GNU long name.
+#[derive(Default)]
+struct Extended {
+    path: Option<Vec<u8>>,
+    size: Option<u64>,
+    gnu_name: Option<Vec<u8>>,
+}
+
+/// Whether a member is a directory (`false`: a regular file); any other type is refused.
+fn member_is_dir(typeflag: u8, block: &[u8; BLOCK], shown: &str) -> Result<bool, NeffError> {
+    let refuse = |what: &str| {
+        Err(NeffError::Unsafe(format!(
+            "member '{shown}' is {what}; NEFF members are regular files"
+        )))
+    };
+    let link = || String::from_utf8_lossy(&tar::link_name(block)).into_owned();
+    match typeflag {
+        kind::REGULAR | kind::REGULAR_OLD | kind::CONTIGUOUS => Ok(false),
+        kind::DIRECTORY => Ok(true),
+        kind::HARD_LINK => refuse(&format!("a hard link (to '{}')", names::shown(&link()))),
+        kind::SYMLINK => refuse(&format!("a symbolic link (to '{}')", names::shown(&link()))),
+        kind::CHAR_DEVICE => refuse("a character device"),
+        kind::BLOCK_DEVICE => refuse("a block device"),
+        kind::FIFO => refuse("a fifo"),
+        other => refuse(&format!(
+            "an entry of unsupported type '{}'",
+            (other as char).escape_default()
+        )),
     }
 }

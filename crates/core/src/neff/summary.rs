@@ -16,7 +16,7 @@ use super::read::{Inspection, Member, Neff};
 use crate::recon::neff::ENGINE_ORDER;
 
 /// The header's fields as JSON.
-pub fn header_json(h: &Header) -> Value {
+pub(crate) fn header_json(h: &Header) -> Value {
     let mut engines = Map::new();
     for (name, present) in ENGINE_ORDER.iter().zip(&h.engines) {
         engines.insert(name.to_string(), json!(present));
@@ -40,7 +40,7 @@ pub fn header_json(h: &Header) -> Value {
 
 /// A JSON value in brief: scalars as they are, arrays as `{"items": n}`, objects as
 /// `{"keys": n}`.
-pub fn brief(v: &Value) -> Value {
+pub(crate) fn brief(v: &Value) -> Value {
     match v {
         Value::Array(a) => json!({"items": a.len()}),
         Value::Object(o) => json!({"keys": o.len()}),
@@ -49,7 +49,7 @@ pub fn brief(v: &Value) -> Value {
 }
 
 /// Every top-level field of an object in brief (a non-object is given in brief itself).
-pub fn object_brief(v: &Value) -> Value {
+pub(crate) fn object_brief(v: &Value) -> Value {
     match v {
         Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), brief(v))).collect()),
         other => brief(other),
@@ -58,7 +58,7 @@ pub fn object_brief(v: &Value) -> Value {
 
 /// A `tensor_map.json` summary: the input count and names, the alias map as it is, and every
 /// other field in brief.
-pub fn tensor_map_summary(v: &Value) -> Value {
+pub(crate) fn tensor_map_summary(v: &Value) -> Value {
     let Some(o) = v.as_object() else {
         return brief(v);
     };
@@ -137,7 +137,7 @@ static NO_DETAIL: std::sync::LazyLock<Detail> = std::sync::LazyLock::new(Detail:
 
 impl Subgraph {
     /// What the manifest and its JSON members say about it (an empty [`Detail`] when nothing does).
-    pub fn detail(&self) -> &Detail {
+    pub(crate) fn detail(&self) -> &Detail {
         self.detail.as_deref().unwrap_or(&NO_DETAIL)
     }
 }
@@ -217,7 +217,7 @@ fn group_by_dir(members: &[Member]) -> (Vec<(&str, std::ops::Range<u32>)>, Vec<u
 }
 
 /// The summary of a NEFF from its inspection.
-pub fn summarise<'a>(neff: &'a Neff, ins: &'a Inspection) -> Summary<'a> {
+pub(crate) fn summarise<'a>(neff: &'a Neff, ins: &'a Inspection) -> Summary<'a> {
     let not_kept: HashSet<&str> = ins.not_kept.iter().map(String::as_str).collect();
     let mut notes: Vec<String> = Vec::new();
     let mut take = |name: &str| match kept_json(ins, &not_kept, name) {

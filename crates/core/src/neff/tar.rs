@@ -82,7 +82,7 @@ fn put_octal(b: &mut [u8; BLOCK], field: (usize, usize), value: u64) {
 /// A ustar header block for a deterministic entry. `name` is written truncated to the name field
 /// when longer (a PAX `path` record then carries the full name); `size` must not exceed
 /// [`MAX_OCTAL_SIZE`].
-pub fn ustar_header(name: &[u8], size: u64, typeflag: u8) -> [u8; BLOCK] {
+pub(crate) fn ustar_header(name: &[u8], size: u64, typeflag: u8) -> [u8; BLOCK] {
     debug_assert!(size <= MAX_OCTAL_SIZE);
     let mut b = [0u8; BLOCK];
     put(&mut b, NAME, name);
@@ -125,7 +125,7 @@ fn pad_to_block(out: &mut Vec<u8>) {
 }
 
 /// Whether a name needs a PAX `path` record (too long for the name field, or not ASCII).
-pub fn needs_pax_path(name: &str) -> bool {
+pub(crate) fn needs_pax_path(name: &str) -> bool {
     name.len() > NAME.1 || !name.is_ascii()
 }
 
@@ -193,7 +193,7 @@ fn checksum_signed(b: &[u8; BLOCK]) -> i64 {
 
 /// A numeric header field: octal text (leading spaces, then digits, then spaces or NULs), or
 /// GNU base-256 when the first byte's high bit is set (negative values are refused).
-pub fn parse_number(field: &[u8]) -> Result<u64, String> {
+pub(crate) fn parse_number(field: &[u8]) -> Result<u64, String> {
     if let Some(&first) = field.first() {
         if first & 0x80 != 0 {
             if first == 0xff {
@@ -248,12 +248,12 @@ pub struct RawHeader {
 }
 
 /// Whether a block is all zeros (an end-of-archive block).
-pub fn is_zero_block(b: &[u8; BLOCK]) -> bool {
+pub(crate) fn is_zero_block(b: &[u8; BLOCK]) -> bool {
     b.iter().all(|&c| c == 0)
 }
 
 /// Parse a header block: checksum first, then the fields nxcc uses.
-pub fn parse_header(b: &[u8; BLOCK]) -> Result<RawHeader, String> {
+pub(crate) fn parse_header(b: &[u8; BLOCK]) -> Result<RawHeader, String> {
     let stored = parse_number(&b[CHKSUM.0..CHKSUM.0 + CHKSUM.1])
         .map_err(|e| format!("a header block with {e} as its checksum"))?;
     let unsigned = checksum_unsigned(b);
@@ -283,12 +283,12 @@ pub fn parse_header(b: &[u8; BLOCK]) -> Result<RawHeader, String> {
 }
 
 /// The link target field (for messages about refused links).
-pub fn link_name(b: &[u8; BLOCK]) -> Vec<u8> {
+pub(crate) fn link_name(b: &[u8; BLOCK]) -> Vec<u8> {
     text(b, LINKNAME).to_vec()
 }
 
 /// Parse PAX extended-header data into `(key, value)` records.
-pub fn parse_pax(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
+pub(crate) fn parse_pax(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
     let mut out = Vec::new();
     let mut rest = data;
     while !rest.is_empty() {

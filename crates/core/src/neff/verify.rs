@@ -44,7 +44,7 @@ pub fn verify(neff: &Neff) -> Verification {
 }
 
 /// The problems of the header alone (its layout, fixed values, and the archive length).
-pub fn header_problems(neff: &Neff) -> Vec<String> {
+pub(crate) fn header_problems(neff: &Neff) -> Vec<String> {
     let mut p = Vec::new();
     let (Some(h), Some(bytes)) = (neff.header(), neff.header_bytes()) else {
         return p;
@@ -106,7 +106,7 @@ fn parse_json(ins: &Inspection, name: &str, p: &mut Vec<String>) -> Option<Value
 }
 
 /// Verify with an inspection already made.
-pub fn verify_inspection(neff: &Neff, ins: &Inspection) -> Verification {
+pub(crate) fn verify_inspection(neff: &Neff, ins: &Inspection) -> Verification {
     let mut p = header_problems(neff);
     let computed = &ins.computed_signature;
     let h = neff.header();
@@ -168,7 +168,27 @@ fn check_info(
         )),
         None => p.push("info.json has no ir_signature".to_string()),
     }
-    let uuid = match info.get("uuid").and_then(Value::as_str) {
+    let uuid = info_uuid(info, p);
+    if let (Some(u), Some(h)) = (uuid, h) {
+        if u != h.uuid {
+            p.push(format!(
+                "UUID: info.json says {}, the header says {}",
+                header::format_uuid(&u),
+                header::format_uuid(&h.uuid)
+            ));
+        }
+    }
+    if nxcc_written {
+        check_nxcc_written(info, uuid.or(h.map(|h| h.uuid)), ins, p);
+    }
+    if let Some(h) = h {
+        check_against_header(info, h, p);
+    }
+}
+
+/// `info.json`'s uuid, when it is an RFC 4122 version-4 UUID (else why not, in `p`).
+fn info_uuid(info: &Value, p: &mut Vec<String>) -> Option<[u8; 16]> {
+    match info.get("uuid").and_then(Value::as_str) {
         None => {
             p.push("info.json has no uuid".to_string());
             None
@@ -183,43 +203,40 @@ fn check_info(
                 None
             }
         },
-    };
-    if let (Some(u), Some(h)) = (uuid, h) {
-        if u != h.uuid {
+    }
+}
+
+/// What nxcc's own NEFFs hold besides: the UUID derived from the IR signature, members in byte
+/// order of their names, the engines of the binaries present.
+fn check_nxcc_written(info: &Value, uuid: Option<[u8; 16]>, ins: &Inspection, p: &mut Vec<String>) {
+    let expected = uuid_from_signature(&ins.computed_signature);
+    if let Some(u) = uuid {
+        if u != expected {
             p.push(format!(
-                "UUID: info.json says {}, the header says {}",
+                "UUID: {} is not the one derived from the IR signature ({})",
                 header::format_uuid(&u),
-                header::format_uuid(&h.uuid)
+                header::format_uuid(&expected)
             ));
         }
     }
-    if nxcc_written {
-        let expected = uuid_from_signature(computed);
-        if let Some(u) = uuid.or(h.map(|h| h.uuid)) {
-            if u != expected {
-                p.push(format!(
-                    "UUID: {} is not the one derived from the IR signature ({})",
-                    header::format_uuid(&u),
-                    header::format_uuid(&expected)
-                ));
-            }
-        }
-        let names: Vec<&str> = ins.members.iter().map(|m| m.name.as_str()).collect();
-        if names.windows(2).any(|w| w[0].as_bytes() >= w[1].as_bytes()) {
-            p.push("members are not in byte order of their names".to_string());
-        }
-        let derived = engines_present(names.iter().copied());
-        if let Some(engines) = info_engines(info) {
-            if engines != derived {
-                p.push(format!(
-                    "engines: info.json says [{}], the members have binaries for [{}]",
-                    header::engine_names(&engines).join(", "),
-                    header::engine_names(&derived).join(", ")
-                ));
-            }
+    let names: Vec<&str> = ins.members.iter().map(|m| m.name.as_str()).collect();
+    if names.windows(2).any(|w| w[0].as_bytes() >= w[1].as_bytes()) {
+        p.push("members are not in byte order of their names".to_string());
+    }
+    let derived = engines_present(names.iter().copied());
+    if let Some(engines) = info_engines(info) {
+        if engines != derived {
+            p.push(format!(
+                "engines: info.json says [{}], the members have binaries for [{}]",
+                header::engine_names(&engines).join(", "),
+                header::engine_names(&derived).join(", ")
+            ));
         }
     }
-    let Some(h) = h else { return };
+}
+
+/// `info.json` against the header: versions, feature flags, file name, engines.
+fn check_against_header(info: &Value, h: &header::Header, p: &mut Vec<String>) {
     let num = |ptr: &str| info.pointer(ptr).and_then(Value::as_u64);
     let field_checks: [(&str, Option<u64>, u64); 3] = [
         (

@@ -12,7 +12,6 @@ use std::path::Path;
 use md5::{Digest, Md5};
 use serde_json::json;
 
-use crate::cli::namespace::{Dest, Namespace};
 use crate::fsx::{AtomicFile, Durability};
 
 use super::header::{self, Header, FORMAT_VERSION, HEADER_SIZE, VERSION_STRING};
@@ -63,20 +62,16 @@ impl Default for PackOptions {
 }
 
 impl PackOptions {
-    /// The options a compile packs with: the output file's name, gzip unless
-    /// `--enable-fast-loading-neuron-binaries`, the arch mode of `--arch` (normalisation defaults
-    /// it to the target), and the RECON feature flags and world size.
-    pub fn for_compile(ns: &Namespace, output: &Path) -> PackOptions {
-        let arch = ns
-            .str(Dest::Arch)
-            .or(ns.str(Dest::Target))
-            .unwrap_or_default();
+    /// The options a compile packs with: the output file's name, gzip unless `fast_loading`
+    /// (`--enable-fast-loading-neuron-binaries`), the arch mode of `arch` (`--arch`, which
+    /// normalisation defaults to the target), and the RECON feature flags and world size.
+    pub(crate) fn for_compile(arch: &str, fast_loading: bool, output: &Path) -> PackOptions {
         PackOptions {
             neff_filename: output
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            compress: !ns.bool(Dest::EnableFastLoadingNeuronBinaries),
+            compress: !fast_loading,
             feature_flags: crate::recon::neff::FEATURE_FLAGS,
             world_size: crate::recon::neff::DEFAULT_WORLD_SIZE,
             arch_mode: crate::recon::neff::arch_mode(arch),
@@ -106,7 +101,7 @@ pub const SIMULATED_MARK: &str = "(simulated toolchain: cannot run on Neuron har
 
 /// The producer of a NEFF packed with `opts`: [`producer`], and [`SIMULATED_MARK`] when its
 /// members come from the simulated toolchain.
-pub fn producer_of(opts: &PackOptions) -> String {
+pub(crate) fn producer_of(opts: &PackOptions) -> String {
     if opts.simulated {
         format!("{} {SIMULATED_MARK}", producer())
     } else {
@@ -115,7 +110,7 @@ pub fn producer_of(opts: &PackOptions) -> String {
 }
 
 /// The `info.json` member's bytes.
-pub fn info_json(
+pub(crate) fn info_json(
     opts: &PackOptions,
     engines: &[bool; 5],
     uuid: &[u8; 16],
@@ -323,17 +318,12 @@ mod tests {
     }
 
     #[test]
-    fn compile_options_follow_the_namespace() {
-        use crate::cli::namespace::Value;
-        let mut ns = Namespace::new();
-        ns.set_by_user(Dest::Target, Value::Str("trn2".into()));
-        let o = PackOptions::for_compile(&ns, Path::new("/out/dir/model.neff"));
+    fn compile_options_follow_the_flags() {
+        let o = PackOptions::for_compile("trn2", false, Path::new("/out/dir/model.neff"));
         assert_eq!(o.neff_filename, "model.neff");
         assert!(o.compress);
         assert_eq!(o.arch_mode, crate::recon::neff::arch_mode("trn2"));
-        ns.set_by_user(Dest::Arch, Value::Str("inf1".into()));
-        ns.set_by_user(Dest::EnableFastLoadingNeuronBinaries, Value::Bool(true));
-        let o = PackOptions::for_compile(&ns, Path::new("m.neff"));
+        let o = PackOptions::for_compile("inf1", true, Path::new("m.neff"));
         assert!(!o.compress);
         assert_eq!(o.arch_mode, 1);
     }

@@ -18,7 +18,7 @@ pub const FLAGS_LIMIT: u64 = 1 << 20;
 
 /// What an entry holds, as its classification reads it.
 pub trait Contents {
-    /// The names of its files that the classification looks at ([`looked_at`], and every
+    /// The names of its files that the classification looks at (`looked_at`, and every
     /// `*.lock`) which are there; `Err`: why the entry is refused (one is not a plain file).
     fn present(&self) -> Result<BTreeSet<String>, String>;
     /// How its lock `name` (one of those present) stands; `None` if it is gone.
@@ -30,7 +30,7 @@ pub trait Contents {
 }
 
 /// The file names the classification looks at (with the graphs' locks).
-pub fn looked_at() -> Vec<String> {
+pub(crate) fn looked_at() -> Vec<String> {
     let mut names: Vec<String> = vec![
         FLAGS_FILE.into(),
         LEGACY_FLAGS_FILE.into(),

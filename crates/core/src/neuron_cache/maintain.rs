@@ -74,7 +74,7 @@ pub struct Stats {
 }
 
 /// One entry of a scan, as `stats` reports it.
-pub fn entry_stat(e: &Entry) -> EntryStat {
+pub(crate) fn entry_stat(e: &Entry) -> EntryStat {
     EntryStat {
         version: e.version.clone(),
         name: e.name.clone(),
@@ -93,7 +93,7 @@ pub fn entry_stat(e: &Entry) -> EntryStat {
 }
 
 /// Counts of a scan of the cache shown as `shown`.
-pub fn stats_of(shown: String, scan: &Scan) -> Stats {
+pub(crate) fn stats_of(shown: String, scan: &Scan) -> Stats {
     let mut s = Stats {
         dir: shown,
         versions: Vec::new(),
@@ -133,7 +133,7 @@ pub fn stats(place: &dyn Place, only: Option<&str>) -> io::Result<Stats> {
 }
 
 /// The directory of an entry found by a scan, opened again without following links.
-pub fn open_entry(cache: &NeuronCache, e: &Entry) -> io::Result<Dir> {
+pub(crate) fn open_entry(cache: &NeuronCache, e: &Entry) -> io::Result<Dir> {
     let top = cache
         .open()?
         .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
@@ -213,7 +213,7 @@ fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// The newest version of a scan (the one `--old-versions` keeps unless told).
-pub fn newest_version(scan: &Scan) -> Option<String> {
+pub(crate) fn newest_version(scan: &Scan) -> Option<String> {
     scan.versions
         .iter()
         .map(|v| v.version.clone())
@@ -343,7 +343,7 @@ fn clean_failed(
 /// Why `clean --locks` removes a lock held by `holder`, `age_s` seconds old: its holder proven
 /// gone (at any age), or foreign and at least `--min-age` old (in a bucket: past the lease such a
 /// lock is given, too). `None` when it stays, said in `r`.
-pub fn why_stale(
+pub(crate) fn why_stale(
     holder: &LockOwner,
     age_s: u64,
     req: &CleanRequest,
@@ -381,7 +381,7 @@ pub fn why_stale(
 }
 
 /// `30`, `30s`, `10m`, `2h`, `1d`: seconds.
-pub fn parse_age(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_age(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, 's')) => (&t[..i], 1),

@@ -20,7 +20,7 @@
 //!
 //! - Trust: the cache directory and its version directories pass nxcc's one trust rule
 //!   ([`crate::fsx::trust`]) before anything in them is read ([`NeuronCache::check`],
-//!   [`NeuronCache::open`], [`NeuronCache::open_version`]): an entry's flags are instructions,
+//!   [`NeuronCache::open`], `NeuronCache::open_version`): an entry's flags are instructions,
 //!   so a cache another user can write (owned by them, or writable by others and not sticky)
 //!   is refused whole, with the path and the fix.
 //! - [`NeuronCache::scan`]: every entry of a cache, classified ([`Class`]): done, failed,
@@ -88,7 +88,7 @@ pub const LOG_FILE: &str = "model.log";
 /// What a lock file's name adds to the graph's.
 pub const LOCK_SUFFIX: &str = ".lock";
 /// The start of the names of the staging directories earlier releases of nxcc made in an entry
-/// (removed once their maker is gone, [`publish::remove_leftovers`]).
+/// (removed once their maker is gone, `publish::remove_leftovers`).
 pub const STAGING_PREFIX: &str = ".nxcc-tmp-";
 
 /// The framework's cache directory as the framework finds it: `--cache_dir` in
@@ -160,7 +160,7 @@ pub fn location(text: &str) -> Result<Location, String> {
 }
 
 /// The last `--cache_dir=DIR` or `--cache_dir DIR` of a flags string (split on white space).
-pub fn cache_dir_of_flags(flags: &str) -> Option<String> {
+pub(crate) fn cache_dir_of_flags(flags: &str) -> Option<String> {
     let words: Vec<&str> = flags.split_whitespace().collect();
     let mut found = None;
     for (i, w) in words.iter().enumerate() {
@@ -336,7 +336,7 @@ impl NeuronCache {
     /// The version directory `name` of the cache directory `top` (a link, or anything but a
     /// directory, is refused as not plain), checked by the trust rule: the user's or root's, and
     /// writable by nobody else.
-    pub fn open_version(&self, top: &Dir, name: &str) -> io::Result<Dir> {
+    pub(crate) fn open_version(&self, top: &Dir, name: &str) -> io::Result<Dir> {
         let dir = top.open_dir(name)?;
         trust::check_dir(&dir.own_stat()?, &CACHE_DIR, &self.dir.join(name), false)?;
         Ok(dir)
@@ -371,11 +371,6 @@ impl NeuronCache {
             }
         }
         Ok(())
-    }
-
-    /// Where the version directory of `version` is.
-    pub fn version_path(&self, version: &str) -> PathBuf {
-        self.dir.join(version_dir_name(version))
     }
 
     /// Every version directory (or only `only`'s) and its entries, classified. An absent cache
@@ -418,7 +413,7 @@ impl NeuronCache {
 }
 
 /// The entries (`MODULE_*`) of one version directory, classified, sorted by name.
-pub fn scan_version(dir: &Dir, version: &str, path: &Path) -> io::Result<Vec<Entry>> {
+pub(crate) fn scan_version(dir: &Dir, version: &str, path: &Path) -> io::Result<Vec<Entry>> {
     let mut names: Vec<String> = dir
         .entries()?
         .filter_map(|(n, _)| n.into_string().ok())
@@ -454,7 +449,7 @@ pub const REGISTRY_DIR: &str = "0_REGISTRY";
 pub const LEGACY_FLAGS_FILE: &str = "compile_flags.txt";
 
 /// The apparent size of the plain files below `dir`, no link followed (at most 16 levels).
-pub fn tree_bytes(dir: &Dir, depth: usize) -> u64 {
+pub(crate) fn tree_bytes(dir: &Dir, depth: usize) -> u64 {
     let Ok(items) = dir.entries() else { return 0 };
     let mut total = 0u64;
     for (name, _) in items {
@@ -549,7 +544,7 @@ pub struct EntryFlags {
 }
 
 /// The flags of an entry as the compiler gets them: the framework wrapper's own dropped
-/// ([`crate::recon::framework::drop_wrapper_flags`]), and the rest compile semantics only
+/// (`crate::recon::framework::drop_wrapper_flags`), and the rest compile semantics only
 /// ([`crate::cli::semantics`]: an entry's flags are data whoever can write the cache wrote).
 /// `Err`: why the entry is refused. Flags that do not parse pass: the compile says what is
 /// wrong with them.

@@ -105,7 +105,7 @@ fn staging_pid(name: &str) -> Option<u32> {
 }
 
 /// The staging directories in an entry whose maker no longer runs on this host (names only).
-pub fn dead_leftovers(entry: &Dir) -> Vec<String> {
+pub(crate) fn dead_leftovers(entry: &Dir) -> Vec<String> {
     let Ok(items) = entry.entries() else {
         return Vec::new();
     };
@@ -118,7 +118,7 @@ pub fn dead_leftovers(entry: &Dir) -> Vec<String> {
 
 /// Remove the staging directories of dead makers from an entry (the caller holds its lock); how
 /// many were removed.
-pub fn remove_leftovers(entry: &Dir) -> usize {
+pub(crate) fn remove_leftovers(entry: &Dir) -> usize {
     dead_leftovers(entry)
         .iter()
         .filter(|n| entry.remove_all(n).is_ok())

@@ -47,7 +47,7 @@ impl Memory {
     }
 
     /// Replace an object's bytes behind the tier's back.
-    pub fn tamper(&self, name: &str, bytes: &[u8]) {
+    pub(crate) fn tamper(&self, name: &str, bytes: &[u8]) {
         let mut m = self.objects.lock().unwrap();
         m.get_mut(name).unwrap().0 = bytes.to_vec();
     }

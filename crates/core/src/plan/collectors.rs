@@ -3,16 +3,19 @@
 //! sort, no dedup and no graph.
 
 use super::{Decision, Derived};
-use crate::cli::namespace::{Dest, Namespace, Value};
+use crate::cli::inputs::CompileInputs;
 use crate::jobs::Job;
 use crate::provenance::Source;
 
 /// The front sub-list. With `meta_module != 0` it pins `logical_nc_config = 1` first, then
 /// collapses to `[HLOToTensorizer, Frontend]`.
-pub fn collect_frontend(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> Vec<Job> {
-    let meta = ns.int(Dest::MetaModule).unwrap_or(0);
+pub(crate) fn collect_frontend(
+    inputs: &mut CompileInputs,
+    decisions: &mut Vec<Decision>,
+) -> Vec<Job> {
+    let meta = inputs.meta_module;
     if meta != 0 {
-        ns.set(Dest::LogicalNcConfig, Value::Int(1));
+        inputs.logical_nc_config = Some(1);
         decisions.push(Decision::new(
             "meta-module collapse",
             format!("applied (meta_module = {meta}): logical_nc_config pinned to 1; front = HLOToTensorizer, Frontend"),
@@ -25,7 +28,7 @@ pub fn collect_frontend(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> Ve
         "not applied (meta_module = 0)",
         Source::Seed,
     ));
-    let xla = ns.str(Dest::Framework) == Some("XLA");
+    let xla = inputs.framework == "XLA";
     let goldens = if xla {
         Job::XLAInferGoldens
     } else {
@@ -33,10 +36,7 @@ pub fn collect_frontend(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> Ve
     };
     decisions.push(Decision::new(
         "golden evaluator",
-        format!(
-            "{goldens} (framework {})",
-            ns.str(Dest::Framework).unwrap_or("?")
-        ),
+        format!("{goldens} (framework {})", inputs.framework),
         Source::Seed,
     ));
     vec![
@@ -48,13 +48,12 @@ pub fn collect_frontend(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> Ve
 }
 
 /// The walrus sub-list: always the one job `WalrusDriver`; the pass list goes to its process.
-pub fn collect_walrus(
-    ns: &Namespace,
+pub(crate) fn collect_walrus(
+    inputs: &CompileInputs,
     bir_simulation: bool,
     decisions: &mut Vec<Decision>,
 ) -> (Vec<Job>, Vec<&'static str>) {
-    let optlevel = ns.str(Dest::Optlevel).unwrap_or("2");
-    let passes = crate::recon::plan::walrus_passes(ns, optlevel, bir_simulation);
+    let passes = crate::recon::plan::walrus_passes(inputs, bir_simulation);
     decisions.push(Decision::new(
         "walrus sub-list",
         "WalrusDriver (one job; passes forwarded as --pass)",
@@ -74,15 +73,15 @@ pub const NO_NEFF: &str =
 
 /// The backend sub-list, inside the four-condition gate. A closed gate adds the no-NEFF warning
 /// (once: -O3 gave its own already).
-pub fn collect_backend(
-    ns: &Namespace,
+pub(crate) fn collect_backend(
+    inputs: &CompileInputs,
     derived: &Derived,
     decisions: &mut Vec<Decision>,
     warnings: &mut Vec<String>,
 ) -> Vec<Job> {
-    let modular = ns.bool(Dest::EnableInternalModularCompilation);
-    let linker = ns.bool(Dest::EnableInternalBirLinker);
-    let unroll = ns.int(Dest::LayerUnrollFactor).unwrap_or(0);
+    let modular = inputs.enable_internal_modular_compilation;
+    let linker = inputs.enable_internal_bir_linker;
+    let unroll = inputs.layer_unroll_factor;
     let mut pipeline = Vec::new();
     if !modular && !linker && unroll > 0 {
         decisions.push(Decision::new(
@@ -99,7 +98,7 @@ pub fn collect_backend(
             ));
         }
         pipeline.push(Job::Kelper);
-        if ns.bool(Dest::EnableInternalNeffWrapper) {
+        if inputs.enable_internal_neff_wrapper {
             pipeline.push(Job::NeffWrapper);
             decisions.push(Decision::new(
                 "NeffWrapper",

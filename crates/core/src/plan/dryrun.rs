@@ -4,10 +4,10 @@
 //! (`model_graph`; its `error` when it could not be).
 
 use serde::Serialize;
-use serde_json::{json, Map, Value as Json};
+use serde_json::{json, Value as Json};
 
-use super::{Plan, PLAN_VERSION};
-use crate::cli::namespace::Dest;
+use super::{Invocation, Plan, PLAN_VERSION};
+use crate::cli::settings::DryRun;
 use crate::jobs::{Action, Step};
 
 #[derive(Serialize)]
@@ -66,7 +66,7 @@ fn warnings(plan: &Plan) -> Vec<String> {
 }
 
 /// The `model_graph` object: the module's summary, its reader's error, or `null` (not read).
-pub fn graph_json(plan: &Plan) -> Json {
+pub(crate) fn graph_json(plan: &Plan) -> Json {
     match &plan.model_graph {
         Some(Ok(m)) => json!({
             "summary": m.one_line(),
@@ -84,15 +84,36 @@ pub fn graph_json(plan: &Plan) -> Json {
     }
 }
 
-/// The plan as the dry-run JSON object.
-pub fn to_json(plan: &Plan) -> Json {
-    let mut args = Map::new();
-    for (dest, value) in plan.ns.iter() {
-        args.insert(
-            dest.to_string(),
-            serde_json::to_value(value).unwrap_or(Json::Null),
-        );
+/// What the dry run says of the compile's peak memory: the estimate as JSON
+/// (`memory_estimate`) and in words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Memory {
+    /// `{bytes, basis, ..., from}`.
+    pub json: Json,
+    /// `1.2 GiB (from ...)`.
+    pub text: String,
+}
+
+/// The dry run of `inv` as `format` asks: the JSON object, or the text, with `memory`.
+pub fn render(inv: &Invocation, format: DryRun, memory: &Memory) -> String {
+    match format {
+        DryRun::Json => {
+            let mut j = to_json(inv);
+            if let Some(o) = j.as_object_mut() {
+                o.insert("memory_estimate".into(), memory.json.clone());
+            }
+            let mut text = serde_json::to_string_pretty(&j).unwrap_or_default();
+            text.push('\n');
+            text
+        }
+        DryRun::Text => format!("{}\nmemory estimate: {}\n", to_text(inv), memory.text),
     }
+}
+
+/// The invocation as the dry-run JSON object (without its memory estimate).
+pub fn to_json(inv: &Invocation) -> Json {
+    let plan = &inv.plan;
+    let args = crate::cli::lower::args(&inv.inputs, &inv.settings);
     let jobs: Vec<Json> = plan
         .jobs
         .iter()
@@ -131,11 +152,11 @@ pub fn to_json(plan: &Plan) -> Json {
         "pipeline": plan.pipeline,
         "collected": plan.collected,
         "walrus_passes": plan.walrus_passes,
-        "optlevel": plan.optlevel(),
-        "logical_nc_config": plan.logical_nc_config(),
-        "target": plan.target(),
+        "optlevel": inv.optlevel(),
+        "logical_nc_config": inv.inputs.logical_nc_config(),
+        "target": inv.inputs.target(),
         "dge_on_levels": plan.derived.dge_on_levels,
-        "layer_unroll_factor": plan.layer_unroll_factor(),
+        "layer_unroll_factor": inv.layer_unroll_factor(),
         "derived": plan.derived,
         "model": plan.model.display().to_string(),
         "model_format": plan.model_facts.format,
@@ -152,11 +173,12 @@ pub fn to_json(plan: &Plan) -> Json {
     })
 }
 
-/// The plan as human-readable text.
-pub fn to_text(plan: &Plan) -> String {
+/// The invocation as human-readable text (without its memory estimate).
+pub fn to_text(inv: &Invocation) -> String {
+    let plan = &inv.plan;
     let mut o = String::new();
     o.push_str("nxcc dry run: the plan below was built; nothing was run, written or created.\n\n");
-    o.push_str(&header_text(plan));
+    o.push_str(&header_text(inv));
     o.push_str(&format!(
         "\npipeline ({}): {}\n",
         crate::words::count(plan.pipeline.len(), "job", "jobs"),
@@ -190,7 +212,8 @@ pub fn to_text(plan: &Plan) -> String {
 
 /// The plan's first lines: the model, its graph, the output, the target, the optlevel, DGE,
 /// the toolchain, the work dir, the subgraphs.
-fn header_text(plan: &Plan) -> String {
+fn header_text(inv: &Invocation) -> String {
+    let plan = &inv.plan;
     let mut o = String::new();
     o.push_str(&format!(
         "model      {} ({})\n",
@@ -211,14 +234,14 @@ fn header_text(plan: &Plan) -> String {
     o.push_str(&format!("output     {}\n", plan.output.display()));
     o.push_str(&format!(
         "target     {} (arch {}), logical NeuronCore size {}\n",
-        plan.target(),
-        plan.ns.str(Dest::Arch).unwrap_or("?"),
-        plan.logical_nc_config()
+        inv.inputs.target(),
+        inv.inputs.arch.as_deref().unwrap_or("?"),
+        inv.inputs.logical_nc_config()
     ));
     o.push_str(&format!(
         "optlevel   \"{}\"   layer_unroll_factor {}\n",
-        plan.optlevel(),
-        plan.layer_unroll_factor()
+        inv.optlevel(),
+        inv.layer_unroll_factor()
     ));
     let dge = if plan.derived.dge_on_levels.is_empty() {
         "(none)".to_string()
@@ -238,8 +261,10 @@ fn header_text(plan: &Plan) -> String {
                 .to_string(),
         }
     ));
-    let work = match plan.ns.str(Dest::TempDir) {
-        Some(d) => super::absolute(&plan.launch_dir, d).display().to_string(),
+    let work = match &inv.settings.work_dir.temp_dir {
+        Some(d) => crate::fsx::absolute(&plan.launch_dir, d)
+            .display()
+            .to_string(),
         None => format!(
             "{}/neuronxcc-XXXXXXXX (generated at run time)",
             plan.launch_dir.display()

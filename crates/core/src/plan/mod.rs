@@ -1,6 +1,7 @@
 //! Building the plan — the original's `CompileCommand.buildPipeline`, as a pure function of the
 //! parsed command line and a [`Probe`] (the only way it learns about the world; it spawns nothing
-//! and writes nothing).
+//! and writes nothing) — behind the front door ([`invocation`]): a command line becomes one
+//! [`Invocation`], its typed inputs normalised and its [`Plan`] decided, or a [`Refusal`].
 //!
 //! The steps, in the seed's firm order: parse (done by [`crate::cli`]) → `process_serial_tpb_opts`
 //! → `validate_args` → normalise → the three collectors concatenated → `--pipeline` / `--state` →
@@ -8,22 +9,24 @@
 
 pub(crate) mod collectors;
 pub mod dryrun;
+pub mod invocation;
 pub(crate) mod normalise;
 pub(crate) mod probe;
-pub(crate) mod wire;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::cli::namespace::{Dest, Namespace, Value};
+use crate::cli::inputs::CompileInputs;
+use crate::cli::settings::Settings;
 use crate::cli::{help, CliError, CompileArgs};
 use crate::error::NccError;
-use crate::jobs::{self, Job, JobContext, RunsAs, Step};
+use crate::jobs::{self, Job, RunsAs, Step};
 use crate::provenance::Source;
 use crate::recon::plan::{self as recon, FilterAction, StateError};
 use crate::toolchain::{Request, Toolchain};
 
+pub use invocation::{Invocation, Refusal};
 pub use normalise::Derived;
 pub use probe::{ModelFacts, Probe, RequestProbe, StaticProbe, SystemProbe};
 
@@ -55,23 +58,13 @@ impl Decision {
     }
 }
 
-/// Why a plan could not be built.
+/// Why a plan could not be built (the front door says it as a [`Refusal`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     /// The command line is not usable (exit 2).
     Usage(CliError),
     /// The compile fails (exit 70).
     Compile(NccError),
-}
-
-impl PlanError {
-    /// The exit status nxcc ends with: 2 for a usage error, 70 for a compile failure.
-    pub fn exit_status(&self) -> i32 {
-        match self {
-            PlanError::Usage(_) => CliError::EXIT_STATUS,
-            PlanError::Compile(_) => crate::error::EXIT_COMPILE_FAILED,
-        }
-    }
 }
 
 /// A job of the plan: its registry row and its steps.
@@ -88,25 +81,23 @@ pub struct PlannedJob {
     pub steps: Vec<Step>,
 }
 
-/// The plan: everything decided before anything runs.
-#[derive(Debug, Clone)]
+/// What planning decided from an invocation's inputs and settings and the world its probe saw:
+/// the paths, the pipeline, the walrus passes, the subgraphs, the toolchain, what to tell the
+/// user — all a worker needs to run it — and the planning record the dry run shows (the
+/// decisions, the model's graph, each job's predicted steps, the tools not found), which stays
+/// with the planner: a worker describes each job's steps from its context when it runs it, and
+/// the supervisor checks the tools before the worker starts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    /// The normalised namespace.
-    pub ns: Namespace,
-    /// What normalisation derived beside the namespace (DGE levels, the legacy flow, BIR
+    /// What normalisation derived beside the inputs (DGE levels, the legacy flow, BIR
     /// simulation).
     pub derived: Derived,
-    /// `<prog> compile`.
-    pub prog: String,
     /// The directory nxcc was launched in, against which every relative path is resolved.
     pub launch_dir: PathBuf,
     /// Absolute.
     pub model: PathBuf,
     /// What the probe found about the model path (directory or file, format, size).
     pub model_facts: ModelFacts,
-    /// The model file's HLO module as the probe read it (`None`: not read, e.g. a directory;
-    /// `Some(Err)`: why it cannot be read). Shown by the dry run, used by the memory estimate.
-    pub model_graph: Option<Result<crate::hlo::Module, String>>,
     /// Absolute.
     pub output: PathBuf,
     /// Absolute.
@@ -116,7 +107,7 @@ pub struct Plan {
     /// The final jobs, in run order.
     pub pipeline: Vec<Job>,
     /// The walrus pass list for `walrus_driver --pass`, in order.
-    pub walrus_passes: Vec<&'static str>,
+    pub walrus_passes: Vec<String>,
     /// The subgraph directories the plan expects the Frontend to write.
     pub subgraphs: Vec<String>,
     /// Whether [`Plan::subgraphs`] is what the Frontend will write (the simulated frontend, a
@@ -127,65 +118,46 @@ pub struct Plan {
     /// The toolchain found for the request; `None` when none is (yet): an automatic request finds
     /// the installed package only when a tool is needed.
     pub toolchain: Option<Toolchain>,
-    /// The jobs of [`Plan::pipeline`] with their steps, in run order.
-    pub jobs: Vec<PlannedJob>,
-    /// Every rule's outcome, in the order they were applied, for the dry run.
-    pub decisions: Vec<Decision>,
     /// Warnings the dry run prints, and the compile logs.
     pub warnings: Vec<String>,
-    /// Tools the plan's jobs need that no toolchain provides yet: (job, tool). A dry run warns
-    /// about each; a compile fails at the job (NCC_EDRV082) if the tool is still missing then.
-    pub missing_tools: Vec<(Job, &'static str)>,
     /// Lines the original prints at USER level while planning (the -O3 notice).
     pub user_messages: Vec<String>,
     /// The backend gate is closed, so no NEFF will be written: the warning that says why (one of
     /// [`Plan::warnings`]). A compile shows it on the console before its jobs run.
     pub no_neff: Option<String>,
-    /// The command line as given (after delegation), for records.
-    pub argv: Vec<String>,
+    /// The model file's HLO module as the probe read it (`None`: not read, e.g. a directory;
+    /// `Some(Err)`: why it cannot be read). Shown by the dry run, used by the memory estimate.
+    #[serde(skip)]
+    pub model_graph: Option<Result<crate::hlo::Module, String>>,
+    /// The jobs of [`Plan::pipeline`] with their predicted steps, in run order.
+    #[serde(skip)]
+    pub jobs: Vec<PlannedJob>,
+    /// Every rule's outcome, in the order they were applied, for the dry run.
+    #[serde(skip)]
+    pub decisions: Vec<Decision>,
+    /// Tools the plan's jobs need that no toolchain provides yet: (job, tool). A dry run warns
+    /// about each; a compile fails at the job (NCC_EDRV082) if the tool is still missing then.
+    #[serde(skip)]
+    pub missing_tools: Vec<(Job, &'static str)>,
 }
 
 impl Plan {
-    /// `--optlevel` after normalisation (`-O3` is planned as `2`).
-    pub fn optlevel(&self) -> &str {
-        self.ns.str(Dest::Optlevel).unwrap_or("2")
-    }
-    /// `--target` (or the environment's target; planning refuses a compile without one).
-    pub fn target(&self) -> &str {
-        self.ns.str(Dest::Target).unwrap_or("")
-    }
-    /// `--lnc` after normalisation (1 if unset).
-    pub fn logical_nc_config(&self) -> i64 {
-        self.ns.int(Dest::LogicalNcConfig).unwrap_or(1)
-    }
-    /// `--layer-unroll-factor` after normalisation (0: the whole graph is one module).
-    pub fn layer_unroll_factor(&self) -> i64 {
-        self.ns.int(Dest::LayerUnrollFactor).unwrap_or(0)
-    }
-
-    /// A job context for the given run-time facts (the plan uses its predictions and no work dir).
-    pub fn job_context<'a>(
-        &'a self,
-        subgraphs: &'a [String],
-        value_inputs: &'a [String],
-        gold_exists: bool,
-        toolchain: Option<&'a Toolchain>,
-        work_dir: Option<&'a Path>,
-    ) -> JobContext<'a> {
-        JobContext {
-            ns: &self.ns,
-            model: &self.model,
-            model_format: self.model_facts.format,
-            output: &self.output,
-            logfile: &self.logfile,
-            walrus_passes: &self.walrus_passes,
-            dge_on_levels: &self.derived.dge_on_levels,
-            subgraphs,
-            value_inputs,
-            gold_exists,
-            toolchain,
-            work_dir,
+    /// The files the planned jobs declare they write outside the work dir — the absolute paths
+    /// among their steps' `writes` (Kelper's NEFF, NeffWrapper's wrapped module) —, each once:
+    /// what a failed compile removes if it wrote them.
+    pub fn outputs(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        let writes = self
+            .jobs
+            .iter()
+            .flat_map(|j| &j.steps)
+            .flat_map(|s| &s.writes);
+        for p in writes.map(PathBuf::from).filter(|p| p.is_absolute()) {
+            if !out.contains(&p) {
+                out.push(p);
+            }
         }
+        out
     }
 }
 
@@ -193,103 +165,135 @@ fn subgraph_names(n: usize) -> Vec<String> {
     (0..n.max(1)).map(|i| format!("sg{i:02}")).collect()
 }
 
-/// Build the plan for a parsed `compile` command line.
-pub fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Plan, PlanError> {
-    let mut ns = args.ns.clone();
-    let mut decisions = Vec::new();
-    let mut warnings: Vec<String> = args.warnings.clone();
-    let mut user_messages = Vec::new();
-    let prog = args.prog.clone();
+/// What planning tells as it goes: the decisions, the warnings, the USER-level lines.
+#[derive(Debug, Default)]
+struct Notes {
+    decisions: Vec<Decision>,
+    warnings: Vec<String>,
+    user_messages: Vec<String>,
+}
 
+/// The jobs steps 5–8 select: the collectors' concatenation, the final pipeline, the walrus
+/// passes, and the no-NEFF warning when the backend gate is closed.
+struct Selected {
+    collected: Vec<Job>,
+    pipeline: Vec<Job>,
+    walrus_passes: Vec<String>,
+    no_neff: Option<String>,
+}
+
+/// Build the invocation of a parsed `compile` command line: its inputs normalised and its plan.
+pub(crate) fn build(args: &CompileArgs, probe: &dyn Probe) -> Result<Invocation, PlanError> {
+    let mut inputs = args.inputs.clone();
+    let mut notes = Notes {
+        warnings: args.warnings.clone(),
+        ..Notes::default()
+    };
+    let prog = &args.prog;
     // 1. Parse (done) — what argparse would have required.
-    require_target(&mut ns, probe, &mut decisions, &prog)?;
+    require_target(&mut inputs, probe, &mut notes.decisions, prog)?;
     if args.model_files.len() > 1 {
         return Err(PlanError::Compile(NccError::one_model_only()));
     }
     let model_arg = args.model_files.first().cloned().unwrap_or_default();
-
     // 2. process_serial_tpb_opts.
-    normalise::process_serial_tpb_opts(&ns, &mut decisions).map_err(|m| usage(&prog, m))?;
-
+    normalise::process_serial_tpb_opts(&inputs, &mut notes.decisions)
+        .map_err(|m| usage(prog, m))?;
     // 3. validate_args.
     let launch_dir = probe.launch_dir().to_path_buf();
-    let model = absolute(&launch_dir, &model_arg);
+    let model = crate::fsx::absolute(&launch_dir, &model_arg);
     let facts = probe.model(&model);
-    normalise::validate_args(&ns, &model_arg, facts.is_some(), &mut decisions)?;
+    normalise::validate_args(&inputs, &model_arg, facts.is_some(), &mut notes.decisions)?;
     if let Some(what) = facts.as_ref().and_then(|f| f.not_regular.as_deref()) {
         return Err(PlanError::Compile(NccError::model_not_regular(
             &model_arg, what,
         )));
     }
     let model_facts = facts.expect("checked by validate_args");
-    let model_graph = probe.model_graph(&model);
+    // 4. Normalise; 5.–8. the jobs.
+    let derived = normalise::normalise(
+        &mut inputs,
+        args.given,
+        &mut notes.decisions,
+        &mut notes.warnings,
+        &mut notes.user_messages,
+    );
+    let selected = select_jobs(&mut inputs, &derived, prog, &mut notes)?;
+    let settings = args.settings.clone();
+    let (toolchain_request, toolchain) =
+        toolchain_of(&settings, probe, &launch_dir, &mut notes.decisions);
+    let plan = Plan {
+        subgraphs: predicted_subgraphs(&model_facts, toolchain.as_ref(), probe),
+        subgraphs_known: toolchain.as_ref().is_some_and(|t| t.simulated) || model_facts.is_dir,
+        output: crate::fsx::absolute(&launch_dir, &settings.output),
+        logfile: crate::fsx::absolute(&launch_dir, &settings.log.logfile),
+        model_graph: probe.model_graph(&model),
+        derived,
+        launch_dir,
+        model,
+        model_facts,
+        collected: selected.collected,
+        pipeline: selected.pipeline,
+        walrus_passes: selected.walrus_passes,
+        toolchain_request,
+        toolchain,
+        jobs: Vec::new(),
+        decisions: notes.decisions,
+        no_neff: selected.no_neff,
+        warnings: notes.warnings,
+        missing_tools: Vec::new(),
+        user_messages: notes.user_messages,
+    };
+    let mut inv = Invocation {
+        prog: prog.clone(),
+        argv: args.argv.clone(),
+        inputs,
+        settings,
+        plan,
+    };
+    inv.plan.jobs = plan_jobs(&inv)?;
+    inv.plan.missing_tools = missing_tools(&inv.plan.jobs);
+    Ok(inv)
+}
 
-    // 4. Normalise.
-    let derived = normalise::normalise(&mut ns, &mut decisions, &mut warnings, &mut user_messages);
-
-    // 5. The three collectors, concatenated.
-    let front = collectors::collect_frontend(&mut ns, &mut decisions);
+/// Steps 5–8: the three collectors concatenated, `--pipeline` and `--state`, the name filter,
+/// the registry.
+fn select_jobs(
+    inputs: &mut CompileInputs,
+    derived: &Derived,
+    prog: &str,
+    notes: &mut Notes,
+) -> Result<Selected, PlanError> {
+    let decisions = &mut notes.decisions;
+    let front = collectors::collect_frontend(inputs, decisions);
     let (walrus, walrus_passes) =
-        collectors::collect_walrus(&ns, derived.bir_simulation, &mut decisions);
-    let backend = collectors::collect_backend(&ns, &derived, &mut decisions, &mut warnings);
+        collectors::collect_walrus(inputs, derived.bir_simulation, decisions);
+    let backend = collectors::collect_backend(inputs, derived, decisions, &mut notes.warnings);
     let backend_closed = backend.is_empty();
     let collected: Vec<Job> = front.into_iter().chain(walrus).chain(backend).collect();
-
-    // 6. --pipeline and --state; 7. the name filter; 8. the registry.
-    let selected = select(&ns, &collected, &mut decisions, &prog)?;
+    let selected = select(inputs, &collected, decisions, prog)?;
     let filtered = name_filter(
         selected.clone(),
-        &ns,
+        inputs,
         derived.bir_simulation,
-        &mut decisions,
-        &mut warnings,
+        decisions,
+        &mut notes.warnings,
     );
     let pipeline = registry(&filtered, &selected)?;
-
-    // The toolchain and each job's steps.
-    let (toolchain_request, toolchain) = toolchain_of(&ns, probe, &launch_dir, &mut decisions);
-    let subgraphs = predicted_subgraphs(&model_facts, toolchain.as_ref(), probe);
-    let subgraphs_known = toolchain.as_ref().is_some_and(|t| t.simulated) || model_facts.is_dir;
-    let output = absolute(&launch_dir, ns.str(Dest::Output).unwrap_or("file.neff"));
-    let logfile = absolute(
-        &launch_dir,
-        ns.str(Dest::Logfile).unwrap_or("log-neuron-cc.txt"),
-    );
     let no_neff = (backend_closed && !pipeline.contains(&Job::Kelper)).then(|| {
-        warnings
+        notes
+            .warnings
             .iter()
             .find(|w| w.ends_with(collectors::NO_NEFF))
             .cloned()
             .unwrap_or_default()
     });
-    let mut plan = Plan {
-        ns,
-        derived,
-        prog,
-        launch_dir,
-        model,
-        model_facts,
-        model_graph,
-        output,
-        logfile,
+    Ok(Selected {
         collected,
         pipeline,
-        walrus_passes,
-        subgraphs,
-        subgraphs_known,
-        toolchain_request,
-        toolchain,
-        jobs: Vec::new(),
-        decisions,
+        walrus_passes: walrus_passes.iter().map(|p| p.to_string()).collect(),
         no_neff,
-        warnings,
-        missing_tools: Vec::new(),
-        user_messages,
-        argv: args.argv.clone(),
-    };
-    plan.jobs = plan_jobs(&plan)?;
-    plan.missing_tools = missing_tools(&plan.jobs);
-    Ok(plan)
+    })
 }
 
 /// A usage error of `compile` (its usage, then the message).
@@ -304,12 +308,12 @@ fn usage(prog: &str, message: String) -> PlanError {
 
 /// `--target`, required unless the ecosystem's environment variable supplies it.
 fn require_target(
-    ns: &mut Namespace,
+    inputs: &mut CompileInputs,
     probe: &dyn Probe,
     decisions: &mut Vec<Decision>,
     prog: &str,
 ) -> Result<(), PlanError> {
-    if ns.get(Dest::Target) != &Value::None {
+    if inputs.target.is_some() {
         return Ok(());
     }
     let Some(t) = probe.env(TARGET_OVERRIDE_ENV).filter(|t| !t.is_empty()) else {
@@ -326,7 +330,7 @@ fn require_target(
             ),
         )
     })?;
-    ns.set(Dest::Target, v);
+    inputs.target = v.as_str().map(str::to_string);
     decisions.push(Decision::new(
         "target",
         format!("{t} (from {TARGET_OVERRIDE_ENV})"),
@@ -337,13 +341,13 @@ fn require_target(
 
 /// The jobs `--pipeline` and `--state` select of the collected ones (step 6).
 fn select(
-    ns: &Namespace,
+    inputs: &CompileInputs,
     collected: &[Job],
     decisions: &mut Vec<Decision>,
     prog: &str,
 ) -> Result<Vec<String>, PlanError> {
-    let items = ns.list(Dest::Pipeline).to_vec();
-    let names = recon::expand_pipeline(&items, collected);
+    let items = &inputs.pipeline;
+    let names = recon::expand_pipeline(items, collected);
     if items.iter().any(|i| i != "compile") {
         decisions.push(Decision::new(
             "--pipeline",
@@ -351,7 +355,7 @@ fn select(
             Source::Recon,
         ));
     }
-    let Some(state) = ns.str(Dest::State).map(str::to_string) else {
+    let Some(state) = inputs.state.clone() else {
         return Ok(names);
     };
     match recon::apply_state(&state, &names) {
@@ -387,14 +391,14 @@ fn select(
 /// The selected jobs the name filter keeps (step 7).
 fn name_filter(
     names: Vec<String>,
-    ns: &Namespace,
+    inputs: &CompileInputs,
     bir_simulation: bool,
     decisions: &mut Vec<Decision>,
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
     let mut filtered = Vec::with_capacity(names.len());
     for name in names {
-        match recon::name_filter(&name, ns, bir_simulation) {
+        match recon::name_filter(&name, inputs, bir_simulation) {
             FilterAction::Keep => filtered.push(name),
             FilterAction::Drop(w) => {
                 decisions.push(Decision::new(
@@ -436,13 +440,13 @@ fn registry(filtered: &[String], selected: &[String]) -> Result<Vec<Job>, PlanEr
 
 /// The toolchain asked for (`--toolchain`, its environment variable) and the one found.
 fn toolchain_of(
-    ns: &Namespace,
+    settings: &Settings,
     probe: &dyn Probe,
     launch_dir: &Path,
     decisions: &mut Vec<Decision>,
 ) -> (Request, Option<Toolchain>) {
     let request = Request::from(
-        ns.str(Dest::Toolchain),
+        settings.toolchain.as_deref(),
         probe.env(crate::recon::toolchain::TOOLCHAIN_ENV).as_deref(),
         launch_dir,
     );
@@ -469,8 +473,9 @@ fn toolchain_of(
 /// Each job's steps, and how they run — which is what the dry run shows: the Frontend of a
 /// real toolchain is a subprocess of the installed driver; a fork-walrus backend runs in the
 /// worker. The registry's kind stands when the steps do not agree or skip.
-fn plan_jobs(plan: &Plan) -> Result<Vec<PlannedJob>, PlanError> {
-    let ctx = plan.job_context(&plan.subgraphs, &[], false, plan.toolchain.as_ref(), None);
+fn plan_jobs(inv: &Invocation) -> Result<Vec<PlannedJob>, PlanError> {
+    let plan = &inv.plan;
+    let ctx = inv.job_context(&plan.subgraphs, &[], false, plan.toolchain.as_ref(), None);
     let mut planned = Vec::with_capacity(plan.pipeline.len());
     for job in &plan.pipeline {
         let row = job.row();
@@ -523,22 +528,4 @@ fn predicted_subgraphs(
         _ => 1,
     };
     subgraph_names(n)
-}
-
-/// A command-line path made absolute against the launch directory and normalised lexically, as
-/// Python's `os.path.abspath` does (WIKI `getAbsPath`).
-pub fn absolute(launch_dir: &Path, p: &str) -> PathBuf {
-    use std::path::Component;
-    let joined = launch_dir.join(p);
-    let mut out = PathBuf::new();
-    for c in joined.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }

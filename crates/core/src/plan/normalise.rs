@@ -1,9 +1,10 @@
 //! Steps 2–4 of `buildPipeline`: `process_serial_tpb_opts`, `validate_args` (both before any
-//! collector sees the namespace — SEED), and the normalisation of flags, in the order 02-plan.md
-//! gives. Each rule records a decision with its provenance.
+//! collector sees the inputs — SEED), and the normalisation of the typed inputs, in the order
+//! 02-plan.md gives. Each rule records a decision with its provenance.
 
 use super::{Decision, PlanError};
-use crate::cli::namespace::{Dest, Namespace, Value};
+use crate::cli::inputs::{CompileInputs, OptLevel};
+use crate::cli::lower::Given;
 use crate::error::NccError;
 use crate::provenance::Source;
 use crate::recon::plan as recon;
@@ -25,7 +26,7 @@ pub struct Derived {
 }
 
 /// The `--lnc` a target gets when none is given: 2 on [`LNC2_TARGETS`], else 1.
-pub fn default_lnc(target: &str) -> i64 {
+pub(crate) fn default_lnc(target: &str) -> i64 {
     if LNC2_TARGETS.contains(&target) {
         2
     } else {
@@ -34,16 +35,16 @@ pub fn default_lnc(target: &str) -> i64 {
 }
 
 /// `process_serial_tpb_opts` (SEED names it; its content is RECON).
-pub fn process_serial_tpb_opts(
-    ns: &Namespace,
+pub(crate) fn process_serial_tpb_opts(
+    inputs: &CompileInputs,
     decisions: &mut Vec<Decision>,
 ) -> Result<(), String> {
-    recon::process_serial_tpb_opts(ns)?;
+    recon::process_serial_tpb_opts(inputs)?;
     decisions.push(Decision::new(
         "process_serial_tpb_opts",
         format!(
             "--neuroncore-pipeline-cores = {} (must be >= 1)",
-            ns.int(Dest::NeuroncorePipelineCores).unwrap_or(1)
+            inputs.neuroncore_pipeline_cores
         ),
         Source::Recon,
     ));
@@ -51,8 +52,8 @@ pub fn process_serial_tpb_opts(
 }
 
 /// `validate_args`: every check that fails a compile (exit 70) before the collectors run.
-pub fn validate_args(
-    ns: &Namespace,
+pub(crate) fn validate_args(
+    inputs: &CompileInputs,
     model: &str,
     model_exists: bool,
     decisions: &mut Vec<Decision>,
@@ -60,13 +61,13 @@ pub fn validate_args(
     if !model_exists {
         return Err(PlanError::Compile(NccError::model_missing(model)));
     }
-    let allocator = ns.str(Dest::Allocator).unwrap_or("coloring");
+    let allocator = inputs.allocator.as_str();
     if !["coloring", "linear_scan"].contains(&allocator) {
         return Err(PlanError::Compile(NccError::plain(format!(
             "Unsupported allocator= {allocator}"
         ))));
     }
-    let scheduler = ns.str(Dest::Scheduler).unwrap_or("none");
+    let scheduler = inputs.scheduler.as_str();
     if ![
         "none",
         "experimental-loop-shift-left",
@@ -78,14 +79,14 @@ pub fn validate_args(
             "Unsupported scheduler= {scheduler}"
         ))));
     }
-    if ns.bool(Dest::StaticWeights) && ns.bool(Dest::EnableFastLoadingNeuronBinaries) {
+    if inputs.static_weights && inputs.enable_fast_loading_neuron_binaries {
         return Err(PlanError::Compile(NccError::plain(
             "Option --enable-fast-loading-neuron-binaries cannot be used with --static-weights.",
         )));
     }
-    let target = ns.str(Dest::Target).unwrap_or("");
-    let lnc = ns
-        .int(Dest::LogicalNcConfig)
+    let target = inputs.target();
+    let lnc = inputs
+        .logical_nc_config
         .unwrap_or_else(|| default_lnc(target));
     let allowed: &[i64] = if LNC2_TARGETS.contains(&target) {
         &[1, 2]
@@ -101,7 +102,7 @@ pub fn validate_args(
             format!("Update the Logical Neuron Core size to {supported} or check that the target architecture is correct."),
         )));
     }
-    let arch = ns.str(Dest::Arch).unwrap_or(target);
+    let arch = inputs.arch();
     if arch == "sunda" && lnc != 1 {
         return Err(PlanError::Compile(NccError::illegal_argument(
             format!("--arch sunda requires a Logical Neuron Core size of 1, not {lnc}."),
@@ -118,17 +119,18 @@ pub fn validate_args(
 
 /// The normalisation steps 4.1–4.11, in order. Returns the derived attributes; appends warnings
 /// and USER-level messages.
-pub fn normalise(
-    ns: &mut Namespace,
+pub(crate) fn normalise(
+    inputs: &mut CompileInputs,
+    given: Given,
     decisions: &mut Vec<Decision>,
     warnings: &mut Vec<String>,
     user_messages: &mut Vec<String>,
 ) -> Derived {
-    let optlevel = defaults(ns, decisions);
-    let dge_on_levels = dge_levels(ns, decisions, &optlevel);
-    let legacy = backend_flow(ns, decisions, &optlevel);
-    unrolling(ns, decisions, warnings, user_messages, &optlevel);
-    let bir_simulation = simulation_and_casts(ns, decisions);
+    let optlevel = defaults(inputs, given, decisions);
+    let dge_on_levels = dge_levels(inputs, decisions, optlevel);
+    let legacy = backend_flow(inputs, decisions, optlevel);
+    unrolling(inputs, given, decisions, warnings, user_messages, optlevel);
+    let bir_simulation = simulation_and_casts(inputs, decisions);
     Derived {
         dge_on_levels,
         internal_run_standalone_legacy_compilation: legacy,
@@ -138,35 +140,32 @@ pub fn normalise(
 
 /// 4.1–4.4: the arch and logical NC config defaults, the distribution strategy, the optlevel
 /// (`--enable-experimental-O1`, the default); the optlevel.
-fn defaults(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> String {
-    let target = ns.str(Dest::Target).unwrap_or("").to_string();
+fn defaults(inputs: &mut CompileInputs, given: Given, decisions: &mut Vec<Decision>) -> OptLevel {
+    let target = inputs.target().to_string();
 
     // 4.1 arch and logical_nc_config defaults.
-    if ns.get(Dest::Arch) == &Value::None {
+    if inputs.arch.is_none() {
         let arch = recon::default_arch(&target);
         decisions.push(Decision::new(
             "arch default",
             format!("arch = {arch} (the target's family)"),
             Source::Recon,
         ));
-        ns.set(Dest::Arch, Value::Str(arch));
+        inputs.arch = Some(arch);
     }
-    if ns.get(Dest::LogicalNcConfig) == &Value::None {
+    if inputs.logical_nc_config.is_none() {
         let lnc = default_lnc(&target);
         decisions.push(Decision::new(
             "logical_nc_config default",
             format!("{lnc} on {target}"),
             Source::Wiki,
         ));
-        ns.set(Dest::LogicalNcConfig, Value::Int(lnc));
+        inputs.logical_nc_config = Some(lnc);
     }
 
     // 4.2 distribution strategy.
-    if ns.bool(Dest::DistributionTypeLlmTraining) {
-        ns.set(
-            Dest::DistributionStrategy,
-            Value::Str("llm-training".into()),
-        );
+    if inputs.distribution_type_llm_training {
+        inputs.distribution_strategy = Some("llm-training".into());
         decisions.push(Decision::new(
             "--distribution-type-llm-training",
             "distribution_strategy = llm-training",
@@ -175,8 +174,8 @@ fn defaults(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> String {
     }
 
     // 4.3 --enable-experimental-O1.
-    if recon::experimental_o1_sets_optlevel(ns) {
-        ns.set(Dest::Optlevel, Value::Str("1".into()));
+    if recon::experimental_o1_sets_optlevel(inputs, given) {
+        inputs.optlevel = OptLevel::O1;
         decisions.push(Decision::new(
             "--enable-experimental-O1",
             "optlevel = 1 (acts as -O1)",
@@ -184,14 +183,11 @@ fn defaults(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> String {
         ));
     }
 
-    // 4.4 optlevel default (a string).
-    if ns.str(Dest::Optlevel).is_none() {
-        ns.set(Dest::Optlevel, Value::Str("2".into()));
-    }
-    let optlevel = ns.str(Dest::Optlevel).unwrap_or("2").to_string();
+    // 4.4 optlevel (a string; the table's default is "2").
+    let optlevel = inputs.optlevel;
     decisions.push(Decision::new(
         "optlevel",
-        if ns.used(Dest::Optlevel) {
+        if given.optlevel {
             format!("\"{optlevel}\" (given)")
         } else {
             format!("\"{optlevel}\" (default)")
@@ -202,12 +198,15 @@ fn defaults(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> String {
 }
 
 /// 4.5: the DGE levels on.
-fn dge_levels(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &str) -> Vec<String> {
+fn dge_levels(
+    inputs: &mut CompileInputs,
+    decisions: &mut Vec<Decision>,
+    optlevel: OptLevel,
+) -> Vec<String> {
     // 4.5 DGE levels.
-    let mut enable: Vec<String> = ns.list(Dest::InternalEnableDgeLevels).to_vec();
-    enable.push("io".into());
-    ns.set(Dest::InternalEnableDgeLevels, Value::List(enable.clone()));
-    let disable = ns.list(Dest::InternalDisableDgeLevels).to_vec();
+    inputs.internal_enable_dge_levels.push("io".into());
+    let enable = inputs.internal_enable_dge_levels.clone();
+    let disable = &inputs.internal_disable_dge_levels;
     let mut levels: Vec<String> = ["io".to_string(), "scalar_dynamic_offset".to_string()]
         .into_iter()
         .chain(enable)
@@ -215,7 +214,7 @@ fn dge_levels(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &str)
     levels.retain(|l| !disable.contains(l));
     levels.sort();
     levels.dedup();
-    if !ns.bool(Dest::EnableDge) || optlevel == "0" {
+    if !inputs.enable_dge || optlevel == OptLevel::O0 {
         levels.clear();
         decisions.push(Decision::new(
             "DGE levels",
@@ -229,11 +228,15 @@ fn dge_levels(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &str)
 }
 
 /// 4.6–4.7: which backend flow runs; whether the legacy standalone flow is selected.
-fn backend_flow(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &str) -> bool {
+fn backend_flow(
+    inputs: &mut CompileInputs,
+    decisions: &mut Vec<Decision>,
+    optlevel: OptLevel,
+) -> bool {
     let mut legacy = false;
     // 4.6 -O0 disables the new backend.
-    if optlevel == "0" {
-        ns.set(Dest::EnableInternalNewBackend, Value::Bool(false));
+    if optlevel == OptLevel::O0 {
+        inputs.enable_internal_new_backend = false;
         decisions.push(Decision::new(
             "-O0",
             "enable_internal_new_backend = False",
@@ -242,9 +245,9 @@ fn backend_flow(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &st
     }
 
     // 4.7 the tensorized scheduler selects the legacy standalone flow.
-    if ns.bool(Dest::EnableExperimentalTensorizedScheduler) {
+    if inputs.enable_experimental_tensorized_scheduler {
         legacy = true;
-        ns.set(Dest::EnableInternalNewBackend, Value::Bool(false));
+        inputs.enable_internal_new_backend = false;
         decisions.push(Decision::new(
             "--enable-experimental-tensorized-scheduler",
             "internal_run_standalone_legacy_compilation = True, enable_internal_new_backend = False",
@@ -256,23 +259,23 @@ fn backend_flow(ns: &mut Namespace, decisions: &mut Vec<Decision>, optlevel: &st
 
 /// 4.8–4.9: layer unrolling (fsdp, -O3).
 fn unrolling(
-    ns: &mut Namespace,
+    inputs: &mut CompileInputs,
+    given: Given,
     decisions: &mut Vec<Decision>,
     warnings: &mut Vec<String>,
     user_messages: &mut Vec<String>,
-    optlevel: &str,
+    optlevel: OptLevel,
 ) {
     // 4.8 fsdp unrolls by 4 unless the user set the factor.
-    if ns.str(Dest::DistributionStrategy) == Some("fsdp") {
-        if ns.used(Dest::LayerUnrollFactor) {
+    if inputs.distribution_strategy.as_deref() == Some("fsdp") {
+        if given.layer_unroll_factor {
             decisions.push(Decision::new(
                 "fsdp layer unroll",
                 "not applied (--layer-unroll-factor given)",
                 Source::Wiki,
             ));
         } else {
-            ns.set(Dest::LayerUnrollFactor, Value::Int(4));
-            ns.mark_used(Dest::LayerUnrollFactor);
+            inputs.layer_unroll_factor = 4;
             decisions.push(Decision::new(
                 "fsdp layer unroll",
                 "layer_unroll_factor = 4",
@@ -282,10 +285,9 @@ fn unrolling(
     }
 
     // 4.9 -O3 is compiled as -O2 with no layer unrolling (and so no backend).
-    if optlevel == "3" {
-        ns.set(Dest::Optlevel, Value::Str("2".into()));
-        ns.set(Dest::LayerUnrollFactor, Value::Int(0));
-        ns.mark_used(Dest::LayerUnrollFactor);
+    if optlevel == OptLevel::O3 {
+        inputs.optlevel = OptLevel::O2;
+        inputs.layer_unroll_factor = 0;
         user_messages.push(
             "The -O3 setting is not optimized for compilation time. Please refer to the neuron documentation for the recommended optimization level.".into(),
         );
@@ -302,10 +304,10 @@ fn unrolling(
 }
 
 /// 4.10–4.11: BIR simulation (whether on), the auto-cast type as forwarded.
-fn simulation_and_casts(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> bool {
+fn simulation_and_casts(inputs: &mut CompileInputs, decisions: &mut Vec<Decision>) -> bool {
     // 4.10 BIR simulation.
-    let bir_simulation = recon::bir_simulation(ns);
-    if ns.str(Dest::InternalTensorizerOptLevel) == Some("nki") {
+    let bir_simulation = recon::bir_simulation(inputs);
+    if inputs.internal_tensorizer_opt_level.as_deref() == Some("nki") {
         decisions.push(Decision::new(
             "BIR simulation",
             if bir_simulation {
@@ -318,8 +320,8 @@ fn simulation_and_casts(ns: &mut Namespace, decisions: &mut Vec<Decision>) -> bo
     }
 
     // 4.11 fp8_e4m3 is forwarded as fp8e4.
-    if ns.str(Dest::AutoCastType) == Some("fp8_e4m3") {
-        ns.set(Dest::AutoCastType, Value::Str("fp8e4".into()));
+    if inputs.auto_cast_type == "fp8_e4m3" {
+        inputs.auto_cast_type = "fp8e4".into();
         decisions.push(Decision::new(
             "--auto-cast-type fp8_e4m3",
             "forwarded as fp8e4",

@@ -99,7 +99,7 @@ pub fn series(run: &Run) -> Vec<Sample> {
 }
 
 /// The most of each measure in use at once: (admitted, rss), bytes.
-pub fn peaks(samples: &[Sample]) -> (u64, u64) {
+pub(crate) fn peaks(samples: &[Sample]) -> (u64, u64) {
     samples
         .iter()
         .fold((0, 0), |(a, r), s| (a.max(s.admitted), r.max(s.rss)))

@@ -124,7 +124,7 @@ impl Outcome {
     }
 
     /// What a failure is grouped under: its code, else its signal, else `no code`.
-    pub fn failure_group(&self) -> Option<String> {
+    pub(crate) fn failure_group(&self) -> Option<String> {
         match self {
             Outcome::Failed { code, signal, .. } => Some(
                 code.clone()
@@ -183,7 +183,7 @@ pub fn code_in(lines: &[String]) -> Option<String> {
 
 impl Run {
     /// The last attempt of every graph, in the order the graphs first appear.
-    pub fn finals(&self) -> Vec<&Compile> {
+    pub(crate) fn finals(&self) -> Vec<&Compile> {
         let mut order: Vec<&str> = Vec::new();
         for c in &self.compiles {
             if !order.contains(&c.graph.as_str()) {
@@ -211,7 +211,7 @@ impl Run {
     }
 
     /// The lane's name of `slot`.
-    pub fn lane(&self, slot: usize) -> String {
+    pub(crate) fn lane(&self, slot: usize) -> String {
         self.lanes
             .get(slot)
             .cloned()

@@ -64,7 +64,7 @@ pub fn size(bytes: u64) -> String {
 
 /// A tick at `t` seconds, ticks `step` seconds apart: in ms below a second of ticks, in s below
 /// ten minutes, else in min, with as many decimals as tell neighbouring ticks apart.
-pub fn tick_label(t: f64, step: f64) -> String {
+pub(crate) fn tick_label(t: f64, step: f64) -> String {
     let (scale, unit) = match step * 10.0 {
         span if span < 1.0 => (1e3, "ms"),
         span if span < 600.0 => (1.0, "s"),
@@ -110,7 +110,7 @@ impl Axis {
 }
 
 /// The round step (1, 2 or 5 times a power of ten) nearest above `raw` seconds.
-pub fn round_step(raw: f64) -> f64 {
+pub(crate) fn round_step(raw: f64) -> f64 {
     if raw <= 0.0 || !raw.is_finite() {
         return 1.0;
     }

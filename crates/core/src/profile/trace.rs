@@ -73,7 +73,7 @@ fn compile_events(c: &Compile, out: &mut Vec<Value>) {
 }
 
 /// The trace's JSON.
-pub fn chrome_trace(run: &Run) -> Value {
+pub(crate) fn chrome_trace(run: &Run) -> Value {
     let mut events = vec![json!({
         "name": "process_name", "ph": "M", "pid": PID, "tid": 0,
         "args": {"name": run.process},

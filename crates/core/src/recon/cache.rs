@@ -11,7 +11,7 @@ use crate::result::Failure;
 /// writes `<stem>.wrapped.hlo.pb`) nor SaveTemps (which copies the work dir into the launch
 /// directory). A `--pipeline` that stops earlier, `-O3` (no backend), or one of those two compile
 /// without the cache.
-pub fn plan_is_cacheable(pipeline: &[Job]) -> bool {
+pub(crate) fn plan_is_cacheable(pipeline: &[Job]) -> bool {
     pipeline.contains(&Job::Kelper)
         && !pipeline
             .iter()
@@ -34,6 +34,7 @@ pub fn remembers(failure: &Failure) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job_name::{Job, JobName};
     use crate::result::{Environment, IoCause, JobEnd, RemoteFailure};
 
     #[test]
@@ -62,7 +63,7 @@ mod tests {
     #[test]
     fn only_failures_of_the_inputs_are_remembered() {
         let job = |end| Failure::Job {
-            job: "WalrusDriver".into(),
+            job: Some(JobName::Registry(Job::WalrusDriver)),
             end,
         };
         assert!(remembers(&job(JobEnd::Exited(1))));
@@ -70,11 +71,11 @@ mod tests {
         assert!(remembers(&job(JobEnd::Error)));
         for f in [
             Failure::Timeout {
-                job: "WalrusDriver".into(),
+                job: JobName::Registry(Job::WalrusDriver),
                 seconds: 2.0,
             },
             Failure::OutOfMemory {
-                job: Some("WalrusDriver".into()),
+                job: Some(JobName::Registry(Job::WalrusDriver)),
                 peak_rss_kb: 1,
             },
             Failure::WorkerLost {

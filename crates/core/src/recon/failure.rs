@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use crate::error::NccError;
+use crate::job_name::JobName;
 use crate::result::{Environment, Failure, IoCause, JobEnd};
 use crate::run::process::End;
 
@@ -69,7 +70,7 @@ pub const ENVIRONMENT_SIGNALS: &[i32] = &[
 
 /// The signal an exit status stands for when a tool reports a crash the shell way (134, 137,
 /// 139).
-pub fn signal_of_status(status: i32) -> Option<i32> {
+pub(crate) fn signal_of_status(status: i32) -> Option<i32> {
     match status {
         134 => Some(libc::SIGABRT),
         137 => Some(libc::SIGKILL),
@@ -80,7 +81,7 @@ pub fn signal_of_status(status: i32) -> Option<i32> {
 
 /// The error of the environment a tool's stderr shows, if any: the one function that reads a
 /// compile's text, and only a real tool's.
-pub fn environment_in_stderr(lines: &[String]) -> Option<IoCause> {
+pub(crate) fn environment_in_stderr(lines: &[String]) -> Option<IoCause> {
     lines.iter().find_map(|l| {
         ENVIRONMENT_ERRORS
             .iter()
@@ -90,7 +91,7 @@ pub fn environment_in_stderr(lines: &[String]) -> Option<IoCause> {
 }
 
 /// The class of an operating-system error number, when it is one of the environment's.
-pub fn io_cause(errno: i32) -> Option<IoCause> {
+pub(crate) fn io_cause(errno: i32) -> Option<IoCause> {
     ENVIRONMENT_ERRNOS
         .iter()
         .find(|(n, _)| *n == errno)
@@ -105,8 +106,8 @@ pub fn io_cause(errno: i32) -> Option<IoCause> {
 /// - a stderr that shows an error of the environment ([`environment_in_stderr`]) is that error;
 /// - a signal of the moment ([`ENVIRONMENT_SIGNALS`]) is [`Environment::Signal`];
 /// - anything else is the job's own failure: [`JobEnd::Exited`] or [`JobEnd::Crashed`].
-pub fn of_tool(
-    job: &str,
+pub(crate) fn of_tool(
+    job: JobName,
     end: End,
     stderr_tail: &[String],
     peak_rss_kb: u64,
@@ -116,7 +117,7 @@ pub fn of_tool(
         End::Exited(0) | End::Cancelled(_) => return None,
         End::TimedOut(_) => {
             return Some(Failure::Timeout {
-                job: job.to_string(),
+                job,
                 seconds: timeout.unwrap_or_default().as_secs_f64(),
             })
         }
@@ -127,7 +128,7 @@ pub fn of_tool(
     };
     let Some(how) = by_itself else {
         return Some(Failure::OutOfMemory {
-            job: Some(job.to_string()),
+            job: Some(job),
             peak_rss_kb,
         });
     };
@@ -139,7 +140,7 @@ pub fn of_tool(
             Some(Failure::Environment(Environment::Signal(sig)))
         }
         how => Some(Failure::Job {
-            job: job.to_string(),
+            job: Some(job),
             end: how,
         }),
     }
@@ -148,7 +149,7 @@ pub fn of_tool(
 /// How `job` failed when the worker, doing the job's work itself, reported `e`: a missing tool
 /// or toolchain, an I/O error of the environment (by its number), nxcc failing at its own part,
 /// or else the job's own error (the model's).
-pub fn of_job_error(job: &str, e: &NccError) -> Failure {
+pub(crate) fn of_job_error(job: JobName, e: &NccError) -> Failure {
     if e.is_missing_tool() {
         return Failure::Environment(Environment::MissingTool(e.cause.clone()));
     }
@@ -159,7 +160,7 @@ pub fn of_job_error(job: &str, e: &NccError) -> Failure {
         return Failure::Internal;
     }
     Failure::Job {
-        job: job.to_string(),
+        job: Some(job),
         end: JobEnd::Error,
     }
 }
@@ -167,16 +168,23 @@ pub fn of_job_error(job: &str, e: &NccError) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job_name::{Job, JobName};
     use crate::run::process::Termination;
 
     fn tool(end: End, tail: &[&str]) -> Option<Failure> {
         let tail: Vec<String> = tail.iter().map(|s| s.to_string()).collect();
-        of_tool("WalrusDriver", end, &tail, 7, Some(Duration::from_secs(2)))
+        of_tool(
+            JobName::Registry(Job::WalrusDriver),
+            end,
+            &tail,
+            7,
+            Some(Duration::from_secs(2)),
+        )
     }
 
     fn job(end: JobEnd) -> Option<Failure> {
         Some(Failure::Job {
-            job: "WalrusDriver".into(),
+            job: Some(JobName::Registry(Job::WalrusDriver)),
             end,
         })
     }
@@ -198,7 +206,7 @@ mod tests {
             assert_eq!(
                 tool(end, &[]),
                 Some(Failure::OutOfMemory {
-                    job: Some("WalrusDriver".into()),
+                    job: Some(JobName::Registry(Job::WalrusDriver)),
                     peak_rss_kb: 7
                 })
             );
@@ -206,7 +214,7 @@ mod tests {
         assert_eq!(
             tool(End::TimedOut(Termination::Signaled(libc::SIGTERM)), &[]),
             Some(Failure::Timeout {
-                job: "WalrusDriver".into(),
+                job: JobName::Registry(Job::WalrusDriver),
                 seconds: 2.0
             })
         );
@@ -232,9 +240,9 @@ mod tests {
     #[test]
     fn a_jobs_own_error_is_read_by_its_kind() {
         let e = NccError::neff_pack("Kelper could not pack the NEFF: invalid JSON", "Check");
-        assert_eq!(of_job_error("Kelper", &e), {
+        assert_eq!(of_job_error(JobName::Registry(Job::Kelper), &e), {
             Failure::Job {
-                job: "Kelper".into(),
+                job: Some(JobName::Registry(Job::Kelper)),
                 end: JobEnd::Error,
             }
         });
@@ -242,18 +250,27 @@ mod tests {
         let e = NccError::neff_pack(format!("Kelper could not write /o: {full}"), "Check")
             .caused_by(&full);
         assert_eq!(
-            of_job_error("Kelper", &e),
+            of_job_error(JobName::Registry(Job::Kelper), &e),
             Failure::Environment(Environment::Io(IoCause::DiskFull))
         );
         // The words alone do not make it the environment's: only the error number does.
         let e = NccError::neff_pack("No space left on device", "Check");
-        assert!(matches!(of_job_error("Kelper", &e), Failure::Job { .. }));
         assert!(matches!(
-            of_job_error("Frontend", &NccError::tool_not_found("a toolchain")),
+            of_job_error(JobName::Registry(Job::Kelper), &e),
+            Failure::Job { .. }
+        ));
+        assert!(matches!(
+            of_job_error(
+                JobName::Registry(Job::Frontend),
+                &NccError::tool_not_found("a toolchain")
+            ),
             Failure::Environment(Environment::MissingTool(_))
         ));
         assert_eq!(
-            of_job_error("X", &NccError::internal("Could not write x")),
+            of_job_error(
+                JobName::Registry(Job::Kelper),
+                &NccError::internal("Could not write x")
+            ),
             Failure::Internal
         );
     }

@@ -26,7 +26,7 @@
 //! **Legacy entries** (releases up to 2.14, public Hub caches): the flags are in
 //! `compile_flags.txt` (0 bytes for no flags, the `+d41d8cd9` entries: the flags hash is the MD5
 //! of the text), and a NEFF without `model.done` is a finished compile. The text is read as
-//! white-space separated words ([`legacy_flags`], RECON: the simplest reading consistent with
+//! white-space separated words (`legacy_flags`, RECON: the simplest reading consistent with
 //! the empty files seen).
 //!
 //! **The cache-wide lock** ([`CACHE_LOCK`]): libneuronxla's `neuron_cc_cache.py` wraps its cache
@@ -71,7 +71,7 @@ pub const WRAPPER_FLAGS: &[(&str, bool)] = &[
 
 /// The entry's flags without the wrapper's own ([`WRAPPER_FLAGS`]): `(kept, dropped)`, each in
 /// order; a dropped flag keeps its value with it (`--dump DIR` is one dropped item).
-pub fn drop_wrapper_flags(flags: &[String]) -> (Vec<String>, Vec<String>) {
+pub(crate) fn drop_wrapper_flags(flags: &[String]) -> (Vec<String>, Vec<String>) {
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     let mut i = 0;
@@ -126,7 +126,7 @@ pub fn compile_args(graph: &str, neff: &str, flags: &[String]) -> Vec<String> {
 }
 
 /// The flags of a legacy entry's `compile_flags.txt`: its white-space separated words.
-pub fn legacy_flags(text: &str) -> Vec<String> {
+pub(crate) fn legacy_flags(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 

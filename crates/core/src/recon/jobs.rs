@@ -1,50 +1,50 @@
 //! RECON rules of the jobs' command lines (03-jobs.md): which optional native-tool flags appear
 //! when. The spellings themselves are WIKI facts; the gates below are reconstructed.
 
-use crate::cli::namespace::{Dest, Namespace};
+use crate::cli::inputs::CompileInputs;
 
 /// `hlo2penguin`'s optional flags, in the order they are appended.
-pub fn hlo2penguin_optional_flags(ns: &Namespace) -> Vec<String> {
-    let meta = ns.int(Dest::MetaModule).unwrap_or(0);
+pub(crate) fn hlo2penguin_optional_flags(inputs: &CompileInputs) -> Vec<String> {
+    let meta = inputs.meta_module;
     let mut v = Vec::new();
-    if ns.bool(Dest::EnableInternalModularCompilation) || meta != 0 {
+    if inputs.enable_internal_modular_compilation || meta != 0 {
         v.push("--partition".to_string());
     }
     if meta != 0 {
         v.push(format!("--layers-per-module={meta}"));
     }
-    if ns.bool(Dest::Spmd) || ns.bool(Dest::EnableExperimentalSpmd) {
+    if inputs.spmd || inputs.enable_experimental_spmd {
         v.push("--spmd".to_string());
     }
-    if ns.bool(Dest::InternalHloRemat) {
+    if inputs.internal_hlo_remat {
         v.push("--remat".to_string());
     }
-    if ns.bool(Dest::InternalHloAnalyzeSchedule) {
+    if inputs.internal_hlo_analyze_schedule {
         v.push("--analyze-schedule".to_string());
     }
-    if ns.bool(Dest::QueryComputePlacement) || ns.bool(Dest::InternalComputeEnginePlacement) {
+    if inputs.query_compute_placement || inputs.internal_compute_engine_placement {
         v.push("--engine-placement-mode".to_string());
     }
-    if ns.bool(Dest::InternalBuildWithUsers) {
+    if inputs.internal_build_with_users {
         v.push("--build-with-users".to_string());
     }
-    if ns.bool(Dest::InternalDisableLayerDet) {
+    if inputs.internal_disable_layer_det {
         v.push("--disable-layer-det".to_string());
     }
     v
 }
 
 /// `xla_infergoldens`' optional flags after the `--input` list.
-pub fn xla_infergoldens_optional_flags(ns: &Namespace) -> Vec<String> {
+pub(crate) fn xla_infergoldens_optional_flags(inputs: &CompileInputs) -> Vec<String> {
     let mut v = Vec::new();
-    if ns.bool(Dest::Spmd) || ns.bool(Dest::EnableExperimentalSpmd) {
+    if inputs.spmd || inputs.enable_experimental_spmd {
         v.push("--spmd".to_string());
     }
-    if ns.bool(Dest::UpcastAllToFp32) || ns.bool(Dest::InternalUpcastAllToFP32) {
+    if inputs.upcast_all_to_fp32 || inputs.internal_upcast_all_to_fp32 {
         v.push("--upcast-all-to-fp32".to_string());
     }
-    if ns.bool(Dest::ExperimentalUnsafeFp8e4m3fnAsFp8e4m3)
-        || ns.bool(Dest::InternalExperimentalUnsafeFp8e4m3fnAsFp8e4m3)
+    if inputs.experimental_unsafe_fp8e4m3fn_as_fp8e4m3
+        || inputs.internal_experimental_unsafe_fp8e4m3fn_as_fp8e4m3
     {
         v.push("--experimental-unsafe-fp8e4m3fn-as-fp8e4m3".to_string());
     }
@@ -52,24 +52,27 @@ pub fn xla_infergoldens_optional_flags(ns: &Namespace) -> Vec<String> {
 }
 
 /// `walrus_driver`'s optional flags after the fixed ones.
-pub fn walrus_driver_optional_flags(ns: &Namespace, dge_on_levels: &[String]) -> Vec<String> {
+pub(crate) fn walrus_driver_optional_flags(
+    inputs: &CompileInputs,
+    dge_on_levels: &[String],
+) -> Vec<String> {
     let mut v = Vec::new();
     if !dge_on_levels.is_empty() {
         v.push("--dge-levels".to_string());
         v.push(dge_on_levels.join(","));
     }
-    if ns.bool(Dest::InternalSmtAllocation) {
+    if inputs.internal_smt_allocation {
         v.push("--smt-allocation".to_string());
     }
-    if let Some(n) = ns.int(Dest::InternalMaxInstructionLimit) {
+    if let Some(n) = inputs.internal_max_instruction_limit {
         v.push("--max-instruction-limit".to_string());
         v.push(n.to_string());
     }
-    if let Some(p) = ns.str(Dest::InternalPrintAfter) {
+    if let Some(p) = &inputs.internal_print_after {
         v.push("--print-after".to_string());
         v.push(p.to_string());
     }
-    if let Some(n) = ns.int(Dest::InternalDmaQosClassCount) {
+    if let Some(n) = inputs.internal_dma_qos_class_count {
         v.push("--dma-qos-class-count".to_string());
         v.push(n.to_string());
     }
@@ -84,7 +87,10 @@ pub const BACKEND_CPU_LIMIT_S: u64 = 3600;
 /// `simplifyWeightTransform`): drop size-1 dims, then merge runs of axes that stay adjacent and in
 /// order under the permutation. `transpose[i]` is the input axis that becomes output axis `i`.
 /// The result moves every element to the same place as the original entry does.
-pub fn simplify_transpose(reshape: &[usize], transpose: &[usize]) -> (Vec<usize>, Vec<usize>) {
+pub(crate) fn simplify_transpose(
+    reshape: &[usize],
+    transpose: &[usize],
+) -> (Vec<usize>, Vec<usize>) {
     // Drop size-1 dims, renumbering the remaining axes.
     let keep: Vec<usize> = (0..reshape.len()).filter(|&a| reshape[a] != 1).collect();
     let renumber = |a: usize| keep.iter().position(|&k| k == a);

@@ -25,7 +25,7 @@ pub fn uuid_from_signature(ir_signature: &str) -> [u8; 16] {
 
 /// Which members the IR signature covers: every member except `info.json`, in member order
 /// (MD5 over their bytes).
-pub fn signature_covers(member: &str) -> bool {
+pub(crate) fn signature_covers(member: &str) -> bool {
     member != "info.json"
 }
 
@@ -33,14 +33,14 @@ pub fn signature_covers(member: &str) -> bool {
 /// `<Engine>.bin` for one of [`ENGINE_ORDER`] marks that engine present (index into the order).
 /// The sources name the engine-present bytes but not how they are derived; nxcc derives them from
 /// the engine binaries the backend wrote, so a NEFF says which engines have a program.
-pub fn engine_of_member(member: &str) -> Option<usize> {
+pub(crate) fn engine_of_member(member: &str) -> Option<usize> {
     let file = member.rsplit('/').next().unwrap_or(member);
     let engine = file.strip_suffix(".bin")?;
     ENGINE_ORDER.iter().position(|e| *e == engine)
 }
 
 /// The engine-present flags for a set of member names, in [`ENGINE_ORDER`].
-pub fn engines_present<'a>(members: impl IntoIterator<Item = &'a str>) -> [bool; 5] {
+pub(crate) fn engines_present<'a>(members: impl IntoIterator<Item = &'a str>) -> [bool; 5] {
     let mut present = [false; 5];
     for m in members {
         if let Some(i) = engine_of_member(m) {

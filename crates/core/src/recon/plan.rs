@@ -1,43 +1,43 @@
 //! RECON rules of plan building (02-plan.md).
 
-use crate::cli::namespace::{Dest, Namespace};
+use crate::cli::inputs::{CompileInputs, OptLevel};
+use crate::cli::lower::Given;
 use crate::jobs::Job;
 
 /// `process_serial_tpb_opts`: the seed names the step and fixes its place (after parsing, before
 /// validation) but not its content. Reconstructed as the check of `--neuroncore-pipeline-cores`,
 /// the one serial-TPB (pipelined NeuronCore) option: an integer ≥ 1. The error is a usage error
 /// (exit 2) in argparse's form.
-pub fn process_serial_tpb_opts(ns: &Namespace) -> Result<(), String> {
-    match ns.int(Dest::NeuroncorePipelineCores) {
-        Some(n) if n >= 1 => Ok(()),
-        None => Ok(()),
-        Some(_) => Err("argument --neuroncore-pipeline-cores: must be >= 1".to_string()),
+pub(crate) fn process_serial_tpb_opts(inputs: &CompileInputs) -> Result<(), String> {
+    match inputs.neuroncore_pipeline_cores {
+        n if n >= 1 => Ok(()),
+        _ => Err("argument --neuroncore-pipeline-cores: must be >= 1".to_string()),
     }
 }
 
 /// `--arch` when not given: the target's own family name.
-pub fn default_arch(target: &str) -> String {
+pub(crate) fn default_arch(target: &str) -> String {
     target.to_string()
 }
 
 /// `--enable-experimental-O1` (deprecated; DOCS: replaced by `-O1`) acts as `-O1` when `-O` was
 /// not given.
-pub fn experimental_o1_sets_optlevel(ns: &Namespace) -> bool {
-    ns.bool(Dest::EnableExperimentalO1) && !ns.used(Dest::Optlevel)
+pub(crate) fn experimental_o1_sets_optlevel(inputs: &CompileInputs, given: Given) -> bool {
+    inputs.enable_experimental_o1 && !given.optlevel
 }
 
 /// BIR simulation (the attribute name `bir_simulation` is ours): on when the tensorizer opt
 /// level is `nki` (WIKI: it appends the simulator stage) unless
 /// `--internal-disable-birsim-validation`.
-pub fn bir_simulation(ns: &Namespace) -> bool {
-    ns.str(Dest::InternalTensorizerOptLevel) == Some("nki")
-        && !ns.bool(Dest::InternalDisableBirsimValidation)
+pub(crate) fn bir_simulation(inputs: &CompileInputs) -> bool {
+    inputs.internal_tensorizer_opt_level.as_deref() == Some("nki")
+        && !inputs.internal_disable_birsim_validation
 }
 
 /// `--pipeline` items: space- or comma-separated, in order; `compile` stands for the collected
 /// names, any other item is a job name taken as is — an empty item too (`--pipeline ""`,
 /// `compile,,SaveTemps`), which the registry then refuses as it refuses any unknown name.
-pub fn expand_pipeline(items: &[String], collected: &[Job]) -> Vec<String> {
+pub(crate) fn expand_pipeline(items: &[String], collected: &[Job]) -> Vec<String> {
     let mut out = Vec::new();
     for item in items.iter().flat_map(|i| i.split(',')).map(str::trim) {
         if item == "compile" {
@@ -52,7 +52,10 @@ pub fn expand_pipeline(items: &[String], collected: &[Job]) -> Vec<String> {
 /// `--state in:<A>:out:<B>` (WIKI names the form): keep the sub-range from the first job named A
 /// through the first job named B, inclusive; an empty A or B means the start or the end.
 /// Returns the kept range, or the name that is not in the list.
-pub fn apply_state(state: &str, names: &[String]) -> Result<std::ops::Range<usize>, StateError> {
+pub(crate) fn apply_state(
+    state: &str,
+    names: &[String],
+) -> Result<std::ops::Range<usize>, StateError> {
     let rest = state.strip_prefix("in:").ok_or(StateError::Malformed)?;
     let (a, b) = rest.split_once(":out:").ok_or(StateError::Malformed)?;
     let find = |x: &str| {
@@ -97,16 +100,20 @@ pub enum FilterAction {
 /// - `InferGoldens` / `MetaInferGoldens`: dropped when `meta_module != 0` (the sub-module is
 ///   checked at link time, as the meta-module arm's own omission of goldens says);
 /// - every other name passes.
-pub fn name_filter(name: &str, ns: &Namespace, bir_simulation: bool) -> FilterAction {
+pub(crate) fn name_filter(
+    name: &str,
+    inputs: &CompileInputs,
+    bir_simulation: bool,
+) -> FilterAction {
     match Job::named(name) {
-        Some(Job::Watchpoint) if ns.get(Dest::InternalCompilerDebugMode) == &crate::cli::namespace::Value::None => FilterAction::Drop(
+        Some(Job::Watchpoint) if inputs.internal_compiler_debug_mode.is_none() => FilterAction::Drop(
             "Watchpoint dropped from the pipeline: it runs only with --internal-compiler-debug-mode".to_string(),
         ),
         Some(Job::BIRSim) if !bir_simulation => FilterAction::Drop(
             "BIRSim dropped from the pipeline: BIR simulation is off (it needs --internal-tensorizer-opt-level=nki)"
                 .to_string(),
         ),
-        Some(Job::InferGoldens | Job::MetaInferGoldens) if ns.int(Dest::MetaModule).unwrap_or(0) != 0 => {
+        Some(Job::InferGoldens | Job::MetaInferGoldens) if inputs.meta_module != 0 => {
             FilterAction::DropSilently("golden evaluation is done at link time for a meta-module")
         }
         _ => FilterAction::Keep,
@@ -118,17 +125,18 @@ pub fn name_filter(name: &str, ns: &Namespace, bir_simulation: bool) -> FilterAc
 /// `scheduler`, `enable_bir_vnsplitter`, `neuroncore_pipeline_cores`); the gates and the order
 /// (the corpus order) are reconstructed. `lsa` and `coloring` are allocator option values of the
 /// native tool, not passes.
-pub fn walrus_passes(ns: &Namespace, optlevel: &str, bir_simulation: bool) -> Vec<&'static str> {
-    let scheduler = ns.str(Dest::Scheduler).unwrap_or("none");
-    let allocator = ns.str(Dest::Allocator).unwrap_or("coloring");
-    let vnsplitter = ns.bool(Dest::EnableBirVnsplitter);
+pub fn walrus_passes(inputs: &CompileInputs, bir_simulation: bool) -> Vec<&'static str> {
+    let optlevel = inputs.optlevel;
+    let scheduler = inputs.scheduler.as_str();
+    let allocator = inputs.allocator.as_str();
+    let vnsplitter = inputs.enable_bir_vnsplitter;
     let mut p = vec!["unroll", "lower_ac"];
     p.push(match scheduler {
         "experimental-loop-lsa" => "experimental_loop_lsa",
         "experimental-loop-shift-left" => "experimental_loop_shift_left",
         _ => "pre_sched",
     });
-    if ns.int(Dest::NeuroncorePipelineCores).unwrap_or(1) > 1 {
+    if inputs.neuroncore_pipeline_cores > 1 {
         p.push("partitioner");
     }
     if vnsplitter {
@@ -139,10 +147,10 @@ pub fn walrus_passes(ns: &Namespace, optlevel: &str, bir_simulation: bool) -> Ve
     } else {
         "coloring_allocator"
     });
-    if optlevel != "0" {
+    if optlevel != OptLevel::O0 {
         p.push("dma_optimization");
     }
-    if ns.bool(Dest::EnableInternalAntiDependenceReduction) {
+    if inputs.enable_internal_anti_dependence_reduction {
         p.push("anti_dependency_analyzer");
     }
     if !vnsplitter {
@@ -153,14 +161,14 @@ pub fn walrus_passes(ns: &Namespace, optlevel: &str, bir_simulation: bool) -> Ve
     } else {
         "post_sched"
     });
-    if optlevel == "2" {
+    if optlevel == OptLevel::O2 {
         p.push("tensorcopy_accel");
     }
-    if optlevel != "0" {
+    if optlevel != OptLevel::O0 {
         p.push("dep_reduction");
     }
     p.push("print_metrics");
-    if !ns.bool(Dest::InternalDisableBirverifierValidation) {
+    if !inputs.internal_disable_birverifier_validation {
         p.push("birverifier");
     }
     if bir_simulation {

@@ -14,7 +14,7 @@ pub const PYTHON_PROBE: &str =
 
 /// A toolchain directory given as the root of a layout (`DIR/bin/<tools>`, as `nxcc toolchain
 /// sim DIR` writes it) is used through its `bin/` subdirectory when `DIR` itself holds no tools.
-pub fn prefer_bin_subdir(dir_has_tools: bool, bin_has_tools: bool) -> bool {
+pub(crate) fn prefer_bin_subdir(dir_has_tools: bool, bin_has_tools: bool) -> bool {
     !dir_has_tools && bin_has_tools
 }
 

@@ -21,9 +21,13 @@ impl EventWriter {
     /// The writer named by [`EVENTS_FD_ENV`], if the worker was given one.
     pub fn from_env() -> Option<EventWriter> {
         let fd: i32 = std::env::var(EVENTS_FD_ENV).ok()?.parse().ok()?;
-        if fd < 3
-            || rustix::io::fcntl_getfd(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).is_err()
-        {
+        if fd < 3 {
+            return None;
+        }
+        // SAFETY: the number is not -1, and it is only borrowed for one fcntl, which fails
+        // harmlessly (EBADF) when nothing is open under it.
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        if rustix::io::fcntl_getfd(borrowed).is_err() {
             return None;
         }
         // SAFETY: the supervisor passed this descriptor to us for exactly this use, and nothing
@@ -33,7 +37,7 @@ impl EventWriter {
     }
 
     /// The writer on a descriptor this process owns (a forked worker's end of the pipe).
-    pub fn from_fd(fd: OwnedFd) -> EventWriter {
+    pub(crate) fn from_fd(fd: OwnedFd) -> EventWriter {
         // Tools must not inherit it (a straggler would keep the supervisor's reader open).
         let _ = rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC);
         EventWriter {

@@ -18,7 +18,7 @@ pub const MAX_HANDOFF: u64 = 64 << 20;
 
 /// An anonymous file holding `bytes`, positioned at its start, close-on-exec (the caller clears
 /// that for the one child it hands it to).
-pub fn file_with(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+pub(crate) fn file_with(bytes: &[u8]) -> std::io::Result<OwnedFd> {
     let mut file = match rustix::fs::memfd_create("nxcc-handoff", rustix::fs::MemfdFlags::CLOEXEC) {
         Ok(fd) => std::fs::File::from(fd),
         Err(_) => tempfile::tempfile()?,
@@ -60,7 +60,7 @@ pub fn take() -> std::io::Result<Option<Vec<u8>>> {
 }
 
 /// The descriptor's number, for the child's environment.
-pub fn fd_text(fd: &OwnedFd) -> String {
+pub(crate) fn fd_text(fd: &OwnedFd) -> String {
     fd.as_raw_fd().to_string()
 }
 

@@ -48,7 +48,7 @@ fn emit_line(bytes: &[u8], emit: &mut dyn FnMut(&str)) {
 }
 
 /// Read `reader` to its end, delivering its lines; a read error ends the stream like its end.
-pub fn read_all(mut reader: impl std::io::Read, emit: &mut dyn FnMut(&str)) {
+pub(crate) fn read_all(mut reader: impl std::io::Read, emit: &mut dyn FnMut(&str)) {
     let mut lines = Lines::default();
     let mut buf = vec![0u8; 64 * 1024];
     loop {

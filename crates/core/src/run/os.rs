@@ -13,7 +13,7 @@ use rustix::process::{kill_process_group, Pid, Signal, WaitId, WaitIdOptions};
 /// sends the signal when the *thread* that forked this process exits, so the parent must start
 /// children from a thread that outlives them. Async-signal-safe (raw system calls, no
 /// allocation): usable between `fork` and `exec`.
-pub fn die_with_parent(parent: u32, signal: Signal) -> io::Result<()> {
+pub(crate) fn die_with_parent(parent: u32, signal: Signal) -> io::Result<()> {
     rustix::process::set_parent_process_death_signal(Some(signal))?;
     let now = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32);
     if now != parent {
@@ -71,7 +71,7 @@ impl ProcStat {
 }
 
 /// A field of `/proc/self/status` in its unit (`Threads`, `VmHWM` in kB, ...).
-pub fn own_status_field(name: &str) -> Option<u64> {
+pub(crate) fn own_status_field(name: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/status").ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
@@ -79,7 +79,7 @@ pub fn own_status_field(name: &str) -> Option<u64> {
 }
 
 /// This process's resident memory now, MiB (`/proc/self/statm`; 0 if it cannot be read).
-pub fn own_memory_mb() -> u64 {
+pub(crate) fn own_memory_mb() -> u64 {
     // SAFETY: `sysconf` has no preconditions.
     let page_size = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
     std::fs::read_to_string("/proc/self/statm")
@@ -89,14 +89,14 @@ pub fn own_memory_mb() -> u64 {
 }
 
 /// Send `sig` to the process group led by `pid` (errors ignored: the group may be empty).
-pub fn signal_group(pid: u32, sig: Signal) {
+pub(crate) fn signal_group(pid: u32, sig: Signal) {
     if let Some(pgid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
         let _ = kill_process_group(pgid, sig);
     }
 }
 
 /// Block until `pid` has exited, without reaping it.
-pub fn wait_for_exit(pid: u32) {
+pub(crate) fn wait_for_exit(pid: u32) {
     let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
         return;
     };
@@ -113,7 +113,7 @@ pub fn wait_for_exit(pid: u32) {
 }
 
 /// Reap `pid`: its wait status and resource usage.
-pub fn reap(pid: u32) -> io::Result<(i32, libc::rusage)> {
+pub(crate) fn reap(pid: u32) -> io::Result<(i32, libc::rusage)> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
     loop {
         let mut status = 0;

@@ -6,7 +6,7 @@
 //! program registered with [`Signals::on_signal`] — typically `move |_| cancel.cancel()` on the
 //! [`Cancel`](super::process::Cancel) of the running job, which then gets SIGTERM on its process
 //! group and SIGKILL after the grace period. The program waits with [`Signals::wait_timeout`] or
-//! polls [`Signals::received`], and exits with [`exit_status_for`] the signal.
+//! polls `Signals::received`, and exits with [`exit_status_for`] the signal.
 //!
 //! SIGPIPE is left as the Rust runtime sets it: ignored, so a write to a closed pipe returns
 //! `EPIPE` instead of killing nxcc. Children get the default disposition back (the standard
@@ -113,7 +113,7 @@ pub fn signal_text(sig: i32) -> String {
 }
 
 /// The conventional name of a signal number (`"SIGSEGV"`), for messages.
-pub fn signal_name(sig: i32) -> Option<&'static str> {
+pub(crate) fn signal_name(sig: i32) -> Option<&'static str> {
     Some(match sig {
         libc::SIGHUP => "SIGHUP",
         libc::SIGINT => "SIGINT",
@@ -152,7 +152,7 @@ pub fn signal_name(sig: i32) -> Option<&'static str> {
 
 impl Signals {
     /// The first handled signal nxcc received, if any.
-    pub fn received(&self) -> Option<i32> {
+    pub(crate) fn received(&self) -> Option<i32> {
         match FIRST.load(Ordering::SeqCst) {
             0 => None,
             sig => Some(sig),
@@ -285,55 +285,9 @@ mod tests {
         let signals = install().expect("install");
         match mode.as_str() {
             // Send ourselves a signal; report what the handle and a callback observed.
-            "INT" | "TERM" | "HUP" => {
-                let sig = match mode.as_str() {
-                    "INT" => Signal::INT,
-                    "TERM" => Signal::TERM,
-                    _ => Signal::HUP,
-                };
-                let observed = Arc::new(AtomicI32::new(0));
-                let seen = observed.clone();
-                signals.on_signal(move |sig| seen.store(sig, Ordering::SeqCst));
-                assert_eq!(signals.received(), None);
-                assert_eq!(signals.wait_timeout(Duration::from_millis(50)), None);
-                kill_process(getpid(), sig).expect("kill self");
-                let got = signals.wait_timeout(Duration::from_secs(5));
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while observed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                println!(
-                    "RESULT waited={got:?} callback={} received={:?}",
-                    observed.load(Ordering::SeqCst),
-                    signals.received()
-                );
-                std::process::exit(exit_status_for(got.unwrap_or(0)));
-            }
+            "INT" | "TERM" | "HUP" => helper_signal(&signals, &mode),
             // A signal while a child runs cancels it (the supervisor's wiring).
-            "CANCEL" => {
-                use crate::run::process::{run, Cancel, Spec};
-                let cancel = Cancel::new();
-                let on_signal = cancel.clone();
-                signals.on_signal(move |_| on_signal.cancel());
-                let spec = Spec::new("/bin/sh", "/").args(["-c", "echo ready; exec sleep 100"]);
-                let outcome = run(
-                    &spec,
-                    &mut |_, line| {
-                        if line == "ready" {
-                            kill_process(getpid(), Signal::TERM).expect("kill self");
-                        }
-                    },
-                    &cancel,
-                )
-                .expect("run");
-                println!(
-                    "RESULT cancelled={};termination={};wall_ms={}",
-                    matches!(outcome.end, crate::run::process::End::Cancelled(_)),
-                    outcome.termination(),
-                    outcome.wall.as_millis()
-                );
-                std::process::exit(exit_status_for(signals.received().unwrap_or(0)));
-            }
+            "CANCEL" => helper_cancel(&signals),
             // The parent is not who we expect: the call kills us with SIGKILL.
             "WRONG-PARENT" => {
                 let real = std::os::unix::process::parent_id();
@@ -348,21 +302,7 @@ mod tests {
                 std::process::exit(0);
             }
             // A parent of a worker that asks for the parent-death signal itself.
-            "MIDDLE" => {
-                let mut worker = Command::new(std::env::current_exe().expect("current_exe"))
-                    .args([
-                        "--exact",
-                        HELPER_TEST,
-                        "--ignored",
-                        "--nocapture",
-                        "--test-threads=1",
-                    ])
-                    .env(HELPER_ENV, "WORKER")
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .expect("spawn worker");
-                let _ = worker.wait();
-            }
+            "MIDDLE" => helper_middle(),
             "WORKER" => {
                 let parent = std::os::unix::process::parent_id();
                 die_with_parent_or_kill(parent);
@@ -372,6 +312,75 @@ mod tests {
             }
             other => panic!("unknown helper mode {other}"),
         }
+    }
+
+    /// Send ourselves a signal; report what the handle and a callback observed.
+    fn helper_signal(signals: &Signals, mode: &str) -> ! {
+        let sig = match mode {
+            "INT" => Signal::INT,
+            "TERM" => Signal::TERM,
+            _ => Signal::HUP,
+        };
+        let observed = Arc::new(AtomicI32::new(0));
+        let seen = observed.clone();
+        signals.on_signal(move |sig| seen.store(sig, Ordering::SeqCst));
+        assert_eq!(signals.received(), None);
+        assert_eq!(signals.wait_timeout(Duration::from_millis(50)), None);
+        kill_process(getpid(), sig).expect("kill self");
+        let got = signals.wait_timeout(Duration::from_secs(5));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while observed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        println!(
+            "RESULT waited={got:?} callback={} received={:?}",
+            observed.load(Ordering::SeqCst),
+            signals.received()
+        );
+        std::process::exit(exit_status_for(got.unwrap_or(0)));
+    }
+
+    /// A signal while a child runs cancels it (the supervisor's wiring).
+    fn helper_cancel(signals: &Signals) -> ! {
+        use crate::run::process::{run, Cancel, Spec};
+        let cancel = Cancel::new();
+        let on_signal = cancel.clone();
+        signals.on_signal(move |_| on_signal.cancel());
+        let spec = Spec::new("/bin/sh", "/").args(["-c", "echo ready; exec sleep 100"]);
+        let outcome = run(
+            &spec,
+            &mut |_, line| {
+                if line == "ready" {
+                    kill_process(getpid(), Signal::TERM).expect("kill self");
+                }
+            },
+            &cancel,
+        )
+        .expect("run");
+        println!(
+            "RESULT cancelled={};termination={};wall_ms={}",
+            matches!(outcome.end, crate::run::process::End::Cancelled(_)),
+            outcome.termination(),
+            outcome.wall.as_millis()
+        );
+        std::process::exit(exit_status_for(signals.received().unwrap_or(0)));
+    }
+
+    /// A parent of a worker that asks for the parent-death signal itself.
+    fn helper_middle() {
+        let mut worker = Command::new(std::env::current_exe().expect("current_exe"))
+            .args([
+                "--exact",
+                HELPER_TEST,
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HELPER_ENV, "WORKER")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn worker");
+        let _ = worker.wait();
     }
 
     /// Run the helper in `mode`; its exit status (code or signal) and its `RESULT` line.

@@ -50,7 +50,7 @@ pub enum Start<'a> {
         /// Bytes handed to it (`super::handoff`): what it is to do.
         input: Option<Vec<u8>>,
     },
-    /// Fork this process — which must be single-threaded ([`single_threaded`]) — and run `body`
+    /// Fork this process — which must be single-threaded (`single_threaded`) — and run `body`
     /// in the child, which exits with its result: no exec, no second parse and plan. The worker's
     /// output is then inherited.
     Fork(&'a (dyn Fn(EventWriter) -> i32 + Sync)),
@@ -120,7 +120,7 @@ impl WorkerSpec<'_> {
 
 /// Whether this process has only one thread (so it may fork and go on running Rust code in the
 /// child).
-pub fn single_threaded() -> bool {
+pub(crate) fn single_threaded() -> bool {
     super::os::own_status_field("Threads") == Some(1)
 }
 
@@ -136,10 +136,11 @@ pub fn become_subreaper() -> std::io::Result<()> {
 }
 
 /// Reap every exited child; whether any child is still alive.
-pub fn children_left() -> bool {
+pub(crate) fn children_left() -> bool {
     loop {
-        // SAFETY: waitid fills the zeroed siginfo we own.
+        // SAFETY: siginfo_t is plain data, for which all zeroes is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid fills the siginfo we own, through a pointer valid for the call.
         let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG) };
         if rc != 0 {
             return false; // ECHILD: no children at all
@@ -152,7 +153,7 @@ pub fn children_left() -> bool {
 }
 
 /// SIGKILL this process's children (what a subreaper inherited), scanning `/proc`.
-pub fn kill_children() {
+pub(crate) fn kill_children() {
     let me = std::process::id();
     for pid in processes() {
         if ProcStat::read(pid).is_some_and(|s| s.ppid == me) {
@@ -191,7 +192,7 @@ pub struct StartError {
 
 /// SIGKILL every process of a session (scanning `/proc`), until none is left or `rounds` scans
 /// found nothing new. Returns how many were signalled.
-pub fn kill_session(sid: u32) -> usize {
+pub(crate) fn kill_session(sid: u32) -> usize {
     kill_members(sid, &|sid| session_members(sid))
 }
 
@@ -215,7 +216,7 @@ fn kill_members(sid: u32, members: &dyn Fn(u32) -> Vec<u32>) -> usize {
 }
 
 /// The live (non-zombie) processes whose session id is `sid`.
-pub fn session_members(sid: u32) -> Vec<u32> {
+pub(crate) fn session_members(sid: u32) -> Vec<u32> {
     processes()
         .filter(|&pid| ProcStat::read(pid).is_some_and(|s| s.state != 'Z' && s.session == sid))
         .collect()
@@ -605,8 +606,10 @@ fn fork_worker(
 /// Wait for our child `pid` (retrying on EINTR); its raw wait status and peak RSS in KiB.
 fn wait_with_usage(pid: u32) -> (i32, u64) {
     let mut status = 0;
-    // SAFETY: wait4 on our own child, into a status and a zeroed rusage we own.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, into a status and a rusage we own, through pointers valid
+    // for the call.
     while unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) } < 0 {
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return (0, 0);

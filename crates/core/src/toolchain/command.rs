@@ -2,83 +2,63 @@
 //! simulated one) and each tool's path; `sim DIR` has the simulated toolchain behind
 //! [`Simulator`](super::Simulator) lay itself out in `DIR`.
 
-use crate::cli::argparse::{Nargs, Positional};
-use crate::cli::flags::{self, flag, Action, Choices, Flag, Kind as FlagKind, Scope, Visibility};
-use crate::cli::subcommand::{err, out, Stop, Subcommand, HELP};
+use crate::cli::subcommand::{err, out, parse, DriverOptions};
 use crate::recon::toolchain::{SIM_MARKER, TOOLCHAIN_ENV};
 use crate::toolchain::{self, Request, LIBWALRUS, TEST_INSTRUMENT, TOOLS};
 
-static TOOLCHAIN_FLAG: Flag = flag(
-    "--toolchain",
-    &[],
-    "toolchain",
-    Action::Store,
-    FlagKind::Str,
-    flags::Default::None,
-    Choices::Any,
-    Visibility::Public,
-    Scope::Compile,
-    "nxcc",
-    "For show: the toolchain to describe (DIR or sim), as compile's --toolchain takes it.",
-);
+/// Lay out or describe a toolchain directory.
+///
+/// `sim DIR` lays out the simulated toolchain, a test instrument: its NEFFs cannot run on Neuron
+/// hardware. `show` says where a compile would take its toolchain from.
+#[derive(Debug, clap::Parser)]
+pub(crate) struct ToolchainCommand {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) action: Action,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) driver: DriverOptions,
+}
 
-const POSITIONALS: [Positional; 2] = [
-    Positional {
-        metavar: "{sim,show}",
-        nargs: Nargs::One,
-        help: "sim DIR: lay out a simulated toolchain in DIR; show: say where the toolchain comes from.",
+/// `nxcc toolchain`'s actions.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Action {
+    /// Lay out a standalone simulated toolchain in DIR.
+    ///
+    /// bin/nxcc-sim (this executable), bin/<tool> links to it, bin/.nxcc-simulated-toolchain,
+    /// lib/libwalrus.so (when built). A test instrument: its outputs cannot run on Neuron
+    /// hardware.
+    Sim {
+        /// The directory to lay the simulated toolchain out in.
+        #[arg(value_name = "DIR")]
+        dir: String,
     },
-    Positional {
-        metavar: "DIR",
-        nargs: Nargs::Optional,
-        help: "The directory to lay the simulated toolchain out in (for sim).",
+    /// Say where a compile would take its toolchain from, and each tool's path.
+    Show {
+        /// The toolchain to describe (DIR or sim), as compile's --toolchain takes it.
+        #[arg(long, value_name = "TOOLCHAIN")]
+        toolchain: Option<String>,
     },
-];
-
-static OWN_FLAGS: [&Flag; 2] = [&HELP, &TOOLCHAIN_FLAG];
-
-static COMMAND: Subcommand = Subcommand {
-    name: "toolchain",
-    flags: &OWN_FLAGS,
-    positionals: &POSITIONALS,
-    about: "Lay out or describe a toolchain directory.\n\n  sim DIR   lay out a standalone simulated toolchain in DIR: bin/nxcc-sim (this executable),\n            bin/<tool> links to it, bin/.nxcc-simulated-toolchain, lib/libwalrus.so (when\n            built; a test instrument: its outputs cannot run on Neuron hardware)\n  show      say where a compile would take its toolchain from, and each tool's path",
-};
+}
 
 /// `nxcc toolchain sim DIR` / `nxcc toolchain show`; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
-    let usage_error = |message: &str| Stop::Usage(COMMAND.usage_error(prog, message)).report();
-    let parsed = match COMMAND.parse(prog, args) {
-        Ok(p) => p,
+    let cmd: ToolchainCommand = match parse(prog, "toolchain", args) {
+        Ok(c) => c,
         Err(stop) => return stop.report(),
     };
-    let action = parsed.positionals.first().and_then(|v| v.first());
-    let dir = parsed.positionals.get(1).and_then(|v| v.first());
-    match (action.map(String::as_str), dir) {
-        (None, _) => usage_error("the following arguments are required: {sim,show}"),
-        (Some("sim"), None) => {
-            usage_error("toolchain sim: the following arguments are required: DIR")
-        }
-        (Some("sim"), Some(dir)) => {
-            if parsed.str("toolchain").is_some() {
-                return usage_error("--toolchain applies to show only");
+    match cmd.action {
+        Action::Sim { dir } => match crate::toolchain::simulator() {
+            Some(simulator) => simulator.lay_out_command(&dir),
+            None => {
+                err(&format!(
+                    "[ERROR] cannot lay out a simulated toolchain: {}\n",
+                    crate::toolchain::no_simulator()
+                ));
+                1
             }
-            match crate::toolchain::simulator() {
-                Some(simulator) => simulator.lay_out_command(dir),
-                None => {
-                    err(&format!(
-                        "[ERROR] cannot lay out a simulated toolchain: {}\n",
-                        crate::toolchain::no_simulator()
-                    ));
-                    1
-                }
-            }
-        }
-        (Some("show"), Some(extra)) => usage_error(&format!("unrecognized arguments: {extra}")),
-        (Some("show"), None) => show(parsed.str("toolchain")),
-        (Some(other), _) => usage_error(&format!(
-            "argument {{sim,show}}: invalid choice: {} (choose from 'sim', 'show')",
-            crate::cli::argparse::py_repr(other)
-        )),
+        },
+        Action::Show { toolchain } => show(toolchain.as_deref()),
     }
 }
 

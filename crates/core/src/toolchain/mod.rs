@@ -82,7 +82,7 @@ impl Toolchain {
 
     /// Why `tool` does not resolve here, for a message: the toolchain directory does not exist
     /// (or is not a directory), or neither place a tool is looked for holds it.
-    pub fn why_missing(&self, tool: &str) -> String {
+    pub(crate) fn why_missing(&self, tool: &str) -> String {
         match std::fs::metadata(&self.bin) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
                 "the toolchain directory {} does not exist",
@@ -142,7 +142,7 @@ pub fn from_dir(dir: &Path) -> Toolchain {
 
 /// The directory `--toolchain sim` lays the simulated toolchain out in (once): the user cache
 /// directory, per nxcc version and per running executable
-/// (`sim-toolchain-<version>-<`[`program_identity`]`>`), so that two builds at one version —
+/// (`sim-toolchain-<version>-<``program_identity``>`), so that two builds at one version —
 /// two checkouts, a rebuild, an installed copy — never run each other's tools.
 pub fn simulated_home() -> PathBuf {
     user_cache_dir().join(format!(
@@ -201,7 +201,7 @@ fn password_home() -> Option<PathBuf> {
 /// 16 hex digits naming the running executable: blake3 over its canonical path, device, inode,
 /// size and modification time (one `stat`, computed once). A rebuild or a copy is another
 /// executable; the same file is the same one.
-pub fn program_identity() -> &'static str {
+pub(crate) fn program_identity() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(|| {
         use std::os::unix::fs::MetadataExt;
@@ -233,13 +233,13 @@ pub fn simulated() -> Toolchain {
 }
 
 /// Ask `python3` (once, bounded) where an installed `neuronxcc` package keeps its tools.
-pub fn probe_python_package() -> Option<PathBuf> {
+pub(crate) fn probe_python_package() -> Option<PathBuf> {
     probe_python_package_with(Path::new("python3"))
 }
 
 /// [`probe_python_package`] with the Python interpreter `python` (a name looked up on PATH, or
 /// a path).
-pub fn probe_python_package_with(python: &Path) -> Option<PathBuf> {
+pub(crate) fn probe_python_package_with(python: &Path) -> Option<PathBuf> {
     let mut child = Command::new(python)
         .arg("-c")
         .arg(rules::PYTHON_PROBE)
@@ -322,6 +322,6 @@ pub fn simulator() -> Option<&'static dyn Simulator> {
 }
 
 /// The error for a simulated toolchain asked of a program that registered none.
-pub fn no_simulator() -> std::io::Error {
+pub(crate) fn no_simulator() -> std::io::Error {
     std::io::Error::other("this program was built without the simulated toolchain")
 }

@@ -29,7 +29,7 @@ use crate::engine::result::CompileResult;
 use crate::engine::session::{Cancellation, Options};
 use crate::engine::Engine;
 use crate::metadata::Metadata;
-use crate::plan::{Plan, PlanError, RequestProbe, SystemProbe};
+use crate::plan::{Invocation, RequestProbe, SystemProbe};
 use crate::re;
 use crate::run::process::Cancel;
 use crate::text;
@@ -377,30 +377,27 @@ fn free_space(dir: &Path) -> Option<u64> {
     Some(s.f_bavail.saturating_mul(s.f_frsize))
 }
 
-/// The action's plan, as `nxcc compile` would make it in the action's directory with the
+/// The action's invocation, as `nxcc compile` would make it in the action's directory with the
 /// action's environment (with this worker's `--toolchain`, and its log in that directory), or
 /// how planning failed: its status and its text.
-fn plan_of(w: &Worker, c: &Checked, dir: &Path) -> Result<Plan, (CompileStatus, String)> {
+fn plan_of(w: &Worker, c: &Checked, dir: &Path) -> Result<Invocation, (CompileStatus, String)> {
     let mut argv: Vec<String> = c.args[1..].to_vec();
     if let With::Toolchain(t) = &w.with {
         argv.extend(["--toolchain".into(), t.clone()]);
         argv.extend(["--logfile".into(), "log-neuron-cc.txt".into()]);
     }
-    let args = match crate::cli::parse(PROGRAM, &argv) {
-        Ok(crate::cli::Command::Compile(c)) => c,
-        Ok(_) => {
-            let text = "the action is not a compile".to_string();
-            return Err((CompileStatus::Failed(Failure::Usage), text));
-        }
-        Err(e) => return Err((CompileStatus::Failed(Failure::Usage), e.render())),
-    };
     let probe = RequestProbe {
         system: SystemProbe::at(dir),
         env: &c.env,
     };
-    crate::plan::build(&args, &probe).map_err(|e| match e {
-        PlanError::Usage(u) => (CompileStatus::Failed(Failure::Usage), u.render()),
-        PlanError::Compile(e) => (CompileStatus::Failed(Failure::Plan), e.to_string()),
+    Invocation::from_argv(PROGRAM, &argv, &probe).map_err(|r| match r.failure() {
+        Some(failure) if !matches!(r, crate::plan::Refusal::NotACompile(_)) => {
+            (CompileStatus::Failed(failure), r.render())
+        }
+        _ => {
+            let text = "the action is not a compile".to_string();
+            (CompileStatus::Failed(Failure::Usage), text)
+        }
     })
 }
 
@@ -416,7 +413,7 @@ struct Compiled {
 fn compile(
     w: &Worker,
     c: &Checked,
-    planned: Result<Plan, (CompileStatus, String)>,
+    planned: Result<Invocation, (CompileStatus, String)>,
     cancel: &Cancel,
 ) -> Compiled {
     let streams = Arc::new(Mutex::new((Tail::default(), Tail::default())));
@@ -553,7 +550,7 @@ fn store(
 
 /// The memory estimate of the compile `args` (`compile <model> ...`) laid out in `dir`: the
 /// cache's estimate for its plan (recorded, similar, or the formula), as the daemon makes it.
-fn estimate_of(w: &Worker, plan: Option<&Plan>, dir: &Path, args: &[String]) -> u64 {
+fn estimate_of(w: &Worker, plan: Option<&Invocation>, dir: &Path, args: &[String]) -> u64 {
     let engine = match &w.with {
         With::Compiler(p) => Engine::external(p),
         With::Toolchain(_) => Engine::Pipeline,

@@ -5,25 +5,24 @@
 
 use super::maintain;
 use crate::cache::actions::{human_bytes, print, Ended, EXIT_CORRUPT};
+use crate::cache::args::{action_name, CacheAction};
 use crate::cache::settings;
-use crate::cli::argparse::Parsed;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
 use crate::words::count;
 
-/// Run `action` on the shared tier at `url`.
-pub fn run(prog: &str, action: &str, parsed: &Parsed, url: &str) -> Ended {
-    let json = parsed.flag("json");
+/// Run `action` on the shared tier at `url` (`explain` and `clean` are never sent here).
+pub(crate) fn run(prog: &str, action: &CacheAction, url: &str, json: bool) -> Ended {
     let store = match crate::objstore::open(url) {
         Ok(s) => s,
         Err(e) => return Ok(failed(url, &e)),
     };
     let store = store.as_ref();
     let done = match action {
-        "stats" => maintain::stats(store).map(|s| {
+        CacheAction::Stats(_) => maintain::stats(store).map(|s| {
             print(json, &s, || stats_text(&s));
             0
         }),
-        "verify" => maintain::verify(store).map(|r| {
+        CacheAction::Verify(_) => maintain::verify(store).map(|r| {
             print(json, &r, || {
                 let mut t = String::new();
                 for (key, why) in &r.corrupt {
@@ -43,8 +42,8 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, url: &str) -> Ended {
                 EXIT_CORRUPT
             }
         }),
-        "gc" => {
-            let max = match parsed.str("max_size") {
+        CacheAction::Gc(gc) => {
+            let max = match gc.max_size.as_deref() {
                 Some(s) => settings::parse_size(s).map_err(|e| format!("argument --max-size: {e}"))?,
                 None => match maintain::config(store).map(|c| c.max_size.filter(|n| *n > 0)) {
                     Ok(Some(n)) => n,
@@ -68,8 +67,11 @@ pub fn run(prog: &str, action: &str, parsed: &Parsed, url: &str) -> Ended {
                 0
             })
         }
-        "config" => return config(prog, store, url, json, &parsed.positionals[1]),
-        _ => maintain::clear(store).map(|n| {
+        CacheAction::Config(c) => return config(prog, store, url, json, &c.pairs),
+        CacheAction::Explain(_) | CacheAction::Clean(_) => {
+            return Err(format!("{}: not on a shared tier", action_name(action)))
+        }
+        CacheAction::Clear => maintain::clear(store).map(|n| {
             print(json, &serde_json::json!({ "evicted": n }), || {
                 format!("evicted {}\n", count(n, "entry", "entries"))
             });

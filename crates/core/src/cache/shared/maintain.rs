@@ -15,7 +15,7 @@
 //! - An entry is evicted by removing its marker first (then it is gone for every reader at
 //!   once), then its files.
 //! - `gc` also removes publications no marker names (killed uploads) once an hour old, and
-//!   lock objects whose holder is gone ([`crate::lockfile::judge_text`]).
+//!   lock objects whose holder is gone (`crate::lockfile::judge_text`).
 
 use std::collections::BTreeMap;
 
@@ -209,7 +209,7 @@ pub fn gc(store: &dyn Storage, max_bytes: u64, now_ms: u64) -> Result<GcReport, 
 
 /// After a publication of `bytes`: add them to the running total, and evict down to the tier's
 /// `max_size` once the total passes it; what was evicted, if anything.
-pub fn after_publish(
+pub(crate) fn after_publish(
     store: &dyn Storage,
     bytes: u64,
     now_ms: u64,

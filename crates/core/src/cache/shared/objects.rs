@@ -34,7 +34,7 @@ pub const TOUCH_EVERY_MS: u64 = 3_600_000;
 pub const LOG_LIMIT: u64 = 64 << 20;
 
 /// The folder of `key`'s objects.
-pub fn key_dir(key: &str) -> String {
+pub(crate) fn key_dir(key: &str) -> String {
     format!("{TOP}/{}/{key}", &key[..2.min(key.len())])
 }
 
@@ -71,7 +71,7 @@ impl From<StorageError> for FetchError {
 }
 
 /// The publication id a marker names; `None`: not a marker of nxcc's.
-pub fn parse_done(text: &[u8]) -> Option<String> {
+pub(crate) fn parse_done(text: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(text).ok()?.trim_end();
     let id = text
         .strip_prefix(MARK)?
@@ -86,7 +86,7 @@ pub fn parse_done(text: &[u8]) -> Option<String> {
 }
 
 /// The publication id `key`'s marker names, and the marker; `None` if the key has no entry.
-pub fn published_id(
+pub(crate) fn published_id(
     store: &dyn Storage,
     key: &str,
 ) -> Result<Option<(String, super::Object)>, FetchError> {

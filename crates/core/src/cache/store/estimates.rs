@@ -10,7 +10,7 @@ pub const ESTIMATES_DIR: &str = "estimates";
 
 impl Cache {
     /// The estimate index directory, `nxcc-v1/estimates` (created when `create`).
-    pub fn estimates_dir(&self, create: bool) -> std::io::Result<Option<Dir>> {
+    pub(crate) fn estimates_dir(&self, create: bool) -> std::io::Result<Option<Dir>> {
         match self.open_root(create)? {
             Some(root) => subdir(&root, ESTIMATES_DIR, create),
             None => Ok(None),
@@ -18,7 +18,7 @@ impl Cache {
     }
 
     /// Remove the estimate index (renamed away, then deleted; a link is removed, not followed).
-    pub fn clear_estimates(&self) -> std::io::Result<bool> {
+    pub(crate) fn clear_estimates(&self) -> std::io::Result<bool> {
         let Some(root) = self.open_root(false)? else {
             return Ok(false);
         };

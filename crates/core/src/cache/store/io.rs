@@ -23,7 +23,7 @@ const FICLONE: libc::c_ulong = 0x4004_9409;
 
 /// Copy `src` into `dst` and return the blake3 and size of what `dst` now holds. A reflink when
 /// the file system can, else an in-kernel copy (`copy_file_range`); then `dst` is read back and
-/// hashed ([`hashing::hash_file_into`]'s ways: mapped on every core when large). Where neither
+/// hashed ([`hashing::hash_open_into`]'s ways: mapped on every core when large). Where neither
 /// works, a copy through this process, hashing what it writes. Either way the bytes hashed are
 /// the bytes written.
 pub(super) fn copy_hashing(src: &File, dst: &File) -> Result<(blake3::Hash, u64), CopyError> {
@@ -125,7 +125,7 @@ fn hash_back(dst: &File) -> std::io::Result<(blake3::Hash, u64)> {
 }
 
 /// The blake3 and size of a plain file of a directory (opened without following a link).
-pub fn hash_in(dir: &Dir, name: &str) -> std::io::Result<(blake3::Hash, u64)> {
+pub(crate) fn hash_in(dir: &Dir, name: &str) -> std::io::Result<(blake3::Hash, u64)> {
     let f = dir.open_file(name)?;
     let mut h = blake3::Hasher::new();
     let n = chunks::for_each_chunk(&f, &mut |c| {
@@ -136,7 +136,11 @@ pub fn hash_in(dir: &Dir, name: &str) -> std::io::Result<(blake3::Hash, u64)> {
 }
 
 /// Write JSON to a new file of a directory (pretty, newline-terminated).
-pub fn write_json_in<T: serde::Serialize>(dir: &Dir, name: &str, value: &T) -> std::io::Result<()> {
+pub(crate) fn write_json_in<T: serde::Serialize>(
+    dir: &Dir,
+    name: &str,
+    value: &T,
+) -> std::io::Result<()> {
     let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
     text.push(b'\n');
     dir.create_file(name)?.write_all(&text)

@@ -31,7 +31,7 @@ impl Cache {
     /// Take the lock of `key` for a moment if it is free. Something at the lock's name that is
     /// not a plain file (a link) is removed first — the link, never its target — and said in
     /// [`KeyLock::replaced`].
-    pub fn try_lock(&self, key: &str) -> std::io::Result<Option<KeyLock>> {
+    pub(crate) fn try_lock(&self, key: &str) -> std::io::Result<Option<KeyLock>> {
         self.try_lock_in(&self.made_shard(key)?, key)
     }
 
@@ -49,7 +49,7 @@ impl Cache {
 
     /// Remove the lock file of `key` once its entry is gone (an eviction), unless a compile
     /// holds it. `true` if it was removed.
-    pub fn remove_free_lock(&self, key: &str) -> bool {
+    pub(crate) fn remove_free_lock(&self, key: &str) -> bool {
         let Ok(Some(root)) = self.open_root(false) else {
             return false;
         };

@@ -48,10 +48,11 @@ use crate::fsx::trust::{self, Subject, Trusted};
 use crate::fsx::Dir;
 
 pub use estimates::ESTIMATES_DIR;
-pub use io::{hash_in, write_json_in};
+pub(crate) use io::{hash_in, write_json_in};
 pub use lock::KeyLock;
 pub(crate) use publish::evict_in;
-pub use publish::{evict_unread, Evicted, Pending};
+pub(crate) use publish::evict_unread;
+pub use publish::{Evicted, Pending};
 pub(crate) use read::lookup_in;
 pub use read::{Lookup, ServeError};
 pub(crate) use scan::{dir_bytes, usage};
@@ -82,7 +83,7 @@ pub const CACHE_DIR: Subject = Subject {
 };
 
 /// Whether `s` looks like a key (64 lower-case hex digits).
-pub fn is_key(s: &str) -> bool {
+pub(crate) fn is_key(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
@@ -125,7 +126,7 @@ impl Cache {
     }
 
     /// Where the entry of `key` is (or would be).
-    pub fn entry_dir(&self, key: &str) -> PathBuf {
+    pub(crate) fn entry_dir(&self, key: &str) -> PathBuf {
         self.root.join(shard_of(key)).join(key)
     }
 
@@ -149,7 +150,7 @@ impl Cache {
     }
 
     /// `nxcc-v1`, checked; `None` if absent and not to be created.
-    pub fn open_root(&self, create: bool) -> std::io::Result<Option<Dir>> {
+    pub(crate) fn open_root(&self, create: bool) -> std::io::Result<Option<Dir>> {
         let top = match Trusted::open(&self.dir, CACHE_DIR, true) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
                 std::fs::create_dir_all(&self.dir)?;

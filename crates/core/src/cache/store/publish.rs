@@ -52,7 +52,12 @@ impl Cache {
     /// same key: its `meta.json`, `log.txt` and `failed.json` as they are, its NEFF checked
     /// against the blake3 and size `meta` (read from `from`) records — a NEFF that does not
     /// match is an error and nothing is kept. Everything is read without following a link.
-    pub fn begin_copy(&self, from: &Cache, key: &str, meta: &Meta) -> std::io::Result<Pending> {
+    pub(crate) fn begin_copy(
+        &self,
+        from: &Cache,
+        key: &str,
+        meta: &Meta,
+    ) -> std::io::Result<Pending> {
         let src = from
             .open_entry(key)?
             .map(|(_, d)| d)
@@ -135,7 +140,7 @@ fn rename_away(dir: &Dir, name: &str) -> std::io::Result<Option<String>> {
     }
 }
 
-/// What [`evict_unread`] did.
+/// What `evict_unread` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Evicted {
     /// The entry was removed; its apparent size.
@@ -152,7 +157,7 @@ pub enum Evicted {
 /// deleted once they are closed (a file deleted while open would be kept as a hidden name on a
 /// network or FUSE file system, and its directory with it); once renamed away, the entry is
 /// gone from the cache, and what its deletion leaves is a leftover for `gc`.
-pub fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
+pub(crate) fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
     let dir = match shard.open_dir(key) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Evicted::Gone),

@@ -39,7 +39,7 @@ pub enum ServeError {
 
 impl Cache {
     /// What the cache holds for `key` (reads `meta.json` and `failed.json` only).
-    pub fn lookup(&self, key: &str) -> Lookup {
+    pub(crate) fn lookup(&self, key: &str) -> Lookup {
         let dir = match self.open_entry(key) {
             Ok(Some((_, d))) => d,
             Ok(None) => return Lookup::Absent,
@@ -93,7 +93,7 @@ impl Cache {
     }
 
     /// The apparent size of the entry of `key`, if there is one.
-    pub fn entry_bytes(&self, key: &str) -> Option<u64> {
+    pub(crate) fn entry_bytes(&self, key: &str) -> Option<u64> {
         match self.open_entry(key) {
             Ok(Some((_, d))) => Some(dir_bytes(&d)),
             _ => None,

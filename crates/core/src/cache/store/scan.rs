@@ -128,7 +128,7 @@ impl Cache {
 
     /// [`Cache::scan`] over the shards whose name `wanted` accepts (the sixteenth of the cache
     /// whose keys start with one hex digit, for the size keeper).
-    pub fn scan_shards(
+    pub(crate) fn scan_shards(
         &self,
         wanted: &dyn Fn(&str) -> bool,
         on_entry: &mut dyn FnMut(&Dir, &str),
@@ -178,7 +178,7 @@ impl Cache {
     /// Remove the leftovers nobody is using: temporary directories whose key lock is free,
     /// half-evicted directories, free lock files of keys without an entry, and whatever is not
     /// a plain directory or file (the link itself). Returns how many were removed.
-    pub fn clean_leftovers(&self, left: &[Leftover]) -> usize {
+    pub(crate) fn clean_leftovers(&self, left: &[Leftover]) -> usize {
         let Ok(Some(root)) = self.open_root(false) else {
             return 0;
         };

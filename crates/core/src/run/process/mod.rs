@@ -43,7 +43,7 @@ use rustix::process::Signal;
 
 use super::lines::Lines;
 pub use super::lines::MAX_LINE_BYTES;
-pub use super::os::own_memory_mb;
+pub(crate) use super::os::own_memory_mb;
 use super::os::{poll, reap, signal_group, timeval, wait_for_exit};
 
 mod cancel;
@@ -120,8 +120,6 @@ pub fn run(
             tail.push_back(line.to_string());
         }
     };
-    let mut read_buf = vec![0u8; 64 * 1024];
-
     let mut watch = Watch {
         deadline: spec.timeout.map(|timeout| started + timeout),
         kill_grace: spec.kill_grace,
@@ -131,55 +129,15 @@ pub fn run(
         kill_at: None,
         exited_at: None,
     };
-    loop {
-        let now = Instant::now();
-        if watch.exited_at.is_none() {
-            watch.enforce(pid, cancel, now);
-        } else if watch.drained(&pipes, now) {
-            break;
-        }
-
-        // Wait for output, the leader's exit, a cancellation, or the next deadline.
-        let mut fds: Vec<RawFd> = pipes.iter().flatten().map(|pipe| pipe.fd()).collect();
-        let exit_slot = watch.exited_at.is_none().then(|| {
-            fds.push(exit_watch.fd());
-            fds.len() - 1
-        });
-        let cancel_slot = watch.cancel_fd_to_poll().map(|fd| {
-            fds.push(fd);
-            fds.len() - 1
-        });
-        let ready = match poll(
-            &fds,
-            watch
-                .wake_at(now)
-                .map(|at| at.saturating_duration_since(now)),
-        ) {
-            Ok(ready) => ready,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(io_error(error)),
-        };
-
-        let mut slot = 0;
-        for entry in pipes.iter_mut() {
-            let Some(pipe) = entry else { continue };
-            let readable = ready[slot];
-            slot += 1;
-            if readable && !pipe.read_some(&mut read_buf, &mut deliver) {
-                *entry = None;
-            }
-        }
-        if exit_slot.is_some_and(|slot| ready[slot]) {
-            watch.exited_at = Some(Instant::now());
-            // The leader is a zombie, not reaped: its pid still names the group. Kill whatever
-            // is left of the group so nothing outlives the run.
-            signal_group(pid, Signal::KILL);
-        }
-        if cancel_slot.is_some_and(|slot| ready[slot]) {
-            // `cancel()` sets the flag before it writes; the next turn acts on it.
-            watch.cancel_fd = None;
-        }
-    }
+    pump(
+        pid,
+        &mut pipes,
+        &exit_watch,
+        &mut watch,
+        cancel,
+        &mut deliver,
+    )
+    .map_err(io_error)?;
     // Whatever is still open belongs to a process that left the group: stop listening, but keep
     // what was already read.
     for pipe in pipes.iter_mut().filter_map(Option::take) {
@@ -212,6 +170,68 @@ pub fn run(
         max_rss_kb: u64::try_from(usage.ru_maxrss).unwrap_or(0),
         stderr_tail: tail.into(),
     })
+}
+
+/// Deliver the child's output until the leader has exited and its pipes are drained (or the
+/// drain limit passed), enforcing the deadline and the cancellation meanwhile.
+fn pump(
+    pid: u32,
+    pipes: &mut [Option<Pipe>; 2],
+    exit_watch: &ExitWatch,
+    watch: &mut Watch,
+    cancel: &Cancel,
+    deliver: &mut dyn FnMut(Stream, &str),
+) -> io::Result<()> {
+    let mut read_buf = vec![0u8; 64 * 1024];
+    loop {
+        let now = Instant::now();
+        if watch.exited_at.is_none() {
+            watch.enforce(pid, cancel, now);
+        } else if watch.drained(&pipes[..], now) {
+            return Ok(());
+        }
+
+        // Wait for output, the leader's exit, a cancellation, or the next deadline.
+        let mut fds: Vec<RawFd> = pipes.iter().flatten().map(|pipe| pipe.fd()).collect();
+        let exit_slot = watch.exited_at.is_none().then(|| {
+            fds.push(exit_watch.fd());
+            fds.len() - 1
+        });
+        let cancel_slot = watch.cancel_fd_to_poll().map(|fd| {
+            fds.push(fd);
+            fds.len() - 1
+        });
+        let ready = match poll(
+            &fds,
+            watch
+                .wake_at(now)
+                .map(|at| at.saturating_duration_since(now)),
+        ) {
+            Ok(ready) => ready,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+
+        let mut slot = 0;
+        for entry in pipes.iter_mut() {
+            let Some(pipe) = entry else { continue };
+            let readable = ready[slot];
+            slot += 1;
+            if readable && !pipe.read_some(&mut read_buf, deliver) {
+                *entry = None;
+            }
+        }
+        if exit_slot.is_some_and(|slot| ready[slot]) {
+            watch.exited_at = Some(Instant::now());
+            // The leader is a zombie, not reaped: its pid still names the group. Kill whatever
+            // is left of the group so nothing outlives the run.
+            signal_group(pid, Signal::KILL);
+        }
+        if cancel_slot.is_some_and(|slot| ready[slot]) {
+            // `cancel()` sets the flag before it writes; the next turn acts on it.
+            watch.cancel_fd = None;
+        }
+    }
 }
 
 /// What tells a run that the group leader has exited, without reaping it: a pidfd (readable once

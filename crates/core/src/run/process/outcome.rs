@@ -21,7 +21,7 @@ pub enum Termination {
 
 impl Termination {
     /// From a raw `wait` status.
-    pub fn from_wait_status(status: i32) -> Termination {
+    pub(crate) fn from_wait_status(status: i32) -> Termination {
         if libc::WIFSIGNALED(status) {
             Termination::Signaled(libc::WTERMSIG(status))
         } else {
@@ -35,7 +35,8 @@ impl Termination {
     }
 
     /// The status a shell would report: the exit status, or 128 + the signal number.
-    pub fn exit_status_like_shell(self) -> i32 {
+    #[cfg(test)]
+    pub(crate) fn exit_status_like_shell(self) -> i32 {
         match self {
             Termination::Exited(code) => code,
             Termination::Signaled(sig) => 128 + sig,
@@ -51,7 +52,8 @@ impl Termination {
     }
 
     /// The signal's name (`"SIGSEGV"`), if the child was killed by a known signal.
-    pub fn signal_name(self) -> Option<&'static str> {
+    #[cfg(test)]
+    pub(crate) fn signal_name(self) -> Option<&'static str> {
         self.signal().and_then(signals::signal_name)
     }
 }
@@ -96,7 +98,7 @@ impl End {
     }
 
     /// How the child itself ended (its wait status), whatever the reason.
-    pub fn termination(self) -> Termination {
+    pub(crate) fn termination(self) -> Termination {
         match self {
             End::Exited(code) => Termination::Exited(code),
             End::Signaled(sig) => Termination::Signaled(sig),
@@ -131,7 +133,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// How the child itself ended.
-    pub fn termination(&self) -> Termination {
+    pub(crate) fn termination(&self) -> Termination {
         self.end.termination()
     }
 }

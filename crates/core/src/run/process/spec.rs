@@ -76,7 +76,8 @@ impl Spec {
     }
 
     /// Set the time between SIGTERM and SIGKILL.
-    pub fn kill_grace(mut self, grace: Duration) -> Spec {
+    #[cfg(test)]
+    pub(crate) fn kill_grace(mut self, grace: Duration) -> Spec {
         self.kill_grace = grace;
         self
     }
