@@ -137,8 +137,10 @@ fn built_wheel(sdist: &Path) -> PathBuf {
     std::fs::create_dir(&tmp).unwrap();
     check(
         "pip wheel SDIST (the build `pip install SDIST` runs)",
-        &Command::new(maturin_venv().join("bin/pip"))
+        &Command::new(maturin_venv().join("bin/python"))
             .args([
+                "-m",
+                "pip",
                 "wheel",
                 "--quiet",
                 "--no-deps",

@@ -6,7 +6,7 @@
 
 /// What `bytes` looks like (`a zip archive`), or `None` when nothing recognisable (a damaged
 /// `HloModuleProto` looks like nothing else).
-pub fn looks_like(bytes: &[u8]) -> Option<String> {
+pub(crate) fn looks_like(bytes: &[u8]) -> Option<String> {
     magic(bytes).map(str::to_string).or_else(|| text(bytes))
 }
 
