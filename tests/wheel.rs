@@ -184,9 +184,12 @@ fn check_sdist(sdist: &Path) {
     .iter()
     .map(|f| f.to_string())
     .collect();
-    for krate in std::fs::read_dir(Path::new(ROOT).join("crates")).unwrap() {
-        let krate = krate.unwrap().file_name().to_string_lossy().into_owned();
-        needed.push(format!("crates/{krate}/Cargo.toml"));
+    for entry in std::fs::read_dir(Path::new(ROOT).join("crates")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().join("Cargo.toml").is_file() {
+            let krate = entry.file_name().to_string_lossy().into_owned();
+            needed.push(format!("crates/{krate}/Cargo.toml"));
+        }
     }
     for file in &needed {
         let path = format!("{root}{file}");
