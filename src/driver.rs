@@ -164,49 +164,15 @@ fn run_compile(invocation: &Invocation) -> i32 {
         remote,
     };
     let done = crate::compile::compile(request);
-    reproducer(invocation, &engine, &done, log_start);
-    done.result.exit_status()
-}
-
-/// `--gen-reproducer`: the bundle of the compile, when it failed (or always); where it went is
-/// said on stderr, and a bundle that cannot be written costs a warning, never the exit status.
-fn reproducer(
-    invocation: &Invocation,
-    engine: &crate::engine::Engine,
-    done: &crate::compile::Compiled,
-    log_start: u64,
-) {
-    use crate::reproducer::write;
-    let wanted = &invocation.settings.reproducer;
-    let Some(when) = wanted.when else {
-        return;
-    };
-    if !crate::reproducer::wanted(when, &done.result.status) {
-        return;
-    }
-    let launch_dir = &invocation.plan.launch_dir;
-    let dir = wanted.dir.as_deref().map_or_else(
-        || launch_dir.clone(),
-        |d| crate::fsx::absolute(launch_dir, d),
-    );
-    let req = write::Request {
+    crate::reproducer::write::as_asked(
         invocation,
-        engine,
-        result: &done.result,
-        key: done.key.as_ref(),
+        &engine,
+        &done.result,
+        done.key.as_ref(),
+        done.snapshot.as_deref(),
         log_start,
-        dir: &dir,
-        strip: wanted.strip_constants,
-        entry: None,
-        compiled: done.snapshot.as_deref(),
-    };
-    match write::write(&req) {
-        Ok(path) => err(&format!(
-            "Wrote a reproducer to {p} (send it with your report; `nxcc reproduce {p}` replays it)\n",
-            p = path.display()
-        )),
-        Err(e) => err(&format!("WARNING: no reproducer was written: {e}\n")),
-    }
+    );
+    done.result.exit_status()
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
