@@ -397,7 +397,7 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// A cache layer served the compile (`local`, `secondary`, `remote`): said in its profile.
+    /// A cache layer served the compile (`local`, `secondary`, `shared`, `shared-secondary`, `remote`): said in its profile.
     pub fn served_by(&self, tier: &'static str) {
         self.seen().served_by = Some(tier);
     }
