@@ -5,7 +5,8 @@
 //! snapshot of the model ([`crate::snapshot`], where a local compile takes its own); once the
 //! daemon says how the compile ended (its typed status and error lines, and the jobs' figures
 //! its events carried), [`super::write::as_asked`] writes the bundle from that snapshot, as it
-//! does for a local compile.
+//! does for a local compile. A client stopped by a signal (SIGINT, SIGTERM, SIGHUP: the daemon
+//! then cancels the compile, which wants no bundle) removes its snapshot before it exits.
 
 use crate::cli::CompileArgs;
 use crate::engine::result::CompileResult;
@@ -34,6 +35,9 @@ impl Pending {
         let snapshot = std::fs::create_dir_all(&root)
             .and_then(|()| Snapshot::take(&invocation.plan.model, &root))
             .ok();
+        if let Some(s) = &snapshot {
+            remove_on_signal(s.dir().to_path_buf());
+        }
         let log_start = std::fs::metadata(&invocation.plan.logfile).map_or(0, |m| m.len());
         Some(Pending {
             invocation,
@@ -52,5 +56,17 @@ impl Pending {
             self.snapshot.as_ref(),
             self.log_start,
         );
+    }
+}
+
+/// Remove the snapshot directory `dir` and exit as the signal says (130, 143) when this process
+/// is sent SIGINT, SIGTERM or SIGHUP: an interrupted compile wants no bundle, and the snapshot
+/// is nobody's to remove afterwards.
+fn remove_on_signal(dir: std::path::PathBuf) {
+    if let Ok(signals) = crate::run::signals::install() {
+        signals.on_signal(move |sig| {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::process::exit(crate::run::signals::exit_status_for(sig));
+        });
     }
 }

@@ -439,3 +439,44 @@ fn a_compile_that_fails_in_the_daemon_leaves_a_bundle_the_client_wrote_that_repl
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+#[test]
+fn a_client_interrupted_while_its_compile_runs_leaves_no_snapshot_and_no_bundle() {
+    let world = World::new();
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
+    let wd = world.mkdir("w");
+    std::fs::write(wd.join("m.hlo"), distinct_model(8)).unwrap();
+    let before = world.records().len();
+    let mut child = world
+        .nxcc()
+        .args(["compile", "--daemon"])
+        .args(sim_argv("m.hlo", "f.neff", &["--gen-reproducer=always"]))
+        .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+        .env("NXCC_SIM_FAULT", "walrus_driver:hang")
+        .current_dir(&wd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once a tool of the compile has finished, the client waits on the daemon.
+    wait_until(hang_guard(), "a tool of the compile", || {
+        world.records().len() > before
+    });
+    let snapshots = || -> Vec<String> {
+        std::fs::read_dir(&wd)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("nxcc-snapshot-"))
+            .collect()
+    };
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    // The daemon cancels the compile (its own snapshot goes with it); the client's is gone.
+    wait_until(hang_guard(), "the compile cancelled", || {
+        daemon.status()["compiles"]["cancelled"] == 1
+    });
+    assert!(snapshots().is_empty(), "{:?}", snapshots());
+    assert!(bundles_in(&wd).is_empty());
+}
