@@ -42,7 +42,7 @@ impl When {
 
     /// Whether a stream is coloured: `terminal` says whether it is one; `no_color` whether
     /// `NO_COLOR` is set and not empty; `dumb` whether `TERM` is `dumb`.
-    pub fn colours(self, terminal: bool, no_color: bool, dumb: bool) -> bool {
+    pub(crate) fn colours(self, terminal: bool, no_color: bool, dumb: bool) -> bool {
         match self {
             When::Always => true,
             When::Never => false,
@@ -111,7 +111,7 @@ const MARKS: [(&str, &str); 6] = [
 ];
 
 /// `text` with the mark of each error or warning line coloured.
-pub fn paint_marks(text: &str) -> String {
+pub(crate) fn paint_marks(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);
     for line in text.split_inclusive('\n') {
         out.push_str(&paint_line(line));
