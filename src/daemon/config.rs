@@ -398,6 +398,11 @@ fn config(a: ServeArgs) -> Result<Config, String> {
     })
 }
 
+/// `daemon`'s command line as clap defines it (nxcc's completions and manual page).
+pub(crate) fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<DaemonCommand>(prog, "daemon")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -481,6 +481,11 @@ pub fn check_compile_args(args: &[String]) -> Result<(), String> {
     }
 }
 
+/// `worker`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<WorkerCommand>(prog, "worker")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
