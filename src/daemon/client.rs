@@ -1,6 +1,8 @@
 //! `nxcc compile --daemon ARGS...`: the compile is sent to the daemon (over the default socket, or
 //! [`SOCKET_ENV`]) and its console lines are printed as they come; the process exits with the
-//! compile's exit status, so it can stand in for `nxcc compile` in any script.
+//! compile's exit status, so it can stand in for `nxcc compile` in a script — through the
+//! daemon's compile cache, which is on by default where `nxcc compile` has none: a compile that
+//! goes through it without asking says so first (`--no_cache` makes it exactly `nxcc compile`).
 //!
 //! When no daemon answers, one is started in the background (`nxcc daemon --socket S --log-file
 //! L`, in its own session, stdio on `/dev/null`, its log next to the socket), and the socket is
