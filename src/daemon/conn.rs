@@ -1,7 +1,14 @@
 //! One admitted connection (its peer already checked by [`super::peer`]): hyper serving HTTP/1.1
 //! on it (a header read timeout, a bounded head), a graceful end when the daemon stops, and a
 //! last answer (`400`/`408`) for a request head hyper gave up on (cut off by the end of the
-//! stream, or not complete in time).
+//! stream, or not complete in time), or (`503`) for a request the stop closed the connection on
+//! before it was answered.
+//!
+//! A connection is closed so that its client reads what it was sent: when an answer is still
+//! owed or request bytes are unread, the answer is written, the connection shut down for writing
+//! and what the client still sends read until it closes (bounded in bytes and time) — closing a
+//! Unix socket with unread input resets it, and the client would see `ECONNRESET` instead of the
+//! answer.
 //!
 //! A client may half-close (`shutdown(SHUT_WR)` after its request) and still gets its answer:
 //! the end of the request stream is not taken for the client going away. A client that has gone
@@ -28,10 +35,13 @@ use super::peer::{Refusal, Ticket};
 use super::state::{Daemon, Peer};
 
 /// A stream that notes whether request bytes arrived since the last answer bytes went out —
-/// i.e. whether a request is in progress when hyper gives up on the connection.
+/// i.e. whether a request is in progress when hyper gives up on the connection. With
+/// `keep_open`, hyper's shutdown of the stream only flushes it: the connection is closed after
+/// hyper, by [`close_lingering`], which may still owe the client an answer.
 struct Tapped {
     inner: tokio::net::UnixStream,
     pending: Arc<AtomicBool>,
+    keep_open: bool,
 }
 
 impl AsyncRead for Tapped {
@@ -83,6 +93,9 @@ impl AsyncWrite for Tapped {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.keep_open {
+            return Pin::new(&mut self.inner).poll_flush(cx);
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -109,10 +122,11 @@ fn last_word(fd: OwnedFd, status: &str, reason: &str) {
 /// connection gets its answer in one write and is closed at once, so a flood of connections
 /// costs the daemon no more than this many descriptors and small tasks.
 pub const MAX_REFUSALS_ANSWERING: usize = 512;
-/// How long a refused connection's request head may take to arrive; then, once answered, how
-/// long its client has to read the answer and close.
+/// How long a refused connection's request head may take to arrive; then, once a connection is
+/// answered and shut down for writing, how long its client has to read the answer and close.
 pub const REFUSAL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-/// The most bytes read from a refused connection, before and after its answer.
+/// The most bytes read from a refused connection before its answer, and from any connection
+/// after its answer.
 const REFUSAL_READ_LIMIT: usize = 64 << 10;
 
 /// Counts open connections.
@@ -195,14 +209,75 @@ async fn read_until(
 }
 
 async fn answer_refused(mut stream: tokio::net::UnixStream, status: &str, reason: &str) {
+    let deadline = tokio::time::Instant::now() + REFUSAL_WAIT;
+    read_until(&mut stream, deadline, true).await;
+    answer_and_drain(stream, Some(answer_text(status, reason))).await;
+}
+
+/// Write `answer` (if any), shut the connection down for writing, and read what the client still
+/// sends until it closes (within [`REFUSAL_WAIT`], at most [`REFUSAL_READ_LIMIT`] bytes); then
+/// close it.
+async fn answer_and_drain(mut stream: tokio::net::UnixStream, answer: Option<String>) {
     use tokio::io::AsyncWriteExt;
-    let now = tokio::time::Instant::now;
-    read_until(&mut stream, now() + REFUSAL_WAIT, true).await;
-    let text = answer_text(status, reason);
-    let wrote = tokio::time::timeout(REFUSAL_WAIT, stream.write_all(text.as_bytes())).await;
-    if matches!(wrote, Ok(Ok(()))) {
-        let _ = stream.shutdown().await;
-        read_until(&mut stream, now() + REFUSAL_WAIT, false).await;
+    if let Some(text) = answer {
+        let wrote = tokio::time::timeout(REFUSAL_WAIT, stream.write_all(text.as_bytes())).await;
+        if !matches!(wrote, Ok(Ok(()))) {
+            return;
+        }
+    }
+    let _ = stream.shutdown().await;
+    read_until(
+        &mut stream,
+        tokio::time::Instant::now() + REFUSAL_WAIT,
+        false,
+    )
+    .await;
+}
+
+/// Close a connection hyper has let go (`fd`, a duplicate of its descriptor) so that its client
+/// reads what it was sent: with an answer still owed or request bytes unread (`unread`), the
+/// answer is written and the input drained before the close ([`answer_and_drain`]); else it is
+/// shut down and closed at once.
+async fn close_lingering(fd: OwnedFd, answer: Option<String>, unread: u64) {
+    let s = std::os::unix::net::UnixStream::from(fd);
+    if answer.is_none() && unread == 0 {
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        return;
+    }
+    let stream = s
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::UnixStream::from_std(s));
+    if let Ok(stream) = stream {
+        answer_and_drain(stream, answer).await;
+    }
+}
+
+/// The answer a connection hyper has let go (`result`) still owes its client: `408`/`400` for a
+/// request head given up on, `503` for a request that reached the stopping daemon unanswered —
+/// read in part (`pending`) or not at all (`unread` bytes: the stop closed an idle connection
+/// before hyper read them).
+fn owed_answer(
+    daemon: &Daemon,
+    result: &Result<(), hyper::Error>,
+    pending: bool,
+    unread: u64,
+) -> Option<String> {
+    match result {
+        Err(e) if pending && e.is_timeout() => Some(answer_text(
+            "408 Request Timeout",
+            &format!(
+                "the request head did not arrive within {} s",
+                daemon.config.head_timeout.as_secs_f64()
+            ),
+        )),
+        Err(e) if pending && e.is_incomplete_message() => Some(answer_text(
+            "400 Bad Request",
+            "the request ended before its head was complete",
+        )),
+        _ if daemon.stopping() && (pending || unread > 0) => {
+            Some(answer_text("503 Service Unavailable", http::STOPPING))
+        }
+        _ => None,
     }
 }
 
@@ -240,6 +315,7 @@ pub async fn serve_connection(
     let io = TokioIo::new(Tapped {
         inner: stream,
         pending: pending.clone(),
+        keep_open: watch.is_some(),
     });
     let d2 = daemon.clone();
     let svc = service_fn(move |req| http::handle(d2.clone(), peer, req));
@@ -276,29 +352,12 @@ pub async fn serve_connection(
             }
         }
     };
-    // The watching descriptor, a duplicate of the connection's, gives the last word.
-    let spare = watch.map(AsyncFd::into_inner);
-    if let Some(Err(e)) = result {
-        if pending.load(Ordering::SeqCst) {
-            if let Some(fd) = spare {
-                if e.is_timeout() {
-                    last_word(
-                        fd,
-                        "408 Request Timeout",
-                        &format!(
-                            "the request head did not arrive within {} s",
-                            daemon.config.head_timeout.as_secs_f64()
-                        ),
-                    );
-                } else if e.is_incomplete_message() {
-                    last_word(
-                        fd,
-                        "400 Bad Request",
-                        "the request ended before its head was complete",
-                    );
-                }
-            }
-        }
+    // The watching descriptor, a duplicate of the connection's, gives the last word and closes
+    // it (the client gone: at once).
+    if let (Some(result), Some(fd)) = (result, watch.map(AsyncFd::into_inner)) {
+        let unread = rustix::io::ioctl_fionread(&fd).unwrap_or(0);
+        let answer = owed_answer(&daemon, &result, pending.load(Ordering::SeqCst), unread);
+        close_lingering(fd, answer, unread).await;
     }
     drop(ticket);
     conns.open.fetch_sub(1, Ordering::SeqCst);

@@ -250,11 +250,11 @@ pub async fn handle(
     Ok(answer)
 }
 
+/// Why a request that reaches a stopping daemon is refused (`503`).
+pub const STOPPING: &str = "the nxcc daemon is stopping; send the compile again to start a new one";
+
 fn stopping() -> Response<Body> {
-    refuse(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "the nxcc daemon is stopping; send the compile again to start a new one",
-    )
+    refuse(StatusCode::SERVICE_UNAVAILABLE, STOPPING)
 }
 
 /// `POST /compile?working_directory=...`: the original's protocol.
