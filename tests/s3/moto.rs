@@ -9,109 +9,27 @@
 //! nxcc's back.
 
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::text;
+use crate::common::venv::{free_port, run, Venv};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const VERSION: &str = "5.2.6";
+/// moto, provisioned on first use.
+const MOTO: Venv<'static> = Venv {
+    tool: "moto",
+    tests: "s3 tests",
+    dir: "moto-venv",
+    pin: "moto==5.2.6",
+    packages: &["moto[s3]==5.2.6", "flask", "flask-cors"],
+    data: "moto",
+    pythons: &["python3.11", "python3"],
+    marker: "bin/moto_server",
+};
 
-fn data(name: &str) -> PathBuf {
-    Path::new(ROOT).join("tests/data/moto").join(name)
-}
-
-fn venv() -> PathBuf {
-    Path::new(ROOT).join("target/moto-venv")
-}
-
-/// Run `c`; its stderr's last lines when it fails.
-fn run(c: &mut Command, what: &str) -> Result<String, String> {
-    let o = c.output().map_err(|e| format!("{what}: {e}"))?;
-    if o.status.success() {
-        return Ok(text(&o.stdout));
-    }
-    let err = text(&o.stderr);
-    let tail: Vec<&str> = err.lines().rev().take(12).collect();
-    Err(format!(
-        "{what} failed ({}): {}",
-        o.status,
-        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-    ))
-}
-
-/// The virtual environment's `bin/`, provisioning it if needed; why not, if it cannot be.
-pub fn provision() -> Result<PathBuf, String> {
-    let venv = venv();
-    let bin = venv.join("bin");
-    let constraints = std::fs::read(data("constraints.txt")).map_err(|e| e.to_string())?;
-    let stamp_text = format!("moto=={VERSION}\n{}", String::from_utf8_lossy(&constraints));
-    let stamp = venv.join(".nxcc-provisioned");
-    let ready = || {
-        std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_text)
-            && bin.join("moto_server").is_file()
-    };
-    if ready() {
-        return Ok(bin);
-    }
-    std::fs::create_dir_all(Path::new(ROOT).join("target")).map_err(|e| e.to_string())?;
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(Path::new(ROOT).join("target/moto-venv.lock"))
-        .map_err(|e| format!("cannot open the provisioning lock: {e}"))?;
-    fs4::fs_std::FileExt::lock_exclusive(&lock).map_err(|e| format!("cannot lock: {e}"))?;
-    if ready() {
-        return Ok(bin);
-    }
-    eprintln!(
-        "s3 tests: provisioning moto {VERSION} into {} (once)",
-        venv.display()
-    );
-    let python = ["python3.11", "python3"]
-        .into_iter()
-        .find(|p| {
-            Command::new(p)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .ok_or("no python3.11 or python3 on PATH")?;
-    let _ = std::fs::remove_dir_all(&venv);
-    let pip_cache = Path::new(ROOT).join("target/pip-cache");
-    run(
-        Command::new(python).args(["-m", "venv"]).arg(&venv),
-        "python -m venv",
-    )?;
-    run(
-        Command::new(bin.join("pip"))
-            .env("PIP_CACHE_DIR", &pip_cache)
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .args([&format!("moto[s3]=={VERSION}"), "flask", "flask-cors"])
-            .arg("-c")
-            .arg(data("constraints.txt")),
-        "pip install moto",
-    )?;
-    std::fs::write(&stamp, &stamp_text).map_err(|e| e.to_string())?;
-    Ok(bin)
-}
-
-/// `provision()`, or a failed test that says why, visibly.
-pub fn bin() -> PathBuf {
-    provision().unwrap_or_else(|why| {
-        eprintln!("s3 tests: moto cannot be provisioned here: {why}");
-        panic!("moto cannot be provisioned here (an S3 test needs it): {why}");
-    })
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The virtual environment's `bin/`, provisioning it if needed (a failed test if it cannot be).
+fn bin() -> PathBuf {
+    MOTO.must().join("bin")
 }
 
 /// The keys the server was set up with.
@@ -253,7 +171,7 @@ impl Server {
             None => Command::new(bin.join("python")),
         };
         run(
-            c.arg(data("admin.py"))
+            c.arg(MOTO.data_file("admin.py"))
                 .args([&self.endpoint(), &self.admin.id, &self.admin.secret])
                 .args(args),
             "admin.py",
