@@ -1,8 +1,8 @@
 //! A real S3-compatible server for the S3 tests, on loopback only: moto's server mode
 //! (`moto[s3]==5.2.6` with Flask, pinned by `tests/data/moto/constraints.txt`), provisioned on
 //! first use into a virtual environment under `target/` (Python 3.11, else python3; a lock file
-//! keeps parallel test binaries from installing twice), started on a free port, ready when it
-//! answers, stopped by pid (its process group). moto answers conditional writes as S3 does
+//! keeps parallel test binaries from installing twice; `common/venv.rs`), started on a port it
+//! picks itself, ready when it says it listens there, stopped by pid (its process group). moto answers conditional writes as S3 does
 //! (`If-None-Match: *` on an existing key and a stale `If-Match` both 412 PreconditionFailed)
 //! and, started with authentication, enforces IAM policies (a read-only credential).
 //! `tests/data/moto/admin.py` is the server's own client (boto3) for what a test does behind
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::venv::{free_port, run, Venv};
+use crate::common::venv::{run, Venv};
 
 /// moto, provisioned on first use.
 const MOTO: Venv<'static> = Venv {
@@ -30,6 +30,31 @@ const MOTO: Venv<'static> = Venv {
 /// The virtual environment's `bin/`, provisioning it if needed (a failed test if it cannot be).
 fn bin() -> PathBuf {
     MOTO.must().join("bin")
+}
+
+/// The port the server `child` (logging to `log`) listens on at `host`: it says so once it is
+/// listening (` * Running on http://HOST:PORT`).
+fn bound_port(child: &mut Child, log: &tempfile::NamedTempFile, host: &str) -> u16 {
+    let said = format!("Running on http://{host}:");
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        let port = text
+            .lines()
+            .find_map(|l| l.split_once(&said))
+            .and_then(|(_, p)| p.trim().parse().ok());
+        if let Some(port) = port {
+            return port;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("moto_server exited ({st}): {text}");
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "moto never listened: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The keys the server was set up with.
@@ -76,7 +101,6 @@ impl Server {
     fn launch_at(auth: bool, netns: Option<(String, String)>) -> Server {
         let bin = bin();
         let log = tempfile::NamedTempFile::new().unwrap();
-        let port = free_port();
         let server = bin.join("moto_server");
         let (mut c, host) = match &netns {
             Some((ns, addr)) => {
@@ -86,7 +110,9 @@ impl Server {
             }
             None => (Command::new(server), "127.0.0.1"),
         };
-        c.args(["-H", host, "-p", &port.to_string()])
+        // Port 0: the server binds a free port of its own and says which (a port picked here
+        // and freed could be taken by another test's server before this one binds it).
+        c.args(["-H", host, "-p", "0"])
             .stdin(Stdio::null())
             .stdout(log.reopen().unwrap())
             .stderr(log.reopen().unwrap())
@@ -96,7 +122,8 @@ impl Server {
             // be signed by a user allowed to make it.
             c.env("INITIAL_NO_AUTH_ACTION_COUNT", "6");
         }
-        let child = c.spawn().expect("moto_server starts");
+        let mut child = c.spawn().expect("moto_server starts");
+        let port = bound_port(&mut child, &log, host);
         let mut s = Server {
             child,
             netns,
@@ -109,7 +136,6 @@ impl Server {
             reader: None,
             _log: log,
         };
-        s.wait_ready();
         if auth {
             let keys: serde_json::Value =
                 serde_json::from_str(&s.admin_cmd(&["users"]).unwrap()).unwrap();
@@ -122,32 +148,6 @@ impl Server {
         }
         s.admin_cmd(&["mkbucket", &s.bucket.clone()]).unwrap();
         s
-    }
-
-    /// Whether it accepts a connection (from its own namespace).
-    fn listening(&self) -> bool {
-        match &self.netns {
-            None => std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
-            Some((ns, addr)) => Command::new("ip")
-                .args(["netns", "exec", ns, "bash", "-c"])
-                .arg(format!("exec 3<>/dev/tcp/{addr}/{}", self.port))
-                .output()
-                .is_ok_and(|o| o.status.success()),
-        }
-    }
-
-    fn wait_ready(&mut self) {
-        let t = Instant::now();
-        while !self.listening() {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                panic!(
-                    "moto_server exited ({st}): {}",
-                    std::fs::read_to_string(self._log.path()).unwrap_or_default()
-                );
-            }
-            assert!(t.elapsed() < Duration::from_secs(60), "moto never listened");
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     pub fn endpoint(&self) -> String {
