@@ -69,10 +69,13 @@ fn version_names_both_versions_and_the_toolchain() {
         let out = nxcc(&[flag]);
         assert_eq!(out.status.code(), Some(0));
         let t = text(&out.stdout);
-        assert!(
-            t.starts_with(&format!("nxcc {}\n", env!("CARGO_PKG_VERSION"))),
+        // `nxcc 0.1.0`, and the commit when built in a checkout (tests/console.rs).
+        assert_eq!(
+            t.lines().next(),
+            Some(nxcc::driver::version_line("nxcc", nxcc::driver::commit()).as_str()),
             "{t}"
         );
+        assert!(t.starts_with(&format!("nxcc {}", env!("CARGO_PKG_VERSION"))));
         assert!(t.contains("neuronx-cc 2.24.5133.0"), "{t}");
         assert!(t.contains("toolchain:"), "{t}");
     }
@@ -103,13 +106,12 @@ fn answers_to_the_name_neuronx_cc() {
             .unwrap()
             .stdout,
     );
-    assert!(
-        version.starts_with(&format!(
-            "neuronx-cc (nxcc) {}\n",
-            env!("CARGO_PKG_VERSION")
-        )),
+    assert_eq!(
+        version.lines().next(),
+        Some(nxcc::driver::version_line("neuronx-cc", nxcc::driver::commit()).as_str()),
         "{version}"
     );
+    assert!(version.starts_with(&format!("neuronx-cc (nxcc) {}", env!("CARGO_PKG_VERSION"))));
 }
 
 #[test]
@@ -118,7 +120,7 @@ fn the_usage_line_lists_every_subcommand_the_originals_first() {
     let err = text(&out.stderr);
     assert!(
         err.contains(
-            "{compile,list-operators,neff-info,hlo-info,parallel-compile,reproduce,cache,daemon,toolchain,shim,worker}"
+            "{compile,list-operators,neff-info,hlo-info,parallel-compile,reproduce,cache,daemon,toolchain,shim,worker,completions,man}"
         ),
         "{err}"
     );
@@ -462,4 +464,58 @@ fn a_plain_timings_says_on_the_console_where_it_wrote() {
         console.contains(&format!("Wrote the timings to {}\n", timeline.display())),
         "{console}"
     );
+}
+
+#[test]
+fn a_malformed_remote_address_is_a_usage_error_that_says_the_form() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo_module.pb"),
+        dir.path().join("m.pb"),
+    )
+    .unwrap();
+    let cases = [
+        ("--remote", "http://127.0.0.1:1", "grpc://127.0.0.1:1"),
+        (
+            "--remote",
+            "127.0.0.1:50051",
+            "no scheme; grpc://127.0.0.1:50051",
+        ),
+        (
+            "--remote-cache",
+            "grpcs://cache.example",
+            "a host and a port",
+        ),
+    ];
+    for (flag, value, hint) in cases {
+        for extra in [&[][..], &["--dry-run"][..]] {
+            let o = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+                .args(["compile", "m.pb", "--target", "trn2", "--toolchain", "sim"])
+                .args([flag, value])
+                .args(extra)
+                .current_dir(dir.path())
+                .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{flag} {value} {extra:?}: {err}");
+            assert!(err.starts_with("usage: nxcc compile "), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "nxcc compile: error: argument {flag}: invalid address: '{value}': expected grpc://HOST:PORT or grpcs://HOST:PORT ("
+                )),
+                "{err}"
+            );
+            assert!(err.contains(hint), "{flag} {value}: {err}");
+            assert!(!err.contains("answers"), "not a server failure: {err}");
+        }
+    }
+    // Nothing was run or written: no log, no work directory.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "m.pb" && n != "xdg")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

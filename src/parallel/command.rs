@@ -49,7 +49,7 @@ pub(crate) struct ParallelCompile {
     pub(crate) jobs: Option<usize>,
     /// Start a compile only while the estimated peak memory of the running ones plus its own fits
     /// (512M, 16G, ...; auto = 80% of MemAvailable).
-    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::size)]
+    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::budget)]
     pub(crate) memory_budget: Option<u64>,
     /// Where <stem>.neff and <stem>.log of each input go (created if missing).
     #[arg(long = "output-dir", value_name = "DIR")]
@@ -61,6 +61,9 @@ pub(crate) struct ParallelCompile {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) report: Option<String>,
+    /// Print the results as JSON on stdout instead of the table (the report --report writes).
+    #[arg(long)]
+    pub(crate) json: bool,
     /// Write an HTML page of the batch to FILE: a bar per compile coloured by outcome (one lane
     /// per worker slot), the memory in use against the budget, the slowest compiles, the failures
     /// by code, the hits.
@@ -521,7 +524,14 @@ fn finish(
     report: &super::Report,
     cancel: &Cancellation,
 ) -> i32 {
-    out(&report::table(report));
+    if own.json {
+        out(&report::json(report));
+    } else {
+        out(&report::table_painted(
+            report,
+            crate::cli::color::enabled(false),
+        ));
+    }
     err(&report::failures(report));
     let mut status = report.exit_status();
     for (file, text, what) in [
@@ -531,12 +541,15 @@ fn finish(
     ] {
         if let Some(path) = file {
             let path = crate::fsx::absolute(&cfg.launch_dir, path);
-            if let Err(e) = report::write_atomic(&path, &text) {
-                err(&format!(
-                    "{prog} parallel-compile: error: cannot write the {what} {}: {e}\n",
-                    path.display()
-                ));
-                status = EXIT_COMPILE_FAILED;
+            match report::write_atomic(&path, &text) {
+                Ok(()) => err(&format!("Wrote the {what} to {}\n", path.display())),
+                Err(e) => {
+                    err(&format!(
+                        "{prog} parallel-compile: error: cannot write the {what} {}: {e}\n",
+                        path.display()
+                    ));
+                    status = EXIT_COMPILE_FAILED;
+                }
             }
         }
     }
@@ -544,4 +557,9 @@ fn finish(
         None => status,
         Some(sig) => crate::run::signals::exit_status_for(sig),
     }
+}
+
+/// `parallel-compile`'s command line as clap defines it (nxcc's completions and manual page).
+pub(crate) fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<ParallelCompile>(prog, "parallel-compile")
 }

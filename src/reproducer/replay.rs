@@ -368,6 +368,11 @@ fn replay(
     compile(&invocation, options, engine)
 }
 
+/// `reproduce`'s command line as clap defines it (nxcc's completions and manual page).
+pub(crate) fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<Reproduce>(prog, "reproduce")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,7 +57,7 @@ pub(crate) struct WorkerCommand {
     pub(crate) max_concurrent: u16,
     /// Run an action only while the estimated peak memory of the running ones plus its own fits
     /// (512M, 16G, ...; auto = 80% of MemAvailable).
-    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::size)]
+    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::budget)]
     pub(crate) memory_budget: Option<u64>,
     /// Compile with this toolchain directory, or sim (the simulated toolchain).
     #[arg(long, value_name = "DIR", conflicts_with = "compiler")]
@@ -479,6 +479,11 @@ pub fn check_compile_args(args: &[String]) -> Result<(), String> {
         [m] if !m.is_empty() && !m.contains('/') && *m != "." && *m != ".." => Ok(()),
         _ => Err("a compile action names exactly one model, a plain name in its input root".into()),
     }
+}
+
+/// `worker`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<WorkerCommand>(prog, "worker")
 }
 
 #[cfg(test)]

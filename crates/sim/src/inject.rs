@@ -484,4 +484,25 @@ mod tests {
             std::env::temp_dir().join("nxcc-sim-state")
         );
     }
+
+    #[test]
+    fn the_readme_documents_every_setting() {
+        let readme = include_str!("../../../README.md");
+        for name in [
+            FAULT_ENV,
+            WORK_ENV,
+            WORK_PER_MB_ENV,
+            WAIT_ENV,
+            RSS_ENV,
+            RECORD_ENV,
+            STATE_ENV,
+            nxcc_core::toolchain::SIM_SUBGRAPHS_ENV,
+        ] {
+            let row = format!("\n| `{name}` | ");
+            assert!(
+                readme.contains(&row),
+                "{name} has no row in the README's table"
+            );
+        }
+    }
 }

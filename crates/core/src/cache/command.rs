@@ -83,6 +83,11 @@ fn shared_tier(cmd: &CacheCommand) -> Option<&str> {
         .filter(|d| on_nxcc_cache && crate::objstore::is_url(d) && crate::objstore::available())
 }
 
+/// `cache`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<super::args::CacheCommand>(prog, "cache")
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::actions::human_bytes;

@@ -18,8 +18,16 @@ pub fn out(text: &str) {
     let _ = o.flush();
 }
 
-/// Write to stderr, ignoring errors.
+/// Write to stderr, ignoring errors; the marks of error and warning lines coloured when stderr
+/// is ([`super::color`]).
 pub fn err(text: &str) {
+    let painted;
+    let text = if super::color::enabled(true) {
+        painted = super::color::paint_marks(text);
+        painted.as_str()
+    } else {
+        text
+    };
     let mut e = std::io::stderr().lock();
     let _ = e.write_all(text.as_bytes());
     let _ = e.flush();
@@ -213,6 +221,12 @@ pub mod values {
     /// A size in bytes (`512M`, `16G`, `auto`: 80% of MemAvailable).
     pub fn size(text: &str) -> Result<u64, String> {
         crate::cli::numbers::parse_size(text)
+    }
+
+    /// A memory budget (`--memory-budget`): a size of at least 64M, or `auto`; a number without
+    /// its unit is refused, not read as bytes.
+    pub fn budget(text: &str) -> Result<u64, String> {
+        crate::cli::numbers::parse_budget(text)
     }
 
     /// A number of seconds from 0 to the longest duration nxcc waits

@@ -57,3 +57,8 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     }
     0
 }
+
+/// `hlo-info`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<HloInfo>(prog, "hlo-info")
+}

@@ -350,3 +350,8 @@ fn tensor_map_line(tm: &serde_json::Map<String, Value>) -> String {
     }
     parts.join("; ")
 }
+
+/// `neff-info`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<NeffInfo>(prog, "neff-info")
+}
