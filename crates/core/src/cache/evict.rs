@@ -96,8 +96,8 @@ fn too_large(bytes: u64, max_size: u64) -> std::io::Error {
 }
 
 /// Publish `pending` (the entry of `key`) and keep the cache under `max_size` (no limit: `None`).
-/// The publication and its count are one step under the part's lock ([`in_part`]); an entry
-/// larger than `max_size` is refused, and `pending` removed.
+/// The publication and its count are one step under the part's lock (see the module
+/// documentation); an entry larger than `max_size` is refused, and `pending` removed.
 pub fn publish(
     cache: &Cache,
     key: &str,
