@@ -268,17 +268,9 @@ pub(crate) struct ServeArgs {
     /// kept, seconds.
     #[arg(long = "head-timeout", value_name = "SECONDS", hide = true, value_parser = head_timeout, default_value_t = DEFAULT_HEAD_TIMEOUT_S)]
     pub(crate) head_timeout: f64,
-    /// Send every compile the cache does not serve to a Remote Execution API server
-    /// (grpc://HOST:PORT).
-    #[arg(long, value_name = "URL")]
-    pub(crate) remote: Option<String>,
-    /// Share the compiles through a Remote Execution API action cache (grpc://HOST:PORT); compile
-    /// here on a miss.
-    #[arg(long = "remote-cache", value_name = "URL")]
-    pub(crate) remote_cache: Option<String>,
-    /// The instance name on the remote server.
-    #[arg(long = "remote-instance", value_name = "NAME")]
-    pub(crate) remote_instance: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) remote: subcommand::RemoteOptions,
 }
 
 /// What the command line asks for.
@@ -370,9 +362,9 @@ fn config(a: ServeArgs) -> Result<Config, String> {
         },
     };
     let remote = crate::remote::RemoteConfig::from_flags(
-        a.remote,
-        a.remote_cache,
-        a.remote_instance.as_deref().unwrap_or(""),
+        a.remote.remote,
+        a.remote.remote_cache,
+        a.remote.remote_instance.as_deref().unwrap_or(""),
     )
     .map_err(|e| format!("argument --remote: {}", e.cause))?;
     let socket_path = match &endpoint {

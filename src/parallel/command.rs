@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use super::{expand_inputs, report, Config, Overrides, ProgressMode};
 use crate::cache::{check_local, DEFAULT_DIR_TEXT};
 use crate::cli::subcommand::{
-    err, out, parse, separated_value_hint, usage_error, values, DriverOptions, Stop,
+    err, out, parse, separated_value_hint, usage_error, values, DriverOptions, RemoteOptions, Stop,
 };
 use crate::cli::CliError;
 use crate::engine::session::Cancellation;
@@ -118,17 +118,9 @@ pub(crate) struct ParallelCompile {
         visible_alias = "retry-failed-compilation"
     )]
     pub(crate) retry_failed_compilation: bool,
-    /// Compile on a Remote Execution API service (grpc://HOST:PORT): each compile's --remote
-    /// (raise --jobs: the compiles run on the server's workers).
-    #[arg(long, value_name = "URL")]
-    pub(crate) remote: Option<String>,
-    /// Share results through a Remote Execution API action cache (grpc://HOST:PORT): each
-    /// compile's --remote-cache.
-    #[arg(long = "remote-cache", value_name = "URL")]
-    pub(crate) remote_cache: Option<String>,
-    /// The instance name on the remote server.
-    #[arg(long = "remote-instance", value_name = "NAME")]
-    pub(crate) remote_instance: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) remote: RemoteOptions,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub(crate) driver: DriverOptions,
@@ -461,9 +453,9 @@ fn cache_dir_of(
 /// (checked), `--retry_failed_compilation`.
 fn overrides(prog: &str, own: &ParallelCompile) -> Result<Overrides, Stopped> {
     let o = Overrides {
-        remote: own.remote.clone(),
-        remote_cache: own.remote_cache.clone(),
-        remote_instance: own.remote_instance.clone(),
+        remote: own.remote.remote.clone(),
+        remote_cache: own.remote.remote_cache.clone(),
+        remote_instance: own.remote.remote_instance.clone(),
         retry_failed: own.retry_failed_compilation,
     };
     if let Err(e) =

@@ -137,13 +137,10 @@ pub fn gc(prog: &str, cache_dir: Option<&str>, args: &super::args::Gc, json: boo
     count_evictions(&cache, r.evicted);
     warn(prog, &r.warnings);
     print(json, &r, || {
-        format!(
-            "evicted {} ({}); {} left ({}){}\n",
-            count(r.evicted, "entry", "entries"),
-            human_bytes(r.freed_bytes),
-            count(r.entries_left, "entry", "entries"),
-            human_bytes(r.bytes_left),
-            stale_removed(r.leftovers_removed)
+        gc_said(
+            (r.evicted, r.freed_bytes),
+            (r.entries_left, r.bytes_left),
+            &stale_removed(r.leftovers_removed),
         )
     });
     Ok(0)
@@ -163,6 +160,18 @@ pub fn clear(prog: &str, cache_dir: Option<&str>, json: bool) -> Ended {
         )
     });
     Ok(0)
+}
+
+/// What `gc` says, of a directory or a shared tier: the entries evicted and left (each a count
+/// and their bytes), then `tail`.
+pub(crate) fn gc_said(evicted: (usize, u64), left: (usize, u64), tail: &str) -> String {
+    format!(
+        "evicted {} ({}); {} left ({}){tail}\n",
+        count(evicted.0, "entry", "entries"),
+        human_bytes(evicted.1),
+        count(left.0, "entry", "entries"),
+        human_bytes(left.1),
+    )
 }
 
 /// What `gc` and `clear` say of the stale files they removed (nothing when there were none):
