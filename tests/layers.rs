@@ -52,8 +52,7 @@ fn module_of_path(path: &str) -> Option<String> {
 /// CONTRIBUTING.md's Layout table: module → layer, for the crate `krate` whose source root is
 /// `root`.
 fn layers(krate: &str, root: &str) -> BTreeMap<String, u32> {
-    let contributing =
-        std::fs::read_to_string(Path::new(ROOT).join("CONTRIBUTING.md")).unwrap();
+    let contributing = std::fs::read_to_string(Path::new(ROOT).join("CONTRIBUTING.md")).unwrap();
     let table = contributing
         .split("\n## Layout\n")
         .nth(1)

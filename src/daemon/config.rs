@@ -169,6 +169,8 @@ pub fn collision(
     None
 }
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Serve compiles over HTTP/1.1 on a Unix socket.
 ///
 /// The original daemon's protocol (POST /compile?working_directory=DIR, body = the shell-quoted
@@ -176,7 +178,8 @@ pub fn collision(
 /// `nxcc daemon stop` stops the daemon of a socket and waits until it is gone.
 #[derive(Debug, clap::Parser)]
 #[command(args_conflicts_with_subcommands = true)]
-pub(crate) struct DaemonCommand {
+#[doc(hidden)]
+pub struct DaemonCommand {
     /// `stop`, or nothing: serve.
     #[command(subcommand)]
     pub(crate) action: Option<DaemonAction>,

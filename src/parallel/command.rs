@@ -32,12 +32,15 @@ use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::neuron_cache::Location;
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Compile many models at once, within a memory budget, through the compile cache.
 ///
 /// Each INPUT compiles with the compile arguments given after `--` into <output dir>/<stem>.neff
 /// (its log <stem>.log).
 #[derive(Debug, Clone, clap::Parser)]
-pub(crate) struct ParallelCompile {
+#[doc(hidden)]
+pub struct ParallelCompile {
     /// A model file, or a directory of *.pb / *.hlo files (none with --neuron-cache).
     #[arg(value_name = "INPUT")]
     pub(crate) inputs: Vec<String>,

@@ -47,9 +47,12 @@ pub const EXIT_NOT_REPRODUCED: i32 = 1;
 /// Exit status: the bundle cannot be used.
 pub const EXIT_BAD_BUNDLE: i32 = 2;
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Replay a reproducer bundle and say whether the same failure recurs.
 #[derive(Debug, clap::Parser)]
-pub(crate) struct Reproduce {
+#[doc(hidden)]
+pub struct Reproduce {
     /// A reproducer bundle, nxcc-reproducer-<key>.tar.gz (compile --gen-reproducer).
     #[arg(value_name = "BUNDLE")]
     pub(crate) bundle: PathBuf,

@@ -262,13 +262,16 @@ pub fn loop_of(compiler: &Path, nxcc: Option<&Path>) -> Option<String> {
 
 // ---- the command line ----
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Put a compile daemon behind every `neuronx-cc compile` of the processes whose PATH starts with
 /// DIR.
 ///
 /// Each user's own daemon, or one shared with --socket and --allow-uid; every other use of
 /// neuronx-cc runs the real compiler.
 #[derive(Debug, clap::Parser)]
-pub(crate) struct ShimCommand {
+#[doc(hidden)]
+pub struct ShimCommand {
     /// What to do.
     #[command(subcommand)]
     pub(crate) action: ShimAction,

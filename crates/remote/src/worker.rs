@@ -43,9 +43,12 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest pause between two attempts to make a session with a server that went away.
 const SESSION_PAUSE_MAX: Duration = Duration::from_secs(5);
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Run compile actions for a Remote Execution API server (the Remote Workers API).
 #[derive(Debug, clap::Parser)]
-pub(crate) struct WorkerCommand {
+#[doc(hidden)]
+pub struct WorkerCommand {
     /// The server's bots service: grpc://HOST:PORT.
     #[arg(long, value_name = "URL")]
     pub(crate) remote: String,

@@ -5,9 +5,12 @@
 use super::config::DEFAULT_DIR_TEXT;
 use crate::cli::subcommand::{usage_error, DriverOptions, Stop};
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Inspect and maintain the compile cache.
 #[derive(Debug, clap::Parser)]
-pub(crate) struct CacheCommand {
+#[doc(hidden)]
+pub struct CacheCommand {
     /// What to do.
     #[command(subcommand)]
     pub(crate) action: CacheAction,

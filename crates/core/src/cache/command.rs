@@ -16,10 +16,12 @@
 //! one JSON object. What was removed because it was not a plain directory or file (a link) is
 //! warned about on stderr.
 
-use super::args::{action_name, CacheAction, CacheCommand, NeuronCache, Stats, Verify};
+use super::args::{action_name, CacheAction, NeuronCache, Stats, Verify};
 use crate::cli::subcommand::{parse, usage_error};
 
 pub use super::actions::EXIT_CORRUPT;
+#[doc(hidden)]
+pub use super::args::CacheCommand;
 
 /// Run `cache` with its arguments; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {

@@ -19,9 +19,12 @@ use crate::cli::subcommand::{err, out, parse, DriverOptions};
 /// Exit status of a model that cannot be read as an HLO module.
 pub const EXIT_INVALID: i32 = 1;
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Describe an HLO module: its parameters and results, instructions and computations.
 #[derive(Debug, clap::Parser)]
-pub(crate) struct HloInfo {
+#[doc(hidden)]
+pub struct HloInfo {
     /// The model: a binary HloModuleProto or HLO text.
     #[arg(value_name = "MODEL")]
     pub(crate) model: PathBuf,

@@ -21,9 +21,12 @@ use crate::cli::subcommand::{err, out, parse, DriverOptions};
 /// Exit status of a NEFF that is invalid, unreadable or not a NEFF.
 pub const EXIT_INVALID: i32 = 1;
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Inspect, verify or unpack a NEFF.
 #[derive(Debug, clap::Parser)]
-pub(crate) struct NeffInfo {
+#[doc(hidden)]
+pub struct NeffInfo {
     /// The NEFF file.
     #[arg(value_name = "FILE")]
     pub(crate) file: String,

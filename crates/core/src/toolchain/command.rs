@@ -6,12 +6,15 @@ use crate::cli::subcommand::{err, out, parse, DriverOptions};
 use crate::recon::toolchain::{SIM_MARKER, TOOLCHAIN_ENV};
 use crate::toolchain::{self, Request, LIBWALRUS, TEST_INSTRUMENT, TOOLS};
 
+// Public, and hidden from the API's documentation, for the test that checks the commands the
+// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Lay out or describe a toolchain directory.
 ///
 /// `sim DIR` lays out the simulated toolchain, a test instrument: its NEFFs cannot run on Neuron
 /// hardware. `show` says where a compile would take its toolchain from.
 #[derive(Debug, clap::Parser)]
-pub(crate) struct ToolchainCommand {
+#[doc(hidden)]
+pub struct ToolchainCommand {
     /// What to do.
     #[command(subcommand)]
     pub(crate) action: Action,
