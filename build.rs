@@ -1,7 +1,27 @@
-//! How the product executable `nxcc` is linked (see [`link_product_position_dependent`]).
+//! How the product executable `nxcc` is linked (see [`link_product_position_dependent`]), and
+//! the commit it is built from (`NXCC_COMMIT`, `NXCC_COMMIT_DATE`, when built in a git checkout;
+//! `build/commit.rs`).
+
+#[path = "build/commit.rs"]
+mod commit;
 
 fn main() {
     link_product_position_dependent();
+    embed_commit();
+}
+
+/// The commit `nxcc --version` names, when there is one.
+fn embed_commit() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build/commit.rs");
+    let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("manifest dir"));
+    for file in commit::watched(&dir) {
+        println!("cargo:rerun-if-changed={}", file.display());
+    }
+    if let Some((hash, date)) = commit::head(&dir) {
+        println!("cargo:rustc-env=NXCC_COMMIT={hash}");
+        println!("cargo:rustc-env=NXCC_COMMIT_DATE={date}");
+    }
 }
 
 /// How the product executable is linked, to touch fewer pages at every start (BENCHMARKS.md,

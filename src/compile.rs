@@ -69,7 +69,7 @@ pub struct Compiled {
     pub key: Option<Key>,
     /// The cache entry served or published, if any.
     pub entry: Option<PathBuf>,
-    /// The cache tier that served it (`local`, `secondary`, `remote`), on a hit.
+    /// The cache tier that served it (`local`, `secondary`, `shared`, `shared-secondary`, `remote`), on a hit.
     pub tier: Option<&'static str>,
     /// The model's private snapshot the compile read, kept while this value lives (a
     /// reproducer bundle then holds exactly what was compiled); `None` when none was taken (a

@@ -8,9 +8,32 @@ use crate::plan::{Invocation, SystemProbe};
 
 pub use crate::cli::subcommand::{err, out};
 
-/// The `--version` text: nxcc's version, the driver version it reproduces, and the toolchain it
-/// would use.
-pub fn version_text(prog: &str) -> String {
+/// The commit this executable was built from, and its date, when it was built in a git checkout
+/// (the build script's `NXCC_COMMIT`); `None` from a source archive.
+pub fn commit() -> Option<(&'static str, &'static str)> {
+    option_env!("NXCC_COMMIT").map(|c| (c, option_env!("NXCC_COMMIT_DATE").unwrap_or("")))
+}
+
+/// The first line of `--version`: `nxcc 0.1.0 (1a2b3c4d5e6f 2026-01-31)`, or `nxcc 0.1.0`
+/// without a commit; `neuronx-cc (nxcc) ...` under the original's name.
+pub fn version_line(prog: &str, commit: Option<(&str, &str)>) -> String {
+    let name = if prog == "nxcc" {
+        prog.to_string()
+    } else {
+        format!("{prog} (nxcc)")
+    };
+    match commit {
+        Some((hash, date)) => format!(
+            "{name} {} ({})",
+            crate::VERSION,
+            format!("{hash} {date}").trim()
+        ),
+        None => format!("{name} {}", crate::VERSION),
+    }
+}
+
+/// The toolchain `--version` names: the one this command line would use.
+fn version_toolchain() -> Option<crate::toolchain::Toolchain> {
     let launch = std::env::current_dir().unwrap_or_default();
     let request = crate::toolchain::Request::from(
         None,
@@ -19,8 +42,13 @@ pub fn version_text(prog: &str) -> String {
             .as_deref(),
         &launch,
     );
-    let tc = crate::toolchain::locate(&request);
-    let toolchain = match tc {
+    crate::toolchain::locate(&request)
+}
+
+/// The `--version` text: nxcc's version (and commit), the driver version it reproduces, and the
+/// toolchain it would use.
+pub fn version_text(prog: &str) -> String {
+    let toolchain = match version_toolchain() {
         Some(t) => format!(
             "{}{}",
             t.bin.display(),
@@ -28,17 +56,27 @@ pub fn version_text(prog: &str) -> String {
         ),
         None => "none found (use --toolchain DIR, NXCC_TOOLCHAIN, or --toolchain sim)".to_string(),
     };
-    // `nxcc 0.1.0`, or `neuronx-cc (nxcc) 0.1.0` under the original's name.
-    let name = if prog == "nxcc" {
-        prog.to_string()
-    } else {
-        format!("{prog} (nxcc)")
-    };
     format!(
-        "{name} {}\nreproduces the {} compile driver\ntoolchain: {toolchain}\n",
-        crate::VERSION,
+        "{}\nreproduces the {} compile driver\ntoolchain: {toolchain}\n",
+        version_line(prog, commit()),
         crate::ORIGINAL_VERSION
     )
+}
+
+/// `--version --json`: one object — `name`, `version`, `commit` and `commit_date` (`null`
+/// without a commit), `reproduces`, `toolchain` (`{"bin", "simulated"}` or `null`).
+pub fn version_json() -> String {
+    let toolchain = version_toolchain()
+        .map(|t| serde_json::json!({"bin": t.bin.to_string_lossy(), "simulated": t.simulated}));
+    let value = serde_json::json!({
+        "name": "nxcc",
+        "version": crate::VERSION,
+        "commit": commit().map(|c| c.0),
+        "commit_date": commit().map(|c| c.1),
+        "reproduces": crate::ORIGINAL_VERSION,
+        "toolchain": toolchain,
+    });
+    format!("{value}\n")
 }
 
 /// Run nxcc with a full argv (`argv[0]` first); returns the exit status.
@@ -82,6 +120,13 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             }
         }
     }
+    match cli::color::take(&mut args) {
+        Ok(when) => cli::color::choose(when),
+        Err(message) => {
+            err(&format!("{prog}: error: {message}\n"));
+            return CliError::EXIT_STATUS;
+        }
+    }
     let command = match cli::parse(&prog, &args) {
         Ok(c) => c,
         Err(e) => {
@@ -94,8 +139,12 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             out(&text);
             0
         }
-        Command::Version => {
-            out(&version_text(&prog));
+        Command::Version { json } => {
+            out(&if json {
+                version_json()
+            } else {
+                version_text(&prog)
+            });
             0
         }
         Command::Compile(args) => compile(&args),
@@ -164,49 +213,15 @@ fn run_compile(invocation: &Invocation) -> i32 {
         remote,
     };
     let done = crate::compile::compile(request);
-    reproducer(invocation, &engine, &done, log_start);
-    done.result.exit_status()
-}
-
-/// `--gen-reproducer`: the bundle of the compile, when it failed (or always); where it went is
-/// said on stderr, and a bundle that cannot be written costs a warning, never the exit status.
-fn reproducer(
-    invocation: &Invocation,
-    engine: &crate::engine::Engine,
-    done: &crate::compile::Compiled,
-    log_start: u64,
-) {
-    use crate::reproducer::write;
-    let wanted = &invocation.settings.reproducer;
-    let Some(when) = wanted.when else {
-        return;
-    };
-    if !crate::reproducer::wanted(when, &done.result.status) {
-        return;
-    }
-    let launch_dir = &invocation.plan.launch_dir;
-    let dir = wanted.dir.as_deref().map_or_else(
-        || launch_dir.clone(),
-        |d| crate::fsx::absolute(launch_dir, d),
-    );
-    let req = write::Request {
+    crate::reproducer::write::as_asked(
         invocation,
-        engine,
-        result: &done.result,
-        key: done.key.as_ref(),
+        &engine,
+        &done.result,
+        done.key.as_ref(),
+        done.snapshot.as_deref(),
         log_start,
-        dir: &dir,
-        strip: wanted.strip_constants,
-        entry: None,
-        compiled: done.snapshot.as_deref(),
-    };
-    match write::write(&req) {
-        Ok(path) => err(&format!(
-            "Wrote a reproducer to {p} (send it with your report; `nxcc reproduce {p}` replays it)\n",
-            p = path.display()
-        )),
-        Err(e) => err(&format!("WARNING: no reproducer was written: {e}\n")),
-    }
+    );
+    done.result.exit_status()
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {
@@ -222,6 +237,8 @@ fn other(prog: &str, name: &str, args: &[String]) -> i32 {
         "daemon" => crate::daemon::main(prog, args),
         // The bot compiles each action through the one entry point, handed down to it.
         "worker" => crate::remote::worker::main(prog, args, crate::compile::here),
+        "completions" => crate::manual::completions(prog, args),
+        "man" => crate::manual::man(prog, args),
         "list-operators" => {
             err(&format!(
                 "{prog} list-operators: error: nxcc has no operator table of its own; the list comes from the real compiler (neuronx-cc list-operators --framework XLA)\n"

@@ -12,7 +12,9 @@
 //!    its replay (`nxcc reproduce`, handed the entry point);
 //! 10. [`parallel`]: many compiles at once; [`daemon`]: the compile daemon and its client;
 //! 11. [`shim`]: `neuronx-cc` on PATH served by the host's compile daemon (`nxcc shim`);
-//! 12. [`driver`]: the thin entry point `main` calls.
+//! 12. [`manual`]: the whole command line described once, and what is generated from it
+//!     (shell completions, the manual pages);
+//! 13. [`driver`]: the thin entry point `main` calls.
 //!
 //! The simulated toolchain (`nxcc-sim`) is no part of it: `nxcc`'s `main` registers it behind
 //! [`toolchain::Simulator`].
@@ -29,6 +31,7 @@ pub use nxcc_remote as remote;
 pub mod compile;
 pub mod daemon;
 pub mod driver;
+pub mod manual;
 pub mod parallel;
 pub mod reproducer;
 pub mod shim;

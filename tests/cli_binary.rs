@@ -69,10 +69,13 @@ fn version_names_both_versions_and_the_toolchain() {
         let out = nxcc(&[flag]);
         assert_eq!(out.status.code(), Some(0));
         let t = text(&out.stdout);
-        assert!(
-            t.starts_with(&format!("nxcc {}\n", env!("CARGO_PKG_VERSION"))),
+        // `nxcc 0.1.0`, and the commit when built in a checkout (tests/console.rs).
+        assert_eq!(
+            t.lines().next(),
+            Some(nxcc::driver::version_line("nxcc", nxcc::driver::commit()).as_str()),
             "{t}"
         );
+        assert!(t.starts_with(&format!("nxcc {}", env!("CARGO_PKG_VERSION"))));
         assert!(t.contains("neuronx-cc 2.24.5133.0"), "{t}");
         assert!(t.contains("toolchain:"), "{t}");
     }
@@ -103,13 +106,12 @@ fn answers_to_the_name_neuronx_cc() {
             .unwrap()
             .stdout,
     );
-    assert!(
-        version.starts_with(&format!(
-            "neuronx-cc (nxcc) {}\n",
-            env!("CARGO_PKG_VERSION")
-        )),
+    assert_eq!(
+        version.lines().next(),
+        Some(nxcc::driver::version_line("neuronx-cc", nxcc::driver::commit()).as_str()),
         "{version}"
     );
+    assert!(version.starts_with(&format!("neuronx-cc (nxcc) {}", env!("CARGO_PKG_VERSION"))));
 }
 
 #[test]
@@ -118,7 +120,7 @@ fn the_usage_line_lists_every_subcommand_the_originals_first() {
     let err = text(&out.stderr);
     assert!(
         err.contains(
-            "{compile,list-operators,neff-info,hlo-info,parallel-compile,reproduce,cache,daemon,toolchain,shim,worker}"
+            "{compile,list-operators,neff-info,hlo-info,parallel-compile,reproduce,cache,daemon,toolchain,shim,worker,completions,man}"
         ),
         "{err}"
     );

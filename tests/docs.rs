@@ -3,10 +3,11 @@
 //! every `#anchor` a heading of the page it names (GitHub's slugs); every page of docs/ is in
 //! the README's index. Every command a page shows in a `sh` block that runs nxcc (`nxcc ...`,
 //! `target/release/nxcc ...`, `neuronx-cc ...`, also after `$ `, an `&&` or variables set before
-//! it) is one nxcc accepts: its subcommand exists and its arguments parse as that subcommand's,
-//! and a compile's — also those after `--` of `parallel-compile` and `cache explain` — are
-//! lowered into an `Invocation` and planned, as a dry run plans them, with a static probe:
-//! nothing is read, run or served. Every path of the repository a shown command names exists.
+//! it) is one nxcc accepts: its subcommand exists and its arguments parse as nxcc's command line
+//! (`manual::command`, the completions' and manual pages' own) has them, and a compile's — also
+//! those after `--` of `parallel-compile` and `cache explain` — are lowered into an `Invocation`
+//! and planned, as a dry run plans them, with a static probe: nothing is read, run or served.
+//! Every path of the repository a shown command, or a page's code, names exists.
 //!
 //! A synopsis line is read as the commands it stands for: `[--json]` as `--json`, `stats|verify`
 //! as each of them, `...` as nothing, and the placeholders of [`PLACEHOLDERS`] as an example.
@@ -14,7 +15,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
-use nxcc::cli::subcommand::{parse, Stop};
 use nxcc::cli::Command;
 use nxcc::plan::{Invocation, Refusal, StaticProbe};
 
@@ -615,7 +615,7 @@ fn expansions(words: &[String]) -> Vec<Vec<String>> {
 fn accepts(args: &[String]) -> Result<(), String> {
     match nxcc::cli::parse("nxcc", args) {
         Err(e) => Err(e.render()),
-        Ok(Command::Help(_) | Command::Version) => Ok(()),
+        Ok(Command::Help(_) | Command::Version { .. }) => Ok(()),
         Ok(Command::Compile(c)) => planned(Invocation::from_args(&c, &probe())),
         Ok(Command::Other { name, args }) => subcommand(&name, &args),
     }
@@ -633,33 +633,21 @@ fn planned(invocation: Result<Invocation, Refusal>) -> Result<(), String> {
     }
 }
 
-/// `Ok` when the subcommand's typed command line takes `args` (or they ask for its help).
-macro_rules! takes {
-    ($command:ty, $name:expr, $args:expr) => {
-        match parse::<$command>("nxcc", $name, $args) {
-            Ok(_) | Err(Stop::Help(_)) => Ok(()),
-            Err(Stop::Refused(text)) => Err(text),
-        }
-    };
-}
-
-/// Whether nxcc's subcommand `name` takes `args`; the compile arguments after `--` of
+/// Whether nxcc's subcommand `name` takes `args`, as nxcc's whole command line (the one the
+/// manual pages and the completions are made from) has it; the compile arguments after `--` of
 /// `parallel-compile` (every input's) and `cache explain` (with their model) are planned too.
 fn subcommand(name: &str, args: &[String]) -> Result<(), String> {
-    match name {
-        "neff-info" => takes!(nxcc::neff::info::NeffInfo, name, args),
-        "hlo-info" => takes!(nxcc::hlo::command::HloInfo, name, args),
-        "toolchain" => takes!(nxcc::toolchain::command::ToolchainCommand, name, args),
-        "cache" => takes!(nxcc::cache::command::CacheCommand, name, args),
-        "parallel-compile" => takes!(nxcc::parallel::command::ParallelCompile, name, args),
-        "reproduce" => takes!(nxcc::reproducer::replay::Reproduce, name, args),
-        "daemon" => takes!(nxcc::daemon::config::DaemonCommand, name, args),
-        "shim" => takes!(nxcc::shim::ShimCommand, name, args),
-        "worker" => takes!(nxcc::remote::worker::WorkerCommand, name, args),
-        other => Err(format!(
-            "nxcc {other}: this test does not know how to check its arguments (add it to `subcommand`)"
-        )),
-    }?;
+    let mut nxcc = nxcc::manual::command("nxcc");
+    nxcc.build();
+    let Some(command) = nxcc.find_subcommand(name) else {
+        return Err(format!("nxcc {name}: not a command of nxcc's command line"));
+    };
+    let words = std::iter::once(format!("nxcc {name}")).chain(args.iter().cloned());
+    if let Err(e) = command.clone().try_get_matches_from(words) {
+        if e.kind() != clap::error::ErrorKind::DisplayHelp {
+            return Err(e.render().to_string());
+        }
+    }
     let Some(tail) = args
         .iter()
         .position(|a| a == "--")
@@ -881,6 +869,7 @@ fn a_command_nxcc_refuses_is_found() {
         "nxcc parallel-compile graphs/ --memory-budget auto -- --target trn2 -O1",
         "nxcc cache explain -- model.pb --target trn2",
         "X=1 nxcc daemon stop",
+        "nxcc completions bash && nxcc man compile",
         "ls examples/models/ tests/data/flags.tsv",
     ] {
         assert_eq!(check_line(good), Vec::<String>::new(), "{good}");
@@ -895,6 +884,7 @@ fn a_command_nxcc_refuses_is_found() {
         "nxcc cache explain -- model.pb --target trn2 --no-such-flag",
         "nxcc hlo-info --jsn m.pb --no-such-flag",
         "nxcc daemon --max-concurrent 0",
+        "nxcc completions tcsh",
         "A=b target/release/nxcc neff-info --no-such-flag m.neff",
         "true && neuronx-cc compile m.pb --target trn2 --no-such-flag",
         "python3 bench/no_such_benchmark.py",

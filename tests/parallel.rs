@@ -833,3 +833,97 @@ fn each_kind_of_failure_is_reported_alike_by_the_pipeline_and_the_external_engin
         }
     }
 }
+
+/// `cmd` run with stdout and stderr on a terminal (`script` gives it a pty): what the terminal
+/// showed. Fails, saying so, without `script`.
+fn on_a_terminal(cmd: &std::process::Command) -> String {
+    let has_script = std::process::Command::new("sh")
+        .args(["-c", "command -v script"])
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(has_script, "this test needs `script` (util-linux) on PATH");
+    let words: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|w| shell_words::quote(&w.to_string_lossy()).into_owned())
+        .collect();
+    let mut c = std::process::Command::new("script");
+    c.args(["-qec", &words.join(" "), "/dev/null"])
+        .current_dir(cmd.get_current_dir().unwrap())
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stdout));
+    text(&o.stdout)
+}
+
+#[test]
+fn on_a_terminal_progress_names_the_running_graphs_and_an_eta() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 3);
+    let mut cmd = s.parallel_cmd(&["graphs", "--jobs", "2", "--output-dir", "out"], &[]);
+    cmd.env("NXCC_SIM_WAIT_MS", "hlo2penguin:1200");
+    let shown = on_a_terminal(&cmd);
+    // The live line, redrawn in place: the running graphs with their time, then an estimate once
+    // a compile has ended.
+    assert!(
+        shown.contains("\r\x1b[Kparallel-compile: 0/3 done, "),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains(" | g00 ") || shown.contains(" | g01 ") || shown.contains(" | g02 "),
+        "{shown:?}"
+    );
+    assert!(shown.contains(", ETA "), "{shown:?}");
+    assert!(
+        !shown.contains("[1/3]"),
+        "no plain lines on a terminal: {shown:?}"
+    );
+    // The table's heading is bold on a terminal.
+    assert!(shown.contains("\x1b[1minput "), "{shown:?}");
+}
+
+#[test]
+fn json_prints_the_report_instead_of_the_table_and_a_pipe_gets_plain_lines() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 3);
+    let o = s.parallel_run(
+        &[
+            "graphs",
+            "--jobs",
+            "2",
+            "--output-dir",
+            "out",
+            "--json",
+            "--report",
+            "r.json",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let printed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(printed, report(&s, "r.json"), "the same report as --report");
+    assert_eq!(printed["succeeded"], 3);
+    let stems: Vec<&str> = printed["compiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["input"].as_str().unwrap())
+        .collect();
+    assert_eq!(stems.len(), 3, "{printed}");
+    // Not a terminal: one plain line per compile, nothing redrawn, no colour.
+    let err = text(&o.stderr);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with('[')).count(),
+        3,
+        "{err}"
+    );
+    assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
+}

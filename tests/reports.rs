@@ -2,7 +2,8 @@
 //! back — one event per compile, its outcome right for a compile, a hit, a failure and a
 //! remembered failure, the memory counter never above the budget — and the `--timings` page
 //! loaded in a real browser (headless Chromium): no console error, the bars, the memory chart
-//! and the tables in its DOM, a screenshot that shows them.
+//! and the tables in its DOM, a screenshot that shows them; a tool killed by a signal
+//! (`compile --profile`) and an interrupted batch said as such in the trace.
 
 mod common;
 
@@ -383,4 +384,76 @@ fn the_timings_page_in_headless_chromium() {
         count_colour(&pixels, "#3d8b5f") > 1000,
         "no compiled bar to see"
     );
+}
+
+/// The args of the compile events of a trace, by graph.
+fn compile_args(trace: &Path) -> Vec<(String, Value)> {
+    let trace: Value = serde_json::from_slice(&std::fs::read(trace).unwrap()).unwrap();
+    trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "compile")
+        .map(|e| (e["name"].as_str().unwrap().to_string(), e["args"].clone()))
+        .collect()
+}
+
+#[test]
+fn a_tool_killed_by_a_signal_and_an_interrupted_batch_are_said_in_the_trace() {
+    let s = Scratch::new();
+    // `compile --profile`: a tool that crashes is a failure with its signal.
+    let o = s
+        .sim_cmd("trn2", &["--output", "m.neff", "--profile", "one.json"])
+        .env("NXCC_SIM_FAULT", "walrus_driver:segv")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    let one = compile_args(&s.join("one.json"));
+    assert_eq!(one.len(), 1, "{one:?}");
+    let a = &one[0].1;
+    assert_eq!(a["outcome"], "failed", "{a}");
+    assert_eq!(a["signal"], "SIGSEGV", "{a}");
+    assert!(a["code"].as_str().is_some_and(|c| !c.is_empty()), "{a}");
+
+    // An interrupted batch (one slot, the first compile's Backend hanging): that compile is
+    // cancelled.
+    std::fs::create_dir_all(s.join("g")).unwrap();
+    for g in ["a.pb", "b.pb"] {
+        std::fs::copy(s.join(MODEL), s.join("g").join(g)).unwrap();
+    }
+    let before = s.records().len();
+    let mut child = s
+        .parallel_cmd(
+            &[
+                "g",
+                "--jobs",
+                "1",
+                "--output-dir",
+                "out",
+                "--profile",
+                "p.json",
+            ],
+            &[],
+        )
+        .env("NXCC_SIM_FAULT", "walrus_driver:hang")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once a tool of the first compile has finished, the compile is under way.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while s.records().len() == before {
+        assert!(std::time::Instant::now() < deadline, "no tool ever ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let batch = compile_args(&s.join("p.json"));
+    let outcomes: Vec<(&str, &str)> = batch
+        .iter()
+        .map(|(g, a)| (g.as_str(), a["outcome"].as_str().unwrap()))
+        .collect();
+    // The one that never started has no bar.
+    assert_eq!(outcomes, [("a", "cancelled")]);
 }

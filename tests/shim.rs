@@ -319,6 +319,46 @@ fn thirty_two_callers_for_four_graphs_get_four_compiles_within_the_budget() {
     assert!(st.contains("first on PATH: yes"), "{st}");
     assert!(st.contains("daemon: answers on"), "{st}");
     assert!(st.contains("the external compiler"), "{st}");
+    // The same, as JSON.
+    let s = w.nxcc(&["shim", "status", "--json", w.shim_dir().to_str().unwrap()]);
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(j["installed"], true, "{j}");
+    assert_eq!(j["is_first_on_path"], true, "{j}");
+    assert_eq!(j["daemon"]["state"], "answers", "{j}");
+    assert!(j["daemon"]["status"]["pid"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(j["daemon"]["socket"], w.socket().to_str().unwrap(), "{j}");
+}
+
+#[test]
+fn status_json_has_the_fields_of_the_text() {
+    let w = World::new();
+    w.install(&["--memory-budget", "8G"]);
+    let dir = w.shim_dir();
+    let s = w.nxcc(&["shim", "status", "--json", dir.to_str().unwrap()]);
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(j["installed"], true, "{j}");
+    assert_eq!(j["dir"], dir.to_str().unwrap(), "{j}");
+    assert_eq!(j["memory_budget"], "8G", "{j}");
+    assert_eq!(j["compiler"], fake_compiler().to_str().unwrap(), "{j}");
+    assert_eq!(j["compiler_state"], "ok", "{j}");
+    assert_eq!(j["link_target_exists"], true, "{j}");
+    assert_eq!(j["daemon"]["state"], "not_running", "{j}");
+    assert_eq!(j["daemon"]["shared"], true, "installed with --socket: {j}");
+    assert_eq!(j["daemon"]["socket"], w.socket().to_str().unwrap(), "{j}");
+    assert!(j["daemon"]["status"].is_null(), "{j}");
+    // Uninstalled: no shim, exit 1, and why.
+    let o = w.nxcc(&["shim", "uninstall", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = w.nxcc(&["shim", "status", "--json", dir.to_str().unwrap()]);
+    assert_eq!(s.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(j["installed"], false, "{j}");
+    assert!(
+        j["why"].as_str().unwrap().contains("is not an nxcc shim"),
+        "{j}"
+    );
 }
 
 #[test]

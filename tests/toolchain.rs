@@ -142,3 +142,53 @@ fn a_missing_tool_warns_in_a_dry_run_and_fails_a_compile() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn toolchain_show_json_says_what_the_text_says() {
+    let s = Scratch::new();
+    let dir = s.join("tc");
+    let o = s.run(&["toolchain", "sim", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let shown = s.run(&["toolchain", "show", "--toolchain", dir.to_str().unwrap()]);
+    let o = s.run(&[
+        "toolchain",
+        "show",
+        "--json",
+        "--toolchain",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["source"], "--toolchain");
+    let tc = &j["toolchain"];
+    assert_eq!(tc["bin"], dir.join("bin").to_str().unwrap(), "{j}");
+    assert_eq!(tc["simulated"], true);
+    assert_eq!(tc["laid_out"], true);
+    let tools = tc["tools"].as_object().unwrap();
+    assert!(tools.contains_key("walrus_driver"), "{j}");
+    for (tool, path) in tools {
+        let path = path.as_str().unwrap_or("missing");
+        assert!(
+            text(&shown.stdout).contains(&format!("  {tool:<18} {path}\n")),
+            "{tool}: {}",
+            text(&shown.stdout)
+        );
+    }
+    // A tool taken away: null, as the text's `missing`.
+    std::fs::remove_file(dir.join("bin/walrus_driver")).unwrap();
+    let o = s.run(&[
+        "toolchain",
+        "show",
+        "--json",
+        "--toolchain",
+        dir.to_str().unwrap(),
+    ]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["toolchain"]["tools"]["walrus_driver"].is_null(), "{j}");
+    // None found (no --toolchain, no NXCC_TOOLCHAIN, no neuronxcc package): null, exit 1.
+    let o = s.run(&["toolchain", "show", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{j}");
+    assert_eq!(j["source"], "python3", "{j}");
+    assert!(j["toolchain"].is_null(), "{j}");
+}

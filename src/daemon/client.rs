@@ -36,6 +36,8 @@ use serde_json::Value;
 use super::config;
 use super::wire::{self, CompileRequest, Done, Said, Stream};
 use crate::cli::CompileArgs;
+use crate::engine::events::Event;
+use crate::engine::metrics::JobMetrics;
 use crate::error::EXIT_COMPILE_FAILED;
 
 /// The environment variable naming the daemon's socket (default: [`config::default_socket`]).
@@ -136,9 +138,17 @@ pub fn compile(args: &CompileArgs) -> i32 {
         .filter(|a| *a != "--daemon")
         .cloned()
         .collect();
+    // `--gen-reproducer`: this process writes the bundle, as its user, from its own snapshot.
+    let bundle = crate::reproducer::sent::Pending::prepare(args);
+    let mut jobs = Vec::new();
     // Starting a daemon is said: it goes on running, in the background, after this compile.
-    match send_saying(&Target::from_env(), &argv, true) {
-        Sent::Finished(done) => done.exit_status,
+    match send_saying(&Target::from_env(), &argv, true, &mut jobs) {
+        Sent::Finished(done) => {
+            if let (Some(bundle), Some(result)) = (bundle, done.result(jobs)) {
+                bundle.finish(&result);
+            }
+            done.exit_status
+        }
         Sent::Unreached(e) | Sent::Failed(e) | Sent::Refused(e) => fail(&e),
     }
 }
@@ -146,11 +156,17 @@ pub fn compile(args: &CompileArgs) -> i32 {
 /// Send the compile `argv` (without a leading `compile`) to `target`'s daemon, starting one if
 /// none answers, and print its console lines as they come.
 pub fn send(target: &Target, argv: &[String]) -> Sent {
-    send_saying(target, argv, false)
+    send_saying(target, argv, false, &mut Vec::new())
 }
 
-/// [`send`]; `say_start`: say on stderr when a daemon is started.
-fn send_saying(target: &Target, argv: &[String], say_start: bool) -> Sent {
+/// [`send`]; `say_start`: say on stderr when a daemon is started; the figures of each job the
+/// compile ran are put in `jobs` as the daemon reports them.
+fn send_saying(
+    target: &Target,
+    argv: &[String],
+    say_start: bool,
+    jobs: &mut Vec<JobMetrics>,
+) -> Sent {
     let socket = &target.socket;
     // The default place may be in /tmp: talk only to a daemon in this user's private directory.
     let dir = config::default_dir();
@@ -180,7 +196,8 @@ fn send_saying(target: &Target, argv: &[String], say_start: bool) -> Sent {
             Ok(s) => s,
             Err(e) => return Sent::Unreached(e),
         };
-        match exchange(stream, &body) {
+        jobs.clear();
+        match exchange(stream, &body, jobs) {
             Ok(Answer::Finished(done)) => return Sent::Finished(done),
             Ok(Answer::Refused(text)) => {
                 return Sent::Refused(format!("the daemon on {}: {text}", socket.display()))
@@ -309,6 +326,8 @@ pub enum Line {
     Err(String),
     /// The compile ended, so.
     Done(Box<Done>),
+    /// A job of the compile ended, with its figures.
+    Job(Box<JobMetrics>),
     /// Anything else (a worker event, a line this client does not know: passed over).
     Other,
 }
@@ -322,6 +341,7 @@ pub fn interpret(line: &str) -> Line {
         })) => Line::Err(line),
         Some(wire::Line::Said(Said::Log { line, .. })) => Line::Out(line),
         Some(wire::Line::Said(Said::Done(done))) => Line::Done(Box::new(done)),
+        Some(wire::Line::Worker(Event::JobFinished(job))) => Line::Job(Box::new(job)),
         _ => Line::Other,
     }
 }
@@ -415,10 +435,11 @@ pub fn request(socket: &Path, method: &str, path: &str) -> Result<(u16, String),
     })
 }
 
-fn exchange(stream: UnixStream, body: &[u8]) -> Result<Answer, String> {
+fn exchange(stream: UnixStream, body: &[u8], jobs: &mut Vec<JobMetrics>) -> Result<Answer, String> {
     exchange_with(stream, body, |line| match line {
         Line::Out(t) => super::out(&format!("{t}\n")),
         Line::Err(t) => super::err(&format!("{t}\n")),
+        Line::Job(job) => jobs.push((**job).clone()),
         Line::Done(_) | Line::Other => {}
     })
 }

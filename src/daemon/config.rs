@@ -169,8 +169,6 @@ pub fn collision(
     None
 }
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Serve compiles over HTTP/1.1 on a Unix socket.
 ///
 /// The original daemon's protocol (POST /compile?working_directory=DIR, body = the shell-quoted
@@ -178,8 +176,7 @@ pub fn collision(
 /// `nxcc daemon stop` stops the daemon of a socket and waits until it is gone.
 #[derive(Debug, clap::Parser)]
 #[command(args_conflicts_with_subcommands = true)]
-#[doc(hidden)]
-pub struct DaemonCommand {
+pub(crate) struct DaemonCommand {
     /// `stop`, or nothing: serve.
     #[command(subcommand)]
     pub(crate) action: Option<DaemonAction>,
@@ -399,6 +396,11 @@ fn config(a: ServeArgs) -> Result<Config, String> {
             remote,
         },
     })
+}
+
+/// `daemon`'s command line as clap defines it (nxcc's completions and manual page).
+pub(crate) fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<DaemonCommand>(prog, "daemon")
 }
 
 #[cfg(test)]

@@ -92,6 +92,28 @@ pub struct Done {
     pub status: Option<Status>,
 }
 
+impl Done {
+    /// The compile's result as a client puts it together: how it ended (`status`, else, from a
+    /// daemon that does not send it, its `failure` or a success by its exit status), its error
+    /// lines, and `jobs`, the figures its events carried; `None` for a failure of unknown kind.
+    pub fn result(
+        &self,
+        jobs: Vec<crate::engine::metrics::JobMetrics>,
+    ) -> Option<crate::engine::result::CompileResult> {
+        let status = match (&self.status, &self.failure) {
+            (Some(s), _) => s.clone(),
+            (None, Some(f)) => Status::Failed(f.clone()),
+            (None, None) if self.exit_status == 0 => Status::Succeeded,
+            (None, None) => return None,
+        };
+        Some(crate::engine::result::CompileResult::new(
+            status,
+            self.error_lines.clone(),
+            jobs,
+        ))
+    }
+}
+
 /// What the daemon itself says on a stream: a console line, or the end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]

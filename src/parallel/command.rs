@@ -32,15 +32,12 @@ use crate::engine::Engine;
 use crate::error::EXIT_COMPILE_FAILED;
 use crate::neuron_cache::Location;
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Compile many models at once, within a memory budget, through the compile cache.
 ///
 /// Each INPUT compiles with the compile arguments given after `--` into <output dir>/<stem>.neff
 /// (its log <stem>.log).
 #[derive(Debug, Clone, clap::Parser)]
-#[doc(hidden)]
-pub struct ParallelCompile {
+pub(crate) struct ParallelCompile {
     /// A model file, or a directory of *.pb / *.hlo files (none with --neuron-cache).
     #[arg(value_name = "INPUT")]
     pub(crate) inputs: Vec<String>,
@@ -64,6 +61,9 @@ pub struct ParallelCompile {
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) report: Option<String>,
+    /// Print the results as JSON on stdout instead of the table (the report --report writes).
+    #[arg(long)]
+    pub(crate) json: bool,
     /// Write an HTML page of the batch to FILE: a bar per compile coloured by outcome (one lane
     /// per worker slot), the memory in use against the budget, the slowest compiles, the failures
     /// by code, the hits.
@@ -532,7 +532,14 @@ fn finish(
     report: &super::Report,
     cancel: &Cancellation,
 ) -> i32 {
-    out(&report::table(report));
+    if own.json {
+        out(&report::json(report));
+    } else {
+        out(&report::table_painted(
+            report,
+            crate::cli::color::enabled(false),
+        ));
+    }
     err(&report::failures(report));
     let mut status = report.exit_status();
     for (file, text, what) in [
@@ -555,4 +562,9 @@ fn finish(
         None => status,
         Some(sig) => crate::run::signals::exit_status_for(sig),
     }
+}
+
+/// `parallel-compile`'s command line as clap defines it (nxcc's completions and manual page).
+pub(crate) fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<ParallelCompile>(prog, "parallel-compile")
 }

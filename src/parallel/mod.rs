@@ -684,6 +684,7 @@ impl Batch<'_> {
                     queue.withdraw_all();
                 }
                 for (slot, task) in queue.admit() {
+                    progress.started(slot, &self.inputs[task.index].stem);
                     let _ = workers[slot].send(task);
                 }
                 let snap = queue.schedule.snapshot();
@@ -695,6 +696,7 @@ impl Batch<'_> {
                 match done_rx.recv_timeout(CANCEL_POLL) {
                     Ok((slot, finished)) => {
                         queue.finish(slot);
+                        progress.stopped(slot);
                         if let Some(retry) = self.conclude(finished, results, progress) {
                             // A retry goes ahead of the compiles that have not started yet.
                             queue.push_front(retry);

@@ -1,12 +1,14 @@
-//! Progress of a batch on stderr: on a terminal a live count — done / running / queued / failed —
-//! redrawn in place and cleared at the end; elsewhere one line per finished compile (and per
-//! retry), so logs of CI jobs stay readable.
+//! Progress of a batch on stderr: on a terminal a live line — done / running / queued / failed,
+//! an estimate of the time left, and the running graphs with how long each has run — redrawn in
+//! place (cut to the terminal's width) and cleared at the end; elsewhere one line per finished
+//! compile (and per retry), so logs of CI jobs stay readable.
 
 use crate::cli::subcommand::err;
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{CompileResult, Status};
 use crate::result::{Failure, JobEnd};
@@ -41,6 +43,10 @@ struct State {
     running: usize,
     queued: usize,
     stop: bool,
+    /// The graph each busy worker slot runs, and since when.
+    slots: BTreeMap<usize, (String, Instant)>,
+    /// Seconds and count of the attempts that ended: their mean predicts the others.
+    ended: (f64, usize),
 }
 
 /// A running progress display; cleared when dropped.
@@ -50,12 +56,71 @@ pub struct Progress {
     thread: Option<JoinHandle<()>>,
 }
 
-/// The live line's text.
-fn live_text(s: &State) -> String {
-    format!(
+/// The live line's text at `now`.
+fn live_text(s: &State, now: Instant) -> String {
+    let mut t = format!(
         "parallel-compile: {}/{} done, {} running, {} queued, {} failed",
         s.done, s.total, s.running, s.queued, s.failed
-    )
+    );
+    let elapsed: Vec<(&str, f64)> = s
+        .slots
+        .values()
+        .map(|(name, since)| (name.as_str(), now.duration_since(*since).as_secs_f64()))
+        .collect();
+    let mean = (s.ended.1 > 0).then(|| s.ended.0 / s.ended.1 as f64);
+    let times: Vec<f64> = elapsed.iter().map(|(_, e)| *e).collect();
+    if let Some(left) = eta(mean, s.queued, &times) {
+        t.push_str(&format!(", ETA {}", seconds(left)));
+    }
+    if !elapsed.is_empty() {
+        let running: Vec<String> = elapsed
+            .iter()
+            .map(|(name, e)| format!("{name} {}", seconds(*e)))
+            .collect();
+        t.push_str(&format!(" | {}", running.join(", ")));
+    }
+    t
+}
+
+/// The seconds left: what the queued compiles and the rest of the running ones would take at the
+/// mean of those that ended (`None` before one has), spread over the running ones.
+fn eta(mean: Option<f64>, queued: usize, running: &[f64]) -> Option<f64> {
+    let mean = mean?;
+    let rest: f64 = running.iter().map(|e| (mean - e).max(0.0)).sum();
+    Some((queued as f64 * mean + rest) / running.len().max(1) as f64)
+}
+
+/// `7 s`, `2m05s`, `1h02m`.
+fn seconds(s: f64) -> String {
+    let s = s.round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s / 60 % 60),
+    }
+}
+
+/// The columns of the terminal on stderr (80 when it does not say).
+fn columns() -> usize {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct it is handed, which lives for the
+    // call; on failure it writes nothing and the zero width is replaced below.
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    if ok && size.ws_col > 0 {
+        usize::from(size.ws_col)
+    } else {
+        80
+    }
+}
+
+/// `text` cut to fit in `width` columns (one column before the edge, so no terminal wraps it).
+fn fit(text: &str, width: usize) -> String {
+    text.chars().take(width.saturating_sub(1)).collect()
 }
 
 /// `1.23 s`, `312.5 MiB`: a finished compile's line.
@@ -103,7 +168,8 @@ impl Progress {
                         err("\r\x1b[K");
                         return;
                     }
-                    err(&format!("\r\x1b[K{}", live_text(&g)));
+                    let line = fit(&live_text(&g, Instant::now()), columns());
+                    err(&format!("\r\x1b[K{line}"));
                     g = cv
                         .wait_timeout(g, Duration::from_millis(250))
                         .map(|(g, _)| g)
@@ -123,6 +189,23 @@ impl Progress {
         let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut g);
         cv.notify_all();
+    }
+
+    /// Worker slot `slot` started a compile of `name`.
+    pub fn started(&self, slot: usize, name: &str) {
+        self.update(|s| {
+            s.slots.insert(slot, (name.to_string(), Instant::now()));
+        });
+    }
+
+    /// Worker slot `slot` ended its compile.
+    pub fn stopped(&self, slot: usize) {
+        self.update(|s| {
+            if let Some((_, since)) = s.slots.remove(&slot) {
+                s.ended.0 += since.elapsed().as_secs_f64();
+                s.ended.1 += 1;
+            }
+        });
     }
 
     /// How many compiles are running now.
@@ -226,16 +309,48 @@ mod tests {
             line(12, 12, &r),
             "[12/12] failed    g07  1.23 s  exit 70  cache hit"
         );
+        let now = Instant::now();
+        let mut s = State {
+            total: 4,
+            done: 1,
+            running: 2,
+            queued: 1,
+            ..State::default()
+        };
         assert_eq!(
-            live_text(&State {
-                total: 4,
-                done: 1,
-                running: 2,
-                queued: 1,
-                failed: 0,
-                stop: false
-            }),
+            live_text(&s, now),
             "parallel-compile: 1/4 done, 2 running, 1 queued, 0 failed"
         );
+        s.slots
+            .insert(0, ("g07".into(), now - Duration::from_secs(12)));
+        s.slots
+            .insert(1, ("g03".into(), now - Duration::from_secs(2)));
+        assert_eq!(
+            live_text(&s, now),
+            "parallel-compile: 1/4 done, 2 running, 1 queued, 0 failed | g07 12 s, g03 2 s",
+            "no estimate before a compile has ended"
+        );
+        s.ended = (20.0, 1);
+        // Left: the queued one (20 s) and the rest of the running ones (8 s + 18 s), over 2.
+        assert_eq!(
+            live_text(&s, now),
+            "parallel-compile: 1/4 done, 2 running, 1 queued, 0 failed, ETA 23 s | g07 12 s, g03 2 s"
+        );
+    }
+
+    #[test]
+    fn the_estimate_and_the_line_s_width() {
+        assert_eq!(eta(None, 3, &[1.0]), None);
+        assert_eq!(eta(Some(10.0), 0, &[]), Some(0.0));
+        assert_eq!(
+            eta(Some(10.0), 2, &[15.0]),
+            Some(20.0),
+            "overdue counts as 0"
+        );
+        assert_eq!(seconds(59.4), "59 s");
+        assert_eq!(seconds(125.0), "2m05s");
+        assert_eq!(seconds(3720.0), "1h02m");
+        assert_eq!(fit("abcdef", 4), "abc");
+        assert_eq!(fit("ab", 80), "ab");
     }
 }

@@ -71,6 +71,17 @@ pub fn before(budget: Option<u64>, planned: &[Planned], kept_in: Option<&Path>) 
     t
 }
 
+/// [`table`], its heading line bold when `colour`.
+pub fn table_painted(report: &Report, colour: bool) -> String {
+    let table = table(report);
+    match table.split_once('\n') {
+        Some((head, rest)) if colour && !report.compiles.is_empty() => {
+            format!("{}\n{rest}", crate::cli::color::heading(head, true))
+        }
+        _ => table,
+    }
+}
+
 /// The table printed at the end (no table when there was nothing to compile).
 pub fn table(report: &Report) -> String {
     if report.compiles.is_empty() {

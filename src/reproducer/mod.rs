@@ -24,6 +24,7 @@
 //! with what differed).
 
 pub mod replay;
+pub mod sent;
 pub mod write;
 
 use serde::{Deserialize, Serialize};

@@ -47,12 +47,9 @@ pub const EXIT_NOT_REPRODUCED: i32 = 1;
 /// Exit status: the bundle cannot be used.
 pub const EXIT_BAD_BUNDLE: i32 = 2;
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Replay a reproducer bundle and say whether the same failure recurs.
 #[derive(Debug, clap::Parser)]
-#[doc(hidden)]
-pub struct Reproduce {
+pub(crate) struct Reproduce {
     /// A reproducer bundle, nxcc-reproducer-<key>.tar.gz (compile --gen-reproducer).
     #[arg(value_name = "BUNDLE")]
     pub(crate) bundle: PathBuf,
@@ -369,6 +366,11 @@ fn replay(
     options.install_signals = true;
     options.work_root = Some(out_dir);
     compile(&invocation, options, engine)
+}
+
+/// `reproduce`'s command line as clap defines it (nxcc's completions and manual page).
+pub(crate) fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<Reproduce>(prog, "reproduce")
 }
 
 #[cfg(test)]

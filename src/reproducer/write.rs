@@ -59,6 +59,51 @@ pub fn model_as_compiled<'r>(req: &'r Request) -> &'r Path {
         .map_or(req.invocation.plan.model.as_path(), |s| s.path())
 }
 
+/// `--gen-reproducer`, after a compile of `invocation` that ended as `result`: its bundle, when
+/// it is wanted, in `--reproducer-dir` (default: the launch directory), made from `compiled`
+/// (the model as compiled) and the log from `log_start`. Where it went is said on stderr; a
+/// bundle that cannot be written costs a warning, never the compile's exit status.
+pub fn as_asked(
+    invocation: &Invocation,
+    engine: &Engine,
+    result: &CompileResult,
+    key: Option<&Key>,
+    compiled: Option<&crate::snapshot::Snapshot>,
+    log_start: u64,
+) {
+    let err = crate::cli::subcommand::err;
+    let wanted = &invocation.settings.reproducer;
+    let Some(when) = wanted.when else {
+        return;
+    };
+    if !super::wanted(when, &result.status) {
+        return;
+    }
+    let launch_dir = &invocation.plan.launch_dir;
+    let dir = wanted.dir.as_deref().map_or_else(
+        || launch_dir.clone(),
+        |d| crate::fsx::absolute(launch_dir, d),
+    );
+    let req = Request {
+        invocation,
+        engine,
+        result,
+        key,
+        log_start,
+        dir: &dir,
+        strip: wanted.strip_constants,
+        entry: None,
+        compiled,
+    };
+    match write(&req) {
+        Ok(path) => err(&format!(
+            "Wrote a reproducer to {p} (send it with your report; `nxcc reproduce {p}` replays it)\n",
+            p = path.display()
+        )),
+        Err(e) => err(&format!("WARNING: no reproducer was written: {e}\n")),
+    }
+}
+
 /// Write the bundle; its path, or why it could not be written.
 pub fn write(req: &Request) -> Result<PathBuf, String> {
     let key = match req.key {

@@ -262,16 +262,13 @@ pub fn loop_of(compiler: &Path, nxcc: Option<&Path>) -> Option<String> {
 
 // ---- the command line ----
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Put a compile daemon behind every `neuronx-cc compile` of the processes whose PATH starts with
 /// DIR.
 ///
 /// Each user's own daemon, or one shared with --socket and --allow-uid; every other use of
 /// neuronx-cc runs the real compiler.
 #[derive(Debug, clap::Parser)]
-#[doc(hidden)]
-pub struct ShimCommand {
+pub(crate) struct ShimCommand {
     /// What to do.
     #[command(subcommand)]
     pub(crate) action: ShimAction,
@@ -290,6 +287,9 @@ pub(crate) enum ShimAction {
         /// The shim's directory (default: the first neuronx-cc on PATH).
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Print one JSON object (docs/shim.md lists its fields).
+        #[arg(long)]
+        json: bool,
     },
     /// Stop your daemon of the shim; remove exactly what install created.
     Uninstall {
@@ -342,7 +342,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
     };
     match &cmd.action {
         ShimAction::Install(req) => install(prog, req),
-        ShimAction::Status { dir } => status(dir.as_deref()),
+        ShimAction::Status { dir, json } => status(dir.as_deref(), *json),
         ShimAction::Uninstall { dir } => uninstall(dir),
     }
 }
@@ -575,96 +575,198 @@ fn installed_text(dir: &Path, config: &Config) -> String {
     )
 }
 
-fn status(dir: Option<&Path>) -> i32 {
+/// What `shim status` finds, as `--json` prints it.
+#[derive(Debug, serde::Serialize)]
+struct Status {
+    /// The shim's directory.
+    dir: PathBuf,
+    /// `DIR/neuronx-cc`.
+    link: PathBuf,
+    /// Where the link points (`null`: there is no link).
+    link_target: Option<PathBuf>,
+    /// Whether what it points to exists.
+    link_target_exists: bool,
+    /// The real compiler.
+    compiler: PathBuf,
+    /// `ok`, `missing`, or `loop` (it is nxcc itself).
+    compiler_state: &'static str,
+    /// The daemon's memory budget.
+    memory_budget: String,
+    /// The first `neuronx-cc` on PATH (`null`: none).
+    first_on_path: Option<PathBuf>,
+    /// Whether that is this shim's.
+    is_first_on_path: bool,
+    /// The shim's daemon.
+    daemon: Daemon,
+}
+
+/// The shim's daemon, as `status` finds it.
+#[derive(Debug, serde::Serialize)]
+struct Daemon {
+    /// Its socket.
+    socket: PathBuf,
+    /// Shared with other users (the shim's --socket), else each user's own.
+    shared: bool,
+    /// `answers`, `refused` (an HTTP status other than 200), `not_running`.
+    state: &'static str,
+    /// Its status (`GET /v1/status`) when it answers.
+    status: Option<crate::daemon::wire::DaemonStatus>,
+    /// The HTTP status and body of a refusal.
+    refused: Option<(u16, String)>,
+}
+
+fn status(dir: Option<&Path>, json: bool) -> i32 {
+    let found = match find_status(dir) {
+        Ok(s) => s,
+        Err(Ok(why)) if json => {
+            out(&format!(
+                "{}\n",
+                serde_json::json!({"installed": false, "why": why})
+            ));
+            return 1;
+        }
+        Err(Ok(why)) => {
+            out(&format!("{why}\n"));
+            return 1;
+        }
+        Err(Err(e)) => return failed(&e),
+    };
+    if json {
+        let mut value = serde_json::to_value(&found).unwrap_or_default();
+        if let Some(o) = value.as_object_mut() {
+            o.insert("installed".into(), true.into());
+        }
+        out(&format!("{value}\n"));
+    } else {
+        out(&status_text(&found));
+    }
+    0
+}
+
+/// The shim in `dir` (default: the first on PATH); `Err(Ok(why))` when there is none,
+/// `Err(Err(e))` when its configuration cannot be read.
+fn find_status(dir: Option<&Path>) -> Result<Status, Result<String, String>> {
     let first_on_path = which(LINK_NAME, None);
-    let link = match dir {
-        Some(d) => std::path::absolute(d)
+    let link = match (dir, &first_on_path) {
+        (Some(d), _) => std::path::absolute(d)
             .unwrap_or_else(|_| d.to_path_buf())
             .join(LINK_NAME),
-        None => match &first_on_path {
-            Some(p) => p.clone(),
-            None => {
-                out("neuronx-cc: none on PATH; no nxcc shim is in use\n");
-                return 1;
-            }
-        },
+        (None, Some(p)) => p.clone(),
+        (None, None) => return Err(Ok("neuronx-cc: none on PATH; no nxcc shim is in use".into())),
     };
     let dir = link.parent().unwrap_or(Path::new("/")).to_path_buf();
     let config = match read_config(&dir) {
         Ok(Some(c)) => c,
         Ok(None) => {
-            out(&format!(
-                "neuronx-cc: {} is not an nxcc shim (no {CONFIG_NAME} beside it)\n",
+            return Err(Ok(format!(
+                "neuronx-cc: {} is not an nxcc shim (no {CONFIG_NAME} beside it)",
                 link.display()
-            ));
-            return 1;
+            )))
         }
-        Err(e) => return failed(&e),
+        Err(e) => return Err(Err(e)),
     };
-    let mut text = format!("nxcc shim in {}\n", dir.display());
-    let target = std::fs::read_link(&link).ok();
+    let link_target = std::fs::read_link(&link).ok();
+    let compiler_state = match loop_of(&config.compiler, Some(&config.nxcc)) {
+        Some(_) => "loop",
+        None if is_executable(&config.compiler) => "ok",
+        None => "missing",
+    };
+    let is_first_on_path = first_on_path
+        .as_ref()
+        .is_some_and(|p| same_dir(p.parent().unwrap_or(p), &dir));
+    Ok(Status {
+        link_target_exists: link_target.as_ref().is_some_and(|t| t.exists()),
+        link_target,
+        compiler: config.compiler.clone(),
+        compiler_state,
+        memory_budget: config.memory_budget.clone(),
+        first_on_path,
+        is_first_on_path,
+        daemon: daemon_status(&config, &dir),
+        link,
+        dir,
+    })
+}
+
+fn status_text(s: &Status) -> String {
+    let mut text = format!("nxcc shim in {}\n", s.dir.display());
     text.push_str(&format!(
         "  {}: {}\n",
-        link.display(),
-        match &target {
-            Some(t) if t.exists() => format!("-> {}", t.display()),
+        s.link.display(),
+        match &s.link_target {
+            Some(t) if s.link_target_exists => format!("-> {}", t.display()),
             Some(t) => format!("-> {} (missing: reinstall the shim)", t.display()),
             None => "missing (the configuration is there, the link is not)".to_string(),
         }
     ));
-    let compiler_state = match loop_of(&config.compiler, Some(&config.nxcc)) {
-        Some(_) => " (a loop: it is nxcc itself; reinstall with the real compiler)",
-        None if is_executable(&config.compiler) => "",
-        None => " (missing)",
+    let compiler_state = match s.compiler_state {
+        "loop" => " (a loop: it is nxcc itself; reinstall with the real compiler)",
+        "missing" => " (missing)",
+        _ => "",
     };
     text.push_str(&format!(
         "  compiler: {}{compiler_state}\n  memory budget: {}\n",
-        config.compiler.display(),
-        config.memory_budget
+        s.compiler.display(),
+        s.memory_budget
     ));
     text.push_str(&format!(
         "  first on PATH: {}\n",
-        match &first_on_path {
-            Some(p) if same_dir(p.parent().unwrap_or(p), &dir) => "yes".to_string(),
+        match &s.first_on_path {
+            Some(_) if s.is_first_on_path => "yes".to_string(),
             Some(p) => format!("no (the first neuronx-cc on PATH is {})", p.display()),
-            None => format!("no (put {} first on PATH)", dir.display()),
+            None => format!("no (put {} first on PATH)", s.dir.display()),
         }
     ));
-    text.push_str(&daemon_status(&config, &dir));
-    out(&text);
-    0
+    text.push_str(&daemon_text(&s.daemon));
+    text
+}
+
+/// The shim's daemon: asked for its status.
+fn daemon_status(config: &Config, dir: &Path) -> Daemon {
+    let socket = config.socket_for(dir);
+    let mut d = Daemon {
+        socket: socket.clone(),
+        shared: config.socket.is_some(),
+        state: "not_running",
+        status: None,
+        refused: None,
+    };
+    match client::request(&socket, "GET", "/v1/status") {
+        Ok((200, body)) => {
+            d.state = "answers";
+            d.status = Some(serde_json::from_str(&body).unwrap_or_default());
+        }
+        Ok((code, body)) => {
+            d.state = "refused";
+            d.refused = Some((code, body.trim_end().to_string()));
+        }
+        Err(_) => {}
+    }
+    d
 }
 
 /// The `daemon:` line of `status`.
-fn daemon_status(config: &Config, dir: &Path) -> String {
-    let socket = config.socket_for(dir);
-    let whose = if config.socket.is_some() {
+fn daemon_text(d: &Daemon) -> String {
+    let whose = if d.shared {
         "shared"
     } else {
         "yours; each user has their own"
     };
-    match client::request(&socket, "GET", "/v1/status") {
-        Ok((200, body)) => {
-            let s: crate::daemon::wire::DaemonStatus =
-                serde_json::from_str(&body).unwrap_or_default();
-            format!(
-                "  daemon: answers on {} ({whose}; pid {}, {} running, {} queued, engine: {})\n",
-                socket.display(),
-                s.pid,
-                s.running,
-                s.queued,
-                if s.engine.is_empty() { "?" } else { &s.engine },
-            )
+    let socket = d.socket.display();
+    match (&d.status, &d.refused) {
+        (Some(s), _) => format!(
+            "  daemon: answers on {socket} ({whose}; pid {}, {} running, {} queued, engine: {})\n",
+            s.pid,
+            s.running,
+            s.queued,
+            if s.engine.is_empty() { "?" } else { &s.engine },
+        ),
+        (None, Some((code, body))) => {
+            format!("  daemon: {socket} ({whose}) answered {code}: {body}\n")
         }
-        Ok((code, body)) => format!(
-            "  daemon: {} ({whose}) answered {code}: {}\n",
-            socket.display(),
-            body.trim_end()
-        ),
-        Err(_) => format!(
-            "  daemon: not running on {} ({whose}; the first compile starts it)\n",
-            socket.display()
-        ),
+        (None, None) => {
+            format!("  daemon: not running on {socket} ({whose}; the first compile starts it)\n")
+        }
     }
 }
 
@@ -755,4 +857,9 @@ fn uninstall(dir: &Path) -> i32 {
         removed.join(", ")
     ));
     0
+}
+
+/// `shim`'s command line as clap defines it (nxcc's completions and manual page).
+pub(crate) fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<ShimCommand>(prog, "shim")
 }

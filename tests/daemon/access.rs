@@ -559,3 +559,74 @@ for d in /tmp/nxcc-{uid}-*; do "$0" daemon stop --socket "$d/daemon.sock"; done
         "{err}"
     );
 }
+
+#[test]
+fn a_served_users_bundle_is_written_by_that_user_never_by_the_daemon() {
+    use std::os::unix::fs::MetadataExt;
+    require_root("a_served_users_bundle_is_written_by_that_user_never_by_the_daemon");
+    let user = TestUser::create();
+    let world = World::new();
+    let dir = public_dirs(&world);
+    std::fs::write(dir.join("m.hlo"), distinct_model(5)).unwrap();
+    chmod(&dir.join("m.hlo"), 0o644);
+    // A directory the daemon's user (root) may write and the client's may not.
+    let closed = world.mkdir("public/closed");
+    chmod(&closed, 0o755);
+    let daemon = Daemon::start(
+        &world,
+        "public/d",
+        &[
+            "--socket-mode",
+            "0666",
+            "--allow-uid",
+            &user.uid.to_string(),
+            "--allow-test-env",
+        ],
+        &[],
+    );
+    chmod(daemon.socket.parent().unwrap(), 0o755);
+    let failing = |extra: &[&str]| {
+        world
+            .nxcc()
+            .args(["compile", "--daemon"])
+            .args(sim_argv(
+                "m.hlo",
+                "out.neff",
+                &["--no_cache", "--gen-reproducer"],
+            ))
+            .args(extra)
+            .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+            .env("NXCC_SIM_FAULT", "walrus_driver:exit=3")
+            .current_dir(&dir)
+            .uid(user.uid)
+            .gid(user.gid)
+            .output()
+            .unwrap()
+    };
+    let bundles = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().ends_with(".tar.gz"))
+            .collect()
+    };
+    // Into a directory the client cannot write: none, said, though the daemon could have.
+    let out = failing(&["--reproducer-dir", closed.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(
+        stderr.contains("WARNING: no reproducer was written: cannot write")
+            && stderr.contains("Permission denied"),
+        "{stderr}"
+    );
+    assert!(bundles(&closed).is_empty());
+    // Into its current directory: the client's own file.
+    let out = failing(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    let found = bundles(&dir);
+    assert_eq!(found.len(), 1, "{stderr}");
+    let meta = std::fs::metadata(&found[0]).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (user.uid, 0o600));
+}

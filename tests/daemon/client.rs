@@ -317,3 +317,166 @@ fn a_daemon_that_is_stopping_is_waited_for_and_the_compile_sent_again() {
         );
     }
 }
+
+/// The reproducer bundles in `dir`.
+fn bundles_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| {
+        let n = p.file_name().unwrap().to_string_lossy().into_owned();
+        n.starts_with("nxcc-reproducer-") && n.ends_with(".tar.gz")
+    });
+    v
+}
+
+/// A bundle member's bytes.
+fn bundle_member(bundle: &Path, name: &str) -> Vec<u8> {
+    use std::io::Read;
+    let f = std::fs::File::open(bundle).unwrap();
+    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        if e.path().unwrap().to_str() == Some(name) {
+            let mut b = Vec::new();
+            e.read_to_end(&mut b).unwrap();
+            return b;
+        }
+    }
+    panic!("{name} is not in {}", bundle.display())
+}
+
+#[test]
+fn a_compile_that_fails_in_the_daemon_leaves_a_bundle_the_client_wrote_that_replays() {
+    let world = World::new();
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
+    let wd = world.mkdir("w");
+    let bundles = world.mkdir("w/bundles");
+    std::fs::write(wd.join("m.hlo"), distinct_model(7)).unwrap();
+    let model = std::fs::read(wd.join("m.hlo")).unwrap();
+    let client = |extra: &[&str], fault: Option<&str>| {
+        let mut c = world.nxcc();
+        c.args(["compile", "--daemon"])
+            .args(sim_argv("m.hlo", "f.neff", extra))
+            .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+            .current_dir(&wd);
+        if let Some(f) = fault {
+            c.env("NXCC_SIM_FAULT", f);
+        }
+        c.output().unwrap()
+    };
+    // A success asks for no bundle (`=error`, the default).
+    let out = client(&["--gen-reproducer", "--reproducer-dir", "bundles"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(bundles_in(&bundles).is_empty());
+    assert!(bundles_in(&wd).is_empty());
+
+    // A failure (the same compile is in the daemon's cache by now: --no_cache).
+    let out = client(
+        &[
+            "--no_cache",
+            "--gen-reproducer",
+            "--reproducer-dir",
+            "bundles",
+        ],
+        Some("walrus_driver:exit=3"),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    let found = bundles_in(&bundles);
+    assert_eq!(found.len(), 1, "{stderr}");
+    let bundle = &found[0];
+    assert!(
+        stderr.contains(&format!("Wrote a reproducer to {}", bundle.display())),
+        "{stderr}"
+    );
+    // What the local compile's bundle holds: the model as sent, how it failed, the jobs' figures.
+    assert_eq!(bundle_member(bundle, "model/m.hlo"), model);
+    let failure: serde_json::Value =
+        serde_json::from_slice(&bundle_member(bundle, "failure.json")).unwrap();
+    assert_eq!(failure["signature"]["job"], "WalrusDriver", "{failure}");
+    assert_eq!(failure["signature"]["status"], "exit status 3");
+    assert!(failure["peak_rss_kb"].as_u64().unwrap() > 0, "{failure}");
+    let log = String::from_utf8(bundle_member(bundle, "log.txt")).unwrap();
+    assert!(
+        log.contains("Child process job \"WalrusDriver\" exited abnormally"),
+        "{log}"
+    );
+    // Nothing of the client's snapshot is left behind.
+    let left: Vec<String> = std::fs::read_dir(&wd)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("nxcc-snapshot-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // The model gone, the bundle replays from another directory.
+    std::fs::remove_file(wd.join("m.hlo")).unwrap();
+    let elsewhere = world.mkdir("elsewhere");
+    let scratch = world.mkdir("scratch");
+    let out = world
+        .nxcc()
+        .arg("reproduce")
+        .arg(bundle)
+        .current_dir(&elsewhere)
+        .env("TMPDIR", &scratch)
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("the replay:           failed at WalrusDriver: exit status 3"),
+        "{said}"
+    );
+    assert!(
+        said.contains("reproduced: the same failure recurred"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_client_interrupted_while_its_compile_runs_leaves_no_snapshot_and_no_bundle() {
+    let world = World::new();
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
+    let wd = world.mkdir("w");
+    std::fs::write(wd.join("m.hlo"), distinct_model(8)).unwrap();
+    let before = world.records().len();
+    let mut child = world
+        .nxcc()
+        .args(["compile", "--daemon"])
+        .args(sim_argv("m.hlo", "f.neff", &["--gen-reproducer=always"]))
+        .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+        .env("NXCC_SIM_FAULT", "walrus_driver:hang")
+        .current_dir(&wd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once a tool of the compile has finished, the client waits on the daemon.
+    wait_until(hang_guard(), "a tool of the compile", || {
+        world.records().len() > before
+    });
+    let snapshots = || -> Vec<String> {
+        std::fs::read_dir(&wd)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("nxcc-snapshot-"))
+            .collect()
+    };
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    // The daemon cancels the compile (its own snapshot goes with it); the client's is gone.
+    wait_until(hang_guard(), "the compile cancelled", || {
+        daemon.status()["compiles"]["cancelled"] == 1
+    });
+    assert!(snapshots().is_empty(), "{:?}", snapshots());
+    assert!(bundles_in(&wd).is_empty());
+}

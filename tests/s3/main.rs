@@ -6,7 +6,8 @@
 //! hosts (UTS and PID namespaces) and a dead holder's lock taken over after its lease, a
 //! publication cut mid-upload leaving no entry, server errors and slow answers through a
 //! fault-injecting proxy (`proxy.rs`), a read-only credential, and a missing bucket, refused
-//! credentials and an unreachable endpoint each failing clearly.
+//! credentials and an unreachable endpoint each failing clearly; a hit from the bucket reported
+//! as the `shared` tier (a bucket secondary's as `shared-secondary`) in the trace and on the page.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -540,4 +541,81 @@ fn hosts_in_network_namespaces_of_their_own_share_one_bucket() {
     assert_eq!(a.neff(), b.neff());
     assert_eq!(markers(&server).len(), 1);
     assert!(locks(&server).is_empty());
+}
+
+/// The one compile event of a Chrome trace, and the timings page's "Hits by cache tier" table.
+fn hit_tiers(h: &Host) -> (Vec<String>, String) {
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(h.s.join("t.json")).unwrap()).unwrap();
+    let tiers = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["args"]["outcome"].is_string())
+        .map(|e| {
+            let a = &e["args"];
+            format!(
+                "{}:{}",
+                a["outcome"].as_str().unwrap(),
+                a["tier"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    let page = std::fs::read_to_string(h.s.join("t.html")).unwrap();
+    let from = page.find("Hits by cache tier").unwrap();
+    let table = page[from..].split("</table>").next().unwrap().to_string();
+    (tiers, table)
+}
+
+#[test]
+fn a_hit_from_the_bucket_is_said_to_come_from_the_shared_tier() {
+    let server = Server::start();
+    let url = server.url(PREFIX);
+    let reports = ["--profile", "t.json", "--timings=t.html"];
+    let (a, b, c) = (Host::new(&server), Host::new(&server), Host::new(&server));
+    ok(&a.compile(&url, "trn2", &reports));
+    assert_eq!(hit_tiers(&a).0, ["compiled:-"]);
+    // Fetched from the bucket: the shared tier, in the trace and on the page.
+    ok(&b.compile(&url, "trn2", &reports));
+    assert_eq!(b.tool_runs(), 0, "the second host compiled");
+    let (tiers, table) = hit_tiers(&b);
+    assert_eq!(tiers, ["hit:shared"]);
+    assert!(table.contains("<td>shared</td>"), "{table}");
+    assert!(!table.contains("<td>local</td>"), "{table}");
+    // Then kept in its local directory: a local hit.
+    ok(&b.compile(&url, "trn2", &reports));
+    assert_eq!(hit_tiers(&b).0, ["hit:local"]);
+    // The bucket as a read-only secondary behind a local directory of its own.
+    let own = c.s.join("own-cache");
+    let o = c.compile(
+        own.to_str().unwrap(),
+        "trn2",
+        &[&reports[..], &["--cache-secondary", &url]].concat(),
+    );
+    ok(&o);
+    assert_eq!(c.tool_runs(), 0, "the third host compiled");
+    let (tiers, table) = hit_tiers(&c);
+    assert_eq!(tiers, ["hit:shared-secondary"]);
+    assert!(table.contains("<td>shared-secondary</td>"), "{table}");
+    // parallel-compile's reports say the same.
+    let d = Host::new(&server);
+    let mut p = d.s.parallel_cmd(
+        &[
+            "--cache_dir",
+            &url,
+            "--output-dir",
+            "out",
+            "--profile",
+            "t.json",
+            "--timings=t.html",
+            "mlp.hlo_module.pb",
+        ],
+        &[],
+    );
+    d.env(&mut p);
+    ok(&p.output().unwrap());
+    assert_eq!(d.tool_runs(), 0, "the fourth host compiled");
+    let (tiers, table) = hit_tiers(&d);
+    assert_eq!(tiers, ["hit:shared"]);
+    assert!(table.contains("<td>shared</td>"), "{table}");
 }

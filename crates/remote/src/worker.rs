@@ -43,12 +43,9 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest pause between two attempts to make a session with a server that went away.
 const SESSION_PAUSE_MAX: Duration = Duration::from_secs(5);
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Run compile actions for a Remote Execution API server (the Remote Workers API).
 #[derive(Debug, clap::Parser)]
-#[doc(hidden)]
-pub struct WorkerCommand {
+pub(crate) struct WorkerCommand {
     /// The server's bots service: grpc://HOST:PORT.
     #[arg(long, value_name = "URL")]
     pub(crate) remote: String,
@@ -482,6 +479,11 @@ pub fn check_compile_args(args: &[String]) -> Result<(), String> {
         [m] if !m.is_empty() && !m.contains('/') && *m != "." && *m != ".." => Ok(()),
         _ => Err("a compile action names exactly one model, a plain name in its input root".into()),
     }
+}
+
+/// `worker`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<WorkerCommand>(prog, "worker")
 }
 
 #[cfg(test)]

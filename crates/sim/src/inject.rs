@@ -484,4 +484,25 @@ mod tests {
             std::env::temp_dir().join("nxcc-sim-state")
         );
     }
+
+    #[test]
+    fn the_toolchain_page_documents_every_setting() {
+        let page = include_str!("../../../docs/toolchain.md");
+        for name in [
+            FAULT_ENV,
+            WORK_ENV,
+            WORK_PER_MB_ENV,
+            WAIT_ENV,
+            RSS_ENV,
+            RECORD_ENV,
+            STATE_ENV,
+            nxcc_core::toolchain::SIM_SUBGRAPHS_ENV,
+        ] {
+            let row = format!("\n| `{name}` | ");
+            assert!(
+                page.contains(&row),
+                "{name} has no row in docs/toolchain.md's table"
+            );
+        }
+    }
 }

@@ -5,12 +5,9 @@
 use super::config::DEFAULT_DIR_TEXT;
 use crate::cli::subcommand::{usage_error, DriverOptions, Stop};
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Inspect and maintain the compile cache.
 #[derive(Debug, clap::Parser)]
-#[doc(hidden)]
-pub struct CacheCommand {
+pub(crate) struct CacheCommand {
     /// What to do.
     #[command(subcommand)]
     pub(crate) action: CacheAction,

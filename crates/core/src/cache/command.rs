@@ -16,12 +16,10 @@
 //! one JSON object. What was removed because it was not a plain directory or file (a link) is
 //! warned about on stderr.
 
-use super::args::{action_name, CacheAction, NeuronCache, Stats, Verify};
+use super::args::{action_name, CacheAction, CacheCommand, NeuronCache, Stats, Verify};
 use crate::cli::subcommand::{parse, usage_error};
 
 pub use super::actions::EXIT_CORRUPT;
-#[doc(hidden)]
-pub use super::args::CacheCommand;
 
 /// Run `cache` with its arguments; returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
@@ -83,6 +81,11 @@ fn shared_tier(cmd: &CacheCommand) -> Option<&str> {
     cmd.cache_dir
         .as_deref()
         .filter(|d| on_nxcc_cache && crate::objstore::is_url(d) && crate::objstore::available())
+}
+
+/// `cache`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<super::args::CacheCommand>(prog, "cache")
 }
 
 #[cfg(test)]

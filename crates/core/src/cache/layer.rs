@@ -70,8 +70,14 @@ use crate::result::{CancelReason, Environment, Failure, JobEnd, Status};
 
 /// The tier a hit of this cache is said to come from (in a compile's profile).
 pub const TIER_LOCAL: &str = "local";
-/// The tier a hit of a secondary cache (`--cache-secondary`) is said to come from.
+/// The tier a hit of a secondary cache (`--cache-secondary DIR`) is said to come from.
 pub const TIER_SECONDARY: &str = "secondary";
+/// The tier a hit fetched from the shared tier's object store (`--cache_dir s3://...`) is said
+/// to come from.
+pub const TIER_SHARED: &str = "shared";
+/// The tier a hit fetched from a shared secondary (`--cache-secondary s3://...`) is said to
+/// come from.
+pub const TIER_SHARED_SECONDARY: &str = "shared-secondary";
 
 /// The local compile cache for one compile: its configuration, the engine its entries record,
 /// and — once the compile ran through it — what it did ([`LocalStore::status`],
@@ -157,9 +163,10 @@ impl<'a> LocalStore<'a> {
     }
 
     /// Serve the missed key from the local cache if it holds it now (an entry the shared tier
-    /// fetched, or another compile stored): as the lookup serves a hit.
-    pub(crate) fn serve_now(&self, session: &Session) -> Option<CompileResult> {
-        self.visit(session)?.serve()
+    /// fetched, or another compile stored): as the lookup serves a hit, said to come from
+    /// `tier` (where the entry came from).
+    pub(crate) fn serve_now(&self, session: &Session, tier: &'static str) -> Option<CompileResult> {
+        self.visit(session)?.serve(tier)
     }
 
     fn record(&self) -> std::sync::MutexGuard<'_, Record> {
@@ -278,7 +285,7 @@ impl Layer for LocalStore<'_> {
             cache,
             key,
         };
-        let result = match visit.serve() {
+        let result = match visit.serve(TIER_LOCAL) {
             Some(done) => done,
             None => {
                 self.record().keyed = Some(visit.key.clone());
@@ -410,7 +417,7 @@ impl Visit<'_, '_> {
             }
         };
         // Another compile of the key may have stored it meanwhile: then it is a hit.
-        if let Some(done) = self.serve() {
+        if let Some(done) = self.serve(TIER_LOCAL) {
             return done;
         }
         count_miss();
@@ -603,8 +610,9 @@ impl Visit<'_, '_> {
     }
 
     /// Serve the key from the cache if it holds a usable result (the error lines of a remembered
-    /// failure are said again, as from a compile that ran).
-    fn serve(&self) -> Option<CompileResult> {
+    /// failure are said again, as from a compile that ran); a hit is said to come from `tier`
+    /// (the local directory's, or the store its entry was just fetched from).
+    fn serve(&self, tier: &'static str) -> Option<CompileResult> {
         let (session, key) = (self.session, &self.key.key);
         let dir = self.cache.entry_dir(key);
         match self.cache.lookup(key) {
@@ -621,7 +629,7 @@ impl Visit<'_, '_> {
                         );
                     }
                     self.say_served(&dir);
-                    self.hit(session.result(Status::Succeeded), dir, TIER_LOCAL)
+                    self.hit(session.result(Status::Succeeded), dir, tier)
                 }
                 Err(ServeError::Corrupt(reason)) => {
                     self.evict_corrupt(&reason, Some(&m));
@@ -630,12 +638,12 @@ impl Visit<'_, '_> {
                 Err(ServeError::Output(e)) => {
                     let e = NccError::output_not_written(session.plan().output.display(), e);
                     let failed = session.fail(&e, Failure::Environment(Environment::Output));
-                    self.hit(failed, dir, TIER_LOCAL)
+                    self.hit(failed, dir, tier)
                 }
             },
             Lookup::Failed(m, failed) if !self.store.cfg.retry_failed => {
                 self.count_hit(&m, true);
-                self.hit(self.remembered(&dir, failed), dir, TIER_LOCAL)
+                self.hit(self.remembered(&dir, failed), dir, tier)
             }
             Lookup::Failed(..) => None,
             Lookup::Corrupt(reason) => {

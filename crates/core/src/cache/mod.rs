@@ -86,5 +86,5 @@ pub use config::{
 };
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::Key;
-pub use layer::{LocalStore, TIER_LOCAL, TIER_SECONDARY};
+pub use layer::{LocalStore, TIER_LOCAL, TIER_SECONDARY, TIER_SHARED, TIER_SHARED_SECONDARY};
 pub use store::{Cache, Lookup};

@@ -231,10 +231,26 @@ pub(crate) fn compile_help(parser: &ArgParser, surface: Surface) -> String {
         }
     }
     out.push_str("\noptions:\n");
+    out.push_str(&option_entries(parser, surface, false));
+    out.push_str(&format!("\n{NXCC_OWN_HEADING}\n"));
+    out.push_str(&option_entries(parser, surface, true));
+    if surface == Surface::Public {
+        out.push_str("\nHidden and experimental options: --help-hidden; internal options: --help-hidden-list.\n");
+    }
+    out
+}
+
+/// The heading of nxcc's own options in `compile --help`, after the original's.
+pub(crate) const NXCC_OWN_HEADING: &str = "nxcc's own options (not the original neuronx-cc's):";
+
+/// The entries of the options `surface` shows, the original's (`own`: false, in its order) or
+/// nxcc's own.
+fn option_entries(parser: &ArgParser, surface: Surface, own: bool) -> String {
+    let mut out = String::new();
     let mut seen: Vec<*const Flag> = Vec::new();
     for e in parser.entries.iter() {
         let ptr = e.flag as *const Flag;
-        if seen.contains(&ptr) || !shown(e.flag, surface) {
+        if seen.contains(&ptr) || !shown(e.flag, surface) || e.flag.is_nxcc_own() != own {
             continue;
         }
         seen.push(ptr);
@@ -251,9 +267,6 @@ pub(crate) fn compile_help(parser: &ArgParser, surface: Surface) -> String {
             strings.reverse();
         }
         out.push_str(&entry(&strings.join(", "), &flag_help(e.flag)));
-    }
-    if surface == Surface::Public {
-        out.push_str("\nHidden and experimental options: --help-hidden; internal options: --help-hidden-list.\n");
     }
     out
 }
@@ -303,8 +316,16 @@ pub(crate) fn top_help(prog: &str) -> String {
         let strings: Vec<String> = f.option_strings().map(|s| invocation_part(s, f)).collect();
         out.push_str(&entry(&strings.join(", "), &flag_help(f)));
     }
+    out.push_str(&entry(
+        &format!("{} {{{}}}", super::color::OPTION, super::color::CHOICES.join(",")),
+        "When to colour errors, warnings and headings: auto colours a terminal unless NO_COLOR is set (default: auto).",
+    ));
     out.push_str(&format!(
         "\nRun '{prog} <command> --help' for a command's options.\n"
     ));
+    out.push_str("\nEnvironment:\n");
+    for v in super::environment::for_users() {
+        out.push_str(&entry(v.name, v.what));
+    }
     out
 }

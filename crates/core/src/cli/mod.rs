@@ -9,6 +9,8 @@
 //!   machine runs it) — nothing outside this module reads the namespace;
 //! - `help`: the usage line and the three help surfaces;
 //! - [`level`]: log level names and numbers;
+//! - [`color`]: when the console is coloured (`--color`, `NO_COLOR`, a terminal) and what is;
+//! - [`environment`]: every environment variable nxcc reads, one table;
 //! - [`semantics`]: which compile flags are compile semantics and which reach into the machine.
 //!
 //! This module splits driver arguments from the subcommand, delegates compile options written
@@ -16,6 +18,8 @@
 //! `neuronx-cc --target=trn1 compile ...`), and parses `compile` into a [`CompileArgs`].
 
 pub mod argparse;
+pub mod color;
+pub mod environment;
 pub mod flags;
 pub(crate) mod help;
 pub mod inputs;
@@ -75,6 +79,14 @@ pub const NXCC_SUBCOMMANDS: &[(&str, &str)] = &[
     (
         "worker",
         "Run compile actions for a Remote Execution API server (a Remote Workers API bot).",
+    ),
+    (
+        "completions",
+        "Print a shell's completion script (bash, zsh, fish, elvish, powershell).",
+    ),
+    (
+        "man",
+        "Print the manual page, nxcc's or a command's (roff: nxcc man | man -l -).",
     ),
 ];
 
@@ -160,8 +172,11 @@ pub struct CompileArgs {
 pub enum Command {
     /// Print this text on stdout and exit 0.
     Help(String),
-    /// `--version` / `-V`.
-    Version,
+    /// `--version` / `-V` (`json`: with `--json`, the same as one JSON object).
+    Version {
+        /// `--json` was given too.
+        json: bool,
+    },
     /// `compile` with its parsed command line.
     Compile(Box<CompileArgs>),
     /// Another subcommand with its arguments (driver arguments given before it included first).
@@ -250,7 +265,11 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
     } = before_subcommand(&driver, &compile, args).map_err(usage_err)?;
     let parsed_pre = driver.parse(&pre).map_err(|e| usage_err(e.message))?;
     match parsed_pre.early_exit {
-        Some(Action::Version) => return Ok(Command::Version),
+        Some(Action::Version) => {
+            return Ok(Command::Version {
+                json: wants_json(args),
+            })
+        }
         Some(_) => return Ok(Command::Help(help::top_help(prog))),
         None => {}
     }
@@ -349,6 +368,13 @@ fn known_subcommand(name: &str) -> Result<(), String> {
     ))
 }
 
+/// Whether `--json` is among the words before a `--` (`nxcc --version --json`).
+fn wants_json(args: &[String]) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
 fn looks_negative(tok: &str) -> bool {
     tok.len() > 1 && tok[1..].chars().all(|c| c.is_ascii_digit() || c == '.')
 }
@@ -382,7 +408,11 @@ fn parse_compile(
             ))))
         }
         Some(Action::HelpHiddenList) => return Ok(Err(Command::Help(help::hidden_list()))),
-        Some(_) => return Ok(Err(Command::Version)),
+        Some(_) => {
+            return Ok(Err(Command::Version {
+                json: wants_json(&args),
+            }))
+        }
         None => {}
     }
     if !parsed.extras.is_empty() {
@@ -692,11 +722,15 @@ mod tests {
     fn help_and_version() {
         assert!(matches!(
             parse("nxcc", &argv("--version")).unwrap(),
-            Command::Version
+            Command::Version { json: false }
+        ));
+        assert!(matches!(
+            parse("nxcc", &argv("--version --json")).unwrap(),
+            Command::Version { json: true }
         ));
         assert!(matches!(
             parse("nxcc", &argv("-V")).unwrap(),
-            Command::Version
+            Command::Version { json: false }
         ));
         assert!(matches!(
             parse("nxcc", &argv("compile --help")).unwrap(),

@@ -18,8 +18,16 @@ pub fn out(text: &str) {
     let _ = o.flush();
 }
 
-/// Write to stderr, ignoring errors.
+/// Write to stderr, ignoring errors; the marks of error and warning lines coloured when stderr
+/// is ([`super::color`]).
 pub fn err(text: &str) {
+    let painted;
+    let text = if super::color::enabled(true) {
+        painted = super::color::paint_marks(text);
+        painted.as_str()
+    } else {
+        text
+    };
     let mut e = std::io::stderr().lock();
     let _ = e.write_all(text.as_bytes());
     let _ = e.flush();

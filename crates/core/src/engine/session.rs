@@ -199,7 +199,7 @@ pub fn open_log(inv: &Invocation, console: Console) -> Result<Logger, NccError> 
 
 /// Where a compile's snapshot is made: `--temp-dir` (made if missing, as the pipeline makes
 /// it), else where the caller keeps work directories, else the launch directory.
-fn snapshot_root(inv: &Invocation, options: &Options) -> PathBuf {
+pub fn snapshot_root(inv: &Invocation, options: &Options) -> PathBuf {
     let launch_dir = &inv.plan.launch_dir;
     match inv.settings.work_dir.temp_dir.as_deref() {
         Some(d) => crate::fsx::absolute(launch_dir, d),
@@ -397,7 +397,7 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// A cache layer served the compile (`local`, `secondary`, `remote`): said in its profile.
+    /// A cache layer served the compile (`local`, `secondary`, `shared`, `shared-secondary`, `remote`): said in its profile.
     pub fn served_by(&self, tier: &'static str) {
         self.seen().served_by = Some(tier);
     }

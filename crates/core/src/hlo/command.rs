@@ -19,12 +19,9 @@ use crate::cli::subcommand::{err, out, parse, DriverOptions};
 /// Exit status of a model that cannot be read as an HLO module.
 pub const EXIT_INVALID: i32 = 1;
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Describe an HLO module: its parameters and results, instructions and computations.
 #[derive(Debug, clap::Parser)]
-#[doc(hidden)]
-pub struct HloInfo {
+pub(crate) struct HloInfo {
     /// The model: a binary HloModuleProto or HLO text.
     #[arg(value_name = "MODEL")]
     pub(crate) model: PathBuf,
@@ -59,4 +56,9 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         out(&module.to_text(size));
     }
     0
+}
+
+/// `hlo-info`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<HloInfo>(prog, "hlo-info")
 }

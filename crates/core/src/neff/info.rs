@@ -21,12 +21,9 @@ use crate::cli::subcommand::{err, out, parse, DriverOptions};
 /// Exit status of a NEFF that is invalid, unreadable or not a NEFF.
 pub const EXIT_INVALID: i32 = 1;
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Inspect, verify or unpack a NEFF.
 #[derive(Debug, clap::Parser)]
-#[doc(hidden)]
-pub struct NeffInfo {
+pub(crate) struct NeffInfo {
     /// The NEFF file.
     #[arg(value_name = "FILE")]
     pub(crate) file: String,
@@ -352,4 +349,9 @@ fn tensor_map_line(tm: &serde_json::Map<String, Value>) -> String {
         }
     }
     parts.join("; ")
+}
+
+/// `neff-info`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<NeffInfo>(prog, "neff-info")
 }

@@ -106,7 +106,7 @@ impl Invocation {
         match crate::cli::parse(prog, argv).map_err(Refusal::Usage)? {
             Command::Compile(args) => Invocation::from_args(&args, probe),
             Command::Help(text) => Err(Refusal::Help(text)),
-            Command::Version => Err(Refusal::Version),
+            Command::Version { .. } => Err(Refusal::Version),
             Command::Other { name, .. } => Err(Refusal::NotACompile(name)),
         }
     }

@@ -80,7 +80,7 @@ pub struct Phase {
 pub enum Outcome {
     /// It ran and succeeded.
     Compiled,
-    /// A cache served it; `tier` says which (`local`, `secondary`, `remote`).
+    /// A cache served it; `tier` says which (`local`, `secondary`, `shared`, `shared-secondary`, `remote`).
     Hit {
         /// The cache that answered.
         tier: String,

@@ -6,15 +6,12 @@ use crate::cli::subcommand::{err, out, parse, DriverOptions};
 use crate::recon::toolchain::{SIM_MARKER, TOOLCHAIN_ENV};
 use crate::toolchain::{self, Request, LIBWALRUS, TEST_INSTRUMENT, TOOLS};
 
-// Public, and hidden from the API's documentation, for the test that checks the commands the
-// documentation shows against it (`tests/docs.rs`); its doc comments are its `--help`.
 /// Lay out or describe a toolchain directory.
 ///
 /// `sim DIR` lays out the simulated toolchain, a test instrument: its NEFFs cannot run on Neuron
 /// hardware. `show` says where a compile would take its toolchain from.
 #[derive(Debug, clap::Parser)]
-#[doc(hidden)]
-pub struct ToolchainCommand {
+pub(crate) struct ToolchainCommand {
     /// What to do.
     #[command(subcommand)]
     pub(crate) action: Action,
@@ -41,6 +38,11 @@ pub(crate) enum Action {
         /// The toolchain to describe (DIR or sim), as compile's --toolchain takes it.
         #[arg(long, value_name = "TOOLCHAIN")]
         toolchain: Option<String>,
+        /// Print one JSON object: source ("--toolchain", "NXCC_TOOLCHAIN" or "python3"),
+        /// toolchain (null when none is found; else bin, simulated, laid_out, tools: {name: path
+        /// or null}, libwalrus: {path, exists}).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -61,57 +63,113 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
                 1
             }
         },
-        Action::Show { toolchain } => show(toolchain.as_deref()),
+        Action::Show { toolchain, json } => show(toolchain.as_deref(), json),
     }
 }
 
-fn show(option: Option<&str>) -> i32 {
+/// What `toolchain show` says, as `--json` prints it.
+#[derive(Debug, serde::Serialize)]
+struct Shown {
+    source: &'static str,
+    toolchain: Option<Found>,
+}
+
+/// The toolchain found.
+#[derive(Debug, serde::Serialize)]
+struct Found {
+    bin: String,
+    simulated: bool,
+    /// False for the simulated toolchain not laid out yet (it is on first use).
+    laid_out: bool,
+    tools: serde_json::Map<String, serde_json::Value>,
+    libwalrus: Library,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Library {
+    path: String,
+    exists: bool,
+}
+
+fn show(option: Option<&str>, json: bool) -> i32 {
     let launch = std::env::current_dir().unwrap_or_default();
     let env = std::env::var(TOOLCHAIN_ENV).ok().filter(|s| !s.is_empty());
     let request = Request::from(option, env.as_deref(), &launch);
     let source = match (option, &env) {
-        (Some(_), _) => "--toolchain".to_string(),
-        (None, Some(_)) => TOOLCHAIN_ENV.to_string(),
-        (None, None) => "an installed neuronxcc package (asked of python3)".to_string(),
+        (Some(_), _) => "--toolchain",
+        (None, Some(_)) => TOOLCHAIN_ENV,
+        (None, None) => "python3",
+    };
+    let toolchain = toolchain::locate(&request).map(|tc| Found {
+        bin: tc.bin.display().to_string(),
+        simulated: tc.simulated,
+        laid_out: request != Request::Simulated || tc.bin.join(SIM_MARKER).exists(),
+        tools: TOOLS
+            .iter()
+            .map(|tool| {
+                let path = tc.resolve(tool).map(|p| p.display().to_string());
+                (
+                    tool.to_string(),
+                    path.map_or(serde_json::Value::Null, Into::into),
+                )
+            })
+            .collect(),
+        libwalrus: Library {
+            path: tc.libwalrus().display().to_string(),
+            exists: tc.libwalrus().exists(),
+        },
+    });
+    let status = i32::from(toolchain.is_none());
+    let shown = Shown { source, toolchain };
+    if json {
+        let text = serde_json::to_string(&shown).unwrap_or_default();
+        out(&format!("{text}\n"));
+    } else {
+        out(&show_text(&shown));
+    }
+    status
+}
+
+fn show_text(shown: &Shown) -> String {
+    let source = match shown.source {
+        "python3" => "an installed neuronxcc package (asked of python3)",
+        s => s,
     };
     let mut text = format!("source: {source}\n");
-    let tc = toolchain::locate(&request);
-    match &tc {
-        None => {
-            text.push_str(
-                "toolchain: none found (use --toolchain DIR, NXCC_TOOLCHAIN, or --toolchain sim)\n",
-            );
-            out(&text);
-            return 1;
-        }
-        Some(tc) => {
-            text.push_str(&format!(
-                "toolchain: {}{}\n",
-                tc.bin.display(),
-                if tc.simulated { " (simulated)" } else { "" }
-            ));
-            if request == Request::Simulated && !tc.bin.join(SIM_MARKER).exists() {
-                text.push_str("  (laid out on first use)\n");
-            }
-            for tool in TOOLS {
-                let path = tc
-                    .resolve(tool)
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "missing".into());
-                text.push_str(&format!("  {tool:<18} {path}\n"));
-            }
-            let lib = tc.libwalrus();
-            text.push_str(&format!(
-                "  {LIBWALRUS:<18} {}{}\n",
-                lib.display(),
-                if lib.exists() { "" } else { " (missing)" }
-            ));
-            if tc.simulated {
-                text.push_str(TEST_INSTRUMENT);
-                text.push('\n');
-            }
-        }
+    let Some(tc) = &shown.toolchain else {
+        text.push_str(
+            "toolchain: none found (use --toolchain DIR, NXCC_TOOLCHAIN, or --toolchain sim)\n",
+        );
+        return text;
+    };
+    let simulated = if tc.simulated { " (simulated)" } else { "" };
+    text.push_str(&format!("toolchain: {}{simulated}\n", tc.bin));
+    if !tc.laid_out {
+        text.push_str("  (laid out on first use)\n");
     }
-    out(&text);
-    0
+    for (tool, path) in &tc.tools {
+        text.push_str(&format!(
+            "  {tool:<18} {}\n",
+            path.as_str().unwrap_or("missing")
+        ));
+    }
+    let missing = if tc.libwalrus.exists {
+        ""
+    } else {
+        " (missing)"
+    };
+    text.push_str(&format!(
+        "  {LIBWALRUS:<18} {}{missing}\n",
+        tc.libwalrus.path
+    ));
+    if tc.simulated {
+        text.push_str(TEST_INSTRUMENT);
+        text.push('\n');
+    }
+    text
+}
+
+/// `toolchain`'s command line as clap defines it (nxcc's completions and manual page).
+pub fn clap_command(prog: &str) -> clap::Command {
+    crate::cli::subcommand::clap_command::<ToolchainCommand>(prog, "toolchain")
 }

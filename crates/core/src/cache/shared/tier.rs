@@ -24,7 +24,7 @@ use std::sync::Arc;
 use super::objects::{self, FetchError, Published};
 use super::{lock, Storage};
 use crate::cache::key::Key;
-use crate::cache::layer::{warn, LocalStore};
+use crate::cache::layer::{warn, LocalStore, TIER_LOCAL, TIER_SHARED, TIER_SHARED_SECONDARY};
 use crate::cache::settings::Mode;
 use crate::cache::store::Cache;
 use crate::engine::log;
@@ -53,7 +53,7 @@ impl SharedTier<'_> {
     fn secondaries<'v, 's>(
         &self,
         session: &Session,
-        visit: &dyn Fn(&str) -> Result<Visit<'v, 's>, super::StorageError>,
+        visit: &dyn Fn(&str, &'static str) -> Result<Visit<'v, 's>, super::StorageError>,
     ) -> Option<CompileResult> {
         let urls = &self.local.config().settings.secondaries;
         for url in urls
@@ -61,7 +61,7 @@ impl SharedTier<'_> {
             .filter_map(|p| p.to_str())
             .filter(|u| crate::objstore::is_url(u))
         {
-            let looked = visit(url).and_then(|v| v.look_read_only());
+            let looked = visit(url, TIER_SHARED_SECONDARY).and_then(|v| v.look_read_only());
             match looked {
                 Ok(Looked::Hit(done)) => return Some(*done),
                 Ok(_) => {}
@@ -79,6 +79,8 @@ struct Visit<'v, 's> {
     store: Arc<dyn Storage>,
     cache: Cache,
     key: Key,
+    /// The tier a hit from this store is said to come from.
+    tier: &'static str,
 }
 
 impl Layer for SharedTier<'_> {
@@ -87,16 +89,17 @@ impl Layer for SharedTier<'_> {
         let (Some(key), Some(cache)) = (self.local.missed_key(), cfg.cache()) else {
             return next.run(session, product);
         };
-        let visit = |url: &str| {
+        let visit = |url: &str, tier: &'static str| {
             crate::objstore::open(url).map(|store| Visit {
                 local: self.local,
                 session,
                 store,
                 cache: cache.clone(),
                 key: key.clone(),
+                tier,
             })
         };
-        let primary = match cfg.shared.as_deref().map(visit) {
+        let primary = match cfg.shared.as_deref().map(|u| visit(u, TIER_SHARED)) {
             None => None,
             Some(Ok(v)) => Some(v),
             Some(Err(e)) => return unusable(session, cfg.shared.as_deref().unwrap_or(""), &e),
@@ -171,7 +174,7 @@ impl Visit<'_, '_> {
                         entry.display()
                     ),
                 );
-                Ok(match self.local.serve_now(self.session) {
+                Ok(match self.local.serve_now(self.session, self.tier) {
                     Some(done) => Looked::Hit(Box::new(done)),
                     None => Looked::Absent,
                 })
@@ -224,7 +227,7 @@ impl Visit<'_, '_> {
             );
         }
         // Another compile may have finished the key meanwhile, here or on another host.
-        if let Some(done) = self.local.serve_now(session) {
+        if let Some(done) = self.local.serve_now(session, TIER_LOCAL) {
             return done;
         }
         match self.look() {
