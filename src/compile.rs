@@ -34,7 +34,8 @@ use crate::engine::log;
 use crate::engine::result::CompileResult;
 use crate::engine::session::{Options, Session};
 use crate::engine::strategy::{Layer, Stack, Strategy};
-use crate::engine::Engine;
+use crate::engine::{check_output, Engine};
+use crate::error::NccError;
 use crate::plan::{dryrun, Invocation, Plan};
 use crate::profile::{self, Outcome, Phase};
 use crate::remote::compile::{ActionCache, Execution};
@@ -225,11 +226,16 @@ pub fn here(invocation: &Invocation, options: Options<'_>, engine: &Engine) -> C
 
 /// The dry run the invocation's settings ask for (`--dry-run[=text|json]`): the plan and its
 /// memory estimate, rendered as `nxcc compile` and the daemon both show it; `None` when the
-/// invocation asks for a compile.
-pub fn dry_run(invocation: &Invocation) -> Option<String> {
+/// invocation asks for a compile. An `--output` the compile could not write (a directory, or
+/// under a file) is refused as the compile refuses it, in the same words ([`check_output`],
+/// asking the kernel rather than making a file).
+pub fn dry_run(invocation: &Invocation) -> Option<Result<String, NccError>> {
     let format = invocation.settings.dry_run?;
+    if let Err(e) = check_output(&invocation.plan.output, false) {
+        return Some(Err(e));
+    }
     let memory = crate::cache::estimate::dry_run_memory(invocation);
-    Some(dryrun::render(invocation, format, &memory))
+    Some(Ok(dryrun::render(invocation, format, &memory)))
 }
 
 /// Compile (see the module documentation).

@@ -170,10 +170,20 @@ fn compile(args: &cli::CompileArgs) -> i32 {
             return r.exit_status();
         }
     };
+    if inv.settings.dry_run.is_some() {
+        // What the compile refuses before running anything, the dry run refuses too.
+        if let Err(status) = checks(&inv) {
+            return status;
+        }
+    }
     match crate::compile::dry_run(&inv) {
-        Some(text) => {
+        Some(Ok(text)) => {
             out(&text);
             0
+        }
+        Some(Err(e)) => {
+            err(&format!("{e}\n"));
+            crate::error::EXIT_COMPILE_FAILED
         }
         None => run_compile(&inv),
     }
@@ -188,19 +198,9 @@ fn run_compile(invocation: &Invocation) -> i32 {
     // must not inherit the signal thread.
     options.sole_compile = crate::run::supervisor::become_subreaper().is_ok();
     options.install_signals = true;
-    let cache = match crate::cache::CacheConfig::of(invocation, None) {
+    let (cache, remote) = match checks(invocation) {
         Ok(c) => c,
-        Err(e) => {
-            err(&format!("{e}\n"));
-            return crate::error::EXIT_COMPILE_FAILED;
-        }
-    };
-    let remote = match crate::remote::RemoteConfig::of(invocation) {
-        Ok(r) => r,
-        Err(e) => {
-            err(&format!("{e}\n"));
-            return crate::error::EXIT_COMPILE_FAILED;
-        }
+        Err(status) => return status,
     };
     let log_start = std::fs::metadata(&invocation.plan.logfile).map_or(0, |m| m.len());
     let engine = crate::engine::Engine::Pipeline;
@@ -222,6 +222,26 @@ fn run_compile(invocation: &Invocation) -> i32 {
         log_start,
     );
     done.result.exit_status()
+}
+
+/// The compile's cache and remote service, from its settings: what a compile checks before
+/// anything runs (a dry run too); `Err`: the exit status, the error said.
+fn checks(
+    invocation: &Invocation,
+) -> Result<
+    (
+        crate::cache::CacheConfig,
+        Option<crate::remote::RemoteConfig>,
+    ),
+    i32,
+> {
+    let said = |e: crate::error::NccError| {
+        err(&format!("{e}\n"));
+        crate::error::EXIT_COMPILE_FAILED
+    };
+    let cache = crate::cache::CacheConfig::of(invocation, None).map_err(said)?;
+    let remote = crate::remote::RemoteConfig::of(invocation).map_err(said)?;
+    Ok((cache, remote))
 }
 
 fn other(prog: &str, name: &str, args: &[String]) -> i32 {

@@ -488,3 +488,79 @@ fn without_home_the_default_cache_is_under_the_users_home_from_the_password_data
         .to_string();
     assert_eq!(first, format!("cache: {nobody}/.cache/nxcc/nxcc-v1"));
 }
+
+#[test]
+fn stats_of_a_cache_that_is_not_there_says_so_and_shows_the_limit_and_how_full() {
+    let s = Scratch::new();
+    // A --cache_dir that holds no cache (a mistyped path): the report says so, and what would
+    // create it, rather than looking like an empty cache.
+    let o = s.run(&["cache", "stats", "--cache_dir", "no-such-cache"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let mut lines = out.lines();
+    assert!(
+        lines.next().unwrap().ends_with("no-such-cache/nxcc-v1"),
+        "{out}"
+    );
+    assert_eq!(
+        lines.next(),
+        Some("(no cache here: nothing was ever cached with --cache_dir no-such-cache (check the path; a compile with it creates the cache))"),
+        "{out}"
+    );
+    assert!(!s.join("no-such-cache").exists(), "stats created nothing");
+    let o = s.run(&["cache", "stats", "--cache_dir", "no-such-cache", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["exists"], false);
+    assert!(
+        j["missing"].as_str().unwrap().starts_with("no cache here"),
+        "{j}"
+    );
+    // The default cache before any compile: reported as not created yet.
+    let o = s
+        .nxcc(&["cache", "stats"])
+        .env("XDG_CACHE_HOME", s.join("fresh-xdg"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("\n(not created yet: the first compile through it creates it)\n"),
+        "{}",
+        text(&o.stdout)
+    );
+    // A cache with entries and no limit: says there is none.
+    let c = s.run(&compile_args("a.neff", &[]));
+    assert!(c.status.success(), "{}", text(&c.stderr));
+    let o = s.run(&["cache", "stats", "--cache_dir", "cache"]);
+    assert!(
+        text(&o.stdout)
+            .contains("\nmax_size: none (no limit; nxcc cache config max_size=20G sets one)\n"),
+        "{}",
+        text(&o.stdout)
+    );
+    let j = stats(&s);
+    assert_eq!(
+        (
+            j["exists"].as_bool(),
+            j["max_size"].is_null(),
+            j["used_percent"].is_null()
+        ),
+        (Some(true), true, true)
+    );
+    // With a limit: the limit and how full the cache is against it.
+    let set = s.run(&["cache", "config", "max_size=1G", "--cache_dir", "cache"]);
+    assert!(set.status.success(), "{}", text(&set.stderr));
+    let j = stats(&s);
+    let bytes = j["bytes"].as_u64().unwrap();
+    assert!(bytes > 0);
+    assert_eq!(j["max_size"], 1u64 << 30);
+    let percent = bytes as f64 * 100.0 / (1u64 << 30) as f64;
+    assert_eq!(j["used_percent"].as_f64().unwrap(), percent);
+    let o = s.run(&["cache", "stats", "--cache_dir", "cache"]);
+    assert!(
+        text(&o.stdout).contains(&format!(
+            "\nmax_size: 1.0 GiB (1073741824 bytes) ({percent:.1} % full)\n"
+        )),
+        "{}",
+        text(&o.stdout)
+    );
+}

@@ -465,3 +465,57 @@ fn a_plain_timings_says_on_the_console_where_it_wrote() {
         "{console}"
     );
 }
+
+#[test]
+fn a_malformed_remote_address_is_a_usage_error_that_says_the_form() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo_module.pb"),
+        dir.path().join("m.pb"),
+    )
+    .unwrap();
+    let cases = [
+        ("--remote", "http://127.0.0.1:1", "grpc://127.0.0.1:1"),
+        (
+            "--remote",
+            "127.0.0.1:50051",
+            "no scheme; grpc://127.0.0.1:50051",
+        ),
+        (
+            "--remote-cache",
+            "grpcs://cache.example",
+            "a host and a port",
+        ),
+    ];
+    for (flag, value, hint) in cases {
+        for extra in [&[][..], &["--dry-run"][..]] {
+            let o = Command::new(env!("CARGO_BIN_EXE_nxcc"))
+                .args(["compile", "m.pb", "--target", "trn2", "--toolchain", "sim"])
+                .args([flag, value])
+                .args(extra)
+                .current_dir(dir.path())
+                .env("XDG_CACHE_HOME", dir.path().join("xdg"))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{flag} {value} {extra:?}: {err}");
+            assert!(err.starts_with("usage: nxcc compile "), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "nxcc compile: error: argument {flag}: invalid address: '{value}': expected grpc://HOST:PORT or grpcs://HOST:PORT ("
+                )),
+                "{err}"
+            );
+            assert!(err.contains(hint), "{flag} {value}: {err}");
+            assert!(!err.contains("answers"), "not a server failure: {err}");
+        }
+    }
+    // Nothing was run or written: no log, no work directory.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "m.pb" && n != "xdg")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -437,13 +437,15 @@ const PLACEHOLDERS: [(&str, &str); 2] = [
 const PROGRAMS: [&str; 3] = ["nxcc", "target/release/nxcc", "neuronx-cc"];
 
 /// Where the repository's files are: a word of a command that starts so names one.
-const REPOSITORY_DIRS: [&str; 9] = [
+const REPOSITORY_DIRS: [&str; 11] = [
     ".ci/",
     "bench/",
     "benches/",
+    "build/",
     "crates/",
     "docs/",
     "examples/",
+    "packaging/",
     "python/",
     "src/",
     "tests/",

@@ -362,7 +362,8 @@ fn an_unreadable_model_is_said_to_be_unreadable_not_a_proto() {
     // Run as another user (nobody), for whom the model cannot be read (root reads any file).
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Writable by that user: where the NEFF would go (a dry run checks it as the compile does).
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo");
     std::fs::copy(&model, d.join("m.hlo")).unwrap();
     std::fs::set_permissions(d.join("m.hlo"), std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -426,5 +427,90 @@ fn one_job_is_one_job() {
     assert!(
         text.contains("\npipeline (1 job): HLOToTensorizer\n"),
         "{text}"
+    );
+}
+
+/// `nxcc compile mlp.pb --target trn2 --toolchain sim EXTRA` in `launch`, with a home of its own
+/// under `root`; `forbid`: under the filter that kills a process that spawns.
+fn compile_in(root: &Path, extra: &[&str], forbid: bool) -> std::process::Output {
+    let launch = root.join("launch");
+    let home = root.join("home");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nxcc"));
+    cmd.args([
+        "compile",
+        "mlp.pb",
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+    ])
+    .args(extra)
+    .current_dir(&launch)
+    .env("HOME", &home)
+    .env("TMPDIR", &home)
+    .env("XDG_CACHE_HOME", home.join("cache"))
+    .env("XDG_RUNTIME_DIR", &home)
+    .env_remove("NXCC_TOOLCHAIN")
+    .env_remove("NXCC_SIM_FAULT");
+    if forbid {
+        forbid_process_creation(&mut cmd);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn the_dry_run_refuses_what_the_compile_refuses_before_running_in_the_same_words() {
+    let root = tempfile::tempdir().unwrap();
+    let launch = root.path().join("launch");
+    std::fs::create_dir_all(launch.join("out.neff")).unwrap();
+    std::fs::create_dir_all(root.path().join("home")).unwrap();
+    std::fs::write(launch.join("a-file"), b"x").unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.hlo_module.pb"),
+        launch.join("mlp.pb"),
+    )
+    .unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--output", "out.neff"], "[NCC_EDRV111]"),
+        (&["--output", "a-file/m.neff"], "a-file is not a directory"),
+        (&["--cache_dir", "ftp://cache.example/c"], "[NCC_EDRV110]"),
+        (
+            &["--remote", "grpc://h:1", "--remote-cache", "grpc://h:2"],
+            "exclude each other",
+        ),
+    ];
+    for (extra, says) in cases {
+        let compiled = compile_in(root.path(), extra, false);
+        let c_err = String::from_utf8_lossy(&compiled.stderr).into_owned();
+        assert_eq!(compiled.status.code(), Some(70), "{extra:?}: {c_err}");
+        assert!(c_err.contains(says), "{extra:?}: {c_err}");
+        let before = listing(root.path());
+        for form in ["--dry-run", "--dry-run=json"] {
+            let dry = compile_in(root.path(), &[extra, &[form][..]].concat(), true);
+            assert_eq!(
+                dry.status.code(),
+                compiled.status.code(),
+                "{extra:?} {form}"
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&dry.stderr),
+                c_err,
+                "{extra:?} {form}: the same message"
+            );
+            assert!(dry.stdout.is_empty(), "{extra:?} {form}: no plan");
+        }
+        assert_eq!(
+            before,
+            listing(root.path()),
+            "{extra:?}: the dry run wrote nothing"
+        );
+    }
+    // Where the output can be written, the dry run passes.
+    let ok = compile_in(root.path(), &["--output", "fine.neff", "--dry-run"], true);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
     );
 }

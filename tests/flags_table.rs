@@ -29,7 +29,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Bool => "bool",
         Kind::Int => "int",
         Kind::Float | Kind::Seconds => "float",
-        Kind::Str => "str",
+        Kind::Str | Kind::Endpoint => "str",
         Kind::Path => "path",
         Kind::Choice => "choice",
         Kind::Level => "level",

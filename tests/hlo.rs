@@ -215,7 +215,7 @@ const REFUSED: &[(&str, &str)] = &[
     ),
     (
         "length-past-end.pb",
-        "not an HloModuleProto: field 3 at byte 3 runs past the end (computations)",
+        "not an HLO module (not an HloModuleProto: field 3 at byte 3 runs past the end (computations)).",
     ),
     (
         "wrong-wire-type.pb",
@@ -225,7 +225,7 @@ const REFUSED: &[(&str, &str)] = &[
         "zero-field.pb",
         "field 0 at byte 0 has the invalid field number 0",
     ),
-    ("garbage.pb", "not an HloModuleProto: "),
+    ("garbage.pb", "not an HLO module (not an HloModuleProto: "),
     (
         "deep-tuple.pb",
         "nests too deeply (host_program_shape[0].result[0].tuple_shapes[0]",
@@ -396,6 +396,108 @@ fn garbage_truncated_and_empty_models_fail_the_compile_at_hlo_to_tensorizer() {
     }
 }
 
+/// Files that are not HLO modules, each as a user might hand one over, and what the message says
+/// it looks like.
+fn not_hlo_files() -> Vec<(&'static str, Vec<u8>, &'static str)> {
+    let mut tar = vec![0u8; 1024];
+    tar[..9].copy_from_slice(b"model.pb\0");
+    tar[257..263].copy_from_slice(b"ustar\0");
+    // A NEFF's header: its format version, then the header size (1024).
+    let mut neff = vec![0u8; 2048];
+    neff[0] = 2;
+    neff[8..16].copy_from_slice(&1024u64.to_le_bytes());
+    vec![
+        (
+            "model.zip",
+            b"PK\x03\x04\x14\x00\x00\x00\x08\x00".to_vec(),
+            "it looks like a zip archive",
+        ),
+        ("model.tar", tar, "it looks like a tar archive"),
+        (
+            "model.pb.gz",
+            b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03".to_vec(),
+            "it looks like a gzip-compressed file",
+        ),
+        (
+            "model.json",
+            b"{\"module\": \"jit_f\", \"ops\": []}\n".to_vec(),
+            "it looks like a JSON document",
+        ),
+        (
+            "model.txt",
+            b"the weights are elsewhere\n".to_vec(),
+            "it looks like a text file",
+        ),
+        (
+            "model.mlir",
+            b"module @jit_f {\n  func.func public @main() {\n    return\n  }\n}\n".to_vec(),
+            "it looks like MLIR text",
+        ),
+        (
+            "model.neff",
+            neff,
+            "a NEFF (a compiled model), not an HLO module",
+        ),
+        (
+            "model.pb",
+            Vec::new(),
+            "not an HLO module: the file is empty",
+        ),
+    ]
+}
+
+#[test]
+fn a_file_that_is_not_hlo_is_named_for_what_it_is_by_hlo_info_the_dry_run_and_the_compile() {
+    let reads = "nxcc reads an HLO module: a binary HloModuleProto";
+    for (name, bytes, looks) in not_hlo_files() {
+        let s = Scratch::new();
+        std::fs::write(s.join(name), &bytes).unwrap();
+        let full = s.join(name).display().to_string();
+        // hlo-info: the message, exit 1.
+        let out = hlo_info(&[&full]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains(&format!("{full}: ")) && err.contains(looks),
+            "{name}: {err}"
+        );
+        if !name.ends_with(".neff") {
+            assert!(err.contains(reads), "{name}: {err}");
+            assert!(
+                !err.contains("wire type"),
+                "{name}: no protobuf jargon: {err}"
+            );
+        }
+        // The dry run: the graph line says the same.
+        let out = s.run(&[
+            "compile",
+            name,
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+            "--dry-run",
+        ]);
+        let dry = text(&out.stdout);
+        let graph = dry
+            .lines()
+            .find(|l| l.starts_with("graph "))
+            .unwrap_or_default();
+        assert!(
+            graph.contains("cannot be read") && graph.contains(looks),
+            "{name}: {dry}"
+        );
+        // The compile: the frontend's first tool refuses it with the same words.
+        let out = compile(&s, name);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(70), "{name}: {err}");
+        assert!(err.contains("HLOToTensorizer"), "{name}: {err}");
+        let shown = if bytes.is_empty() { "is empty" } else { looks };
+        assert!(err.contains(shown), "{name}: {err}");
+        assert!(!s.join("out.neff").exists(), "{name}");
+    }
+}
+
 fn check_outcome(bytes: &[u8]) {
     match hlo::parse(bytes) {
         Ok(m) => {
@@ -500,7 +602,7 @@ fn the_dry_run_shows_the_graph_and_the_estimate_it_came_from() {
         j["model_graph"]["error"]
             .as_str()
             .unwrap()
-            .contains("garbage.pb: not an HloModuleProto"),
+            .contains("garbage.pb: not an HLO module (not an HloModuleProto"),
         "{}",
         j["model_graph"]
     );

@@ -129,6 +129,15 @@ fn a_compile_killed_by_sigkill_is_retried_alone() {
         "{}",
         text(&o.stderr)
     );
+    // Where the report and the timings page went is said.
+    for (what, file) in [("report", "report.json"), ("timings page", "timeline.html")] {
+        let said = format!("Wrote the {what} to {}\n", s.join(file).display());
+        assert!(
+            text(&o.stderr).contains(&said),
+            "{said}: {}",
+            text(&o.stderr)
+        );
+    }
     let r = report(&s, "report.json");
     let mut all: Vec<(f64, f64, bool)> = Vec::new();
     for c in r["compiles"].as_array().unwrap() {
@@ -178,7 +187,7 @@ fn failures_retries_exit_status_and_the_report() {
             "parallel-compile",
             "graphs/g00.pb",
             "graphs/g01.pb",
-            "missing.pb",
+            "fifo.pb",
             "--jobs",
             "2",
             "--retries",
@@ -203,8 +212,12 @@ fn failures_retries_exit_status_and_the_report() {
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         s.nxcc(&a).env("NXCC_SIM_FAULT", fault).output().unwrap()
     };
-    // The first run of walrus_driver per graph fails; no retries: those fail, and the missing
-    // input fails at planning.
+    // An input that is a FIFO fails at planning (a missing one is refused before the batch).
+    let fifo = std::ffi::CString::new(s.join("fifo.pb").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // The first run of walrus_driver per graph fails; no retries: those fail, and the FIFO
+    // fails at planning.
     let o = run(args("0", "r0.json"), "walrus_driver:exit=3@first");
     assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
     let r = report(&s, "r0.json");
@@ -239,21 +252,18 @@ fn failures_retries_exit_status_and_the_report() {
         .unwrap()
         .contains("Child process job \"WalrusDriver\" exited abnormally"));
     assert!(Path::new(c["log"].as_str().unwrap()).exists());
-    let missing = &r["compiles"][2];
-    assert_eq!(missing["status"], "failed");
-    assert!(missing["attempts"].as_array().unwrap().is_empty());
-    assert!(missing["error_lines"][0]
+    let fifo = &r["compiles"][2];
+    assert_eq!(fifo["status"], "failed");
+    assert!(fifo["attempts"].as_array().unwrap().is_empty());
+    assert!(fifo["error_lines"][0]
         .as_str()
         .unwrap()
         .starts_with("[ERROR]"));
     assert!(text(&o.stdout).contains("3 compiles: 0 succeeded, 3 failed"));
 
-    // A remembered failure is not retried: the same batch fails at once.
-    let o = run(args("1", "r1.json"), "");
-    assert_eq!(o.status.code(), Some(70));
-    let r = report(&s, "r1.json");
-    assert_eq!(r["compiles"][0]["cache"], "hit");
-    assert_eq!(r["compiles"][0]["attempts"].as_array().unwrap().len(), 1);
+    // A remembered failure is not retried: the same batch fails at once, and says how to
+    // compile it again, as a single compile does.
+    remembered_failures(&s, &args, &run);
 
     // With fresh graphs, --retries 1 retries the failed first runs, which then succeed.
     variants(&s, "graphs2", 2);
@@ -274,10 +284,62 @@ fn failures_retries_exit_status_and_the_report() {
     }
 }
 
+/// The batch of `failures_retries_exit_status_and_the_report` run again (`args(retries,
+/// report)`, `run(args, fault)`) on what the cache remembers as failed: not retried, said how to
+/// compile again, and compiled again with `--retry_failed_compilation`.
+fn remembered_failures(
+    s: &Scratch,
+    args: &dyn Fn(&str, &str) -> Vec<String>,
+    run: &dyn Fn(Vec<String>, &str) -> std::process::Output,
+) {
+    let o = run(args("1", "r1.json"), "");
+    assert_eq!(o.status.code(), Some(70));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(
+            "cache hit (a remembered failure: --retry_failed_compilation compiles it again)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("  a failure the cache remembers (nothing ran): add --retry_failed_compilation to the compile arguments (after --) to compile it again\n"),
+        "{err}"
+    );
+    let r = report(s, "r1.json");
+    assert_eq!(r["compiles"][0]["cache"], "hit");
+    assert_eq!(r["compiles"][0]["attempts"].as_array().unwrap().len(), 1);
+    // As the hint says: with --retry_failed_compilation after --, they compile again.
+    let mut a = args("0", "r1b.json");
+    a.push("--retry_failed_compilation".into());
+    let o = run(a, "");
+    assert_eq!(o.status.code(), Some(70), "the FIFO still fails");
+    let r = report(s, "r1b.json");
+    for c in &r["compiles"].as_array().unwrap()[..2] {
+        assert_eq!(
+            (c["status"].as_str(), c["cache"].as_str()),
+            (Some("ok"), Some("miss")),
+            "{c}"
+        );
+    }
+}
+
 #[test]
 fn usage_errors_compile_nothing() {
     let s = Scratch::new();
     for (args, needle) in [
+        (
+            vec![
+                "parallel-compile",
+                MODEL,
+                "missing.pb",
+                "--",
+                "--target",
+                "trn2",
+                "--toolchain",
+                "sim",
+            ],
+            "argument INPUT: missing.pb: no such file or directory",
+        ),
         (
             vec!["parallel-compile", MODEL, "--", "--toolchain", "sim"],
             "required: --target",
@@ -832,6 +894,101 @@ fn each_kind_of_failure_is_reported_alike_by_the_pipeline_and_the_external_engin
             );
         }
     }
+}
+
+#[test]
+fn a_memory_budget_without_its_unit_or_of_zero_is_a_usage_error_naming_the_units() {
+    let dir = tempfile::tempdir().unwrap();
+    for budget in ["100", "0", "1K"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_nxcc"))
+            .args(["parallel-compile", "--memory-budget", budget, "x.pb"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{budget}: {err}");
+        assert!(
+            err.contains("'--memory-budget <SIZE>': ")
+                && err.contains("below the smallest budget (64M)")
+                && err.contains("K, M, G or T"),
+            "{budget}: {err}"
+        );
+    }
+}
+
+#[test]
+fn an_interrupted_batch_names_the_work_directories_it_leaves() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 2);
+    let child = s
+        .nxcc(&[
+            "parallel-compile",
+            "graphs",
+            "--jobs",
+            "2",
+            "--no_cache",
+            "--output-dir",
+            "out",
+            "--",
+            "--target",
+            "trn2",
+            "--toolchain",
+            "sim",
+        ])
+        .env("NXCC_SIM_WAIT_MS", "walrus_driver:600000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both compiles are past their Frontend, at walrus_driver (the event), then Ctrl-C.
+    let at_walrus = || -> usize {
+        std::fs::read_dir(s.join("out"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().join("sg00/bir.json").is_file())
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while at_walrus() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the compiles never reached walrus_driver"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) of our own child, which has not been waited for.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    let left: Vec<PathBuf> = std::fs::read_dir(s.join("out"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("neuronxcc-")
+        })
+        .collect();
+    // Whatever is left is named in the summary.
+    for d in &left {
+        assert!(
+            err.contains(&d.display().to_string()),
+            "{} not named:\n{err}",
+            d.display()
+        );
+    }
+    // An interrupted compile keeps what it made, as `nxcc compile` does: both, named.
+    assert_eq!(left.len(), 2, "{left:?}\n{err}");
+    assert_eq!(
+        err.matches(" was interrupted; what it made is in ").count(),
+        2,
+        "{err}"
+    );
 }
 
 /// `cmd` run with stdout and stderr on a terminal (`script` gives it a pty): what the terminal

@@ -1,13 +1,18 @@
-//! The Python wheel: built by maturin from `pyproject.toml`, installed into a fresh virtual
-//! environment, it puts `nxcc` on the environment's PATH at the crate's version, and the installed
-//! command compiles with the simulated toolchain outside the checkout, with nothing of the build
-//! directory — the fork-walrus path included, through the simulated `libwalrus.so` the wheel
-//! carries (staged by `.ci/wheel-data`) — and `import nxcc`, the Python client the wheel ships,
-//! compiles through a daemon the installed `nxcc` runs.
+//! The Python package: installed into a fresh virtual environment, it puts `nxcc` on the
+//! environment's PATH at the crate's version, and the installed command compiles with the
+//! simulated toolchain outside the checkout, with nothing of the build directory — the
+//! fork-walrus path included, through the simulated `libwalrus.so` the wheel carries (staged by
+//! the build backend, `packaging/nxcc_build.py`) — and `import nxcc`, the Python client the
+//! wheel ships, compiles through a daemon the installed `nxcc` runs.
 //!
-//! The wheel is `$NXCC_TEST_WHEEL` when set (CI builds one first), else built here: maturin is
-//! installed from PyPI into `target/wheel/maturin-venv` on first use, and builds into its own
-//! target directory (`target/wheel/target`), never the one this test runs from.
+//! What is installed is the wheel pip builds from the source distribution (what `pip install
+//! git+URL` and `pip install nxcc-*.tar.gz` build), and the sdist is checked to hold what that
+//! build needs. Both are `$NXCC_TEST_SDIST` and `$NXCC_TEST_WHEEL` when set (CI builds the sdist,
+//! then the wheel from it, once, and hands both here); else built here: the sdist by maturin
+//! (installed from PyPI into `target/wheel/maturin-venv` on first use), the wheel from it by
+//! `pip wheel`, through the build backend as `pip install` calls it, in a target directory of its
+//! own (`target/wheel/target`), never the one this test runs from — and kept in
+//! `target/wheel/built/<the sdist's digest>/`, so that a source built once is not built again.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -47,56 +52,154 @@ fn make_venv(venv: &Path, what: &str) {
     );
 }
 
-fn build_wheel() -> PathBuf {
+/// An artifact CI built and hands over in the environment variable `var` (`None`: not set).
+fn given(var: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os(var).filter(|v| !v.is_empty())?);
+    assert!(path.is_file(), "{var}={}: no such file", path.display());
+    eprintln!("{var}: {} (given; not built here)", path.display());
+    Some(path)
+}
+
+/// The one file of `dir` whose name ends with `suffix`.
+fn only_file(dir: &Path, suffix: &str) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    assert_eq!(found.len(), 1, "{suffix} in {}: {found:?}", dir.display());
+    found[0].clone()
+}
+
+/// maturin, installed from PyPI into `target/wheel/maturin-venv` on first use; pip's cache
+/// (`target/wheel/pip-cache`) and its venv's pip.
+fn maturin_venv() -> PathBuf {
     let work = target_dir().join("wheel");
     let venv = work.join("maturin-venv");
-    let maturin = venv.join("bin/maturin");
-    if !maturin.exists() {
+    if !venv.join("bin/maturin").exists() {
         make_venv(
             &venv,
-            "python3 -m venv (python3 with its venv module is needed to build the wheel)",
+            "python3 -m venv (python3 with its venv module is needed to build the package)",
         );
         check(
             "pip install maturin (from PyPI)",
-            &Command::new(venv.join("bin/pip"))
-                .args([
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "maturin>=1.5,<2",
-                ])
+            &Command::new(venv.join("bin/python"))
+                .args(["-m", "pip", "install", "--quiet"])
+                .args(["--disable-pip-version-check", "maturin>=1.5,<2"])
                 .env("PIP_CACHE_DIR", work.join("pip-cache"))
                 .output()
                 .unwrap(),
         );
     }
-    check(
-        ".ci/wheel-data (the simulated libwalrus.so the wheel carries)",
-        &Command::new(Path::new(ROOT).join(".ci/wheel-data"))
-            .env("CARGO_TARGET_DIR", work.join("target"))
-            .output()
-            .unwrap(),
-    );
-    let dist = work.join("dist");
+    venv
+}
+
+/// The source distribution, built by maturin from the checkout into `target/wheel/sdist` (a
+/// second of work; the same sources give the same bytes).
+fn build_sdist() -> PathBuf {
+    let dist = target_dir().join("wheel/sdist");
     let _ = std::fs::remove_dir_all(&dist);
     check(
-        "maturin build",
-        &Command::new(&maturin)
-            .args(["build", "--release", "--out"])
+        "maturin sdist",
+        &Command::new(maturin_venv().join("bin/maturin"))
+            .args(["sdist", "--out"])
             .arg(&dist)
             .current_dir(ROOT)
-            .env("CARGO_TARGET_DIR", work.join("target"))
             .output()
             .unwrap(),
     );
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&dist)
+    only_file(&dist, ".tar.gz")
+}
+
+/// The wheel of `sdist`, built once per distinct sdist: `pip wheel SDIST` — pip unpacks it,
+/// installs the build backend's requirements (maturin, from PyPI) and calls the backend, which
+/// stages the simulated libwalrus.so and has maturin build the wheel; cargo offline, from the
+/// crates already fetched, into `target/wheel/target`. Kept in `target/wheel/built/<digest>/`
+/// (moved there whole once built), where a later run finds it.
+fn built_wheel(sdist: &Path) -> PathBuf {
+    let digest = blake3::hash(&std::fs::read(sdist).unwrap()).to_hex();
+    let built = target_dir().join("wheel/built");
+    let kept = built.join(&digest[..32]);
+    if kept.is_dir() {
+        eprintln!(
+            "the wheel of this sdist was built before: {}",
+            kept.display()
+        );
+        return only_file(&kept, ".whl");
+    }
+    std::fs::create_dir_all(&built).unwrap();
+    let partial = tempfile::Builder::new()
+        .prefix(".partial-")
+        .tempdir_in(&built)
+        .unwrap();
+    let tmp = partial.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    check(
+        "pip wheel SDIST (the build `pip install SDIST` runs)",
+        &Command::new(maturin_venv().join("bin/python"))
+            .args([
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--disable-pip-version-check",
+            ])
+            .arg("--wheel-dir")
+            .arg(partial.path().join("dist"))
+            .arg(sdist)
+            .env("PIP_CACHE_DIR", target_dir().join("wheel/pip-cache"))
+            .env("TMPDIR", &tmp)
+            .env("CARGO_TARGET_DIR", target_dir().join("wheel/target"))
+            .env("CARGO_NET_OFFLINE", "true")
+            .output()
+            .unwrap(),
+    );
+    std::fs::rename(partial.path().join("dist"), &kept).unwrap();
+    only_file(&kept, ".whl")
+}
+
+/// The sdist holds what `pip install` of it needs: the build backend and its configuration, the
+/// lock file, every crate of the workspace, the Python package — and no build directory.
+fn check_sdist(sdist: &Path) {
+    let name = sdist.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(name, format!("nxcc-{VERSION}.tar.gz"));
+    let gz = flate2::read::GzDecoder::new(std::fs::File::open(sdist).unwrap());
+    let mut archive = tar::Archive::new(gz);
+    let entries: Vec<String> = archive
+        .entries()
         .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(wheels.len(), 1, "{wheels:?}");
-    wheels[0].clone()
+    let root = format!("nxcc-{VERSION}/");
+    let mut needed: Vec<String> = [
+        "PKG-INFO",
+        "pyproject.toml",
+        "packaging/nxcc_build.py",
+        "Cargo.toml",
+        "Cargo.lock",
+        "python/nxcc/__init__.py",
+    ]
+    .iter()
+    .map(|f| f.to_string())
+    .collect();
+    for entry in std::fs::read_dir(Path::new(ROOT).join("crates")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().join("Cargo.toml").is_file() {
+            let krate = entry.file_name().to_string_lossy().into_owned();
+            needed.push(format!("crates/{krate}/Cargo.toml"));
+        }
+    }
+    for file in &needed {
+        let path = format!("{root}{file}");
+        assert!(entries.contains(&path), "the sdist lacks {path}");
+    }
+    let built: Vec<&String> = entries
+        .iter()
+        .filter(|e| e.starts_with(&format!("{root}target/")))
+        .collect();
+    assert!(built.is_empty(), "the sdist holds build output: {built:?}");
 }
 
 /// A fresh virtual environment under `world` with `wheel` installed in it: its directory.
@@ -281,10 +384,9 @@ fn python_client(
 
 #[test]
 fn the_installed_wheel_compiles_outside_the_checkout() {
-    let wheel = match std::env::var_os("NXCC_TEST_WHEEL") {
-        Some(w) if !w.is_empty() => PathBuf::from(w),
-        _ => build_wheel(),
-    };
+    let sdist = given("NXCC_TEST_SDIST").unwrap_or_else(build_sdist);
+    check_sdist(&sdist);
+    let wheel = given("NXCC_TEST_WHEEL").unwrap_or_else(|| built_wheel(&sdist));
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
     assert!(
         name.starts_with(&format!("nxcc-{VERSION}-")),

@@ -223,7 +223,7 @@ pub(crate) struct ServeArgs {
     pub(crate) max_concurrent: Option<usize>,
     /// Start a compile only while the estimated peak memory of the running ones plus its own fits
     /// in SIZE (512M, 8G, ...; auto: 80% of MemAvailable).
-    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::size)]
+    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::budget)]
     pub(crate) memory_budget: Option<u64>,
     /// Also serve this user id (repeatable). Only the daemon's own uid is served otherwise;
     /// compiles run as the daemon's user.
@@ -503,6 +503,14 @@ mod tests {
             (
                 &["--memory-budget", "12Q"][..],
                 "'--memory-budget <SIZE>': invalid size unit",
+            ),
+            (
+                &["--memory-budget", "100"][..],
+                "'--memory-budget <SIZE>': \"100\" is 100 bytes, below the smallest budget (64M)",
+            ),
+            (
+                &["--memory-budget", "0"][..],
+                "'--memory-budget <SIZE>': \"0\" is 0 bytes, below the smallest budget (64M): give a unit (K, M, G or T",
             ),
             (
                 &["--allow-uid", "-1"][..],

@@ -297,7 +297,11 @@ pub fn invoke_request(
     let inv = Invocation::from_argv("nxcc", &command_line(&req.argv), &probe)
         .map_err(|r| Box::new(refused(emit, &r)))?;
     match crate::compile::dry_run(&inv) {
-        Some(text) => Err(Box::new(say(emit, &text))),
+        Some(Ok(text)) => Err(Box::new(say(emit, &text))),
+        Some(Err(error)) => {
+            let hints = Vec::new();
+            Err(Box::new(refused(emit, &Refusal::Plan { error, hints })))
+        }
         None => Ok(inv),
     }
 }

@@ -49,7 +49,7 @@ pub(crate) struct ParallelCompile {
     pub(crate) jobs: Option<usize>,
     /// Start a compile only while the estimated peak memory of the running ones plus its own fits
     /// (512M, 16G, ...; auto = 80% of MemAvailable).
-    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::size)]
+    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::budget)]
     pub(crate) memory_budget: Option<u64>,
     /// Where <stem>.neff and <stem>.log of each input go (created if missing).
     #[arg(long = "output-dir", value_name = "DIR")]
@@ -549,12 +549,15 @@ fn finish(
     ] {
         if let Some(path) = file {
             let path = crate::fsx::absolute(&cfg.launch_dir, path);
-            if let Err(e) = report::write_atomic(&path, &text) {
-                err(&format!(
-                    "{prog} parallel-compile: error: cannot write the {what} {}: {e}\n",
-                    path.display()
-                ));
-                status = EXIT_COMPILE_FAILED;
+            match report::write_atomic(&path, &text) {
+                Ok(()) => err(&format!("Wrote the {what} to {}\n", path.display())),
+                Err(e) => {
+                    err(&format!(
+                        "{prog} parallel-compile: error: cannot write the {what} {}: {e}\n",
+                        path.display()
+                    ));
+                    status = EXIT_COMPILE_FAILED;
+                }
             }
         }
     }

@@ -140,7 +140,7 @@ pub struct Input {
 
 /// The inputs a list of INPUT arguments stands for: files as they are, directories by their
 /// `*.pb` and `*.hlo` files (sorted), each file once, named by [`naming`]'s rule (distinct
-/// outputs for every input). Errors: a directory without such files, or that cannot be read.
+/// outputs for every input). Errors: an input that does not exist, a directory without such files or that cannot be read.
 pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, String> {
     let mut models: Vec<PathBuf> = Vec::new();
     for a in args {
@@ -157,6 +157,12 @@ pub fn expand_inputs(args: &[String], launch_dir: &Path) -> Result<Vec<Input>, S
                 return Err(format!("the directory {a} holds no *.pb or *.hlo file"));
             }
             models.extend(found);
+        } else if std::fs::symlink_metadata(&path)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            // Refused before anything runs, as an empty directory is: not found at the end
+            // of a batch.
+            return Err(format!("{a}: no such file or directory"));
         } else {
             models.push(path);
         }
@@ -1056,10 +1062,10 @@ mod tests {
         assert!(expand_inputs(&["empty".into()], d)
             .unwrap_err()
             .contains("no *.pb or *.hlo"));
-        // A missing file is kept: its compile fails like `nxcc compile` would.
+        // A missing file is refused up front, with the others.
         assert_eq!(
-            expand_inputs(&["nope.pb".into()], d).unwrap()[0].stem,
-            "nope"
+            expand_inputs(&["x.pb".into(), "nope.pb".into()], d).unwrap_err(),
+            "nope.pb: no such file or directory"
         );
     }
 }

@@ -141,6 +141,9 @@ pub fn line(done: usize, total: usize, r: &CompileResult) -> String {
         t.push_str(&format!("  exit {}", r.exit_status));
     }
     t.push_str(&format!("  cache {}", r.cache.as_str()));
+    if r.status == Status::Failed && r.cache == crate::cache::CacheStatus::Hit {
+        t.push_str(" (a remembered failure: --retry_failed_compilation compiles it again)");
+    }
     if r.attempts.len() > 1 {
         t.push_str(&format!("  ({} attempts)", r.attempts.len()));
     }
@@ -307,7 +310,7 @@ mod tests {
         r.cache = CacheStatus::Hit;
         assert_eq!(
             line(12, 12, &r),
-            "[12/12] failed    g07  1.23 s  exit 70  cache hit"
+            "[12/12] failed    g07  1.23 s  exit 70  cache hit (a remembered failure: --retry_failed_compilation compiles it again)"
         );
         let now = Instant::now();
         let mut s = State {

@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use super::{Report, Status};
+use crate::cache::CacheStatus;
 use crate::profile::Run;
 use crate::words::count;
 
@@ -146,8 +147,13 @@ pub fn table(report: &Report) -> String {
     t
 }
 
-/// The error lines of every failed compile, with its log, and what each compile that wrote no
-/// NEFF made instead (for stderr).
+/// What a failure served from the cache is, and how to compile it again (what a single compile
+/// says of one).
+pub const REMEMBERED: &str = "a failure the cache remembers (nothing ran): add --retry_failed_compilation to the compile arguments (after --) to compile it again";
+
+/// The error lines of every failed compile, with its log, its kept work directory and, for a
+/// failure the cache served, how to compile it again; the work directory each interrupted
+/// compile left; and what each compile that wrote no NEFF made instead (for stderr).
 pub fn failures(report: &Report) -> String {
     let mut t = String::new();
     for c in report
@@ -158,6 +164,24 @@ pub fn failures(report: &Report) -> String {
         t.push_str(&format!("{} failed ({}):\n", c.input, log_words(c)));
         for l in &c.error_lines {
             t.push_str(&format!("  {l}\n"));
+        }
+        if c.cache == CacheStatus::Hit {
+            t.push_str(&format!("  {REMEMBERED}\n"));
+        }
+        if let Some(d) = &c.work_dir {
+            t.push_str(&format!("  what it made is in {d}\n"));
+        }
+    }
+    for c in report
+        .compiles
+        .iter()
+        .filter(|c| c.status == Status::Cancelled)
+    {
+        if let Some(d) = &c.work_dir {
+            t.push_str(&format!(
+                "{} was interrupted; what it made is in {d}\n",
+                c.input
+            ));
         }
     }
     for c in report
@@ -403,7 +427,11 @@ mod tests {
             "3 compiles: 2 succeeded, 1 failed; 3.00 s with at most 11 at once within 1024.0 MiB\n"
         ));
         let f = failures(&r);
-        assert_eq!(f, "/m/c.pb failed (log: /o/c.log):\n  [ERROR] boom\n");
+        // c's failure was served from the cache ("hit"): how to compile it again is said.
+        assert_eq!(
+            f,
+            format!("/m/c.pb failed (log: /o/c.log):\n  [ERROR] boom\n  {REMEMBERED}\n")
+        );
         let j: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
         assert_eq!(j["compiles"][1]["attempts"][0]["exit_status"], 70);
         assert_eq!(r.exit_status(), 70);

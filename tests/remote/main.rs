@@ -254,9 +254,9 @@ fn a_server_that_is_down_is_named_and_fails_at_once() {
     assert_eq!(o.status.code(), Some(70), "{err}");
     assert!(err.contains("NCC_EDRV130") && err.contains(&url), "{err}");
     assert!(!c.path().join("model.neff").exists());
-    // A malformed address is refused before anything runs.
+    // A malformed address is a usage error, refused before anything runs.
     let o = compile_mlp(&c, &["--remote", "http://x"]);
-    assert_eq!(o.status.code(), Some(70));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o.stderr).contains("expected grpc://HOST:PORT"),
         "{}",

@@ -18,33 +18,15 @@ pub struct Address {
 }
 
 impl Address {
-    /// Parse `grpc://HOST:PORT` or `grpcs://HOST:PORT`; anything else (another scheme, no port, a
-    /// path, credentials in the URL) is refused with the reason.
+    /// Parse `grpc://HOST:PORT` or `grpcs://HOST:PORT` ([`nxcc_core::cli::endpoint`]); anything
+    /// else (another scheme, no port, a path, credentials in the URL) is refused with the reason.
     pub fn parse(url: &str, instance: &str) -> Result<Address, String> {
-        let (tls, rest) = match url.split_once("://") {
-            Some(("grpc", rest)) => (false, rest),
-            Some(("grpcs", rest)) => (true, rest),
-            _ => {
-                return Err(format!(
-                    "{url}: expected grpc://HOST:PORT or grpcs://HOST:PORT"
-                ))
-            }
-        };
-        let hostport = rest.trim_end_matches('/');
-        let host = hostport
-            .rsplit_once(':')
-            .filter(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0))
-            .map(|(h, _)| h.to_string());
-        let Some(host) = host.filter(|_| !hostport.contains('/') && !hostport.contains('@')) else {
-            return Err(format!(
-                "{url}: expected grpc://HOST:PORT or grpcs://HOST:PORT"
-            ));
-        };
+        let e = nxcc_core::cli::endpoint::parse(url).map_err(|e| format!("{url}: {e}"))?;
         Ok(Address {
             url: url.to_string(),
-            dial: format!("{}://{hostport}", if tls { "https" } else { "http" }),
-            host,
-            tls,
+            dial: format!("{}://{}", if e.tls { "https" } else { "http" }, e.host_port),
+            host: e.host.to_string(),
+            tls: e.tls,
             instance: instance.to_string(),
         })
     }

@@ -57,7 +57,7 @@ pub(crate) struct WorkerCommand {
     pub(crate) max_concurrent: u16,
     /// Run an action only while the estimated peak memory of the running ones plus its own fits
     /// (512M, 16G, ...; auto = 80% of MemAvailable).
-    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::size)]
+    #[arg(long = "memory-budget", value_name = "SIZE", value_parser = values::budget)]
     pub(crate) memory_budget: Option<u64>,
     /// Compile with this toolchain directory, or sim (the simulated toolchain).
     #[arg(long, value_name = "DIR", conflicts_with = "compiler")]

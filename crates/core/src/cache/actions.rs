@@ -71,13 +71,27 @@ fn count_evictions(cache: &Cache, evictions: usize) {
     );
 }
 
-/// `stats`: what the cache holds and what it did; `zero`: its counters set back to zero after.
+/// `stats`: what the cache holds, its limit and how full it is, and what it did; `zero`: its
+/// counters set back to zero after. A cache that does not exist (a mistyped `--cache_dir`, or no
+/// compile through it yet) is reported as such, as ccache reports one, with what would create
+/// it; the exit status is 0.
 pub fn stats(cache_dir: Option<&str>, zero: bool, json: bool) -> Ended {
     let cache = own_cache(cache_dir)?;
+    let exists = matches!(cache.open_root(false), Ok(Some(_)));
+    let holds = maintain::stats(&cache);
+    let max_size = settings::File::read(&cache).max_size.filter(|n| *n > 0);
     let report = StatsReport {
-        holds: maintain::stats(&cache),
+        missing: (!exists).then(|| match cache_dir {
+            Some(dir) => format!(
+                "no cache here: nothing was ever cached with --cache_dir {dir} (check the path; a compile with it creates the cache)"
+            ),
+            None => "not created yet: the first compile through it creates it".to_string(),
+        }),
+        used_percent: max_size.map(|m| holds.bytes as f64 * 100.0 / m as f64),
+        holds,
         counters: counters::read(&cache, None),
-        max_size: settings::File::read(&cache).max_size.filter(|n| *n > 0),
+        max_size,
+        exists,
         zeroed: zero,
     };
     if zero {
@@ -201,7 +215,15 @@ struct StatsReport {
     #[serde(flatten)]
     holds: maintain::Stats,
     counters: Counters,
+    /// The configured limit (`None`: no limit).
     max_size: Option<u64>,
+    /// How full the cache is against its limit, in percent (`None`: no limit).
+    used_percent: Option<f64>,
+    /// Whether the cache exists (a compile through it creates it).
+    exists: bool,
+    /// When it does not: that, and what would create it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     zeroed: bool,
 }
@@ -210,6 +232,9 @@ fn stats_text(r: &StatsReport) -> String {
     let s = &r.holds;
     let c = &r.counters;
     let mut t = format!("cache: {}\n", s.dir);
+    if let Some(why) = &r.missing {
+        t.push_str(&format!("({why})\n"));
+    }
     t.push_str(&format!("entries: {}\n", s.entries));
     t.push_str(&format!("failed entries: {}\n", s.failed));
     if s.corrupt > 0 {
@@ -219,8 +244,11 @@ fn stats_text(r: &StatsReport) -> String {
         ));
     }
     t.push_str(&format!("size: {}\n", human_bytes(s.bytes)));
-    if let Some(m) = r.max_size {
-        t.push_str(&format!("max_size: {}\n", human_bytes(m)));
+    match (r.max_size, r.used_percent) {
+        (Some(m), Some(p)) => {
+            t.push_str(&format!("max_size: {} ({p:.1} % full)\n", human_bytes(m)))
+        }
+        _ => t.push_str("max_size: none (no limit; nxcc cache config max_size=20G sets one)\n"),
     }
     t.push_str(&format!(
         "oldest: {}\nnewest: {}\n",

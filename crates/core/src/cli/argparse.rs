@@ -725,6 +725,15 @@ pub fn convert(flag: &Flag, name: &str, raw: &str) -> Result<Value, ArgError> {
                 }
             }
         }
+        Kind::Endpoint => match super::endpoint::parse(raw) {
+            Ok(_) => Value::Str(raw.to_string()),
+            Err(e) => {
+                return Err(ArgError::argument(
+                    name,
+                    format!("invalid address: {}: {e}", py_repr(raw)),
+                ))
+            }
+        },
         Kind::Level => match super::level::parse(raw) {
             Some(v) => Value::Int(v),
             None => {

@@ -73,6 +73,8 @@ pub enum Kind {
     Level,
     /// A duration: a number of seconds within [`SECONDS_RANGE`] (no NaN, no infinity).
     Seconds,
+    /// A remote service's address ([`super::endpoint`]), kept as given.
+    Endpoint,
     /// Several values (`nargs='+'` or one per occurrence), kept as given.
     List,
 }
@@ -580,9 +582,9 @@ pub static FLAGS: &[Flag] = &[
          "").compile(),
     flag("--query-compute-placement", &[], "query_compute_placement", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Hidden, Scope::Compile, "wiki-catalog:CERTAIN",
          "").compile(),
-    flag("--remote", &[], "remote", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
+    flag("--remote", &[], "remote", Action::Store, Kind::Endpoint, Default::None, Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
          "Compile on a Remote Execution API service (grpc://HOST:PORT): its action cache first, else its workers.").reaches("a remote service"),
-    flag("--remote-cache", &[], "remote_cache", Action::Store, Kind::Str, Default::None, Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
+    flag("--remote-cache", &[], "remote_cache", Action::Store, Kind::Endpoint, Default::None, Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
          "Share results through a Remote Execution API action cache (grpc://HOST:PORT); compile locally on a miss.").reaches("a remote service"),
     flag("--remote-instance", &[], "remote_instance", Action::Store, Kind::Str, Default::Str(""), Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
          "The instance name on the --remote or --remote-cache server (default: the server's default).").reaches("a remote service"),

@@ -126,6 +126,7 @@ mod tests {
                 (_, _, Choices::IntegerDowncast) => Some("all"),
                 (Kind::Int | Kind::Level, ..) => Some("1"),
                 (Kind::Float | Kind::Seconds, ..) => Some("2.5"),
+                (Kind::Endpoint, ..) => Some("grpc://host:1"),
                 _ => Some("a-value"),
             };
             let mut args = vec![f.spelling];

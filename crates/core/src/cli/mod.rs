@@ -3,6 +3,7 @@
 //!
 //! - [`flags`]: the flag table every other part is driven by;
 //! - [`argparse`]: an argparse-3.10-compatible parser over a table;
+//! - [`endpoint`]: the form of a remote service's address;
 //! - [`namespace`]: the parsed values with `<dest>_Used` tracking;
 //! - [`lower`]: the namespace lowered, once, into the typed parts of a compile's command line:
 //!   [`inputs::CompileInputs`] (what can change the NEFF) and [`settings::Settings`] (how this
@@ -19,6 +20,7 @@
 
 pub mod argparse;
 pub mod color;
+pub mod endpoint;
 pub mod environment;
 pub mod flags;
 pub(crate) mod help;

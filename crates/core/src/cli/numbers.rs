@@ -1,6 +1,6 @@
 //! Numbers as Python reads them from text (`int()`, `float()`): what argparse's `type=int` and
 //! `type=float` accept, for the flag values and the log levels; and sizes as nxcc's own options
-//! take them (`512M`, `auto`).
+//! take them (`512M`, `auto`), a memory budget among them.
 
 /// Python's `int()` on a string: surrounding whitespace, a sign, digits with single underscores
 /// between them.
@@ -61,6 +61,24 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     Ok((n * mult as f64) as u64)
 }
 
+/// The smallest memory budget taken: 64 MiB, a fifth of what the estimate gives the smallest
+/// compile. A smaller one is a size written without its unit (`--memory-budget 100` meant as
+/// 100 G, say), refused rather than read as bytes.
+pub(crate) const MIN_BUDGET: u64 = 64 << 20;
+
+/// Parse a memory budget (`16G`, `512M`, `auto`): [`parse_size`], refused below [`MIN_BUDGET`]
+/// with a message that names the units.
+pub(crate) fn parse_budget(text: &str) -> Result<u64, String> {
+    let n = parse_size(text)?;
+    if n < MIN_BUDGET {
+        return Err(format!(
+            "{text:?} is {n} bytes, below the smallest budget (64M): give a unit (K, M, G or T: \
+             16G, 512M) or auto (80 % of the memory available)"
+        ));
+    }
+    Ok(n)
+}
+
 /// `MemAvailable` in bytes.
 pub(crate) fn mem_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -82,5 +100,20 @@ mod tests {
         assert!(parse_size("12Q").is_err());
         assert!(parse_size("x").is_err());
         assert!(parse_size("auto").unwrap() > 0);
+    }
+
+    #[test]
+    fn budgets_below_the_smallest_are_refused_with_their_units() {
+        assert_eq!(parse_budget("16G").unwrap(), 16 << 30);
+        assert_eq!(parse_budget("64M").unwrap(), MIN_BUDGET);
+        assert!(parse_budget("auto").unwrap() >= MIN_BUDGET || parse_budget("auto").is_err());
+        for small in ["100", "0", "63M", "1K"] {
+            let e = parse_budget(small).unwrap_err();
+            assert!(
+                e.contains("below the smallest budget (64M)"),
+                "{small}: {e}"
+            );
+            assert!(e.contains("K, M, G or T"), "{small}: {e}");
+        }
     }
 }

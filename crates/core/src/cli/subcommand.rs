@@ -205,6 +205,12 @@ pub mod values {
         crate::cli::numbers::parse_size(text)
     }
 
+    /// A memory budget (`--memory-budget`): a size of at least 64M, or `auto`; a number without
+    /// its unit is refused, not read as bytes.
+    pub fn budget(text: &str) -> Result<u64, String> {
+        crate::cli::numbers::parse_budget(text)
+    }
+
     /// A number of seconds from 0 to the longest duration nxcc waits
     /// ([`crate::cli::flags::SECONDS_RANGE`]'s end).
     pub fn seconds(text: &str) -> Result<f64, String> {

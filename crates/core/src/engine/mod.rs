@@ -31,6 +31,9 @@ pub mod strategy;
 pub(crate) mod workdir;
 pub mod worker;
 
+/// What a compile checks of `--output` before anything runs (a dry run checks the same).
+pub use pipeline::check_output;
+
 use std::path::{Path, PathBuf};
 
 use crate::plan::Plan;

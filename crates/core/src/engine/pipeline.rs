@@ -109,7 +109,7 @@ fn prepare(session: &Session) -> Result<Prepared, Failure> {
         let missing = Failure::Environment(Environment::MissingTool(tool.to_string()));
         return Err(session.failing(&NccError::tool_not_found(what), missing));
     }
-    if let Err(e) = check_output(&plan.output) {
+    if let Err(e) = check_output(&plan.output, true) {
         return Err(session.failing(&e, Failure::Environment(Environment::Output)));
     }
     session.compiled()?;
@@ -426,8 +426,10 @@ fn remove_written_outputs(session: &Session, outputs: &[(PathBuf, Option<(u64, u
 }
 
 /// `--output` can be written: it is not a directory, what would be its directory is one, and a
-/// file can be made there (an unnamed one, as the NEFF will be, dropped at once).
-fn check_output(output: &Path) -> Result<(), NccError> {
+/// file can be made there. `probe_by_creating`: proven by making an unnamed file, as the NEFF
+/// will be, dropped at once (the compile); else by asking the kernel (`access(2)`), which
+/// creates nothing (the dry run) — the same checks, in the same words.
+pub fn check_output(output: &Path, probe_by_creating: bool) -> Result<(), NccError> {
     if output.is_dir() {
         return Err(NccError::output_not_written(
             output.display(),
@@ -441,14 +443,26 @@ fn check_output(output: &Path) -> Result<(), NccError> {
                 let name = output
                     .file_name()
                     .unwrap_or(std::ffi::OsStr::new("out.neff"));
-                return crate::fsx::AtomicFile::create(&dir.join(name))
-                    .map(drop)
-                    .map_err(|e| {
-                        NccError::output_not_written(
-                            output.display(),
-                            format!("no file can be made in {}: {e}", dir.display()),
-                        )
-                    });
+                let made = if probe_by_creating {
+                    crate::fsx::AtomicFile::create(&dir.join(name)).map(drop)
+                } else {
+                    let dir = if dir.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        dir
+                    };
+                    rustix::fs::access(
+                        dir,
+                        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+                    )
+                    .map_err(std::io::Error::from)
+                };
+                return made.map_err(|e| {
+                    NccError::output_not_written(
+                        output.display(),
+                        format!("no file can be made in {}: {e}", dir.display()),
+                    )
+                });
             }
             Ok(_) => {
                 return Err(NccError::output_not_written(

@@ -12,6 +12,7 @@
 //! [`wire`]), text that does not parse (the line), a module without an entry computation, an
 //! empty file. Neither form panics on any input, and the time taken is linear in its size.
 //!
+//! - [`looks`]: what a file that is not an HLO module looks like instead (a zip, JSON, text …);
 //! - `scan`: an encoded instruction read in place (the pass over a large module's
 //!   instructions); `plain`: the same for a text instruction in its plain form;
 //! - `shape`: element types, their names and sizes;
@@ -26,6 +27,7 @@ use std::path::Path;
 pub mod command;
 pub(crate) mod digest;
 pub mod lexer;
+pub mod looks;
 pub(crate) mod plain;
 pub mod proto;
 pub(crate) mod scan;
@@ -47,6 +49,8 @@ pub enum ReadError {
     Empty,
     /// Not an `HloModuleProto` (and not HLO text): what went wrong and where.
     NotProto(String),
+    /// Not an HLO module, and recognisably something else: what it looks like ([`looks`]).
+    LooksLike(String),
     /// HLO text that does not parse.
     Text {
         /// The 1-based line of the text.
@@ -61,14 +65,20 @@ pub enum ReadError {
 }
 
 impl ReadError {
-    /// The message for a model at `path`: `model.pb: not an HloModuleProto: field 3 at byte 212
-    /// runs past the end`.
+    /// The message for a model at `path`: `model.zip: not an HLO module: it looks like a zip
+    /// archive. nxcc reads …`, `model.pb: not an HLO module (not an HloModuleProto: field 3 at
+    /// byte 212 runs past the end). nxcc reads …`.
     pub fn render(&self, path: &Path) -> String {
         let p = path.display();
         match self {
             ReadError::Io(e) => format!("{p}: cannot read: {e}"),
-            ReadError::Empty => format!("{p}: not an HLO module: the file is empty"),
-            ReadError::NotProto(m) => format!("{p}: not an HloModuleProto: {m}"),
+            ReadError::Empty => format!("{p}: not an HLO module: the file is empty. {READS}"),
+            ReadError::NotProto(m) => {
+                format!("{p}: not an HLO module (not an HloModuleProto: {m}). {READS}")
+            }
+            ReadError::LooksLike(what) => {
+                format!("{p}: not an HLO module: it looks like {what}. {READS}")
+            }
             ReadError::Text { line, message } => {
                 format!("{p}: HLO text does not parse: line {line}: {message}")
             }
@@ -80,12 +90,22 @@ impl ReadError {
     }
 }
 
+/// What nxcc reads, said after a file that is not it.
+pub const READS: &str = "nxcc reads an HLO module: a binary HloModuleProto (as frameworks dump \
+     it, `*.hlo_module.pb`) or HLO text (a file that starts with `HloModule`)";
+
 /// Read a module from its bytes: HLO text when they start with `HloModule`, else a binary
-/// `HloModuleProto`.
+/// `HloModuleProto`; bytes that are neither are described by what they look like ([`looks`]).
 pub fn parse(bytes: &[u8]) -> Result<Module, ReadError> {
     match form(bytes)? {
         Form::Text => parse_text(bytes),
-        Form::Proto => proto::parse(bytes),
+        Form::Proto => proto::parse(bytes).map_err(|e| match e {
+            ReadError::NotProto(m) => match looks::looks_like(bytes) {
+                Some(what) => ReadError::LooksLike(what),
+                None => ReadError::NotProto(m),
+            },
+            e => e,
+        }),
     }
 }
 
