@@ -102,6 +102,12 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
+def build_sdist(sdist_directory, config_settings=None):
+    # The same check, for the source distribution (which never holds the data directory).
+    os.makedirs(DATA_DIR, exist_ok=True)
+    return _maturin.build_sdist(sdist_directory, config_settings)
+
+
 if __name__ == "__main__":
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     try:

@@ -100,6 +100,9 @@ fn maturin_venv() -> PathBuf {
 fn build_sdist() -> PathBuf {
     let dist = target_dir().join("wheel/sdist");
     let _ = std::fs::remove_dir_all(&dist);
+    // maturin checks that the data directory pyproject.toml names exists, even for an sdist
+    // (which never holds it: the build backend stages it when the wheel is built).
+    std::fs::create_dir_all(Path::new(ROOT).join("target/wheel-data")).unwrap();
     check(
         "maturin sdist",
         &Command::new(maturin_venv().join("bin/maturin"))
