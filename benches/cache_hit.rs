@@ -295,7 +295,7 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(30);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let d = dir.path();
     write_model(&d.join("big.pb"));
     // A model that has not changed since it was written (a training script's graph, compiled

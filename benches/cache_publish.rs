@@ -91,7 +91,7 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(2000);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     eprintln!(
         "filling three caches of {ENTRIES} entries in {}",
         dir.path().display()

@@ -238,6 +238,18 @@ pub fn dry_run(invocation: &Invocation) -> Option<Result<String, NccError>> {
     Some(Ok(dryrun::render(invocation, format, &memory)))
 }
 
+/// The log's line on the compile cache: where it is, or that there is none and how to have one
+/// (`compile` uses one only with `--cache_dir`, where `parallel-compile` and the daemon use
+/// theirs by default).
+fn cache_line(invocation: &Invocation, cache: &CacheConfig) -> String {
+    match (&cache.dir, &cache.shared) {
+        (Some(dir), Some(url)) => format!("Compile cache: {url}, through {}", dir.display()),
+        (Some(dir), None) => format!("Compile cache: {}", dir.display()),
+        (None, _) if invocation.settings.cache.no_cache => "Compile cache: off (--no_cache)".into(),
+        (None, _) => "Compile cache: off (--cache_dir DIR uses one; parallel-compile, the daemon and compile --daemon use one by default)".into(),
+    }
+}
+
 /// Compile (see the module documentation).
 pub fn compile(request: Request) -> Compiled {
     let Request {
@@ -252,6 +264,9 @@ pub fn compile(request: Request) -> Compiled {
         Ok(s) => s,
         Err(result) => return Compiled::uncached(*result),
     };
+    session
+        .log()
+        .info(log::DRIVER, &cache_line(invocation, &cache));
     let store = LocalStore::new(&cache, engine, key);
     let remote_cache = remote
         .as_ref()

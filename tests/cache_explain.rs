@@ -599,6 +599,50 @@ fn the_configured_max_size_is_kept_as_entries_are_published_and_a_read_entry_sta
     );
 }
 
+/// `cache config` takes `--cache_dir DIR` before or after its settings; a setting written as
+/// ccache's option or as two words, or a key misspelt, is refused (nothing written, exit 2) with
+/// a tip naming the setting meant.
+#[test]
+fn cache_config_takes_its_options_in_any_order_and_points_a_misspelt_setting_to_its_form() {
+    let s = Scratch::new();
+    let conf = |dir: &str| s.join(dir).join("nxcc-v1/nxcc.conf");
+    for (dir, args) in [
+        ("a", ["cache", "config", "--cache_dir", "a", "max_size=20G"]),
+        ("b", ["cache", "config", "max_size=20G", "--cache_dir", "b"]),
+        ("c", ["cache", "--cache_dir", "c", "config", "max_size=20G"]),
+    ] {
+        let o = s.run(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+        let written = std::fs::read_to_string(conf(dir)).unwrap();
+        assert!(written.contains("max_size = 21474836480\n"), "{written}");
+    }
+    for (args, tip) in [
+        (
+            &["cache", "config", "--cache_dir", "d", "max_size", "20G"][..],
+            "tip: a setting is one word, KEY=VALUE: did you mean `max_size=20G`?",
+        ),
+        (
+            &["cache", "config", "--cache_dir", "d", "max-size=20G"][..],
+            "tip: did you mean `max_size=20G`?",
+        ),
+        (
+            &["cache", "config", "--cache_dir", "d", "--max-size", "20G"][..],
+            "tip: did you mean `max_size=20G`?",
+        ),
+    ] {
+        let o = s.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = text(&o.stderr);
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.contains(&format!("\n\n  {tip}\n")), "{args:?}: {err}");
+        assert!(!s.join("d").exists(), "{args:?}: nothing is written");
+    }
+    // A value that does not read has no tip: the key is right.
+    let o = s.run(&["cache", "config", "--cache_dir", "d", "max_size=lots"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!text(&o.stderr).contains("tip:"), "{}", text(&o.stderr));
+}
+
 #[test]
 fn a_compile_larger_than_max_size_is_written_and_not_stored_and_the_user_is_told() {
     let s = Scratch::new();

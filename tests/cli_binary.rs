@@ -116,7 +116,7 @@ fn answers_to_the_name_neuronx_cc() {
 
 #[test]
 fn the_usage_line_lists_every_subcommand_the_originals_first() {
-    let out = nxcc(&[]);
+    let out = nxcc(&["--verbose", "info"]);
     let err = text(&out.stderr);
     assert!(
         err.contains(
@@ -145,7 +145,8 @@ fn usage_errors_exit_2_in_argparse_form() {
     assert!(err.trim_end().ends_with("nxcc compile: error: argument --auto-cast: invalid choice: 'fp8' (choose from 'none', 'matmult', 'all')"));
     assert!(out.stdout.is_empty());
 
-    let out = nxcc(&[]);
+    // Driver options without a subcommand: argparse's error.
+    let out = nxcc(&["--verbose", "info"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("nxcc: error: the following arguments are required: subcommand")
@@ -156,6 +157,98 @@ fn usage_errors_exit_2_in_argparse_form() {
     assert!(text(&out.stderr).starts_with(
         "[ERROR] [NCC_EARG002] Illegal argument(s) - the following argument(s) are unrecognized: --foo, --bar. - Check that only recognized arguments are used: usage: nxcc compile"
     ));
+}
+
+/// `nxcc` alone prints the help, as `nxcc --help` does — on stdout, exit 0, as `cargo` alone
+/// does — under either name.
+#[test]
+fn nxcc_alone_prints_the_help() {
+    let alone = nxcc(&[]);
+    assert_eq!(alone.status.code(), Some(0), "{}", text(&alone.stderr));
+    assert!(alone.stderr.is_empty(), "{}", text(&alone.stderr));
+    let help = nxcc(&["--help"]);
+    assert_eq!(text(&alone.stdout), text(&help.stdout));
+    assert!(text(&alone.stdout).starts_with("usage: nxcc "));
+}
+
+/// A mistyped subcommand or option of `compile` is refused in the original's words, exactly,
+/// followed by a line of its own saying what was probably meant; a word near nothing gets no
+/// such line. nxcc's own subcommands give clap's tip.
+#[test]
+fn a_mistyped_name_gets_a_did_you_mean_line_after_the_originals_message() {
+    let lines = |o: &Output| -> Vec<String> { text(&o.stderr).lines().map(String::from).collect() };
+    // A word near no subcommand: argparse's message alone, last.
+    let out = nxcc(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    let far = lines(&out);
+    let refusal = far.last().unwrap().clone();
+    assert!(
+        refusal.starts_with("nxcc: error: argument subcommand: invalid choice: 'frobnicate' (choose from 'compile', 'list-operators', "),
+        "{far:?}"
+    );
+    // A near one: the same message, exactly, then the suggestion.
+    for (word, meant) in [
+        ("compil", "compile"),
+        ("hlo-inf", "hlo-info"),
+        ("deamon", "daemon"),
+    ] {
+        let out = nxcc(&[word, "x"]);
+        assert_eq!(out.status.code(), Some(2));
+        let l = lines(&out);
+        assert_eq!(l.len(), far.len() + 1, "{l:?}");
+        assert_eq!(l[..l.len() - 2], far[..far.len() - 1], "the usage");
+        assert_eq!(
+            l[l.len() - 2],
+            refusal.replace("'frobnicate'", &format!("'{word}'"))
+        );
+        assert_eq!(l[l.len() - 1], format!("{word}: did you mean `{meant}`?"));
+    }
+
+    let out = nxcc(&[
+        "compile",
+        "m.pb",
+        "--traget",
+        "trn2",
+        "--optlvel=2",
+        "--frobnicate",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let l = lines(&out);
+    assert_eq!(l.len(), 3, "{l:?}");
+    assert!(l[0].starts_with(
+        "[ERROR] [NCC_EARG002] Illegal argument(s) - the following argument(s) are unrecognized: --traget, trn2, --optlvel=2, --frobnicate. - Check that only recognized arguments are used: usage: nxcc compile"
+    ), "{l:?}");
+    assert_eq!(l[1], "--traget: did you mean `--target`?");
+    assert_eq!(l[2], "--optlvel=2: did you mean `--optlevel=2`?");
+    // Given before the subcommand, as clients write the original's options.
+    let out = nxcc(&["--traget=trn2", "compile", "m.pb"]);
+    assert_eq!(
+        lines(&out).last().map(String::as_str),
+        Some("--traget=trn2: did you mean `--target=trn2`?")
+    );
+
+    for (args, tip) in [
+        (
+            &["cache", "confg"][..],
+            "tip: a similar subcommand exists: 'config'",
+        ),
+        (
+            &["cache", "stats", "--jsn"][..],
+            "tip: a similar argument exists: '--json'",
+        ),
+        (
+            &["daemon", "stauts"][..],
+            "tip: a similar subcommand exists: 'status'",
+        ),
+    ] {
+        let out = nxcc(args);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            text(&out.stderr).contains(tip),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
 }
 
 #[test]

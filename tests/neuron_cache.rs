@@ -67,6 +67,17 @@ fn parallel(s: &Scratch, extra: &[&str]) -> Command {
     c
 }
 
+/// `parallel-compile` of the framework's cache `nc` by the external `compiler`, with `extra`
+/// options, and the scratch's own temporary directory.
+fn with_compiler(s: &Scratch, compiler: &Path, extra: &[&str]) -> Command {
+    let own = ["parallel-compile", "--neuron-cache", "nc", "--compiler"];
+    let compiler = compiler.to_str().unwrap();
+    let args = [&own[..], &[compiler], extra, &["--", "--target", "trn2"]].concat();
+    let mut c = s.nxcc(&args);
+    c.env("TMPDIR", tmp_dir(s));
+    c
+}
+
 /// The scratch's own temporary directory (the entries' private work directories go there).
 fn tmp_dir(s: &Scratch) -> PathBuf {
     let t = s.join("tmp");
@@ -396,49 +407,38 @@ fn the_simulated_toolchain_is_refused_without_allow_simulated() {
         text(&o.stderr)
     );
     // Usage: INPUTs and --neuron-cache exclude each other; --break-locks needs it.
-    let o = s.run(&[
-        "parallel-compile",
-        "--neuron-cache=nc",
-        "x.pb",
-        "--",
-        "--target",
-        "trn2",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let o = s.run(&[
-        "parallel-compile",
-        "x.pb",
-        "--break-locks",
-        "--",
-        "--target",
-        "trn2",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let o = s.run(&[
-        "parallel-compile",
-        "--neuron-cache",
-        "nc",
-        "--output-dir",
-        "o",
-        "--",
-        "--target",
-        "trn2",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
+    let usage_error = |own: &[&str]| {
+        let args = [&["parallel-compile"], own, &["--", "--target", "trn2"]].concat();
+        assert_eq!(s.run(&args).status.code(), Some(2), "{args:?}");
+    };
+    usage_error(&["--neuron-cache=nc", "x.pb"]);
+    usage_error(&["x.pb", "--break-locks"]);
+    usage_error(&["--neuron-cache", "nc", "--output-dir", "o"]);
     assert!(!s.join("o").exists());
+}
+
+/// An entry the framework wrote for an external compiler (`neuronxcc-2.24.0.0`, the example
+/// model) with `flags` as its `compile_flags.json`: its directory.
+fn external_entry(s: &Scratch, flags: &[u8]) -> PathBuf {
+    let d = s.join("nc/neuronxcc-2.24.0.0/MODULE_x+d41d8cd9");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("model.hlo_module.pb"), zoo("mlp.hlo_module.pb")).unwrap();
+    std::fs::write(d.join("compile_flags.json"), flags).unwrap();
+    d
+}
+
+/// The executable script `name` in the scratch directory, of `text`.
+fn script(s: &Scratch, name: &str, text: &str) -> PathBuf {
+    let p = s.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p
 }
 
 #[test]
 fn an_external_compiler_names_the_version_directory() {
     let s = Scratch::new();
-    let d = s.join("nc/neuronxcc-2.24.0.0/MODULE_x+d41d8cd9");
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("model.hlo_module.pb"), zoo("mlp.hlo_module.pb")).unwrap();
-    std::fs::write(
-        d.join("compile_flags.json"),
-        br#"["--model-type=transformer"]"#,
-    )
-    .unwrap();
+    let d = external_entry(&s, br#"["--model-type=transformer"]"#);
     let compiler = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh");
     let o = s.run(&[
         "parallel-compile",
@@ -488,16 +488,10 @@ fn slow_batch(s: &Scratch, n: usize, marker: &str) -> Command {
 
 /// Wait until some entry is locked and its compile's tool runs.
 fn until_compiling(s: &Scratch) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while locks(s).is_empty() {
-        assert!(Instant::now() < deadline, "no entry was ever locked");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let limit = Duration::from_secs(60);
+    by_deadline(limit, "an entry locked", || !locks(s).is_empty());
     // And its compile really started (its tool is recording).
-    while !s.record().exists() {
-        assert!(Instant::now() < deadline, "no tool ever ran");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    by_deadline(limit, "a tool running", || s.record().exists());
 }
 
 /// The entries' lock files.
@@ -506,11 +500,11 @@ fn locks(s: &Scratch) -> Vec<PathBuf> {
 }
 
 fn wait_gone(marker: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !processes_with_env("NXCC_TEST_MARK", marker).is_empty() {
-        assert!(Instant::now() < deadline, "processes of the batch remain");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    by_deadline(
+        Duration::from_secs(30),
+        "the batch's processes gone",
+        || processes_with_env("NXCC_TEST_MARK", marker).is_empty(),
+    );
 }
 
 #[test]
@@ -1122,36 +1116,15 @@ printf 'FAKE-NEFF' > "$out"
 #[test]
 fn the_compiler_gets_the_frameworks_argv_in_a_private_work_directory() {
     let s = Scratch::new();
-    let d = s.join("nc/neuronxcc-2.24.0.0/MODULE_x+d41d8cd9");
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("model.hlo_module.pb"), zoo("mlp.hlo_module.pb")).unwrap();
     // An nargs='+' flag, and a flag the framework's wrapper keeps to itself.
-    std::fs::write(
-        d.join("compile_flags.json"),
+    let d = external_entry(
+        &s,
         br#"["--fast-math", "fp32-cast-matmult", "no-fast-relayout", "--log_level=INFO"]"#,
-    )
-    .unwrap();
-    let compiler = s.join("argv-compiler");
-    std::fs::write(&compiler, ARGV_COMPILER).unwrap();
-    std::fs::set_permissions(
-        &compiler,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    );
+    let compiler = script(&s, "argv-compiler", ARGV_COMPILER);
     let record = s.join("argv.jsonl");
-    let o = s
-        .nxcc(&[
-            "parallel-compile",
-            "--neuron-cache",
-            "nc",
-            "--compiler",
-            compiler.to_str().unwrap(),
-            "--",
-            "--target",
-            "trn2",
-        ])
+    let o = with_compiler(&s, &compiler, &[])
         .env("ARGV_RECORD", &record)
-        .env("TMPDIR", tmp_dir(&s))
         .output()
         .unwrap();
     let err = text(&o.stderr);
@@ -1887,35 +1860,19 @@ fn the_entries_work_directories_are_private_and_so_is_their_parent() {
     let s = Scratch::new();
     module_entry(&s, "a", &zoo("mlp.hlo_module.pb"), &[]);
     let modes = s.join("modes.txt");
-    let compiler = s.join("mode-compiler");
-    std::fs::write(
-        &compiler,
+    let compiler = script(
+        &s,
+        "mode-compiler",
         "#!/bin/sh\nstat -c %a \"$(dirname \"$PWD\")\" \"$PWD\" >> \"$MODES\"\nfor a; do [ \"$prev\" = --output ] && out=$a; prev=$a; done\nprintf FAKE-NEFF > \"$out\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
+    );
+    let o = with_compiler(
+        &s,
         &compiler,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        &["--neuron-version", SIM_VERSION, "--no_cache"],
     )
+    .env("MODES", &modes)
+    .output()
     .unwrap();
-    let o = s
-        .nxcc(&[
-            "parallel-compile",
-            "--neuron-cache",
-            "nc",
-            "--neuron-version",
-            SIM_VERSION,
-            "--compiler",
-            compiler.to_str().unwrap(),
-            "--no_cache",
-            "--",
-            "--target",
-            "trn2",
-        ])
-        .env("MODES", &modes)
-        .env("TMPDIR", tmp_dir(&s))
-        .output()
-        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(std::fs::read_to_string(&modes).unwrap(), "700\n700\n");
 }

@@ -896,6 +896,63 @@ fn each_kind_of_failure_is_reported_alike_by_the_pipeline_and_the_external_engin
     }
 }
 
+/// `--timings` alone writes `nxcc-timings.html` in the launch directory, as `compile --timings`
+/// does; `--timings FILE` and `--timings=FILE` still name the page; a model written after a plain
+/// `--timings` is refused as its FILE (exit 2, nothing compiled), never overwritten.
+#[test]
+fn timings_alone_writes_the_default_page_and_never_takes_a_model_for_it() {
+    let s = Scratch::new();
+    variants(&s, "graphs", 2);
+    let page = s.join("nxcc-timings.html");
+    let o = s.parallel_run(
+        &[
+            "graphs",
+            "--cache_dir",
+            "cache",
+            "--output-dir",
+            "out",
+            "--timings",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("nxcc parallel-compile (2 compiles)"),
+        "{html}"
+    );
+    // Where it went is said, as compile --timings says it.
+    assert!(
+        text(&o.stderr).contains(&format!("Wrote the timings page to {}\n", page.display())),
+        "{}",
+        text(&o.stderr)
+    );
+    for (args, file) in [
+        (&["--timings", "t1.html", "graphs"][..], "t1.html"),
+        (&["graphs", "--timings=t2.html"][..], "t2.html"),
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["--cache_dir", "cache", "--output-dir", "out"]);
+        let o = s.parallel_run(&all, &[]);
+        assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+        assert!(s.join(file).is_file(), "{args:?}");
+    }
+    let before = std::fs::read(s.join("graphs/g00.pb")).unwrap();
+    for word in ["graphs/g00.pb", "graphs"] {
+        let o = s.parallel_run(&["--timings", word, "--output-dir", "refused"], &[]);
+        assert_eq!(o.status.code(), Some(2), "{word}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(&format!(
+                "argument --timings: {word:?} is an INPUT, not the page to write"
+            )),
+            "{}",
+            text(&o.stderr)
+        );
+        assert!(!s.join("refused").exists(), "nothing compiled");
+    }
+    assert_eq!(std::fs::read(s.join("graphs/g00.pb")).unwrap(), before);
+}
+
 #[test]
 fn a_memory_budget_without_its_unit_or_of_zero_is_a_usage_error_naming_the_units() {
     let dir = tempfile::tempdir().unwrap();

@@ -71,6 +71,19 @@ fn pack(path: &Path, members: &[(String, Vec<u8>)]) {
     b.into_inner().unwrap().finish().unwrap();
 }
 
+/// `nxcc reproduce BUNDLE` from `cwd` ([`reproduce`]), which must exit `code`; what it printed.
+fn replay(s: &Scratch, cwd: &Path, bundle: &Path, code: i32) -> String {
+    let o = reproduce(s, cwd, &[bundle.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
 /// `nxcc reproduce ARGS` run from `cwd`, with the private cache home of `s` and no fault of
 /// its own (what the bundle holds is what it replays).
 fn reproduce(s: &Scratch, cwd: &Path, args: &[&str]) -> Output {
@@ -78,6 +91,24 @@ fn reproduce(s: &Scratch, cwd: &Path, args: &[&str]) -> Output {
     c.current_dir(cwd).env("TMPDIR", s.join(".tmp"));
     std::fs::create_dir_all(s.join(".tmp")).unwrap();
     c.output().unwrap()
+}
+
+/// A simulated compile of `model` to `out` that always writes a reproducer, its constants
+/// stripped, into `dir`.
+fn compile_stripped(s: &Scratch, model: &str, out: &str, dir: &str) -> Output {
+    s.nxcc(&common::sim_compile_args(
+        model,
+        "trn2",
+        out,
+        &[
+            "--gen-reproducer=always",
+            "--reproducer-strip-constants",
+            "--reproducer-dir",
+            dir,
+        ],
+    ))
+    .output()
+    .unwrap()
 }
 
 /// A failing simulated compile (`walrus_driver` exits 3, `fault` with `@first` or not) with
@@ -177,15 +208,7 @@ fn a_failing_compile_is_replayed_from_another_directory_after_its_model_is_gone(
     // The model is gone; the replay runs elsewhere, from the bundle alone.
     std::fs::remove_file(s.join(MODEL)).unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
-    let o = reproduce(&s, elsewhere.path(), &[bundle.to_str().unwrap()]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    let said = text(&o.stdout);
+    let said = replay(&s, elsewhere.path(), &bundle, 0);
     assert!(
         said.contains("the replay:           failed at WalrusDriver: exit status 3"),
         "{said}"
@@ -242,15 +265,7 @@ fn a_compile_that_succeeds_when_replayed_is_not_reproduced() {
     let s = Scratch::new();
     // The fault plays on the first run only: the replay (a second run) succeeds.
     let bundle = failing_compile(&s, "walrus_driver:exit=3@first", &[]);
-    let o = reproduce(&s, s.path(), &[bundle.to_str().unwrap()]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    let said = text(&o.stdout);
+    let said = replay(&s, s.path(), &bundle, 1);
     assert!(said.contains("the replay:           succeeded\n"), "{said}");
     assert!(said.contains("not reproduced:\n  outcome: failed → succeeded\n  job: WalrusDriver → none\n  status: exit status 3 → none\n"), "{said}");
 }
@@ -261,20 +276,7 @@ fn stripped_constants_keep_the_module_valid() {
     let big = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/big.hlo_module.pb");
     std::fs::copy(&big, s.join("big.pb")).unwrap();
     std::fs::create_dir_all(s.join("bundles")).unwrap();
-    let o = s
-        .nxcc(&common::sim_compile_args(
-            "big.pb",
-            "trn2",
-            "big.neff",
-            &[
-                "--gen-reproducer=always",
-                "--reproducer-strip-constants",
-                "--reproducer-dir",
-                "bundles",
-            ],
-        ))
-        .output()
-        .unwrap();
+    let o = compile_stripped(&s, "big.pb", "big.neff", "bundles");
     assert!(o.status.success(), "{}", text(&o.stderr));
     let bundle = &bundles(&s.join("bundles"))[0];
     let m = members(bundle);
@@ -298,30 +300,10 @@ fn stripped_constants_keep_the_module_valid() {
         "hlo-info reads the same module, same shapes"
     );
     // Replayed: it compiles as it did.
-    let o = reproduce(&s, s.path(), &[bundle.to_str().unwrap()]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    assert!(text(&o.stdout).contains("reproduced: the compile ended as it did"));
+    let said = replay(&s, s.path(), bundle, 0);
+    assert!(said.contains("reproduced: the compile ended as it did"));
     // HLO text cannot be stripped: no bundle rather than one with the weights.
-    let o = s
-        .nxcc(&common::sim_compile_args(
-            "mlp.hlo",
-            "trn2",
-            "t.neff",
-            &[
-                "--gen-reproducer=always",
-                "--reproducer-strip-constants",
-                "--reproducer-dir",
-                "text-bundles",
-            ],
-        ))
-        .output()
-        .unwrap();
+    let o = compile_stripped(&s, "mlp.hlo", "t.neff", "text-bundles");
     assert!(o.status.success());
     assert!(text(&o.stderr).contains("WARNING: no reproducer was written: --reproducer-strip-constants: model/mlp.hlo is HLO text"), "{}", text(&o.stderr));
     assert!(bundles(&s.join("text-bundles")).is_empty());
@@ -532,13 +514,6 @@ fn a_bundle_of_a_framework_cache_entry_holds_its_flags() {
     assert!(m
         .iter()
         .any(|(n, b)| n.starts_with("model/") && b == b"not a module at all"));
-    let o = reproduce(&s, s.path(), &[found[0].to_str().unwrap()]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    assert!(text(&o.stdout).contains("failed at HLOToTensorizer: exit status 1"));
+    let said = replay(&s, s.path(), &found[0], 0);
+    assert!(said.contains("failed at HLOToTensorizer: exit status 1"));
 }

@@ -476,9 +476,43 @@ fn uninstall_leaves_the_directory_as_it_was() {
     std::fs::create_dir(w.path().join("fresh")).unwrap();
     let o = w.try_install(&fresh, &fake_compiler(), &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let o = w.nxcc(&["shim", "uninstall", fresh.to_str().unwrap()]);
+    // Installed without --socket: each user's daemon of it on a socket of the same name in
+    // their daemon directory — the one status shows (this user's, in the world).
+    let runtime = w.path().join("runtime");
+    let per_user = |args: &[&str]| {
+        w.env(&mut Command::new(NXCC))
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .current_dir(w.path())
+            .output()
+            .unwrap()
+    };
+    let s = per_user(&["shim", "status", fresh.to_str().unwrap()]);
+    let status = text(&s.stdout);
+    let socket = status
+        .split("daemon: not running on ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(
+        Path::new(socket).starts_with(runtime.join("nxcc")),
+        "{status}"
+    );
+    let socket_name = Path::new(socket).file_name().unwrap().to_str().unwrap();
+    assert!(socket_name.starts_with("shim-"), "{status}");
+    let o = per_user(&["shim", "uninstall", fresh.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(!fresh.exists());
+    // What it says of other users' daemons names their socket, not a command that needs the
+    // directory it has just removed.
+    let said = text(&o.stdout);
+    assert!(
+        said.contains(&format!(
+            "nxcc daemon stop --socket DIR/{socket_name} (run as them; DIR is their daemon directory"
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("shim status"), "{said}");
     assert!(w.path().join("fresh").is_dir());
 }
 

@@ -178,6 +178,25 @@ impl Attack {
     }
 }
 
+/// `compile FLAGS MODEL` (simulated, trn2) into `out-<tag>/m.neff` (its directory made) through
+/// `cache`: the arguments, and the NEFF's path.
+fn compile_args(
+    a: &Attack,
+    model: &str,
+    cache: &Path,
+    tag: &str,
+    flags: &[&str],
+) -> (Vec<String>, PathBuf) {
+    let out = a.s.join(&format!("out-{tag}/m.neff"));
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let mut args = vec!["compile".to_string()];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    args.extend([model, "--target", "trn2", "--toolchain", "sim", "--output"].map(String::from));
+    args.push(out.display().to_string());
+    args.extend(["--cache_dir".to_string(), cache.display().to_string()]);
+    (args, out)
+}
+
 /// A compile's NEFF at `out`, or its stderr.
 fn neff_of(o: std::process::Output, out: &Path) -> Result<Vec<u8>, String> {
     match o.status.success() {
@@ -191,20 +210,9 @@ fn compile_from_the_command_line_compiles_what_it_keyed() {
     let a = Attack::new();
     let model = a.model.display().to_string();
     a.run("compile", &|cache, tag| {
-        let out = a.s.join(&format!("out-{tag}/m.neff"));
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        let o = a.s.run(&[
-            "compile",
-            &model,
-            "--target",
-            "trn2",
-            "--toolchain",
-            "sim",
-            "--output",
-            &out.display().to_string(),
-            "--cache_dir",
-            &cache.display().to_string(),
-        ]);
+        let (args, out) = compile_args(&a, &model, cache, tag, &[]);
+        let o =
+            a.s.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
         neff_of(o, &out)
     });
 }
@@ -267,25 +275,12 @@ fn the_daemon_compiles_what_it_keyed() {
     let daemon = Daemon::start(&a.s);
     let model = a.model.display().to_string();
     a.run("compile --daemon", &|cache, tag| {
-        let out = a.s.join(&format!("out-{tag}/m.neff"));
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        let (args, out) = compile_args(&a, &model, cache, tag, &["--daemon"]);
         let o =
-            a.s.nxcc(&[
-                "compile",
-                "--daemon",
-                &model,
-                "--target",
-                "trn2",
-                "--toolchain",
-                "sim",
-                "--output",
-                &out.display().to_string(),
-                "--cache_dir",
-                &cache.display().to_string(),
-            ])
-            .env("NXCC_DAEMON_SOCKET", &daemon.socket)
-            .output()
-            .unwrap();
+            a.s.nxcc(&args.iter().map(String::as_str).collect::<Vec<_>>())
+                .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+                .output()
+                .unwrap();
         neff_of(o, &out)
     });
     drop(daemon);

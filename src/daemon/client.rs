@@ -1,6 +1,8 @@
 //! `nxcc compile --daemon ARGS...`: the compile is sent to the daemon (over the default socket, or
 //! [`SOCKET_ENV`]) and its console lines are printed as they come; the process exits with the
-//! compile's exit status, so it can stand in for `nxcc compile` in any script.
+//! compile's exit status, so it can stand in for `nxcc compile` in a script — through the
+//! daemon's compile cache, which is on by default where `nxcc compile` has none: a compile that
+//! goes through it without asking says so first (`--no_cache` makes it exactly `nxcc compile`).
 //!
 //! When no daemon answers, one is started in the background (`nxcc daemon --socket S --log-file
 //! L`, in its own session, stdio on `/dev/null`, its log next to the socket), and the socket is
@@ -138,6 +140,9 @@ pub fn compile(args: &CompileArgs) -> i32 {
         .filter(|a| *a != "--daemon")
         .cloned()
         .collect();
+    if let Some(note) = cache_note(args) {
+        super::err(&note);
+    }
     // `--gen-reproducer`: this process writes the bundle, as its user, from its own snapshot.
     let bundle = crate::reproducer::sent::Pending::prepare(args);
     let mut jobs = Vec::new();
@@ -151,6 +156,17 @@ pub fn compile(args: &CompileArgs) -> i32 {
         }
         Sent::Unreached(e) | Sent::Failed(e) | Sent::Refused(e) => fail(&e),
     }
+}
+
+/// The first line of a `compile --daemon` that goes through the daemon's cache without asking
+/// for it (no `--cache_dir`, no `--no_cache`): the daemon's cache is on by default, where a
+/// plain `nxcc compile` uses none. Not said when the console is off (`--verbose off`).
+fn cache_note(args: &CompileArgs) -> Option<String> {
+    let cache = &args.settings.cache;
+    let quiet = args.settings.log.verbose > crate::cli::level::USER;
+    (cache.dir.is_none() && !cache.no_cache && !quiet).then(|| {
+        "nxcc compile --daemon: the daemon compiles through its compile cache, on by default there (nxcc compile uses one only with --cache_dir): a hit runs no tool; --no_cache compiles without it\n".to_string()
+    })
 }
 
 /// Send the compile `argv` (without a leading `compile`) to `target`'s daemon, starting one if

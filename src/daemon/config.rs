@@ -173,11 +173,12 @@ pub fn collision(
 ///
 /// The original daemon's protocol (POST /compile?working_directory=DIR, body = the shell-quoted
 /// compile arguments), POST /v1/compile (JSON, streamed events), GET /v1/status and POST /exit.
-/// `nxcc daemon stop` stops the daemon of a socket and waits until it is gone.
+/// `nxcc daemon status` shows what the daemon of a socket is doing; `nxcc daemon stop` stops it
+/// and waits until it is gone.
 #[derive(Debug, clap::Parser)]
 #[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct DaemonCommand {
-    /// `stop`, or nothing: serve.
+    /// `status`, `stop`, or nothing: serve.
     #[command(subcommand)]
     pub(crate) action: Option<DaemonAction>,
     #[command(flatten)]
@@ -191,6 +192,11 @@ pub(crate) struct DaemonCommand {
 /// `nxcc daemon`'s action besides serving.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum DaemonAction {
+    /// Show what the nxcc daemon on a socket is doing (exit 3 when none runs there).
+    ///
+    /// Its pid, uptime, running and queued compiles, what it has compiled, its memory budget,
+    /// connections, engine and cache, as GET /v1/status answers them.
+    Status(super::status::StatusArgs),
     /// Stop the nxcc daemon on a socket and wait until it is gone.
     ///
     /// It finishes its running compiles (within its --shutdown-grace), removes its socket and
@@ -262,17 +268,9 @@ pub(crate) struct ServeArgs {
     /// kept, seconds.
     #[arg(long = "head-timeout", value_name = "SECONDS", hide = true, value_parser = head_timeout, default_value_t = DEFAULT_HEAD_TIMEOUT_S)]
     pub(crate) head_timeout: f64,
-    /// Send every compile the cache does not serve to a Remote Execution API server
-    /// (grpc://HOST:PORT).
-    #[arg(long, value_name = "URL")]
-    pub(crate) remote: Option<String>,
-    /// Share the compiles through a Remote Execution API action cache (grpc://HOST:PORT); compile
-    /// here on a miss.
-    #[arg(long = "remote-cache", value_name = "URL")]
-    pub(crate) remote_cache: Option<String>,
-    /// The instance name on the remote server.
-    #[arg(long = "remote-instance", value_name = "NAME")]
-    pub(crate) remote_instance: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) remote: subcommand::RemoteOptions,
 }
 
 /// What the command line asks for.
@@ -284,6 +282,8 @@ pub(crate) enum Parse {
     Help(String),
     /// Stop the daemon of a socket.
     Stop(super::stop::StopArgs),
+    /// Show the status of the daemon of a socket.
+    Status(super::status::StatusArgs),
 }
 
 /// A user id (`u32::MAX` is no one's).
@@ -329,8 +329,10 @@ pub(crate) fn parse(prog: &str, args: &[String]) -> Result<Parse, String> {
         Err(Stop::Help(text)) => return Ok(Parse::Help(text)),
         Err(Stop::Refused(text)) => return Err(text),
     };
-    if let Some(DaemonAction::Stop(stop)) = cmd.action {
-        return Ok(Parse::Stop(stop));
+    match cmd.action {
+        Some(DaemonAction::Stop(stop)) => return Ok(Parse::Stop(stop)),
+        Some(DaemonAction::Status(status)) => return Ok(Parse::Status(status)),
+        None => {}
     }
     config(cmd.serve)
         .map(|c| Parse::Run(Box::new(c)))
@@ -360,9 +362,9 @@ fn config(a: ServeArgs) -> Result<Config, String> {
         },
     };
     let remote = crate::remote::RemoteConfig::from_flags(
-        a.remote,
-        a.remote_cache,
-        a.remote_instance.as_deref().unwrap_or(""),
+        a.remote.remote,
+        a.remote.remote_cache,
+        a.remote.remote_instance.as_deref().unwrap_or(""),
     )
     .map_err(|e| format!("argument --remote: {}", e.cause))?;
     let socket_path = match &endpoint {
@@ -413,6 +415,7 @@ mod tests {
             Ok(Parse::Run(c)) => Ok(*c),
             Ok(Parse::Help(_)) => Err("help".into()),
             Ok(Parse::Stop(_)) => Err("stop".into()),
+            Ok(Parse::Status(_)) => Err("status".into()),
             Err(e) => Err(e),
         }
     }

@@ -17,6 +17,7 @@
 //!   compiler plug in here) and the memory estimate;
 //! - [`wire`]: the JSON of the routes, as the types the server and its clients both use;
 //! - [`client`]: `nxcc compile --daemon`;
+//! - [`status`]: `nxcc daemon status`, what the daemon of a socket is doing;
 //! - [`stop`]: `nxcc daemon stop`, the daemon of a socket stopped cleanly;
 //! - [`memo`]: what it keeps between requests because it does not change;
 //! - [`log`]: the daemon's own log.
@@ -37,6 +38,7 @@ pub mod peer;
 pub mod pidfile;
 pub mod server;
 pub mod state;
+pub mod status;
 pub mod stop;
 pub mod wire;
 
@@ -56,7 +58,7 @@ pub(crate) fn err(text: &str) {
     let _ = e.flush();
 }
 
-/// `nxcc daemon ARGS...` (or `nxcc daemon stop ARGS...`); returns the exit status.
+/// `nxcc daemon ARGS...` (or `nxcc daemon status|stop ARGS...`); returns the exit status.
 pub fn main(prog: &str, args: &[String]) -> i32 {
     match config::parse(prog, args) {
         Ok(config::Parse::Help(text)) => {
@@ -64,6 +66,7 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
             0
         }
         Ok(config::Parse::Stop(which)) => stop::main(&which),
+        Ok(config::Parse::Status(which)) => status::main(&which),
         Ok(config::Parse::Run(c)) => server::run(*c),
         Err(text) => {
             err(&text);

@@ -363,17 +363,35 @@ fn take_pid_file(config: &Config, log: &DaemonLog) -> Result<PidFile, NotStarted
         Ok(Lock::Held(h)) => Err(start_error(
             Some(log),
             &format!(
-                "another nxcc daemon (pid {}) is running on {}: it holds the pid file {}; stop it first (POST /exit, or kill {})",
+                "another nxcc daemon (pid {}) is running on {}: it holds the pid file {}; stop it first: {}",
                 h.pid.map_or("unknown".to_string(), |p| p.to_string()),
                 h.socket.as_deref().unwrap_or("an unknown socket"),
                 config.pid_file.display(),
-                h.pid.map_or("it".to_string(), |p| p.to_string()),
+                stop_command(config, h.pid, h.socket.as_deref()),
             ),
         )),
         Err(e) => Err(start_error(
             Some(log),
             &format!("cannot take the pid file {}: {e}", config.pid_file.display()),
         )),
+    }
+}
+
+/// How to stop the daemon holding `config`'s pid file, whose pid file says it is `pid` on
+/// `socket`: `nxcc daemon stop --socket ...` for a socket file; `kill PID` for a daemon on an
+/// abstract address (no file `stop` could reach it by).
+fn stop_command(config: &Config, pid: Option<u32>, socket: Option<&str>) -> String {
+    let quote = |p: &std::path::Path| crate::shell::quote(&p.to_string_lossy());
+    match socket.map(std::path::Path::new).filter(|s| s.is_absolute()) {
+        Some(s) if config::pid_file_for(s) == config.pid_file => {
+            format!("nxcc daemon stop --socket {}", quote(s))
+        }
+        Some(s) => format!(
+            "nxcc daemon stop --socket {} --pid-file {}",
+            quote(s),
+            quote(&config.pid_file)
+        ),
+        None => format!("kill {}", pid.map_or("it".to_string(), |p| p.to_string())),
     }
 }
 

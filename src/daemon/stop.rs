@@ -88,9 +88,9 @@ pub fn stop(socket: &Path, pid_file: &Path, wait: Duration) -> Result<Stopped, S
 /// Which daemon to stop.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub(crate) struct StopArgs {
-    /// The daemon's socket (default: $XDG_RUNTIME_DIR/nxcc/daemon.sock, else
-    /// /tmp/nxcc-<uid>/daemon.sock, or in a private /tmp/nxcc-<uid>-* of yours when another user
-    /// made that first).
+    /// The daemon's socket (default: $NXCC_DAEMON_SOCKET, the one `nxcc compile --daemon` uses,
+    /// else $XDG_RUNTIME_DIR/nxcc/daemon.sock, else /tmp/nxcc-<uid>/daemon.sock, or in a private
+    /// /tmp/nxcc-<uid>-* of yours when another user made that first).
     #[arg(long, value_name = "PATH")]
     pub(crate) socket: Option<PathBuf>,
     /// The daemon's pid file (default: the socket's path with .pid for its extension).
@@ -106,7 +106,7 @@ pub(crate) fn main(args: &StopArgs) -> i32 {
         .socket
         .as_ref()
         .map(absolute)
-        .unwrap_or_else(config::default_socket);
+        .unwrap_or_else(client::socket_path);
     let pid_file = args
         .pid_file
         .as_ref()

@@ -1,5 +1,5 @@
 //! `nxcc parallel-compile [--jobs N] [--memory-budget SIZE|auto] [--output-dir DIR]
-//! [--retries N] [--report FILE] [--timings FILE] [--profile FILE] [--compiler PATH] [--cache_dir DIR]
+//! [--retries N] [--report FILE] [--timings[ FILE]] [--profile FILE] [--compiler PATH] [--cache_dir DIR]
 //! [--no_cache] INPUT... -- COMPILE-ARGS...`
 //!
 //! Everything after the first `--` is the compile's command line, shared by every input; each
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use super::{expand_inputs, report, Config, Overrides, ProgressMode};
 use crate::cache::{check_local, DEFAULT_DIR_TEXT};
 use crate::cli::subcommand::{
-    err, out, parse, separated_value_hint, usage_error, values, DriverOptions, Stop,
+    err, out, parse, separated_value_hint, usage_error, values, DriverOptions, RemoteOptions, Stop,
 };
 use crate::cli::CliError;
 use crate::engine::session::Cancellation;
@@ -64,10 +64,10 @@ pub(crate) struct ParallelCompile {
     /// Print the results as JSON on stdout instead of the table (the report --report writes).
     #[arg(long)]
     pub(crate) json: bool,
-    /// Write an HTML page of the batch to FILE: a bar per compile coloured by outcome (one lane
-    /// per worker slot), the memory in use against the budget, the slowest compiles, the failures
-    /// by code, the hits.
-    #[arg(long, value_name = "FILE")]
+    /// Write an HTML page of the batch to FILE (default: nxcc-timings.html, as compile
+    /// --timings): a bar per compile coloured by outcome (one lane per worker slot), the memory in
+    /// use against the budget, the slowest compiles, the failures by code, the hits.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = crate::cli::flags::TIMINGS_FILE)]
     pub(crate) timings: Option<String>,
     /// Write the batch as a Chrome trace to FILE (opens in Perfetto): a complete event per compile
     /// on its slot's track, its jobs inside it, the memory counter.
@@ -118,17 +118,9 @@ pub(crate) struct ParallelCompile {
         visible_alias = "retry-failed-compilation"
     )]
     pub(crate) retry_failed_compilation: bool,
-    /// Compile on a Remote Execution API service (grpc://HOST:PORT): each compile's --remote
-    /// (raise --jobs: the compiles run on the server's workers).
-    #[arg(long, value_name = "URL")]
-    pub(crate) remote: Option<String>,
-    /// Share results through a Remote Execution API action cache (grpc://HOST:PORT): each
-    /// compile's --remote-cache.
-    #[arg(long = "remote-cache", value_name = "URL")]
-    pub(crate) remote_cache: Option<String>,
-    /// The instance name on the remote server.
-    #[arg(long = "remote-instance", value_name = "NAME")]
-    pub(crate) remote_instance: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub(crate) remote: RemoteOptions,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub(crate) driver: DriverOptions,
@@ -141,26 +133,30 @@ fn usage(prog: &str, message: String) -> i32 {
 /// A usage error in the compile arguments, found before anything ran: one line naming it (not
 /// `compile`'s usage).
 fn compile_args_error(prog: &str, e: CliError) -> i32 {
-    let message = match e {
+    let (mut message, hints) = match e {
         // `compile`'s own parser or plan builder: the arguments after `--` are at fault.
         CliError::Usage {
-            prog: p, message, ..
-        } if p.ends_with(" compile") => {
-            format!("the compile arguments (after `--`): {message}")
-        }
-        CliError::Usage { message, .. } => message,
-        CliError::Unrecognized { args, hints, .. } => {
-            let mut m = format!(
+            prog: p,
+            message,
+            hints,
+            ..
+        } if p.ends_with(" compile") => (
+            format!("the compile arguments (after `--`): {message}"),
+            hints,
+        ),
+        CliError::Usage { message, hints, .. } => (message, hints),
+        CliError::Unrecognized { args, hints, .. } => (
+            format!(
                 "the compile arguments (after `--`): unrecognized arguments: {}",
                 args.join(" ")
-            );
-            for h in hints {
-                m.push('\n');
-                m.push_str(&h);
-            }
-            m
-        }
+            ),
+            hints,
+        ),
     };
+    for h in hints {
+        message.push('\n');
+        message.push_str(&h);
+    }
     err(&format!("{prog} parallel-compile: error: {message}\n"));
     CliError::EXIT_STATUS
 }
@@ -185,6 +181,7 @@ fn run(prog: &str, args: &[String]) -> Result<i32, Stopped> {
         err(&format!("[ERROR] cannot read the current directory: {e}\n"));
         EXIT_COMPILE_FAILED
     })?;
+    timings_not_a_model(prog, &own)?;
     let (neuron_dir, positionals) = sources(prog, &own, args, &launch_dir)?;
     let cache_dir = cache_dir_of(prog, &own, &launch_dir)?;
     let output_dir = crate::fsx::absolute(&launch_dir, own.output_dir.as_deref().unwrap_or("."));
@@ -333,6 +330,25 @@ fn own_options(prog: &str, args: &[String]) -> Result<ParallelCompile, Stopped> 
     }
 }
 
+/// `--timings` takes the next word as its FILE when one follows: a word that names a model (or
+/// a directory of them) was meant as an INPUT, and is refused rather than overwritten.
+fn timings_not_a_model(prog: &str, own: &ParallelCompile) -> Result<(), Stopped> {
+    let Some(file) = own.timings.as_deref() else {
+        return Ok(());
+    };
+    let model = [".pb", ".hlo", ".pbtxt"].iter().any(|x| file.ends_with(x));
+    if !model && !Path::new(file).is_dir() {
+        return Ok(());
+    }
+    Err(usage(
+        prog,
+        format!(
+            "argument --timings: {file:?} is an INPUT, not the page to write: put --timings after the INPUTs, write --timings=FILE, or --timings alone for {}",
+            crate::cli::flags::TIMINGS_FILE
+        ),
+    ))
+}
+
 /// Where the inputs come from: the framework's cache (`--neuron-cache`: a directory, made
 /// absolute, or a bucket), or the INPUT arguments; the options that go with only one of them are
 /// checked.
@@ -437,9 +453,9 @@ fn cache_dir_of(
 /// (checked), `--retry_failed_compilation`.
 fn overrides(prog: &str, own: &ParallelCompile) -> Result<Overrides, Stopped> {
     let o = Overrides {
-        remote: own.remote.clone(),
-        remote_cache: own.remote_cache.clone(),
-        remote_instance: own.remote_instance.clone(),
+        remote: own.remote.remote.clone(),
+        remote_cache: own.remote.remote_cache.clone(),
+        remote_instance: own.remote.remote_instance.clone(),
         retry_failed: own.retry_failed_compilation,
     };
     if let Err(e) =

@@ -400,10 +400,12 @@ fn plan_input(
             argv.push(log_path(cfg, input).display().to_string());
         }
     }
-    let usage = |message: String| CliError::Usage {
-        usage: String::new(),
-        prog: format!("{} parallel-compile", cfg.prog),
-        message,
+    let usage = |message: String| {
+        CliError::usage(
+            String::new(),
+            format!("{} parallel-compile", cfg.prog),
+            message,
+        )
     };
     let mut args = match cli::parse(&cfg.prog, &argv)? {
         Command::Compile(a) => a,

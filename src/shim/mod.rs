@@ -775,10 +775,15 @@ fn stop_daemon(config: &Config, dir: &Path) -> String {
     use crate::daemon::stop::{self, Stopped};
     let socket = config.socket_for(dir);
     let others = if config.socket.is_none() {
+        // Every user's socket of this shim has the same name, in that user's daemon directory:
+        // named here, since the shim's directory (what `shim status` reads) is going.
         format!(
-            "\nOther users' daemons of this shim stop after their inactivity timeout ({} s), or with: nxcc daemon stop --socket <their shim socket> (run as them; `nxcc shim status {}` shows it)",
+            "\nOther users' daemons of this shim stop after their inactivity timeout ({} s), or with: nxcc daemon stop --socket DIR/{} (run as them; DIR is their daemon directory: $XDG_RUNTIME_DIR/nxcc, else /tmp/nxcc-<uid>)",
             daemon_config::DEFAULT_INACTIVITY_S,
-            dir.display()
+            socket
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
         )
     } else {
         String::new()

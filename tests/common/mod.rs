@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod netns;
 pub mod swap;
+pub mod venv;
 
 pub const NXCC: &str = env!("CARGO_BIN_EXE_nxcc");
 

@@ -36,6 +36,84 @@ impl Drop for Started {
     }
 }
 
+/// The first line of a `compile --daemon` through the daemon's cache by its default.
+const CACHE_NOTE: &str = "nxcc compile --daemon: the daemon compiles through its compile cache, on by default there (nxcc compile uses one only with --cache_dir): a hit runs no tool; --no_cache compiles without it\n";
+
+/// The daemon's cache is on by default, `nxcc compile`'s off: a `compile --daemon` that goes
+/// through it without asking says so on its first line (stderr), and runs no tool on a hit; one
+/// that names its cache, turns it off or silences the console does not say it. A plain compile's
+/// console stays the original's, and its log says there was no cache and how to have one.
+#[test]
+fn a_compile_through_the_daemons_default_cache_says_so_first() {
+    let world = World::new();
+    let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
+    let wd = world.mkdir("w");
+    std::fs::write(wd.join("m.hlo"), distinct_model(5)).unwrap();
+    let run = |extra: &[&str]| {
+        let o = world
+            .nxcc()
+            .args(["compile", "--daemon"])
+            .args(sim_argv("m.hlo", "a.neff", extra))
+            .current_dir(&wd)
+            .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {err}");
+        (String::from_utf8_lossy(&o.stdout).into_owned(), err)
+    };
+    let (_, err) = run(&[]);
+    assert_eq!(err, CACHE_NOTE);
+    let (out, err) = run(&[]);
+    assert_eq!(err, CACHE_NOTE);
+    assert!(out.contains("Using a cached neff at "), "a hit: {out}");
+    let tools = world.records().len();
+    let (out, err) = run(&["--no_cache"]);
+    assert!(err.is_empty(), "{err}");
+    assert!(!out.contains("Using a cached neff"), "{out}");
+    assert!(world.records().len() > tools, "--no_cache ran the tools");
+    let own = world.path().join("own-cache");
+    let (_, err) = run(&["--cache_dir", own.to_str().unwrap()]);
+    assert!(err.is_empty(), "{err}");
+    let (_, err) = run(&["--verbose", "off"]);
+    assert!(err.is_empty(), "{err}");
+
+    // `nxcc compile` alone: no cache, nothing said on its console; its log says it.
+    let o = world
+        .nxcc()
+        .arg("compile")
+        .args(sim_argv("m.hlo", "b.neff", &["--logfile", "b.log"]))
+        .current_dir(&wd)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let console =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(!console.to_lowercase().contains("cache"), "{console}");
+    let log = std::fs::read_to_string(wd.join("b.log")).unwrap();
+    assert!(
+        log.contains("[neuronx-cc]: Compile cache: off (--cache_dir DIR uses one; parallel-compile, the daemon and compile --daemon use one by default)\n"),
+        "{log}"
+    );
+    let o = world
+        .nxcc()
+        .arg("compile")
+        .args(sim_argv(
+            "m.hlo",
+            "c.neff",
+            &["--logfile", "c.log", "--cache_dir", own.to_str().unwrap()],
+        ))
+        .current_dir(&wd)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let log = std::fs::read_to_string(wd.join("c.log")).unwrap();
+    assert!(
+        log.contains(&format!("[neuronx-cc]: Compile cache: {}\n", own.display())),
+        "{log}"
+    );
+}
+
 fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
@@ -66,10 +144,11 @@ fn with_no_daemon_running_the_client_starts_one() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("Compiler status PASS"));
     assert_eq!(neff_first_input(&wd.join("a.neff")), "x3.1");
-    // Starting a daemon that outlives the compile is said.
+    // That the compile goes through the daemon's cache is said first, then that a daemon that
+    // outlives the compile is started.
     assert!(
         String::from_utf8_lossy(&out.stderr).starts_with(&format!(
-            "nxcc compile --daemon: no daemon answers on {}; starting one in the background (nxcc daemon, its log in {}; it stops after 300 s without a compile)\n",
+            "{CACHE_NOTE}nxcc compile --daemon: no daemon answers on {}; starting one in the background (nxcc daemon, its log in {}; it stops after 300 s without a compile)\n",
             started.socket.display(),
             dir.join("daemon.log").display()
         )),
@@ -220,7 +299,8 @@ fn with_a_daemon_running_the_client_streams_its_lines_and_exits_with_the_compile
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(70));
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("[ERROR] [NCC_EARG001]"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .starts_with(&format!("{CACHE_NOTE}[ERROR] [NCC_EARG001]")));
 
     // A dry run is answered locally, as `compile` answers it.
     let out = client(&["--dry-run=json"], &[]).output().unwrap();

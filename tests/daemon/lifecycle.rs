@@ -47,6 +47,147 @@ fn a_second_daemon_refuses_and_names_the_first_and_a_stale_pid_file_is_taken_ove
     assert!(first.log_text().contains("stopping: POST /exit from uid"));
 }
 
+/// The refusal of a second daemon says the command that stops the first, and that command,
+/// run as said, stops it.
+#[test]
+fn a_second_daemon_says_the_command_that_stops_the_first() {
+    let world = World::new();
+    let mut first = Daemon::start(&world, "d", &[], &[]);
+    let second = world
+        .nxcc()
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&first.socket)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    let said = stderr
+        .split("stop it first: ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no command said: {stderr}"));
+    assert_eq!(
+        said,
+        format!("nxcc daemon stop --socket {}", first.socket.display())
+    );
+    assert!(!stderr.contains("POST /exit"), "{stderr}");
+    let words = shell_words::split(said).unwrap();
+    assert_eq!(&words[..3], ["nxcc", "daemon", "stop"]);
+    let o = world.nxcc().args(&words[1..]).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(first.wait_exit(hang_guard()).success());
+    assert!(!first.socket.exists() && !first.pid_file.exists());
+}
+
+/// `nxcc daemon status` shows the daemon of a socket (`--json`: its answer as sent); with none
+/// running it says so on stderr, exit 3; one that holds its pid file but does not answer is an
+/// error naming it, exit 1. The default socket is `$NXCC_DAEMON_SOCKET`, as for
+/// `nxcc compile --daemon`.
+#[test]
+fn daemon_status_shows_the_daemon_of_a_socket_and_says_when_none_runs() {
+    let world = World::new();
+    let mut daemon = Daemon::start(&world, "d", &["--max-concurrent", "3"], &[]);
+    let status = |socket: &std::path::Path, extra: &[&str]| {
+        world
+            .nxcc()
+            .args(["daemon", "status", "--socket"])
+            .arg(socket)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let o = status(&daemon.socket, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.starts_with(&format!(
+            "nxcc daemon (pid {}) on {}: up ",
+            daemon.pid(),
+            daemon.socket.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("  compiles: 0 running, 0 queued (at most 3 at once); 0 finished"),
+        "{out}"
+    );
+    let cache = daemon.socket.parent().unwrap().join("compile-cache");
+    assert!(
+        out.contains(&format!(
+            "  cache: {} (0 hits and 0 misses since the daemon started)",
+            cache.display()
+        )),
+        "{out}"
+    );
+    // A compile later, the counts moved.
+    let wd = world.mkdir("w");
+    let r = daemon.compile(&wd, &compile_body("m.neff"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let o = status(&daemon.socket, &["--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["pid"], daemon.pid());
+    assert_eq!(v["max_concurrent"], 3);
+    assert_eq!(v["compiles"]["finished"], 1);
+    assert_eq!(v["cache"]["misses"], 1);
+    // The default socket: the one `nxcc compile --daemon` uses.
+    let o = world
+        .nxcc()
+        .args(["daemon", "status"])
+        .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains(&format!("(pid {})", daemon.pid())));
+
+    // Holding its pid file, not answering (its socket removed): an error that names it.
+    std::fs::remove_file(&daemon.socket).unwrap();
+    let o = status(&daemon.socket, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    let err = text(&o.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "nxcc daemon status: error: a daemon (pid {}) holds the pid file {} but does not answer on {}",
+            daemon.pid(),
+            daemon.pid_file.display(),
+            daemon.socket.display()
+        )),
+        "{err}"
+    );
+    assert!(text(&o.stdout).is_empty());
+    // `stop`'s default socket is the same.
+    let o = world
+        .nxcc()
+        .args(["daemon", "stop"])
+        .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(daemon.wait_exit(hang_guard()).success());
+
+    // None running: said on stderr, nothing on stdout, exit 3 (with --json too).
+    for extra in [&[][..], &["--json"][..]] {
+        let o = status(&daemon.socket, extra);
+        assert_eq!(o.status.code(), Some(3), "{}", text(&o.stdout));
+        assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+        assert!(
+            text(&o.stderr).starts_with(&format!(
+                "no nxcc daemon runs on {} (",
+                daemon.socket.display()
+            )),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+}
+
 #[test]
 fn sigterm_lets_a_running_compile_finish_then_cleans_up() {
     let world = World::new();

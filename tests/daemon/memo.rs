@@ -52,7 +52,11 @@ fn a_hit_through_the_client_starts_no_worker() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.is_empty(), "{stderr}");
+    // Only the line that says the compile went through the daemon's cache (its default).
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        ["nxcc compile --daemon: the daemon compiles through its compile cache, on by default there (nxcc compile uses one only with --cache_dir): a hit runs no tool; --no_cache compiles without it"]
+    );
     assert_eq!(
         std::fs::read(wd.join("a.neff")).unwrap(),
         std::fs::read(wd.join("b.neff")).unwrap()

@@ -12,113 +12,26 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common::venv::{free_port, Venv};
 pub use crate::common::{processes_with_env, text, NXCC};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const VERSION: &str = "0.1.9";
 
-fn data(name: &str) -> PathBuf {
-    Path::new(ROOT).join("tests/data/buildgrid").join(name)
-}
+/// BuildGrid, provisioned on first use.
+const BUILDGRID: Venv<'static> = Venv {
+    tool: "BuildGrid",
+    tests: "remote tests",
+    dir: "buildgrid-venv",
+    pin: "buildgrid==0.1.9",
+    packages: &["buildgrid==0.1.9"],
+    data: "buildgrid",
+    pythons: &["python3.11"],
+    marker: "bin/bgd",
+};
 
-/// The virtual environment's `bgd`, provisioning it if needed; why not, if it cannot be.
-pub fn provision() -> Result<PathBuf, String> {
-    let venv = Path::new(ROOT).join("target/buildgrid-venv");
-    let bgd = venv.join("bin/bgd");
-    let constraints = std::fs::read(data("constraints.txt")).map_err(|e| e.to_string())?;
-    let stamp_text = format!(
-        "buildgrid=={VERSION}\n{}",
-        String::from_utf8_lossy(&constraints)
-    );
-    let stamp = venv.join(".nxcc-provisioned");
-    let ready = || std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_text) && bgd.is_file();
-    if ready() {
-        return Ok(bgd);
-    }
-    std::fs::create_dir_all(Path::new(ROOT).join("target")).map_err(|e| e.to_string())?;
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(Path::new(ROOT).join("target/buildgrid-venv.lock"))
-        .map_err(|e| format!("cannot open the provisioning lock: {e}"))?;
-    fs4::fs_std::FileExt::lock_exclusive(&lock).map_err(|e| format!("cannot lock: {e}"))?;
-    if ready() {
-        return Ok(bgd);
-    }
-    eprintln!(
-        "remote tests: provisioning BuildGrid {VERSION} into {} (once)",
-        venv.display()
-    );
-    let python = ["python3.11"]
-        .into_iter()
-        .find(|p| {
-            Command::new(p)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .ok_or("no python3.11 on PATH (BuildGrid 0.1.9 needs Python 3.11)")?;
-    let _ = std::fs::remove_dir_all(&venv);
-    let run = |c: &mut Command, what: &str| -> Result<(), String> {
-        let o = c.output().map_err(|e| format!("{what}: {e}"))?;
-        if o.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{what} failed ({}): {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr)
-                    .lines()
-                    .rev()
-                    .take(15)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ))
-        }
-    };
-    // pip's cache stays in the target directory too (not in ~/.cache).
-    let pip_cache = Path::new(ROOT).join("target/pip-cache");
-    run(
-        Command::new(python)
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .env("PIP_CACHE_DIR", &pip_cache),
-        "python3.11 -m venv",
-    )?;
-    run(
-        Command::new(venv.join("bin/pip"))
-            .env("PIP_CACHE_DIR", &pip_cache)
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .arg(format!("buildgrid=={VERSION}"))
-            .arg("-c")
-            .arg(data("constraints.txt")),
-        "pip install buildgrid",
-    )?;
-    std::fs::write(&stamp, &stamp_text).map_err(|e| e.to_string())?;
-    Ok(bgd)
-}
-
-/// `provision()`, or a failed test that says why, visibly.
+/// The virtual environment's `bgd`, provisioning it if needed (a failed test if it cannot be).
 pub fn bgd() -> PathBuf {
-    match provision() {
-        Ok(b) => b,
-        Err(why) => {
-            eprintln!("remote tests: BuildGrid cannot be provisioned here: {why}");
-            panic!("BuildGrid cannot be provisioned here (a remote test needs it): {why}");
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    BUILDGRID.must().join("bin/bgd")
 }
 
 /// Stop a child by pid: SIGTERM to its process group, then SIGKILL after `grace`.
@@ -235,7 +148,7 @@ static STARTS: AtomicU64 = AtomicU64::new(0);
 fn spawn(launch: &Launch, dir: &Path, port: u16) -> Option<Child> {
     let bgd = bgd();
     let host = launch.host.as_deref().unwrap_or("127.0.0.1");
-    let mut config = std::fs::read_to_string(data("config.yml"))
+    let mut config = std::fs::read_to_string(BUILDGRID.data_file("config.yml"))
         .unwrap()
         .replace("127.0.0.1:PORT", &format!("{host}:{port}"))
         .replace(

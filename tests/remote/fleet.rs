@@ -7,116 +7,15 @@
 //! why.
 
 use std::collections::BTreeSet;
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::buildgrid::{model_variant, text, wait_limited, Client, Launch, Server, Worker};
+use crate::common::netns::Net;
 
 const LIMIT: Duration = Duration::from_secs(240);
 
 /// The hosts, in address order (198.18.0.1, .2, ...).
 const HOSTS: [&str; 5] = ["server", "w1", "w2", "w3", "client"];
-
-/// Network namespaces made by the test, removed (with whatever runs in them) when dropped.
-struct Fleet {
-    tag: String,
-    made: Vec<String>,
-}
-
-fn ip(args: &[&str]) -> Result<String, String> {
-    let o = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run ip: {e}"))?;
-    if o.status.success() {
-        Ok(text(&o.stdout))
-    } else {
-        Err(format!("ip {}: {}", args.join(" "), text(&o.stderr).trim()))
-    }
-}
-
-impl Fleet {
-    /// The namespaces, the bridge and the links; the reason when they cannot be made.
-    fn make() -> Result<Fleet, String> {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let tag = format!(
-            "nxf{}{}",
-            std::process::id() % 100_000,
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        );
-        let mut f = Fleet {
-            tag,
-            made: Vec::new(),
-        };
-        let sw = f.ns("switch");
-        ip(&["netns", "add", &sw])?;
-        f.made.push(sw.clone());
-        ip(&["-n", &sw, "link", "add", "br0", "type", "bridge"])?;
-        ip(&["-n", &sw, "link", "set", "br0", "up"])?;
-        for (i, host) in HOSTS.iter().enumerate() {
-            let ns = f.ns(host);
-            ip(&["netns", "add", &ns])?;
-            f.made.push(ns.clone());
-            let port = format!("{}{i}", f.tag);
-            ip(&[
-                "link", "add", &port, "netns", &sw, "type", "veth", "peer", "name", "eth0",
-                "netns", &ns,
-            ])?;
-            ip(&["-n", &sw, "link", "set", &port, "master", "br0"])?;
-            ip(&["-n", &sw, "link", "set", &port, "up"])?;
-            let addr = format!("{}/24", Fleet::address(host));
-            ip(&["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
-            ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            let routes = ip(&["-n", &ns, "route", "show"])?;
-            if routes.contains("default") || routes.lines().count() != 1 {
-                return Err(format!("{ns} has routes beyond its bridge: {routes}"));
-            }
-        }
-        Ok(f)
-    }
-
-    fn ns(&self, host: &str) -> String {
-        format!("{}-{host}", self.tag)
-    }
-
-    fn address(host: &str) -> String {
-        let i = HOSTS.iter().position(|h| *h == host).unwrap();
-        format!("198.18.0.{}", i + 1)
-    }
-
-    /// Send `sig` to every process of a host.
-    fn signal(&self, host: &str, sig: i32) {
-        let pids = ip(&["netns", "pids", &self.ns(host)]).unwrap_or_default();
-        for p in pids
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
-            // SAFETY: kill takes no pointers: a signal to a process (or group) this test started.
-            unsafe { libc::kill(p, sig) };
-        }
-    }
-}
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        for ns in self.made.iter().rev() {
-            let pids = ip(&["netns", "pids", ns]).unwrap_or_default();
-            for p in pids
-                .split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-            {
-                // SAFETY: kill takes no pointers: signals to processes of this test.
-                unsafe {
-                    libc::kill(p, libc::SIGKILL);
-                    libc::kill(p, libc::SIGCONT);
-                }
-            }
-            let _ = ip(&["netns", "del", ns]);
-        }
-    }
-}
 
 /// The ids of the leases a worker's log says started and did not finish.
 fn running_leases(log: &str) -> BTreeSet<String> {
@@ -145,7 +44,7 @@ fn running_leases(log: &str) -> BTreeSet<String> {
 /// again; if every lease it showed finished meanwhile, the host goes on and the test waits for
 /// the next. The leases it holds, frozen mid-action.
 fn freeze_mid_action(
-    fleet: &Fleet,
+    fleet: &Net,
     host: &str,
     log: impl Fn() -> String,
     logs: impl Fn() -> String,
@@ -223,7 +122,7 @@ fn check_outputs(dir: &std::path::Path, references: &[Vec<u8>]) {
 
 #[test]
 fn a_fleet_across_hosts_survives_a_killed_worker_a_frozen_one_and_a_server_restart() {
-    let fleet = match Fleet::make() {
+    let fleet = match Net::make(&HOSTS) {
         Ok(f) => f,
         Err(why) => panic!(
             "the fleet test cannot run here (it needs root, iproute2 and network namespaces): {why}"
@@ -242,7 +141,7 @@ fn a_fleet_across_hosts_survives_a_killed_worker_a_frozen_one_and_a_server_resta
     let references = compile_references(models.clone());
 
     let mut server = Server::launch(Launch {
-        host: Some(Fleet::address("server")),
+        host: Some(fleet.address("server")),
         port: Some(50061),
         netns: Some(fleet.ns("server")),
         ..Default::default()

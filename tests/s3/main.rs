@@ -1,6 +1,6 @@
 //! nxcc's cache in S3 (`--cache_dir s3://BUCKET/PREFIX`) against a real S3-compatible server
 //! the tests start on loopback (moto, provisioned on first use: `moto.rs`) or, for hosts in
-//! network namespaces of their own (`netns.rs`), on a bridge between them: entries shared by
+//! network namespaces of their own (`common/netns.rs`), on a bridge between them: entries shared by
 //! hosts through one bucket and kept in each host's local directory (a local hit never asks the
 //! server), a NEFF changed in the bucket never served, one compile per key across simulated
 //! hosts (UTS and PID namespaces) and a dead holder's lock taken over after its lease, a
@@ -13,7 +13,6 @@
 mod common;
 mod framework;
 mod moto;
-mod netns;
 mod proxy;
 
 use std::os::unix::process::CommandExt;
@@ -520,7 +519,7 @@ fn parallel_compile_and_the_cache_commands_work_on_the_bucket() {
 
 #[test]
 fn hosts_in_network_namespaces_of_their_own_share_one_bucket() {
-    let net = netns::Net::must(&["server", "host-a", "host-b"]);
+    let net = common::netns::Net::must(&["server", "host-a", "host-b"]);
     let server = Server::in_netns(&net.ns("server"), &net.address("server"));
     let url = server.url(PREFIX);
     let (a, b) = (Host::new(&server), Host::new(&server));

@@ -1,117 +1,60 @@
 //! A real S3-compatible server for the S3 tests, on loopback only: moto's server mode
 //! (`moto[s3]==5.2.6` with Flask, pinned by `tests/data/moto/constraints.txt`), provisioned on
 //! first use into a virtual environment under `target/` (Python 3.11, else python3; a lock file
-//! keeps parallel test binaries from installing twice), started on a free port, ready when it
-//! answers, stopped by pid (its process group). moto answers conditional writes as S3 does
+//! keeps parallel test binaries from installing twice; `common/venv.rs`), started on a port it
+//! picks itself, ready when it says it listens there, stopped by pid (its process group). moto answers conditional writes as S3 does
 //! (`If-None-Match: *` on an existing key and a stale `If-Match` both 412 PreconditionFailed)
 //! and, started with authentication, enforces IAM policies (a read-only credential).
 //! `tests/data/moto/admin.py` is the server's own client (boto3) for what a test does behind
 //! nxcc's back.
 
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::text;
+use crate::common::venv::{run, Venv};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const VERSION: &str = "5.2.6";
+/// moto, provisioned on first use.
+const MOTO: Venv<'static> = Venv {
+    tool: "moto",
+    tests: "s3 tests",
+    dir: "moto-venv",
+    pin: "moto==5.2.6",
+    packages: &["moto[s3]==5.2.6", "flask", "flask-cors"],
+    data: "moto",
+    pythons: &["python3.11", "python3"],
+    marker: "bin/moto_server",
+};
 
-fn data(name: &str) -> PathBuf {
-    Path::new(ROOT).join("tests/data/moto").join(name)
+/// The virtual environment's `bin/`, provisioning it if needed (a failed test if it cannot be).
+fn bin() -> PathBuf {
+    MOTO.must().join("bin")
 }
 
-fn venv() -> PathBuf {
-    Path::new(ROOT).join("target/moto-venv")
-}
-
-/// Run `c`; its stderr's last lines when it fails.
-fn run(c: &mut Command, what: &str) -> Result<String, String> {
-    let o = c.output().map_err(|e| format!("{what}: {e}"))?;
-    if o.status.success() {
-        return Ok(text(&o.stdout));
+/// The port the server `child` (logging to `log`) listens on at `host`: it says so once it is
+/// listening (` * Running on http://HOST:PORT`).
+fn bound_port(child: &mut Child, log: &tempfile::NamedTempFile, host: &str) -> u16 {
+    let said = format!("Running on http://{host}:");
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        let port = text
+            .lines()
+            .find_map(|l| l.split_once(&said))
+            .and_then(|(_, p)| p.trim().parse().ok());
+        if let Some(port) = port {
+            return port;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("moto_server exited ({st}): {text}");
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "moto never listened: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
-    let err = text(&o.stderr);
-    let tail: Vec<&str> = err.lines().rev().take(12).collect();
-    Err(format!(
-        "{what} failed ({}): {}",
-        o.status,
-        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-    ))
-}
-
-/// The virtual environment's `bin/`, provisioning it if needed; why not, if it cannot be.
-pub fn provision() -> Result<PathBuf, String> {
-    let venv = venv();
-    let bin = venv.join("bin");
-    let constraints = std::fs::read(data("constraints.txt")).map_err(|e| e.to_string())?;
-    let stamp_text = format!("moto=={VERSION}\n{}", String::from_utf8_lossy(&constraints));
-    let stamp = venv.join(".nxcc-provisioned");
-    let ready = || {
-        std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_text)
-            && bin.join("moto_server").is_file()
-    };
-    if ready() {
-        return Ok(bin);
-    }
-    std::fs::create_dir_all(Path::new(ROOT).join("target")).map_err(|e| e.to_string())?;
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(Path::new(ROOT).join("target/moto-venv.lock"))
-        .map_err(|e| format!("cannot open the provisioning lock: {e}"))?;
-    fs4::fs_std::FileExt::lock_exclusive(&lock).map_err(|e| format!("cannot lock: {e}"))?;
-    if ready() {
-        return Ok(bin);
-    }
-    eprintln!(
-        "s3 tests: provisioning moto {VERSION} into {} (once)",
-        venv.display()
-    );
-    let python = ["python3.11", "python3"]
-        .into_iter()
-        .find(|p| {
-            Command::new(p)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .ok_or("no python3.11 or python3 on PATH")?;
-    let _ = std::fs::remove_dir_all(&venv);
-    let pip_cache = Path::new(ROOT).join("target/pip-cache");
-    run(
-        Command::new(python).args(["-m", "venv"]).arg(&venv),
-        "python -m venv",
-    )?;
-    run(
-        Command::new(bin.join("pip"))
-            .env("PIP_CACHE_DIR", &pip_cache)
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .args([&format!("moto[s3]=={VERSION}"), "flask", "flask-cors"])
-            .arg("-c")
-            .arg(data("constraints.txt")),
-        "pip install moto",
-    )?;
-    std::fs::write(&stamp, &stamp_text).map_err(|e| e.to_string())?;
-    Ok(bin)
-}
-
-/// `provision()`, or a failed test that says why, visibly.
-pub fn bin() -> PathBuf {
-    provision().unwrap_or_else(|why| {
-        eprintln!("s3 tests: moto cannot be provisioned here: {why}");
-        panic!("moto cannot be provisioned here (an S3 test needs it): {why}");
-    })
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The keys the server was set up with.
@@ -158,7 +101,6 @@ impl Server {
     fn launch_at(auth: bool, netns: Option<(String, String)>) -> Server {
         let bin = bin();
         let log = tempfile::NamedTempFile::new().unwrap();
-        let port = free_port();
         let server = bin.join("moto_server");
         let (mut c, host) = match &netns {
             Some((ns, addr)) => {
@@ -168,7 +110,9 @@ impl Server {
             }
             None => (Command::new(server), "127.0.0.1"),
         };
-        c.args(["-H", host, "-p", &port.to_string()])
+        // Port 0: the server binds a free port of its own and says which (a port picked here
+        // and freed could be taken by another test's server before this one binds it).
+        c.args(["-H", host, "-p", "0"])
             .stdin(Stdio::null())
             .stdout(log.reopen().unwrap())
             .stderr(log.reopen().unwrap())
@@ -178,7 +122,8 @@ impl Server {
             // be signed by a user allowed to make it.
             c.env("INITIAL_NO_AUTH_ACTION_COUNT", "6");
         }
-        let child = c.spawn().expect("moto_server starts");
+        let mut child = c.spawn().expect("moto_server starts");
+        let port = bound_port(&mut child, &log, host);
         let mut s = Server {
             child,
             netns,
@@ -191,7 +136,6 @@ impl Server {
             reader: None,
             _log: log,
         };
-        s.wait_ready();
         if auth {
             let keys: serde_json::Value =
                 serde_json::from_str(&s.admin_cmd(&["users"]).unwrap()).unwrap();
@@ -204,32 +148,6 @@ impl Server {
         }
         s.admin_cmd(&["mkbucket", &s.bucket.clone()]).unwrap();
         s
-    }
-
-    /// Whether it accepts a connection (from its own namespace).
-    fn listening(&self) -> bool {
-        match &self.netns {
-            None => std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
-            Some((ns, addr)) => Command::new("ip")
-                .args(["netns", "exec", ns, "bash", "-c"])
-                .arg(format!("exec 3<>/dev/tcp/{addr}/{}", self.port))
-                .output()
-                .is_ok_and(|o| o.status.success()),
-        }
-    }
-
-    fn wait_ready(&mut self) {
-        let t = Instant::now();
-        while !self.listening() {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                panic!(
-                    "moto_server exited ({st}): {}",
-                    std::fs::read_to_string(self._log.path()).unwrap_or_default()
-                );
-            }
-            assert!(t.elapsed() < Duration::from_secs(60), "moto never listened");
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     pub fn endpoint(&self) -> String {
@@ -253,7 +171,7 @@ impl Server {
             None => Command::new(bin.join("python")),
         };
         run(
-            c.arg(data("admin.py"))
+            c.arg(MOTO.data_file("admin.py"))
                 .args([&self.endpoint(), &self.admin.id, &self.admin.secret])
                 .args(args),
             "admin.py",

@@ -137,13 +137,10 @@ pub fn gc(prog: &str, cache_dir: Option<&str>, args: &super::args::Gc, json: boo
     count_evictions(&cache, r.evicted);
     warn(prog, &r.warnings);
     print(json, &r, || {
-        format!(
-            "evicted {} ({}); {} left ({}){}\n",
-            count(r.evicted, "entry", "entries"),
-            human_bytes(r.freed_bytes),
-            count(r.entries_left, "entry", "entries"),
-            human_bytes(r.bytes_left),
-            stale_removed(r.leftovers_removed)
+        gc_said(
+            (r.evicted, r.freed_bytes),
+            (r.entries_left, r.bytes_left),
+            &stale_removed(r.leftovers_removed),
         )
     });
     Ok(0)
@@ -163,6 +160,18 @@ pub fn clear(prog: &str, cache_dir: Option<&str>, json: bool) -> Ended {
         )
     });
     Ok(0)
+}
+
+/// What `gc` says, of a directory or a shared tier: the entries evicted and left (each a count
+/// and their bytes), then `tail`.
+pub(crate) fn gc_said(evicted: (usize, u64), left: (usize, u64), tail: &str) -> String {
+    format!(
+        "evicted {} ({}); {} left ({}){tail}\n",
+        count(evicted.0, "entry", "entries"),
+        human_bytes(evicted.1),
+        count(left.0, "entry", "entries"),
+        human_bytes(left.1),
+    )
 }
 
 /// What `gc` and `clear` say of the stale files they removed (nothing when there were none):
@@ -300,6 +309,31 @@ fn stats_text(r: &StatsReport) -> String {
     t
 }
 
+/// What the `i`th setting given to `config` was probably meant to be, when it cannot be read:
+/// a key and its value written as two words (`max_size 20G`), a key misspelt (`max-size=20G`).
+fn config_tip(pairs: &[String], i: usize) -> Option<String> {
+    use crate::cli::suggest::nearest;
+    let p = &pairs[i];
+    match p.split_once('=') {
+        None => {
+            let key = settings::KEYS
+                .iter()
+                .copied()
+                .find(|k| k == p)
+                .or_else(|| nearest(p, settings::KEYS))?;
+            let value = pairs.get(i + 1).filter(|v| !v.contains('='));
+            Some(match value {
+                Some(v) => format!("a setting is one word, KEY=VALUE: did you mean `{key}={v}`?"),
+                None => format!("a setting is one word, KEY=VALUE: `{key}=...`"),
+            })
+        }
+        Some((key, value)) => {
+            let known = nearest(key.trim(), settings::KEYS)?;
+            Some(format!("did you mean `{known}={}`?", value.trim()))
+        }
+    }
+}
+
 /// `config`: print the configuration, or change the keys given (each checked first; nothing is
 /// written if one does not read).
 pub fn config(prog: &str, cache_dir: Option<&str>, pairs: &[String], json: bool) -> Ended {
@@ -329,9 +363,11 @@ pub fn config(prog: &str, cache_dir: Option<&str>, pairs: &[String], json: bool)
         });
         return Ok(0);
     }
-    for p in pairs {
-        file.set_line(p)
-            .map_err(|e| format!("argument KEY=VALUE: {e}"))?;
+    for (i, p) in pairs.iter().enumerate() {
+        file.set_line(p).map_err(|e| {
+            let tip = config_tip(pairs, i).map_or(String::new(), |t| format!("\n\n  tip: {t}"));
+            format!("argument KEY=VALUE: {e}{tip}")
+        })?;
     }
     match file.write(cache) {
         Ok(path) => {

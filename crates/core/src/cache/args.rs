@@ -101,6 +101,9 @@ pub(crate) struct Config {
     /// The settings to change (none: show them).
     #[arg(value_name = "KEY=VALUE")]
     pub(crate) pairs: Vec<String>,
+    /// `--max-size SIZE`, as `gc` and ccache spell it: refused, pointing to `max_size=SIZE`.
+    #[arg(long = "max-size", value_name = "SIZE", hide = true)]
+    pub(crate) max_size: Option<String>,
 }
 
 /// `clean`, on the framework's cache only.

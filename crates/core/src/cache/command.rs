@@ -56,9 +56,12 @@ pub fn main(prog: &str, args: &[String]) -> i32 {
         CacheAction::Gc(g) => super::actions::gc(prog, cmd.cache_dir.as_deref(), g, json),
         CacheAction::Clear => super::actions::clear(prog, cmd.cache_dir.as_deref(), json),
         CacheAction::Explain(e) => super::actions::explain(prog, cmd.cache_dir.as_deref(), e, json),
-        CacheAction::Config(c) => {
-            super::actions::config(prog, cmd.cache_dir.as_deref(), &c.pairs, json)
-        }
+        CacheAction::Config(c) => match &c.max_size {
+            Some(size) => Err(format!(
+                "config sets the limit as a setting, KEY=VALUE\n\n  tip: did you mean `max_size={size}`?"
+            )),
+            None => super::actions::config(prog, cmd.cache_dir.as_deref(), &c.pairs, json),
+        },
         CacheAction::Clean(c) => return super::neuron::clean(prog, c, json),
     };
     match ended {

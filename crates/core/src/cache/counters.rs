@@ -12,14 +12,14 @@
 //! stay: they describe what is there, not what happened).
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 
-use rustix::fs::OFlags;
+use rustix::fs::{AtFlags, OFlags};
 use serde::Serialize;
 
 use super::store::Cache;
-use crate::fsx::Dir;
+use crate::fsx::{unique, Dir};
 
 /// The subdirectory of `nxcc-v1` the counters live in.
 pub const COUNTERS_DIR: &str = "counters";
@@ -179,11 +179,37 @@ fn host_dir(cache: &Cache) -> std::io::Result<Dir> {
         .open_or_create_dir(super::host::key())
 }
 
-/// Open `name` of `dir` for update under an exclusive `flock`.
+/// Open `name` of `dir` for update under an exclusive `flock`, made first if absent
+/// ([`create_whole`]).
 fn open_locked(dir: &Dir, name: &str) -> std::io::Result<File> {
-    let f = dir.open_file_with(name, OFlags::RDWR | OFlags::CREATE, 0o666)?;
+    let f = match dir.open_file_with(name, OFlags::RDWR, 0) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            create_whole(dir, name)?;
+            dir.open_file_with(name, OFlags::RDWR, 0)?
+        }
+        f => f?,
+    };
     fs4::fs_std::FileExt::lock_exclusive(&f)?;
     Ok(f)
+}
+
+/// Make the file `name` of `dir`, every counter zero, unless it is there: written under a
+/// temporary name, then linked to its name. So a file is never seen shorter than it stays — a
+/// reader on another host, whose client may keep a file's length for a while, would read a
+/// file it first saw empty as empty.
+fn create_whole(dir: &Dir, name: &str) -> std::io::Result<()> {
+    let tmp = unique::name(&format!(".{name}-"));
+    let made = dir
+        .create_file(&tmp)
+        .and_then(|mut f| f.write_all(Counters::default().text().as_bytes()))
+        .and_then(
+            |()| match rustix::fs::linkat(dir, tmp.as_str(), dir, name, AtFlags::empty()) {
+                Err(rustix::io::Errno::EXIST) => Ok(()),
+                linked => linked.map_err(std::io::Error::from),
+            },
+        );
+    let _ = dir.remove_file(&tmp);
+    made
 }
 
 fn read_all(mut f: &File) -> Counters {
@@ -347,6 +373,14 @@ mod tests {
             len as usize,
             Counters::NAMES.len() * (NAME_WIDTH + VALUE_WIDTH + 2)
         );
+        // Each file was made whole under a temporary name, which is gone.
+        let mut names: Vec<_> = std::fs::read_dir(f.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["3", "c"]);
         zero(&cache);
         let z = read(&cache, None);
         assert_eq!(

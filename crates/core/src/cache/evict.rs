@@ -2,9 +2,17 @@
 //! used entries of the whole cache go first, and no publication scans every entry.
 //!
 //! **Counting.** The cache is counted in sixteen parts (an entry's part is its key's first hex
-//! digit): each part's entries and bytes, per host ([`super::counters`]). A publication is
-//! committed and counted under its part's counter lock; a part never counted yet (entries an
-//! older nxcc wrote) is recounted then.
+//! digit): each part's entries and bytes, per host ([`super::counters`]). Every change of a
+//! part's entries that nxcc counts — a publication, an eviction, a corrupt entry's removal — and
+//! its count are one step under the part's lock (`nxcc-v1/evict/<part>.lock`, taken by the one
+//! lock protocol, [`crate::lockfile`], so it holds across hosts sharing the directory, whose
+//! `flock`s do not); so is a recount, which sets this host's count to what is there less every
+//! other host's count. Under the lock no other host's change is half done, so a recount makes
+//! the counts of every host add up to exactly what is there, and every counted change after it
+//! keeps them so. What changes the cache without counting (`gc`, `clear`, `verify`, a crash
+//! between a change and its count) is made right by the next recount of the part: the one
+//! `gc`, `clear` and `verify` run after, or an eviction's scan. A part never counted yet
+//! (entries an older nxcc wrote) is recounted at its first publication.
 //!
 //! **When.** After the commit, when the parts' bytes add up to more than `max_size`, the
 //! publication evicts until they do not. One process evicts at a time, for the whole cache and
@@ -51,10 +59,12 @@ pub const PARTS: u64 = 16;
 /// What the last part evicted from gives beyond what was needed, at most: this fraction of a
 /// part's share of `max_size`.
 pub const BATCH_OF_SHARE: f64 = 0.2;
-/// The eviction's directory in `nxcc-v1`: its lock and the parts' hints.
+/// The eviction's directory in `nxcc-v1`: its lock, the parts' locks and hints.
 pub const EVICT_DIR: &str = "evict";
 /// The eviction's lock file, in [`EVICT_DIR`].
 pub const LOCK: &str = "lock";
+/// What a part's lock file is called after the part's hex digit, in [`EVICT_DIR`].
+pub const PART_LOCK_SUFFIX: &str = ".lock";
 
 /// What a publication did.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -86,8 +96,8 @@ fn too_large(bytes: u64, max_size: u64) -> std::io::Error {
 }
 
 /// Publish `pending` (the entry of `key`) and keep the cache under `max_size` (no limit: `None`).
-/// The publication and its count happen under the part's counter lock; an entry larger than
-/// `max_size` is refused, and `pending` removed.
+/// The publication and its count are one step under the part's lock (see the module
+/// documentation); an entry larger than `max_size` is refused, and `pending` removed.
 pub fn publish(
     cache: &Cache,
     key: &str,
@@ -99,21 +109,14 @@ pub fn publish(
     if let Some(max) = max_size.filter(|m| bytes > *m) {
         return Err(too_large(bytes, max));
     }
-    let replaced = cache.entry_bytes(key);
     let never_counted = !counters::counted(cache, part);
     let mut pending = Some(pending);
-    let mut result: std::io::Result<Published> = Err(std::io::Error::other("not published"));
     let mut hint = None;
-    let locked = counters::update(cache, part, &mut |mine| {
-        let Some(p) = pending.take() else {
-            return;
-        };
-        result = p.commit().map(|entry| Published {
-            entry,
-            bytes,
-            ..Published::default()
-        });
-        if result.is_ok() {
+    let counted = in_part(cache, part, |mine| {
+        let p = pending.take()?;
+        let replaced = cache.entry_bytes(key);
+        let entry = p.commit();
+        if entry.is_ok() {
             mine.entries += 1 - i64::from(replaced.is_some());
             mine.size_bytes += bytes as i64 - replaced.unwrap_or(0) as i64;
             mine.bytes_written += bytes as i64;
@@ -121,17 +124,18 @@ pub fn publish(
                 hint = Some(recount_part(cache, part, mine));
             }
         }
+        Some(entry)
     });
-    let mut done = match (locked, pending) {
+    let entry = match (counted, pending) {
         // The counters could not be written: publish uncounted.
-        (Err(_), Some(p)) => {
-            return p.commit().map(|entry| Published {
-                entry,
-                bytes,
-                ..Published::default()
-            })
-        }
-        _ => result?,
+        (Err(_), Some(p)) => p.commit(),
+        (Ok(Some(entry)), _) => entry,
+        _ => Err(std::io::Error::other("not published")),
+    }?;
+    let mut done = Published {
+        entry,
+        bytes,
+        ..Published::default()
     };
     if let Some(h) = hint {
         done.scanned = 1;
@@ -145,8 +149,65 @@ pub fn publish(
     Ok(done)
 }
 
-/// Set this host's count of part `part` (`mine`, being written under its lock) so that every
-/// host's add up to what is there; the part's hint.
+/// Remove the entry of `key` (one found corrupt), counted; whether there was one.
+pub fn remove(cache: &Cache, key: &str) -> std::io::Result<bool> {
+    let part = counters::shard_of(key);
+    let mut removed = None;
+    let counted = in_part(cache, part, |mine| {
+        let bytes = cache.entry_bytes(key);
+        let r = cache.evict(key);
+        if let (Ok(true), Some(b)) = (&r, bytes) {
+            mine.entries -= 1;
+            mine.size_bytes -= b as i64;
+        }
+        removed = Some(r);
+    });
+    match (counted, removed) {
+        (_, Some(r)) => r,
+        (Err(_), None) => cache.evict(key),
+        (Ok(()), None) => Err(std::io::Error::other("not removed")),
+    }
+}
+
+/// Run `change` on this host's count of part `part` while holding the part's lock, so that what
+/// `change` does to the part's entries and its count are one step for every process of every
+/// host sharing the cache. Without the part's lock (a cache whose eviction directory cannot be
+/// made, a lock that cannot be taken), under this host's counter file's `flock` alone; `Err`
+/// when `change` did not run: the counters cannot be written.
+fn in_part<T>(
+    cache: &Cache,
+    part: usize,
+    change: impl FnOnce(&mut Counters) -> T,
+) -> std::io::Result<T> {
+    let _lock = part_lock(cache, part);
+    let mut change = Some(change);
+    let mut out = None;
+    let written = counters::update(cache, part, &mut |mine| {
+        out = change.take().map(|f| f(mine));
+    });
+    // Once `change` ran, what it did stands, counted or not.
+    match (out, written) {
+        (Some(t), _) => Ok(t),
+        (None, Err(e)) => Err(e),
+        (None, Ok(())) => Err(std::io::Error::other("not counted")),
+    }
+}
+
+/// Take part `part`'s lock, waiting while another process (of any host) holds it; `None` when
+/// it cannot be taken.
+fn part_lock(cache: &Cache, part: usize) -> Option<keylock::KeyLock> {
+    let name = format!("{:x}{PART_LOCK_SUFFIX}", part & 15);
+    let path = cache.root().join(EVICT_DIR).join(&name);
+    with_evict_dir(cache, |dir| {
+        keylock::take(dir, &name, &path, None, &mut |_| {})
+            .ok()
+            .flatten()
+    })
+    .flatten()
+}
+
+/// Set this host's count of part `part` (`mine`, being written under the part's lock) so that
+/// every host's add up to what is there; the part's hint.
 fn recount_part(cache: &Cache, part: usize, mine: &mut Counters) -> u64 {
     let scan = scan_part(cache, part, None);
     let counted = counters::read_others(cache, part, mine);
@@ -315,22 +376,17 @@ impl Round<'_> {
         last
     }
 
-    /// Scan `part` under its counter lock, setting its count to what is there.
+    /// Scan `part` under its lock, setting its count to what is there.
     fn scan(&mut self, part: usize) -> Scanned {
-        let mut scanned = None;
-        let cache = self.cache;
-        let published = self.published;
-        let counted = counters::update(cache, part, &mut |mine| {
+        let (cache, published) = (self.cache, self.published);
+        in_part(cache, part, |mine| {
             let s = scan_part(cache, part, Some(published));
             let others = counters::read_others(cache, part, mine);
             mine.entries += s.entries.len() as i64 - others.entries;
             mine.size_bytes += s.bytes as i64 - others.size_bytes;
-            scanned = Some(s);
-        });
-        match (counted, scanned) {
-            (Ok(()), Some(s)) => s,
-            _ => scan_part(cache, part, Some(published)),
-        }
+            s
+        })
+        .unwrap_or_else(|_| scan_part(cache, part, Some(published)))
     }
 
     /// The last use of `part`'s next candidate (the entry being published is none).
@@ -354,10 +410,21 @@ impl Round<'_> {
             return false;
         };
         s.next += 1;
-        let outcome = self
-            .root
-            .open_dir(&c.key[..2])
-            .and_then(|shard| store::evict_unread(&shard, &c.key));
+        let root = &self.root;
+        let evict = |mine: Option<&mut Counters>| {
+            let outcome = root
+                .open_dir(&c.key[..2])
+                .and_then(|shard| store::evict_unread(&shard, &c.key));
+            if let (Ok(Evicted::Removed(b)), Some(mine)) = (&outcome, mine) {
+                mine.entries -= 1;
+                mine.size_bytes -= *b as i64;
+                mine.evictions += 1;
+            }
+            outcome
+        };
+        // Counted as it is made; uncounted if the counters cannot be written.
+        let outcome =
+            in_part(self.cache, part, |mine| evict(Some(mine))).unwrap_or_else(|_| evict(None));
         match outcome {
             Ok(Evicted::Removed(b)) => {
                 s.evicted += 1;
@@ -391,7 +458,8 @@ impl Round<'_> {
         }
     }
 
-    /// Count what was evicted in each part, and write the hints of the parts scanned.
+    /// Report what was evicted (each eviction was counted as it was made), and write the hints
+    /// of the parts scanned.
     fn finish(self, dir: &Dir, done: &mut Published) {
         let mut hints = Vec::new();
         for (part, s) in self.parts.iter().enumerate() {
@@ -402,18 +470,6 @@ impl Round<'_> {
             done.evicted += s.evicted;
             done.freed_bytes += s.freed;
             hints.push((part, s.hint(Some(self.published))));
-            if s.evicted > 0 {
-                let _ = counters::add(
-                    self.cache,
-                    part,
-                    &Counters {
-                        entries: -(s.evicted as i64),
-                        size_bytes: -(s.freed as i64),
-                        evictions: s.evicted as i64,
-                        ..Counters::default()
-                    },
-                );
-            }
         }
         oldest::write(dir, &hints);
     }
@@ -424,9 +480,9 @@ impl Round<'_> {
 pub(crate) fn recount(cache: &Cache) {
     let mut hints = Vec::new();
     for part in 0..PARTS as usize {
-        let _ = counters::update(cache, part, &mut |mine| {
-            hints.push((part, recount_part(cache, part, mine)));
-        });
+        if let Ok(h) = in_part(cache, part, |mine| recount_part(cache, part, mine)) {
+            hints.push((part, h));
+        }
     }
     with_evict_dir(cache, |dir| oldest::write(dir, &hints));
 }

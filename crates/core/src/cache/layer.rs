@@ -778,7 +778,7 @@ impl Visit<'_, '_> {
                 _ => return,
             }
         }
-        let evicted = self.cache.evict(&self.key.key);
+        let evicted = super::evict::remove(&self.cache, &self.key.key);
         if matches!(evicted, Ok(true)) {
             self.store.count(|t| t.evictions += 1);
         }

@@ -13,7 +13,7 @@
 //! `_get_option_tuples`, `consume_optional` and `consume_positionals` of argparse 3.10 (the
 //! version the original runs on), for the subset of nargs forms the tables use.
 
-use super::flags::{Action, Choices, Flag, Kind};
+use super::flags::{Action, Choices, Flag, Kind, Visibility};
 use super::namespace::Value;
 pub(crate) use super::numbers::{parse_python_float, parse_python_int};
 
@@ -431,6 +431,37 @@ impl ArgParser {
     /// either with `=VALUE`).
     pub fn recognises(&self, token: &str) -> bool {
         matches!(self.classify(token), Ok(Token::Option { .. }))
+    }
+
+    /// For each unrecognised argument that looks like a mistyped option of this parser, the
+    /// option it probably is: `--traget: did you mean `--target`?` (with its `=VALUE` kept).
+    /// Options no help lists (deprecated ones) are never suggested; public ones win ties.
+    pub(crate) fn option_hints(&self, extras: &[String]) -> Vec<String> {
+        let listed = |public: bool| {
+            self.entries
+                .iter()
+                .filter(move |e| match e.flag.visibility {
+                    Visibility::Public => public,
+                    Visibility::Deprecated => false,
+                    _ => !public,
+                })
+                .map(|e| e.text.as_str())
+        };
+        extras
+            .iter()
+            .filter(|a| a.starts_with('-') && a.trim_start_matches('-').len() >= 3)
+            .filter_map(|a| {
+                let (name, value) = a
+                    .split_once('=')
+                    .map_or((a.as_str(), None), |(n, v)| (n, Some(v)));
+                let known = super::suggest::nearest(name, listed(true).chain(listed(false)))?;
+                let known = match value {
+                    Some(v) => format!("{known}={v}"),
+                    None => known.to_string(),
+                };
+                Some(super::suggest::line(a, &known))
+            })
+            .collect()
     }
 
     /// The name argparse uses for an option in errors: its option strings joined by `/`.

@@ -49,6 +49,10 @@ pub enum Action {
     Version,
 }
 
+/// The file `--timings` writes when given without one (`compile`, `parallel-compile`), in the
+/// launch directory.
+pub const TIMINGS_FILE: &str = "nxcc-timings.html";
+
 /// The durations a [`Kind::Seconds`] option takes, in seconds: at least 1 s (a shorter limit
 /// cannot let any tool start), at most 10^7 s (about 16 weeks; larger is a typo, and beyond what
 /// the clocks nxcc waits on can represent).
@@ -630,7 +634,7 @@ pub static FLAGS: &[Flag] = &[
          "Where --gen-reproducer writes its bundle.").reaches("a report"),
     flag("--reproducer-strip-constants", &[], "reproducer_strip_constants", Action::StoreTrue, Kind::Bool, Default::Bool(false), Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
          "In a reproducer bundle, replace the model's constants by zeros of the same shape (for graphs that carry weights).").reaches("a report"),
-    flag("--timings", &[], "timings", Action::StoreOptional { constant: "nxcc-timings.html" }, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
+    flag("--timings", &[], "timings", Action::StoreOptional { constant: TIMINGS_FILE }, Kind::Path, Default::None, Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
          "Write an HTML timeline of the jobs (default nxcc-timings.html).").reaches("a report"),
     flag("--toolchain", &[], "toolchain", Action::Store, Kind::Str, Default::Derived("auto"), Choices::Any, Visibility::Public, Scope::Compile, "nxcc",
          "Directory holding the native tools, or \"sim\" for the simulated toolchain.").reaches("the toolchain"),

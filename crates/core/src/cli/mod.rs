@@ -12,7 +12,8 @@
 //! - [`level`]: log level names and numbers;
 //! - [`color`]: when the console is coloured (`--color`, `NO_COLOR`, a terminal) and what is;
 //! - [`environment`]: every environment variable nxcc reads, one table;
-//! - [`semantics`]: which compile flags are compile semantics and which reach into the machine.
+//! - [`semantics`]: which compile flags are compile semantics and which reach into the machine;
+//! - `suggest`: the known word nearest a mistyped one ("did you mean").
 //!
 //! This module splits driver arguments from the subcommand, delegates compile options written
 //! before the subcommand to it (`parse_known_args` semantics, as clients rely on:
@@ -32,6 +33,7 @@ pub(crate) mod numbers;
 pub mod semantics;
 pub mod settings;
 pub mod subcommand;
+pub(crate) mod suggest;
 
 use argparse::{ArgError, ArgParser, Nargs, Occurrence, Positional};
 use flags::{Action, Flag, Scope, FLAGS};
@@ -116,6 +118,8 @@ pub enum CliError {
         prog: String,
         /// What is wrong, as argparse words it.
         message: String,
+        /// A line each, after it: what was probably meant (`compil: did you mean `compile`?`).
+        hints: Vec<String>,
     },
     /// The original's NCC_EARG002 line naming every unrecognised argument.
     Unrecognized {
@@ -124,7 +128,8 @@ pub enum CliError {
         /// The unrecognised arguments, in command-line order.
         args: Vec<String>,
         /// A line each, after it, for an argument meant as the value of one of nxcc's own
-        /// optional-value options (`argparse::Parsed::value_hints`).
+        /// optional-value options (`argparse::Parsed::value_hints`), and for a mistyped option
+        /// (`--traget: did you mean `--target`?`).
         hints: Vec<String>,
     },
 }
@@ -136,15 +141,35 @@ impl CliError {
     /// The text to print on stderr.
     pub fn render(&self) -> String {
         match self {
-            CliError::Usage { usage, prog, message } => format!("{usage}\n{prog}: error: {message}\n"),
+            CliError::Usage {
+                usage,
+                prog,
+                message,
+                hints,
+            } => format!("{usage}\n{prog}: error: {message}\n{}", lines(hints)),
             CliError::Unrecognized { usage, args, hints } => format!(
                 "[ERROR] [NCC_EARG002] Illegal argument(s) - the following argument(s) are unrecognized: {}. - Check that only recognized arguments are used: {}\n{}",
                 args.join(", "),
                 usage.trim_end(),
-                hints.iter().map(|h| format!("{h}\n")).collect::<String>()
+                lines(hints)
             ),
         }
     }
+
+    /// A usage error without hints.
+    pub fn usage(usage: String, prog: String, message: String) -> CliError {
+        CliError::Usage {
+            usage,
+            prog,
+            message,
+            hints: Vec::new(),
+        }
+    }
+}
+
+/// Each hint on a line of its own.
+fn lines(hints: &[String]) -> String {
+    hints.iter().map(|h| format!("{h}\n")).collect()
 }
 
 /// The parsed `compile` command line, lowered into its typed parts.
@@ -250,11 +275,7 @@ pub fn nul_argument(args: &[String]) -> Option<String> {
 pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
     let driver = ArgParser::new(prog, &driver_flags(), &[]);
     let top_usage = help::top_usage(prog);
-    let usage_err = |message: String| CliError::Usage {
-        usage: top_usage.clone(),
-        prog: prog.to_string(),
-        message,
-    };
+    let usage_err = |message: String| CliError::usage(top_usage.clone(), prog.to_string(), message);
     if let Some(message) = nul_argument(args) {
         return Err(usage_err(message));
     }
@@ -276,12 +297,21 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Command, CliError> {
         None => {}
     }
     let Some(sub_index) = sub else {
+        if args.is_empty() {
+            // `nxcc` alone: the help, on stdout, exit 0 (as `cargo` alone answers).
+            return Ok(Command::Help(help::top_help(prog)));
+        }
         return Err(usage_err(
             "the following arguments are required: subcommand".to_string(),
         ));
     };
     let name = args[sub_index].as_str();
-    known_subcommand(name).map_err(usage_err)?;
+    known_subcommand(name).map_err(|message| CliError::Usage {
+        usage: top_usage.clone(),
+        prog: prog.to_string(),
+        message,
+        hints: subcommand_hint(name).into_iter().collect(),
+    })?;
     let mut rest: Vec<String> = pre;
     rest.extend(delegated);
     rest.extend(args[sub_index + 1..].iter().cloned());
@@ -370,6 +400,12 @@ fn known_subcommand(name: &str) -> Result<(), String> {
     ))
 }
 
+/// The subcommand a mistyped one probably is (`compil` → `compile`).
+fn subcommand_hint(name: &str) -> Option<String> {
+    let known = ORIGINAL_SUBCOMMANDS.iter().chain(NXCC_SUBCOMMANDS);
+    suggest::nearest(name, known.map(|(n, _)| *n)).map(|k| suggest::line(name, k))
+}
+
 /// Whether `--json` is among the words before a `--` (`nxcc --version --json`).
 fn wants_json(args: &[String]) -> bool {
     args.iter()
@@ -391,11 +427,7 @@ fn parse_compile(
     let usage = || help::usage(parser);
     let parsed = parser
         .parse(&args)
-        .map_err(|ArgError { message }| CliError::Usage {
-            usage: usage(),
-            prog: sub_prog.clone(),
-            message,
-        })?;
+        .map_err(|ArgError { message }| CliError::usage(usage(), sub_prog.clone(), message))?;
     match parsed.early_exit {
         Some(Action::Help) => {
             return Ok(Err(Command::Help(help::compile_help(
@@ -418,9 +450,11 @@ fn parse_compile(
         None => {}
     }
     if !parsed.extras.is_empty() {
+        let mut hints = parsed.value_hints(&parsed.extras);
+        hints.extend(parser.option_hints(&parsed.extras));
         return Err(CliError::Unrecognized {
             usage: help::short_usage(prog),
-            hints: parsed.value_hints(&parsed.extras),
+            hints,
             args: parsed.extras.clone(),
         });
     }
@@ -430,10 +464,12 @@ fn parse_compile(
         apply(&mut ns, occ, &mut warnings);
     }
     let model_files = parsed.positionals.first().cloned().unwrap_or_default();
-    let (inputs, settings, given) = lower::lower(&ns).map_err(|e| CliError::Usage {
-        usage: usage(),
-        prog: sub_prog.clone(),
-        message: format!("cannot read the command line: {e}"),
+    let (inputs, settings, given) = lower::lower(&ns).map_err(|e| {
+        CliError::usage(
+            usage(),
+            sub_prog.clone(),
+            format!("cannot read the command line: {e}"),
+        )
     })?;
     Ok(Ok(CompileArgs {
         prog: sub_prog,
@@ -742,8 +778,9 @@ mod tests {
             parse("nxcc", &argv("--help")).unwrap(),
             Command::Help(_)
         ));
+        assert!(matches!(parse("nxcc", &[]).unwrap(), Command::Help(_)));
         assert_eq!(
-            usage_message(""),
+            usage_message("--verbose info"),
             "the following arguments are required: subcommand"
         );
         assert!(usage_message("frobnicate").starts_with("argument subcommand: invalid choice: 'frobnicate' (choose from 'compile', 'list-operators',"));

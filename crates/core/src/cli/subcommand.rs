@@ -98,6 +98,24 @@ impl DriverOptions {
     }
 }
 
+/// The Remote Execution API options of a command that runs compiles (`parallel-compile`,
+/// `daemon`): a compile's own `--remote`, `--remote-cache` and `--remote-instance`, set for every
+/// compile it runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct RemoteOptions {
+    /// Send every compile the cache does not serve to a Remote Execution API service
+    /// (grpc://HOST:PORT), whose workers run it (more may run at once than this host has CPUs).
+    #[arg(long, value_name = "URL")]
+    pub remote: Option<String>,
+    /// Share the compiles through a Remote Execution API action cache (grpc://HOST:PORT); compile
+    /// here on a miss.
+    #[arg(long = "remote-cache", value_name = "URL")]
+    pub remote_cache: Option<String>,
+    /// The instance name on the remote server.
+    #[arg(long = "remote-instance", value_name = "NAME")]
+    pub remote_instance: Option<String>,
+}
+
 /// A log level as `--verbose` takes it: a name in any case, or an integer.
 fn level(text: &str) -> Result<String, String> {
     match super::level::parse(text) {

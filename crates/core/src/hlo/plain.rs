@@ -297,10 +297,10 @@ fn run(b: &[u8], i: usize, class: u8) -> usize {
         .unwrap_or(rest.len())
 }
 
-/// Plain dimensions after `[`, through `]`, and an optional layout of digits and commas: where
-/// they end, and the elements' count (saturating).
-#[inline(never)]
-fn dims(b: &[u8], mut i: usize) -> Option<(usize, u64)> {
+/// Dimensions after `[` (at `i`), digits and commas through `]`: where they end (after the
+/// `]`), and the elements' count (saturating). Inlined into both readers of a shape.
+#[inline(always)]
+fn dim_list(b: &[u8], mut i: usize) -> Option<(usize, u64)> {
     let (mut elements, mut n, mut digits) = (1u64, 0u64, 0usize);
     let open = i;
     loop {
@@ -315,13 +315,20 @@ fn dims(b: &[u8], mut i: usize) -> Option<(usize, u64)> {
                 elements = elements.saturating_mul(n);
                 (n, digits) = (0, 0);
                 if c == b']' {
-                    break;
+                    return Some((i, elements));
                 }
             }
-            b']' if i == open + 1 => break,
+            b']' if i == open + 1 => return Some((i, elements)),
             _ => return None,
         }
     }
+}
+
+/// Plain dimensions after `[`, through `]`, and an optional layout of digits and commas: where
+/// they end, and the elements' count (saturating).
+#[inline(never)]
+fn dims(b: &[u8], i: usize) -> Option<(usize, u64)> {
+    let (mut i, elements) = dim_list(b, i)?;
     if b.get(i) == Some(&b'{') {
         i += 1;
         while matches!(b.get(i), Some(b'0'..=b'9' | b',')) {
@@ -473,27 +480,8 @@ fn shape(a: &mut At, text: &str, dtypes: &mut Dtypes) -> Option<((usize, usize),
     let dtype = a.word();
     let bits = dtypes.bits(&text.as_bytes()[dtype.0..dtype.1], None)?;
     a.expect(b'[')?;
-    let mut elements = 1u64;
-    let (mut n, mut digits) = (0u64, 0usize);
-    loop {
-        let c = a.peek()?;
-        a.i += 1;
-        match c {
-            b'0'..=b'9' => {
-                n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-                digits += 1;
-            }
-            b',' | b']' if digits > 0 => {
-                elements = elements.saturating_mul(n);
-                (n, digits) = (0, 0);
-                if c == b']' {
-                    break;
-                }
-            }
-            b']' if elements == 1 && a.b[a.i - 2] == b'[' => break,
-            _ => return None,
-        }
-    }
+    let elements;
+    (a.i, elements) = dim_list(a.b, a.i)?;
     let mut end = a.i;
     let mut look = At {
         b: a.b,

@@ -299,11 +299,11 @@ fn select_jobs(
 /// A usage error of `compile` (its usage, then the message).
 fn usage(prog: &str, message: String) -> PlanError {
     let base = prog.trim_end_matches(" compile").to_string();
-    PlanError::Usage(CliError::Usage {
-        usage: help::usage(&crate::cli::compile_parser(&base)),
-        prog: prog.to_string(),
+    PlanError::Usage(CliError::usage(
+        help::usage(&crate::cli::compile_parser(&base)),
+        prog.to_string(),
         message,
-    })
+    ))
 }
 
 /// `--target`, required unless the ecosystem's environment variable supplies it.

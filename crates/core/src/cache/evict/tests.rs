@@ -245,3 +245,25 @@ fn concurrent_publications_leave_the_cache_under_max_size_and_counted() {
     assert_eq!(c.entries as usize, keys(&cache).len());
     assert_eq!(c.evictions as usize + keys(&cache).len(), 160);
 }
+
+#[test]
+fn a_removed_entry_is_counted_out_and_no_part_lock_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::new(dir.path());
+    let (a, b) = (key_in(7, 1), key_in(7, 2));
+    put(&cache, &a, 3000, None).unwrap();
+    put(&cache, &b, 5000, None).unwrap();
+    assert!(remove(&cache, &a).unwrap());
+    assert!(!remove(&cache, &a).unwrap());
+    let c = counters::read(&cache, Some(7));
+    assert_eq!((c.entries, c.size_bytes as u64), (1, real_bytes(&cache)));
+    assert_eq!(keys(&cache), vec![b]);
+    let evict_dir = dir.path().join("nxcc-v1").join(EVICT_DIR);
+    let locks: Vec<_> = std::fs::read_dir(&evict_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().ends_with(PART_LOCK_SUFFIX))
+        .collect();
+    assert!(locks.is_empty(), "{locks:?}");
+}

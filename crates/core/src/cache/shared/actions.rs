@@ -4,7 +4,7 @@
 //! through the shared tier looks there first.)
 
 use super::maintain;
-use crate::cache::actions::{human_bytes, print, Ended, EXIT_CORRUPT};
+use crate::cache::actions::{gc_said, human_bytes, print, Ended, EXIT_CORRUPT};
 use crate::cache::args::{action_name, CacheAction};
 use crate::cache::settings;
 use crate::error::{NccError, EXIT_COMPILE_FAILED};
@@ -55,13 +55,14 @@ pub(crate) fn run(prog: &str, action: &CacheAction, url: &str, json: bool) -> En
             };
             maintain::gc(store, max, crate::cache::meta::now_ms()).map(|r| {
                 print(json, &r, || {
-                    format!(
-                        "evicted {} ({}); {} left ({}); removed {} no compile uses\n",
-                        count(r.evicted, "entry", "entries"),
-                        human_bytes(r.freed_bytes),
-                        count(r.entries_left, "entry", "entries"),
-                        human_bytes(r.bytes_left),
+                    let tail = format!(
+                        "; removed {} no compile uses",
                         count(r.leftovers_removed, "leftover", "leftovers")
+                    );
+                    gc_said(
+                        (r.evicted, r.freed_bytes),
+                        (r.entries_left, r.bytes_left),
+                        &tail,
                     )
                 });
                 0

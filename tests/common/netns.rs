@@ -1,11 +1,12 @@
 //! Hosts in network namespaces of their own, made by the test: each with its own address on a
-//! bridge in 198.18.0.0/24 (the benchmarking range) and no route anywhere else, removed (with
-//! whatever runs in them) when dropped. Where they cannot be made, the test fails saying why.
+//! bridge in 198.18.0.0/24 (the benchmarking range, in the order the hosts are named) and no
+//! route anywhere else, removed (with whatever runs in them) when dropped. Where they cannot be
+//! made, the test fails saying why.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::common::text;
+use super::text;
 
 pub struct Net {
     tag: String,
@@ -30,7 +31,7 @@ impl Net {
     pub fn make(hosts: &[&str]) -> Result<Net, String> {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let tag = format!(
-            "nxs{}{}",
+            "nxn{}{}",
             std::process::id() % 100_000,
             SEQ.fetch_add(1, Ordering::SeqCst)
         );
@@ -82,22 +83,30 @@ impl Net {
         let i = self.hosts.iter().position(|h| h == host).unwrap();
         format!("198.18.0.{}", i + 1)
     }
+
+    /// Send `sig` to every process of `host`.
+    pub fn signal(&self, host: &str, sig: i32) {
+        signal_all(&self.ns(host), sig);
+    }
+}
+
+/// Send `sig` to every process of the namespace `ns`.
+fn signal_all(ns: &str, sig: i32) {
+    let pids = ip(&["netns", "pids", ns]).unwrap_or_default();
+    for p in pids
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
+        // SAFETY: kill takes no pointers: a signal to a process of this test's namespaces.
+        unsafe { libc::kill(p, sig) };
+    }
 }
 
 impl Drop for Net {
     fn drop(&mut self) {
         for ns in self.made.iter().rev() {
-            let pids = ip(&["netns", "pids", ns]).unwrap_or_default();
-            for p in pids
-                .split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-            {
-                // SAFETY: kill takes no pointers: signals to processes of this test.
-                unsafe {
-                    libc::kill(p, libc::SIGKILL);
-                    libc::kill(p, libc::SIGCONT);
-                }
-            }
+            signal_all(ns, libc::SIGKILL);
+            signal_all(ns, libc::SIGCONT);
             let _ = ip(&["netns", "del", ns]);
         }
     }
