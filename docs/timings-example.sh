@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Makes docs/timings.png, the README's picture of a `parallel-compile --timings` page: the shipped
-# example models and two that do not read as modules, compiled with the simulated toolchain (its
-# tools made to hold memory and take time) within a 700 MiB budget, after a first batch that left
-# two hits and a remembered failure in the cache. Needs a build of nxcc (NXCC, default
-# target/release/nxcc) and chromium. Everything it writes but the picture is in a temporary
-# directory it removes.
+# Makes docs/timings.png, the picture of a `parallel-compile --timings` page in the README and in
+# docs/reports.md: the shipped example models and two that do not read as modules, compiled with
+# the simulated toolchain (its tools made to hold memory and take time) within a 700 MiB budget,
+# after a first batch that left two hits and a remembered failure in the cache. Needs a build of
+# nxcc (NXCC, default target/release/nxcc) and chromium. Everything it writes but the picture is
+# in a temporary directory it removes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nxcc=$(realpath "${NXCC:-target/release/nxcc}")

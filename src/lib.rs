@@ -6,7 +6,7 @@
 //!
 //! The product, over the crates below it (`nxcc-core`: layers 0–7; `nxcc-remote`: layer 8), which
 //! it re-exports under their own names. Its layers, bottom to top (a module imports only from
-//! layers below its own; the README's Layout table assigns them):
+//! layers below its own; the Layout table of CONTRIBUTING.md assigns them):
 //! 9. [`compile`]: the one entry point of a compile — a session, and the cache layers and the
 //!    way the plan runs composed into one stack; [`reproducer`]: a failed compile's bundle, and
 //!    its replay (`nxcc reproduce`, handed the entry point);

@@ -1,7 +1,7 @@
 //! The layering rule inside a crate, which the crate boundaries cannot hold: no import circles
 //! between a crate's modules, and every `crate::` path in a crate of several layers (`nxcc-core`,
-//! the product) names a module of a lower layer than the module it is written in, as the
-//! README's Layout table assigns them (a reconstructed rule, `recon::X`, may also serve the
+//! the product) names a module of a lower layer than the module it is written in, as the Layout
+//! table of CONTRIBUTING.md assigns them (a reconstructed rule, `recon::X`, may also serve the
 //! modules of its own layer; in the product, a lower crate re-exported at its root is below every
 //! layer). A module missing from the table, or an import that goes sideways or up, fails with the
 //! file and the path.
@@ -49,13 +49,14 @@ fn module_of_path(path: &str) -> Option<String> {
     }
 }
 
-/// The README's Layout table: module → layer, for the crate `krate` whose source root is `root`.
+/// CONTRIBUTING.md's Layout table: module → layer, for the crate `krate` whose source root is
+/// `root`.
 fn layers(krate: &str, root: &str) -> BTreeMap<String, u32> {
-    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
-    let table = readme
+    let contributing = std::fs::read_to_string(Path::new(ROOT).join("CONTRIBUTING.md")).unwrap();
+    let table = contributing
         .split("\n## Layout\n")
         .nth(1)
-        .expect("README has a Layout section");
+        .expect("CONTRIBUTING.md has a Layout section");
     let mut out = BTreeMap::new();
     for line in table.lines().take_while(|l| !l.starts_with("## ")) {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
@@ -172,7 +173,7 @@ fn imports_going_up(krate: &str, root: &str) -> Vec<String> {
         let module = module_of_path(&format!("src/{in_root}")).unwrap();
         let Some(&own) = layers.get(&module) else {
             problems.push(format!(
-                "{rel}: module `{module}` is not in the README's Layout table"
+                "{rel}: module `{module}` is not in CONTRIBUTING.md's Layout table"
             ));
             continue;
         };

@@ -419,7 +419,11 @@ fn example_models() -> Vec<PathBuf> {
 fn the_examples_directory_compiles_every_file_to_its_own_neff() {
     let s = Scratch::new();
     let models = example_models();
-    assert_eq!(models.len(), 15, "the README's examples directory");
+    assert_eq!(
+        models.len(),
+        15,
+        "the examples directory docs/parallel-compile.md speaks of"
+    );
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
     let o = s.parallel_run(
         &[

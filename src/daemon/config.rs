@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn the_pid_file_is_the_sockets_path_with_pid() {
-        // As the help and the README say.
+        // As the help and docs/daemon.md say.
         let c = run(&["--socket", "/s/dsock2/d.sock"]).unwrap();
         assert_eq!(c.pid_file, PathBuf::from("/s/dsock2/d.pid"));
         let Ok(Parse::Help(text)) = parse("nxcc", &["--help".to_string()]) else {

@@ -287,7 +287,7 @@ pub(crate) enum ShimAction {
         /// The shim's directory (default: the first neuronx-cc on PATH).
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
-        /// Print one JSON object (the README's "nxcc shim status --json" lists its fields).
+        /// Print one JSON object (docs/shim.md lists its fields).
         #[arg(long)]
         json: bool,
     },

@@ -1,7 +1,8 @@
 //! The Python client (`python/nxcc`, `import nxcc`) against a real daemon: compiles, a hit, typed
 //! failures, status and explanations over one persistent connection; a connection the daemon
 //! closed while idle; a daemon killed during a compile; hostile answers from stand-in servers;
-//! sockets and daemons of another user; the README's example of a compile hook, run as written.
+//! sockets and daemons of another user; the daemon page's example of a compile hook, run as
+//! written.
 //! Each scenario is a function of `tests/daemon/python_client.py`, run by `python3` with
 //! `PYTHONPATH=python`, as a framework's process would import the module from a checkout.
 
@@ -81,10 +82,10 @@ fn python_client_compiles_hits_fails_and_explains_on_one_connection() {
 }
 
 #[test]
-fn the_readmes_compile_hook_compiles_hits_and_reports_a_failure_through_the_daemon() {
+fn the_documented_compile_hook_compiles_hits_and_reports_a_failure_through_the_daemon() {
     let (world, wd) = world_with_model();
     let daemon = Daemon::start(&world, "d", &["--allow-test-env"], &[]);
-    scenario(&world, "readme_hook", Some(&daemon.socket), &wd);
+    scenario(&world, "documented_hook", Some(&daemon.socket), &wd);
     assert_eq!(neff_first_input(&wd.join("b.neff")), "x5.1");
 }
 

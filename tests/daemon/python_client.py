@@ -386,18 +386,19 @@ def untrusted():
         shutil.rmtree(base)
 
 
-def readme_hook():
-    """The README's example of a framework's compile hook, taken from the README and run as it
-    is: a compile through the daemon, a hit, a failing compile's status and failure printed."""
+def documented_hook():
+    """The daemon page's example of a framework's compile hook (docs/daemon.md), taken from the
+    page and run as it is: a compile through the daemon, a hit, a failing compile's status and
+    failure printed."""
     import contextlib
     import io
 
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
-    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "daemon.md")).read()
+    blocks = [b.split("```", 1)[0] for b in page.split("```python\n")[1:]]
     code = [b for b in blocks if "def neuronx_cc(" in b]
-    check(len(code) == 1, "the README has one example of a compile hook")
+    check(len(code) == 1, "docs/daemon.md has one example of a compile hook")
     hook = {}
-    exec(compile(code[0], "README.md", "exec"), hook)
+    exec(compile(code[0], "docs/daemon.md", "exec"), hook)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         first = hook["neuronx_cc"](["compile", "m.hlo", "--output", "a.neff"] + SIM, cwd=WD)
@@ -418,7 +419,7 @@ def readme_hook():
 SCENARIOS = {
     f.__name__: f
     for f in (compile_hit_failure_status_explain, idle_connection, daemon_goes_away, hostile_answers, untrusted,
-              readme_hook)
+              documented_hook)
 }
 
 if __name__ == "__main__":

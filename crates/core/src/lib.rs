@@ -5,8 +5,8 @@
 //! backend gate, the walrus pass list), prints it (`--dry-run`) or runs it under supervision, and
 //! keeps the compile cache.
 //!
-//! Layers, bottom to top (a module imports only from layers below its own; the README's Layout
-//! table assigns them):
+//! Layers, bottom to top (a module imports only from layers below its own; the Layout table of
+//! CONTRIBUTING.md assigns them):
 //! 0. [`error`], [`shell`], [`npy`], `provenance`, [`fsx`] (atomic files, unique names,
 //!    directories walked without following links), [`words`] (counts with their nouns),
 //!    [`job_name`] (which job a failure, an event or a figure is about), [`objstore`] (the

@@ -486,8 +486,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_documents_every_setting() {
-        let readme = include_str!("../../../README.md");
+    fn the_toolchain_page_documents_every_setting() {
+        let page = include_str!("../../../docs/toolchain.md");
         for name in [
             FAULT_ENV,
             WORK_ENV,
@@ -500,8 +500,8 @@ mod tests {
         ] {
             let row = format!("\n| `{name}` | ");
             assert!(
-                readme.contains(&row),
-                "{name} has no row in the README's table"
+                page.contains(&row),
+                "{name} has no row in docs/toolchain.md's table"
             );
         }
     }

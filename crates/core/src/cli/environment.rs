@@ -138,7 +138,7 @@ pub const VARIABLES: &[Variable] = &[
     ),
     user(
         "NXCC_SIM_*",
-        "The simulated toolchain's settings (faults, costs, records; see the README).",
+        "The simulated toolchain's settings (faults, costs, records; see docs/toolchain.md).",
     ),
     internal(
         "NXCC_SHIM_HOPS",
