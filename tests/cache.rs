@@ -557,7 +557,10 @@ fn stats_of_a_cache_that_is_not_there_says_so_and_shows_the_limit_and_how_full()
     // serde_json reads a float back to within one unit in the last place (its exact parser is an
     // opt-in feature), so the figure is compared to that precision.
     let used = j["used_percent"].as_f64().unwrap();
-    assert!((used - percent).abs() <= percent * 1e-12, "{used} vs {percent}");
+    assert!(
+        (used - percent).abs() <= percent * 1e-12,
+        "{used} vs {percent}"
+    );
     let o = s.run(&["cache", "stats", "--cache_dir", "cache"]);
     assert!(
         text(&o.stdout).contains(&format!(
