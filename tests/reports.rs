@@ -3,7 +3,11 @@
 //! remembered failure, the memory counter never above the budget — and the `--timings` page
 //! loaded in a real browser (headless Chromium): no console error, the bars, the memory chart
 //! and the tables in its DOM, a screenshot that shows them; a tool killed by a signal
-//! (`compile --profile`) and an interrupted batch said as such in the trace.
+//! (`compile --profile`) and an interrupted batch said as such in the trace. And the profiles
+//! of a batch and of a compile as Perfetto itself reads them (`common::perfetto`): loaded into
+//! its own trace processor with no error, each compile, job, memory series and arg where the
+//! JSON puts it (asked with SQL); the batch's opened in Perfetto's UI in headless Chromium; a
+//! profile cut short, or with a job past its compile, reported by both.
 
 mod common;
 
@@ -413,6 +417,30 @@ fn a_compiles_profile_imports_into_perfettos_own_engine_without_an_error() {
     assert!(p.counters["memory rss"].2 > 0.0);
 }
 
+/// The trace `whole` with the job that starts last running 1 µs past the end of its compile.
+fn overrun(whole: &[u8]) -> String {
+    let mut trace: Value = serde_json::from_slice(whole).unwrap();
+    let events = trace["traceEvents"].as_array_mut().unwrap();
+    let n = |e: &Value, k: &str| e[k].as_u64().unwrap();
+    let job = (0..events.len())
+        .filter(|&i| events[i]["cat"] == "job")
+        .max_by_key(|&i| n(&events[i], "ts"))
+        .unwrap();
+    let (tid, ts) = (events[job]["tid"].clone(), n(&events[job], "ts"));
+    let compile = events
+        .iter()
+        .find(|c| {
+            c["cat"] == "compile"
+                && c["tid"] == tid
+                && n(c, "ts") <= ts
+                && ts < n(c, "ts") + n(c, "dur")
+        })
+        .unwrap();
+    let end = n(compile, "ts") + n(compile, "dur");
+    events[job]["dur"] = (end - ts + 1).into();
+    trace.to_string()
+}
+
 #[test]
 fn perfettos_engine_reports_a_truncated_profile_and_a_job_outside_its_compile() {
     // The check can fail: the same profile, broken two ways, is refused by the engine.
@@ -439,17 +467,7 @@ fn perfettos_engine_reports_a_truncated_profile_and_a_job_outside_its_compile() 
     let error = loaded.error.expect("a truncated profile loaded");
     assert!(error.contains("incomplete"), "{error}");
     // Its last job running past the end of its compile: the engine drops it, and says so.
-    let mut trace: Value = serde_json::from_slice(&whole).unwrap();
-    let events = trace["traceEvents"].as_array_mut().unwrap();
-    let compile = events.iter().find(|e| e["cat"] == "compile").unwrap();
-    let end = compile["ts"].as_u64().unwrap() + compile["dur"].as_u64().unwrap();
-    let last = events
-        .iter_mut()
-        .filter(|e| e["cat"] == "job")
-        .last()
-        .unwrap();
-    last["dur"] = (end - last["ts"].as_u64().unwrap() + 1).into();
-    std::fs::write(s.join("overrun.json"), trace.to_string()).unwrap();
+    std::fs::write(s.join("overrun.json"), overrun(&whole)).unwrap();
     let loaded = engine.load(&s.join("overrun.json"), &[perfetto::ERRORS]);
     assert_eq!(loaded.error, None);
     let errors = &loaded.results[0];
@@ -701,6 +719,50 @@ fn the_timings_page_in_headless_chromium() {
         count_colour(&pixels, "#3d8b5f") > 1000,
         "no compiled bar to see"
     );
+}
+
+#[test]
+fn the_profile_in_perfettos_ui_in_headless_chromium() {
+    let s = Scratch::new();
+    two_batches(&s, &["--profile", "profile.json"]);
+    let engine = perfetto::engine();
+    let browser = tempfile::tempdir().unwrap();
+    let show = |trace: &str| {
+        let shot = browser.path().join(format!("{trace}.png"));
+        let work = browser.path().join(trace);
+        std::fs::create_dir(&work).unwrap();
+        let shown = engine.show(&chromium::program(), &s.join(trace), &shot, &work);
+        (shown, shot)
+    };
+    let (ui, shot) = show("profile.json");
+    // No error dialog, no console error, no error in the UI's engine; every event in it.
+    assert_eq!(ui.dialog, None);
+    assert!(ui.console.is_empty(), "console errors: {:#?}", ui.console);
+    assert_eq!(ui.errors, Some(0));
+    assert_eq!(ui.slices, Some(4 + PIPELINE.len() as u64 + 1));
+    // The process, a track per slot, the memory series.
+    let p = "nxcc parallel-compile 1";
+    let tracks: Vec<String> = ["", "/slot 1 1", "/slot 2 2"]
+        .iter()
+        .chain(&["/memory admitted", "/memory budget", "/memory rss"])
+        .map(|t| format!("{p}{t}"))
+        .collect();
+    assert_eq!(ui.tracks, tracks);
+    let pixels = png_pixels(&shot);
+    let white = count_colour(&pixels, "#ffffff");
+    assert!(white < pixels.len() * 97 / 100, "the screenshot is blank");
+
+    // The same check fails: a profile cut short is the UI's error dialog, no track.
+    let whole = std::fs::read(s.join("profile.json")).unwrap();
+    std::fs::write(s.join("cut.json"), &whole[..whole.len() / 2]).unwrap();
+    let (ui, _) = show("cut.json");
+    let dialog = ui.dialog.expect("no error dialog for a truncated profile");
+    assert!(dialog.contains("JSON trace file is incomplete"), "{dialog}");
+    assert!(ui.tracks.is_empty(), "{:?}", ui.tracks);
+    // A job past the end of its compile: the UI shows the trace, its engine counts the error.
+    std::fs::write(s.join("overrun.json"), overrun(&whole)).unwrap();
+    let (ui, _) = show("overrun.json");
+    assert!(ui.errors.is_some_and(|n| n > 0), "{ui:?}");
 }
 
 /// The args of the compile events of a trace, by graph.

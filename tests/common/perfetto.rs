@@ -6,7 +6,7 @@
 //! offline copy of Perfetto's UI), the RPC in `perfetto`; `tests/data/perfetto/constraints.txt`
 //! pins them. `engine.js` leans on the inside of a minified bundle, so the engine's files are
 //! checked against their sha256 before it runs. Without Node (Debian's `nodejs`) the tests fail
-//! saying so.
+//! saying so. The same UI build, whole, is what `ui.py` opens a trace in, in headless Chromium.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -109,7 +109,40 @@ fn ui_dir(venv: &Path) -> PathBuf {
         .unwrap_or_else(|| panic!("no {UI} in {}", venv.display()))
 }
 
+/// What Perfetto's UI showed of a trace (`tests/data/perfetto/ui.py`).
+#[derive(Debug, serde::Deserialize)]
+pub struct Shown {
+    /// The tracks, each by its path (`nxcc parallel-compile 1/slot 1 1`), in the UI's order.
+    pub tracks: Vec<String>,
+    /// The text of the error dialog it showed, if it showed one.
+    pub dialog: Option<String>,
+    /// The trace's error stats by the UI's own engine (none without a trace).
+    pub errors: Option<u64>,
+    /// The slices the UI's engine holds (none without a trace).
+    pub slices: Option<u64>,
+    /// The console's errors and uncaught exceptions.
+    pub console: Vec<String>,
+}
+
 impl Engine {
+    /// Open `trace` in Perfetto's UI in headless Chromium (`chromium`, its files in `work`),
+    /// once the UI is idle: what it showed, and a screenshot (PNG) written to `screenshot`.
+    pub fn show(&self, chromium: &Path, trace: &Path, screenshot: &Path, work: &Path) -> Shown {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perfetto/ui.py");
+        let out = run(
+            Command::new(self.venv.join("bin/python"))
+                .arg(script)
+                .arg(chromium)
+                .arg(self.ui.parent().unwrap())
+                .arg(trace)
+                .arg(screenshot)
+                .arg(work),
+            "Perfetto's UI in headless Chromium",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
     /// Load `trace` and, if it loaded, run each of `sql` on it.
     pub fn load(&self, trace: &Path, sql: &[&str]) -> Loaded {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perfetto/engine.py");

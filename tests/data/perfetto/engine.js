@@ -22,7 +22,8 @@ const bundle = fs.readFileSync(path.join(dir, 'engine_bundle.js'), 'utf8');
 class FileRequest {
   open(method, url) { this.url = url; }
   send() {
-    const p = this.url.startsWith('file://') ? new URL(this.url).pathname : path.join(dir, this.url);
+    const local = this.url.startsWith('file://');
+    const p = local ? new URL(this.url).pathname : path.join(dir, this.url);
     const b = fs.readFileSync(p);
     this.status = 200;
     this.response = b.buffer.slice(b.byteOffset, b.byteOffset + b.length);
