@@ -4,7 +4,9 @@
 //! renaming and linking stay atomic — and each with its compiler installed at another path with
 //! other times, compile the same 20 models into that directory at once: the compiler runs 20
 //! times in all, and both hosts get every NEFF. And two such hosts publishing models of their
-//! own into one directory with a `max_size` leave it under that size, counted right. Needs
+//! own into one directory with a `max_size` leave it under that size, counted right; an entry
+//! whose file the mount still holds a moment after it is closed is deleted whole once the file
+//! is let go, not left half deleted. Needs
 //! root, `unshare` and `bindfs` (`.ci/run` installs it); without them the test fails saying why.
 
 mod common;
@@ -281,4 +283,93 @@ fn two_hosts_publishing_into_one_directory_keep_it_under_max_size() {
         "a lock stayed: {evict_locks:?}"
     );
     drop(views);
+}
+
+/// The names of the items of `dir` that start with `prefix`.
+fn named(dir: &Path, prefix: &str) -> Vec<String> {
+    common::items_named(dir, prefix)
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect()
+}
+
+#[test]
+fn an_entry_whose_file_a_fuse_mount_still_holds_is_deleted_once_the_file_is_let_go() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test needs root (FUSE mounts)"
+    );
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.join("server")).unwrap();
+    let compiler = install_compiler(&s, "usr/local/bin/neuronx-cc", 1_600_000_000);
+    let compiled = s
+        .nxcc(&["parallel-compile", "--compiler"])
+        .arg(&compiler)
+        .args(["--cache_dir", "server/cache", "--output-dir", "out"])
+        .arg(s.join("mlp.hlo_module.pb"))
+        .args(["--", "--target", "trn2"])
+        .output()
+        .unwrap();
+    assert!(compiled.status.success(), "{}", text(&compiled.stderr));
+    let entries = cache_entries(&s.join("server/cache"));
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let (entry, shard) = (&entries[0], entries[0].parent().unwrap().to_path_buf());
+    let view = Mount::new(&s.join("server"), &s.join("view"));
+    let neff = view
+        .at
+        .join(entry.strip_prefix(s.join("server")).unwrap())
+        .join("model.neff");
+    // A process holds the NEFF open through the mount until its input ends: deleting the file
+    // then leaves it under a hidden name, and its directory not empty, until it is let go.
+    let mut holder = Command::new("sh")
+        .args(["-c", "exec 3<\"$0\" && echo open && read _"])
+        .arg(&neff)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said, "open\n", "the holder did not open {}", neff.display());
+    let clear = s
+        .nxcc(&["cache", "clear", "--cache_dir"])
+        .arg(view.at.join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the entry is renamed away and its NEFF hidden, the holder lets it go.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let hidden = loop {
+        let away = named(&shard, ".evict-");
+        if let Some(h) = away
+            .iter()
+            .find_map(|a| named(&shard.join(a), ".fuse_hidden").pop())
+        {
+            break h;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the NEFF was never hidden: {away:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    let o = clear.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{} {}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let left: Vec<_> = named(&shard, ".evict-");
+    assert!(
+        left.is_empty() && cache_entries(&s.join("server/cache")).is_empty(),
+        "{hidden} held the entry: {left:?} left behind"
+    );
+    drop(view);
 }

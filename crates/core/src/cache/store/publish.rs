@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use rustix::fs::OFlags;
 
@@ -119,15 +120,50 @@ impl Cache {
     }
 }
 
-/// Rename `name` of `dir` away, then delete it. `false` if it was not there.
+/// Rename `name` of `dir` away, then delete it. `false` if it was not there. Once renamed away
+/// it is gone from the cache: what its deletion leaves is a leftover for `gc`.
 pub(crate) fn evict_in(dir: &Dir, name: &str) -> std::io::Result<bool> {
     match rename_away(dir, name)? {
         Some(away) => {
-            dir.remove_all(&away)?;
+            let _ = delete_away(dir, &away);
             Ok(true)
         }
         None => Ok(false),
     }
+}
+
+/// How long [`delete_away`] waits for a file system to let go of files just closed.
+const RELEASE_WAIT: Duration = Duration::from_secs(3);
+
+/// Delete `away`, an entry already renamed out of the cache. A file closed a moment ago may still
+/// be open to a FUSE file system (its release is asynchronous) or an NFS client: deleting it
+/// then leaves it under a hidden name (`.fuse_hidden…`, `.nfs…`) until the file system lets it
+/// go, and the directory cannot be removed before. So a removal that finds the directory not
+/// empty is tried again until the hidden names are gone — for up to [`RELEASE_WAIT`]; what is
+/// still there then (a file another process of this host keeps open) is a leftover for `gc`.
+fn delete_away(dir: &Dir, away: &str) -> std::io::Result<()> {
+    let deadline = Instant::now() + RELEASE_WAIT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match dir.remove_all(away) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if held_by_the_file_system(&e) && Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether a removal failed because a file system still holds a deleted file (its directory
+/// not empty, or busy).
+fn held_by_the_file_system(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(code) if code == libc::ENOTEMPTY || code == libc::EBUSY
+    )
 }
 
 /// Rename `name` of `dir` to a fresh `.evict-` name, which it returns (`None`: it was not there).
@@ -154,9 +190,9 @@ pub enum Evicted {
 /// Remove the entry `key` of `shard` unless a process of this host is reading it: an exclusive
 /// `flock` on its `meta.json`, not waited for, is held while it is renamed away ([`Cache::serve`]
 /// reads under a shared one), so an entry is never removed under its reader. The files are
-/// deleted once they are closed (a file deleted while open would be kept as a hidden name on a
-/// network or FUSE file system, and its directory with it); once renamed away, the entry is
-/// gone from the cache, and what its deletion leaves is a leftover for `gc`.
+/// deleted once they are closed, and once the file system has let them go ([`delete_away`]);
+/// once renamed away, the entry is gone from the cache, and what its deletion leaves is a
+/// leftover for `gc`.
 pub(crate) fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
     let dir = match shard.open_dir(key) {
         Ok(d) => d,
@@ -186,7 +222,7 @@ pub(crate) fn evict_unread(shard: &Dir, key: &str) -> std::io::Result<Evicted> {
     };
     drop(_held);
     drop(dir);
-    let _ = shard.remove_all(&away);
+    let _ = delete_away(shard, &away);
     Ok(Evicted::Removed(bytes))
 }
 
