@@ -170,7 +170,9 @@ const COUNTERS: &str = "select t.name, count(*) as n, min(c.value) as low, \
      max(c.value) as high from counter_track t join counter c on c.track_id = t.id group by t.name";
 const ARGS: &str = "select s.name, a.key, a.display_value as value from slice s \
      join args a using (arg_set_id) where s.depth = 0 and a.key glob 'args.*'";
-const PROCESS: &str = "select name from process where pid = 1";
+const PROCESS: &str = "select p.pid, p.name, (select count(*) from thread t \
+     where t.upid = p.upid and t.tid = p.pid and t.name is not null) as named_main \
+     from process p where p.name is not null";
 
 /// Load `trace` into Perfetto's engine: it loads with no error stat; every compile event is a
 /// top-level slice at its time (µs as ns) on its track, named as its `thread_name` says, every
@@ -200,9 +202,12 @@ fn imported_as_written(trace: &Path) -> Imported {
         let m = meta("thread_name").find(|m| &m["tid"] == tid).unwrap();
         m["args"]["name"].as_str().unwrap().to_string()
     };
-    let process_name = &meta("process_name").next().unwrap()["args"]["name"];
+    let process_meta = meta("process_name").next().unwrap();
     assert_eq!(process.len(), 1, "{process:?}");
-    assert_eq!(&process[0]["name"], process_name);
+    assert_eq!(process[0]["name"], process_meta["args"]["name"]);
+    assert_eq!(process[0]["pid"], process_meta["pid"]);
+    // No slot is taken for the process's main thread (a thread whose id is the process's).
+    assert_eq!(process[0]["named_main"], 0, "{process:?}");
     let of = |cat: &str| -> Vec<&Value> {
         let e = events.iter().filter(|e| e["ph"] == "X" && e["cat"] == cat);
         e.collect()
@@ -741,7 +746,9 @@ fn the_profile_in_perfettos_ui_in_headless_chromium() {
     assert_eq!(ui.errors, Some(0));
     assert_eq!(ui.slices, Some(4 + PIPELINE.len() as u64 + 1));
     // The process, a track per slot, the memory series.
-    let p = "nxcc parallel-compile 1";
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(s.join("profile.json")).unwrap()).unwrap();
+    let p = format!("nxcc parallel-compile {}", written["traceEvents"][0]["pid"]);
     let tracks: Vec<String> = ["", "/slot 1 1", "/slot 2 2"]
         .iter()
         .chain(&["/memory admitted", "/memory budget", "/memory rss"])

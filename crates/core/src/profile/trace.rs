@@ -11,8 +11,17 @@ use serde_json::{json, Map, Value};
 use super::memory;
 use super::{Compile, Outcome, Run};
 
-/// The process id every event carries.
-const PID: u64 = 1;
+/// The process id every event carries: this process's own (the one that ran the compiles), unless
+/// it is one of the slots' thread ids (a process numbered low in its own pid namespace) — Perfetto
+/// takes a thread whose id is its process's for the main thread — then the id after the last slot.
+fn pid(lanes: usize) -> u64 {
+    let own = u64::from(std::process::id());
+    if own > lanes as u64 {
+        own
+    } else {
+        lanes as u64 + 1
+    }
+}
 
 fn micros(s: f64) -> u64 {
     (s.max(0.0) * 1e6).round() as u64
@@ -54,18 +63,18 @@ fn compile_args(c: &Compile) -> Map<String, Value> {
 
 /// The events of one compile: its own, then its jobs', each kept inside it (a job measured past
 /// the compile's end is cut at it).
-fn compile_events(c: &Compile, out: &mut Vec<Value>) {
+fn compile_events(c: &Compile, pid: u64, out: &mut Vec<Value>) {
     let tid = c.slot as u64 + 1;
     let (ts, end) = (micros(c.start_s), micros(c.end_s).max(micros(c.start_s)));
     out.push(json!({
-        "name": c.graph, "cat": "compile", "ph": "X", "pid": PID, "tid": tid,
+        "name": c.graph, "cat": "compile", "ph": "X", "pid": pid, "tid": tid,
         "ts": ts, "dur": end - ts, "args": compile_args(c),
     }));
     for p in &c.phases {
         let s = micros(p.start_s).clamp(ts, end);
         let e = micros(p.end_s).clamp(s, end);
         out.push(json!({
-            "name": p.name, "cat": "job", "ph": "X", "pid": PID, "tid": tid,
+            "name": p.name, "cat": "job", "ph": "X", "pid": pid, "tid": tid,
             "ts": s, "dur": e - s,
             "args": {"status": p.status, "peak_rss_kb": p.peak_rss_kb},
         }));
@@ -74,10 +83,6 @@ fn compile_events(c: &Compile, out: &mut Vec<Value>) {
 
 /// The trace's JSON.
 pub(crate) fn chrome_trace(run: &Run) -> Value {
-    let mut events = vec![json!({
-        "name": "process_name", "ph": "M", "pid": PID, "tid": 0,
-        "args": {"name": run.process},
-    })];
     let lanes = run
         .compiles
         .iter()
@@ -85,10 +90,15 @@ pub(crate) fn chrome_trace(run: &Run) -> Value {
         .max()
         .unwrap_or(0)
         .max(run.lanes.len());
+    let pid = pid(lanes);
+    let mut events = vec![json!({
+        "name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+        "args": {"name": run.process},
+    })];
     for slot in 0..lanes {
         let tid = slot as u64 + 1;
-        events.push(json!({"name": "thread_name", "ph": "M", "pid": PID, "tid": tid, "args": {"name": run.lane(slot)}}));
-        events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": PID, "tid": tid, "args": {"sort_index": tid}}));
+        events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": run.lane(slot)}}));
+        events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}));
     }
     for s in memory::series(run) {
         let mut args = Map::new();
@@ -97,12 +107,12 @@ pub(crate) fn chrome_trace(run: &Run) -> Value {
         if let Some(b) = run.budget {
             args.insert("budget".into(), json!(b));
         }
-        events.push(json!({"name": "memory", "ph": "C", "pid": PID, "tid": 0, "ts": micros(s.t_s), "args": args}));
+        events.push(json!({"name": "memory", "ph": "C", "pid": pid, "tid": 0, "ts": micros(s.t_s), "args": args}));
     }
     let mut compiles: Vec<&Compile> = run.compiles.iter().collect();
     compiles.sort_by(|a, b| a.start_s.total_cmp(&b.start_s).then(a.slot.cmp(&b.slot)));
     for c in compiles {
-        compile_events(c, &mut events);
+        compile_events(c, pid, &mut events);
     }
     json!({
         "traceEvents": events,
@@ -122,6 +132,15 @@ pub fn text(run: &Run) -> String {
 mod tests {
     use super::super::tests::run;
     use super::*;
+
+    #[test]
+    fn the_process_id_is_never_a_slots_thread_id() {
+        let own = u64::from(std::process::id());
+        assert_eq!(pid(0), own);
+        assert_eq!(pid(own as usize - 1), own);
+        assert_eq!(pid(own as usize), own + 1);
+        assert_eq!(pid(own as usize + 5), own + 6);
+    }
 
     #[test]
     fn one_event_per_compile_with_its_jobs_inside() {
@@ -171,6 +190,13 @@ mod tests {
                 .max(),
             Some(600 << 20)
         );
+        // One process, whose id is no slot's thread id.
+        let pids: std::collections::BTreeSet<u64> =
+            ev.iter().map(|e| e["pid"].as_u64().unwrap()).collect();
+        assert_eq!(pids.len(), 1);
+        assert!(!ev
+            .iter()
+            .any(|e| e["name"] == "thread_name" && e["tid"] == e["pid"]));
         // It parses back from its text.
         let back: Value = serde_json::from_str(&text(&run())).unwrap();
         assert_eq!(back, t);
