@@ -285,16 +285,12 @@ fn two_hosts_publishing_into_one_directory_keep_it_under_max_size() {
     drop(views);
 }
 
-/// The items of `dir` whose names start with `prefix`.
+/// The names of the items of `dir` that start with `prefix`.
 fn named(dir: &Path, prefix: &str) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(prefix))
-                .collect()
-        })
-        .unwrap_or_default()
+    common::items_named(dir, prefix)
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect()
 }
 
 #[test]

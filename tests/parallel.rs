@@ -1020,17 +1020,7 @@ fn an_interrupted_batch_names_the_work_directories_it_leaves() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
     let err = text(&o.stderr);
-    let left: Vec<PathBuf> = std::fs::read_dir(s.join("out"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("neuronxcc-")
-        })
-        .collect();
+    let left = common::items_named(&s.join("out"), "neuronxcc-");
     // Whatever is left is named in the summary.
     for d in &left {
         assert!(

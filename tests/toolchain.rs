@@ -14,6 +14,14 @@ fn tool(dir: &Path, name: &str, body: &str) {
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// `nxcc toolchain sim DIR` for `name` under the scratch dir: the simulated toolchain laid out.
+fn laid_out_sim(s: &Scratch, name: &str) -> std::path::PathBuf {
+    let root = s.join(name);
+    let out = s.run(&["toolchain", "sim", root.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    root
+}
+
 fn plan_json(s: &Scratch, extra: &[&str]) -> serde_json::Value {
     let mut args = vec![
         "compile",
@@ -82,9 +90,7 @@ fn private_tools_override_shipped_ones() {
 #[test]
 fn a_layout_root_is_used_through_its_bin_directory() {
     let s = Scratch::new();
-    let root = s.join("layout");
-    let out = s.run(&["toolchain", "sim", root.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let root = laid_out_sim(&s, "layout");
     let plan = plan_json(&s, &["--toolchain", root.to_str().unwrap()]);
     assert_eq!(
         plan["toolchain"]["bin"],
@@ -146,9 +152,7 @@ fn a_missing_tool_warns_in_a_dry_run_and_fails_a_compile() {
 #[test]
 fn toolchain_show_json_says_what_the_text_says() {
     let s = Scratch::new();
-    let dir = s.join("tc");
-    let o = s.run(&["toolchain", "sim", dir.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    let dir = laid_out_sim(&s, "tc");
     let shown = s.run(&["toolchain", "show", "--toolchain", dir.to_str().unwrap()]);
     let o = s.run(&[
         "toolchain",

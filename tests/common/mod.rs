@@ -129,21 +129,25 @@ impl Scratch {
 
     /// Directories of the launch dir named `neuronxcc-*`.
     pub fn work_dirs(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(self.path())
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_str()
-                    .unwrap()
-                    .starts_with("neuronxcc-")
-            })
-            .collect();
-        v.sort();
-        v
+        items_named(self.path(), "neuronxcc-")
     }
+}
+
+/// The items of `dir` whose names start with `prefix`, sorted (none when `dir` cannot be read).
+pub fn items_named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 /// The argv of a simulated compile: `compile MODEL --target TARGET --toolchain sim --output OUT

@@ -100,6 +100,16 @@ fn public_dirs(world: &World) -> PathBuf {
     dir
 }
 
+/// A world whose public client directory (returned) holds `m.hlo`, the `n`th distinct model,
+/// readable by every user.
+fn public_model(n: usize) -> (World, PathBuf) {
+    let world = World::new();
+    let dir = public_dirs(&world);
+    std::fs::write(dir.join("m.hlo"), distinct_model(n)).unwrap();
+    chmod(&dir.join("m.hlo"), 0o644);
+    (world, dir)
+}
+
 /// `nxcc compile --daemon` as `user`, from `dir`, on `socket`.
 fn client_as(user: &TestUser, world: &World, dir: &Path, socket: &Path) -> std::process::Output {
     world
@@ -126,10 +136,7 @@ fn the_socket_and_its_directory_are_private_by_default() {
 fn other_users_get_403_unless_allowed() {
     require_root("other_users_get_403_unless_allowed");
     let user = TestUser::create();
-    let world = World::new();
-    let dir = public_dirs(&world);
-    std::fs::write(dir.join("m.hlo"), distinct_model(2)).unwrap();
-    chmod(&dir.join("m.hlo"), 0o644);
+    let (world, dir) = public_model(2);
 
     let refusing = Daemon::start(&world, "public/refusing", &["--socket-mode", "0666"], &[]);
     chmod(refusing.socket.parent().unwrap(), 0o755);
@@ -565,10 +572,7 @@ fn a_served_users_bundle_is_written_by_that_user_never_by_the_daemon() {
     use std::os::unix::fs::MetadataExt;
     require_root("a_served_users_bundle_is_written_by_that_user_never_by_the_daemon");
     let user = TestUser::create();
-    let world = World::new();
-    let dir = public_dirs(&world);
-    std::fs::write(dir.join("m.hlo"), distinct_model(5)).unwrap();
-    chmod(&dir.join("m.hlo"), 0o644);
+    let (world, dir) = public_model(5);
     // A directory the daemon's user (root) may write and the client's may not.
     let closed = world.mkdir("public/closed");
     chmod(&closed, 0o755);

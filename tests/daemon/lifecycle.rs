@@ -9,6 +9,19 @@ use serde_json::json;
 
 use crate::common::*;
 
+/// A second daemon started on `first`'s socket: refused (exit 1); its stderr.
+fn second_daemon_refused(world: &World, first: &Daemon) -> String {
+    let second = world
+        .nxcc()
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&first.socket)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    String::from_utf8_lossy(&second.stderr).into_owned()
+}
+
 #[test]
 fn a_second_daemon_refuses_and_names_the_first_and_a_stale_pid_file_is_taken_over() {
     let world = World::new();
@@ -22,15 +35,7 @@ fn a_second_daemon_refuses_and_names_the_first_and_a_stale_pid_file_is_taken_ove
         format!("{}\n{}\n", first.pid(), first.socket.display())
     );
 
-    let second = world
-        .nxcc()
-        .arg("daemon")
-        .arg("--socket")
-        .arg(&first.socket)
-        .output()
-        .unwrap();
-    assert_eq!(second.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&second.stderr);
+    let stderr = second_daemon_refused(&world, &first);
     assert!(
         stderr.contains(&format!(
             "another nxcc daemon (pid {}) is running on {}",
@@ -53,15 +58,7 @@ fn a_second_daemon_refuses_and_names_the_first_and_a_stale_pid_file_is_taken_ove
 fn a_second_daemon_says_the_command_that_stops_the_first() {
     let world = World::new();
     let mut first = Daemon::start(&world, "d", &[], &[]);
-    let second = world
-        .nxcc()
-        .arg("daemon")
-        .arg("--socket")
-        .arg(&first.socket)
-        .output()
-        .unwrap();
-    assert_eq!(second.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&second.stderr);
+    let stderr = second_daemon_refused(&world, &first);
     let said = stderr
         .split("stop it first: ")
         .nth(1)
