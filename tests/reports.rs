@@ -3,14 +3,19 @@
 //! remembered failure, the memory counter never above the budget — and the `--timings` page
 //! loaded in a real browser (headless Chromium): no console error, the bars, the memory chart
 //! and the tables in its DOM, a screenshot that shows them; a tool killed by a signal
-//! (`compile --profile`) and an interrupted batch said as such in the trace.
+//! (`compile --profile`) and an interrupted batch said as such in the trace. And the profiles
+//! of a batch and of a compile as Perfetto itself reads them (`common::perfetto`): loaded into
+//! its own trace processor with no error, each compile, job, memory series and arg where the
+//! JSON puts it (asked with SQL); the batch's opened in Perfetto's UI in headless Chromium; a
+//! profile cut short, or with a job past its compile, reported by both.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{text, Scratch};
+use common::{perfetto, text, Scratch};
 
 const MODEL: &str = "mlp.hlo_module.pb";
 use serde_json::Value;
@@ -142,6 +147,336 @@ fn the_profile_has_one_event_per_compile_with_its_outcome_within_the_budget() {
             "{e}"
         );
     }
+}
+
+/// The profile as Perfetto's own engine holds it (`common::perfetto`), each part checked against
+/// the JSON it was read from.
+struct Imported {
+    /// The top-level slices by name: their thread's name.
+    threads: BTreeMap<String, String>,
+    /// The slices nested in another, by the name of that one: their names, in time order.
+    nested: BTreeMap<String, Vec<String>>,
+    /// The counter tracks by name: how many samples, the least and the most.
+    counters: BTreeMap<String, (u64, f64, f64)>,
+    /// The args of the top-level slices by name: by key (`outcome`), as the engine shows them.
+    args: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+const TOP: &str = "select s.name, s.ts, s.dur, t.tid, t.name as thread from slice s \
+     join thread_track tt on s.track_id = tt.id join thread t using (utid) where s.depth = 0";
+const NESTED: &str = "select p.name as parent, s.name, s.ts, s.dur, s.depth from slice s \
+     join slice p on s.parent_id = p.id order by s.ts";
+const COUNTERS: &str = "select t.name, count(*) as n, min(c.value) as low, \
+     max(c.value) as high from counter_track t join counter c on c.track_id = t.id group by t.name";
+const ARGS: &str = "select s.name, a.key, a.display_value as value from slice s \
+     join args a using (arg_set_id) where s.depth = 0 and a.key glob 'args.*'";
+const PROCESS: &str = "select name from process where pid = 1";
+
+/// Load `trace` into Perfetto's engine: it loads with no error stat; every compile event is a
+/// top-level slice at its time (µs as ns) on its track, named as its `thread_name` says, every
+/// job event a slice nested in the compile whose time holds it; every series of the `memory`
+/// counter a track `memory <series>` with all its samples; the process named.
+fn imported_as_written(trace: &Path) -> Imported {
+    let json: Value = serde_json::from_slice(&std::fs::read(trace).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    let loaded = perfetto::engine().load(
+        trace,
+        &[perfetto::ERRORS, TOP, NESTED, COUNTERS, ARGS, PROCESS],
+    );
+    assert_eq!(loaded.error, None, "Perfetto's engine could not load it");
+    let [errors, top, nested, counters, args, process] = &loaded.results[..] else {
+        panic!("{loaded:?}")
+    };
+    assert!(
+        errors.is_empty(),
+        "Perfetto's engine found errors: {errors:?}"
+    );
+    let meta = |name: &'static str| {
+        events
+            .iter()
+            .filter(move |e| e["ph"] == "M" && e["name"] == name)
+    };
+    let thread_name = |tid: &Value| -> String {
+        let m = meta("thread_name").find(|m| &m["tid"] == tid).unwrap();
+        m["args"]["name"].as_str().unwrap().to_string()
+    };
+    let process_name = &meta("process_name").next().unwrap()["args"]["name"];
+    assert_eq!(process.len(), 1, "{process:?}");
+    assert_eq!(&process[0]["name"], process_name);
+    let of = |cat: &str| -> Vec<&Value> {
+        let e = events.iter().filter(|e| e["ph"] == "X" && e["cat"] == cat);
+        e.collect()
+    };
+    let (compiles, jobs) = (of("compile"), of("job"));
+    let ns = |v: &Value| v.as_u64().unwrap() * 1000;
+    // An event (its times in µs) and a slice (in ns), each as (name, start, duration) in ns.
+    let event = |e: &Value| (e["name"].to_string(), ns(&e["ts"]), ns(&e["dur"]));
+    let slice = |r: &perfetto::Row| {
+        let n = |k: &str| r[k].as_u64().unwrap();
+        (r["name"].to_string(), n("ts"), n("dur"))
+    };
+    // The compiles, where the JSON puts them.
+    let mut want: Vec<_> = compiles
+        .iter()
+        .map(|e| (event(e), thread_name(&e["tid"])))
+        .collect();
+    let mut got: Vec<_> = top
+        .iter()
+        .map(|r| {
+            assert_eq!(thread_name(&r["tid"]), r["thread"], "{r:?}");
+            let thread = r["thread"].as_str().unwrap().to_string();
+            (slice(r), thread)
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "the compiles, as Perfetto's engine has them");
+    // The jobs, each nested in its compile.
+    let parent = |j: &Value| -> String {
+        let (t0, t1) = (ns(&j["ts"]), ns(&j["ts"]) + ns(&j["dur"]));
+        let holds = |c: &&&Value| {
+            c["tid"] == j["tid"] && ns(&c["ts"]) <= t0 && t1 <= ns(&c["ts"]) + ns(&c["dur"])
+        };
+        compiles.iter().find(holds).unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let mut want: Vec<_> = jobs.iter().map(|j| (parent(j), event(j))).collect();
+    let mut got: Vec<_> = nested
+        .iter()
+        .map(|r| {
+            assert_eq!(r["depth"], 1, "{r:?}");
+            let parent = r["parent"].as_str().unwrap().to_string();
+            (parent, slice(r))
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "the jobs, as Perfetto's engine has them");
+    let mut by_parent: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in nested {
+        let name = r["name"].as_str().unwrap().to_string();
+        by_parent
+            .entry(r["parent"].as_str().unwrap().to_string())
+            .or_default()
+            .push(name);
+    }
+    Imported {
+        threads: want_threads(top),
+        nested: by_parent,
+        counters: counters_as_written(events, counters),
+        args: args_by_slice(&compiles, args),
+    }
+}
+
+/// The top-level slices' threads, by slice name.
+fn want_threads(top: &[perfetto::Row]) -> BTreeMap<String, String> {
+    let s = |v: &Value| v.as_str().unwrap().to_string();
+    top.iter()
+        .map(|r| (s(&r["name"]), s(&r["thread"])))
+        .collect()
+}
+
+/// The engine's counter tracks, checked against the JSON's `memory` samples: a track per series,
+/// with every sample, the same least and most.
+fn counters_as_written(
+    events: &[Value],
+    counters: &[perfetto::Row],
+) -> BTreeMap<String, (u64, f64, f64)> {
+    let mut want: BTreeMap<String, (u64, f64, f64)> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "C") {
+        assert_eq!(e["name"], "memory", "{e}");
+        for (series, v) in e["args"].as_object().unwrap() {
+            let v = v.as_u64().unwrap() as f64;
+            let w = want
+                .entry(format!("memory {series}"))
+                .or_insert((0, f64::MAX, f64::MIN));
+            *w = (w.0 + 1, w.1.min(v), w.2.max(v));
+        }
+    }
+    let got: BTreeMap<String, (u64, f64, f64)> = counters
+        .iter()
+        .map(|r| {
+            let f = |k: &str| r[k].as_f64().unwrap();
+            let name = r["name"].as_str().unwrap().to_string();
+            (name, (r["n"].as_u64().unwrap(), f("low"), f("high")))
+        })
+        .collect();
+    assert_eq!(got, want, "the memory counter, as Perfetto's engine has it");
+    got
+}
+
+/// The args of the top-level slices, by slice name and key (`args.` taken off), checked against
+/// the compile events': each of theirs that is not null is there, with the same value.
+fn args_by_slice(
+    compiles: &[&Value],
+    rows: &[perfetto::Row],
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut args: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for r in rows {
+        let s = |k: &str| r[k].as_str().unwrap().to_string();
+        let key = s("key").trim_start_matches("args.").to_string();
+        args.entry(s("name")).or_default().insert(key, s("value"));
+    }
+    for e in compiles {
+        let got = &args[e["name"].as_str().unwrap()];
+        for (k, v) in e["args"].as_object().unwrap() {
+            let want = match v {
+                Value::Null => continue,
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            };
+            assert_eq!(got.get(k), Some(&want), "{k} of {}", e["name"]);
+        }
+    }
+    args
+}
+
+#[test]
+fn the_profile_imports_into_perfettos_own_engine_without_an_error() {
+    let s = Scratch::new();
+    let report = two_batches(&s, &["--profile", "profile.json"]);
+    let p = imported_as_written(&s.join("profile.json"));
+    // Each compile on the track of the slot the report says it ran in, with its outcome and key.
+    for c in report["compiles"].as_array().unwrap() {
+        let graph = c["stem"].as_str().unwrap();
+        let slot = c["attempts"][0]["slot"].as_u64().unwrap();
+        assert_eq!(p.threads[graph], format!("slot {}", slot + 1));
+        assert_eq!(p.args[graph]["outcome"], c["attempts"][0]["outcome"]);
+        assert_eq!(p.args[graph]["cache_key"], c["key"]);
+    }
+    let outcomes: BTreeMap<&str, &str> = p
+        .args
+        .iter()
+        .map(|(g, a)| (g.as_str(), a["outcome"].as_str()))
+        .collect();
+    let want = [
+        ("bad", "remembered"),
+        ("good", "hit"),
+        ("other", "compiled"),
+        ("worse", "failed"),
+    ];
+    assert_eq!(outcomes, BTreeMap::from(want));
+    assert_eq!(p.args["good"]["tier"], "local");
+    // The jobs where nxcc ran them: the whole pipeline of the compile, the failed job of the
+    // failure, none for the hit and the remembered failure.
+    assert_eq!(p.nested["other"], PIPELINE);
+    assert_eq!(p.nested["worse"], ["HLOToTensorizer"]);
+    assert!(!p.nested.contains_key("good") && !p.nested.contains_key("bad"));
+    // The memory: admitted and measured, both seen, both within the budget.
+    let budget = (900u64 << 20) as f64;
+    let names: Vec<&String> = p.counters.keys().collect();
+    assert_eq!(names, ["memory admitted", "memory budget", "memory rss"]);
+    assert_eq!(p.counters["memory budget"].1, budget);
+    assert_eq!(p.counters["memory budget"].2, budget);
+    for series in ["memory admitted", "memory rss"] {
+        let (_, low, high) = p.counters[series];
+        assert!(
+            low >= 0.0 && high > 0.0 && high <= budget,
+            "{series}: {low}..{high}"
+        );
+    }
+}
+
+/// The jobs of a compile of the simulated toolchain, in order.
+const PIPELINE: [&str; 6] = [
+    "HLOToTensorizer",
+    "XLAInferGoldens",
+    "Frontend",
+    "StaticIOTranspose",
+    "WalrusDriver",
+    "Kelper",
+];
+
+#[test]
+fn a_compiles_profile_imports_into_perfettos_own_engine_without_an_error() {
+    let s = Scratch::new();
+    let o = s.sim_run(
+        "trn2",
+        &[
+            "--output",
+            "m.neff",
+            "--profile",
+            "one.json",
+            "--cache_dir",
+            "cache",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let p = imported_as_written(&s.join("one.json"));
+    assert_eq!(
+        p.threads,
+        BTreeMap::from([(MODEL.into(), "compile".into())])
+    );
+    assert_eq!(p.args[MODEL]["outcome"], "compiled");
+    assert_eq!(p.args[MODEL]["cache_key"].len(), 64);
+    assert_eq!(p.nested[MODEL], PIPELINE);
+    let names: Vec<&String> = p.counters.keys().collect();
+    assert_eq!(names, ["memory admitted", "memory rss"]);
+    assert!(p.counters["memory rss"].2 > 0.0);
+}
+
+/// The trace `whole` with the job that starts last running 1 µs past the end of its compile.
+fn overrun(whole: &[u8]) -> String {
+    let mut trace: Value = serde_json::from_slice(whole).unwrap();
+    let events = trace["traceEvents"].as_array_mut().unwrap();
+    let n = |e: &Value, k: &str| e[k].as_u64().unwrap();
+    let job = (0..events.len())
+        .filter(|&i| events[i]["cat"] == "job")
+        .max_by_key(|&i| n(&events[i], "ts"))
+        .unwrap();
+    let (tid, ts) = (events[job]["tid"].clone(), n(&events[job], "ts"));
+    let compile = events
+        .iter()
+        .find(|c| {
+            c["cat"] == "compile"
+                && c["tid"] == tid
+                && n(c, "ts") <= ts
+                && ts < n(c, "ts") + n(c, "dur")
+        })
+        .unwrap();
+    let end = n(compile, "ts") + n(compile, "dur");
+    events[job]["dur"] = (end - ts + 1).into();
+    trace.to_string()
+}
+
+#[test]
+fn perfettos_engine_reports_a_truncated_profile_and_a_job_outside_its_compile() {
+    // The check can fail: the same profile, broken two ways, is refused by the engine.
+    let s = Scratch::new();
+    let o = s.sim_run(
+        "trn2",
+        &[
+            "--output",
+            "m.neff",
+            "--profile",
+            "one.json",
+            "--cache_dir",
+            "cache",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let whole = std::fs::read(s.join("one.json")).unwrap();
+    let engine = perfetto::engine();
+    let loaded = engine.load(&s.join("one.json"), &[perfetto::ERRORS]);
+    assert_eq!((loaded.error, &loaded.results[..]), (None, &[vec![]][..]));
+    // Cut short (a profile half-written): it does not load.
+    std::fs::write(s.join("cut.json"), &whole[..whole.len() / 2]).unwrap();
+    let loaded = engine.load(&s.join("cut.json"), &[perfetto::ERRORS]);
+    let error = loaded.error.expect("a truncated profile loaded");
+    assert!(error.contains("incomplete"), "{error}");
+    // Its last job running past the end of its compile: the engine drops it, and says so.
+    std::fs::write(s.join("overrun.json"), overrun(&whole)).unwrap();
+    let loaded = engine.load(&s.join("overrun.json"), &[perfetto::ERRORS]);
+    assert_eq!(loaded.error, None);
+    let errors = &loaded.results[0];
+    assert!(
+        errors
+            .iter()
+            .any(|r| r["name"] == "slice_drop_overlapping_complete_event"),
+        "{errors:?}"
+    );
 }
 
 /// Headless Chromium (Debian's `chromium`): a page loaded from a file, its DOM after load, its
@@ -384,6 +719,50 @@ fn the_timings_page_in_headless_chromium() {
         count_colour(&pixels, "#3d8b5f") > 1000,
         "no compiled bar to see"
     );
+}
+
+#[test]
+fn the_profile_in_perfettos_ui_in_headless_chromium() {
+    let s = Scratch::new();
+    two_batches(&s, &["--profile", "profile.json"]);
+    let engine = perfetto::engine();
+    let browser = tempfile::tempdir().unwrap();
+    let show = |trace: &str| {
+        let shot = browser.path().join(format!("{trace}.png"));
+        let work = browser.path().join(trace);
+        std::fs::create_dir(&work).unwrap();
+        let shown = engine.show(&chromium::program(), &s.join(trace), &shot, &work);
+        (shown, shot)
+    };
+    let (ui, shot) = show("profile.json");
+    // No error dialog, no console error, no error in the UI's engine; every event in it.
+    assert_eq!(ui.dialog, None);
+    assert!(ui.console.is_empty(), "console errors: {:#?}", ui.console);
+    assert_eq!(ui.errors, Some(0));
+    assert_eq!(ui.slices, Some(4 + PIPELINE.len() as u64 + 1));
+    // The process, a track per slot, the memory series.
+    let p = "nxcc parallel-compile 1";
+    let tracks: Vec<String> = ["", "/slot 1 1", "/slot 2 2"]
+        .iter()
+        .chain(&["/memory admitted", "/memory budget", "/memory rss"])
+        .map(|t| format!("{p}{t}"))
+        .collect();
+    assert_eq!(ui.tracks, tracks);
+    let pixels = png_pixels(&shot);
+    let white = count_colour(&pixels, "#ffffff");
+    assert!(white < pixels.len() * 97 / 100, "the screenshot is blank");
+
+    // The same check fails: a profile cut short is the UI's error dialog, no track.
+    let whole = std::fs::read(s.join("profile.json")).unwrap();
+    std::fs::write(s.join("cut.json"), &whole[..whole.len() / 2]).unwrap();
+    let (ui, _) = show("cut.json");
+    let dialog = ui.dialog.expect("no error dialog for a truncated profile");
+    assert!(dialog.contains("JSON trace file is incomplete"), "{dialog}");
+    assert!(ui.tracks.is_empty(), "{:?}", ui.tracks);
+    // A job past the end of its compile: the UI shows the trace, its engine counts the error.
+    std::fs::write(s.join("overrun.json"), overrun(&whole)).unwrap();
+    let (ui, _) = show("overrun.json");
+    assert!(ui.errors.is_some_and(|n| n > 0), "{ui:?}");
 }
 
 /// The args of the compile events of a trace, by graph.

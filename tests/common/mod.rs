@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod netns;
+pub mod perfetto;
 pub mod swap;
 pub mod venv;
 
