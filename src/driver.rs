@@ -215,7 +215,7 @@ fn run_compile(invocation: &Invocation) -> i32 {
     let done = crate::compile::compile(request);
     crate::reproducer::write::as_asked(
         invocation,
-        &engine,
+        crate::reproducer::write::Ran::Here(&engine),
         &done.result,
         done.key.as_ref(),
         done.snapshot.as_deref(),

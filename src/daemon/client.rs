@@ -37,6 +37,7 @@ use serde_json::Value;
 
 use super::config;
 use super::wire::{self, CompileRequest, Done, Said, Stream};
+use crate::cache::EngineIdentity;
 use crate::cli::CompileArgs;
 use crate::engine::events::Event;
 use crate::engine::metrics::JobMetrics;
@@ -145,12 +146,12 @@ pub fn compile(args: &CompileArgs) -> i32 {
     }
     // `--gen-reproducer`: this process writes the bundle, as its user, from its own snapshot.
     let bundle = crate::reproducer::sent::Pending::prepare(args);
-    let mut jobs = Vec::new();
+    let mut heard = Heard::default();
     // Starting a daemon is said: it goes on running, in the background, after this compile.
-    match send_saying(&Target::from_env(), &argv, true, &mut jobs) {
+    match send_saying(&Target::from_env(), &argv, true, &mut heard) {
         Sent::Finished(done) => {
-            if let (Some(bundle), Some(result)) = (bundle, done.result(jobs)) {
-                bundle.finish(&result);
+            if let (Some(bundle), Some(result)) = (bundle, done.result(heard.jobs)) {
+                bundle.finish(&result, heard.engine.as_ref());
             }
             done.exit_status
         }
@@ -172,17 +173,22 @@ fn cache_note(args: &CompileArgs) -> Option<String> {
 /// Send the compile `argv` (without a leading `compile`) to `target`'s daemon, starting one if
 /// none answers, and print its console lines as they come.
 pub fn send(target: &Target, argv: &[String]) -> Sent {
-    send_saying(target, argv, false, &mut Vec::new())
+    send_saying(target, argv, false, &mut Heard::default())
 }
 
-/// [`send`]; `say_start`: say on stderr when a daemon is started; the figures of each job the
-/// compile ran are put in `jobs` as the daemon reports them.
-fn send_saying(
-    target: &Target,
-    argv: &[String],
-    say_start: bool,
-    jobs: &mut Vec<JobMetrics>,
-) -> Sent {
+/// What a client keeps of a compile's stream besides the lines it prints.
+#[derive(Debug, Default)]
+struct Heard {
+    /// What runs the compile, as the daemon said (`None`: it did not — a daemon of an older
+    /// nxcc).
+    engine: Option<EngineIdentity>,
+    /// The figures of each job the compile ran, as the daemon reported them.
+    jobs: Vec<JobMetrics>,
+}
+
+/// [`send`]; `say_start`: say on stderr when a daemon is started; what the stream says of the
+/// compile besides its lines goes into `heard`.
+fn send_saying(target: &Target, argv: &[String], say_start: bool, heard: &mut Heard) -> Sent {
     let socket = &target.socket;
     // The default place may be in /tmp: talk only to a daemon in this user's private directory.
     let dir = config::default_dir();
@@ -212,8 +218,8 @@ fn send_saying(
             Ok(s) => s,
             Err(e) => return Sent::Unreached(e),
         };
-        jobs.clear();
-        match exchange(stream, &body, jobs) {
+        *heard = Heard::default();
+        match exchange(stream, &body, heard) {
             Ok(Answer::Finished(done)) => return Sent::Finished(done),
             Ok(Answer::Refused(text)) => {
                 return Sent::Refused(format!("the daemon on {}: {text}", socket.display()))
@@ -344,6 +350,8 @@ pub enum Line {
     Done(Box<Done>),
     /// A job of the compile ended, with its figures.
     Job(Box<JobMetrics>),
+    /// What runs the compile, as the daemon says.
+    Engine(Box<EngineIdentity>),
     /// Anything else (a worker event, a line this client does not know: passed over).
     Other,
 }
@@ -357,6 +365,7 @@ pub fn interpret(line: &str) -> Line {
         })) => Line::Err(line),
         Some(wire::Line::Said(Said::Log { line, .. })) => Line::Out(line),
         Some(wire::Line::Said(Said::Done(done))) => Line::Done(Box::new(done)),
+        Some(wire::Line::Said(Said::Engine(named))) => Line::Engine(Box::new(named)),
         Some(wire::Line::Worker(Event::JobFinished(job))) => Line::Job(Box::new(job)),
         _ => Line::Other,
     }
@@ -451,11 +460,12 @@ pub fn request(socket: &Path, method: &str, path: &str) -> Result<(u16, String),
     })
 }
 
-fn exchange(stream: UnixStream, body: &[u8], jobs: &mut Vec<JobMetrics>) -> Result<Answer, String> {
+fn exchange(stream: UnixStream, body: &[u8], heard: &mut Heard) -> Result<Answer, String> {
     exchange_with(stream, body, |line| match line {
         Line::Out(t) => super::out(&format!("{t}\n")),
         Line::Err(t) => super::err(&format!("{t}\n")),
-        Line::Job(job) => jobs.push((**job).clone()),
+        Line::Job(job) => heard.jobs.push((**job).clone()),
+        Line::Engine(named) => heard.engine = Some((**named).clone()),
         Line::Done(_) | Line::Other => {}
     })
 }
@@ -763,5 +773,18 @@ mod tests {
             Line::Other
         );
         assert_eq!(interpret("not json"), Line::Other);
+        let engine = interpret(
+            r#"{"event":"engine","engine":"external","compiler":"/opt/neuronx-cc","identity":{"kind":"external","compiler":{"blake3":"ab","size":3},"version":"v"}}"#,
+        );
+        assert!(
+            matches!(&engine, Line::Engine(n) if n.name() == "external"
+                && n.compiler.as_deref() == Some(Path::new("/opt/neuronx-cc"))
+                && n.identity.as_ref().is_some_and(|i| i["version"] == "v")),
+            "{engine:?}"
+        );
+        assert!(matches!(
+            interpret(r#"{"event":"engine","engine":"pipeline"}"#),
+            Line::Engine(n) if n.name() == "pipeline" && n.compiler.is_none()
+        ));
     }
 }

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::{self, CacheConfig, Key};
+use crate::cache::{self, CacheConfig, EngineIdentity, Key};
 use crate::compile::{Compiled, Request};
 use crate::engine::result::CompileResult;
 use crate::engine::session::Options;
@@ -59,6 +59,12 @@ pub trait Engine: Send + Sync {
 
     /// One line for the daemon's log and status: what runs the compiles.
     fn describe(&self) -> String;
+
+    /// What runs the compiles, named as a reproducer bundle names it: nxcc's pipeline, or the
+    /// external compiler's path and identity as the cache keys it (remembered in this process
+    /// by the compiler's stat identity). What every client may see: nothing of a request.
+    /// Blocking (hashes the compiler, asks its version the first time).
+    fn identity(&self) -> EngineIdentity;
 
     /// The daemon's compile cache (`None` without one), for `GET /v1/status`.
     fn cache_dir(&self) -> Option<&Path>;
@@ -144,6 +150,10 @@ impl Engine for Cached {
             "{engine}, through the compile cache in {}{remote}",
             self.cache_dir.display()
         )
+    }
+
+    fn identity(&self) -> EngineIdentity {
+        EngineIdentity::of(&self.engine, &cache::digests::Table::memory_only())
     }
 
     fn cache_dir(&self) -> Option<&Path> {

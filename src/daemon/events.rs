@@ -153,6 +153,9 @@ impl Emit for StreamEmit {
             self.send(&l);
         }
     }
+    fn engine(&self, named: &crate::cache::EngineIdentity) {
+        self.send(&Line::Said(Said::Engine(named.clone())));
+    }
     fn done(&self, ended: &Ended) {
         self.done_sent.store(true, Ordering::SeqCst);
         self.send(&done_line(ended));
@@ -171,11 +174,19 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    /// Wait at most `within` for the first line, so that the answer's head goes out with it in
-    /// one write (a compile the cache answers is over by then: head, lines and `done` at once).
+    /// Wait at most `within` for the first lines — the engine line every stream opens with,
+    /// and the compile's own first line —, so that the answer's head goes out with them in one
+    /// write (a compile the cache answers is over by then: head, lines and `done` at once).
     pub async fn wait_first(&mut self, within: std::time::Duration) {
-        if let Ok(Some(b)) = tokio::time::timeout(within, self.rx.recv()).await {
-            self.first = Some(b);
+        let deadline = tokio::time::Instant::now() + within;
+        for _ in 0..2 {
+            let Ok(Some(b)) = tokio::time::timeout_at(deadline, self.rx.recv()).await else {
+                return;
+            };
+            self.first = Some(match self.first.take() {
+                Some(before) => [before, b].concat().into(),
+                None => b,
+            });
         }
     }
 }

@@ -38,6 +38,8 @@ pub trait Emit: Send + Sync {
     fn log(&self, line: &str, stderr: bool);
     /// One worker event.
     fn event(&self, event: &Event);
+    /// What runs the compile, said before anything else.
+    fn engine(&self, _named: &crate::cache::EngineIdentity) {}
     /// The compile is over (after the daemon counted it), as it ended.
     fn done(&self, _ended: &Ended) {}
 }
@@ -254,6 +256,9 @@ pub fn run(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control
 }
 
 fn run_inner(ctx: &Context, req: &Request, emit: &Arc<dyn Emit>, control: &Control) -> Ended {
+    // First, what runs it: a client that writes the compile's reproducer names that engine,
+    // however early the compile ends.
+    emit.engine(&ctx.engine.identity());
     match planned(req, ctx.memo, emit.as_ref()) {
         Ok(inv) => compile(ctx, req, emit, control, &inv),
         Err(ended) => *ended,

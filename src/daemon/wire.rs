@@ -1,13 +1,15 @@
 //! The daemon's wire: the JSON the server writes and its clients read, as types both sides
 //! compile against (buck2's forkserver schema) — the body of `POST /v1/compile`
-//! ([`CompileRequest`]), each line of its answer ([`Line`]: a console line, a worker event, and
-//! last [`Done`], which carries how the compile ended as a typed [`Status`] and [`Failure`]), and the answer of
-//! `GET /v1/status` ([`DaemonStatus`]). The JSON itself is the protocol's: field names and
+//! ([`CompileRequest`]), each line of its answer ([`Line`]: first what runs the compile,
+//! [`Said::Engine`]; then console lines and worker events; last [`Done`], which carries how the
+//! compile ended as a typed [`Status`] and [`Failure`]), and the answer of `GET /v1/status`
+//! ([`DaemonStatus`]). The JSON itself is the protocol's: field names and
 //! values are those clients of other languages read.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::cache::EngineIdentity;
 use crate::engine::events::Event;
 use crate::result::{Failure, Status};
 
@@ -114,10 +116,13 @@ impl Done {
     }
 }
 
-/// What the daemon itself says on a stream: a console line, or the end.
+/// What the daemon itself says on a stream: what runs the compile, a console line, or the end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Said {
+    /// What runs the compile, the stream's first line: nxcc's pipeline, or the external
+    /// compiler the daemon runs (its path and identity, as its cache keys it).
+    Engine(EngineIdentity),
     /// One console line of the compile.
     Log {
         /// The line, without its end.
@@ -315,8 +320,26 @@ mod tests {
         assert_eq!(v["cache"], "off");
         assert_eq!(v["error_lines"][0], "[ERROR] x");
         assert_eq!(v["failure"], "internal");
+        let named = EngineIdentity {
+            engine: crate::cache::meta::EngineKind::External,
+            compiler: Some("/opt/venv/bin/neuronx-cc".into()),
+            identity: Some(
+                json!({"kind": "external", "compiler": {"blake3": "ab", "size": 3}, "version": "neuronx-cc 2.24"}),
+            ),
+        };
+        let engine = Line::Said(Said::Engine(named));
+        assert_eq!(
+            serde_json::to_value(&engine).unwrap(),
+            json!({"event": "engine", "engine": "external", "compiler": "/opt/venv/bin/neuronx-cc",
+                "identity": {"kind": "external", "compiler": {"blake3": "ab", "size": 3}, "version": "neuronx-cc 2.24"}})
+        );
+        let pipeline = Line::Said(Said::Engine(EngineIdentity::pipeline()));
+        assert_eq!(
+            serde_json::to_value(&pipeline).unwrap(),
+            json!({"event": "engine", "engine": "pipeline", "compiler": null, "identity": null})
+        );
         // Each reads back as itself, from its bytes.
-        for l in [log, w, done] {
+        for l in [engine, pipeline, log, w, done] {
             let bytes = l.to_bytes();
             assert_eq!(bytes.last(), Some(&b'\n'));
             assert_eq!(Line::parse(std::str::from_utf8(&bytes).unwrap()), Some(l));

@@ -788,7 +788,7 @@ impl Batch<'_> {
         let input = &self.inputs[task.index];
         let req = crate::reproducer::write::Request {
             invocation: &task.invocation,
-            engine: &self.cfg.engine,
+            ran: crate::reproducer::write::Ran::Here(&self.cfg.engine),
             result: &done.result,
             key: done.key.as_ref().or(task.key.as_ref()),
             log_start,

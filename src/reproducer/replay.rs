@@ -13,7 +13,12 @@
 //!   worker` applies to remote actions): no path, log, report, cache or toolchain of its own;
 //! - of its environment, only the compiler's variables (`NEURON_*`, `XLA_*`) and, when the replay
 //!   runs the simulated toolchain, its injection variables (`NXCC_SIM_*`) are set; where the cache
-//!   and the toolchain are is this machine's choice.
+//!   and the toolchain are is this machine's choice;
+//! - the external compiler it names (`versions.json`: its path, the blake3 and size of its bytes,
+//!   its version line) is run only from a directory and as a file that pass the trust rule
+//!   ([`crate::fsx::trust`]: nobody but its owner or root can change them), and only when its
+//!   bytes, then its version line, are those recorded; `--compiler PATH` names another (said
+//!   when it is not the one recorded).
 //!
 //! The compile runs through the entry point handed down (without a cache: a remembered failure
 //! must not pass for a replay), in the scratch directory, which is removed afterwards unless
@@ -26,6 +31,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{env_kept, Signature, FORMAT, MANIFEST, MODEL_DIR};
+use crate::cache::digests::Table;
+use crate::cache::EngineIdentity;
 use crate::cli::subcommand::{err, out, parse, DriverOptions};
 use crate::engine::result::CompileResult;
 use crate::engine::session::Options;
@@ -58,7 +65,8 @@ pub(crate) struct Reproduce {
     #[arg(long, value_name = "TOOLCHAIN")]
     pub(crate) toolchain: Option<String>,
     /// Replay a bundle of an external compiler's compile with this compiler (an installed
-    /// neuronx-cc).
+    /// neuronx-cc) [default: the compiler the bundle names, when it is on this host, where only
+    /// its owner or root can change it, and the same: its bytes and its version].
     #[arg(long, value_name = "COMPILER")]
     pub(crate) compiler: Option<PathBuf>,
     /// Keep the scratch directory (the unpacked bundle, the replay's log and outputs) and say
@@ -77,7 +85,10 @@ struct Bundle {
     replay_args: Vec<String>,
     model_name: String,
     simulated: bool,
-    external: bool,
+    /// What ran the original compile, as the bundle names it.
+    engine: EngineIdentity,
+    /// How the bundle knows it: `local`, `daemon`, `assumed` (absent in older bundles: local).
+    engine_from: String,
     env: Vec<(String, String)>,
     original: Signature,
 }
@@ -121,19 +132,11 @@ fn run(cmd: &Reproduce, bundle: &Path, scratch: &Path, compile: Entry) -> Result
         Some(t) => Some(t.clone()),
         None => b.simulated.then(|| "sim".to_string()),
     };
-    let engine = match (b.external, &cmd.compiler) {
-        (_, Some(c)) => Engine::external(c.clone()),
-        (true, None) => {
-            return Err(
-                "it was compiled by an external compiler: replay it with --compiler PATH".into(),
-            )
-        }
-        (false, None) => Engine::Pipeline,
-    };
+    let (engine, said) = replay_engine(&b, cmd.compiler.as_deref())?;
     let simulated = toolchain.as_deref() == Some("sim") || b.simulated && toolchain.is_none();
     let (env, dropped) = replay_env(&b.env, simulated);
     out(&format!(
-        "replaying {} in {}\n",
+        "replaying {} in {}\n{said}",
         bundle.display(),
         scratch.display()
     ));
@@ -210,6 +213,12 @@ fn open(bundle: &Path, scratch: &Path) -> Result<Bundle, String> {
         .map_err(|e| format!("its arguments cannot be replayed: {e}"))?;
     let original: Signature = serde_json::from_value(failure["signature"].clone())
         .map_err(|e| format!("failure.json has no signature: {e}"))?;
+    let mut engine: EngineIdentity = serde_json::from_value(versions.clone())
+        .map_err(|e| format!("versions.json names no engine: {e}"))?;
+    // A bundle made before the engine's identity was recorded beside it: its key's.
+    if engine.identity.is_none() && versions["toolchain"]["identity"]["kind"] == "external" {
+        engine.identity = Some(versions["toolchain"]["identity"].clone());
+    }
     let env = env["variables"]
         .as_object()
         .map(|m| {
@@ -223,10 +232,103 @@ fn open(bundle: &Path, scratch: &Path) -> Result<Bundle, String> {
         replay_args,
         model_name,
         simulated: versions["toolchain"]["simulated"] == Value::Bool(true),
-        external: versions["engine"] == "external",
+        engine,
+        engine_from: versions["engine_from"]
+            .as_str()
+            .unwrap_or("local")
+            .to_string(),
         env,
         original,
     })
+}
+
+/// The engine the replay runs on: `--compiler` when given (said when it is not the compiler
+/// the bundle names), else what the bundle names — an external compiler only when it is on this
+/// host, where only its owner or root can change it ([`named_compiler`]), and the same one, its
+/// bytes and then its version; else why the bundle cannot be replayed as it is. With the engine,
+/// the lines that say which it is, when the bundle does not name it plainly.
+fn replay_engine(b: &Bundle, given: Option<&Path>) -> Result<(Engine, String), String> {
+    let table = Table::off();
+    let external = b.engine.name() == "external";
+    let mut said = String::new();
+    if b.engine_from == "assumed" {
+        said.push_str(&format!("note: {}\n", super::write::ENGINE_ASSUMED));
+    }
+    if let Some(c) = given {
+        let differences = match external {
+            true => b
+                .engine
+                .compiler_differences(&crate::engine::resolve_program(c), &table),
+            false => Vec::new(),
+        };
+        if !differences.is_empty() {
+            said.push_str(&format!(
+                "note: {} is not the compiler the bundle names: {}; replaying with it\n",
+                c.display(),
+                differences.join("; ")
+            ));
+        }
+        return Ok((Engine::external(c), said));
+    }
+    if !external {
+        return Ok((Engine::Pipeline, said));
+    }
+    let Some(named) = &b.engine.compiler else {
+        return Err(
+            "it was compiled by an external compiler it does not name: replay it with --compiler PATH"
+                .into(),
+        );
+    };
+    let program = named_compiler(named)?;
+    let differences = b.engine.compiler_differences(&program, &table);
+    if !differences.is_empty() {
+        return Err(format!(
+            "it was compiled by the external compiler {}, and the one there now is another: {}; replay it with --compiler PATH to use that one or another",
+            named.display(),
+            differences.join("; ")
+        ));
+    }
+    said.push_str(&format!(
+        "with the external compiler {} (the one the bundle names: the same bytes and version)\n",
+        program.display()
+    ));
+    Ok((Engine::external(program), said))
+}
+
+/// The external compiler a bundle names, as a path with no link in it, if it may be run: the
+/// bundle is untrusted, so the program is run only from a directory only its owner or root can
+/// change, a regular file neither its group nor others can write (nxcc's trust rule,
+/// [`crate::fsx::trust`]); `Err`: why not (it is not on this host, or not in such a place).
+fn named_compiler(named: &Path) -> Result<PathBuf, String> {
+    let missing = || {
+        format!(
+            "it was compiled by the external compiler {}, which is not on this host: replay it with --compiler PATH",
+            named.display()
+        )
+    };
+    if !named.is_absolute() {
+        return Err(missing());
+    }
+    let real = std::fs::canonicalize(named).map_err(|_| missing())?;
+    let (Some(dir), Some(name)) = (real.parent(), real.file_name().and_then(|n| n.to_str())) else {
+        return Err(missing());
+    };
+    let subject = crate::fsx::trust::Subject {
+        noun: "the directory of the compiler the bundle names",
+        file: "the compiler the bundle names",
+        instead: "replay it with --compiler PATH",
+    };
+    let refused = |e: std::io::Error| match crate::fsx::trust::untrusted(&e) {
+        Some(u) => format!("it is not run from where it is: {u}"),
+        None => format!(
+            "cannot read the compiler it names, {}: {e}",
+            named.display()
+        ),
+    };
+    let dir = crate::fsx::Trusted::open(dir, subject, false).map_err(refused)?;
+    dir.open_file(name, rustix::fs::OFlags::RDONLY, 0)
+        .map_err(refused)?;
+    Ok(real)
 }
 
 /// A file name of one component, not a flag, not `.` or `..`.

@@ -5,13 +5,17 @@
 //! snapshot of the model ([`crate::snapshot`], where a local compile takes its own); once the
 //! daemon says how the compile ended (its typed status and error lines, and the jobs' figures
 //! its events carried), [`super::write::as_asked`] writes the bundle from that snapshot, as it
-//! does for a local compile. A client stopped by a signal (SIGINT, SIGTERM, SIGHUP: the daemon
-//! then cancels the compile, which wants no bundle) removes its snapshot before it exits.
+//! does for a local compile, naming the engine the daemon said its stream opened with — nxcc's
+//! pipeline, or the external compiler it runs (`--compiler`), its path and identity — or, from a
+//! daemon that says none (an older nxcc), that the pipeline is assumed. A client stopped by a
+//! signal (SIGINT, SIGTERM, SIGHUP: the daemon then cancels the compile, which wants no bundle)
+//! removes its snapshot before it exits.
 
+use super::write::Ran;
+use crate::cache::EngineIdentity;
 use crate::cli::CompileArgs;
 use crate::engine::result::CompileResult;
 use crate::engine::session::{snapshot_root, Options};
-use crate::engine::Engine;
 use crate::plan::{Invocation, SystemProbe};
 use crate::snapshot::Snapshot;
 
@@ -46,11 +50,12 @@ impl Pending {
         })
     }
 
-    /// The compile ended as `result`: write its bundle if it is wanted (said on stderr).
-    pub fn finish(self, result: &CompileResult) {
+    /// The compile ended as `result`: write its bundle if it is wanted (said on stderr), naming
+    /// `engine`, what the daemon said runs it (`None`: it did not say).
+    pub fn finish(self, result: &CompileResult, engine: Option<&EngineIdentity>) {
         super::write::as_asked(
             &self.invocation,
-            &Engine::Pipeline,
+            Ran::InDaemon(engine),
             result,
             None,
             self.snapshot.as_ref(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::{env_kept, Signature, FORMAT, MANIFEST, MODEL_DIR};
-use crate::cache::{CacheConfig, Key};
+use crate::cache::{CacheConfig, EngineIdentity, Key};
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::fsx::{AtomicFile, Dir, Durability};
@@ -23,12 +23,83 @@ pub const MAX_MODEL_BYTES: u64 = 4 << 30;
 /// The most of a compile's log kept in a bundle (its last lines), bytes.
 pub const MAX_LOG_BYTES: u64 = 16 << 20;
 
+/// What ran a bundle's compile, and how the bundle knows it.
+#[derive(Debug, Clone, Copy)]
+pub enum Ran<'a> {
+    /// This process ran it, on this engine.
+    Here(&'a Engine),
+    /// The daemon ran it, and its stream said on what (`None`: it did not say — a daemon of an
+    /// older nxcc —; nxcc's pipeline is assumed, and the bundle says so).
+    InDaemon(Option<&'a EngineIdentity>),
+}
+
+/// `versions.json`'s `engine_note` when the engine is assumed.
+pub const ENGINE_ASSUMED: &str = "the daemon that ran the compile did not say what runs its compiles (a daemon of an older nxcc): nxcc's pipeline is assumed";
+
+impl Ran<'_> {
+    /// How the bundle knows the engine (`versions.json`'s `engine_from`): `local` (this process
+    /// ran it), `daemon` (the daemon said), `assumed`.
+    pub fn source(&self) -> &'static str {
+        match self {
+            Ran::Here(_) => "local",
+            Ran::InDaemon(Some(_)) => "daemon",
+            Ran::InDaemon(None) => "assumed",
+        }
+    }
+
+    /// The engine, as this process can name it (an external compiler by its path).
+    fn engine(&self) -> Engine {
+        match self {
+            Ran::Here(e) => (*e).clone(),
+            Ran::InDaemon(Some(EngineIdentity {
+                compiler: Some(c), ..
+            })) if self.is_external() => Engine::external(c.clone()),
+            Ran::InDaemon(_) => Engine::Pipeline,
+        }
+    }
+
+    fn is_external(&self) -> bool {
+        match self {
+            Ran::Here(e) => matches!(e, Engine::External(_)),
+            Ran::InDaemon(n) => n.is_some_and(|n| n.name() == "external"),
+        }
+    }
+
+    /// The compile's key (its model as `inv` names it): with the toolchain's identity the
+    /// daemon computed when it said one, else computed here.
+    fn key(&self, inv: &Invocation) -> std::io::Result<Key> {
+        let cfg = CacheConfig::off();
+        match self {
+            Ran::InDaemon(Some(EngineIdentity {
+                identity: Some(id), ..
+            })) => cfg.key_with_identity(inv, id.clone()),
+            _ => cfg.key(inv, &self.engine()),
+        }
+    }
+
+    /// The engine as the bundle names it: an external compiler's path, and its identity as the
+    /// compile's key has it.
+    fn named(&self, key: &Key) -> EngineIdentity {
+        let engine = self.engine();
+        let mut named = EngineIdentity {
+            engine: (&engine).into(),
+            compiler: None,
+            identity: None,
+        };
+        if let Engine::External(c) = &engine {
+            named.compiler = Some(crate::engine::resolve_program(&c.program));
+            named.identity = key.inputs.get("toolchain").cloned();
+        }
+        named
+    }
+}
+
 /// What a bundle is made from.
 pub struct Request<'a> {
     /// The compile.
     pub invocation: &'a Invocation,
     /// What ran it.
-    pub engine: &'a Engine,
+    pub ran: Ran<'a>,
     /// How it ended.
     pub result: &'a CompileResult,
     /// Its cache key, when the compile had one (else it is computed).
@@ -65,7 +136,7 @@ pub fn model_as_compiled<'r>(req: &'r Request) -> &'r Path {
 /// bundle that cannot be written costs a warning, never the compile's exit status.
 pub fn as_asked(
     invocation: &Invocation,
-    engine: &Engine,
+    ran: Ran,
     result: &CompileResult,
     key: Option<&Key>,
     compiled: Option<&crate::snapshot::Snapshot>,
@@ -86,7 +157,7 @@ pub fn as_asked(
     );
     let req = Request {
         invocation,
-        engine,
+        ran,
         result,
         key,
         log_start,
@@ -112,8 +183,8 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
         None => {
             let mut inv = req.invocation.clone();
             inv.plan.model = model_as_compiled(req).to_path_buf();
-            CacheConfig::off()
-                .key(&inv, req.engine)
+            req.ran
+                .key(&inv)
                 .map_err(|e| format!("cannot key the compile: {e}"))?
         }
     };
@@ -144,7 +215,11 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
             .map_err(|e| format!("cannot read the entry's flags: {e}"))?;
         members.push((crate::neuron_cache::FLAGS_FILE.into(), flags));
     }
-    members.push(("versions.json".into(), json_member(versions(req, &key))));
+    let named = req.ran.named(&key);
+    members.push((
+        "versions.json".into(),
+        json_member(versions(req, &named, &key)),
+    ));
     let env = environment();
     members.push(("env.json".into(), json_member(env.clone())));
     members.push((
@@ -161,7 +236,14 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
     ));
     members.push((
         "repro.sh".into(),
-        script(&replay_args, &model_name, &env, &req.invocation.plan).into_bytes(),
+        script(
+            &replay_args,
+            &model_name,
+            &env,
+            &req.invocation.plan,
+            &named,
+        )
+        .into_bytes(),
     ));
     let manifest = manifest(&members);
     members.push((MANIFEST.into(), json_member(manifest)));
@@ -227,8 +309,9 @@ fn argv(invocation: &Invocation, replay_args: &[String], model_name: &str) -> Va
     })
 }
 
-/// nxcc's version and identity, the toolchain's (or the external compiler's).
-fn versions(req: &Request, key: &Key) -> Value {
+/// nxcc's version and identity; the engine (`named`: nxcc's pipeline, or an external compiler's
+/// path and identity) and how the bundle knows it; the toolchain's.
+fn versions(req: &Request, named: &EngineIdentity, key: &Key) -> Value {
     let exe = std::env::current_exe().ok();
     let exe_meta = exe.as_ref().and_then(|e| std::fs::metadata(e).ok());
     let mtime = exe_meta
@@ -237,7 +320,7 @@ fn versions(req: &Request, key: &Key) -> Value {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs());
     let toolchain = req.invocation.plan.toolchain.as_ref();
-    json!({
+    let mut v = json!({
         "nxcc": {
             "version": crate::VERSION,
             "reproduces": crate::ORIGINAL_VERSION,
@@ -245,18 +328,23 @@ fn versions(req: &Request, key: &Key) -> Value {
             "size": exe_meta.as_ref().map(|m| m.len()),
             "modified": mtime,
         },
-        "engine": req.engine.name(),
-        "compiler": match req.engine {
-            Engine::External(c) => Some(crate::engine::resolve_program(&c.program)),
-            Engine::Pipeline => None,
-        },
+        "engine_from": req.ran.source(),
         "toolchain": {
             "request": format!("{:?}", req.invocation.plan.toolchain_request),
             "bin": toolchain.map(|t| &t.bin),
             "simulated": toolchain.is_some_and(|t| t.simulated),
             "identity": key.inputs.get("toolchain"),
         },
-    })
+    });
+    // The engine as its own JSON (`engine`, `compiler`, `identity`), beside the rest.
+    if let (Some(all), Ok(Value::Object(engine))) = (v.as_object_mut(), serde_json::to_value(named))
+    {
+        all.extend(engine);
+    }
+    if matches!(req.ran, Ran::InDaemon(None)) {
+        v["engine_note"] = json!(ENGINE_ASSUMED);
+    }
+    v
 }
 
 /// The compiler's variables of this process, secrets left out by name (listed).
@@ -311,23 +399,52 @@ fn failure(r: &CompileResult) -> Value {
     })
 }
 
-/// `repro.sh`: the compile again, from the bundle's directory, with its environment.
-fn script(replay_args: &[String], model_name: &str, env: &Value, plan: &Plan) -> String {
+/// `repro.sh`: the compile again, from the bundle's directory, with its environment — through
+/// nxcc, or, for an external compiler's compile, that compiler run as nxcc ran it.
+fn script(
+    replay_args: &[String],
+    model_name: &str,
+    env: &Value,
+    plan: &Plan,
+    named: &EngineIdentity,
+) -> String {
     let q = crate::shell::quote;
+    let compiler = named
+        .compiler
+        .as_ref()
+        .filter(|_| named.name() == "external");
     let mut s = String::from(
-        "#!/bin/sh\n# Runs the compile this bundle was made from again (nxcc reproduce does the same, and\n# compares how it ends). NXCC names the nxcc to run (default: nxcc on PATH).\nset -eu\nhere=$(cd \"$(dirname \"$0\")\" && pwd)\n",
+        "#!/bin/sh\n# Runs the compile this bundle was made from again (nxcc reproduce does the same, and\n# compares how it ends).",
     );
+    match compiler {
+        Some(c) => s.push_str(&format!(
+            " It ran on the external compiler {}: NEURONX_CC names another\n# to run.\n",
+            c.display()
+        )),
+        None => s.push_str(" NXCC names the nxcc to run (default: nxcc on PATH).\n"),
+    }
+    s.push_str("set -eu\nhere=$(cd \"$(dirname \"$0\")\" && pwd)\n");
     if let Some(vars) = env["variables"].as_object() {
         for (k, v) in vars {
             s.push_str(&format!("export {k}={}\n", q(v.as_str().unwrap_or(""))));
         }
     }
     let simulated = plan.toolchain.as_ref().is_some_and(|t| t.simulated);
+    let program = match compiler {
+        Some(c) => {
+            s.push_str(&format!(
+                "compiler=${{NEURONX_CC:-{}}}\n",
+                q(&c.display().to_string())
+            ));
+            "\"$compiler\""
+        }
+        None => "\"${NXCC:-nxcc}\"",
+    };
     s.push_str(&format!(
-        "mkdir -p \"$here/out\"\ncd \"$here/out\"\nexec \"${{NXCC:-nxcc}}\" compile {} \"$here/{MODEL_DIR}/\"{} --output \"$here/out/model.neff\" --logfile \"$here/out/log-neuron-cc.txt\"{} \"$@\"\n",
+        "mkdir -p \"$here/out\"\ncd \"$here/out\"\nexec {program} compile {} \"$here/{MODEL_DIR}/\"{} --output \"$here/out/model.neff\" --logfile \"$here/out/log-neuron-cc.txt\"{} \"$@\"\n",
         crate::shell::join(replay_args),
         q(model_name),
-        if simulated { " --toolchain sim" } else { "" }
+        if simulated && compiler.is_none() { " --toolchain sim" } else { "" }
     ));
     s
 }

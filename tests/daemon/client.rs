@@ -310,27 +310,6 @@ fn with_a_daemon_running_the_client_streams_its_lines_and_exits_with_the_compile
     assert_eq!(daemon.status()["compiles"]["finished"], 4);
 }
 
-/// Read one request (head and `Content-Length` body) from a connection.
-fn read_request(s: &std::os::unix::net::UnixStream) -> (String, Vec<u8>) {
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    let mut len = 0;
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).unwrap();
-        if h.trim().is_empty() {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; len];
-    std::io::Read::read_exact(&mut r, &mut body).unwrap();
-    (line.trim().to_string(), body)
-}
-
 #[test]
 fn a_daemon_that_is_stopping_is_waited_for_and_the_compile_sent_again() {
     use std::io::Write;
@@ -396,34 +375,6 @@ fn a_daemon_that_is_stopping_is_waited_for_and_the_compile_sent_again() {
             world.state.display().to_string()
         );
     }
-}
-
-/// The reproducer bundles in `dir`.
-fn bundles_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.retain(|p| {
-        let n = p.file_name().unwrap().to_string_lossy().into_owned();
-        n.starts_with("nxcc-reproducer-") && n.ends_with(".tar.gz")
-    });
-    v
-}
-
-/// A bundle member's bytes.
-fn bundle_member(bundle: &Path, name: &str) -> Vec<u8> {
-    use std::io::Read;
-    let f = std::fs::File::open(bundle).unwrap();
-    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
-    for e in a.entries().unwrap() {
-        let mut e = e.unwrap();
-        if e.path().unwrap().to_str() == Some(name) {
-            let mut b = Vec::new();
-            e.read_to_end(&mut b).unwrap();
-            return b;
-        }
-    }
-    panic!("{name} is not in {}", bundle.display())
 }
 
 #[test]
@@ -514,10 +465,6 @@ fn a_compile_that_fails_in_the_daemon_leaves_a_bundle_the_client_wrote_that_repl
         "{said}"
     );
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Shared fixtures of the daemon tests: a temporary world (cache, runtime dir, simulated-tool
 //! state and record), a daemon started from the built binary on a socket in it, a small HTTP/1.1
 //! client that writes requests by hand and reads answers with their framing (`Content-Length`
-//! or chunked), and `/proc` scans.
+//! or chunked), `/proc` scans, the stand-in compiler, and the reproducer bundles a client wrote.
 
 #![allow(dead_code)]
 
@@ -34,6 +34,21 @@ pub fn hang_guard() -> Duration {
 
 pub fn nxcc_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_nxcc"))
+}
+
+/// The stand-in compiler (`tests/data/fake-compiler.sh`) copied into `dir`, a directory of the
+/// test's own: where only its owner can change it, as a compiler a reproducer's replay runs
+/// must be, wherever the repository was checked out.
+pub fn fake_compiler_in(dir: &Path) -> PathBuf {
+    let copy = dir.join("neuronx-cc");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake-compiler.sh"),
+        &copy,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy
 }
 
 /// The example model shipped with the project (a binary HloModuleProto; its first parameter, so
@@ -546,4 +561,57 @@ pub fn marker(test: &str) -> (String, String) {
                 .as_nanos()
         ),
     )
+}
+
+/// Read one request (head and `Content-Length` body) from a connection.
+pub fn read_request(s: &std::os::unix::net::UnixStream) -> (String, Vec<u8>) {
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let mut len = 0;
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).unwrap();
+        if h.trim().is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; len];
+    std::io::Read::read_exact(&mut r, &mut body).unwrap();
+    (line.trim().to_string(), body)
+}
+
+/// The reproducer bundles in `dir`.
+pub fn bundles_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| {
+        let n = p.file_name().unwrap().to_string_lossy().into_owned();
+        n.starts_with("nxcc-reproducer-") && n.ends_with(".tar.gz")
+    });
+    v
+}
+
+/// A bundle member's bytes.
+pub fn bundle_member(bundle: &Path, name: &str) -> Vec<u8> {
+    let f = std::fs::File::open(bundle).unwrap();
+    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        if e.path().unwrap().to_str() == Some(name) {
+            let mut b = Vec::new();
+            e.read_to_end(&mut b).unwrap();
+            return b;
+        }
+    }
+    panic!("{name} is not in {}", bundle.display())
+}
+
+/// Bytes as text (lossily).
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }

@@ -16,3 +16,4 @@ mod load;
 mod memo;
 mod protocol;
 mod python;
+mod reproducer;

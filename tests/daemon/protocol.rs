@@ -156,6 +156,11 @@ fn v1_streams_events_and_ends_with_done() {
         .map(|e| e["event"].as_str().unwrap())
         .collect();
     assert_eq!(kinds.last(), Some(&"done"));
+    // First, what runs the compile.
+    assert_eq!(
+        events[0],
+        json!({"event": "engine", "engine": "pipeline", "compiler": null, "identity": null})
+    );
     let done = events.last().unwrap();
     assert_eq!(done["exit_status"], 0);
     assert_eq!(
@@ -315,6 +320,30 @@ fn the_daemon_runs_an_external_compiler_through_its_cache() {
         daemon.log_text().contains("the external compiler"),
         "{}",
         daemon.log_text()
+    );
+    // The stream opens with the compiler, named as the cache keys it, even for a compile that
+    // ends before it runs (a usage error).
+    let (r, events) = daemon.v1(&json!({
+        "argv": [model, "--target", "trn2", "--bogus"],
+        "working_directory": wd,
+    }));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(events.last().unwrap()["exit_status"], 2, "{events:?}");
+    let engine = &events[0];
+    assert_eq!(engine["event"], "engine", "{events:?}");
+    assert_eq!(engine["engine"], "external");
+    assert_eq!(engine["compiler"], fake.display().to_string());
+    let bytes = std::fs::read(&fake).unwrap();
+    assert_eq!(
+        engine["identity"]["compiler"],
+        json!({"blake3": blake3::hash(&bytes).to_hex().to_string(), "size": bytes.len()})
+    );
+    assert!(
+        engine["identity"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("fake-compiler 2.24"),
+        "{engine}"
     );
 }
 

@@ -142,6 +142,22 @@ impl CacheConfig {
         )
     }
 
+    /// The key of a compile of `inv` whose toolchain's identity is `toolchain` (as
+    /// [`super::identity::of`] gives it), computed by the process that ran it — the daemon that
+    /// said which compiler it runs —, under these settings.
+    pub fn key_with_identity(
+        &self,
+        inv: &Invocation,
+        toolchain: serde_json::Value,
+    ) -> std::io::Result<Key> {
+        Key::compute_with_identity(
+            inv,
+            toolchain,
+            self.settings.sloppiness.hlo_metadata,
+            &self.table(),
+        )
+    }
+
     /// From a compile's own flags: `--no_cache` turns it off; `--cache_dir DIR` (relative to the
     /// launch dir) turns it on; else `default_dir` (`None` for `nxcc compile`, [`default_dir()`]
     /// for parallel-compile and the daemon). `--retry_failed_compilation` and the cache flags are

@@ -65,7 +65,27 @@ impl Key {
         hlo_metadata: bool,
         table: &Table,
     ) -> std::io::Result<Key> {
-        let inputs = args_inputs(inv, engine, table);
+        Key::compute_from(args_inputs(inv, engine, table), inv, hlo_metadata, table)
+    }
+
+    /// [`Key::compute`] for a compile whose toolchain's identity is known: `toolchain`, as
+    /// [`identity::of`] gives it, computed by the process that ran the compile (the daemon that
+    /// said which compiler it runs).
+    pub(crate) fn compute_with_identity(
+        inv: &Invocation,
+        toolchain: Value,
+        hlo_metadata: bool,
+        table: &Table,
+    ) -> std::io::Result<Key> {
+        Key::compute_from(args_inputs_with(inv, toolchain), inv, hlo_metadata, table)
+    }
+
+    fn compute_from(
+        inputs: Value,
+        inv: &Invocation,
+        hlo_metadata: bool,
+        table: &Table,
+    ) -> std::io::Result<Key> {
         let m = model_digest(&inv.plan.model, hlo_metadata, table)?;
         let mut key = Key::from_digest(inputs, &m.digest, m.size, m.sloppy);
         key.features = super::features::Features {
@@ -140,6 +160,19 @@ pub(crate) fn canonical_args(inv: &Invocation) -> Value {
 /// Everything of the key but the model, in clear (deterministic: built in a fixed order).
 pub(crate) fn args_inputs(inv: &Invocation, engine: &Engine, table: &Table) -> Value {
     let plan = &inv.plan;
+    let toolchain = identity::of(
+        &plan.toolchain_request,
+        plan.toolchain.as_ref(),
+        engine,
+        Tools::OfPlan(plan),
+        table,
+    );
+    args_inputs_with(inv, toolchain)
+}
+
+/// [`args_inputs`] with the toolchain's identity given.
+fn args_inputs_with(inv: &Invocation, toolchain: Value) -> Value {
+    let plan = &inv.plan;
     json!({
         "plan_version": crate::plan::PLAN_VERSION,
         "args": canonical_args(inv),
@@ -148,13 +181,7 @@ pub(crate) fn args_inputs(inv: &Invocation, engine: &Engine, table: &Table) -> V
             "walrus_passes": plan.walrus_passes,
             "subgraphs": plan.subgraphs,
         },
-        "toolchain": identity::of(
-            &plan.toolchain_request,
-            plan.toolchain.as_ref(),
-            engine,
-            Tools::OfPlan(plan),
-            table,
-        ),
+        "toolchain": toolchain,
     })
 }
 
@@ -460,6 +487,32 @@ mod tests {
             &["m.pb", "--target", "trn2", "--toolchain", "sim"],
         );
         assert_eq!(sim.inputs["toolchain"]["nxcc_version"], crate::VERSION);
+    }
+
+    #[test]
+    fn a_key_made_with_the_identity_another_process_computed_is_the_key_computed_here() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("m.pb"), b"model").unwrap();
+        let compiler = dir.path().join("neuronx-cc");
+        std::fs::write(&compiler, b"#!/bin/sh\necho 'neuronx-cc 2.24'\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&compiler, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let inv = plan_in(dir.path(), &["m.pb", "--target", "trn2"]);
+        let engine = Engine::external(&compiler);
+        let here = Key::compute(&inv, &engine, false, &Table::off()).unwrap();
+        let said = crate::cache::EngineIdentity::of(&engine, &Table::off());
+        let given =
+            Key::compute_with_identity(&inv, said.identity.unwrap(), false, &Table::off()).unwrap();
+        assert_eq!(given, here);
+        let other = Key::compute_with_identity(
+            &inv,
+            serde_json::json!({"kind": "external", "compiler": {"missing": true}, "version": "x"}),
+            false,
+            &Table::off(),
+        )
+        .unwrap();
+        assert_ne!(other.key, here.key);
+        assert_eq!(other.model_digest, here.model_digest);
     }
 
     #[test]

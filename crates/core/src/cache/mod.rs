@@ -62,6 +62,7 @@ pub mod command;
 pub(crate) mod config;
 pub mod counters;
 pub mod digests;
+pub mod engine_identity;
 pub mod estimate;
 pub mod evict;
 pub mod explain;
@@ -84,6 +85,7 @@ pub mod store;
 pub use config::{
     check_local, default_dir, CacheConfig, CacheStatus, CACHE_URL_ENV, DEFAULT_DIR_TEXT,
 };
+pub use engine_identity::EngineIdentity;
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::Key;
 pub use layer::{LocalStore, TIER_LOCAL, TIER_SECONDARY, TIER_SHARED, TIER_SHARED_SECONDARY};
