@@ -242,93 +242,54 @@ fn open(bundle: &Path, scratch: &Path) -> Result<Bundle, String> {
     })
 }
 
-/// The engine the replay runs on: `--compiler` when given (said when it is not the compiler
-/// the bundle names), else what the bundle names — an external compiler only when it is on this
-/// host, where only its owner or root can change it ([`named_compiler`]), and the same one, its
-/// bytes and then its version; else why the bundle cannot be replayed as it is. With the engine,
-/// the lines that say which it is, when the bundle does not name it plainly.
+/// The engine the replay runs on: `--compiler` when given (said whether it is the compiler the
+/// bundle names: the same bytes, then the same version line), else nxcc's pipeline when the
+/// bundle names it. A bundle is untrusted input, so the external compiler it names is never run
+/// unless the user names it with `--compiler`: such a bundle without it is refused, saying which
+/// compiler it names and the command that replays with it. With the engine, the lines that say
+/// which it is, when the bundle does not name it plainly.
 fn replay_engine(b: &Bundle, given: Option<&Path>) -> Result<(Engine, String), String> {
-    let table = Table::off();
     let external = b.engine.name() == "external";
     let mut said = String::new();
     if b.engine_from == "assumed" {
         said.push_str(&format!("note: {}\n", super::write::ENGINE_ASSUMED));
     }
-    if let Some(c) = given {
-        let differences = match external {
-            true => b
-                .engine
-                .compiler_differences(&crate::engine::resolve_program(c), &table),
-            false => Vec::new(),
+    let Some(c) = given else {
+        return match external {
+            false => Ok((Engine::Pipeline, said)),
+            true => Err(names_a_compiler(b)),
         };
-        if !differences.is_empty() {
-            said.push_str(&format!(
+    };
+    if external {
+        let program = crate::engine::resolve_program(c);
+        let differences = b.engine.compiler_differences(&program, &Table::off());
+        said.push_str(&match differences.is_empty() {
+            true => format!(
+                "with the external compiler {} (the one the bundle names: the same bytes and version)\n",
+                program.display()
+            ),
+            false => format!(
                 "note: {} is not the compiler the bundle names: {}; replaying with it\n",
                 c.display(),
                 differences.join("; ")
-            ));
-        }
-        return Ok((Engine::external(c), said));
+            ),
+        });
     }
-    if !external {
-        return Ok((Engine::Pipeline, said));
-    }
-    let Some(named) = &b.engine.compiler else {
-        return Err(
-            "it was compiled by an external compiler it does not name: replay it with --compiler PATH"
-                .into(),
-        );
-    };
-    let program = named_compiler(named)?;
-    let differences = b.engine.compiler_differences(&program, &table);
-    if !differences.is_empty() {
-        return Err(format!(
-            "it was compiled by the external compiler {}, and the one there now is another: {}; replay it with --compiler PATH to use that one or another",
-            named.display(),
-            differences.join("; ")
-        ));
-    }
-    said.push_str(&format!(
-        "with the external compiler {} (the one the bundle names: the same bytes and version)\n",
-        program.display()
-    ));
-    Ok((Engine::external(program), said))
+    Ok((Engine::external(c), said))
 }
 
-/// The external compiler a bundle names, as a path with no link in it, if it may be run: the
-/// bundle is untrusted, so the program is run only from a directory only its owner or root can
-/// change, a regular file neither its group nor others can write (nxcc's trust rule,
-/// [`crate::fsx::trust`]); `Err`: why not (it is not on this host, or not in such a place).
-fn named_compiler(named: &Path) -> Result<PathBuf, String> {
-    let missing = || {
-        format!(
-            "it was compiled by the external compiler {}, which is not on this host: replay it with --compiler PATH",
-            named.display()
-        )
-    };
-    if !named.is_absolute() {
-        return Err(missing());
-    }
-    let real = std::fs::canonicalize(named).map_err(|_| missing())?;
-    let (Some(dir), Some(name)) = (real.parent(), real.file_name().and_then(|n| n.to_str())) else {
-        return Err(missing());
-    };
-    let subject = crate::fsx::trust::Subject {
-        noun: "the directory of the compiler the bundle names",
-        file: "the compiler the bundle names",
-        instead: "replay it with --compiler PATH",
-    };
-    let refused = |e: std::io::Error| match crate::fsx::trust::untrusted(&e) {
-        Some(u) => format!("it is not run from where it is: {u}"),
-        None => format!(
-            "cannot read the compiler it names, {}: {e}",
+/// Why a bundle of an external compiler's compile is not replayed without `--compiler`: the
+/// compiler it names (never run, nor read, on the bundle's word) and how to replay with it.
+fn names_a_compiler(b: &Bundle) -> String {
+    match &b.engine.compiler {
+        Some(named) => format!(
+            "it was compiled by the external compiler {} ({}); a bundle never has nxcc run a program it names: replay it with --compiler {} (or another compiler)",
+            named.display(),
+            b.engine.described(),
             named.display()
         ),
-    };
-    let dir = crate::fsx::Trusted::open(dir, subject, false).map_err(refused)?;
-    dir.open_file(name, rustix::fs::OFlags::RDONLY, 0)
-        .map_err(refused)?;
-    Ok(real)
+        None => "it was compiled by an external compiler it does not name: replay it with --compiler PATH".into(),
+    }
 }
 
 /// A file name of one component, not a flag, not `.` or `..`.

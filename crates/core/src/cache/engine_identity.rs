@@ -68,6 +68,19 @@ impl EngineIdentity {
         }
     }
 
+    /// The external compiler's identity in words: `blake3 3f9a0c1d2e4b5a69… (1234 bytes),
+    /// version "neuronx-cc 2.24"` (`no identity recorded` when there is none).
+    pub fn described(&self) -> String {
+        match &self.identity {
+            Some(id) => format!(
+                "blake3 {}, version {}",
+                describe_digest(&id["compiler"]),
+                id["version"]
+            ),
+            None => "no identity recorded".into(),
+        }
+    }
+
     /// What differs between the external compiler this names and the one at `program`, in
     /// words (empty: the same compiler): its bytes (blake3 and size), else its version line —
     /// asked, so the compiler run, only when its bytes are the ones named. Values are
