@@ -394,9 +394,8 @@ const PIPELINE: [&str; 6] = [
     "Kelper",
 ];
 
-#[test]
-fn a_compiles_profile_imports_into_perfettos_own_engine_without_an_error() {
-    let s = Scratch::new();
+/// A simulated compile of the example through a cache, its profile written to `one.json`.
+fn profiled_compile(s: &Scratch) {
     let o = s.sim_run(
         "trn2",
         &[
@@ -409,6 +408,12 @@ fn a_compiles_profile_imports_into_perfettos_own_engine_without_an_error() {
         ],
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_compiles_profile_imports_into_perfettos_own_engine_without_an_error() {
+    let s = Scratch::new();
+    profiled_compile(&s);
     let p = imported_as_written(&s.join("one.json"));
     assert_eq!(
         p.threads,
@@ -450,18 +455,7 @@ fn overrun(whole: &[u8]) -> String {
 fn perfettos_engine_reports_a_truncated_profile_and_a_job_outside_its_compile() {
     // The check can fail: the same profile, broken two ways, is refused by the engine.
     let s = Scratch::new();
-    let o = s.sim_run(
-        "trn2",
-        &[
-            "--output",
-            "m.neff",
-            "--profile",
-            "one.json",
-            "--cache_dir",
-            "cache",
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    profiled_compile(&s);
     let whole = std::fs::read(s.join("one.json")).unwrap();
     let engine = perfetto::engine();
     let loaded = engine.load(&s.join("one.json"), &[perfetto::ERRORS]);

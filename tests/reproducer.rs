@@ -12,23 +12,11 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use common::bundles::bundles_in as bundles;
 use common::{text, Scratch, NXCC};
 use serde_json::Value;
 
 const MODEL: &str = "mlp.hlo_module.pb";
-
-/// The bundles in `dir`.
-fn bundles(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.retain(|p| {
-        let n = p.file_name().unwrap().to_string_lossy().into_owned();
-        n.starts_with("nxcc-reproducer-") && n.ends_with(".tar.gz")
-    });
-    v.sort();
-    v
-}
 
 /// A bundle's members: name → bytes.
 fn members(bundle: &Path) -> Vec<(String, Vec<u8>)> {

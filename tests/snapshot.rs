@@ -14,6 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
+use common::bundles::member as bundle_member;
 use common::swap::{can_play_another_user, Swap, Swapped, Swapper};
 use common::{text, Scratch};
 
@@ -373,22 +374,6 @@ fn the_framework_cache_gets_the_neff_of_the_graph_it_holds() {
         swapped_before > 0,
         "the framework never rewrote a graph being compiled"
     );
-}
-
-/// A bundle's member `name` (a gzip'd tar, as `--gen-reproducer` writes it).
-fn bundle_member(bundle: &Path, name: &str) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let f = std::fs::File::open(bundle).unwrap();
-    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
-    for e in a.entries().unwrap() {
-        let mut e = e.unwrap();
-        if e.path().unwrap().to_str() == Some(name) {
-            let mut b = Vec::new();
-            e.read_to_end(&mut b).unwrap();
-            return Some(b);
-        }
-    }
-    None
 }
 
 /// A reproducer bundle holds the bytes that were compiled: the model, bytes that are no module

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod bundles;
 pub mod netns;
 pub mod perfetto;
 pub mod swap;

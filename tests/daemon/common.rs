@@ -584,31 +584,12 @@ pub fn read_request(s: &std::os::unix::net::UnixStream) -> (String, Vec<u8>) {
     (line.trim().to_string(), body)
 }
 
-/// The reproducer bundles in `dir`.
-pub fn bundles_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.retain(|p| {
-        let n = p.file_name().unwrap().to_string_lossy().into_owned();
-        n.starts_with("nxcc-reproducer-") && n.ends_with(".tar.gz")
-    });
-    v
-}
+pub use crate::bundles::bundles_in;
 
-/// A bundle member's bytes.
+/// A bundle member's bytes (it must be there).
 pub fn bundle_member(bundle: &Path, name: &str) -> Vec<u8> {
-    let f = std::fs::File::open(bundle).unwrap();
-    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
-    for e in a.entries().unwrap() {
-        let mut e = e.unwrap();
-        if e.path().unwrap().to_str() == Some(name) {
-            let mut b = Vec::new();
-            e.read_to_end(&mut b).unwrap();
-            return b;
-        }
-    }
-    panic!("{name} is not in {}", bundle.display())
+    crate::bundles::member(bundle, name)
+        .unwrap_or_else(|| panic!("{name} is not in {}", bundle.display()))
 }
 
 /// Bytes as text (lossily).

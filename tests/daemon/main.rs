@@ -4,6 +4,8 @@
 
 mod access;
 mod bad_input;
+#[path = "../common/bundles.rs"]
+mod bundles;
 mod client;
 mod common;
 mod connections;
