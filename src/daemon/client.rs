@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use super::config;
 use super::wire::{self, CompileRequest, Done, Said, Stream};
-use crate::cache::EngineIdentity;
+use crate::cache::{EngineIdentity, ToolchainIdentity};
 use crate::cli::CompileArgs;
 use crate::engine::events::Event;
 use crate::engine::metrics::JobMetrics;
@@ -151,7 +151,7 @@ pub fn compile(args: &CompileArgs) -> i32 {
     match send_saying(&Target::from_env(), &argv, true, &mut heard) {
         Sent::Finished(done) => {
             if let (Some(bundle), Some(result)) = (bundle, done.result(heard.jobs)) {
-                bundle.finish(&result, heard.engine.as_ref());
+                bundle.finish(&result, heard.engine.as_ref(), heard.toolchain.as_ref());
             }
             done.exit_status
         }
@@ -182,6 +182,9 @@ struct Heard {
     /// What runs the compile, as the daemon said (`None`: it did not — a daemon of an older
     /// nxcc).
     engine: Option<EngineIdentity>,
+    /// The toolchain the compile ran with, as the daemon said (`None`: it did not — it ended
+    /// before it was planned, or a daemon of an older nxcc).
+    toolchain: Option<ToolchainIdentity>,
     /// The figures of each job the compile ran, as the daemon reported them.
     jobs: Vec<JobMetrics>,
 }
@@ -352,6 +355,8 @@ pub enum Line {
     Job(Box<JobMetrics>),
     /// What runs the compile, as the daemon says.
     Engine(Box<EngineIdentity>),
+    /// The toolchain the compile runs with, as the daemon says once it planned it.
+    Toolchain(Box<ToolchainIdentity>),
     /// Anything else (a worker event, a line this client does not know: passed over).
     Other,
 }
@@ -366,6 +371,7 @@ pub fn interpret(line: &str) -> Line {
         Some(wire::Line::Said(Said::Log { line, .. })) => Line::Out(line),
         Some(wire::Line::Said(Said::Done(done))) => Line::Done(Box::new(done)),
         Some(wire::Line::Said(Said::Engine(named))) => Line::Engine(Box::new(named)),
+        Some(wire::Line::Said(Said::Toolchain(named))) => Line::Toolchain(Box::new(named)),
         Some(wire::Line::Worker(Event::JobFinished(job))) => Line::Job(Box::new(job)),
         _ => Line::Other,
     }
@@ -466,6 +472,7 @@ fn exchange(stream: UnixStream, body: &[u8], heard: &mut Heard) -> Result<Answer
         Line::Err(t) => super::err(&format!("{t}\n")),
         Line::Job(job) => heard.jobs.push((**job).clone()),
         Line::Engine(named) => heard.engine = Some((**named).clone()),
+        Line::Toolchain(named) => heard.toolchain = Some((**named).clone()),
         Line::Done(_) | Line::Other => {}
     })
 }
@@ -786,5 +793,14 @@ mod tests {
             interpret(r#"{"event":"engine","engine":"pipeline"}"#),
             Line::Engine(n) if n.name() == "pipeline" && n.compiler.is_none()
         ));
+        let toolchain = interpret(
+            r#"{"event":"toolchain","bin":"/opt/tc/bin","simulated":true,"identity":{"kind":"dir"}}"#,
+        );
+        assert!(
+            matches!(&toolchain, Line::Toolchain(t) if t.simulated
+                && t.bin.as_deref() == Some(Path::new("/opt/tc/bin"))
+                && t.identity.as_ref().is_some_and(|i| i["kind"] == "dir")),
+            "{toolchain:?}"
+        );
     }
 }

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::{self, CacheConfig, EngineIdentity, Key};
+use crate::cache::{self, CacheConfig, EngineIdentity, Key, ToolchainIdentity};
 use crate::compile::{Compiled, Request};
 use crate::engine::result::CompileResult;
 use crate::engine::session::Options;
@@ -65,6 +65,11 @@ pub trait Engine: Send + Sync {
     /// by the compiler's stat identity). What every client may see: nothing of a request.
     /// Blocking (hashes the compiler, asks its version the first time).
     fn identity(&self) -> EngineIdentity;
+
+    /// The toolchain a prepared compile runs with: where its tools are, whether it is the
+    /// simulated one, and its identity as the compile's key records it (computed, as the key
+    /// would, when the compile has no key). What its client may see. Blocking (may hash tools).
+    fn toolchain(&self, invocation: &Invocation, prepared: &Prepared) -> ToolchainIdentity;
 
     /// The daemon's compile cache (`None` without one), for `GET /v1/status`.
     fn cache_dir(&self) -> Option<&Path>;
@@ -154,6 +159,15 @@ impl Engine for Cached {
 
     fn identity(&self) -> EngineIdentity {
         EngineIdentity::of(&self.engine, &cache::digests::Table::memory_only())
+    }
+
+    fn toolchain(&self, invocation: &Invocation, prepared: &Prepared) -> ToolchainIdentity {
+        ToolchainIdentity::planned(
+            &invocation.plan,
+            &self.engine,
+            prepared.key.as_ref(),
+            &cache::digests::Table::memory_only(),
+        )
     }
 
     fn cache_dir(&self) -> Option<&Path> {

@@ -156,6 +156,9 @@ impl Emit for StreamEmit {
     fn engine(&self, named: &crate::cache::EngineIdentity) {
         self.send(&Line::Said(Said::Engine(named.clone())));
     }
+    fn toolchain(&self, named: &crate::cache::ToolchainIdentity) {
+        self.send(&Line::Said(Said::Toolchain(named.clone())));
+    }
     fn done(&self, ended: &Ended) {
         self.done_sent.store(true, Ordering::SeqCst);
         self.send(&done_line(ended));

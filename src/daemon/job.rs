@@ -40,6 +40,8 @@ pub trait Emit: Send + Sync {
     fn event(&self, event: &Event);
     /// What runs the compile, said before anything else.
     fn engine(&self, _named: &crate::cache::EngineIdentity) {}
+    /// The toolchain the compile runs with, said once it is planned.
+    fn toolchain(&self, _named: &crate::cache::ToolchainIdentity) {}
     /// The compile is over (after the daemon counted it), as it ended.
     fn done(&self, _ended: &Ended) {}
 }
@@ -345,6 +347,9 @@ fn compile(
     let emit_ref: &dyn Emit = emit.as_ref();
     let output = Some(invocation.plan.output.clone());
     let prepared = ctx.engine.prepare(invocation);
+    // A client that writes the compile's reproducer names this toolchain (the daemon's own
+    // when the request names none), as the compile's key records it.
+    emit.toolchain(&ctx.engine.toolchain(invocation, &prepared));
     let estimate = prepared.estimate;
     let permit = if control.is_cancelled() {
         None

@@ -1,7 +1,8 @@
 //! The daemon's wire: the JSON the server writes and its clients read, as types both sides
 //! compile against (buck2's forkserver schema) — the body of `POST /v1/compile`
 //! ([`CompileRequest`]), each line of its answer ([`Line`]: first what runs the compile,
-//! [`Said::Engine`]; then console lines and worker events; last [`Done`], which carries how the
+//! [`Said::Engine`]; once the compile is planned, the toolchain it runs with, [`Said::Toolchain`];
+//! console lines and worker events; last [`Done`], which carries how the
 //! compile ended as a typed [`Status`] and [`Failure`]), and the answer of `GET /v1/status`
 //! ([`DaemonStatus`]). The JSON itself is the protocol's: field names and
 //! values are those clients of other languages read.
@@ -9,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cache::EngineIdentity;
+use crate::cache::{EngineIdentity, ToolchainIdentity};
 use crate::engine::events::Event;
 use crate::result::{Failure, Status};
 
@@ -123,6 +124,10 @@ pub enum Said {
     /// What runs the compile, the stream's first line: nxcc's pipeline, or the external
     /// compiler the daemon runs (its path and identity, as its cache keys it).
     Engine(EngineIdentity),
+    /// The toolchain the compile runs with, once the daemon has planned it (its own when the
+    /// request names none): where its tools are, whether it is the simulated one, and its
+    /// identity as the daemon's cache key records it.
+    Toolchain(ToolchainIdentity),
     /// One console line of the compile.
     Log {
         /// The line, without its end.
@@ -338,8 +343,18 @@ mod tests {
             serde_json::to_value(&pipeline).unwrap(),
             json!({"event": "engine", "engine": "pipeline", "compiler": null, "identity": null})
         );
+        let toolchain = Line::Said(Said::Toolchain(ToolchainIdentity {
+            bin: Some("/opt/tc/bin".into()),
+            simulated: true,
+            identity: Some(json!({"kind": "dir", "tools": {}})),
+        }));
+        assert_eq!(
+            serde_json::to_value(&toolchain).unwrap(),
+            json!({"event": "toolchain", "bin": "/opt/tc/bin", "simulated": true,
+                "identity": {"kind": "dir", "tools": {}}})
+        );
         // Each reads back as itself, from its bytes.
-        for l in [engine, pipeline, log, w, done] {
+        for l in [engine, pipeline, toolchain, log, w, done] {
             let bytes = l.to_bytes();
             assert_eq!(bytes.last(), Some(&b'\n'));
             assert_eq!(Line::parse(std::str::from_utf8(&bytes).unwrap()), Some(l));

@@ -6,13 +6,15 @@
 //! daemon says how the compile ended (its typed status and error lines, and the jobs' figures
 //! its events carried), [`super::write::as_asked`] writes the bundle from that snapshot, as it
 //! does for a local compile, naming the engine the daemon said its stream opened with — nxcc's
-//! pipeline, or the external compiler it runs (`--compiler`), its path and identity — or, from a
-//! daemon that says none (an older nxcc), that the pipeline is assumed. A client stopped by a
+//! pipeline, or the external compiler it runs (`--compiler`), its path and identity — and the
+//! toolchain the daemon said the compile runs with once it planned it (the daemon's own, when the
+//! client names none); from a daemon that says neither (an older nxcc), that the pipeline and the
+//! client's own toolchain are assumed. A client stopped by a
 //! signal (SIGINT, SIGTERM, SIGHUP: the daemon then cancels the compile, which wants no bundle)
 //! removes its snapshot before it exits.
 
 use super::write::Ran;
-use crate::cache::EngineIdentity;
+use crate::cache::{EngineIdentity, ToolchainIdentity};
 use crate::cli::CompileArgs;
 use crate::engine::result::CompileResult;
 use crate::engine::session::{snapshot_root, Options};
@@ -51,11 +53,17 @@ impl Pending {
     }
 
     /// The compile ended as `result`: write its bundle if it is wanted (said on stderr), naming
-    /// `engine`, what the daemon said runs it (`None`: it did not say).
-    pub fn finish(self, result: &CompileResult, engine: Option<&EngineIdentity>) {
+    /// `engine`, what the daemon said runs it, and `toolchain`, what it said the compile runs
+    /// with (`None`: it did not say).
+    pub fn finish(
+        self,
+        result: &CompileResult,
+        engine: Option<&EngineIdentity>,
+        toolchain: Option<&ToolchainIdentity>,
+    ) {
         super::write::as_asked(
             &self.invocation,
-            Ran::InDaemon(engine),
+            Ran::InDaemon { engine, toolchain },
             result,
             None,
             self.snapshot.as_ref(),

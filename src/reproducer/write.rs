@@ -11,12 +11,13 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::{env_kept, Signature, FORMAT, MANIFEST, MODEL_DIR};
-use crate::cache::{CacheConfig, EngineIdentity, Key};
+use crate::cache::{CacheConfig, EngineIdentity, Key, ToolchainIdentity};
 use crate::engine::result::CompileResult;
 use crate::engine::Engine;
 use crate::fsx::{AtomicFile, Dir, Durability};
-use crate::plan::{Invocation, Plan};
+use crate::plan::Invocation;
 use crate::result::Failure;
+use crate::toolchain::Toolchain;
 
 /// The most of a model read into a bundle, bytes.
 pub const MAX_MODEL_BYTES: u64 = 4 << 30;
@@ -28,13 +29,24 @@ pub const MAX_LOG_BYTES: u64 = 16 << 20;
 pub enum Ran<'a> {
     /// This process ran it, on this engine.
     Here(&'a Engine),
-    /// The daemon ran it, and its stream said on what (`None`: it did not say — a daemon of an
-    /// older nxcc —; nxcc's pipeline is assumed, and the bundle says so).
-    InDaemon(Option<&'a EngineIdentity>),
+    /// The daemon ran it, and its stream said on what (`engine`) and, once it planned the
+    /// compile, with which toolchain (`toolchain`: the daemon's own when the client named none).
+    /// `None`: it did not say — a daemon of an older nxcc, or, for the toolchain, a compile that
+    /// ended before it was planned —; nxcc's pipeline, and the toolchain this process resolves,
+    /// are assumed, and the bundle says so.
+    InDaemon {
+        /// What runs the compile, as the daemon said.
+        engine: Option<&'a EngineIdentity>,
+        /// The toolchain the compile ran with, as the daemon said.
+        toolchain: Option<&'a ToolchainIdentity>,
+    },
 }
 
 /// `versions.json`'s `engine_note` when the engine is assumed.
 pub const ENGINE_ASSUMED: &str = "the daemon that ran the compile did not say what runs its compiles (a daemon of an older nxcc): nxcc's pipeline is assumed";
+
+/// `versions.json`'s `toolchain_note` when the toolchain is assumed.
+pub const TOOLCHAIN_ASSUMED: &str = "the daemon that ran the compile did not say which toolchain it ran with (a daemon of an older nxcc, or a compile that ended before it was planned): the toolchain the client resolves is assumed";
 
 impl Ran<'_> {
     /// How the bundle knows the engine (`versions.json`'s `engine_from`): `local` (this process
@@ -42,8 +54,35 @@ impl Ran<'_> {
     pub fn source(&self) -> &'static str {
         match self {
             Ran::Here(_) => "local",
-            Ran::InDaemon(Some(_)) => "daemon",
-            Ran::InDaemon(None) => "assumed",
+            Ran::InDaemon {
+                engine: Some(_), ..
+            } => "daemon",
+            Ran::InDaemon { engine: None, .. } => "assumed",
+        }
+    }
+
+    /// How the bundle knows the toolchain (`versions.json`'s `toolchain_from`): `local`,
+    /// `daemon`, `assumed`.
+    pub fn toolchain_source(&self) -> &'static str {
+        match self {
+            Ran::Here(_) => "local",
+            Ran::InDaemon {
+                toolchain: Some(_), ..
+            } => "daemon",
+            Ran::InDaemon {
+                toolchain: None, ..
+            } => "assumed",
+        }
+    }
+
+    /// The toolchain the compile ran with: as the daemon said, else as this process locates it
+    /// (`located`), of the identity the compile's key records.
+    fn toolchain(&self, located: Option<&Toolchain>, key: &Key) -> ToolchainIdentity {
+        match self {
+            Ran::InDaemon {
+                toolchain: Some(t), ..
+            } => (*t).clone(),
+            _ => ToolchainIdentity::of(located, key.inputs.get("toolchain").cloned()),
         }
     }
 
@@ -51,29 +90,49 @@ impl Ran<'_> {
     fn engine(&self) -> Engine {
         match self {
             Ran::Here(e) => (*e).clone(),
-            Ran::InDaemon(Some(EngineIdentity {
-                compiler: Some(c), ..
-            })) if self.is_external() => Engine::external(c.clone()),
-            Ran::InDaemon(_) => Engine::Pipeline,
+            Ran::InDaemon {
+                engine:
+                    Some(EngineIdentity {
+                        compiler: Some(c), ..
+                    }),
+                ..
+            } if self.is_external() => Engine::external(c.clone()),
+            Ran::InDaemon { .. } => Engine::Pipeline,
         }
     }
 
     fn is_external(&self) -> bool {
         match self {
             Ran::Here(e) => matches!(e, Engine::External(_)),
-            Ran::InDaemon(n) => n.is_some_and(|n| n.name() == "external"),
+            Ran::InDaemon { engine, .. } => engine.is_some_and(|n| n.name() == "external"),
         }
     }
 
     /// The compile's key (its model as `inv` names it): with the toolchain's identity the
-    /// daemon computed when it said one, else computed here.
+    /// daemon computed when it said one (the toolchain's, else the external compiler's), else
+    /// computed here.
     fn key(&self, inv: &Invocation) -> std::io::Result<Key> {
         let cfg = CacheConfig::off();
-        match self {
-            Ran::InDaemon(Some(EngineIdentity {
-                identity: Some(id), ..
-            })) => cfg.key_with_identity(inv, id.clone()),
-            _ => cfg.key(inv, &self.engine()),
+        let said = match self {
+            Ran::InDaemon {
+                toolchain:
+                    Some(ToolchainIdentity {
+                        identity: Some(id), ..
+                    }),
+                ..
+            }
+            | Ran::InDaemon {
+                engine:
+                    Some(EngineIdentity {
+                        identity: Some(id), ..
+                    }),
+                ..
+            } => Some(id),
+            _ => None,
+        };
+        match said {
+            Some(id) => cfg.key_with_identity(inv, id.clone()),
+            None => cfg.key(inv, &self.engine()),
         }
     }
 
@@ -216,9 +275,12 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
         members.push((crate::neuron_cache::FLAGS_FILE.into(), flags));
     }
     let named = req.ran.named(&key);
+    let toolchain = req
+        .ran
+        .toolchain(req.invocation.plan.toolchain.as_ref(), &key);
     members.push((
         "versions.json".into(),
-        json_member(versions(req, &named, &key)),
+        json_member(versions(req, &named, &toolchain)),
     ));
     let env = environment();
     members.push(("env.json".into(), json_member(env.clone())));
@@ -236,14 +298,7 @@ pub fn write(req: &Request) -> Result<PathBuf, String> {
     ));
     members.push((
         "repro.sh".into(),
-        script(
-            &replay_args,
-            &model_name,
-            &env,
-            &req.invocation.plan,
-            &named,
-        )
-        .into_bytes(),
+        script(&replay_args, &model_name, &env, &toolchain, &named).into_bytes(),
     ));
     let manifest = manifest(&members);
     members.push((MANIFEST.into(), json_member(manifest)));
@@ -310,8 +365,10 @@ fn argv(invocation: &Invocation, replay_args: &[String], model_name: &str) -> Va
 }
 
 /// nxcc's version and identity; the engine (`named`: nxcc's pipeline, or an external compiler's
-/// path and identity) and how the bundle knows it; the toolchain's.
-fn versions(req: &Request, named: &EngineIdentity, key: &Key) -> Value {
+/// path and identity) and how the bundle knows it; the toolchain (`toolchain`: its directory,
+/// whether it is simulated, its identity), what the command line asked for, and how the bundle
+/// knows it.
+fn versions(req: &Request, named: &EngineIdentity, toolchain: &ToolchainIdentity) -> Value {
     let exe = std::env::current_exe().ok();
     let exe_meta = exe.as_ref().and_then(|e| std::fs::metadata(e).ok());
     let mtime = exe_meta
@@ -319,7 +376,6 @@ fn versions(req: &Request, named: &EngineIdentity, key: &Key) -> Value {
         .and_then(|m| m.modified().ok())
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs());
-    let toolchain = req.invocation.plan.toolchain.as_ref();
     let mut v = json!({
         "nxcc": {
             "version": crate::VERSION,
@@ -329,20 +385,20 @@ fn versions(req: &Request, named: &EngineIdentity, key: &Key) -> Value {
             "modified": mtime,
         },
         "engine_from": req.ran.source(),
-        "toolchain": {
-            "request": format!("{:?}", req.invocation.plan.toolchain_request),
-            "bin": toolchain.map(|t| &t.bin),
-            "simulated": toolchain.is_some_and(|t| t.simulated),
-            "identity": key.inputs.get("toolchain"),
-        },
+        "toolchain": toolchain,
+        "toolchain_from": req.ran.toolchain_source(),
     });
+    v["toolchain"]["request"] = json!(format!("{:?}", req.invocation.plan.toolchain_request));
     // The engine as its own JSON (`engine`, `compiler`, `identity`), beside the rest.
     if let (Some(all), Ok(Value::Object(engine))) = (v.as_object_mut(), serde_json::to_value(named))
     {
         all.extend(engine);
     }
-    if matches!(req.ran, Ran::InDaemon(None)) {
+    if req.ran.source() == "assumed" {
         v["engine_note"] = json!(ENGINE_ASSUMED);
+    }
+    if req.ran.toolchain_source() == "assumed" {
+        v["toolchain_note"] = json!(TOOLCHAIN_ASSUMED);
     }
     v
 }
@@ -405,7 +461,7 @@ fn script(
     replay_args: &[String],
     model_name: &str,
     env: &Value,
-    plan: &Plan,
+    toolchain: &ToolchainIdentity,
     named: &EngineIdentity,
 ) -> String {
     let q = crate::shell::quote;
@@ -429,7 +485,7 @@ fn script(
             s.push_str(&format!("export {k}={}\n", q(v.as_str().unwrap_or(""))));
         }
     }
-    let simulated = plan.toolchain.as_ref().is_some_and(|t| t.simulated);
+    let simulated = toolchain.simulated;
     let program = match compiler {
         Some(c) => {
             s.push_str(&format!(

@@ -387,6 +387,20 @@ pub fn shell_join(words: &[&str]) -> String {
 }
 
 /// The words of a simulated compile of `model` for trn2, without the leading `compile`:
+/// A simulated toolchain laid out in the world's `rel` by `nxcc toolchain sim DIR`; its
+/// directory.
+pub fn sim_toolchain(world: &World, rel: &str) -> PathBuf {
+    let tc = world.path().join(rel);
+    let o = world
+        .nxcc()
+        .args(["toolchain", "sim"])
+        .arg(&tc)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    tc
+}
+
 /// `MODEL --target trn2 --toolchain sim --output OUTPUT EXTRA...`.
 pub fn sim_argv<'a>(model: &'a str, output: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![

@@ -77,14 +77,7 @@ fn a_changed_tool_is_seen_by_the_next_request() {
     let world = World::new();
     let daemon = Daemon::start(&world, "d", &[], &[]);
     let wd = world.mkdir("w");
-    let tc = world.path().join("tc");
-    let o = world
-        .nxcc()
-        .args(["toolchain", "sim"])
-        .arg(&tc)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tc = sim_toolchain(&world, "tc");
     let model = example_model();
     let (model, tc) = (model.to_str().unwrap(), tc.to_str().unwrap());
     let argv = |out: &'static str| {

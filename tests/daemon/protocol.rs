@@ -161,6 +161,13 @@ fn v1_streams_events_and_ends_with_done() {
         events[0],
         json!({"event": "engine", "engine": "pipeline", "compiler": null, "identity": null})
     );
+    // Once planned, the toolchain it runs with: the simulated one the request names.
+    assert_eq!(events[1]["event"], "toolchain", "{events:?}");
+    assert_eq!(events[1]["simulated"], true, "{}", events[1]);
+    assert_eq!(
+        events[1]["identity"],
+        json!({"kind": "simulated", "nxcc_version": nxcc::VERSION})
+    );
     let done = events.last().unwrap();
     assert_eq!(done["exit_status"], 0);
     assert_eq!(
@@ -387,4 +394,84 @@ fn the_daemons_dry_run_is_the_command_lines() {
             "{flag}"
         );
     }
+}
+
+#[test]
+fn v1_says_the_daemons_own_toolchain_when_the_request_names_none() {
+    let world = World::new();
+    let tc = sim_toolchain(&world, "tc");
+    let daemon = Daemon::start(
+        &world,
+        "d",
+        &[],
+        &[("NXCC_TOOLCHAIN", tc.to_str().unwrap())],
+    );
+    let wd = world.mkdir("w");
+    let model = example_model();
+    let request = json!({
+        "argv": [model, "--target", "trn2", "--output", "t.neff"],
+        "working_directory": wd,
+    });
+    let (r, events) = daemon.v1(&request);
+    assert_eq!(r.status, 200);
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds[..2], ["engine", "toolchain"], "{events:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "toolchain").count(),
+        1,
+        "{kinds:?}"
+    );
+    let done = events.last().unwrap();
+    assert_eq!(done["exit_status"], 0, "{events:?}");
+    // The daemon's NXCC_TOOLCHAIN: its directory, simulated, and the identity the key records
+    // (the digest of the tools the plan runs, as they are in that directory).
+    let said = &events[1];
+    assert_eq!(said["bin"], tc.join("bin").display().to_string(), "{said}");
+    assert_eq!(said["simulated"], true, "{said}");
+    assert_eq!(said["identity"]["kind"], "simulated-dir", "{said}");
+    let walrus = std::fs::read(tc.join("bin/walrus_driver")).unwrap();
+    assert_eq!(
+        said["identity"]["tools"]["walrus_driver"],
+        json!({"blake3": blake3::hash(&walrus).to_hex().to_string(), "size": walrus.len()}),
+        "{said}"
+    );
+    // The same identity with no cache (computed, not read off the key).
+    let mut uncached = request.clone();
+    uncached["argv"] = json!([
+        model,
+        "--target",
+        "trn2",
+        "--output",
+        "u.neff",
+        "--no_cache"
+    ]);
+    let (_, events) = daemon.v1(&uncached);
+    assert_eq!(events.last().unwrap()["cache"], "off", "{events:?}");
+    assert_eq!(events[1], *said);
+    // A request that names a toolchain: that one.
+    let mut named = request.clone();
+    named["argv"] = json!([
+        model,
+        "--target",
+        "trn2",
+        "--toolchain",
+        "sim",
+        "--output",
+        "s.neff"
+    ]);
+    let (_, events) = daemon.v1(&named);
+    assert_eq!(events[1]["event"], "toolchain", "{events:?}");
+    assert_eq!(events[1]["identity"]["kind"], "simulated", "{}", events[1]);
+    // A request refused before it is planned says no toolchain.
+    let mut refused = request;
+    refused["argv"] = json!([model, "--target", "nonsuch", "--output", "r.neff"]);
+    let (_, events) = daemon.v1(&refused);
+    assert!(
+        events.iter().all(|e| e["event"] != "toolchain"),
+        "{events:?}"
+    );
+    assert_ne!(events.last().unwrap()["exit_status"], 0, "{events:?}");
 }

@@ -3,8 +3,9 @@
 //! first on its stream, and the bundle names that compiler — its path, the digest of its bytes,
 //! its version — so that `nxcc reproduce --compiler PATH` replays with it and says whether it is
 //! that compiler (a bundle never has nxcc run a program it names: without `--compiler` the replay
-//! is refused, naming the compiler); a daemon that says nothing of its engine (an older nxcc)
-//! leaves a bundle that says its engine is assumed.
+//! is refused, naming the compiler); for nxcc's pipeline, the bundle names the toolchain the
+//! daemon says the compile ran with — its own, when the client names none —; a daemon that says
+//! nothing of its engine or toolchain (an older nxcc) leaves a bundle that says they are assumed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -287,9 +288,10 @@ fn older_daemon(daemon: &Daemon, listener: std::os::unix::net::UnixListener) {
     let (r, events) = daemon.v1(&serde_json::from_slice(&body).unwrap());
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(events[0]["event"], "engine", "{events:?}");
+    assert_eq!(events[1]["event"], "toolchain", "{events:?}");
     let older: String = events
         .iter()
-        .filter(|e| e["event"] != "engine")
+        .filter(|e| e["event"] != "engine" && e["event"] != "toolchain")
         .map(|e| format!("{e}\n"))
         .collect();
     let answer = format!(
@@ -331,6 +333,16 @@ fn a_daemon_that_does_not_say_its_engine_leaves_a_bundle_that_says_the_engine_is
         note.contains("did not say what runs its compiles") && note.contains("assumed"),
         "{note}"
     );
+    // ... nor its toolchain: the client's own is assumed (here the one it names).
+    assert_eq!(versions["toolchain_from"], "assumed", "{versions}");
+    let toolchain_note = versions["toolchain_note"].as_str().unwrap();
+    assert!(
+        toolchain_note.contains("did not say which toolchain")
+            && toolchain_note.contains("the toolchain the client resolves is assumed"),
+        "{toolchain_note}"
+    );
+    assert_eq!(versions["toolchain"]["simulated"], true, "{versions}");
+    assert_eq!(versions["toolchain"]["identity"]["kind"], "simulated");
     // The replay runs nxcc's pipeline, as before, and says the engine was assumed.
     std::fs::remove_file(wd.join("m.hlo")).unwrap();
     let o = reproduce(
@@ -343,6 +355,82 @@ fn a_daemon_that_does_not_say_its_engine_leaves_a_bundle_that_says_the_engine_is
     let said = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{said}{}", text(&o.stderr));
     assert!(said.contains(&format!("note: {note}")), "{said}");
+    assert!(
+        said.contains("the replay:           failed at WalrusDriver: exit status 3"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_bundle_names_the_daemons_own_toolchain_when_the_client_names_none() {
+    let world = World::new();
+    let tc = sim_toolchain(&world, "tc");
+    let daemon = Daemon::start(
+        &world,
+        "d",
+        &["--allow-test-env"],
+        &[("NXCC_TOOLCHAIN", tc.to_str().unwrap())],
+    );
+    let wd = world.mkdir("w");
+    std::fs::write(wd.join("m.hlo"), distinct_model(4)).unwrap();
+    // The client names no toolchain (its world has no NXCC_TOOLCHAIN).
+    let out = world
+        .nxcc()
+        .args(["compile", "--daemon", "m.hlo", "--target", "trn2"])
+        .args(["--output", "f.neff", "--gen-reproducer"])
+        .env("NXCC_DAEMON_SOCKET", &daemon.socket)
+        .env("NXCC_SIM_FAULT", "walrus_driver:exit=3")
+        .current_dir(&wd)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    let found = bundles_in(&wd);
+    assert_eq!(found.len(), 1, "{stderr}");
+    let bundle = &found[0];
+
+    // The toolchain is the daemon's, as the daemon said: its directory, simulated, its identity.
+    let versions = member_json(bundle, "versions.json");
+    assert_eq!(versions["engine"], "pipeline", "{versions}");
+    assert_eq!(versions["engine_from"], "daemon", "{versions}");
+    assert_eq!(versions["toolchain_from"], "daemon", "{versions}");
+    assert!(versions.get("toolchain_note").is_none(), "{versions}");
+    let toolchain = &versions["toolchain"];
+    assert_eq!(toolchain["bin"], tc.join("bin").display().to_string());
+    assert_eq!(toolchain["simulated"], true, "{toolchain}");
+    assert_eq!(toolchain["request"], "Auto", "what the client asked for");
+    let identity = &toolchain["identity"];
+    assert_eq!(identity["kind"], "simulated-dir", "{identity}");
+    let walrus = std::fs::read(tc.join("bin/walrus_driver")).unwrap();
+    assert_eq!(
+        identity["tools"]["walrus_driver"]["blake3"],
+        blake3::hash(&walrus).to_hex().to_string()
+    );
+    // ... and the compile is keyed with it, as the daemon's cache keyed it.
+    let key = member_json(bundle, "cache_key.json");
+    assert_eq!(key["inputs"]["toolchain"], *identity);
+    let hex = key["key"].as_str().unwrap();
+    let entry = world
+        .path()
+        .join("d/compile-cache/nxcc-v1")
+        .join(&hex[..2])
+        .join(hex);
+    assert!(
+        entry.is_dir(),
+        "the daemon's cache has no entry under the bundle's key {hex}"
+    );
+
+    // The model gone, the replay runs the simulated toolchain and the failure recurs.
+    std::fs::remove_file(wd.join("m.hlo")).unwrap();
+    let o = reproduce(
+        &world,
+        bundle,
+        &[],
+        &world.mkdir("elsewhere"),
+        &world.path().join("record"),
+    );
+    let said = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{said}{}", text(&o.stderr));
     assert!(
         said.contains("the replay:           failed at WalrusDriver: exit status 3"),
         "{said}"

@@ -4,6 +4,10 @@
 //! bundle records it (`versions.json`); the daemon's compile stream opens with it, so that a
 //! client writing the bundle of a compile the daemon ran names the compiler the daemon runs; a
 //! replay checks the compiler it would run against it ([`EngineIdentity::compiler_differences`]).
+//! For nxcc's pipeline, the toolchain a compile runs with is named alike ([`ToolchainIdentity`]):
+//! where its tools are, whether it is the simulated one, and its identity as the key records it;
+//! the daemon says it once it has planned a compile, so that such a bundle names the daemon's
+//! toolchain, not the client's.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +18,8 @@ use super::digests::Table;
 use super::identity::{self, Tools};
 use super::meta::EngineKind;
 use crate::engine::Engine;
-use crate::toolchain::Request;
+use crate::plan::Plan;
+use crate::toolchain::{Request, Toolchain};
 
 /// An engine, named (the JSON of `versions.json` and of the daemon's `engine` event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,6 +113,56 @@ impl EngineIdentity {
             )];
         }
         Vec::new()
+    }
+}
+
+/// The toolchain a compile runs with, named (the JSON of `versions.json`'s `toolchain` and of
+/// the daemon's `toolchain` event): what every client may see of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolchainIdentity {
+    /// The directory its tools are in (`None`: none was located when the compile was planned —
+    /// an installed package is looked for when a tool is needed).
+    #[serde(default)]
+    pub bin: Option<PathBuf>,
+    /// It is nxcc's simulated toolchain.
+    #[serde(default)]
+    pub simulated: bool,
+    /// Its identity as the compile's cache key records it ([`super::identity::of`]; for an
+    /// external compiler, the compiler's).
+    #[serde(default)]
+    pub identity: Option<Value>,
+}
+
+impl ToolchainIdentity {
+    /// The toolchain `located` (as a plan has it), of identity `identity`.
+    pub fn of(located: Option<&Toolchain>, identity: Option<Value>) -> ToolchainIdentity {
+        ToolchainIdentity {
+            bin: located.map(|t| t.bin.clone()),
+            simulated: located.is_some_and(|t| t.simulated),
+            identity,
+        }
+    }
+
+    /// The toolchain a compile planned as `plan` runs with on `engine`: its identity as `key`
+    /// (the compile's cache key, when it has one) records it, else as the key would (digests
+    /// remembered in `table`).
+    pub fn planned(
+        plan: &Plan,
+        engine: &Engine,
+        key: Option<&super::Key>,
+        table: &Table,
+    ) -> ToolchainIdentity {
+        let identity = match key.and_then(|k| k.inputs.get("toolchain")) {
+            Some(id) => id.clone(),
+            None => identity::of(
+                &plan.toolchain_request,
+                plan.toolchain.as_ref(),
+                engine,
+                Tools::OfPlan(plan),
+                table,
+            ),
+        };
+        ToolchainIdentity::of(plan.toolchain.as_ref(), Some(identity))
     }
 }
 

@@ -85,7 +85,7 @@ pub mod store;
 pub use config::{
     check_local, default_dir, CacheConfig, CacheStatus, CACHE_URL_ENV, DEFAULT_DIR_TEXT,
 };
-pub use engine_identity::EngineIdentity;
+pub use engine_identity::{EngineIdentity, ToolchainIdentity};
 pub use estimate::{estimate, Basis, Estimate};
 pub use key::Key;
 pub use layer::{LocalStore, TIER_LOCAL, TIER_SECONDARY, TIER_SHARED, TIER_SHARED_SECONDARY};
