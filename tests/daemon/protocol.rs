@@ -453,15 +453,7 @@ fn v1_says_the_daemons_own_toolchain_when_the_request_names_none() {
     assert_eq!(events[1], *said);
     // A request that names a toolchain: that one.
     let mut named = request.clone();
-    named["argv"] = json!([
-        model,
-        "--target",
-        "trn2",
-        "--toolchain",
-        "sim",
-        "--output",
-        "s.neff"
-    ]);
+    named["argv"] = json!(sim_argv(model.to_str().unwrap(), "s.neff", &[]));
     let (_, events) = daemon.v1(&named);
     assert_eq!(events[1]["event"], "toolchain", "{events:?}");
     assert_eq!(events[1]["identity"]["kind"], "simulated", "{}", events[1]);

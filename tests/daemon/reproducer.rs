@@ -76,6 +76,48 @@ fn reproduce(world: &World, bundle: &Path, args: &[&str], cwd: &Path, record: &P
         .unwrap()
 }
 
+/// The bundle's key holds `toolchain` as its toolchain input, and the daemon `d`'s cache has an
+/// entry under it: the bundle is keyed as the daemon's cache keyed the compile.
+fn keyed_as_the_daemon(world: &World, bundle: &Path, toolchain: &Value) {
+    let key = member_json(bundle, "cache_key.json");
+    assert_eq!(key["inputs"]["toolchain"], *toolchain);
+    let hex = key["key"].as_str().unwrap();
+    let entry = world
+        .path()
+        .join("d/compile-cache/nxcc-v1")
+        .join(&hex[..2])
+        .join(hex);
+    assert!(
+        entry.is_dir(),
+        "the daemon's cache has no entry under the bundle's key {hex}"
+    );
+}
+
+/// `nxcc reproduce BUNDLE --compiler COMPILER` from `cwd`: the same failure recurred (exit 0);
+/// what it said.
+fn reproduced_with(
+    world: &World,
+    bundle: &Path,
+    compiler: &Path,
+    cwd: &Path,
+    record: &Path,
+) -> String {
+    let o = reproduce(
+        world,
+        bundle,
+        &["--compiler", compiler.to_str().unwrap()],
+        cwd,
+        record,
+    );
+    let said = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{said}{}", text(&o.stderr));
+    assert!(
+        said.contains("reproduced: the same failure recurred"),
+        "{said}"
+    );
+    said
+}
+
 /// The runs of the stand-in compiler `record` holds.
 fn runs(record: &Path) -> usize {
     std::fs::read_to_string(record).map_or(0, |t| t.lines().count())
@@ -135,18 +177,7 @@ fn a_bundle_of_an_external_compiler_daemons_compile_names_that_compiler_and_repl
     assert_eq!(identity["version"], version);
     // ... and keys the compile with it, as the daemon's cache did.
     assert_eq!(versions["toolchain"]["identity"], *identity);
-    let key = member_json(&bundle, "cache_key.json");
-    assert_eq!(key["inputs"]["toolchain"], *identity);
-    let hex = key["key"].as_str().unwrap();
-    let entry = world
-        .path()
-        .join("d/compile-cache/nxcc-v1")
-        .join(&hex[..2])
-        .join(hex);
-    assert!(
-        entry.is_dir(),
-        "the daemon's cache has no entry under the bundle's key {hex}"
-    );
+    keyed_as_the_daemon(&world, &bundle, identity);
     let failure = member_json(&bundle, "failure.json");
     assert_eq!(failure["signature"]["job"], "ExternalCompiler", "{failure}");
     assert_eq!(failure["signature"]["status"], "exit status 70");
@@ -182,15 +213,7 @@ fn a_bundle_of_an_external_compiler_daemons_compile_names_that_compiler_and_repl
     std::fs::remove_file(wd.join("m.pb")).unwrap();
     let elsewhere = world.mkdir("elsewhere");
     let record = world.path().join("replay.record");
-    let o = reproduce(
-        &world,
-        &bundle,
-        &["--compiler", fake.to_str().unwrap()],
-        &elsewhere,
-        &record,
-    );
-    let said = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{said}{}", text(&o.stderr));
+    let said = reproduced_with(&world, &bundle, &fake, &elsewhere, &record);
     assert!(
         said.contains(&format!(
             "with the external compiler {} (the one the bundle names: the same bytes and version)",
@@ -200,10 +223,6 @@ fn a_bundle_of_an_external_compiler_daemons_compile_names_that_compiler_and_repl
     );
     assert!(
         said.contains("the replay:           failed at ExternalCompiler: exit status 70"),
-        "{said}"
-    );
-    assert!(
-        said.contains("reproduced: the same failure recurred"),
         "{said}"
     );
     assert_eq!(runs(&record), 1, "the replay ran the daemon's compiler");
@@ -252,25 +271,13 @@ fn a_bundle_never_runs_the_compiler_it_names_unless_asked_and_says_when_it_is_an
     std::fs::write(&fake, &changed).unwrap();
     refused();
     // Asked for by name, it is used, and said not to be the bundle's.
-    let o = reproduce(
-        &world,
-        &bundle,
-        &["--compiler", fake.to_str().unwrap()],
-        &wd,
-        &record,
-    );
-    let said = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{said}{}", text(&o.stderr));
+    let said = reproduced_with(&world, &bundle, &fake, &wd, &record);
     assert!(
         said.contains(&format!(
             "note: {} is not the compiler the bundle names: its bytes differ (blake3 {}",
             fake.display(),
             &blake3::hash(&original).to_hex()[..16]
         )),
-        "{said}"
-    );
-    assert!(
-        said.contains("reproduced: the same failure recurred"),
         "{said}"
     );
     assert_eq!(runs(&record), 1);
@@ -407,18 +414,7 @@ fn a_bundle_names_the_daemons_own_toolchain_when_the_client_names_none() {
         blake3::hash(&walrus).to_hex().to_string()
     );
     // ... and the compile is keyed with it, as the daemon's cache keyed it.
-    let key = member_json(bundle, "cache_key.json");
-    assert_eq!(key["inputs"]["toolchain"], *identity);
-    let hex = key["key"].as_str().unwrap();
-    let entry = world
-        .path()
-        .join("d/compile-cache/nxcc-v1")
-        .join(&hex[..2])
-        .join(hex);
-    assert!(
-        entry.is_dir(),
-        "the daemon's cache has no entry under the bundle's key {hex}"
-    );
+    keyed_as_the_daemon(&world, bundle, identity);
 
     // The model gone, the replay runs the simulated toolchain and the failure recurs.
     std::fs::remove_file(wd.join("m.hlo")).unwrap();
